@@ -1,0 +1,9 @@
+"""Role templates, deployments and the agent runtime (built in its own issue)."""
+
+from django.apps import AppConfig
+
+
+class AgentsConfig(AppConfig):
+    name = "cadre.agents"
+    label = "agents"
+    verbose_name = "Agents"

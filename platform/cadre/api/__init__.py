@@ -1,0 +1,1 @@
+"""Shared pieces of the REST API: error envelope, pagination, permissions, base viewsets."""

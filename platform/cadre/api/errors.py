@@ -1,0 +1,82 @@
+"""One error envelope for every API error: {"error": {"code", "message", "details"}}."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from cadre.errors import CadreError
+
+logger = logging.getLogger(__name__)
+
+_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+}
+
+
+def envelope(code: str, message: str, details: object | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def error_response(status_code: int, code: str, message: str, details=None) -> JsonResponse:
+    return JsonResponse(envelope(code, message, details), status=status_code)
+
+
+def _message_from(detail: object) -> str:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            text = _message_from(value)
+            return text if key == "non_field_errors" else f"{key}: {text}"
+        return "Invalid input."
+    if isinstance(detail, list) and detail:
+        return _message_from(detail[0])
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, CadreError):
+        return Response(envelope(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            envelope("payload_too_large", "The request body is larger than allowed."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # a real server error: let Django log it and answer 500
+    detail = response.data
+    if isinstance(exc, exceptions.ValidationError):
+        code, message, details = "invalid", _message_from(detail), detail
+    else:
+        raw = getattr(exc, "detail", None)
+        code = getattr(raw, "code", None) or _CODES.get(response.status_code, "error")
+        message = str(raw) if raw is not None else response.status_text
+        details = {}
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            details = {"retry_after": int(exc.wait)}
+    response.data = envelope(code or _CODES.get(response.status_code, "error"), message, details)
+    return response

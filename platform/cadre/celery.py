@@ -1,0 +1,21 @@
+"""The Celery application: tasks live in each app's tasks.py as @shared_task."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
+
+app = Celery("cadre")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@worker_process_init.connect(weak=False)
+def _instrument_worker(**_kwargs) -> None:
+    from cadre.observability import instrument_celery
+
+    instrument_celery()

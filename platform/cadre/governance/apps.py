@@ -1,0 +1,9 @@
+"""Audit trail (and, with their issue, masking, policy chain, confirmations, alerting, export)."""
+
+from django.apps import AppConfig
+
+
+class GovernanceConfig(AppConfig):
+    name = "cadre.governance"
+    label = "governance"
+    verbose_name = "Governance"

@@ -1,0 +1,40 @@
+"""Recompute an organization's audit hash chain and report the first broken link."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from cadre.governance.audit import verify_chain
+from cadre.tenancy.models import Organization
+
+
+class Command(BaseCommand):
+    help = "Verify the audit hash chain of one organization (or all with --all)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", help="organization slug")
+        parser.add_argument("--all", action="store_true", help="verify every organization")
+
+    def handle(self, *args, org=None, all=False, **options):
+        if not org and not all:
+            raise CommandError("give --org SLUG or --all")
+        organizations = Organization.objects.order_by("slug")
+        if org:
+            organizations = organizations.filter(slug=org)
+            if not organizations.exists():
+                raise CommandError(f"no organization with slug {org!r}")
+        failed = False
+        for organization in organizations:
+            result = verify_chain(organization)
+            if result["ok"]:
+                self.stdout.write(f"{organization.slug}: OK, {result['checked']} events verified")
+            else:
+                failed = True
+                broken = result["broken"]
+                self.stdout.write(
+                    f"{organization.slug}: BROKEN at position {broken['position']} "
+                    f"(event id {broken['event_id']}): {broken['problem']}; "
+                    f"{result['checked']} events before it are intact"
+                )
+        if failed:
+            raise CommandError("audit chain verification failed")

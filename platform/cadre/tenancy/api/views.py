@@ -1,0 +1,338 @@
+"""Tenancy API: organization, departments, positions, members, identities, keys, grants."""
+
+from __future__ import annotations
+
+import django_filters
+from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import Q
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+
+from cadre.api.viewsets import TenantViewSet
+from cadre.tenancy import services
+from cadre.tenancy.api import serializers as s
+from cadre.tenancy.models import (
+    ApiKey,
+    Department,
+    IMIdentity,
+    Invitation,
+    Member,
+    Organization,
+    Position,
+)
+from cadre.tenancy.roles import GRANTABLE, ROLES, grant_codename
+
+
+class OrganizationViewSet(viewsets.ViewSet):
+    """The caller's own organization."""
+
+    serializer_class = s.OrganizationSerializer
+
+    @extend_schema(responses=s.OrganizationSerializer)
+    def retrieve(self, request):
+        request.actor.require("organization.view")
+        return Response(s.OrganizationSerializer(request.actor.organization).data)
+
+    @extend_schema(request=s.OrganizationSerializer, responses=s.OrganizationSerializer)
+    def partial_update(self, request):
+        organization = Organization.objects.get(pk=request.actor.organization.pk)
+        serializer = s.OrganizationSerializer(organization, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        organization = services.organization_update(
+            actor=request.actor, organization=organization, **serializer.validated_data
+        )
+        return Response(s.OrganizationSerializer(organization).data)
+
+
+class DepartmentFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
+
+    class Meta:
+        model = Department
+        fields = ["parent", "is_archived", "code"]
+
+
+class DepartmentViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    mixins.UpdateModelMixin, mixins.DestroyModelMixin, TenantViewSet,
+):
+    model = Department
+    serializer_class = s.DepartmentSerializer
+    filterset_class = DepartmentFilter
+
+    def perform_create(self, serializer):
+        serializer.instance = services.department_create(actor=self.actor, **serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = services.department_update(
+            actor=self.actor, department=serializer.instance, **serializer.validated_data
+        )
+
+    @extend_schema(description="Archive the department (it must have no active members or "
+                   "sub-departments). History is kept; nothing is deleted.")
+    def destroy(self, request, *args, **kwargs):
+        department = services.department_archive(actor=self.actor, department=self.get_object())
+        return Response(s.DepartmentSerializer(department).data)
+
+
+class PositionFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
+
+    class Meta:
+        model = Position
+        fields = ["department", "is_archived", "code"]
+
+
+class PositionViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    mixins.UpdateModelMixin, mixins.DestroyModelMixin, TenantViewSet,
+):
+    model = Position
+    serializer_class = s.PositionSerializer
+    filterset_class = PositionFilter
+
+    def perform_create(self, serializer):
+        serializer.instance = services.position_create(actor=self.actor, **serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = services.position_update(
+            actor=self.actor, position=serializer.instance, **serializer.validated_data
+        )
+
+    @extend_schema(description="Archive the position. History is kept; nothing is deleted.")
+    def destroy(self, request, *args, **kwargs):
+        position = services.position_update(
+            actor=self.actor, position=self.get_object(), is_archived=True
+        )
+        return Response(s.PositionSerializer(position).data)
+
+
+class MemberFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search")
+    role = django_filters.CharFilter(field_name="roles", lookup_expr="contains", method="by_role")
+    position = django_filters.NumberFilter(field_name="positions")
+
+    class Meta:
+        model = Member
+        fields = ["status", "department", "manager"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(
+            Q(display_name__icontains=value) | Q(email__icontains=value)
+            | Q(employee_no__iexact=value)
+        )
+
+    def by_role(self, queryset, name, value):
+        return queryset.filter(roles__contains=[value])
+
+
+class MemberViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    mixins.UpdateModelMixin, TenantViewSet,
+):
+    model = Member
+    serializer_class = s.MemberSerializer
+    filterset_class = MemberFilter
+
+    def base_queryset(self):
+        return Member.objects.select_related("department").prefetch_related(
+            "positions", "im_identities"
+        )
+
+    def perform_create(self, serializer):
+        serializer.instance = services.member_create(actor=self.actor, **serializer.validated_data)
+
+    def perform_update(self, serializer):
+        data = dict(serializer.validated_data)
+        positions = data.pop("positions", None)
+        serializer.instance = services.member_update(
+            actor=self.actor, member=serializer.instance, positions=positions, **data
+        )
+
+    @extend_schema(request=s.MemberInviteSerializer, responses={201: s.InvitationCreatedSerializer})
+    @action(detail=False, methods=["post"])
+    def invite(self, request):
+        serializer = s.MemberInviteSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        member, invitation, token = services.member_invite(
+            actor=self.actor, **serializer.validated_data
+        )
+        return Response(
+            {
+                "member": s.MemberSerializer(member).data,
+                "invitation": s.InvitationSerializer(invitation).data,
+                "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(request=s.DeactivateSerializer, responses=s.MemberSerializer)
+    @action(detail=True, methods=["post"])
+    def deactivate(self, request, pk=None):
+        serializer = s.DeactivateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        member = services.member_deactivate(
+            actor=self.actor, member=self.get_object(), reason=serializer.validated_data.get(
+                "reason", "")
+        )
+        return Response(s.MemberSerializer(member).data)
+
+    @extend_schema(request=None, responses=s.MemberSerializer)
+    @action(detail=True, methods=["post"])
+    def reactivate(self, request, pk=None):
+        member = services.member_reactivate(actor=self.actor, member=self.get_object())
+        return Response(s.MemberSerializer(member).data)
+
+
+class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    model = Invitation
+    serializer_class = s.InvitationSerializer
+    filterset_fields = ["member"]
+
+    @extend_schema(request=None, responses=s.InvitationSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        invitation = services.invitation_revoke(actor=self.actor, invitation=self.get_object())
+        return Response(s.InvitationSerializer(invitation).data)
+
+
+class IMIdentityViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    mixins.DestroyModelMixin, TenantViewSet,
+):
+    model = IMIdentity
+    serializer_class = s.IMIdentitySerializer
+    filterset_fields = ["member", "platform", "platform_user_id"]
+
+    def perform_create(self, serializer):
+        serializer.instance = services.im_identity_create(
+            actor=self.actor, **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance):
+        services.im_identity_delete(actor=self.actor, identity=instance)
+
+
+class ApiKeyViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    mixins.DestroyModelMixin, TenantViewSet,
+):
+    model = ApiKey
+    serializer_class = s.ApiKeySerializer
+    filterset_fields = ["created_by"]
+
+    def base_queryset(self):
+        return ApiKey.objects.select_related("created_by")
+
+    @extend_schema(request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer})
+    def create(self, request, *args, **kwargs):
+        serializer = s.ApiKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key, secret = services.api_key_create(actor=self.actor, **serializer.validated_data)
+        data = s.ApiKeySerializer(key).data | {"secret": secret}
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(description="Revoke the key: it stops working at once; the record is kept.",
+                   responses=s.ApiKeySerializer)
+    def destroy(self, request, *args, **kwargs):
+        key = services.api_key_revoke(actor=self.actor, key=self.get_object())
+        return Response(s.ApiKeySerializer(key).data)
+
+
+class RoleViewSet(viewsets.ViewSet):
+    """The built-in roles and the permissions each carries."""
+
+    @extend_schema(responses=s.RoleSerializer(many=True))
+    def list(self, request):
+        return Response(
+            [
+                {"name": r.name, "label": r.label, "description": r.description,
+                 "permissions": sorted(r.permissions)}
+                for r in ROLES.values()
+            ]
+        )
+
+
+def _grant_rows(actor):
+    """Guardian rows on this organization's grantable objects."""
+    from guardian.models import UserObjectPermission
+
+    condition = Q(pk__in=[])
+    models = {"department": Department, "position": Position}
+    for target_type in GRANTABLE:
+        model = models[target_type]
+        ids = [str(pk) for pk in model.objects.filter(
+            organization=actor.organization).values_list("pk", flat=True)]
+        condition |= Q(content_type=ContentType.objects.get_for_model(model), object_pk__in=ids)
+    return UserObjectPermission.objects.filter(condition).select_related(
+        "permission", "content_type", "user")
+
+
+class GrantViewSet(viewsets.ViewSet):
+    """Object-level grants: a permission on one department or position for one member."""
+
+    serializer_class = s.GrantSerializer
+    _targets = {"department": Department, "position": Position}
+
+    def _require(self, request):
+        if not request.actor.has("grant.manage") and not request.actor.has("member.view"):
+            raise PermissionDenied("You do not have the 'grant.manage' permission.")
+
+    def _row(self, request, row) -> dict:
+        member = Member.objects.filter(organization=request.actor.organization,
+                                       user_id=row.user_id).first()
+        return {
+            "id": row.pk,
+            "member": member.pk if member else None,
+            "permission": row.permission.codename.replace("_", ".", 1),
+            "target_type": row.content_type.model,
+            "target_id": int(row.object_pk),
+        }
+
+    @extend_schema(responses=s.GrantSerializer(many=True))
+    def list(self, request):
+        self._require(request)
+        return Response([self._row(request, row) for row in _grant_rows(request.actor)])
+
+    @extend_schema(request=s.GrantSerializer, responses={201: s.GrantSerializer})
+    def create(self, request):
+        serializer = s.GrantSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        model = self._targets[data["target_type"]]
+        target = model.objects.restrict(request.actor).filter(pk=data["target_id"]).first()
+        if target is None:
+            raise NotFound("No such target in your organization.")
+        services.object_grant(actor=request.actor, member=data["member"],
+                              permission=data["permission"], target=target)
+        row = _grant_rows(request.actor).get(
+            user_id=data["member"].user_id, object_pk=str(target.pk),
+            permission__codename=grant_codename(data["permission"]),
+            content_type=ContentType.objects.get_for_model(model),
+        )
+        return Response(self._row(request, row), status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=s.GrantSerializer)
+    def retrieve(self, request, pk=None):
+        self._require(request)
+        row = _grant_rows(request.actor).filter(pk=pk).first()
+        if row is None:
+            raise NotFound()
+        return Response(self._row(request, row))
+
+    def destroy(self, request, pk=None):
+        row = _grant_rows(request.actor).filter(pk=pk).first()
+        if row is None:
+            raise NotFound()
+        member = Member.objects.filter(organization=request.actor.organization,
+                                       user_id=row.user_id).first()
+        target = row.content_type.get_object_for_this_type(pk=row.object_pk)
+        services.object_grant_revoke(
+            actor=request.actor, member=member,
+            permission=row.permission.codename.replace("_", ".", 1), target=target,
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,335 @@
+"""Tenancy models: the organization, its chart (departments, positions), members, keys."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
+from django.contrib.auth.models import PermissionsMixin
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+from cadre.tenancy.querysets import TenantQuerySet
+from cadre.tenancy.roles import ROLE_CHOICES
+
+
+class UserManager(BaseUserManager):
+    use_in_migrations = True
+
+    def create_user(self, email: str, password: str | None = None, **extra):
+        if not email:
+            raise ValueError("users need an email address")
+        user = self.model(email=self.normalize_email(email).lower(), **extra)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, email: str, password: str | None = None, **extra):
+        extra.setdefault("is_staff", True)
+        extra.setdefault("is_superuser", True)
+        return self.create_user(email, password, **extra)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A console login. Employees who only chat in IM need no user, only a Member."""
+
+    email = models.EmailField(unique=True)
+    display_name = models.CharField(max_length=150, blank=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False)
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    objects = UserManager()
+
+    def __str__(self) -> str:
+        return self.display_name or self.email
+
+
+class Organization(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUSPENDED = "suspended", "Suspended"
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    locale = models.CharField(max_length=16, default="en")
+    time_zone = models.CharField(max_length=64, default="UTC")
+    settings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TenantModel(models.Model):
+    """Base for every row owned by an organization; `resource` names it in permissions."""
+
+    resource = ""
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+def department_subtree_ids(organization_id: int, roots: set[int]) -> set[int]:
+    """The given departments and every department below them."""
+    children: dict[int | None, list[int]] = {}
+    rows = Department.objects.filter(organization_id=organization_id).values_list("id", "parent_id")
+    for pk, parent_id in rows:
+        children.setdefault(parent_id, []).append(pk)
+    found, stack = set(), list(roots)
+    while stack:
+        pk = stack.pop()
+        if pk not in found:
+            found.add(pk)
+            stack.extend(children.get(pk, []))
+    return found
+
+
+def _department_grant(actor, permission: str, field: str) -> models.Q | None:
+    roots = actor.granted_ids(permission, Department)
+    if not roots:
+        return None
+    return models.Q(**{f"{field}__in": department_subtree_ids(actor.organization.pk, roots)})
+
+
+class Department(TenantModel):
+    resource = "department"
+
+    name = models.CharField(max_length=200)
+    code = models.SlugField(max_length=64, blank=True)
+    description = models.TextField(blank=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    is_archived = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization",
+                "parent",
+                Lower("name"),
+                name="department_unique_sibling_name",
+                nulls_distinct=False,
+            )
+        ]
+        permissions = [
+            ("department_manage", "Manage this department and its sub-departments"),
+            ("member_manage", "Manage the members of this department and its sub-departments"),
+            ("skill_review", "Review the skills of this department"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> models.Q | None:
+        return _department_grant(actor, permission, "pk")
+
+
+class Position(TenantModel):
+    """A role in the org chart that agents are dispatched to, e.g. "Key account sales"."""
+
+    resource = "position"
+
+    name = models.CharField(max_length=200)
+    code = models.SlugField(max_length=64)
+    description = models.TextField(blank=True)
+    department = models.ForeignKey(
+        Department, null=True, blank=True, on_delete=models.SET_NULL, related_name="positions"
+    )
+    is_archived = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "code", name="position_unique_code"),
+        ]
+        permissions = [("position_manage", "Manage this position")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Member(TenantModel):
+    """A person in an organization: an employee with agents, an admin, or both."""
+
+    resource = "member"
+
+    class Status(models.TextChoices):
+        INVITED = "invited", "Invited"
+        ACTIVE = "active", "Active"
+        DEACTIVATED = "deactivated", "Deactivated"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="memberships",
+    )
+    display_name = models.CharField(max_length=150)
+    email = models.EmailField(blank=True)
+    mobile = models.CharField(max_length=32, blank=True)
+    employee_no = models.CharField(max_length=64, blank=True)
+    title = models.CharField(max_length=150, blank=True)
+    department = models.ForeignKey(
+        Department, null=True, blank=True, on_delete=models.SET_NULL, related_name="members"
+    )
+    positions = models.ManyToManyField(Position, blank=True, related_name="members")
+    manager = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reports"
+    )
+    roles = ArrayField(
+        models.CharField(max_length=32, choices=ROLE_CHOICES), default=list, blank=True
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    created_at = models.DateTimeField(default=timezone.now)
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["display_name"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization",
+                "user",
+                name="member_unique_user",
+                condition=models.Q(user__isnull=False),
+            ),
+            models.UniqueConstraint(
+                "organization",
+                Lower("email"),
+                name="member_unique_email",
+                condition=~models.Q(email=""),
+            ),
+        ]
+        indexes = [models.Index(fields=["organization", "status"])]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> models.Q | None:
+        return _department_grant(actor, permission, "department_id")
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == self.Status.ACTIVE
+
+
+class IMIdentity(TenantModel):
+    """A member's account on an IM platform, keyed by platform and platform user id."""
+
+    resource = "member"
+
+    class Platform(models.TextChoices):
+        FEISHU = "feishu", "Feishu / Lark"
+        WECOM = "wecom", "WeCom"
+        DINGTALK = "dingtalk", "DingTalk"
+        SLACK = "slack", "Slack"
+        WEBHOOK = "webhook", "Webhook"
+
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="im_identities")
+    platform = models.CharField(max_length=16, choices=Platform.choices)
+    # The platform's tenant (Feishu tenant key, WeCom corp id, Slack team id); blank if single.
+    tenant_key = models.CharField(max_length=128, blank=True)
+    platform_user_id = models.CharField(max_length=191)
+    display_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["platform", "platform_user_id"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization",
+                "platform",
+                "tenant_key",
+                "platform_user_id",
+                name="imidentity_unique_platform_user",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.platform_user_id}"
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> models.Q | None:
+        return _department_grant(actor, permission, "member__department_id")
+
+
+class ApiKey(TenantModel):
+    """An organization API key. Only a SHA-256 of the secret is stored; the prefix is shown."""
+
+    resource = "apikey"
+
+    name = models.CharField(max_length=150)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    scopes = ArrayField(models.CharField(max_length=32), default=list)
+    created_by = models.ForeignKey(Member, on_delete=models.PROTECT, related_name="api_keys")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_ip = models.GenericIPAddressField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_at and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+
+class Invitation(TenantModel):
+    """A single-use link that gives an invited member a console login."""
+
+    resource = "member"
+
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(Member, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> models.Q | None:
+        return _department_grant(actor, permission, "member__department_id")
+
+    @property
+    def state(self) -> str:
+        if self.accepted_at:
+            return "accepted"
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_at <= timezone.now():
+            return "expired"
+        return "pending"

@@ -1,0 +1,164 @@
+"""Built-in roles, the permissions they carry, and API key scopes.
+
+A permission is "<resource>.<verb>". Roles are fixed, documented sets (docs/rbac.md renders this
+module); object-level grants (django-guardian) add a permission on one object, e.g. "manage
+the members of the Sales department" for a department HR lead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PERMISSIONS: dict[str, str] = {
+    "organization.view": "See the organization's profile",
+    "organization.manage": "Change the organization's name, settings and locale",
+    "department.view": "See the department tree",
+    "department.manage": "Create, rename, move and archive departments",
+    "position.view": "See positions",
+    "position.manage": "Create, edit and archive positions",
+    "member.view": "See the member directory",
+    "member.manage": "Add, invite, edit, deactivate and reactivate members; map IM identities",
+    "member.assign_roles": "Change members' roles (owner role only by owners)",
+    "grant.manage": "Grant and revoke object-level permissions",
+    "apikey.view": "See the organization's API keys (never their secrets)",
+    "apikey.manage": "Create and revoke API keys",
+    "audit.view": "Read the audit log",
+    "audit.export": "Export the audit log",
+    "template.view": "See role templates",
+    "template.manage": "Edit, review and publish role templates",
+    "deployment.manage": "Dispatch, roll out and roll back agents",
+    "agent.view": "See every agent and its sessions",
+    "memory.view": "Read organization, department and position memory",
+    "memory.manage": "Correct and delete shared memory",
+    "skill.view": "Browse the organization's skills",
+    "skill.publish": "Publish skills to the Hub",
+    "skill.review": "Review skill candidates and versions",
+    "connector.manage": "Add and configure IM connectors",
+    "policy.manage": "Edit the policy chain and alert rules",
+    "confirmation.decide": "Decide high-risk confirmations routed to the role",
+    "chat.use": "Chat with one's own agents",
+}
+
+_ALL = frozenset(PERMISSIONS)
+_EMPLOYEE = frozenset(
+    {
+        "organization.view",
+        "department.view",
+        "position.view",
+        "member.view",
+        "template.view",
+        "skill.view",
+        "chat.use",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    label: str
+    description: str
+    permissions: frozenset[str]
+
+
+ROLES: dict[str, Role] = {
+    role.name: role
+    for role in [
+        Role("owner", "Owner", "Full control, including other owners and the organization.", _ALL),
+        Role(
+            "it_admin",
+            "IT admin",
+            "Runs the platform: people, API keys, connectors, policies, audit.",
+            _ALL - {"organization.manage"},
+        ),
+        Role(
+            "business_admin",
+            "Business admin",
+            "Builds role templates and dispatches agents to positions.",
+            _EMPLOYEE
+            | {
+                "position.manage",
+                "template.manage",
+                "deployment.manage",
+                "agent.view",
+                "memory.view",
+                "skill.publish",
+            },
+        ),
+        Role(
+            "skill_reviewer",
+            "Skill reviewer",
+            "Reviews skill candidates and versions before they reach the Hub.",
+            _EMPLOYEE | {"skill.review", "skill.publish"},
+        ),
+        Role(
+            "auditor",
+            "Auditor",
+            "Reads everything, including the audit log and its exports; changes nothing.",
+            _EMPLOYEE
+            | {
+                "apikey.view",
+                "audit.view",
+                "audit.export",
+                "agent.view",
+                "memory.view",
+            },
+        ),
+        Role("employee", "Employee", "Chats with their own agents; sees the directory.", _EMPLOYEE),
+    ]
+}
+
+ROLE_CHOICES = [(role.name, role.label) for role in ROLES.values()]
+
+
+def permissions_for_roles(role_names) -> frozenset[str]:
+    granted: set[str] = set()
+    for name in role_names:
+        role = ROLES.get(name)
+        if role is not None:
+            granted |= role.permissions
+    return frozenset(granted)
+
+
+# API key scopes: what a key may do, always capped by its creator's current permissions.
+SCOPES: dict[str, tuple[str, frozenset[str]]] = {
+    "org:read": (
+        "Read the organization, departments, positions, members",
+        frozenset(
+            {"organization.view", "department.view", "position.view", "member.view", "apikey.view"}
+        ),
+    ),
+    "org:write": (
+        "Manage departments, positions, members and IM identities",
+        frozenset({"department.manage", "position.manage", "member.manage", "grant.manage"}),
+    ),
+    "audit:read": ("Read and export the audit log", frozenset({"audit.view", "audit.export"})),
+    "memory:read": ("Search and read memory", frozenset({"memory.view"})),
+    "memory:write": ("Write, correct and delete memory", frozenset({"memory.manage"})),
+    "agents:run": ("Start runs and read agents", frozenset({"agent.view", "chat.use"})),
+    "templates:write": (
+        "Manage templates and deployments",
+        frozenset({"template.view", "template.manage", "deployment.manage"}),
+    ),
+    "hub:read": ("Search and download skills", frozenset({"skill.view"})),
+    "hub:publish": ("Publish skills to the Hub", frozenset({"skill.view", "skill.publish"})),
+}
+
+
+def permissions_for_scopes(scopes) -> frozenset[str]:
+    granted: set[str] = set()
+    for scope in scopes:
+        granted |= SCOPES[scope][1]
+    return frozenset(granted)
+
+
+# Object-level grants: which permissions may be granted on which kind of object.
+GRANTABLE: dict[str, tuple[str, ...]] = {
+    "department": ("department.manage", "member.manage", "skill.review"),
+    "position": ("position.manage",),
+}
+
+
+def grant_codename(permission: str) -> str:
+    """The django-guardian codename for a permission granted on an object."""
+    return permission.replace(".", "_")

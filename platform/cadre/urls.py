@@ -1,0 +1,30 @@
+"""Top-level URL map: console, REST API, OpenAPI schema and docs, health checks."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from cadre.api import views as api_views
+from cadre.runtime.health import healthz, readyz
+
+api_v1 = [
+    path("", include("cadre.tenancy.api.urls")),
+    path("", include("cadre.governance.api")),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/", api_views.unknown_endpoint),
+    path("api/<path:rest>", api_views.unknown_endpoint),
+    path("", include("cadre.console.urls")),
+]
+
+handler400 = "cadre.api.views.bad_request"
+handler403 = "cadre.api.views.permission_denied"
+handler404 = "cadre.api.views.not_found"
+handler500 = "cadre.api.views.server_error"

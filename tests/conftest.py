@@ -1,0 +1,79 @@
+"""The cast every suite shares (as healthchecks does): alice and bob in organization A, charlie
+in organization B. alice owns A; bob is an employee of A; charlie owns B (an outsider to A)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from cadre.tenancy import services
+from cadre.tenancy.actors import member_actor
+from tests.factories import MemberFactory, OrganizationFactory
+
+PASSWORD = "correct-horse-battery-9"
+
+
+@pytest.fixture
+def org_a(db):
+    return OrganizationFactory(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def org_b(db):
+    return OrganizationFactory(name="Globex", slug="globex")
+
+
+@pytest.fixture
+def alice(org_a):
+    return MemberFactory(organization=org_a, display_name="Alice", email="alice@acme.test",
+                         roles=["owner"])
+
+
+@pytest.fixture
+def bob(org_a):
+    return MemberFactory(organization=org_a, display_name="Bob", email="bob@acme.test",
+                         roles=["employee"])
+
+
+@pytest.fixture
+def charlie(org_b):
+    return MemberFactory(organization=org_b, display_name="Charlie", email="charlie@globex.test",
+                         roles=["owner"])
+
+
+@pytest.fixture
+def make_member(org_a):
+    def make(roles=("employee",), organization=None, **fields):
+        return MemberFactory(organization=organization or org_a, roles=list(roles), **fields)
+
+    return make
+
+
+def actor_for(member):
+    return member_actor(member)
+
+
+@pytest.fixture
+def client_for(db):
+    """An API client signed in (session) as the given member."""
+
+    def make(member):
+        client = APIClient()
+        client.force_login(member.user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def key_client(db):
+    """An API client authenticated with a new API key of `member` with `scopes`."""
+
+    def make(member, scopes):
+        _, secret = services.api_key_create(actor=member_actor(member), name="test", scopes=scopes)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        client.secret = secret
+        return client
+
+    return make
