@@ -11,6 +11,8 @@ from cadre.runtime.health import healthz, readyz
 api_v1 = [
     path("", include("cadre.tenancy.api.urls")),
     path("", include("cadre.governance.api")),
+    path("", include("cadre.memory.api")),
+    path("", include("cadre.governance.masking.api")),
 ]
 
 urlpatterns = [

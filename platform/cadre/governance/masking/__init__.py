@@ -1,0 +1,1 @@
+"""The masking engine: detects sensitive data and masks, redacts or pseudonymizes it."""

@@ -1,0 +1,243 @@
+"""Governed long-term memory: items with provenance, their history, embeddings, and the
+operational records of which memories each model call was given."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
+from django.db import models
+from django.utils import timezone
+from pgvector.django import VectorField
+
+from cadre.tenancy.models import TenantModel
+
+
+class Scope(models.TextChoices):
+    USER = "user", "User (one member's personal memory)"
+    AGENT = "agent", "Agent (one agent instance)"
+    POSITION = "position", "Position"
+    DEPARTMENT = "department", "Department"
+    ORGANIZATION = "organization", "Organization (shared)"
+
+
+class Kind(models.TextChoices):
+    FACT = "fact", "Fact"
+    PREFERENCE = "preference", "Preference"
+    REQUIREMENT = "requirement", "Requirement"
+    EXPERIENCE = "experience", "Experience (task trajectory)"
+    TOOL_TRAJECTORY = "tool_trajectory", "Tool trajectory"
+    SUMMARY = "summary", "Summary"
+
+
+class SourceKind(models.TextChoices):
+    # Ordered by authority: a user statement outranks a tool result, which outranks an inference.
+    USER_STATEMENT = "user_statement", "User statement"
+    TOOL_RESULT = "tool_result", "Tool result"
+    MODEL_INFERENCE = "model_inference", "Model inference"
+    SYSTEM = "system", "System"
+    IMPORT = "import", "Import"
+
+
+def scope_key(scope: str, scope_id: int | None = None) -> str:
+    """The single indexed string that names a scope: 'user:12', 'department:5', 'organization'."""
+    return scope if scope == Scope.ORGANIZATION else f"{scope}:{scope_id}"
+
+
+class Memory(TenantModel):
+    resource = "memory"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUPERSEDED = "superseded", "Superseded"
+        ARCHIVED = "archived", "Archived"
+        DELETED = "deleted", "Deleted"
+
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    # The owner of the scope: a Member (user), Agent, Position or Department id; null for org.
+    scope_id = models.BigIntegerField(null=True, blank=True)
+    scope_key = models.CharField(max_length=48)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FACT)
+    content = models.TextField()
+    attributes = models.JSONField(default=dict, blank=True)
+    # Lexical document: content (and speaker/date context) segmented for full-text search,
+    # so Chinese is split into words (jieba) and mixed-language text is searchable.
+    search_text = models.TextField(blank=True)
+
+    source_kind = models.CharField(
+        max_length=20, choices=SourceKind.choices, default=SourceKind.USER_STATEMENT
+    )
+    source_ref = models.JSONField(default=dict, blank=True)
+    author_type = models.CharField(max_length=16, blank=True)  # member, agent, api_key, system
+    author_id = models.CharField(max_length=64, blank=True)
+    author_label = models.CharField(max_length=200, blank=True)
+    observed_at = models.DateTimeField(default=timezone.now)
+    confidence = models.FloatField(default=1.0)
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    retention_policy = models.CharField(max_length=64, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    content_hash = models.CharField(max_length=64)
+    tags = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    conversation_id = models.CharField(max_length=128, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    purged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["organization", "scope_key", "status"]),
+            models.Index(fields=["organization", "content_hash"]),
+            models.Index(fields=["organization", "kind"]),
+            models.Index(fields=["expires_at"], condition=models.Q(expires_at__isnull=False),
+                         name="memory_expires_idx"),
+            GinIndex(fields=["tags"], name="memory_tags_gin"),
+            GinIndex(SearchVector("search_text", config="simple"), name="memory_search_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return self.content[:80]
+
+
+class MemoryVersion(models.Model):
+    """One entry of a memory's history; never changed after it is written."""
+
+    class Change(models.TextChoices):
+        ADDITION = "addition", "Addition"
+        STATE_CHANGE = "state_change", "State change"
+        CORRECTION = "correction", "Correction"
+        MERGE = "merge", "Merge"
+        DELETION = "deletion", "Deletion"
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    change = models.CharField(max_length=16, choices=Change.choices)
+    old_content = models.TextField(blank=True)
+    new_content = models.TextField(blank=True)
+    old_attributes = models.JSONField(default=dict, blank=True)
+    new_attributes = models.JSONField(default=dict, blank=True)
+    old_status = models.CharField(max_length=16, blank=True)
+    new_status = models.CharField(max_length=16, blank=True)
+    actor_type = models.CharField(max_length=16, blank=True)
+    actor_id = models.CharField(max_length=64, blank=True)
+    actor_label = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)
+    related_memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["memory", "version"]
+        constraints = [
+            models.UniqueConstraint("memory", "version", name="memoryversion_unique_version")
+        ]
+
+
+class EmbeddingModel(models.Model):
+    """An embedding model known to this instance. Exactly one is `active` for search."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", "Building (re-embedding in progress)"
+        ACTIVE = "active", "Active"
+        RETIRED = "retired", "Retired"
+
+    id = models.CharField(max_length=128, primary_key=True)  # e.g. "local/all-MiniLM-L6-v2"
+    provider = models.CharField(max_length=32)  # "local", "openai"
+    name = models.CharField(max_length=200)
+    dimension = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class MemoryEmbedding(models.Model):
+    """A memory's vector under one embedding model. One HNSW index per model (partial index
+    on `model_id` with a cast to the model's dimension), created when the model is registered."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="embeddings")
+    model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="+")
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("memory", "model", name="memoryembedding_unique_model")
+        ]
+
+
+class ContextRecord(TenantModel):
+    """Which memories (ids, versions, scores, tokens) were sent to one model call."""
+
+    resource = "memory"
+
+    run_id = models.CharField(max_length=64, blank=True)
+    step_id = models.CharField(max_length=64, blank=True)
+    trace_id = models.CharField(max_length=32, blank=True)
+    actor_type = models.CharField(max_length=16, blank=True)
+    actor_id = models.CharField(max_length=64, blank=True)
+    query = models.TextField(blank=True)
+    total_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "run_id"])]
+
+
+class ContextRecordItem(models.Model):
+    context = models.ForeignKey(ContextRecord, on_delete=models.CASCADE, related_name="items")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="context_items")
+    memory_version = models.PositiveIntegerField()
+    rank = models.PositiveIntegerField()
+    score = models.FloatField()
+    tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["context", "rank"]
+
+
+class MemoryTask(TenantModel):
+    """Visible status of one piece of asynchronous memory work (a Celery task)."""
+
+    resource = "memory"
+
+    class Kind(models.TextChoices):
+        ENRICH = "enrich", "Enrich (embed)"
+        DEDUP = "dedup", "Dedup"
+        ORGANIZE = "organize", "Organize"
+        PURGE = "purge", "Purge"
+        REEMBED = "reembed", "Re-embed"
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", "Waiting"
+        IN_PROGRESS = "in_progress", "In progress"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    memory = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    idempotency_key = models.CharField(max_length=191, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "status"])]
