@@ -13,6 +13,7 @@ api_v1 = [
     path("", include("cadre.governance.api")),
     path("", include("cadre.memory.api")),
     path("", include("cadre.governance.masking.api")),
+    path("", include("cadre.agents.api")),
 ]
 
 urlpatterns = [

@@ -1,8 +1,12 @@
-"""The console's navigation: every area of the product, shown to those who may use it."""
+"""The console's navigation: every area of the product, shown to those who may use it.
+
+Areas that are not built yet are listed too (with `AREAS` describing what they will do), so an
+administrator sees the whole product from day one — but never invented data.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.urls import reverse
 
@@ -14,29 +18,197 @@ class NavItem:
     permission: str | None
     section: str
     kwargs: dict | None = None
+    icon: str = "dot"
 
 
 NAVIGATION = [
-    NavItem("Overview", "console:home", None, "Organization"),
-    NavItem("Members", "console:members", "member.view", "Organization"),
-    NavItem("Departments", "console:departments", "department.view", "Organization"),
-    NavItem("Positions", "console:positions", "position.view", "Organization"),
-    NavItem("Templates", "console:area", "template.view", "Agents", {"area": "templates"}),
-    NavItem("Deployments", "console:area", "deployment.manage", "Agents", {"area": "deployments"}),
-    NavItem("Agents & sessions", "console:area", "agent.view", "Agents", {"area": "agents"}),
-    NavItem("Chat", "console:area", "chat.use", "Agents", {"area": "chat"}),
-    NavItem("Memory", "console:area", "memory.view", "Knowledge", {"area": "memory"}),
-    NavItem("Skills Hub", "console:area", "skill.view", "Knowledge", {"area": "hub"}),
-    NavItem("Skill reviews", "console:area", "skill.review", "Knowledge", {"area": "reviews"}),
+    NavItem("Overview", "console:home", None, "Organization", icon="home"),
+    NavItem("Members", "console:members", "member.view", "Organization", icon="people"),
+    NavItem("Departments", "console:departments", "department.view", "Organization", icon="tree"),
+    NavItem("Positions", "console:positions", "position.view", "Organization", icon="badge"),
+    NavItem("Templates", "console:area", "template.view", "Agents", {"area": "templates"},
+            icon="layers"),
+    NavItem("Deployments", "console:area", "deployment.manage", "Agents",
+            {"area": "deployments"}, icon="rocket"),
+    NavItem("Agents & sessions", "console:area", "agent.view", "Agents", {"area": "agents"},
+            icon="bot"),
+    NavItem("Chat", "console:area", "chat.use", "Agents", {"area": "chat"}, icon="chat"),
+    NavItem("Memory", "console:area", "memory.view", "Knowledge", {"area": "memory"},
+            icon="brain"),
+    NavItem("Skills Hub", "console:area", "skill.view", "Knowledge", {"area": "hub"},
+            icon="box"),
+    NavItem("Skill reviews", "console:area", "skill.review", "Knowledge", {"area": "reviews"},
+            icon="check"),
     NavItem("Confirmations", "console:area", "confirmation.decide", "Governance",
-            {"area": "confirmations"}),
-    NavItem("Policies", "console:area", "policy.manage", "Governance", {"area": "policies"}),
-    NavItem("Alerts", "console:area", "policy.manage", "Governance", {"area": "alerts"}),
-    NavItem("Audit log", "console:audit", "audit.view", "Governance"),
-    NavItem("Connectors", "console:area", "connector.manage", "Settings", {"area": "connectors"}),
-    NavItem("API keys", "console:api_keys", "apikey.view", "Settings"),
-    NavItem("Organization", "console:organization", "organization.view", "Settings"),
+            {"area": "confirmations"}, icon="shield"),
+    NavItem("Policies", "console:area", "policy.manage", "Governance", {"area": "policies"},
+            icon="sliders"),
+    NavItem("Alerts", "console:area", "policy.manage", "Governance", {"area": "alerts"},
+            icon="bell"),
+    NavItem("Audit log", "console:audit", "audit.view", "Governance", icon="list"),
+    NavItem("Connectors", "console:area", "connector.manage", "Settings",
+            {"area": "connectors"}, icon="plug"),
+    NavItem("API keys", "console:api_keys", "apikey.view", "Settings", icon="key"),
+    NavItem("Organization", "console:organization", "organization.view", "Settings",
+            icon="building"),
 ]
+
+
+@dataclass(frozen=True)
+class Area:
+    """A part of the product whose console pages are not built yet."""
+
+    slug: str
+    title: str
+    permission: str
+    summary: str
+    capabilities: tuple[str, ...] = field(default_factory=tuple)
+    arrives_with: str = ""
+
+
+AREAS: dict[str, Area] = {
+    area.slug: area
+    for area in [
+        Area(
+            "templates",
+            "Role templates",
+            "template.view",
+            "Reusable definitions of an agent for a position: its instructions, tools, skills "
+            "and memory scope, versioned and reviewed before they reach employees.",
+            (
+                "Write a template's SOP, AGENT.md and default skills, and attach it to positions",
+                "Keep every version; compare two versions and see who changed what",
+                "Send a new version for review, then publish it",
+            ),
+            "the agents module (role templates and versions)",
+        ),
+        Area(
+            "deployments",
+            "Deployments",
+            "deployment.manage",
+            "Dispatch agents in bulk: one agent per member of a position, rolled out and rolled "
+            "back as a unit.",
+            (
+                "Dispatch a template version to a position, a department or named members",
+                "Roll out gradually and watch the error rate before going further",
+                "Roll back to the previous version in one step",
+            ),
+            "the agents module (deployments)",
+        ),
+        Area(
+            "agents",
+            "Agents & sessions",
+            "agent.view",
+            "Every running agent, whom it serves, and the sessions and runs it has had — step "
+            "by step, with the tools it called and the trace id of each run.",
+            (
+                "Find an agent by member, position or template version",
+                "Open a session and read each run's steps, tool calls and confirmations",
+                "Follow a run's trace id into your tracing system",
+            ),
+            "the agent runtime",
+        ),
+        Area(
+            "chat",
+            "Chat",
+            "chat.use",
+            "Talk to your own agents from the browser — the same conversations you have in "
+            "Feishu, WeCom, DingTalk or Slack.",
+            (
+                "Pick one of your agents and continue a conversation",
+                "Confirm high-risk actions inline, as on an IM card",
+            ),
+            "the agent runtime and live updates",
+        ),
+        Area(
+            "memory",
+            "Memory",
+            "memory.view",
+            "Governed long-term memory at organization, department, position and personal "
+            "scope, each entry with its provenance.",
+            (
+                "Search memory the way an agent would, within your own scope",
+                "Correct, supersede or delete an entry; see where it came from",
+                "Set retention rules per scope",
+            ),
+            "the memory module",
+        ),
+        Area(
+            "hub",
+            "Skills Hub",
+            "skill.view",
+            "The organization's registry of reviewed skills: packages, versions and dist-tags, "
+            "installable by templates, deployments and other Cadre installs.",
+            (
+                "Browse and search skills with their versions and success rates",
+                "See which templates and deployments use each version",
+                "Publish from the CLI or CI with an API key (hub:publish scope)",
+            ),
+            "the Hub",
+        ),
+        Area(
+            "reviews",
+            "Skill reviews",
+            "skill.review",
+            "Skill candidates proposed from people's corrections to agents, with a quality "
+            "score, waiting for approval before they are published.",
+            (
+                "Review a candidate's diff, score and source conversations",
+                "Approve, request changes or reject, stage by stage",
+            ),
+            "the skills module",
+        ),
+        Area(
+            "confirmations",
+            "Confirmations",
+            "confirmation.decide",
+            "High-risk actions that agents paused on, routed to the people who may decide "
+            "them.",
+            (
+                "Approve or reject a paused action with the full context of the run",
+                "See expired and decided confirmations and who decided",
+            ),
+            "the policy chain and confirmations",
+        ),
+        Area(
+            "policies",
+            "Policies",
+            "policy.manage",
+            "The chain every agent input and tool call passes through: masking rules, risk "
+            "classification and what needs a human confirmation.",
+            (
+                "Edit masking rules and test them on sample text",
+                "Classify tools by risk and choose who confirms high-risk calls",
+            ),
+            "the governance module (policy chain and masking)",
+        ),
+        Area(
+            "alerts",
+            "Alerts",
+            "policy.manage",
+            "Rules that notify people when something needs attention: policy violations, "
+            "failing runs, unusual volumes.",
+            (
+                "Define alert rules and where they are sent",
+                "See what fired, when, and who acknowledged it",
+            ),
+            "the governance module (alerting)",
+        ),
+        Area(
+            "connectors",
+            "Connectors",
+            "connector.manage",
+            "The IM platforms your employees reach their agents from: Feishu/Lark, WeCom, "
+            "DingTalk and Slack, plus a generic webhook.",
+            (
+                "Add a connector with its credentials (stored encrypted)",
+                "Check its health and see recent inbound events",
+                "Map platform accounts to members (members' pages already do this by hand)",
+            ),
+            "the IM connectors",
+        ),
+    ]
+}
 
 
 def navigation_for(actor, current_path: str) -> list[dict]:
@@ -46,7 +218,13 @@ def navigation_for(actor, current_path: str) -> list[dict]:
             continue
         url = reverse(item.url_name, kwargs=item.kwargs)
         active = current_path == url if url == "/" else current_path.startswith(url)
+        built = item.url_name != "console:area"
         sections.setdefault(item.section, []).append(
-            {"label": item.label, "url": url, "active": active}
+            {"label": item.label, "url": url, "active": active, "icon": item.icon, "built": built}
         )
     return [{"title": title, "items": items} for title, items in sections.items()]
+
+
+def areas_for(actor) -> list[Area]:
+    """The not-yet-built areas this actor will be able to use."""
+    return [area for area in AREAS.values() if actor.may(area.permission)]

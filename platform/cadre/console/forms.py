@@ -1,0 +1,318 @@
+"""Console forms: validation at the edge; choice fields only offer the actor's own objects.
+
+Forms never save: views hand `cleaned_data` to a service, and a service's `CadreError` is put
+back on the form with `add_service_error` so the person sees the message next to the field.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime, time
+
+from django import forms
+from django.contrib.auth.password_validation import password_validators_help_text_html
+from django.utils import timezone
+
+from cadre.console.department_tree import department_choices
+from cadre.errors import CadreError
+from cadre.tenancy.models import Department, IMIdentity, Member, Position
+from cadre.tenancy.roles import ROLES, SCOPES
+
+
+def add_service_error(form: forms.Form, error: CadreError) -> None:
+    """Show a service error on the form: field details next to fields, the message on top."""
+    field_messages: list[str] = []
+    for name, messages in (error.details or {}).items():
+        if not isinstance(messages, list | tuple):
+            messages = [str(messages)]
+        if name in form.fields:
+            for message in messages:
+                form.add_error(name, str(message))
+                field_messages.append(str(message))
+    if error.message not in field_messages:
+        form.add_error(None, error.message)
+
+
+class ActorFormMixin:
+    """Forms built for one actor: their organization scopes every choice."""
+
+    def __init__(self, *args, actor, **kwargs):
+        self.actor = actor
+        super().__init__(*args, **kwargs)
+
+
+def _department_field(field: forms.ModelChoiceField, queryset) -> None:
+    """Restrict a department field and list its choices as an indented tree."""
+    field.queryset = queryset
+    field.choices = department_choices(queryset, field.empty_label or "")
+
+
+ROLE_FORM_CHOICES = [(role.name, f"{role.label} — {role.description}") for role in ROLES.values()]
+
+
+# --- members ------------------------------------------------------------------------------
+
+
+class MemberForm(ActorFormMixin, forms.Form):
+    display_name = forms.CharField(label="Name", max_length=150)
+    email = forms.EmailField(required=False, help_text="Needed to invite them to the console.")
+    mobile = forms.CharField(max_length=32, required=False)
+    employee_no = forms.CharField(label="Employee number", max_length=64, required=False)
+    title = forms.CharField(label="Job title", max_length=150, required=False)
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
+                                        empty_label="— No department —")
+    manager = forms.ModelChoiceField(queryset=Member.objects.none(), required=False,
+                                     empty_label="— No manager —")
+    positions = forms.ModelMultipleChoiceField(
+        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Agents are dispatched to positions.",
+    )
+    roles = forms.MultipleChoiceField(
+        choices=ROLE_FORM_CHOICES, required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="What this person may do in the console. Employees only chat with agents.",
+    )
+
+    def __init__(self, *args, member: Member | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.member = member
+        _department_field(
+            self.fields["department"],
+            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+        )
+        managers = Member.objects.restrict(self.actor, "view").exclude(
+            status=Member.Status.DEACTIVATED
+        )
+        if member is not None:
+            managers = managers.exclude(pk=member.pk)
+        self.fields["manager"].queryset = managers
+        self.fields["positions"].queryset = Position.objects.restrict(
+            self.actor, "view"
+        ).filter(is_archived=False)
+        if not self.actor.has("member.assign_roles"):
+            # Without the permission the field is not offered at all (and so never submitted).
+            del self.fields["roles"]
+        else:
+            self.fields["roles"].initial = ["employee"]
+
+    def clean_roles(self) -> list[str]:
+        roles = self.cleaned_data.get("roles") or []
+        if not roles:
+            raise forms.ValidationError("Choose at least one role (Employee for most people).")
+        return roles
+
+
+class InviteForm(ActorFormMixin, forms.Form):
+    email = forms.EmailField(help_text="The invitation link is shown once, for you to send.")
+    display_name = forms.CharField(label="Name", max_length=150, required=False,
+                                   help_text="They can change it when they accept.")
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
+                                        empty_label="— No department —")
+    positions = forms.ModelMultipleChoiceField(
+        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    roles = forms.MultipleChoiceField(choices=ROLE_FORM_CHOICES, required=False,
+                                      widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _department_field(
+            self.fields["department"],
+            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+        )
+        self.fields["positions"].queryset = Position.objects.restrict(
+            self.actor, "view"
+        ).filter(is_archived=False)
+        if not self.actor.has("member.assign_roles"):
+            del self.fields["roles"]
+        else:
+            self.fields["roles"].initial = ["employee"]
+
+
+class DeactivateForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), max_length=1000, required=False,
+        help_text="Recorded in the audit log.",
+    )
+
+
+class IdentityForm(forms.Form):
+    platform = forms.ChoiceField(choices=IMIdentity.Platform.choices)
+    platform_user_id = forms.CharField(label="Platform user id", max_length=191,
+                                       help_text="e.g. a Feishu open_id, a WeCom userid, a Slack "
+                                                 "member id.")
+    tenant_key = forms.CharField(label="Tenant", max_length=128, required=False,
+                                 help_text="Feishu tenant key, WeCom corp id or Slack team id; "
+                                           "leave blank with a single tenant.")
+    display_name = forms.CharField(label="Name on the platform", max_length=150, required=False)
+
+
+class MemberFilterForm(ActorFormMixin, forms.Form):
+    """The members list's search and filters (GET)."""
+
+    q = forms.CharField(required=False, label="Search")
+    status = forms.ChoiceField(choices=[("", "Any status"), *Member.Status.choices],
+                               required=False)
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
+                                        empty_label="Any department")
+    role = forms.ChoiceField(choices=[("", "Any role")] + [(r.name, r.label)
+                                                           for r in ROLES.values()],
+                             required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _department_field(self.fields["department"], Department.objects.restrict(self.actor, "view"))
+
+
+# --- departments and positions ------------------------------------------------------------
+
+
+class DepartmentForm(ActorFormMixin, forms.Form):
+    name = forms.CharField(max_length=200)
+    parent = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
+                                    empty_label="— Top level —")
+    code = forms.SlugField(max_length=64, required=False,
+                           help_text="Optional short identifier, e.g. from your HR system.")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+    def __init__(self, *args, department: Department | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        parents = Department.objects.restrict(self.actor, "view").filter(is_archived=False)
+        if department is not None:
+            from cadre.tenancy.models import department_subtree_ids
+
+            # A department cannot move under itself or below: do not even offer those.
+            below = department_subtree_ids(department.organization_id, {department.pk})
+            parents = parents.exclude(pk__in=below)
+        _department_field(self.fields["parent"], parents)
+
+
+class PositionForm(ActorFormMixin, forms.Form):
+    name = forms.CharField(max_length=200)
+    code = forms.SlugField(max_length=64, required=False,
+                           help_text="Left blank, it is made from the name.")
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
+                                        empty_label="— Any department —")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _department_field(
+            self.fields["department"],
+            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+        )
+
+
+# --- API keys -----------------------------------------------------------------------------
+
+
+class ApiKeyForm(ActorFormMixin, forms.Form):
+    name = forms.CharField(max_length=150, help_text="Say what uses it, e.g. “HR sync job”.")
+    scopes = forms.MultipleChoiceField(
+        choices=[(name, f"{name} — {description}") for name, (description, _) in SCOPES.items()],
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one scope."},
+    )
+    expires_on = forms.DateField(
+        label="Expires on", required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="Optional. The key stops working at the end of this day "
+                  "(organization time zone).",
+    )
+
+    def clean_expires_on(self):
+        value = self.cleaned_data.get("expires_on")
+        if value is not None and value < timezone.localdate(timezone=self.zone()):
+            raise forms.ValidationError("Choose today or a later date.")
+        return value
+
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return organization_zone(self.actor.organization)
+
+    def expires_at(self) -> datetime | None:
+        value = self.cleaned_data.get("expires_on")
+        if value is None:
+            return None
+        return datetime.combine(value, time.max).replace(tzinfo=self.zone())
+
+
+def organization_zone(organization) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(organization.time_zone or "UTC")
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo("UTC")
+
+
+# --- audit --------------------------------------------------------------------------------
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.CharField(required=False, label="Action",
+                             help_text="A prefix, e.g. member. or apikey.revoke")
+    actor = forms.CharField(required=False, label="Actor")
+    target_type = forms.ChoiceField(required=False, label="Target type", choices=[])
+    since = forms.DateField(required=False, label="From",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args, target_types=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["target_type"].choices = [("", "Any target")] + [
+            (value, value) for value in target_types
+        ]
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("until", "The end date is before the start date.")
+        return data
+
+
+# --- organization -------------------------------------------------------------------------
+
+LOCALES = [
+    ("en", "English"),
+    ("zh-hans", "简体中文 (Simplified Chinese)"),
+    ("zh-hant", "繁體中文 (Traditional Chinese)"),
+    ("ja", "日本語 (Japanese)"),
+    ("ko", "한국어 (Korean)"),
+    ("de", "Deutsch (German)"),
+    ("fr", "Français (French)"),
+    ("es", "Español (Spanish)"),
+]
+
+
+class OrganizationForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    locale = forms.ChoiceField(choices=LOCALES, label="Language")
+    time_zone = forms.ChoiceField(
+        choices=[(name, name) for name in sorted(zoneinfo.available_timezones())],
+        help_text="Used for dates in the console and in exports.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        current = (self.initial or {}).get("locale")
+        if current and current not in dict(LOCALES):
+            # Keep a locale set through the API selectable rather than silently changing it.
+            self.fields["locale"].choices = [*LOCALES, (current, current)]
+
+
+# --- invitations --------------------------------------------------------------------------
+
+
+class InvitationAcceptForm(forms.Form):
+    display_name = forms.CharField(label="Your name", max_length=150)
+    password = forms.CharField(widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+                               help_text=password_validators_help_text_html())
+    password_confirm = forms.CharField(
+        label="Repeat the password",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("password") and data.get("password") != data.get("password_confirm"):
+            self.add_error("password_confirm", "The two passwords differ.")
+        return data

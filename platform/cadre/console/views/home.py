@@ -1,0 +1,89 @@
+"""The overview page, the organization switcher and the not-yet-built areas."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import Count, Q
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from cadre.console.navigation import AREAS, areas_for
+from cadre.console.views.base import denied, require_permission
+from cadre.governance.models import AuditEvent
+from cadre.tenancy.middleware import SESSION_KEY, memberships
+from cadre.tenancy.models import ApiKey, Department, Member, Position
+from cadre.tenancy.roles import PERMISSIONS
+
+RECENT_EVENTS = 8
+
+
+@require_permission()
+def home(request):
+    actor = request.actor
+    context: dict = {"areas": areas_for(actor)}
+    if actor.may("member.view"):
+        by_status = dict(
+            Member.objects.restrict(actor, "view")
+            .values_list("status")
+            .annotate(count=Count("pk"))
+            .values_list("status", "count")
+        )
+        context["members"] = {
+            "active": by_status.get(Member.Status.ACTIVE, 0),
+            "invited": by_status.get(Member.Status.INVITED, 0),
+            "deactivated": by_status.get(Member.Status.DEACTIVATED, 0),
+            "total": sum(by_status.values()),
+        }
+    if actor.may("department.view"):
+        context["departments"] = (
+            Department.objects.restrict(actor, "view").filter(is_archived=False).count()
+        )
+    if actor.may("position.view"):
+        context["positions"] = (
+            Position.objects.restrict(actor, "view").filter(is_archived=False).count()
+        )
+    if actor.may("apikey.view"):
+        now = timezone.now()
+        context["api_keys"] = (
+            ApiKey.objects.restrict(actor, "view")
+            .filter(revoked_at=None)
+            .filter(Q(expires_at=None) | Q(expires_at__gt=now))
+            .count()
+        )
+    if actor.may("audit.view"):
+        context["recent_events"] = list(
+            AuditEvent.objects.restrict(actor, "view").order_by("-sequence")[:RECENT_EVENTS]
+        )
+    return render(request, "console/home.html", context)
+
+
+@require_POST
+@require_permission()
+def switch_organization(request):
+    """Act in another organization — only one the user has an active membership in."""
+    try:
+        organization_id = int(request.POST.get("organization", ""))
+    except ValueError:
+        raise Http404("No such organization.") from None
+    member = memberships(request.user).filter(organization_id=organization_id).first()
+    if member is None:
+        raise Http404("No such organization.")
+    request.session[SESSION_KEY] = member.organization_id
+    messages.success(request, f"You are now working in {member.organization.name}.")
+    # Not back to the page we came from: its objects belong to the previous organization
+    # and would be 404 in this one.
+    return redirect("console:home")
+
+
+@require_permission()
+def area(request, area: str):
+    spec = AREAS.get(area)
+    if spec is None:
+        raise Http404("No such area.")
+    if not request.actor.may(spec.permission):
+        description = PERMISSIONS.get(spec.permission, spec.permission)
+        return denied(request, f"This area needs the “{description}” permission "
+                               f"({spec.permission}).")
+    return render(request, "console/area.html", {"area": spec})

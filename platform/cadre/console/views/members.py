@@ -1,0 +1,242 @@
+"""Members: the directory, a member's page, add / invite / edit / deactivate, IM identities."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Q
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from cadre.console.forms import (
+    DeactivateForm,
+    IdentityForm,
+    InviteForm,
+    MemberFilterForm,
+    MemberForm,
+    add_service_error,
+)
+from cadre.console.views.base import paginate, query_without_page, require_permission
+from cadre.errors import CadreError
+from cadre.tenancy import services
+from cadre.tenancy.models import IMIdentity, Member
+from cadre.tenancy.roles import ROLES
+
+MEMBER_FIELDS = ("display_name", "email", "mobile", "employee_no", "title", "department",
+                 "manager", "roles")
+
+
+def _visible_member(request, pk: int) -> Member:
+    """A member the actor may see, or 404 (another organization's member does not exist)."""
+    queryset = Member.objects.restrict(request.actor, "view").select_related(
+        "department", "manager", "user"
+    )
+    return get_object_or_404(queryset, pk=pk)
+
+
+@require_permission("member.view")
+def member_list(request):
+    actor = request.actor
+    filters = MemberFilterForm(request.GET or None, actor=actor)
+    members = (
+        Member.objects.restrict(actor, "view")
+        .select_related("department")
+        .order_by("display_name", "pk")
+    )
+    if filters.is_valid():
+        data = filters.cleaned_data
+        if data["q"]:
+            term = data["q"].strip()
+            members = members.filter(
+                Q(display_name__icontains=term) | Q(email__icontains=term)
+                | Q(employee_no__icontains=term)
+            )
+        if data["status"]:
+            members = members.filter(status=data["status"])
+        if data["department"]:
+            members = members.filter(department=data["department"])
+        if data["role"]:
+            members = members.filter(roles__contains=[data["role"]])
+    page = paginate(request, members)
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": query_without_page(request),
+        "filtered": bool(request.GET.get("q") or request.GET.get("status")
+                         or request.GET.get("department") or request.GET.get("role")),
+        "role_labels": {name: role.label for name, role in ROLES.items()},
+        "can_manage": actor.may("member.manage"),
+    }
+    # htmx live search swaps only the results, keeping the focus in the search box.
+    template = "console/members/_results.html" if request.htmx else "console/members/list.html"
+    return render(request, template, context)
+
+
+def _detail_context(request, member: Member, identity_form: IdentityForm | None = None) -> dict:
+    can_manage = request.actor.can("member.manage", member)
+    return {
+        "member": member,
+        "positions": list(member.positions.all()),
+        "identities": list(member.im_identities.all()),
+        "reports": list(member.reports.exclude(status=Member.Status.DEACTIVATED)[:20]),
+        "can_manage": can_manage,
+        "identity_form": (identity_form or IdentityForm()) if can_manage else None,
+        "role_labels": {name: role.label for name, role in ROLES.items()},
+        "pending_invitation": member.invitations.filter(
+            accepted_at=None, revoked_at=None
+        ).first(),
+    }
+
+
+@require_permission("member.view")
+def member_detail(request, pk: int):
+    member = _visible_member(request, pk)
+    return render(request, "console/members/detail.html", _detail_context(request, member))
+
+
+@require_permission("member.manage")
+def member_create(request):
+    form = MemberForm(request.POST or None, actor=request.actor)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        positions = list(data.pop("positions") or [])
+        try:
+            member = services.member_create(actor=request.actor, positions=positions, **data)
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"{member.display_name} was added.")
+            return redirect("console:member", pk=member.pk)
+    return render(request, "console/members/form.html", {"form": form, "member": None})
+
+
+@require_permission("member.manage")
+def member_edit(request, pk: int):
+    member = _visible_member(request, pk)
+    initial = {name: getattr(member, name) for name in MEMBER_FIELDS}
+    initial["positions"] = list(member.positions.all())
+    form = MemberForm(request.POST or None, actor=request.actor, member=member, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        changed = {name: form.cleaned_data[name] for name in form.changed_data
+                   if name in MEMBER_FIELDS}
+        positions = (list(form.cleaned_data["positions"])
+                     if "positions" in form.changed_data else None)
+        if not changed and positions is None:
+            messages.info(request, "Nothing was changed.")
+            return redirect("console:member", pk=member.pk)
+        try:
+            services.member_update(actor=request.actor, member=member, positions=positions,
+                                   **changed)
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"{member.display_name} was updated.")
+            return redirect("console:member", pk=member.pk)
+    return render(request, "console/members/form.html", {"form": form, "member": member})
+
+
+@require_permission("member.manage")
+def member_invite(request):
+    form = InviteForm(request.POST or None, actor=request.actor)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        data["positions"] = list(data.get("positions") or []) or None
+        try:
+            member, invitation, token = services.member_invite(actor=request.actor, **data)
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            # The token exists only in this response: only its hash is stored.
+            response = render(request, "console/members/invited.html", {
+                "member": member,
+                "invitation": invitation,
+                "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
+            })
+            response["Cache-Control"] = "no-store"
+            return response
+    return render(request, "console/members/invite.html", {"form": form})
+
+
+@require_permission("member.manage")
+def member_reinvite(request, pk: int):
+    """A new invitation link for a member who has no login yet (revokes the previous one)."""
+    member = _visible_member(request, pk)
+    if request.method != "POST":
+        return redirect("console:member", pk=member.pk)
+    try:
+        member, invitation, token = services.member_invite(
+            actor=request.actor, email=member.email, member=member
+        )
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect("console:member", pk=member.pk)
+    response = render(request, "console/members/invited.html", {
+        "member": member,
+        "invitation": invitation,
+        "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
+    })
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_permission("member.manage")
+def member_deactivate(request, pk: int):
+    member = _visible_member(request, pk)
+    form = DeactivateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.member_deactivate(actor=request.actor, member=member,
+                                       reason=form.cleaned_data["reason"])
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"{member.display_name} was deactivated.")
+            return redirect("console:member", pk=member.pk)
+    return render(request, "console/members/deactivate.html", {"form": form, "member": member})
+
+
+@require_POST
+@require_permission("member.manage")
+def member_reactivate(request, pk: int):
+    member = _visible_member(request, pk)
+    try:
+        services.member_reactivate(actor=request.actor, member=member)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"{member.display_name} was reactivated.")
+    return redirect("console:member", pk=member.pk)
+
+
+@require_POST
+@require_permission("member.manage")
+def identity_add(request, pk: int):
+    member = _visible_member(request, pk)
+    form = IdentityForm(request.POST)
+    if form.is_valid():
+        try:
+            services.im_identity_create(actor=request.actor, member=member, **form.cleaned_data)
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, "The IM account was linked.")
+            return redirect("console:member", pk=member.pk)
+    # Show the member page again with the form's errors in place.
+    return render(request, "console/members/detail.html",
+                  _detail_context(request, member, identity_form=form))
+
+
+@require_POST
+@require_permission("member.manage")
+def identity_remove(request, pk: int, identity_pk: int):
+    member = _visible_member(request, pk)
+    identity = get_object_or_404(
+        IMIdentity.objects.restrict(request.actor, "view"), pk=identity_pk, member=member
+    )
+    try:
+        services.im_identity_delete(actor=request.actor, identity=identity)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "The IM account was unlinked.")
+    return redirect("console:member", pk=member.pk)
