@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+import connectors.urls as connectors_urls
 from cadre.api import views as api_views
 from cadre.runtime.health import healthz, readyz
 
@@ -15,11 +16,13 @@ api_v1 = [
     path("", include("cadre.governance.masking.api")),
     path("", include("cadre.agents.api")),
 ]
+api_v1.append(path("", include(connectors_urls.api_urlpatterns)))
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("api/v1/", include(api_v1)),
+    path("connectors/", include(connectors_urls.urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", api_views.unknown_endpoint),

