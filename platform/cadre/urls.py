@@ -15,8 +15,8 @@ api_v1 = [
     path("", include("cadre.memory.api")),
     path("", include("cadre.governance.masking.api")),
     path("", include("cadre.agents.api")),
+    path("", include(connectors_urls.api_urlpatterns)),
 ]
-api_v1.append(path("", include(connectors_urls.api_urlpatterns)))
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
