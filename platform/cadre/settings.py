@@ -247,6 +247,7 @@ SECURE_PROXY_SSL_HEADER = (
     ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("CADRE_BEHIND_PROXY", False) else None
 )
 X_FRAME_OPTIONS = "DENY"
+CSRF_FAILURE_VIEW = "cadre.api.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
 LANGUAGE_CODE = "en"
@@ -257,6 +258,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 STATIC_URL = "/static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 FRONTEND_DIR = BASE_DIR / "platform" / "cadre" / "console" / "frontend"
 STATICFILES_DIRS = [("vendor", FRONTEND_DIR / "node_modules")]
 STORAGES = {

@@ -18,8 +18,9 @@ def unknown_endpoint(request, rest: str = ""):
 def _page(request, status: int, code: str, message: str):
     if _is_api(request):
         return error_response(status, code, message)
-    return render(request, "errors/error.html", {"status": status, "message": message},
-                  status=status)
+    return render(
+        request, "errors/error.html", {"status": status, "message": message}, status=status
+    )
 
 
 def bad_request(request, exception=None):
@@ -36,3 +37,8 @@ def not_found(request, exception=None):
 
 def server_error(request):
     return _page(request, 500, "server_error", "Something went wrong on our side; it is logged.")
+
+
+def csrf_failure(request, reason: str = ""):
+    return _page(request, 403, "csrf_failed",
+                 "The form expired or was sent from another site. Reload the page and try again.")

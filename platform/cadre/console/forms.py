@@ -59,17 +59,23 @@ class MemberForm(ActorFormMixin, forms.Form):
     mobile = forms.CharField(max_length=32, required=False)
     employee_no = forms.CharField(label="Employee number", max_length=64, required=False)
     title = forms.CharField(label="Job title", max_length=150, required=False)
-    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
-                                        empty_label="— No department —")
-    manager = forms.ModelChoiceField(queryset=Member.objects.none(), required=False,
-                                     empty_label="— No manager —")
+    department = forms.ModelChoiceField(
+        queryset=Department.objects.none(), required=False, empty_label="— No department —"
+    )
+    manager = forms.ModelChoiceField(
+        queryset=Member.objects.none(), required=False, empty_label="— No manager —"
+    )
     positions = forms.ModelMultipleChoiceField(
-        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        queryset=Position.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="Agents are dispatched to positions.",
     )
     roles = forms.MultipleChoiceField(
-        choices=ROLE_FORM_CHOICES, required=False, widget=forms.CheckboxSelectMultiple,
+        choices=ROLE_FORM_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
         help_text="What this person may do in the console. Employees only chat with agents.",
+        error_messages={"required": "Choose at least one role (Employee for most people)."},
     )
 
     def __init__(self, *args, member: Member | None = None, **kwargs):
@@ -85,33 +91,33 @@ class MemberForm(ActorFormMixin, forms.Form):
         if member is not None:
             managers = managers.exclude(pk=member.pk)
         self.fields["manager"].queryset = managers
-        self.fields["positions"].queryset = Position.objects.restrict(
-            self.actor, "view"
-        ).filter(is_archived=False)
+        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+            is_archived=False
+        )
         if not self.actor.has("member.assign_roles"):
             # Without the permission the field is not offered at all (and so never submitted).
             del self.fields["roles"]
         else:
             self.fields["roles"].initial = ["employee"]
 
-    def clean_roles(self) -> list[str]:
-        roles = self.cleaned_data.get("roles") or []
-        if not roles:
-            raise forms.ValidationError("Choose at least one role (Employee for most people).")
-        return roles
-
 
 class InviteForm(ActorFormMixin, forms.Form):
     email = forms.EmailField(help_text="The invitation link is shown once, for you to send.")
-    display_name = forms.CharField(label="Name", max_length=150, required=False,
-                                   help_text="They can change it when they accept.")
-    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
-                                        empty_label="— No department —")
+    display_name = forms.CharField(
+        label="Name",
+        max_length=150,
+        required=False,
+        help_text="They can change it when they accept.",
+    )
+    department = forms.ModelChoiceField(
+        queryset=Department.objects.none(), required=False, empty_label="— No department —"
+    )
     positions = forms.ModelMultipleChoiceField(
         queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
     )
-    roles = forms.MultipleChoiceField(choices=ROLE_FORM_CHOICES, required=False,
-                                      widget=forms.CheckboxSelectMultiple)
+    roles = forms.MultipleChoiceField(
+        choices=ROLE_FORM_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -119,9 +125,9 @@ class InviteForm(ActorFormMixin, forms.Form):
             self.fields["department"],
             Department.objects.restrict(self.actor, "view").filter(is_archived=False),
         )
-        self.fields["positions"].queryset = Position.objects.restrict(
-            self.actor, "view"
-        ).filter(is_archived=False)
+        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+            is_archived=False
+        )
         if not self.actor.has("member.assign_roles"):
             del self.fields["roles"]
         else:
@@ -130,19 +136,27 @@ class InviteForm(ActorFormMixin, forms.Form):
 
 class DeactivateForm(forms.Form):
     reason = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), max_length=1000, required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=1000,
+        required=False,
         help_text="Recorded in the audit log.",
     )
 
 
 class IdentityForm(forms.Form):
     platform = forms.ChoiceField(choices=IMIdentity.Platform.choices)
-    platform_user_id = forms.CharField(label="Platform user id", max_length=191,
-                                       help_text="e.g. a Feishu open_id, a WeCom userid, a Slack "
-                                                 "member id.")
-    tenant_key = forms.CharField(label="Tenant", max_length=128, required=False,
-                                 help_text="Feishu tenant key, WeCom corp id or Slack team id; "
-                                           "leave blank with a single tenant.")
+    platform_user_id = forms.CharField(
+        label="Platform user id",
+        max_length=191,
+        help_text="e.g. a Feishu open_id, a WeCom userid, a Slack member id.",
+    )
+    tenant_key = forms.CharField(
+        label="Tenant",
+        max_length=128,
+        required=False,
+        help_text="Feishu tenant key, WeCom corp id or Slack team id; "
+        "leave blank with a single tenant.",
+    )
     display_name = forms.CharField(label="Name on the platform", max_length=150, required=False)
 
 
@@ -150,17 +164,19 @@ class MemberFilterForm(ActorFormMixin, forms.Form):
     """The members list's search and filters (GET)."""
 
     q = forms.CharField(required=False, label="Search")
-    status = forms.ChoiceField(choices=[("", "Any status"), *Member.Status.choices],
-                               required=False)
-    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
-                                        empty_label="Any department")
-    role = forms.ChoiceField(choices=[("", "Any role")] + [(r.name, r.label)
-                                                           for r in ROLES.values()],
-                             required=False)
+    status = forms.ChoiceField(choices=[("", "Any status"), *Member.Status.choices], required=False)
+    department = forms.ModelChoiceField(
+        queryset=Department.objects.none(), required=False, empty_label="Any department"
+    )
+    role = forms.ChoiceField(
+        choices=[("", "Any role")] + [(r.name, r.label) for r in ROLES.values()], required=False
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _department_field(self.fields["department"], Department.objects.restrict(self.actor, "view"))
+        _department_field(
+            self.fields["department"], Department.objects.restrict(self.actor, "view")
+        )
 
 
 # --- departments and positions ------------------------------------------------------------
@@ -168,10 +184,14 @@ class MemberFilterForm(ActorFormMixin, forms.Form):
 
 class DepartmentForm(ActorFormMixin, forms.Form):
     name = forms.CharField(max_length=200)
-    parent = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
-                                    empty_label="— Top level —")
-    code = forms.SlugField(max_length=64, required=False,
-                           help_text="Optional short identifier, e.g. from your HR system.")
+    parent = forms.ModelChoiceField(
+        queryset=Department.objects.none(), required=False, empty_label="— Top level —"
+    )
+    code = forms.SlugField(
+        max_length=64,
+        required=False,
+        help_text="Optional short identifier, e.g. from your HR system.",
+    )
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
 
     def __init__(self, *args, department: Department | None = None, **kwargs):
@@ -188,10 +208,12 @@ class DepartmentForm(ActorFormMixin, forms.Form):
 
 class PositionForm(ActorFormMixin, forms.Form):
     name = forms.CharField(max_length=200)
-    code = forms.SlugField(max_length=64, required=False,
-                           help_text="Left blank, it is made from the name.")
-    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
-                                        empty_label="— Any department —")
+    code = forms.SlugField(
+        max_length=64, required=False, help_text="Left blank, it is made from the name."
+    )
+    department = forms.ModelChoiceField(
+        queryset=Department.objects.none(), required=False, empty_label="— Any department —"
+    )
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
 
     def __init__(self, *args, **kwargs):
@@ -213,10 +235,10 @@ class ApiKeyForm(ActorFormMixin, forms.Form):
         error_messages={"required": "Choose at least one scope."},
     )
     expires_on = forms.DateField(
-        label="Expires on", required=False,
+        label="Expires on",
+        required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="Optional. The key stops working at the end of this day "
-                  "(organization time zone).",
+        help_text="The key stops working at the end of this day (organization time zone).",
     )
 
     def clean_expires_on(self):
@@ -246,14 +268,17 @@ def organization_zone(organization) -> zoneinfo.ZoneInfo:
 
 
 class AuditFilterForm(forms.Form):
-    action = forms.CharField(required=False, label="Action",
-                             help_text="A prefix, e.g. member. or apikey.revoke")
+    action = forms.CharField(
+        required=False, label="Action", help_text="A prefix, e.g. member. or apikey.revoke"
+    )
     actor = forms.CharField(required=False, label="Actor")
     target_type = forms.ChoiceField(required=False, label="Target type", choices=[])
-    since = forms.DateField(required=False, label="From",
-                            widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To",
-                            widget=forms.DateInput(attrs={"type": "date"}))
+    since = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
 
     def __init__(self, *args, target_types=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -304,8 +329,10 @@ class OrganizationForm(forms.Form):
 
 class InvitationAcceptForm(forms.Form):
     display_name = forms.CharField(label="Your name", max_length=150)
-    password = forms.CharField(widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-                               help_text=password_validators_help_text_html())
+    password = forms.CharField(
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text=password_validators_help_text_html(),
+    )
     password_confirm = forms.CharField(
         label="Repeat the password",
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),

@@ -18,39 +18,57 @@ class NavItem:
     permission: str | None
     section: str
     kwargs: dict | None = None
-    icon: str = "dot"
 
 
 NAVIGATION = [
-    NavItem("Overview", "console:home", None, "Organization", icon="home"),
-    NavItem("Members", "console:members", "member.view", "Organization", icon="people"),
-    NavItem("Departments", "console:departments", "department.view", "Organization", icon="tree"),
-    NavItem("Positions", "console:positions", "position.view", "Organization", icon="badge"),
-    NavItem("Templates", "console:area", "template.view", "Agents", {"area": "templates"},
-            icon="layers"),
-    NavItem("Deployments", "console:area", "deployment.manage", "Agents",
-            {"area": "deployments"}, icon="rocket"),
-    NavItem("Agents & sessions", "console:area", "agent.view", "Agents", {"area": "agents"},
-            icon="bot"),
-    NavItem("Chat", "console:area", "chat.use", "Agents", {"area": "chat"}, icon="chat"),
-    NavItem("Memory", "console:area", "memory.view", "Knowledge", {"area": "memory"},
-            icon="brain"),
-    NavItem("Skills Hub", "console:area", "skill.view", "Knowledge", {"area": "hub"},
-            icon="box"),
-    NavItem("Skill reviews", "console:area", "skill.review", "Knowledge", {"area": "reviews"},
-            icon="check"),
-    NavItem("Confirmations", "console:area", "confirmation.decide", "Governance",
-            {"area": "confirmations"}, icon="shield"),
-    NavItem("Policies", "console:area", "policy.manage", "Governance", {"area": "policies"},
-            icon="sliders"),
-    NavItem("Alerts", "console:area", "policy.manage", "Governance", {"area": "alerts"},
-            icon="bell"),
-    NavItem("Audit log", "console:audit", "audit.view", "Governance", icon="list"),
-    NavItem("Connectors", "console:area", "connector.manage", "Settings",
-            {"area": "connectors"}, icon="plug"),
-    NavItem("API keys", "console:api_keys", "apikey.view", "Settings", icon="key"),
-    NavItem("Organization", "console:organization", "organization.view", "Settings",
-            icon="building"),
+    NavItem("Overview", "console:home", None, "Organization"),
+    NavItem("Members", "console:members", "member.view", "Organization"),
+    NavItem("Departments", "console:departments", "department.view", "Organization"),
+    NavItem("Positions", "console:positions", "position.view", "Organization"),
+    NavItem("Templates", "console:area", "template.view", "Agents", {"area": "templates"}),
+    NavItem(
+        "Deployments",
+        "console:area",
+        "deployment.manage",
+        "Agents",
+        {"area": "deployments"},
+    ),
+    NavItem("Agents & sessions", "console:area", "agent.view", "Agents", {"area": "agents"}),
+    NavItem("Chat", "console:area", "chat.use", "Agents", {"area": "chat"}),
+    NavItem("Memory", "console:area", "memory.view", "Knowledge", {"area": "memory"}),
+    NavItem("Skills Hub", "console:area", "skill.view", "Knowledge", {"area": "hub"}),
+    NavItem(
+        "Skill reviews",
+        "console:area",
+        "skill.review",
+        "Knowledge",
+        {"area": "reviews"},
+    ),
+    NavItem(
+        "Confirmations",
+        "console:area",
+        "confirmation.decide",
+        "Governance",
+        {"area": "confirmations"},
+    ),
+    NavItem(
+        "Policies",
+        "console:area",
+        "policy.manage",
+        "Governance",
+        {"area": "policies"},
+    ),
+    NavItem("Alerts", "console:area", "policy.manage", "Governance", {"area": "alerts"}),
+    NavItem("Audit log", "console:audit", "audit.view", "Governance"),
+    NavItem(
+        "Connectors",
+        "console:area",
+        "connector.manage",
+        "Settings",
+        {"area": "connectors"},
+    ),
+    NavItem("API keys", "console:api_keys", "apikey.view", "Settings"),
+    NavItem("Organization", "console:organization", "organization.view", "Settings"),
 ]
 
 
@@ -162,8 +180,7 @@ AREAS: dict[str, Area] = {
             "confirmations",
             "Confirmations",
             "confirmation.decide",
-            "High-risk actions that agents paused on, routed to the people who may decide "
-            "them.",
+            "High-risk actions that agents paused on, routed to the people who may decide them.",
             (
                 "Approve or reject a paused action with the full context of the run",
                 "See expired and decided confirmations and who decided",
@@ -220,7 +237,7 @@ def navigation_for(actor, current_path: str) -> list[dict]:
         active = current_path == url if url == "/" else current_path.startswith(url)
         built = item.url_name != "console:area"
         sections.setdefault(item.section, []).append(
-            {"label": item.label, "url": url, "active": active, "icon": item.icon, "built": built}
+            {"label": item.label, "url": url, "active": active, "built": built}
         )
     return [{"title": title, "items": items} for title, items in sections.items()]
 

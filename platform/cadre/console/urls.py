@@ -1,24 +1,57 @@
-"""Console routes."""
+"""Console routes (the URL names are used across the templates and by other apps)."""
 
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from cadre.console import views
+from cadre.console.views import account, api_keys, audit, chart, home, members, organization
 
 app_name = "console"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html",
-                                                redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.home, name="home"),
-    path("members/", views.home, name="members"),
-    path("departments/", views.home, name="departments"),
-    path("positions/", views.home, name="positions"),
-    path("audit/", views.home, name="audit"),
-    path("api-keys/", views.home, name="api_keys"),
-    path("organization/", views.home, name="organization"),
-    path("areas/<slug:area>/", views.home, name="area"),
+    path("login/", account.ConsoleLoginView.as_view(), name="login"),
+    path("logout/", account.ConsoleLogoutView.as_view(), name="logout"),
+    path("invite/<str:token>/", account.invitation_accept, name="invite"),
+    path("", home.home, name="home"),
+    path("organizations/switch/", home.switch_organization, name="switch_organization"),
+    # members
+    path("members/", members.member_list, name="members"),
+    path("members/new/", members.member_create, name="member_create"),
+    path("members/invite/", members.member_invite, name="member_invite"),
+    path("members/<int:pk>/", members.member_detail, name="member"),
+    path("members/<int:pk>/edit/", members.member_edit, name="member_edit"),
+    path("members/<int:pk>/invite/", members.member_reinvite, name="member_reinvite"),
+    path(
+        "members/<int:pk>/invitation/revoke/",
+        members.invitation_revoke,
+        name="invitation_revoke",
+    ),
+    path("members/<int:pk>/deactivate/", members.member_deactivate, name="member_deactivate"),
+    path("members/<int:pk>/reactivate/", members.member_reactivate, name="member_reactivate"),
+    path("members/<int:pk>/identities/", members.identity_add, name="identity_add"),
+    path(
+        "members/<int:pk>/identities/<int:identity_pk>/remove/",
+        members.identity_remove,
+        name="identity_remove",
+    ),
+    # departments and positions
+    path("departments/", chart.department_list, name="departments"),
+    path("departments/new/", chart.department_create, name="department_create"),
+    path("departments/<int:pk>/", chart.department_detail, name="department"),
+    path("departments/<int:pk>/edit/", chart.department_edit, name="department_edit"),
+    path("departments/<int:pk>/archive/", chart.department_archive, name="department_archive"),
+    path("departments/<int:pk>/restore/", chart.department_restore, name="department_restore"),
+    path("positions/", chart.position_list, name="positions"),
+    path("positions/new/", chart.position_create, name="position_create"),
+    path("positions/<int:pk>/edit/", chart.position_edit, name="position_edit"),
+    path("positions/<int:pk>/archive/", chart.position_archive, name="position_archive"),
+    path("positions/<int:pk>/restore/", chart.position_restore, name="position_restore"),
+    # governance and settings
+    path("audit/", audit.audit_list, name="audit"),
+    path("audit/<int:pk>/", audit.audit_detail, name="audit_event"),
+    path("api-keys/", api_keys.api_key_list, name="api_keys"),
+    path("api-keys/new/", api_keys.api_key_create, name="api_key_create"),
+    path("api-keys/<int:pk>/revoke/", api_keys.api_key_revoke, name="api_key_revoke"),
+    path("organization/", organization.organization_detail, name="organization"),
+    path("areas/<slug:area>/", home.area, name="area"),
 ]

@@ -6,10 +6,12 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 
-from cadre.console.forms import InvitationAcceptForm, add_service_error
+from cadre.console.forms import InvitationAcceptForm, add_service_error, organization_zone
+from cadre.console.views.base import posted
 from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.middleware import SESSION_KEY
@@ -27,14 +29,22 @@ class ConsoleLogoutView(LogoutView):
 
 
 _INVALID = {
-    "accepted": ("This invitation was already used",
-                 "Each link works once. If it was you, sign in with the account you created."),
-    "revoked": ("This invitation was withdrawn",
-                "An administrator revoked it or sent a newer link. Ask them for a new one."),
-    "expired": ("This invitation has expired",
-                "Ask the administrator who invited you to send a new link."),
-    "unknown": ("This invitation link is not valid",
-                "Check that the whole link was copied, or ask for a new one."),
+    "accepted": (
+        "This invitation was already used",
+        "Each link works once. If it was you, sign in with the account you created.",
+    ),
+    "revoked": (
+        "This invitation was withdrawn",
+        "An administrator revoked it or sent a newer link. Ask them for a new one.",
+    ),
+    "expired": (
+        "This invitation has expired",
+        "Ask the administrator who invited you to send a new link.",
+    ),
+    "unknown": (
+        "This invitation link is not valid",
+        "Check that the whole link was copied, or ask for a new one.",
+    ),
 }
 
 
@@ -45,23 +55,30 @@ def invitation_accept(request, token: str):
     state = invitation.state if invitation is not None else "unknown"
     if state != "pending":
         title, hint = _INVALID[state]
-        return render(request, "console/invite_invalid.html",
-                      {"title": title, "hint": hint, "state": state},
-                      status=404 if state == "unknown" else 410)
+        return render(
+            request,
+            "console/invite_invalid.html",
+            {"title": title, "hint": hint, "state": state},
+            status=404 if state == "unknown" else 410,
+        )
 
     signed_in = request.user.is_authenticated
-    form = None if signed_in else InvitationAcceptForm(
-        request.POST or None, initial={"display_name": invitation.member.display_name}
+    form = (
+        None
+        if signed_in
+        else InvitationAcceptForm(
+            posted(request), initial={"display_name": invitation.member.display_name}
+        )
     )
     error = None
     if request.method == "POST" and (signed_in or form.is_valid()):
         try:
             if signed_in:
-                member = services.invitation_accept(token=token, password=None,
-                                                    user=request.user)
+                member = services.invitation_accept(token=token, password=None, user=request.user)
             else:
                 member = services.invitation_accept(
-                    token=token, password=form.cleaned_data["password"],
+                    token=token,
+                    password=form.cleaned_data["password"],
                     display_name=form.cleaned_data["display_name"],
                 )
         except CadreError as caught:
@@ -75,10 +92,15 @@ def invitation_accept(request, token: str):
             request.session[SESSION_KEY] = member.organization_id
             messages.success(request, f"Welcome to {member.organization.name}.")
             return redirect("console:home")
-    return render(request, "console/invite.html", {
-        "invitation": invitation,
-        "organization": invitation.organization,
-        "form": form,
-        "error": error,
-        "signed_in": signed_in,
-    })
+    with timezone.override(organization_zone(invitation.organization)):
+        return render(
+            request,
+            "console/invite.html",
+            {
+                "invitation": invitation,
+                "organization": invitation.organization,
+                "form": form,
+                "error": error,
+                "signed_in": signed_in,
+            },
+        )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from cadre.console.forms import ApiKeyForm, add_service_error
-from cadre.console.views.base import paginate, query_without_page, require_permission
+from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.models import ApiKey
@@ -15,34 +16,43 @@ from cadre.tenancy.roles import SCOPES
 
 @require_permission("apikey.view")
 def api_key_list(request):
-    keys = ApiKey.objects.restrict(request.actor, "view").select_related(
-        "created_by", "revoked_by"
+    keys = ApiKey.objects.restrict(request.actor, "view").select_related("created_by", "revoked_by")
+    return render(
+        request,
+        "console/api_keys/list.html",
+        {
+            "page": paginate(request, keys),
+            "query": query_without_page(request),
+            "can_manage": request.actor.may("apikey.manage"),
+        },
     )
-    return render(request, "console/api_keys/list.html", {
-        "page": paginate(request, keys),
-        "query": query_without_page(request),
-        "can_manage": request.actor.may("apikey.manage"),
-    })
 
 
 @require_permission("apikey.manage")
 def api_key_create(request):
-    form = ApiKeyForm(request.POST or None, actor=request.actor)
+    form = ApiKeyForm(posted(request), actor=request.actor)
     if request.method == "POST" and form.is_valid():
         try:
             key, secret = services.api_key_create(
-                actor=request.actor, name=form.cleaned_data["name"],
-                scopes=form.cleaned_data["scopes"], expires_at=form.expires_at(),
+                actor=request.actor,
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
+                expires_at=form.expires_at(),
             )
         except CadreError as error:
             add_service_error(form, error)
         else:
             # The secret exists only in this response (only its hash is stored): rendered
             # here rather than after a redirect so it is never written to the session store.
-            response = render(request, "console/api_keys/created.html", {
-                "key": key, "secret": secret,
-                "scope_descriptions": [(scope, SCOPES[scope][0]) for scope in key.scopes],
-            })
+            response = render(
+                request,
+                "console/api_keys/created.html",
+                {
+                    "key": key,
+                    "secret": secret,
+                    "scope_descriptions": [(scope, SCOPES[scope][0]) for scope in key.scopes],
+                },
+            )
             response["Cache-Control"] = "no-store"
             return response
     return render(request, "console/api_keys/form.html", {"form": form})
@@ -60,13 +70,18 @@ def api_key_revoke(request, pk: int):
         else:
             messages.success(request, f"The key “{key.name}” ({key.prefix}…) was revoked.")
             return redirect("console:api_keys")
-    return render(request, "console/confirm.html", {
-        "title": f"Revoke the key “{key.name}”?",
-        "body": f"Every program using the key {key.prefix}… will be refused from now on. "
-                "This cannot be undone: create a new key if it is needed again.",
-        "confirm_label": "Revoke key",
-        "danger": True,
-        "error": error,
-        "cancel_url": "console:api_keys",
-        "crumbs": [("API keys", "console:api_keys")],
-    }, status=409 if error else 200)
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "title": f"Revoke the key “{key.name}”?",
+            "body": f"Every program using the key {key.prefix}… will be refused from now on. "
+            "This cannot be undone: create a new key if it is needed again.",
+            "confirm_label": "Revoke key",
+            "danger": True,
+            "error": error,
+            "cancel_url": reverse("console:api_keys"),
+            "crumbs": [("API keys", "console:api_keys")],
+        },
+        status=409 if error else 200,
+    )

@@ -19,8 +19,11 @@ def audit_list(request):
     actor = request.actor
     events = AuditEvent.objects.restrict(actor, "view").order_by("-sequence")
     target_types = (
-        AuditEvent.objects.restrict(actor, "view").exclude(target_type="")
-        .order_by("target_type").values_list("target_type", flat=True).distinct()
+        AuditEvent.objects.restrict(actor, "view")
+        .exclude(target_type="")
+        .order_by("target_type")
+        .values_list("target_type", flat=True)
+        .distinct()
     )
     filters = AuditFilterForm(request.GET or None, target_types=list(target_types))
     if filters.is_valid():
@@ -39,14 +42,21 @@ def audit_list(request):
                 created_at__gte=datetime.combine(data["since"], time.min, tzinfo=zone)
             )
         if data["until"]:
-            events = events.filter(created_at__lt=datetime.combine(
-                data["until"] + timedelta(days=1), time.min, tzinfo=zone))
-    return render(request, "console/audit/list.html", {
-        "filters": filters,
-        "page": paginate(request, events, per_page=PAGE_SIZE),
-        "query": query_without_page(request),
-        "filtered": any(request.GET.get(name) for name in filters.fields),
-    })
+            events = events.filter(
+                created_at__lt=datetime.combine(
+                    data["until"] + timedelta(days=1), time.min, tzinfo=zone
+                )
+            )
+    return render(
+        request,
+        "console/audit/list.html",
+        {
+            "filters": filters,
+            "page": paginate(request, events, per_page=PAGE_SIZE),
+            "query": query_without_page(request),
+            "filtered": any(request.GET.get(name) for name in filters.fields),
+        },
+    )
 
 
 def _change_rows(changes: dict) -> list[dict]:
@@ -55,8 +65,13 @@ def _change_rows(changes: dict) -> list[dict]:
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []
     return [
-        {"field": key, "before": before.get(key), "after": after.get(key),
-         "had_before": key in before, "has_after": key in after}
+        {
+            "field": key,
+            "before": before.get(key),
+            "after": after.get(key),
+            "had_before": key in before,
+            "has_after": key in after,
+        }
         for key in sorted(set(before) | set(after))
     ]
 
@@ -65,9 +80,13 @@ def _change_rows(changes: dict) -> list[dict]:
 def audit_detail(request, pk: int):
     event = get_object_or_404(AuditEvent.objects.restrict(request.actor, "view"), pk=pk)
     rows = _change_rows(event.changes or {})
-    return render(request, "console/audit/detail.html", {
-        "event": event,
-        "rows": rows,
-        # Changes recorded in another shape (a service passing `changes=`) are shown raw.
-        "raw_changes": event.changes if event.changes and not rows else None,
-    })
+    return render(
+        request,
+        "console/audit/detail.html",
+        {
+            "event": event,
+            "rows": rows,
+            # Changes recorded in another shape (a service passing `changes=`) are shown raw.
+            "raw_changes": event.changes if event.changes and not rows else None,
+        },
+    )

@@ -8,7 +8,9 @@ from urllib.parse import urlencode
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.shortcuts import render
+from django.utils import timezone
 
+from cadre.console.forms import organization_zone
 from cadre.tenancy.roles import PERMISSIONS
 
 PAGE_SIZE = 25
@@ -16,8 +18,9 @@ PAGE_SIZE = 25
 
 def denied(request, message: str, *, status: int = 403):
     """The console's 'access denied' page (the same template as Django's error handlers)."""
-    return render(request, "errors/error.html", {"status": status, "message": message},
-                  status=status)
+    return render(
+        request, "errors/error.html", {"status": status, "message": message}, status=status
+    )
 
 
 def require_permission(permission: str | None = None):
@@ -42,7 +45,9 @@ def require_permission(permission: str | None = None):
                     f"This page needs the “{description}” permission ({permission}). "
                     "Ask an owner or an IT admin of your organization if you need it.",
                 )
-            return view(request, *args, **kwargs)
+            # Dates on console pages are shown in the organization's time zone.
+            with timezone.override(organization_zone(actor.organization)):
+                return view(request, *args, **kwargs)
 
         wrapped.permission = permission
         return wrapped
@@ -58,6 +63,19 @@ def paginate(request, queryset, per_page: int = PAGE_SIZE):
 
 def query_without_page(request) -> str:
     """The current filters as a query string, for pagination links to carry them."""
-    params = [(key, value) for key, values in request.GET.lists() if key != "page"
-              for value in values if value != ""]
+    params = [
+        (key, value)
+        for key, values in request.GET.lists()
+        if key != "page"
+        for value in values
+        if value != ""
+    ]
     return urlencode(params)
+
+
+def posted(request):
+    """The POST data on a POST (even an empty one, which must still be validated), else None.
+
+    `request.POST or None` would leave a form unbound on an empty POST and skip validation.
+    """
+    return request.POST if request.method == "POST" else None

@@ -10,13 +10,14 @@ from django.views.decorators.http import require_POST
 
 from cadre.console.department_tree import tree_order
 from cadre.console.forms import DepartmentForm, PositionForm, add_service_error
-from cadre.console.views.base import paginate, query_without_page, require_permission
+from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.models import Department, Member, Position
 
-_CURRENT_MEMBERS = Count("members", filter=~Q(members__status=Member.Status.DEACTIVATED),
-                         distinct=True)
+_CURRENT_MEMBERS = Count(
+    "members", filter=~Q(members__status=Member.Status.DEACTIVATED), distinct=True
+)
 
 
 def _visible_department(request, pk: int) -> Department:
@@ -43,12 +44,16 @@ def department_list(request):
     archived_count = departments.filter(is_archived=True).count()
     if not show_archived:
         departments = departments.filter(is_archived=False)
-    return render(request, "console/departments/list.html", {
-        "rows": tree_order(departments),
-        "show_archived": show_archived,
-        "archived_count": archived_count,
-        "can_manage": request.actor.may("department.manage"),
-    })
+    return render(
+        request,
+        "console/departments/list.html",
+        {
+            "rows": tree_order(departments),
+            "show_archived": show_archived,
+            "archived_count": archived_count,
+            "can_manage": request.actor.may("department.manage"),
+        },
+    )
 
 
 @require_permission("department.view")
@@ -56,21 +61,31 @@ def department_detail(request, pk: int):
     department = _visible_department(request, pk)
     actor = request.actor
     members = (
-        Member.objects.restrict(actor, "view").filter(department=department)
-        .exclude(status=Member.Status.DEACTIVATED).order_by("display_name", "pk")
+        Member.objects.restrict(actor, "view")
+        .filter(department=department)
+        .exclude(status=Member.Status.DEACTIVATED)
+        .order_by("display_name", "pk")
     )
-    return render(request, "console/departments/detail.html", {
-        "department": department,
-        "children": list(
-            Department.objects.restrict(actor, "view").filter(parent=department)
-            .annotate(member_count=_CURRENT_MEMBERS)
-        ),
-        "positions": list(Position.objects.restrict(actor, "view").filter(
-            department=department, is_archived=False)),
-        "page": paginate(request, members),
-        "query": query_without_page(request),
-        "can_manage": actor.can("department.manage", department),
-    })
+    return render(
+        request,
+        "console/departments/detail.html",
+        {
+            "department": department,
+            "children": list(
+                Department.objects.restrict(actor, "view")
+                .filter(parent=department)
+                .annotate(member_count=_CURRENT_MEMBERS)
+            ),
+            "positions": list(
+                Position.objects.restrict(actor, "view").filter(
+                    department=department, is_archived=False
+                )
+            ),
+            "page": paginate(request, members),
+            "query": query_without_page(request),
+            "can_manage": actor.can("department.manage", department),
+        },
+    )
 
 
 @require_permission("department.manage")
@@ -79,7 +94,7 @@ def department_create(request):
     parent_id = request.GET.get("parent")
     if parent_id and parent_id.isdigit():
         initial["parent"] = int(parent_id)
-    form = DepartmentForm(request.POST or None, actor=request.actor, initial=initial)
+    form = DepartmentForm(posted(request), actor=request.actor, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             department = services.department_create(actor=request.actor, **form.cleaned_data)
@@ -94,10 +109,12 @@ def department_create(request):
 @require_permission("department.manage")
 def department_edit(request, pk: int):
     department = _visible_department(request, pk)
-    initial = {name: getattr(department, name)
-               for name in ("name", "parent", "code", "description")}
-    form = DepartmentForm(request.POST or None, actor=request.actor, department=department,
-                          initial=initial)
+    initial = {
+        name: getattr(department, name) for name in ("name", "parent", "code", "description")
+    }
+    form = DepartmentForm(
+        posted(request), actor=request.actor, department=department, initial=initial
+    )
     if request.method == "POST" and form.is_valid():
         changed = {name: form.cleaned_data[name] for name in form.changed_data}
         if not changed:
@@ -106,12 +123,15 @@ def department_edit(request, pk: int):
         try:
             services.department_update(actor=request.actor, department=department, **changed)
         except CadreError as error:
+            # The service set fields on the instance before failing; show the saved ones.
+            department.refresh_from_db()
             add_service_error(form, error)
         else:
             messages.success(request, f"Department “{department.name}” was updated.")
             return redirect("console:department", pk=department.pk)
-    return render(request, "console/departments/form.html",
-                  {"form": form, "department": department})
+    return render(
+        request, "console/departments/form.html", {"form": form, "department": department}
+    )
 
 
 @require_permission("department.manage")
@@ -126,16 +146,21 @@ def department_archive(request, pk: int):
         else:
             messages.success(request, f"Department “{department.name}” was archived.")
             return redirect("console:departments")
-    return render(request, "console/confirm.html", {
-        "title": f"Archive {department.name}?",
-        "body": "An archived department no longer appears in pickers and cannot receive "
-                "members. Its history stays, and it can be restored.",
-        "confirm_label": "Archive department",
-        "danger": True,
-        "error": error,
-        "cancel_url": department_url(department),
-        "crumbs": [("Departments", "console:departments")],
-    }, status=409 if error else 200)
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "title": f"Archive {department.name}?",
+            "body": "An archived department no longer appears in pickers and cannot receive "
+            "members. Its history stays, and it can be restored.",
+            "confirm_label": "Archive department",
+            "danger": True,
+            "error": error,
+            "cancel_url": department_url(department),
+            "crumbs": [("Departments", "console:departments")],
+        },
+        status=409 if error else 200,
+    )
 
 
 @require_POST
@@ -143,8 +168,7 @@ def department_archive(request, pk: int):
 def department_restore(request, pk: int):
     department = _visible_department(request, pk)
     try:
-        services.department_update(actor=request.actor, department=department,
-                                   is_archived=False)
+        services.department_update(actor=request.actor, department=department, is_archived=False)
     except CadreError as error:
         messages.error(request, error.message)
     else:
@@ -165,25 +189,32 @@ def position_list(request):
     positions = (
         Position.objects.restrict(request.actor, "view")
         .select_related("department")
-        .annotate(member_count=Count("members", filter=~Q(
-            members__status=Member.Status.DEACTIVATED), distinct=True))
+        .annotate(
+            member_count=Count(
+                "members", filter=~Q(members__status=Member.Status.DEACTIVATED), distinct=True
+            )
+        )
         .order_by("name", "pk")
     )
     archived_count = positions.filter(is_archived=True).count()
     if not show_archived:
         positions = positions.filter(is_archived=False)
-    return render(request, "console/positions/list.html", {
-        "page": paginate(request, positions, per_page=50),
-        "query": query_without_page(request),
-        "show_archived": show_archived,
-        "archived_count": archived_count,
-        "can_manage": request.actor.may("position.manage"),
-    })
+    return render(
+        request,
+        "console/positions/list.html",
+        {
+            "page": paginate(request, positions, per_page=50),
+            "query": query_without_page(request),
+            "show_archived": show_archived,
+            "archived_count": archived_count,
+            "can_manage": request.actor.may("position.manage"),
+        },
+    )
 
 
 @require_permission("position.manage")
 def position_create(request):
-    form = PositionForm(request.POST or None, actor=request.actor)
+    form = PositionForm(posted(request), actor=request.actor)
     if request.method == "POST" and form.is_valid():
         try:
             position = services.position_create(actor=request.actor, **form.cleaned_data)
@@ -198,9 +229,10 @@ def position_create(request):
 @require_permission("position.manage")
 def position_edit(request, pk: int):
     position = _visible_position(request, pk)
-    initial = {name: getattr(position, name)
-               for name in ("name", "code", "department", "description")}
-    form = PositionForm(request.POST or None, actor=request.actor, initial=initial)
+    initial = {
+        name: getattr(position, name) for name in ("name", "code", "department", "description")
+    }
+    form = PositionForm(posted(request), actor=request.actor, initial=initial)
     form.fields["code"].required = True  # the code identifies it to templates and the API
     if request.method == "POST" and form.is_valid():
         changed = {name: form.cleaned_data[name] for name in form.changed_data}
@@ -210,6 +242,8 @@ def position_edit(request, pk: int):
         try:
             services.position_update(actor=request.actor, position=position, **changed)
         except CadreError as error:
+            # The service set fields on the instance before failing; show the saved ones.
+            position.refresh_from_db()
             add_service_error(form, error)
         else:
             messages.success(request, f"Position “{position.name}” was updated.")
@@ -229,16 +263,21 @@ def position_archive(request, pk: int):
         else:
             messages.success(request, f"Position “{position.name}” was archived.")
             return redirect("console:positions")
-    return render(request, "console/confirm.html", {
-        "title": f"Archive the position {position.name}?",
-        "body": "Members keep their history, but the position is no longer offered for new "
-                "members or agent deployments. It can be restored.",
-        "confirm_label": "Archive position",
-        "danger": True,
-        "error": error,
-        "cancel_url": reverse("console:position_edit", kwargs={"pk": position.pk}),
-        "crumbs": [("Positions", "console:positions")],
-    }, status=409 if error else 200)
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "title": f"Archive the position {position.name}?",
+            "body": "Members keep their history, but the position is no longer offered for new "
+            "members or agent deployments. It can be restored.",
+            "confirm_label": "Archive position",
+            "danger": True,
+            "error": error,
+            "cancel_url": reverse("console:position_edit", kwargs={"pk": position.pk}),
+            "crumbs": [("Positions", "console:positions")],
+        },
+        status=409 if error else 200,
+    )
 
 
 @require_POST

@@ -84,6 +84,7 @@ def area(request, area: str):
         raise Http404("No such area.")
     if not request.actor.may(spec.permission):
         description = PERMISSIONS.get(spec.permission, spec.permission)
-        return denied(request, f"This area needs the “{description}” permission "
-                               f"({spec.permission}).")
+        return denied(
+            request, f"This area needs the “{description}” permission ({spec.permission})."
+        )
     return render(request, "console/area.html", {"area": spec})

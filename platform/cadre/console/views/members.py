@@ -16,14 +16,22 @@ from cadre.console.forms import (
     MemberForm,
     add_service_error,
 )
-from cadre.console.views.base import paginate, query_without_page, require_permission
+from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.models import IMIdentity, Member
 from cadre.tenancy.roles import ROLES
 
-MEMBER_FIELDS = ("display_name", "email", "mobile", "employee_no", "title", "department",
-                 "manager", "roles")
+MEMBER_FIELDS = (
+    "display_name",
+    "email",
+    "mobile",
+    "employee_no",
+    "title",
+    "department",
+    "manager",
+    "roles",
+)
 
 
 def _visible_member(request, pk: int) -> Member:
@@ -48,7 +56,8 @@ def member_list(request):
         if data["q"]:
             term = data["q"].strip()
             members = members.filter(
-                Q(display_name__icontains=term) | Q(email__icontains=term)
+                Q(display_name__icontains=term)
+                | Q(email__icontains=term)
                 | Q(employee_no__icontains=term)
             )
         if data["status"]:
@@ -62,8 +71,12 @@ def member_list(request):
         "filters": filters,
         "page": page,
         "query": query_without_page(request),
-        "filtered": bool(request.GET.get("q") or request.GET.get("status")
-                         or request.GET.get("department") or request.GET.get("role")),
+        "filtered": bool(
+            request.GET.get("q")
+            or request.GET.get("status")
+            or request.GET.get("department")
+            or request.GET.get("role")
+        ),
         "role_labels": {name: role.label for name, role in ROLES.items()},
         "can_manage": actor.may("member.manage"),
     }
@@ -82,9 +95,7 @@ def _detail_context(request, member: Member, identity_form: IdentityForm | None 
         "can_manage": can_manage,
         "identity_form": (identity_form or IdentityForm()) if can_manage else None,
         "role_labels": {name: role.label for name, role in ROLES.items()},
-        "pending_invitation": member.invitations.filter(
-            accepted_at=None, revoked_at=None
-        ).first(),
+        "pending_invitation": member.invitations.filter(accepted_at=None, revoked_at=None).first(),
     }
 
 
@@ -96,7 +107,7 @@ def member_detail(request, pk: int):
 
 @require_permission("member.manage")
 def member_create(request):
-    form = MemberForm(request.POST or None, actor=request.actor)
+    form = MemberForm(posted(request), actor=request.actor)
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         positions = list(data.pop("positions") or [])
@@ -115,19 +126,24 @@ def member_edit(request, pk: int):
     member = _visible_member(request, pk)
     initial = {name: getattr(member, name) for name in MEMBER_FIELDS}
     initial["positions"] = list(member.positions.all())
-    form = MemberForm(request.POST or None, actor=request.actor, member=member, initial=initial)
+    form = MemberForm(posted(request), actor=request.actor, member=member, initial=initial)
     if request.method == "POST" and form.is_valid():
-        changed = {name: form.cleaned_data[name] for name in form.changed_data
-                   if name in MEMBER_FIELDS}
-        positions = (list(form.cleaned_data["positions"])
-                     if "positions" in form.changed_data else None)
+        changed = {
+            name: form.cleaned_data[name] for name in form.changed_data if name in MEMBER_FIELDS
+        }
+        positions = (
+            list(form.cleaned_data["positions"]) if "positions" in form.changed_data else None
+        )
         if not changed and positions is None:
             messages.info(request, "Nothing was changed.")
             return redirect("console:member", pk=member.pk)
         try:
-            services.member_update(actor=request.actor, member=member, positions=positions,
-                                   **changed)
+            services.member_update(
+                actor=request.actor, member=member, positions=positions, **changed
+            )
         except CadreError as error:
+            # The service set fields on the instance before failing; show the saved ones.
+            member.refresh_from_db()
             add_service_error(form, error)
         else:
             messages.success(request, f"{member.display_name} was updated.")
@@ -137,7 +153,7 @@ def member_edit(request, pk: int):
 
 @require_permission("member.manage")
 def member_invite(request):
-    form = InviteForm(request.POST or None, actor=request.actor)
+    form = InviteForm(posted(request), actor=request.actor)
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         data["positions"] = list(data.get("positions") or []) or None
@@ -147,11 +163,15 @@ def member_invite(request):
             add_service_error(form, error)
         else:
             # The token exists only in this response: only its hash is stored.
-            response = render(request, "console/members/invited.html", {
-                "member": member,
-                "invitation": invitation,
-                "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
-            })
+            response = render(
+                request,
+                "console/members/invited.html",
+                {
+                    "member": member,
+                    "invitation": invitation,
+                    "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
+                },
+            )
             response["Cache-Control"] = "no-store"
             return response
     return render(request, "console/members/invite.html", {"form": form})
@@ -170,11 +190,15 @@ def member_reinvite(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
         return redirect("console:member", pk=member.pk)
-    response = render(request, "console/members/invited.html", {
-        "member": member,
-        "invitation": invitation,
-        "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
-    })
+    response = render(
+        request,
+        "console/members/invited.html",
+        {
+            "member": member,
+            "invitation": invitation,
+            "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
+        },
+    )
     response["Cache-Control"] = "no-store"
     return response
 
@@ -182,11 +206,12 @@ def member_reinvite(request, pk: int):
 @require_permission("member.manage")
 def member_deactivate(request, pk: int):
     member = _visible_member(request, pk)
-    form = DeactivateForm(request.POST or None)
+    form = DeactivateForm(posted(request))
     if request.method == "POST" and form.is_valid():
         try:
-            services.member_deactivate(actor=request.actor, member=member,
-                                       reason=form.cleaned_data["reason"])
+            services.member_deactivate(
+                actor=request.actor, member=member, reason=form.cleaned_data["reason"]
+            )
         except CadreError as error:
             add_service_error(form, error)
         else:
@@ -222,8 +247,9 @@ def identity_add(request, pk: int):
             messages.success(request, "The IM account was linked.")
             return redirect("console:member", pk=member.pk)
     # Show the member page again with the form's errors in place.
-    return render(request, "console/members/detail.html",
-                  _detail_context(request, member, identity_form=form))
+    return render(
+        request, "console/members/detail.html", _detail_context(request, member, identity_form=form)
+    )
 
 
 @require_POST
@@ -239,4 +265,22 @@ def identity_remove(request, pk: int, identity_pk: int):
         messages.error(request, error.message)
     else:
         messages.success(request, "The IM account was unlinked.")
+    return redirect("console:member", pk=member.pk)
+
+
+@require_POST
+@require_permission("member.manage")
+def invitation_revoke(request, pk: int):
+    """Withdraw a member's pending invitation link."""
+    member = _visible_member(request, pk)
+    invitation = member.invitations.filter(accepted_at=None, revoked_at=None).first()
+    if invitation is None:
+        messages.info(request, "There is no pending invitation to withdraw.")
+        return redirect("console:member", pk=member.pk)
+    try:
+        services.invitation_revoke(actor=request.actor, invitation=invitation)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "The invitation link was withdrawn; it no longer works.")
     return redirect("console:member", pk=member.pk)
