@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 import connectors.urls as connectors_urls
+import hub.urls as hub_urls
 from cadre.api import views as api_views
 from cadre.runtime.health import healthz, readyz
 
@@ -16,6 +17,8 @@ api_v1 = [
     path("", include("cadre.governance.masking.api")),
     path("", include("cadre.agents.api")),
     path("", include(connectors_urls.api_urlpatterns)),
+    path("hub/", include(hub_urls.api_urlpatterns)),
+    path("", include(hub_urls.clawhub_urlpatterns)),
 ]
 
 urlpatterns = [
@@ -23,6 +26,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("api/v1/", include(api_v1)),
     path("connectors/", include(connectors_urls.urlpatterns)),
+    path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", api_views.unknown_endpoint),
