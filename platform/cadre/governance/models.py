@@ -87,3 +87,77 @@ class AuditChainHead(models.Model):
     )
     sequence = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=64)
+
+
+# --- masking: pseudonym vault and organization rules (cadre.governance.masking) ---------------
+
+from cadre.crypto import EncryptedTextField  # noqa: E402
+from cadre.tenancy.models import TenantModel  # noqa: E402
+
+
+class PseudonymMapping(TenantModel):
+    """One placeholder of one conversation (`<PHONE_1>`) and its original, encrypted at rest.
+
+    `value_hash` is an HMAC-SHA256 (key: SECRET_KEY) of the normalized original, so the same
+    value finds its placeholder again without decrypting anything.
+    """
+
+    resource = "policy"
+
+    conversation_key = models.CharField(max_length=200)
+    label = models.CharField(max_length=40)
+    number = models.PositiveIntegerField()
+    placeholder = models.CharField(max_length=64)
+    entity_type = models.CharField(max_length=40)
+    value_hash = models.CharField(max_length=64)
+    value = EncryptedTextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["conversation_key", "label", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization", "conversation_key", "placeholder",
+                name="pseudonymmapping_unique_placeholder",
+            ),
+            models.UniqueConstraint(
+                "organization", "conversation_key", "value_hash",
+                name="pseudonymmapping_unique_value",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_key} {self.placeholder}"
+
+
+class MaskingRule(TenantModel):
+    """An organization-defined detector: a regex or a dictionary of terms, with a type name."""
+
+    resource = "policy"
+
+    class Kind(models.TextChoices):
+        PATTERN = "pattern", "Regular expression"
+        DICTIONARY = "dictionary", "Dictionary of terms"
+
+    name = models.CharField(max_length=150)
+    entity_type = models.CharField(max_length=40)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    pattern = models.TextField(blank=True)
+    # Dictionary terms (customer names, project code names), one per line, encrypted at rest.
+    terms = EncryptedTextField(blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "name", name="maskingrule_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def term_list(self) -> list[str]:
+        return [term for term in (self.terms or "").splitlines() if term.strip()]
