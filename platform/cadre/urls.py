@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("cadre.governance.api")),
     path("", include("cadre.memory.api")),
     path("", include("cadre.governance.masking.api")),
+    path("", include("cadre.governance.urls")),
     path("", include("cadre.agents.api")),
     path("", include(connectors_urls.api_urlpatterns)),
     path("hub/", include(hub_urls.api_urlpatterns)),
