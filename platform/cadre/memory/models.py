@@ -86,6 +86,9 @@ class Memory(TenantModel):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
+    # Every source this item stands for: its own first, then those merged into it by dedup
+    # ({"memory_id", "source_kind", "source_ref", "author_type", "author_id", "observed_at"}).
+    provenance = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -97,6 +100,8 @@ class Memory(TenantModel):
             models.Index(fields=["organization", "scope_key", "status"]),
             models.Index(fields=["organization", "content_hash"]),
             models.Index(fields=["organization", "kind"]),
+            models.Index(fields=["organization", "scope_key", "content_hash"],
+                         name="memory_scope_hash_idx"),
             models.Index(fields=["expires_at"], condition=models.Q(expires_at__isnull=False),
                          name="memory_expires_idx"),
             GinIndex(fields=["tags"], name="memory_tags_gin"),
@@ -104,7 +109,8 @@ class Memory(TenantModel):
         ]
 
     def __str__(self) -> str:
-        return self.content[:80]
+        # Never the content: str() ends up in audit target labels and logs.
+        return f"memory {self.pk} ({self.kind}, {self.scope_key})"
 
 
 class MemoryVersion(models.Model):
@@ -141,6 +147,9 @@ class MemoryVersion(models.Model):
             models.UniqueConstraint("memory", "version", name="memoryversion_unique_version")
         ]
 
+    def __str__(self) -> str:
+        return f"memory {self.memory_id} v{self.version} ({self.change})"
+
 
 class EmbeddingModel(models.Model):
     """An embedding model known to this instance. Exactly one is `active` for search."""
@@ -176,6 +185,9 @@ class MemoryEmbedding(models.Model):
             models.UniqueConstraint("memory", "model", name="memoryembedding_unique_model")
         ]
 
+    def __str__(self) -> str:
+        return f"memory {self.memory_id} under {self.model_id}"
+
 
 class ContextRecord(TenantModel):
     """Which memories (ids, versions, scores, tokens) were sent to one model call."""
@@ -195,6 +207,9 @@ class ContextRecord(TenantModel):
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["organization", "run_id"])]
 
+    def __str__(self) -> str:
+        return f"context {self.pk} (run {self.run_id}, step {self.step_id})"
+
 
 class ContextRecordItem(models.Model):
     context = models.ForeignKey(ContextRecord, on_delete=models.CASCADE, related_name="items")
@@ -206,6 +221,9 @@ class ContextRecordItem(models.Model):
 
     class Meta:
         ordering = ["context", "rank"]
+
+    def __str__(self) -> str:
+        return f"#{self.rank}: memory {self.memory_id} v{self.memory_version}"
 
 
 class MemoryTask(TenantModel):
@@ -231,6 +249,7 @@ class MemoryTask(TenantModel):
         Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
     )
     idempotency_key = models.CharField(max_length=191, unique=True)
+    params = models.JSONField(default=dict, blank=True)  # ids and options, never content
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -241,3 +260,6 @@ class MemoryTask(TenantModel):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["organization", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} task {self.pk} ({self.status})"

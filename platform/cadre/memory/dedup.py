@@ -1,0 +1,295 @@
+"""The dedup funnel's parts: content normalization and hashing, near-duplicate candidates,
+and the judges that decide duplicate / update / new (rules by default, a model if configured).
+
+Funnel, within one scope (services.memory_dedup runs it):
+1. exact — SHA-256 of the normalized content equals an active memory's (done at write time);
+2. near — cosine similarity ≥ NEAR_THRESHOLD among the top NEAR_CANDIDATES active memories of
+   the same scope under the active embedding model;
+3. judge — the model (CADRE_MEMORY_LLM_BASE_URL) or the rule judge decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Protocol
+
+from cadre.memory.extraction import LLMConfig, ModelError, chat_json, llm_config
+from cadre.memory.models import Memory, MemoryEmbedding, SourceKind
+
+NEAR_THRESHOLD = 0.75  # MemOS local plugin: candidates at cosine >= 0.75 go to the judge
+NEAR_CANDIDATES = 5
+DUPLICATE_COSINE = 0.92  # MemOS server's similarity dedup threshold
+UPDATE_OVERLAP = 0.5  # share of the smaller side's words: "same subject, other value"
+
+DUPLICATE = "duplicate"
+UPDATE = "update"
+NEW = "new"
+
+# A user statement outranks a tool result, which outranks a model inference. Imports count as
+# what a person stated; system-written items as tool results.
+AUTHORITY = {
+    SourceKind.USER_STATEMENT: 3,
+    SourceKind.IMPORT: 3,
+    SourceKind.TOOL_RESULT: 2,
+    SourceKind.SYSTEM: 2,
+    SourceKind.MODEL_INFERENCE: 1,
+}
+
+_SPACE = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s.。!！?？;；,，、]+$")  # noqa: RUF001
+_TOKEN = re.compile(r"[\u3400-\u9fff]|[^\W_\u3400-\u9fff]+")
+
+
+def normalize_content(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed, trailing punctuation dropped."""
+    text = unicodedata.normalize("NFKC", text or "").casefold()
+    text = _SPACE.sub(" ", text).strip()
+    return _TRAILING.sub("", text)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def _tokens(text: str) -> set[str]:
+    """Words for overlap measures; each CJK character counts as one (no segmenter needed)."""
+    return set(_TOKEN.findall(normalize_content(text)))
+
+
+def jaccard(a: str, b: str) -> float:
+    left, right = _tokens(a), _tokens(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / len(left | right)
+
+
+def overlap(a: str, b: str) -> float:
+    left, right = _tokens(a), _tokens(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / min(len(left), len(right))
+
+
+def authority(source_kind: str) -> int:
+    return AUTHORITY.get(source_kind, 1)
+
+
+def outranks(new: Memory, old: Memory) -> bool:
+    """Does `new` replace `old`? Higher authority wins; within one authority, the newer."""
+    if authority(new.source_kind) != authority(old.source_kind):
+        return authority(new.source_kind) > authority(old.source_kind)
+    return new.observed_at >= old.observed_at
+
+
+@dataclass
+class Candidate:
+    memory: Memory
+    similarity: float
+
+
+@dataclass
+class Decision:
+    decision: str  # duplicate | update | new
+    target: Memory | None
+    reason: str
+    judge: str
+    similarity: float | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "decision": self.decision,
+            "target_id": self.target.pk if self.target is not None else None,
+            "judge": self.judge,
+            "similarity": round(self.similarity, 4) if self.similarity is not None else None,
+            "reason": self.reason,
+        }
+
+
+def near_candidates(
+    memory: Memory, vector: list[float], model, *, threshold: float = NEAR_THRESHOLD,
+    limit: int = NEAR_CANDIDATES,
+) -> list[Candidate]:
+    """Active memories of the same scope whose vector is within `threshold` cosine of `vector`.
+
+    Exact distances over the scope's rows: a scope holds few enough memories that an index
+    scan (whose post-filtering loses rows, see REFERENCE) would only cost recall here.
+    """
+    from pgvector.django import CosineDistance
+
+    rows = (
+        MemoryEmbedding.objects.filter(
+            model=model,
+            memory__organization_id=memory.organization_id,
+            memory__scope_key=memory.scope_key,
+            memory__status=Memory.Status.ACTIVE,
+        )
+        .exclude(memory_id=memory.pk)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("distance")
+        .select_related("memory")[:limit]
+    )
+    found = []
+    for row in rows:
+        similarity = 1.0 - float(row.distance)
+        if similarity >= threshold:
+            found.append(Candidate(memory=row.memory, similarity=similarity))
+    return found
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision: ...
+
+
+_LATIN_WORD = re.compile(r"[^\W_\u3400-\u9fff]+")
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def content_words(text: str) -> set[str]:
+    """Words that carry meaning: stop words dropped, plurals folded, CJK per character."""
+    from cadre.memory.text import STOP_WORDS
+
+    words = set()
+    for token in _TOKEN.findall(normalize_content(text)):
+        if _CJK_CHAR.fullmatch(token):
+            if token not in STOP_WORDS:
+                words.add(token)
+        elif token in NEGATIONS or (token not in STOP_WORDS
+                                    and (len(token) > 1 or token.isdigit())):
+            words.add(_stem(token))
+    return words
+
+
+NEGATIONS = frozenset(
+    {
+        "not", "no", "never", "none", "nor", "cannot", "without", "don", "doesn", "didn",
+        "isn", "aren", "wasn", "weren", "won", "shouldn", "mustn", "stop", "stopped",
+    }
+)
+
+
+def value_words(text: str) -> set[str]:
+    """Words that name a value: numbers, names (capitalized mid-sentence), CJK characters.
+    Embeddings barely separate "budget is 2 million" from "budget is 3 million" (cosine 0.95
+    with all-MiniLM-L6-v2), so a difference in these words means "update", never "duplicate".
+    Negations count too: "I like tea" / "I don't like tea" is not a duplicate."""
+    values = set()
+    for match in _LATIN_WORD.finditer(text or ""):
+        word = match.group(0)
+        folded = unicodedata.normalize("NFKC", word).casefold()
+        if (any(ch.isdigit() for ch in word) or (match.start() > 0 and word[0].isupper())
+                or folded in NEGATIONS):
+            values.add(_stem(folded))
+    values |= set(_CJK_CHAR.findall(text or ""))
+    return values
+
+
+class RuleJudge:
+    """duplicate: the same meaningful words, or a close paraphrase (cosine >= DUPLICATE_COSINE)
+    that changes no value word; update: same kind and subject (most words shared) with a
+    different value; new: anything else."""
+
+    name = "rules"
+
+    def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision:
+        best_update: Candidate | None = None
+        mine = content_words(memory.content)
+        my_values = value_words(memory.content)
+        for candidate in candidates:
+            other = candidate.memory
+            theirs = content_words(other.content)
+            changed = (mine ^ theirs) & (my_values | value_words(other.content))
+            if mine == theirs or (candidate.similarity >= DUPLICATE_COSINE and not changed):
+                return Decision(
+                    DUPLICATE, other,
+                    f"near duplicate (cosine {candidate.similarity:.3f}, no value changed)",
+                    self.name, candidate.similarity,
+                )
+            if (
+                best_update is None
+                and other.kind == memory.kind
+                and overlap(memory.content, other.content) >= UPDATE_OVERLAP
+            ):
+                best_update = candidate
+        if best_update is not None:
+            return Decision(
+                UPDATE, best_update.memory,
+                f"same subject, different value (cosine {best_update.similarity:.3f})",
+                self.name, best_update.similarity,
+            )
+        return Decision(NEW, None, "no candidate says the same thing", self.name)
+
+
+JUDGE_PROMPT = """You deduplicate a memory store. Given a NEW memory and CANDIDATES already
+stored (each with an id), answer with a JSON object {"decision": "duplicate" | "update" |
+"new", "target_id": the candidate id it duplicates or updates (null for new), "reason": a
+short explanation}. "duplicate": the new memory says nothing the candidate does not already
+say. "update": it is about the same thing as the candidate but the value changed (the newer
+statement should replace the older). "new": anything else."""
+
+
+class ModelJudge:
+    name = "model"
+
+    def __init__(self, config: LLMConfig):
+        self.config = config
+
+    def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision:
+        if not candidates:
+            return Decision(NEW, None, "no near candidates", self.name)
+        listing = "\n".join(
+            f"- id {c.memory.pk} ({c.memory.kind}, cosine {c.similarity:.2f}): {c.memory.content}"
+            for c in candidates
+        )
+        answer = chat_json(
+            self.config, JUDGE_PROMPT,
+            f"NEW ({memory.kind}): {memory.content}\nCANDIDATES:\n{listing}",
+        )
+        decision = str(answer.get("decision", "")).lower()
+        if decision not in (DUPLICATE, UPDATE, NEW):
+            raise ModelError(f"judge answered an unknown decision {decision!r}")
+        target = None
+        if decision != NEW:
+            by_id = {c.memory.pk: c for c in candidates}
+            try:
+                chosen = by_id.get(int(answer.get("target_id")))
+            except (TypeError, ValueError):
+                chosen = None
+            if chosen is None:
+                raise ModelError("judge named no valid candidate")
+            target = chosen.memory
+            similarity = chosen.similarity
+        else:
+            similarity = None
+        reason = str(answer.get("reason", ""))[:500]
+        return Decision(decision, target, reason, f"model:{self.config.model}", similarity)
+
+
+class FallbackJudge:
+    def __init__(self, primary: ModelJudge):
+        self.primary = primary
+        self.name = primary.name
+
+    def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision:
+        try:
+            return self.primary.judge(memory, candidates)
+        except ModelError as error:
+            decision = RuleJudge().judge(memory, candidates)
+            decision.judge = "rules (model failed)"
+            decision.reason = f"{decision.reason}; model error: {str(error)[:200]}"
+            return decision
+
+
+def judge() -> Judge:
+    config = llm_config()
+    if config is None:
+        return RuleJudge()
+    return FallbackJudge(ModelJudge(config))

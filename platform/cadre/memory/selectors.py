@@ -1,0 +1,465 @@
+"""Read paths for memory: which scopes an actor may read or change, get, list, history, search.
+
+Scopes are computed on the server from the caller's identity; request parameters can only
+narrow them (see docs/memory.md, "Who can read what").
+
+- Every member reads and writes their own personal memory (`user:<member id>`), the memory
+  of their positions (`position:<id>`), their department *and its ancestors*
+  (`department:<id>` — a rule recorded for "Sales" applies to "Sales / East"; a
+  sub-department's memory is not visible to the parent department), and the organization's.
+- Writes to shared scopes go only to the member's own department (not its ancestors), their
+  positions and the organization; correcting or deleting shared memory needs `memory.manage`,
+  except that the author of an item may correct their own item.
+- `memory.view` (admins, auditors) adds every department's and position's memory. Nobody
+  reads another member's personal memory through the API, not even an owner.
+- An agent reads its own `agent:<id>` memory plus the scopes of the member it serves.
+- An API key acts for its creator's scopes and needs the `memory:read` / `memory:write` scope;
+  its `memory.view` / `memory.manage` permissions are its scopes capped by its creator's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from django.db.models import Q, QuerySet
+from opentelemetry import trace
+
+from cadre.errors import InvalidInput, NotFound, NotPermitted
+from cadre.memory.models import (
+    ContextRecord,
+    ContextRecordItem,
+    Memory,
+    MemoryTask,
+    MemoryVersion,
+    Scope,
+    scope_key,
+)
+from cadre.observability import current_trace_id
+from cadre.tenancy.models import Department, Position
+
+SHARED_PREFIXES = ("department:", "position:")
+tracer = trace.get_tracer(__name__)
+HIDDEN_STATUSES = (Memory.Status.DELETED,)
+
+
+# --- who may read / write which scopes -----------------------------------------------------
+
+
+def _key_scopes(actor) -> set[str]:
+    key = getattr(actor, "api_key", None)
+    return set(getattr(key, "scopes", []) or []) if key is not None else set()
+
+
+def can_read_memory(actor) -> bool:
+    if actor is None or actor.organization is None:
+        return False
+    if actor.kind == "api_key":
+        return bool({"memory:read", "memory:write"} & _key_scopes(actor))
+    return True
+
+
+def can_write_memory(actor) -> bool:
+    if actor is None or actor.organization is None:
+        return False
+    if actor.kind == "api_key":
+        return "memory:write" in _key_scopes(actor)
+    if actor.kind == "member":
+        return actor.member is not None and actor.member.is_active
+    return True
+
+
+def _department_chain(organization_id: int, department_id: int | None) -> list[int]:
+    """The department and its ancestors, nearest first."""
+    if department_id is None:
+        return []
+    parents = dict(
+        Department.objects.filter(organization_id=organization_id).values_list("id", "parent_id")
+    )
+    chain, current = [], department_id
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = parents.get(current)
+    return chain
+
+
+def membership_scope_keys(actor) -> list[str]:
+    """The scopes the actor belongs to: self, agent, department chain, positions, organization."""
+    keys: list[str] = []
+    agent = getattr(actor, "agent", None)
+    if agent is not None:
+        keys.append(scope_key(Scope.AGENT, agent.pk))
+    member = getattr(actor, "member", None)
+    if member is not None and member.organization_id == actor.organization.pk:
+        keys.append(scope_key(Scope.USER, member.pk))
+        for department_id in _department_chain(actor.organization.pk, member.department_id):
+            keys.append(scope_key(Scope.DEPARTMENT, department_id))
+        for position_id in member.positions.values_list("id", flat=True):
+            keys.append(scope_key(Scope.POSITION, position_id))
+    keys.append(scope_key(Scope.ORGANIZATION))
+    return keys
+
+
+def _all_shared_scope_keys(organization) -> list[str]:
+    departments = Department.objects.filter(organization=organization).values_list("id", flat=True)
+    positions = Position.objects.filter(organization=organization).values_list("id", flat=True)
+    return [scope_key(Scope.DEPARTMENT, pk) for pk in departments] + [
+        scope_key(Scope.POSITION, pk) for pk in positions
+    ]
+
+
+def readable_scope_keys(actor) -> list[str]:
+    """Every scope key the actor may read, computed from its identity (never from a request)."""
+    if not can_read_memory(actor):
+        return []
+    if actor.kind == "system":
+        return list(
+            Memory.objects.filter(organization=actor.organization)
+            .values_list("scope_key", flat=True)
+            .distinct()
+        ) or [scope_key(Scope.ORGANIZATION)]
+    keys = membership_scope_keys(actor)
+    if actor.has("memory.view"):
+        keys += _all_shared_scope_keys(actor.organization)
+    return list(dict.fromkeys(keys))
+
+
+def writable_scope_keys(actor) -> list[str]:
+    """Scopes the actor may add memories to (own department only, not its ancestors)."""
+    if not can_write_memory(actor):
+        return []
+    if actor.kind == "system":
+        return readable_scope_keys(actor)
+    keys: list[str] = []
+    agent = getattr(actor, "agent", None)
+    if agent is not None:
+        keys.append(scope_key(Scope.AGENT, agent.pk))
+    member = getattr(actor, "member", None)
+    if member is not None and member.organization_id == actor.organization.pk:
+        keys.append(scope_key(Scope.USER, member.pk))
+        if member.department_id:
+            keys.append(scope_key(Scope.DEPARTMENT, member.department_id))
+        positions = member.positions.values_list("id", flat=True)
+        keys += [scope_key(Scope.POSITION, pk) for pk in positions]
+    keys.append(scope_key(Scope.ORGANIZATION))
+    if actor.has("memory.manage"):
+        keys += _all_shared_scope_keys(actor.organization)
+    return list(dict.fromkeys(keys))
+
+
+def personal_scope_keys(actor) -> set[str]:
+    keys = set()
+    if getattr(actor, "agent", None) is not None:
+        keys.add(scope_key(Scope.AGENT, actor.agent.pk))
+    if getattr(actor, "member", None) is not None:
+        keys.add(scope_key(Scope.USER, actor.member.pk))
+    return keys
+
+
+def can_modify(actor, memory: Memory) -> bool:
+    """May the actor correct or delete this (readable) memory?"""
+    if not can_write_memory(actor) or memory.organization_id != actor.organization.pk:
+        return False
+    if actor.kind == "system":
+        return True
+    if memory.scope_key in personal_scope_keys(actor):
+        return True
+    if memory.scope_key not in readable_scope_keys(actor):
+        return False
+    if actor.has("memory.manage"):
+        return True
+    return bool(actor.actor_id) and (memory.author_type, memory.author_id) == (
+        actor.kind,
+        actor.actor_id,
+    )
+
+
+def narrow_scope_keys(actor, requested: list[str] | None) -> list[str]:
+    """The actor's readable scopes, narrowed (never widened) by the request's list."""
+    readable = readable_scope_keys(actor)
+    if not requested:
+        return readable
+    allowed = set(readable)
+    return [key for key in dict.fromkeys(requested) if key in allowed]
+
+
+def parse_scope_key(value: str) -> str:
+    """Validate 'user:12', 'department:5', 'organization' and return it normalized."""
+    value = (value or "").strip()
+    if value == Scope.ORGANIZATION:
+        return value
+    scope, _, raw_id = value.partition(":")
+    if scope not in Scope.values or scope == Scope.ORGANIZATION or not raw_id.isdigit():
+        raise InvalidInput(
+            f"Unknown scope {value!r}.",
+            details={"scope": ["Use 'organization' or '<user|agent|position|department>:<id>'."]},
+        )
+    return scope_key(scope, int(raw_id))
+
+
+# --- querysets -------------------------------------------------------------------------
+
+
+def memory_queryset(actor, *, scope_keys: list[str] | None = None) -> QuerySet[Memory]:
+    """Memories the actor may read (never deleted), optionally narrowed to some scopes."""
+    keys = narrow_scope_keys(actor, scope_keys)
+    if not keys:
+        return Memory.objects.none()
+    return Memory.objects.filter(organization=actor.organization, scope_key__in=keys).exclude(
+        status__in=HIDDEN_STATUSES
+    )
+
+
+def memory_list(
+    actor,
+    *,
+    scope_keys: list[str] | None = None,
+    kinds: list[str] | None = None,
+    tags: list[str] | None = None,
+    source_kinds: list[str] | None = None,
+    statuses: list[str] | None = None,
+    since=None,
+    until=None,
+    conversation_id: str | None = None,
+    text: str | None = None,
+) -> QuerySet[Memory]:
+    """The console's and the API's list: active memories by default, newest first."""
+    queryset = memory_queryset(actor, scope_keys=scope_keys)
+    statuses = [s for s in (statuses or [Memory.Status.ACTIVE]) if s not in HIDDEN_STATUSES]
+    queryset = queryset.filter(status__in=statuses)
+    if kinds:
+        queryset = queryset.filter(kind__in=kinds)
+    if tags:
+        queryset = queryset.filter(tags__contains=tags)
+    if source_kinds:
+        queryset = queryset.filter(source_kind__in=source_kinds)
+    if since is not None:
+        queryset = queryset.filter(observed_at__gte=since)
+    if until is not None:
+        queryset = queryset.filter(observed_at__lt=until)
+    if conversation_id:
+        queryset = queryset.filter(conversation_id=conversation_id)
+    if text:
+        queryset = queryset.filter(content__icontains=text)
+    return queryset.order_by("-created_at", "-id")
+
+
+def memory_get(actor, memory_id) -> Memory:
+    """One readable memory; 404 when it is unreadable, deleted or in another organization."""
+    try:
+        pk = int(memory_id)
+    except (TypeError, ValueError):
+        raise NotFound("Memory not found.") from None
+    memory = memory_queryset(actor).filter(pk=pk).first()
+    if memory is None:
+        raise NotFound("Memory not found.")
+    return memory
+
+
+def memory_history(actor, memory_id) -> QuerySet[MemoryVersion]:
+    memory = memory_get(actor, memory_id)
+    return MemoryVersion.objects.filter(memory=memory).order_by("version", "id")
+
+
+def memory_task_queryset(actor) -> QuerySet[MemoryTask]:
+    """Task records the actor may see: those of readable memories; org-wide ones for admins."""
+    if not can_read_memory(actor):
+        return MemoryTask.objects.none()
+    queryset = MemoryTask.objects.filter(organization=actor.organization)
+    condition = Q(memory__in=memory_queryset(actor).values("pk"))
+    if actor.has("memory.view") or actor.kind == "system":
+        condition |= Q(memory__isnull=True)
+    return queryset.filter(condition).order_by("-created_at", "-id")
+
+
+def context_record_queryset(actor) -> QuerySet[ContextRecord]:
+    """Context records: an admin (`memory.view`) sees all; others those they caused."""
+    if not can_read_memory(actor):
+        return ContextRecord.objects.none()
+    queryset = ContextRecord.objects.filter(organization=actor.organization)
+    if actor.has("memory.view") or actor.kind == "system":
+        return queryset
+    return queryset.filter(actor_type=actor.kind, actor_id=actor.actor_id)
+
+
+def memory_influence(actor, memory_id) -> QuerySet[ContextRecord]:
+    """Every recorded model call that was given this memory: a bad memory's blast radius."""
+    memory = memory_get(actor, memory_id)
+    return (
+        context_record_queryset(actor)
+        .filter(items__memory=memory)
+        .distinct()
+        .order_by("-created_at", "-id")
+    )
+
+
+# --- search ------------------------------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
+_WORD = re.compile(
+    r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]"
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """Deterministic token estimate: one per CJK character, 4/3 per Latin word, one per symbol.
+
+    Close to cl100k counts for English prose and on the safe (high) side for Chinese; it needs
+    no tokenizer download and gives the same number on every machine.
+    """
+    if not text:
+        return 0
+    cjk = len(_CJK.findall(text))
+    words = _WORD.findall(text)
+    latin = sum(1 for word in words if word[0].isalnum() or word[0] == "_")
+    symbols = len(words) - latin
+    return cjk + math.ceil(latin * 4 / 3) + symbols
+
+
+class SearchResult(list):
+    """The hits (it is the list of SearchHit), plus the scopes searched, whether recall ran,
+    and the ContextRecord written for a model call (or None)."""
+
+    def __init__(self, hits: list, *, scope_keys: list[str],
+                 context_record: ContextRecord | None = None, recalled: bool = True):
+        super().__init__(hits)
+        self.scope_keys = scope_keys
+        self.context_record = context_record
+        self.recalled = recalled
+
+    @property
+    def hits(self) -> list:
+        return list(self)
+
+
+@tracer.start_as_current_span("memory.search")
+def memory_search(
+    *,
+    actor,
+    query: str,
+    top_k: int = 10,
+    scope_keys: list[str] | None = None,
+    kinds: list[str] | None = None,
+    tags: list[str] | None = None,
+    source_kinds: list[str] | None = None,
+    attributes: dict | None = None,
+    since=None,
+    until=None,
+    as_of=None,
+    conversation_id: str | None = None,
+    on_behalf_of: dict | None = None,
+    force: bool = False,
+) -> SearchResult:
+    """Search the memories the actor may read.
+
+    With `on_behalf_of={"run_id", "step_id"[, "trace_id"]}` the search feeds a model call: a
+    ContextRecord is written with each hit's memory id, version, score and token estimate.
+    Short, contentless queries ("ok", "好的") skip recall unless `force` is set.
+    """
+    from cadre.memory import search as search_engine
+
+    if not can_read_memory(actor):
+        raise NotPermitted("This API key needs the 'memory:read' scope.")
+    if not 1 <= int(top_k) <= 100:
+        raise InvalidInput("top_k must be between 1 and 100.", details={"top_k": ["1..100"]})
+    keys = narrow_scope_keys(actor, scope_keys)
+    recalled = bool(keys) and (force or search_engine.should_recall(query))
+    hits = []
+    if recalled:
+        hits = search_engine.search(
+            organization=actor.organization,
+            scope_keys=keys,
+            query=query,
+            top_k=int(top_k),
+            kinds=kinds or None,
+            tags=tags or None,
+            source_kinds=source_kinds or None,
+            attributes=attributes or None,
+            since=since,
+            until=until,
+            as_of=as_of,
+            conversation_id=conversation_id or None,
+        )
+        # Defence in depth: whatever the engine returns, only readable, undeleted rows leave.
+        allowed = set(keys)
+        hits = [
+            hit
+            for hit in hits
+            if hit.memory.scope_key in allowed
+            and hit.memory.organization_id == actor.organization.pk
+            and hit.memory.status != Memory.Status.DELETED
+            and hit.memory.purged_at is None
+        ]
+    record = None
+    if on_behalf_of is not None:
+        record = context_record_write(actor=actor, query=query, hits=hits,
+                                      on_behalf_of=on_behalf_of)
+    span = trace.get_current_span()
+    span.set_attribute("memory.scopes", len(keys))
+    span.set_attribute("memory.recalled", recalled)
+    span.set_attribute("memory.hits", len(hits))
+    return SearchResult(hits, scope_keys=keys, context_record=record, recalled=recalled)
+
+
+def context_record_write(*, actor, query: str, hits: list, on_behalf_of: dict) -> ContextRecord:
+    """Record which memories (ids, versions, scores, tokens) were sent to one model call.
+
+    An operational record, not an audit event: it holds ids and numbers (and the query, which
+    the run already holds); memory text is never copied into it.
+    """
+    items, total = [], 0
+    for rank, hit in enumerate(hits, start=1):
+        tokens = estimate_tokens(hit.memory.content)
+        total += tokens
+        items.append((rank, hit, tokens))
+    record = ContextRecord.objects.create(
+        organization=actor.organization,
+        run_id=str(on_behalf_of.get("run_id", ""))[:64],
+        step_id=str(on_behalf_of.get("step_id", ""))[:64],
+        trace_id=str(on_behalf_of.get("trace_id") or current_trace_id())[:32],
+        actor_type=actor.kind,
+        actor_id=str(actor.actor_id)[:64],
+        query=query,
+        total_tokens=total,
+    )
+    ContextRecordItem.objects.bulk_create(
+        ContextRecordItem(
+            context=record,
+            memory=hit.memory,
+            memory_version=hit.memory.version,
+            rank=rank,
+            score=float(hit.score),
+            tokens=tokens,
+        )
+        for rank, hit, tokens in items
+    )
+    return record
+
+
+# --- figures -----------------------------------------------------------------------------
+
+
+def memory_dedup_stats(organization) -> dict:
+    """Dedup compression: items received vs items kept active after the funnel.
+
+    received = rows written + exact duplicates absorbed at write time (no row created);
+    merged = exact absorptions + rows merged into another by the near-duplicate stage.
+    """
+    rows = Memory.objects.filter(organization=organization)
+    written = rows.count()
+    merge_versions = MemoryVersion.objects.filter(
+        memory__organization=organization, change=MemoryVersion.Change.MERGE
+    )
+    exact = merge_versions.filter(reason__startswith="exact duplicate").count()
+    near = rows.filter(
+        status=Memory.Status.SUPERSEDED, versions__change=MemoryVersion.Change.MERGE
+    ).distinct().count()
+    received = written + exact
+    merged = exact + near
+    return {
+        "received": received,
+        "written": written,
+        "merged_exact": exact,
+        "merged_near": near,
+        "compression_rate": round(merged / received, 4) if received else 0.0,
+    }

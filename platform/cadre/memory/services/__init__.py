@@ -1,0 +1,66 @@
+"""Write paths for memory: add, extract, update, supersede, feedback, dedup, delete, purge.
+
+Every state change writes a MemoryVersion (the item's own history, which holds content) and one
+`audit.record` in the same transaction. Audit diffs never carry memory text: they hold ids,
+kinds, scopes, statuses, versions, SHA-256 hashes and lengths, because memory may hold personal
+data and the audit log is kept (and exported) far longer than a memory may be.
+Asynchronous work (embedding, dedup, organization, purge) is enqueued with on_commit.
+
+The package is split by concern; import from `cadre.memory.services`.
+"""
+
+from __future__ import annotations
+
+from cadre.memory.services.common import (
+    MAX_CONTENT_CHARS,
+    MAX_MESSAGES,
+    MAX_TAGS,
+    audit_view,
+    enqueue,
+    enqueue_enrich,
+    resolve_write_scope,
+)
+from cadre.memory.services.deletion import (
+    BulkDeleteResult,
+    memory_delete,
+    memory_delete_by_filter,
+    memory_purge,
+    memory_retention_sweep,
+)
+from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
+from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
+from cadre.memory.services.writes import (
+    ExtractionResult,
+    memory_add,
+    memory_add_from_messages,
+    memory_supersede,
+    memory_update,
+    tool_trajectory_record,
+)
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_MESSAGES",
+    "MAX_TAGS",
+    "BulkDeleteResult",
+    "ExtractionResult",
+    "FeedbackResult",
+    "audit_view",
+    "correction_statement",
+    "enqueue",
+    "enqueue_enrich",
+    "memory_add",
+    "memory_add_from_messages",
+    "memory_dedup",
+    "memory_delete",
+    "memory_delete_by_filter",
+    "memory_feedback",
+    "memory_merge",
+    "memory_organize",
+    "memory_purge",
+    "memory_retention_sweep",
+    "memory_supersede",
+    "memory_update",
+    "resolve_write_scope",
+    "tool_trajectory_record",
+]

@@ -1,0 +1,226 @@
+"""Helpers shared by the memory services: validation, scopes, versions, task enqueueing."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.errors import InvalidInput, NotFound, NotPermitted
+from cadre.memory import selectors
+from cadre.memory.models import (
+    Memory,
+    MemoryTask,
+    MemoryVersion,
+    Scope,
+    scope_key,
+)
+from cadre.tenancy.models import Department, Member, Position
+
+MAX_CONTENT_CHARS = 8000
+MAX_TAGS = 32
+MAX_ATTRIBUTES_BYTES = 32_000
+MAX_MESSAGES = 200
+EXACT_REASON = "exact duplicate"
+NEAR_REASON = "near duplicate of"
+
+
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def lexical_document(content: str, attributes: dict | None) -> str:
+    from cadre.memory import search
+
+    return search.lexical_document(content, attributes)
+
+
+def audit_view(memory: Memory) -> dict:
+    """What the audit log may know about a memory: never its text."""
+    return {
+        "id": memory.pk,
+        "scope_key": memory.scope_key,
+        "kind": memory.kind,
+        "status": memory.status,
+        "version": memory.version,
+        "source_kind": memory.source_kind,
+        "content_sha256": memory.content_hash,
+        "content_length": len(memory.content or ""),
+        "tags_count": len(memory.tags or []),
+        "expires_at": memory.expires_at,
+    }
+
+
+def author_fields(actor) -> dict:
+    return {
+        "author_type": actor.kind,
+        "author_id": str(actor.actor_id)[:64],
+        "author_label": str(actor.label)[:200],
+    }
+
+
+def write_version(
+    memory: Memory, *, change: str, actor, reason: str = "", old_content: str = "",
+    new_content: str = "", old_attributes: dict | None = None, new_attributes: dict | None = None,
+    old_status: str = "", new_status: str = "", related: Memory | None = None,
+) -> MemoryVersion:
+    return MemoryVersion.objects.create(
+        memory=memory,
+        version=memory.version,
+        change=change,
+        old_content=old_content,
+        new_content=new_content,
+        old_attributes=old_attributes or {},
+        new_attributes=new_attributes or {},
+        old_status=old_status,
+        new_status=new_status or memory.status,
+        actor_type=actor.kind,
+        actor_id=str(actor.actor_id)[:64],
+        actor_label=str(actor.label)[:200],
+        reason=reason[:2000],
+        related_memory=related,
+    )
+
+
+def clean_tags(tags) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str) or not isinstance(tags, list | tuple):
+        raise InvalidInput("tags must be a list of strings.", details={"tags": ["A list."]})
+    cleaned = []
+    for tag in tags:
+        tag = str(tag).strip()[:64]
+        if tag and tag not in cleaned:
+            cleaned.append(tag)
+    if len(cleaned) > MAX_TAGS:
+        raise InvalidInput(f"At most {MAX_TAGS} tags.", details={"tags": ["Too many."]})
+    return cleaned
+
+
+def clean_content(content) -> str:
+    content = str(content or "").strip()
+    if not content:
+        raise InvalidInput("A memory needs content.", details={"content": ["Required."]})
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidInput(
+            f"Content is longer than {MAX_CONTENT_CHARS} characters.",
+            details={"content": [f"At most {MAX_CONTENT_CHARS} characters."]},
+        )
+    return content
+
+
+def clean_attributes(attributes) -> dict:
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, dict):
+        raise InvalidInput("attributes must be an object.", details={"attributes": ["An object."]})
+    try:
+        size = len(json.dumps(attributes, default=str))
+    except (TypeError, ValueError):
+        raise InvalidInput("attributes must be JSON.", details={"attributes": ["JSON."]}) from None
+    if size > MAX_ATTRIBUTES_BYTES:
+        raise InvalidInput("attributes are too large.", details={"attributes": ["Too large."]})
+    return json.loads(json.dumps(attributes, default=str))
+
+
+def check_choice(value: str, choices, name: str) -> str:
+    if value not in choices:
+        raise InvalidInput(
+            f"Unknown {name} {value!r}.", details={name: [f"Choose from: {', '.join(choices)}."]}
+        )
+    return value
+
+
+def aware(value: datetime | None, name: str) -> datetime | None:
+    if value is not None and timezone.is_naive(value):
+        raise InvalidInput(f"{name} needs a time zone.", details={name: ["Aware datetime."]})
+    return value
+
+
+def require_write(actor) -> None:
+    if not selectors.can_write_memory(actor):
+        if actor is not None and actor.kind == "api_key":
+            raise NotPermitted("This API key needs the 'memory:write' scope.")
+        raise NotPermitted("You may not write memory.")
+
+
+def check_scope_owner(actor, scope: str, scope_id: int | None) -> None:
+    """The scope's owner exists in the actor's organization (else 404, as for any object)."""
+    model = {Scope.USER: Member, Scope.DEPARTMENT: Department, Scope.POSITION: Position}.get(scope)
+    if model is not None and not model.objects.filter(
+        organization=actor.organization, pk=scope_id
+    ).exists():
+        raise NotFound(f"No {scope} {scope_id} in this organization.")
+
+
+def resolve_write_scope(actor, scope: str, scope_id: int | None) -> str:
+    """The scope key to write to, if the actor may write there."""
+    check_choice(scope, Scope.values, "scope")
+    if scope == Scope.ORGANIZATION:
+        scope_id = None
+    elif scope_id is None:
+        if scope == Scope.USER and getattr(actor, "member", None) is not None:
+            scope_id = actor.member.pk
+        elif scope == Scope.AGENT and getattr(actor, "agent", None) is not None:
+            scope_id = actor.agent.pk
+        else:
+            raise InvalidInput(f"A {scope} memory needs scope_id.",
+                               details={"scope_id": ["Required."]})
+    try:
+        scope_id = int(scope_id) if scope_id is not None else None
+    except (TypeError, ValueError):
+        raise InvalidInput("scope_id must be an integer.",
+                           details={"scope_id": ["Integer."]}) from None
+    key = scope_key(scope, scope_id)
+    if key not in selectors.writable_scope_keys(actor):
+        if scope == Scope.USER:
+            # Another person's personal memory: indistinguishable from a missing one.
+            raise NotFound(f"No {scope} {scope_id} in this organization.")
+        check_scope_owner(actor, scope, scope_id)
+        raise NotPermitted(f"You may not write to the {key} memory.")
+    check_scope_owner(actor, scope, scope_id)
+    return key
+
+
+def default_expiry(organization, kind: str, observed_at: datetime) -> tuple[datetime | None, str]:
+    """Retention from the organization's settings: {"memory_retention_days": {"kind": days}}."""
+    policy = (organization.settings or {}).get("memory_retention_days") or {}
+    days = policy.get(kind, policy.get("*")) if isinstance(policy, dict) else None
+    if isinstance(days, int) and days > 0:
+        return observed_at + timedelta(days=days), f"days:{days}"
+    return None, ""
+
+
+def enqueue(kind: str, *, organization, memory: Memory | None, key: str, params=None):
+    """Create (or reuse) the visible task record and send the Celery task after commit."""
+    task, created = MemoryTask.objects.get_or_create(
+        idempotency_key=key[:191],
+        defaults={"organization": organization, "kind": kind, "memory": memory,
+                  "params": params or {}},
+    )
+    if created or task.status == MemoryTask.Status.FAILED:
+        from cadre.memory import tasks
+
+        sender = tasks.TASKS[kind]
+        transaction.on_commit(lambda: sender.delay(task.pk))
+    return task
+
+
+def enqueue_enrich(memory: Memory) -> MemoryTask:
+    return enqueue(
+        MemoryTask.Kind.ENRICH, organization=memory.organization, memory=memory,
+        key=f"enrich:{memory.pk}:v{memory.version}",
+    )
+
+def lock(memory: Memory) -> Memory:
+    return Memory.objects.select_for_update().get(pk=memory.pk)
+
+
+def require_modify(actor, memory: Memory) -> None:
+    if not selectors.can_modify(actor, memory):
+        if memory.scope_key not in selectors.readable_scope_keys(actor):
+            raise NotFound("Memory not found.")
+        raise NotPermitted("You may not change this memory (shared memory needs memory.manage).")

@@ -1,0 +1,407 @@
+"""Adding memories (explicit, extracted, tool trajectories), updating and superseding them."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+from opentelemetry import trace
+
+from cadre.errors import Conflict, InvalidInput, NotFound
+from cadre.governance import audit
+from cadre.memory import dedup
+from cadre.memory.extraction import extractor as default_extractor
+from cadre.memory.models import (
+    Kind,
+    Memory,
+    MemoryEmbedding,
+    MemoryVersion,
+    Scope,
+    SourceKind,
+)
+from cadre.memory.services.common import (
+    EXACT_REASON,
+    MAX_CONTENT_CHARS,
+    MAX_MESSAGES,
+    audit_view,
+    author_fields,
+    aware,
+    check_choice,
+    clean_attributes,
+    clean_content,
+    clean_tags,
+    default_expiry,
+    enqueue_enrich,
+    lexical_document,
+    lock,
+    require_modify,
+    require_write,
+    resolve_write_scope,
+    write_version,
+)
+
+tracer = trace.get_tracer(__name__)
+
+
+# --- add ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+@tracer.start_as_current_span("memory.add")
+def memory_add(
+    *,
+    actor,
+    scope: str,
+    scope_id: int | None = None,
+    kind: str,
+    content: str,
+    attributes: dict | None = None,
+    source_kind: str,
+    source_ref: dict | None = None,
+    observed_at: datetime | None = None,
+    valid_from: datetime | None = None,
+    valid_to: datetime | None = None,
+    expires_at: datetime | None = None,
+    tags: list[str] | None = None,
+    conversation_id: str = "",
+    confidence: float = 1.0,
+) -> Memory:
+    """Write one memory and return it, readable and lexically searchable at once.
+
+    An exact duplicate (same normalized content, same scope, still active) is not stored
+    twice: the existing item absorbs the new provenance (a `merge` version) and is returned
+    with `dedup_decision = "exact_duplicate"`. Embedding, near-duplicate dedup and
+    organization follow asynchronously.
+    """
+    require_write(actor)
+    key = resolve_write_scope(actor, scope, scope_id)
+    kind = check_choice(kind, Kind.values, "kind")
+    source_kind = check_choice(source_kind, SourceKind.values, "source_kind")
+    content = clean_content(content)
+    attributes = clean_attributes(attributes)
+    tags = clean_tags(tags)
+    if source_ref is not None and not isinstance(source_ref, dict):
+        raise InvalidInput("source_ref must be an object.", details={"source_ref": ["Object."]})
+    try:
+        confidence = float(confidence)
+    except (TypeError, ValueError):
+        raise InvalidInput("confidence must be a number.") from None
+    if not 0.0 <= confidence <= 1.0:
+        raise InvalidInput("confidence must be between 0 and 1.",
+                           details={"confidence": ["0..1"]})
+    now = timezone.now()
+    observed_at = aware(observed_at, "observed_at") or now
+    valid_from = aware(valid_from, "valid_from") or observed_at
+    valid_to = aware(valid_to, "valid_to")
+    if valid_to is not None and valid_to <= valid_from:
+        raise InvalidInput("valid_to must be after valid_from.", details={"valid_to": ["Order."]})
+    expires_at = aware(expires_at, "expires_at")
+    retention_policy = ""
+    if expires_at is None:
+        expires_at, retention_policy = default_expiry(actor.organization, kind, observed_at)
+    digest = dedup.content_hash(content)
+    scope_name, _, raw_id = key.partition(":")
+    provenance = {
+        "source_kind": source_kind,
+        "source_ref": source_ref or {},
+        **{k: v for k, v in author_fields(actor).items() if k != "author_label"},
+        "observed_at": observed_at.isoformat(),
+    }
+
+    existing = (
+        Memory.objects.select_for_update()
+        .filter(organization=actor.organization, scope_key=key, content_hash=digest,
+                status=Memory.Status.ACTIVE)
+        .order_by("pk")
+        .first()
+    )
+    if existing is not None:
+        existing.provenance = [*existing.provenance, provenance]
+        existing.tags = list(dict.fromkeys([*existing.tags, *tags]))
+        existing.version += 1
+        existing.updated_at = now
+        existing.save(update_fields=["provenance", "tags", "version", "updated_at"])
+        write_version(existing, change=MemoryVersion.Change.MERGE, actor=actor,
+                 reason=f"{EXACT_REASON}: the same content was written again ({source_kind})",
+                 old_status=existing.status)
+        audit.record(actor=actor, action="memory.merge", target=existing,
+                     changes={"decision": "exact_duplicate", "memory": audit_view(existing),
+                              "provenance_count": len(existing.provenance)},
+                     reason=EXACT_REASON)
+        existing.dedup_decision = "exact_duplicate"
+        return existing
+
+    memory = Memory(
+        organization=actor.organization,
+        scope=scope_name,
+        scope_id=int(raw_id) if raw_id else None,
+        scope_key=key,
+        kind=kind,
+        content=content,
+        attributes=attributes,
+        search_text=lexical_document(content, attributes),
+        source_kind=source_kind,
+        source_ref=source_ref or {},
+        observed_at=observed_at,
+        confidence=confidence,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        expires_at=expires_at,
+        retention_policy=retention_policy,
+        content_hash=digest,
+        tags=tags,
+        conversation_id=str(conversation_id or "")[:128],
+        created_at=now,
+        updated_at=now,
+        **author_fields(actor),
+    )
+    memory.save()
+    memory.provenance = [{"memory_id": memory.pk, **provenance}]
+    memory.save(update_fields=["provenance"])
+    write_version(memory, change=MemoryVersion.Change.ADDITION, actor=actor, new_content=content,
+             new_attributes=attributes, new_status=memory.status)
+    audit.record(actor=actor, action="memory.add", target=memory, after=audit_view(memory))
+    enqueue_enrich(memory)
+    memory.dedup_decision = "stored"
+    return memory
+
+
+class ExtractionResult(list):
+    """The memories written (it is the list), plus which extractor ran and how many
+    candidates it proposed (exact duplicates return the existing item)."""
+
+    def __init__(self, memories: list[Memory], *, extractor: str, candidates: int):
+        super().__init__(memories)
+        self.extractor = extractor
+        self.candidates = candidates
+
+    @property
+    def memories(self) -> list[Memory]:
+        return list(self)
+
+
+def memory_add_from_messages(
+    *,
+    actor,
+    messages: list[dict],
+    scope: str = Scope.USER,
+    scope_id: int | None = None,
+    conversation_id: str = "",
+    source_ref: dict | None = None,
+    tags: list[str] | None = None,
+    extractor=None,
+) -> ExtractionResult:  # a list[Memory] with .extractor and .candidates
+    """Extract memories from conversation messages and write each (see extraction.py).
+
+    Rule-extracted items are the user's own words (`user_statement`); model-extracted items
+    are the model's reading of them (`model_inference`), which the conflict rule ranks lower.
+    """
+    require_write(actor)
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("messages must be a non-empty list.", details={"messages": ["List."]})
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidInput(f"At most {MAX_MESSAGES} messages.", details={"messages": ["Too many."]})
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            raise InvalidInput("Each message needs a 'content' string (and a 'role').",
+                               details={"messages": ["{role, content} objects."]})
+    resolve_write_scope(actor, scope, scope_id)  # fail before calling a model
+    extractor = extractor or default_extractor()
+    candidates = extractor.extract(messages)
+    source_kind = (
+        SourceKind.USER_STATEMENT if extractor.name.startswith("rules")
+        else SourceKind.MODEL_INFERENCE
+    )
+    written = []
+    with transaction.atomic():
+        for candidate in candidates:
+            ref = dict(source_ref or {})
+            if conversation_id:
+                ref.setdefault("conversation_id", conversation_id)
+            if candidate.message_index is not None:
+                message = messages[candidate.message_index]
+                ref["message_index"] = candidate.message_index
+                if message.get("id"):
+                    ref["message_id"] = str(message["id"])[:128]
+            written.append(
+                memory_add(
+                    actor=actor, scope=scope, scope_id=scope_id, kind=candidate.kind,
+                    content=candidate.content,
+                    attributes={**candidate.attributes, "extracted_by": extractor.name},
+                    source_kind=source_kind, source_ref=ref, tags=tags,
+                    conversation_id=conversation_id, confidence=candidate.confidence,
+                )
+            )
+    return ExtractionResult(written, extractor=extractor.name, candidates=len(candidates))
+
+
+def tool_trajectory_record(
+    *,
+    actor,
+    tool: str,
+    parameters: dict,
+    result,
+    run_id: str,
+    step_id: str = "",
+    tool_call_id: str = "",
+    ok: bool = True,
+    duration_ms: int | None = None,
+    scope: str | None = None,
+    scope_id: int | None = None,
+    conversation_id: str = "",
+    tags: list[str] | None = None,
+) -> Memory:
+    """Record one real tool call (name, parameters, result) as a `tool_trajectory` memory, so
+    later runs can search past calls by kind. Defaults to the agent's scope (else the user's)."""
+    tool = str(tool or "").strip()[:128]
+    if not tool:
+        raise InvalidInput("A tool trajectory needs the tool name.",
+                           details={"tool": ["Required."]})
+    if scope is None:
+        scope = Scope.AGENT if getattr(actor, "agent", None) is not None else Scope.USER
+    result_text = result if isinstance(result, str) else json.dumps(result, default=str,
+                                                                     ensure_ascii=False)
+    params_text = json.dumps(parameters or {}, default=str, ensure_ascii=False, sort_keys=True)
+    outcome = "ok" if ok else "error"
+    content = f"Tool {tool}({params_text[:1500]}) -> {outcome}: {result_text[:4000]}"
+    attributes = {
+        "tool": tool,
+        "parameters": clean_attributes(parameters or {}),
+        "result": result_text[:8000],
+        "ok": bool(ok),
+        "run_id": str(run_id),
+        "step_id": str(step_id),
+        "duration_ms": duration_ms,
+        "keywords": [tool, *re.split(r"[._\-/]", tool)],
+    }
+    return memory_add(
+        actor=actor, scope=scope, scope_id=scope_id, kind=Kind.TOOL_TRAJECTORY,
+        content=content[:MAX_CONTENT_CHARS], attributes=attributes,
+        source_kind=SourceKind.TOOL_RESULT,
+        source_ref={"run_id": str(run_id), "step_id": str(step_id),
+                    "tool_call_id": str(tool_call_id)},
+        tags=[*(tags or []), f"tool:{tool}"[:64]], conversation_id=conversation_id,
+    )
+
+
+# --- update and supersede ------------------------------------------------------------------
+
+UPDATABLE = ("content", "attributes", "tags", "kind", "valid_from", "valid_to", "expires_at",
+             "confidence", "status")
+
+
+
+
+@transaction.atomic
+@tracer.start_as_current_span("memory.update")
+def memory_update(*, actor, memory: Memory, expected_version: int, reason: str = "",
+                  **changes) -> Memory:
+    """Change a memory in place if it is still at `expected_version` (else 409, nothing lost).
+
+    A content change is a `correction` (re-hashed, re-indexed, re-embedded); a status change
+    (active <-> archived) is a `state_change`. Deleting goes through memory_delete.
+    """
+    require_write(actor)
+    unknown = set(changes) - set(UPDATABLE)
+    if unknown:
+        raise InvalidInput(f"Cannot change {', '.join(sorted(unknown))}.")
+    memory = lock(memory)
+    if memory.status == Memory.Status.DELETED:
+        raise NotFound("Memory not found.")
+    require_modify(actor, memory)
+    if int(expected_version) != memory.version:
+        raise Conflict(
+            f"The memory changed: it is at version {memory.version}, not {expected_version}.",
+            code="version_conflict",
+            details={"current_version": memory.version, "expected_version": expected_version},
+        )
+    before = audit_view(memory)
+    old_content, old_attributes, old_status = memory.content, dict(memory.attributes), memory.status
+    fields = {"version", "updated_at"}
+    if "content" in changes:
+        memory.content = clean_content(changes["content"])
+        memory.content_hash = dedup.content_hash(memory.content)
+        fields |= {"content", "content_hash"}
+    if "attributes" in changes:
+        memory.attributes = clean_attributes(changes["attributes"])
+        fields.add("attributes")
+    if "tags" in changes:
+        memory.tags = clean_tags(changes["tags"])
+        fields.add("tags")
+    if "kind" in changes:
+        memory.kind = check_choice(changes["kind"], Kind.values, "kind")
+        fields.add("kind")
+    if "status" in changes:
+        status = changes["status"]
+        if status not in (Memory.Status.ACTIVE, Memory.Status.ARCHIVED):
+            raise InvalidInput("status can be set to active or archived (delete to delete).",
+                               details={"status": ["active or archived"]})
+        if memory.status == Memory.Status.SUPERSEDED and status == Memory.Status.ACTIVE:
+            raise InvalidInput("A superseded memory cannot be reactivated; add or correct the "
+                               "memory that replaced it.", details={"status": ["Superseded."]})
+        memory.status = status
+        fields.add("status")
+    for name in ("valid_from", "valid_to", "expires_at"):
+        if name in changes:
+            setattr(memory, name, aware(changes[name], name))
+            fields.add(name)
+    if "valid_from" in changes and memory.valid_from is None:
+        raise InvalidInput("valid_from cannot be empty.", details={"valid_from": ["Required."]})
+    if memory.valid_to is not None and memory.valid_to <= memory.valid_from:
+        raise InvalidInput("valid_to must be after valid_from.", details={"valid_to": ["Order."]})
+    if "confidence" in changes:
+        try:
+            memory.confidence = float(changes["confidence"])
+        except (TypeError, ValueError):
+            raise InvalidInput("confidence must be a number.") from None
+        if not 0.0 <= memory.confidence <= 1.0:
+            raise InvalidInput("confidence must be between 0 and 1.")
+        fields.add("confidence")
+    content_changed = memory.content != old_content
+    if content_changed or "attributes" in changes:
+        memory.search_text = lexical_document(memory.content, memory.attributes)
+        fields.add("search_text")
+    memory.version += 1
+    memory.updated_at = timezone.now()
+    memory.save(update_fields=sorted(fields))
+    if content_changed:
+        MemoryEmbedding.objects.filter(memory=memory).delete()  # stale vectors mislead search
+    change = (
+        MemoryVersion.Change.CORRECTION
+        if content_changed or "attributes" in changes
+        else MemoryVersion.Change.STATE_CHANGE
+    )
+    write_version(memory, change=change, actor=actor, reason=reason,
+             old_content=old_content if content_changed else "",
+             new_content=memory.content if content_changed else "",
+             old_attributes=old_attributes if "attributes" in changes else None,
+             new_attributes=memory.attributes if "attributes" in changes else None,
+             old_status=old_status, new_status=memory.status)
+    audit.record(actor=actor, action="memory.update", target=memory, before=before,
+                 after=audit_view(memory), reason="" if not reason else "update with reason")
+    if content_changed:
+        enqueue_enrich(memory)
+    return memory
+
+
+def memory_supersede(*, actor, old: Memory, new: Memory, change: str, reason: str,
+                     audit_reason: str) -> Memory:
+    """Mark `old` replaced by `new` (its validity ends where the new one's starts)."""
+    old = lock(old)
+    before = audit_view(old)
+    old_status = old.status
+    old.status = Memory.Status.SUPERSEDED
+    old.superseded_by = new
+    ends = max(new.valid_from, old.valid_from + timedelta(microseconds=1))
+    old.valid_to = ends if old.valid_to is None or old.valid_to > ends else old.valid_to
+    old.version += 1
+    old.updated_at = timezone.now()
+    old.save(update_fields=["status", "superseded_by", "valid_to", "version", "updated_at"])
+    write_version(old, change=change, actor=actor, reason=reason, old_status=old_status,
+             new_status=old.status, related=new)
+    audit.record(actor=actor, action="memory.supersede", target=old, before=before,
+                 after={**audit_view(old), "superseded_by": new.pk}, reason=audit_reason)
+    return old

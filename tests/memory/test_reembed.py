@@ -1,0 +1,116 @@
+"""Re-embedding under a new model: resumable, progress shown, and search switches to the new
+model only once every memory has a vector under it. The new model is an OpenAI-compatible
+embeddings endpoint served on loopback."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from cadre.memory import embeddings, selectors, services
+from cadre.memory.models import EmbeddingModel, MemoryEmbedding
+from tests.memory.conftest import actor
+
+DIMENSION = 16
+
+
+def bag_of_words(text: str) -> list[float]:
+    vector = [0.0] * DIMENSION
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % DIMENSION] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+@pytest.fixture
+def embedding_server(monkeypatch):
+    """POST /v1/embeddings as OpenAI documents it: {model, input: [...]} -> {data: [...]}."""
+    inputs: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            inputs.extend(body["input"])
+            payload = json.dumps({
+                "object": "list", "model": body["model"],
+                "data": [{"object": "embedding", "index": i, "embedding": bag_of_words(text)}
+                         for i, text in enumerate(body["input"])],
+                "usage": {"prompt_tokens": 0, "total_tokens": 0},
+            }).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setenv("CADRE_EMBEDDING_BASE_URL", f"http://127.0.0.1:{httpd.server_address[1]}/v1")
+    embeddings.forget_providers()
+    yield inputs
+    embeddings.forget_providers()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, embedding_server):
+    with run_async():
+        memories = [
+            services.memory_add(actor=actor(bob), scope="user", kind="fact", content=text,
+                                source_kind="user_statement")
+            for text in ("The warehouse is in Ningbo", "Invoices go to finance@acme.test",
+                         "The CFO is Liu Yang")
+        ]
+    local = embeddings.active_model()
+    assert MemoryEmbedding.objects.filter(model=local).count() == 3
+    target = "openai/fake-embed-16"
+
+    out, err = io.StringIO(), io.StringIO()
+    call_command("memory_reembed", "--model", target, "--provider", "openai", "--name",
+                 "fake-embed-16", "--dimension", str(DIMENSION), "--limit", "2",
+                 stdout=out, stderr=err)
+    assert "2 embedded, 1 remaining" in out.getvalue()
+    assert "embedding under openai/fake-embed-16" in err.getvalue()  # the tqdm bar
+    new = EmbeddingModel.objects.get(pk=target)
+    assert new.status == "building"
+    assert embeddings.active_model().pk == local.pk  # search still uses the complete model
+    assert selectors.memory_search(actor=actor(bob), query="where is the warehouse").hits
+
+    # Written during the re-embed: embedded under the building model too.
+    with run_async():
+        late = services.memory_add(actor=actor(bob), scope="user", kind="fact",
+                                   content="The backup site is in Wuhan",
+                                   source_kind="user_statement")
+    assert MemoryEmbedding.objects.filter(memory=late, model=new).exists()
+
+    out = io.StringIO()
+    call_command("memory_reembed", "--model", target, stdout=out, stderr=io.StringIO())
+    assert "1 embedded, 0 remaining; model openai/fake-embed-16 is active" in out.getvalue()
+    new.refresh_from_db()
+    local.refresh_from_db()
+    assert (new.status, local.status) == ("active", "retired")
+    assert MemoryEmbedding.objects.filter(model=new).count() == 4
+    assert sorted(embedding_server) == sorted(
+        [m.content for m in memories] + [late.content]
+    )  # each memory sent exactly once: the resumed run did not redo the first two
+
+    embedding_server.clear()
+    hits = selectors.memory_search(actor=actor(bob), query="where is the warehouse").hits
+    assert hits[0].memory.content == "The warehouse is in Ningbo"
+    assert embedding_server == ["where is the warehouse"]  # the query went to the new model
+
+
+def test_reembed_of_an_unknown_model_is_a_clear_error(db):
+    with pytest.raises(CommandError, match="Unknown embedding model"):
+        call_command("memory_reembed", "--model", "openai/nope", stdout=io.StringIO())
