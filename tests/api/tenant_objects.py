@@ -7,6 +7,7 @@ never silently left out. Add an entry when you add an API for a new model.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from guardian.models import UserObjectPermission
@@ -23,6 +24,8 @@ from cadre.tenancy.models import (
     Position,
 )
 from tests.factories import DepartmentFactory, IMIdentityFactory, MemberFactory, PositionFactory
+
+_counter = itertools.count(1)
 
 
 def _member(owner: Member) -> Member:
@@ -55,8 +58,141 @@ def _grant(owner: Member) -> UserObjectPermission:
     return UserObjectPermission.objects.get(user=grantee.user, object_pk=str(department.pk))
 
 
+def _memory(owner: Member):
+    import hashlib
+
+    from cadre.memory.models import Memory
+
+    content = f"Acme's fiscal year starts in April ({Memory.objects.count()})."
+    return Memory.objects.create(
+        organization=owner.organization,
+        scope="organization",
+        scope_key="organization",
+        content=content,
+        search_text=content,
+        content_hash=hashlib.sha256(content.encode()).hexdigest(),
+    )
+
+
+def _memory_task(owner: Member):
+    from cadre.memory.models import MemoryTask
+
+    return MemoryTask.objects.create(
+        organization=owner.organization,
+        kind="enrich",
+        idempotency_key=f"sweep-{MemoryTask.objects.count()}-{owner.organization_id}",
+    )
+
+
+def _context_record(owner: Member):
+    from cadre.memory.models import ContextRecord
+
+    return ContextRecord.objects.create(organization=owner.organization, query="fiscal year")
+
+
+def _masking_rule(owner: Member):
+    from cadre.governance.models import MaskingRule
+
+    return MaskingRule.objects.create(
+        organization=owner.organization,
+        name=f"Codename {MaskingRule.objects.count()}",
+        entity_type="PROJECT",
+        kind="pattern",
+        pattern=r"PRJ-\d{4}",
+    )
+
+
+def _agents_world(owner: Member) -> dict:
+    """A published template deployed to the owner, with a run, a rollout and a trigger.
+
+    Made fresh on every call: a sweep request may change state (stop, cancel, publish)."""
+    from cadre.agents import services as agents
+    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.triggers import trigger_create
+
+    actor = member_actor(owner)
+    n = next(_counter)
+    position = PositionFactory(organization=owner.organization)
+    owner.positions.add(position)
+    template = agents.template_create(
+        actor=actor,
+        name=f"Sweep role {n}",
+        code=f"sweep-role-{n}",
+        agent_md="# Persona",
+        model_settings={"provider": "offline", "model": "offline-1"},
+    )
+    first = template.versions.get()
+    agents.version_submit(actor=actor, version=first)
+    agents.version_publish(actor=actor, version=first, reason="sweep")
+    deployment = agents.deployment_create(
+        actor=actor, name=f"Sweep {n}", template=template, positions=[position]
+    )
+    agent = deployment.agents.get(member=owner)
+    run = runtime.run_start(actor=actor, agent=agent, text="hello")
+    second = agents.version_draft(actor=actor, template=template)
+    second = agents.version_submit(actor=actor, version=second)
+    second = agents.version_publish(actor=actor, version=second, reason="sweep")
+    rollout = agents.rollout_start(actor=actor, deployment=deployment, version=second)
+    draft = agents.version_draft(actor=actor, template=template)
+    trigger, _ = trigger_create(
+        actor=actor, name=f"Sweep trigger {n}", deployment=deployment, member=owner
+    )
+    provider = agents.provider_config_create(
+        actor=actor, name=f"Sweep provider {n}", kind="offline"
+    )
+    return {
+        "template": template,
+        "version": draft,
+        "deployment": deployment,
+        "agent": agent,
+        "session": run.session,
+        "run": run,
+        "rollout": rollout,
+        "trigger": trigger,
+        "provider": provider,
+    }
+
+
+def _agents_factory(key: str) -> Callable[[Member], object]:
+    return lambda owner: _agents_world(owner)[key]
+
+
+def _lazy_models() -> dict[type, Callable[[Member], object]]:
+    """Other apps' models, imported here so this module loads whatever exists yet."""
+    from cadre.agents.models import (
+        Agent,
+        AgentTemplate,
+        Deployment,
+        EventTrigger,
+        ModelProviderConfig,
+        Rollout,
+        Run,
+        Session,
+        TemplateVersion,
+    )
+    from cadre.governance.models import MaskingRule
+    from cadre.memory.models import ContextRecord, Memory, MemoryTask
+
+    return {
+        Memory: _memory,
+        MemoryTask: _memory_task,
+        ContextRecord: _context_record,
+        MaskingRule: _masking_rule,
+        AgentTemplate: _agents_factory("template"),
+        TemplateVersion: _agents_factory("version"),
+        Deployment: _agents_factory("deployment"),
+        Agent: _agents_factory("agent"),
+        Session: _agents_factory("session"),
+        Run: _agents_factory("run"),
+        Rollout: _agents_factory("rollout"),
+        EventTrigger: _agents_factory("trigger"),
+        ModelProviderConfig: _agents_factory("provider"),
+    }
+
+
 # model -> factory(owner of the organization) -> a saved object of that organization
 FACTORIES: dict[type, Callable[[Member], object]] = {
+    **_lazy_models(),
     Department: lambda owner: DepartmentFactory(organization=owner.organization),
     Position: lambda owner: PositionFactory(organization=owner.organization),
     Member: _member,
@@ -65,4 +201,66 @@ FACTORIES: dict[type, Callable[[Member], object]] = {
     ApiKey: _api_key,
     AuditEvent: _audit_event,
     UserObjectPermission: _grant,
+}
+
+
+# --- routes keyed by something other than a model's pk -----------------------------------
+
+
+def _hub_skill(owner: Member) -> dict:
+    """kwargs naming an organization-visible skill of the owner's organization."""
+    from hub.tests.factories import publish
+
+    n = next(_counter)
+    version = publish(owner, name=f"sweep-skill-{n}", visibility="organization")
+    package = version.package
+    return {
+        "namespace": package.namespace.handle,
+        "name": package.name,
+        "slug": package.name,
+        "version": version.version,
+        "tag": "latest",
+        "path": "SKILL.md",
+    }
+
+
+def _hub_upload_ticket(owner: Member) -> dict:
+    import secrets
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from hub.models import UploadTicket
+
+    ticket = UploadTicket.objects.create(
+        organization=owner.organization,
+        ticket=secrets.token_urlsafe(16),
+        path="SKILL.md",
+        size=3,
+        sha256="0" * 64,
+        created_by=owner,
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+    return {"ticket": ticket.ticket}
+
+
+# route name -> factory(owner) -> the URL kwargs of one object of the owner's organization
+ROUTE_KWARGS: dict[str, Callable[[Member], dict]] = {
+    "hub-skill": _hub_skill,
+    "hub-skill-deprecate": _hub_skill,
+    "hub-skill-download": _hub_skill,
+    "hub-skill-tag": _hub_skill,
+    "hub-versions": _hub_skill,
+    "hub-version": _hub_skill,
+    "hub-version-review": _hub_skill,
+    "hub-version-yank": _hub_skill,
+    "hub-version-unyank": _hub_skill,
+    "hub-version-file": _hub_skill,
+    "clawhub-skill": _hub_skill,
+    "clawhub-versions": _hub_skill,
+    "clawhub-version": _hub_skill,
+    "clawhub-file": _hub_skill,
+    "clawhub-moderation": _hub_skill,
+    "clawhub-tag": _hub_skill,
+    "clawhub-upload": _hub_upload_ticket,
 }

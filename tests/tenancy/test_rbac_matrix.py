@@ -133,7 +133,8 @@ BUILDERS: dict[str, Callable[[World], Request]] = {
     ),
     "department.create": lambda w: Request("post", "/api/v1/departments/", {"name": "Sales"}),
     "department.update": lambda w: Request(
-        "patch", f"/api/v1/departments/{DepartmentFactory(organization=w.org).pk}/",
+        "patch",
+        f"/api/v1/departments/{DepartmentFactory(organization=w.org).pk}/",
         {"name": "Renamed"},
     ),
     "department.archive": lambda w: Request(
@@ -145,7 +146,8 @@ BUILDERS: dict[str, Callable[[World], Request]] = {
     ),
     "position.create": lambda w: Request("post", "/api/v1/positions/", {"name": "Key accounts"}),
     "position.update": lambda w: Request(
-        "patch", f"/api/v1/positions/{PositionFactory(organization=w.org).pk}/",
+        "patch",
+        f"/api/v1/positions/{PositionFactory(organization=w.org).pk}/",
         {"description": "Sells"},
     ),
     "position.archive": lambda w: Request(
@@ -181,7 +183,8 @@ BUILDERS: dict[str, Callable[[World], Request]] = {
     ),
     "im_identity.list": lambda w: Request("get", "/api/v1/im-identities/"),
     "im_identity.create": lambda w: Request(
-        "post", "/api/v1/im-identities/",
+        "post",
+        "/api/v1/im-identities/",
         {"member": w.member().pk, "platform": "slack", "platform_user_id": "U123"},
     ),
     "im_identity.delete": lambda w: Request(
@@ -197,7 +200,8 @@ BUILDERS: dict[str, Callable[[World], Request]] = {
     "audit.retrieve": lambda w: Request("get", f"/api/v1/audit-events/{_audit_event_id(w)}/"),
     "grant.list": lambda w: Request("get", "/api/v1/grants/"),
     "grant.create": lambda w: Request(
-        "post", "/api/v1/grants/",
+        "post",
+        "/api/v1/grants/",
         {
             "member": w.member().pk,
             "permission": "member.manage",
@@ -216,8 +220,9 @@ def test_every_matrix_action_has_a_request_builder():
 
 @pytest.mark.parametrize("role", ROLE_COLUMNS)
 @pytest.mark.parametrize("action", ACTIONS)
-def test_role_is_allowed_or_denied_as_documented(action, role, org_a, alice, make_member,
-                                                 client_for):
+def test_role_is_allowed_or_denied_as_documented(
+    action, role, org_a, alice, make_member, client_for
+):
     world = World(org=org_a, owner=alice)
     request = BUILDERS[action](world)
     acting = make_member(roles=[role])
@@ -269,8 +274,12 @@ def test_key_never_exceeds_creator_role_even_if_scopes_were_stored(org_a, make_m
     employee = make_member(roles=["employee"])
     token = "cadre_abcdef12_" + "x" * 40
     ApiKey.objects.create(
-        organization=org_a, name="forged", prefix="abcdef12", key_hash=api_key_hash(token),
-        scopes=["org:read", "org:write", "audit:read"], created_by=employee,
+        organization=org_a,
+        name="forged",
+        prefix="abcdef12",
+        key_hash=api_key_hash(token),
+        scopes=["org:read", "org:write", "audit:read"],
+        created_by=employee,
     )
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -40,5 +40,9 @@ def server_error(request):
 
 
 def csrf_failure(request, reason: str = ""):
-    return _page(request, 403, "csrf_failed",
-                 "The form expired or was sent from another site. Reload the page and try again.")
+    return _page(
+        request,
+        403,
+        "csrf_failed",
+        "The form expired or was sent from another site. Reload the page and try again.",
+    )

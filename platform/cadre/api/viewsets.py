@@ -7,6 +7,7 @@ actor needs `<resource>.<verb>` — organization-wide, or through an object gran
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, viewsets
 
 READ_ACTIONS = {"list", "retrieve", "metadata"}
@@ -46,10 +47,27 @@ class TenantViewSet(viewsets.GenericViewSet):
 
     def check_permissions(self, request):
         super().check_permissions(request)
+        if self.action is None:
+            return  # a method this route does not dispatch: DRF answers 405
         if not self.actor.may(self.permission()):
+            self._require_in_organization()
             raise exceptions.PermissionDenied(
                 f"You do not have the '{self.permission()}' permission."
             )
+
+    def _require_in_organization(self) -> None:
+        """On a detail route, another organization's object (or none) is 404, never 403."""
+        value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
+        if value is None:
+            return
+        try:
+            exists = self.model.objects.filter(
+                organization=self.actor.organization, **{self.lookup_field: value}
+            ).exists()
+        except (TypeError, ValueError, DjangoValidationError):
+            exists = False
+        if not exists:
+            raise exceptions.NotFound()
 
     def check_object_permissions(self, request, obj):
         super().check_object_permissions(request, obj)

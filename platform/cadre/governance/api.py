@@ -14,16 +14,32 @@ class AuditEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
         fields = [
-            "id", "sequence", "created_at", "actor_type", "actor_id", "actor_label", "action",
-            "target_type", "target_id", "target_label", "changes", "reason", "request_id",
-            "trace_id", "ip", "user_agent", "prev_hash", "hash",
+            "id",
+            "sequence",
+            "created_at",
+            "actor_type",
+            "actor_id",
+            "actor_label",
+            "action",
+            "target_type",
+            "target_id",
+            "target_label",
+            "changes",
+            "reason",
+            "request_id",
+            "trace_id",
+            "ip",
+            "user_agent",
+            "prev_hash",
+            "hash",
         ]
         read_only_fields = fields
 
 
 class AuditEventFilter(django_filters.FilterSet):
-    action = django_filters.CharFilter(method="by_action",
-                                       help_text="Exact action, or a prefix ending in '.'")
+    action = django_filters.CharFilter(
+        method="by_action", help_text="Exact action, or a prefix ending in '.'"
+    )
     since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 

@@ -8,6 +8,7 @@ lock is released when the surrounding transaction commits, together with the cha
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import re
 from datetime import UTC
@@ -51,15 +52,41 @@ def _plain(value: Any) -> Any:
     return _redact(value)
 
 
+def _text(value: str) -> str:
+    # PostgreSQL text and jsonb cannot hold NUL characters.
+    return value.replace("\x00", "")
+
+
 def _redact(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            key: (REDACTED if _SECRET_NAME.search(str(key)) else _redact(item))
+            _text(key): (REDACTED if _SECRET_NAME.search(str(key)) else _redact(item))
             for key, item in value.items()
         }
     if isinstance(value, list):
         return [_redact(item) for item in value]
+    if isinstance(value, str):
+        return _text(value)
     return value
+
+
+def _stored_ip(value: str | None) -> str | None:
+    """The address exactly as the inet column will give it back (the hash must match then).
+
+    Not an address → None. IPv6 is normalised by PostgreSQL itself, whose spelling of some
+    forms (e.g. IPv4-compatible ::1.2.3.4) differs from Python's.
+    """
+    if not value:
+        return None
+    try:
+        address = ipaddress.ip_address(value.strip().split("%", 1)[0])
+    except ValueError:
+        return None
+    if address.version == 4:
+        return str(address)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT host(%s::inet)", [str(address)])
+        return cursor.fetchone()[0]
 
 
 def diff_summary(before: dict | None, after: dict | None) -> dict:
@@ -93,8 +120,8 @@ def _target_parts(target) -> tuple[str, str, str]:
         return "", "", ""
     if isinstance(target, tuple):
         target_type, target_id, *label = target
-        return str(target_type), str(target_id), str(label[0] if label else "")[:200]
-    return target._meta.model_name, str(target.pk), str(target)[:200]
+        return str(target_type), str(target_id), _text(str(label[0] if label else ""))[:200]
+    return target._meta.model_name, str(target.pk), _text(str(target))[:200]
 
 
 def _lock_head(organization_id: int) -> AuditChainHead:
@@ -139,17 +166,17 @@ def record(
             "sequence": head.sequence + 1,
             "actor_type": getattr(actor, "kind", "system"),
             "actor_id": getattr(actor, "actor_id", ""),
-            "actor_label": str(getattr(actor, "label", ""))[:200],
+            "actor_label": _text(str(getattr(actor, "label", "")))[:200],
             "action": action,
             "target_type": target_type,
             "target_id": target_id,
             "target_label": target_label,
             "changes": summary,
-            "reason": reason or "",
-            "request_id": context.request_id if context else "",
+            "reason": _text(reason or ""),
+            "request_id": _text(context.request_id)[:64] if context else "",
             "trace_id": current_trace_id(),
-            "ip": context.ip if context else None,
-            "user_agent": (context.user_agent or "") if context else "",
+            "ip": _stored_ip(context.ip) if context else None,
+            "user_agent": _text(context.user_agent or "")[:400] if context else "",
             "prev_hash": head.hash,
         }
         digest = event_hash(organization.pk, created_at, fields)

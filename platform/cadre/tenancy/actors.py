@@ -24,10 +24,9 @@ class Actor:
 
     @property
     def actor_id(self) -> str:
-        for value in (self.member, self.api_key, self.agent):
-            if value is not None:
-                return str(value.pk)
-        return ""
+        """The id of what acted: the key for a key (not its creator), the agent for an agent."""
+        value = {"member": self.member, "api_key": self.api_key, "agent": self.agent}.get(self.kind)
+        return str(value.pk) if value is not None else ""
 
     # --- permissions ----------------------------------------------------------------------
 
@@ -39,7 +38,9 @@ class Actor:
         if self._grants is None:
             self._grants = {}
             user_id = getattr(self.member, "user_id", None)
-            if user_id is not None and self.kind == "member":
+            # A deactivated member keeps their grant rows (history) but they give nothing.
+            active = getattr(self.member, "is_active", False)
+            if user_id is not None and self.kind == "member" and active:
                 from guardian.models import UserObjectPermission
 
                 rows = UserObjectPermission.objects.filter(user_id=user_id).values_list(
@@ -63,13 +64,23 @@ class Actor:
         return any(key[0] == codename for key in self._load_grants())
 
     def can(self, permission: str, obj) -> bool:
-        """May the actor do `permission` on this object?"""
+        """May the actor do `permission` on this object?
+
+        Organization-wide, or through a grant that reaches the object — e.g. `member.manage`
+        on a department reaches that department, its sub-departments and their members.
+        """
         if getattr(obj, "organization_id", None) != getattr(self.organization, "pk", None):
             return False
         if self.has(permission):
             return True
-        verb = permission.split(".", 1)[1]
-        return type(obj).objects.restrict(self, verb).filter(pk=obj.pk).exists()
+        if obj.pk is None:
+            return False
+        from cadre.tenancy.querysets import grant_filter
+
+        condition = grant_filter(type(obj), self, permission)
+        if condition is None:
+            return False
+        return type(obj)._default_manager.filter(pk=obj.pk).filter(condition).exists()
 
     def require(self, permission: str, obj=None) -> None:
         from cadre.errors import NotPermitted
@@ -92,9 +103,7 @@ def member_actor(member) -> Actor:
 
 def api_key_actor(api_key) -> Actor:
     creator = api_key.created_by
-    creator_permissions = (
-        permissions_for_roles(creator.roles) if creator.is_active else frozenset()
-    )
+    creator_permissions = permissions_for_roles(creator.roles) if creator.is_active else frozenset()
     return Actor(
         kind="api_key",
         organization=api_key.organization,

@@ -320,6 +320,9 @@ class Invitation(TenantModel):
     class Meta:
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"Invitation for {self.email}"
+
     @classmethod
     def grant_filter(cls, actor, permission: str) -> models.Q | None:
         return _department_grant(actor, permission, "member__department_id")

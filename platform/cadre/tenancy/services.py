@@ -95,10 +95,18 @@ def organization_create(
         roles=["owner"],
     )
     actor = system_actor(organization, label="setup")
-    audit.record(actor=actor, action="organization.create", target=organization,
-                 after=_snapshot(organization, ("name", "slug")))
-    audit.record(actor=actor, action="member.create", target=owner,
-                 after={"email": email, "roles": ["owner"]})
+    audit.record(
+        actor=actor,
+        action="organization.create",
+        target=organization,
+        after=_snapshot(organization, ("name", "slug")),
+    )
+    audit.record(
+        actor=actor,
+        action="member.create",
+        target=owner,
+        after={"email": email, "roles": ["owner"]},
+    )
     return organization, owner
 
 
@@ -113,8 +121,13 @@ def organization_update(*, actor: Actor, organization: Organization, **fields) -
             raise InvalidInput(f"Field {name!r} cannot be changed.")
         setattr(organization, name, value)
     organization.save(update_fields=list(fields))
-    audit.record(actor=actor, action="organization.update", target=organization, before=before,
-                 after=_snapshot(organization, ORGANIZATION_FIELDS))
+    audit.record(
+        actor=actor,
+        action="organization.update",
+        target=organization,
+        before=before,
+        after=_snapshot(organization, ORGANIZATION_FIELDS),
+    )
     return organization
 
 
@@ -147,7 +160,11 @@ def _save_unique(obj, message: str, field: str, **save_kwargs) -> None:
 
 @transaction.atomic
 def department_create(
-    *, actor: Actor, name: str, parent: Department | None = None, code: str = "",
+    *,
+    actor: Actor,
+    name: str,
+    parent: Department | None = None,
+    code: str = "",
     description: str = "",
 ) -> Department:
     if parent is not None:
@@ -157,12 +174,19 @@ def department_create(
         actor.require("department.manage")
     _check_parent(None, parent)
     department = Department(
-        organization=actor.organization, name=name.strip(), parent=parent, code=code,
+        organization=actor.organization,
+        name=name.strip(),
+        parent=parent,
+        code=code,
         description=description,
     )
     _save_unique(department, "A department with this name exists at this level.", "name")
-    audit.record(actor=actor, action="department.create", target=department,
-                 after=_snapshot(department, DEPARTMENT_FIELDS))
+    audit.record(
+        actor=actor,
+        action="department.create",
+        target=department,
+        after=_snapshot(department, DEPARTMENT_FIELDS),
+    )
     return department
 
 
@@ -184,11 +208,21 @@ def department_update(*, actor: Actor, department: Department, **fields) -> Depa
         if name not in DEPARTMENT_FIELDS:
             raise InvalidInput(f"Field {name!r} cannot be changed.")
         setattr(department, name, value)
-    _save_unique(department, "A department with this name exists at this level.", "name",
-                 update_fields=list(fields))
-    action = "department.archive" if fields.get("is_archived") else "department.update"
-    audit.record(actor=actor, action=action, target=department, before=before,
-                 after=_snapshot(department, DEPARTMENT_FIELDS))
+    _save_unique(
+        department,
+        "A department with this name exists at this level.",
+        "name",
+        update_fields=list(fields),
+    )
+    archived = fields.get("is_archived") and not before["is_archived"]
+    action = "department.archive" if archived else "department.update"
+    audit.record(
+        actor=actor,
+        action=action,
+        target=department,
+        before=before,
+        after=_snapshot(department, DEPARTMENT_FIELDS),
+    )
     return department
 
 
@@ -210,7 +244,11 @@ POSITION_FIELDS = ("name", "code", "description", "department", "is_archived")
 
 @transaction.atomic
 def position_create(
-    *, actor: Actor, name: str, code: str = "", description: str = "",
+    *,
+    actor: Actor,
+    name: str,
+    code: str = "",
+    description: str = "",
     department: Department | None = None,
 ) -> Position:
     actor.require("position.manage")
@@ -218,11 +256,20 @@ def position_create(
     code = slugify(code or name)[:64]
     if not code:
         raise InvalidInput("The position needs a name.", details={"name": ["Required."]})
-    position = Position(organization=actor.organization, name=name.strip(), code=code,
-                        description=description, department=department)
+    position = Position(
+        organization=actor.organization,
+        name=name.strip(),
+        code=code,
+        description=description,
+        department=department,
+    )
     _save_unique(position, f"A position with code {code!r} exists.", "code")
-    audit.record(actor=actor, action="position.create", target=position,
-                 after=_snapshot(position, POSITION_FIELDS))
+    audit.record(
+        actor=actor,
+        action="position.create",
+        target=position,
+        after=_snapshot(position, POSITION_FIELDS),
+    )
     return position
 
 
@@ -230,23 +277,41 @@ def position_create(
 def position_update(*, actor: Actor, position: Position, **fields) -> Position:
     actor.require("position.manage", position)
     _same_org(actor, fields.get("department"))
+    if "code" in fields:
+        fields["code"] = slugify(fields["code"])[:64]
+        if not fields["code"]:
+            raise InvalidInput("The code cannot be blank.", details={"code": ["Required."]})
     before = _snapshot(position, POSITION_FIELDS)
     for name, value in fields.items():
         if name not in POSITION_FIELDS:
             raise InvalidInput(f"Field {name!r} cannot be changed.")
         setattr(position, name, value)
-    _save_unique(position, "A position with this code exists.", "code",
-                 update_fields=list(fields))
-    action = "position.archive" if fields.get("is_archived") else "position.update"
-    audit.record(actor=actor, action=action, target=position, before=before,
-                 after=_snapshot(position, POSITION_FIELDS))
+    _save_unique(position, "A position with this code exists.", "code", update_fields=list(fields))
+    archived = fields.get("is_archived") and not before["is_archived"]
+    action = "position.archive" if archived else "position.update"
+    audit.record(
+        actor=actor,
+        action=action,
+        target=position,
+        before=before,
+        after=_snapshot(position, POSITION_FIELDS),
+    )
     return position
 
 
 # --- members ------------------------------------------------------------------------------
 
-MEMBER_FIELDS = ("display_name", "email", "mobile", "employee_no", "title", "department",
-                 "manager", "roles", "status")
+MEMBER_FIELDS = (
+    "display_name",
+    "email",
+    "mobile",
+    "employee_no",
+    "title",
+    "department",
+    "manager",
+    "roles",
+    "status",
+)
 
 
 def _member_snapshot(member: Member) -> dict:
@@ -255,67 +320,109 @@ def _member_snapshot(member: Member) -> dict:
     return data
 
 
+def _acts_as_owner(actor: Actor) -> bool:
+    """Owners (and the system) may touch the owner role; an API key acts as its creator."""
+    if actor.kind == "system":
+        return True
+    member = actor.member
+    return member is not None and member.is_active and "owner" in member.roles
+
+
 def _check_role_change(actor: Actor, old: list[str], new: list[str]) -> None:
     if sorted(old) == sorted(new):
         return
     actor.require("member.assign_roles")
-    if ("owner" in old) != ("owner" in new) and "owner" not in (
-        actor.member.roles if actor.member else []
-    ):
+    if ("owner" in old) != ("owner" in new) and not _acts_as_owner(actor):
         raise NotPermitted("Only an owner can grant or remove the owner role.")
+
+
+def _check_owner_target(actor: Actor, member: Member, verb: str) -> None:
+    """Deactivating or reactivating an owner changes who owns the organization."""
+    if "owner" in member.roles and not _acts_as_owner(actor):
+        raise NotPermitted(f"Only an owner can {verb} an owner.")
 
 
 def _ensure_an_owner_remains(member: Member, leaving: bool) -> None:
     if not leaving or "owner" not in member.roles:
         return
-    others = Member.objects.filter(
-        organization_id=member.organization_id, status=Member.Status.ACTIVE,
-        roles__contains=["owner"],
-    ).exclude(pk=member.pk)
-    if not others.exists():
+    # Lock every active owner row: two owners removing each other at the same moment queue
+    # here, and the second sees the first one gone (so the organization keeps an owner).
+    owners = list(
+        Member.objects.select_for_update()
+        .filter(
+            organization_id=member.organization_id,
+            status=Member.Status.ACTIVE,
+            roles__contains=["owner"],
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if not [pk for pk in owners if pk != member.pk]:
         raise Conflict("The organization must keep at least one active owner.", code="last_owner")
 
 
 def _apply_member_links(actor, member, department, manager, positions) -> None:
     _same_org(actor, department, manager, *(positions or []))
+    if department is not None and department.is_archived:
+        raise InvalidInput("The department is archived.", details={"department": ["Archived."]})
     if manager is not None and member.pk and manager.pk == member.pk:
-        raise InvalidInput("A member cannot be their own manager.",
-                           details={"manager": ["Choose someone else."]})
+        raise InvalidInput(
+            "A member cannot be their own manager.", details={"manager": ["Choose someone else."]}
+        )
 
 
 @transaction.atomic
 def member_create(
-    *, actor: Actor, display_name: str, email: str = "", mobile: str = "",
-    employee_no: str = "", title: str = "", department: Department | None = None,
-    manager: Member | None = None, positions: list[Position] | None = None,
-    roles: list[str] | None = None, status: str = Member.Status.ACTIVE,
+    *,
+    actor: Actor,
+    display_name: str,
+    email: str = "",
+    mobile: str = "",
+    employee_no: str = "",
+    title: str = "",
+    department: Department | None = None,
+    manager: Member | None = None,
+    positions: list[Position] | None = None,
+    roles: list[str] | None = None,
+    status: str = Member.Status.ACTIVE,
 ) -> Member:
     """Add a member directly (e.g. an employee who will only chat in IM); no login yet."""
+    _same_org(actor, department)
     if department is not None:
-        actor.require("member.manage", Member(organization=actor.organization,
-                                               department=department))
+        actor.require("member.manage", department)
     else:
         actor.require("member.manage")
     roles = _check_roles(roles or ["employee"])
     _check_role_change(actor, ["employee"], roles)
     member = Member(
-        organization=actor.organization, display_name=display_name.strip(),
-        email=email.strip().lower(), mobile=mobile, employee_no=employee_no, title=title,
-        department=department, manager=manager, roles=roles, status=status,
+        organization=actor.organization,
+        display_name=display_name.strip(),
+        email=email.strip().lower(),
+        mobile=mobile,
+        employee_no=employee_no,
+        title=title,
+        department=department,
+        manager=manager,
+        roles=roles,
+        status=status,
     )
     _apply_member_links(actor, member, department, manager, positions)
     _save_unique(member, "A member with this email exists.", "email")
     if positions:
         member.positions.set(positions)
-    audit.record(actor=actor, action="member.create", target=member,
-                 after=_member_snapshot(member))
+    audit.record(actor=actor, action="member.create", target=member, after=_member_snapshot(member))
     return member
 
 
 @transaction.atomic
 def member_invite(
-    *, actor: Actor, email: str, display_name: str = "", roles: list[str] | None = None,
-    department: Department | None = None, positions: list[Position] | None = None,
+    *,
+    actor: Actor,
+    email: str,
+    display_name: str = "",
+    roles: list[str] | None = None,
+    department: Department | None = None,
+    positions: list[Position] | None = None,
     member: Member | None = None,
 ) -> tuple[Member, Invitation, str]:
     """Invite someone to the console: returns the member, the invitation and the link token."""
@@ -326,8 +433,12 @@ def member_invite(
         member = Member.objects.filter(organization=actor.organization, email=email).first()
     if member is None:
         member = member_create(
-            actor=actor, display_name=display_name or email.split("@")[0], email=email,
-            department=department, positions=positions, roles=roles,
+            actor=actor,
+            display_name=display_name or email.split("@")[0],
+            email=email,
+            department=department,
+            positions=positions,
+            roles=roles,
             status=Member.Status.INVITED,
         )
     else:
@@ -342,30 +453,44 @@ def member_invite(
     member.invitations.filter(accepted_at=None, revoked_at=None).update(revoked_at=timezone.now())
     token = secrets.token_urlsafe(32)
     invitation = Invitation.objects.create(
-        organization=actor.organization, member=member, email=email,
-        token_hash=_hash_token(token), invited_by=actor.member or member,
+        organization=actor.organization,
+        member=member,
+        email=email,
+        token_hash=_hash_token(token),
+        invited_by=actor.member or member,
         expires_at=timezone.now() + timedelta(days=settings.CADRE_INVITATION_DAYS),
     )
-    audit.record(actor=actor, action="member.invite", target=member,
-                 after={"email": email, "expires_at": invitation.expires_at})
+    audit.record(
+        actor=actor,
+        action="member.invite",
+        target=member,
+        after={"email": email, "expires_at": invitation.expires_at},
+    )
     return member, invitation, token
 
 
 def invitation_lookup(token: str) -> Invitation | None:
     return (
         Invitation.objects.select_related("member", "organization")
-        .filter(token_hash=_hash_token(token)).first()
+        .filter(token_hash=_hash_token(token))
+        .first()
     )
 
 
 @transaction.atomic
 def invitation_accept(
-    *, token: str, password: str | None, display_name: str = "", user: User | None = None,
+    *,
+    token: str,
+    password: str | None,
+    display_name: str = "",
+    user: User | None = None,
 ) -> Member:
     """Accept an invitation: an existing signed-in user, or a new user with a password."""
     invitation = (
-        Invitation.objects.select_for_update().select_related("member", "organization")
-        .filter(token_hash=_hash_token(token)).first()
+        Invitation.objects.select_for_update()
+        .select_related("member", "organization")
+        .filter(token_hash=_hash_token(token))
+        .first()
     )
     if invitation is None or invitation.state != "pending":
         state = invitation.state if invitation else "unknown"
@@ -376,8 +501,10 @@ def invitation_accept(
     if user is None:
         user = User.objects.filter(email=invitation.email).first()
         if user is not None:
-            raise Conflict("An account with this email exists: sign in, then open the link.",
-                           code="sign_in_first")
+            raise Conflict(
+                "An account with this email exists: sign in, then open the link.",
+                code="sign_in_first",
+            )
         candidate = User(email=invitation.email, display_name=display_name)
         try:
             validate_password(password or "", user=candidate)
@@ -395,8 +522,12 @@ def invitation_accept(
     invitation.save(update_fields=["accepted_at"])
     from cadre.tenancy.actors import member_actor
 
-    audit.record(actor=member_actor(member), action="member.accept_invitation", target=member,
-                 after={"status": member.status})
+    audit.record(
+        actor=member_actor(member),
+        action="member.invitation_accept",
+        target=member,
+        after={"status": member.status},
+    )
     return member
 
 
@@ -407,8 +538,12 @@ def invitation_revoke(*, actor: Actor, invitation: Invitation) -> Invitation:
         raise Conflict(f"The invitation is already {invitation.state}.", code="not_pending")
     invitation.revoked_at = timezone.now()
     invitation.save(update_fields=["revoked_at"])
-    audit.record(actor=actor, action="member.invitation_revoke", target=invitation.member,
-                 after={"invitation": invitation.pk})
+    audit.record(
+        actor=actor,
+        action="member.invitation_revoke",
+        target=invitation.member,
+        after={"invitation": invitation.pk},
+    )
     return invitation
 
 
@@ -422,9 +557,13 @@ def member_update(
         fields["roles"] = _check_roles(fields["roles"])
         _check_role_change(actor, member.roles, fields["roles"])
         _ensure_an_owner_remains(member, "owner" not in fields["roles"])
-    if "department" in fields and fields["department"] is not None:
-        actor.require("member.manage", Member(organization=actor.organization,
-                                               department=fields["department"]))
+    if "department" in fields:
+        # Moving a member: the actor must manage the destination (org-wide for "none").
+        _same_org(actor, fields["department"])
+        if fields["department"] is not None:
+            actor.require("member.manage", fields["department"])
+        else:
+            actor.require("member.manage")
     if "status" in fields:
         raise InvalidInput("Use deactivate or reactivate to change a member's status.")
     _apply_member_links(actor, member, fields.get("department"), fields.get("manager"), positions)
@@ -435,12 +574,18 @@ def member_update(
             value = value.strip().lower()
         setattr(member, name, value)
     if fields:
-        _save_unique(member, "A member with this email exists.", "email",
-                     update_fields=list(fields))
+        _save_unique(
+            member, "A member with this email exists.", "email", update_fields=list(fields)
+        )
     if positions is not None:
         member.positions.set(positions)
-    audit.record(actor=actor, action="member.update", target=member, before=before,
-                 after=_member_snapshot(member))
+    audit.record(
+        actor=actor,
+        action="member.update",
+        target=member,
+        before=before,
+        after=_member_snapshot(member),
+    )
     return member
 
 
@@ -452,14 +597,21 @@ def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Memb
         raise Conflict("The member is already deactivated.", code="already_deactivated")
     if actor.member is not None and actor.member.pk == member.pk:
         raise Conflict("You cannot deactivate yourself.", code="self")
+    _check_owner_target(actor, member, "deactivate")
     _ensure_an_owner_remains(member, True)
     before = {"status": member.status}
     member.status = Member.Status.DEACTIVATED
     member.deactivated_at = timezone.now()
     member.save(update_fields=["status", "deactivated_at"])
     member.invitations.filter(accepted_at=None, revoked_at=None).update(revoked_at=timezone.now())
-    audit.record(actor=actor, action="member.deactivate", target=member, before=before,
-                 after={"status": member.status}, reason=reason)
+    audit.record(
+        actor=actor,
+        action="member.deactivate",
+        target=member,
+        before=before,
+        after={"status": member.status},
+        reason=reason,
+    )
     return member
 
 
@@ -468,13 +620,20 @@ def member_reactivate(*, actor: Actor, member: Member) -> Member:
     actor.require("member.manage", member)
     if member.status != Member.Status.DEACTIVATED:
         raise Conflict("The member is not deactivated.", code="not_deactivated")
-    member.status = Member.Status.ACTIVE if member.user_id else Member.Status.INVITED
-    if member.user_id is None and not member.email:
-        member.status = Member.Status.ACTIVE
+    _check_owner_target(actor, member, "reactivate")
+    # Active again, login or not: an IM-only employee needs no login to use their agents, and
+    # deactivation revoked any pending invitation, so "invited" would be a dead end (a new
+    # invitation can still be sent to an active member without a login).
+    member.status = Member.Status.ACTIVE
     member.deactivated_at = None
     member.save(update_fields=["status", "deactivated_at"])
-    audit.record(actor=actor, action="member.reactivate", target=member,
-                 before={"status": "deactivated"}, after={"status": member.status})
+    audit.record(
+        actor=actor,
+        action="member.reactivate",
+        target=member,
+        before={"status": "deactivated"},
+        after={"status": member.status},
+    )
     return member
 
 
@@ -483,29 +642,49 @@ def member_reactivate(*, actor: Actor, member: Member) -> Member:
 
 @transaction.atomic
 def im_identity_create(
-    *, actor: Actor, member: Member, platform: str, platform_user_id: str, tenant_key: str = "",
+    *,
+    actor: Actor,
+    member: Member,
+    platform: str,
+    platform_user_id: str,
+    tenant_key: str = "",
     display_name: str = "",
 ) -> IMIdentity:
     actor.require("member.manage", member)
     if platform not in IMIdentity.Platform.values:
-        raise InvalidInput(f"Unknown platform {platform!r}.",
-                           details={"platform": [f"Choose from {', '.join(IMIdentity.Platform.values)}."]})
-    identity = IMIdentity(organization=actor.organization, member=member, platform=platform,
-                          platform_user_id=platform_user_id.strip(), tenant_key=tenant_key,
-                          display_name=display_name)
-    _save_unique(identity, "This platform account is already mapped to a member.",
-                 "platform_user_id")
-    audit.record(actor=actor, action="member.identity_add", target=member,
-                 after={"platform": platform, "platform_user_id": identity.platform_user_id})
+        raise InvalidInput(
+            f"Unknown platform {platform!r}.",
+            details={"platform": [f"Choose from {', '.join(IMIdentity.Platform.values)}."]},
+        )
+    identity = IMIdentity(
+        organization=actor.organization,
+        member=member,
+        platform=platform,
+        platform_user_id=platform_user_id.strip(),
+        tenant_key=tenant_key,
+        display_name=display_name,
+    )
+    _save_unique(
+        identity, "This platform account is already mapped to a member.", "platform_user_id"
+    )
+    audit.record(
+        actor=actor,
+        action="member.identity_add",
+        target=member,
+        after={"platform": platform, "platform_user_id": identity.platform_user_id},
+    )
     return identity
 
 
 @transaction.atomic
 def im_identity_delete(*, actor: Actor, identity: IMIdentity) -> None:
     actor.require("member.manage", identity.member)
-    audit.record(actor=actor, action="member.identity_remove", target=identity.member,
-                 before={"platform": identity.platform,
-                         "platform_user_id": identity.platform_user_id})
+    audit.record(
+        actor=actor,
+        action="member.identity_remove",
+        target=identity.member,
+        before={"platform": identity.platform, "platform_user_id": identity.platform_user_id},
+    )
     identity.delete()
 
 
@@ -514,10 +693,22 @@ def im_identity_delete(*, actor: Actor, identity: IMIdentity) -> None:
 API_KEY_PREFIX = "cadre"
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 def api_key_parse(token: str) -> tuple[str, str] | None:
     """`cadre_<prefix>_<secret>` → (prefix, token) or None when malformed."""
     parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != API_KEY_PREFIX or len(parts[1]) != 8:
+    if (
+        len(parts) != 3
+        or parts[0] != API_KEY_PREFIX
+        or len(parts[1]) != 8
+        or not set(parts[1]) <= _HEX
+        or not parts[2]
+        or len(token) > 200
+        or not token.isascii()
+        or not token.isprintable()
+    ):
         return None
     return parts[1], token
 
@@ -528,7 +719,11 @@ def api_key_hash(token: str) -> str:
 
 @transaction.atomic
 def api_key_create(
-    *, actor: Actor, name: str, scopes: list[str], expires_at=None,
+    *,
+    actor: Actor,
+    name: str,
+    scopes: list[str],
+    expires_at=None,
 ) -> tuple[ApiKey, str]:
     """Create a key; the secret is returned here once and only its hash is kept."""
     actor.require("apikey.manage")
@@ -537,7 +732,8 @@ def api_key_create(
     unknown = [scope for scope in scopes if scope not in SCOPES]
     if unknown or not scopes:
         raise InvalidInput(
-            "Choose at least one known scope." if not unknown
+            "Choose at least one known scope."
+            if not unknown
             else f"Unknown scope(s): {', '.join(unknown)}.",
             details={"scopes": [f"Choose from: {', '.join(SCOPES)}"]},
         )
@@ -548,18 +744,26 @@ def api_key_create(
             details={"scopes": ["Exceeds your own permissions."]},
         )
     if expires_at is not None and expires_at <= timezone.now():
-        raise InvalidInput("The expiry must be in the future.",
-                           details={"expires_at": ["Must be in the future."]})
+        raise InvalidInput(
+            "The expiry must be in the future.", details={"expires_at": ["Must be in the future."]}
+        )
     prefix = secrets.token_hex(4)
     token = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     key = ApiKey.objects.create(
-        organization=actor.organization, name=name.strip() or "API key", prefix=prefix,
-        key_hash=_hash_token(token), scopes=sorted(set(scopes)), created_by=actor.member,
+        organization=actor.organization,
+        name=name.strip() or "API key",
+        prefix=prefix,
+        key_hash=_hash_token(token),
+        scopes=sorted(set(scopes)),
+        created_by=actor.member,
         expires_at=expires_at,
     )
-    audit.record(actor=actor, action="apikey.create", target=key,
-                 after={"name": key.name, "prefix": prefix, "scopes": key.scopes,
-                        "expires_at": expires_at})
+    audit.record(
+        actor=actor,
+        action="apikey.create",
+        target=key,
+        after={"name": key.name, "prefix": prefix, "scopes": key.scopes, "expires_at": expires_at},
+    )
     return key, token
 
 
@@ -571,8 +775,13 @@ def api_key_revoke(*, actor: Actor, key: ApiKey) -> ApiKey:
     key.revoked_at = timezone.now()
     key.revoked_by = actor.member
     key.save(update_fields=["revoked_at", "revoked_by"])
-    audit.record(actor=actor, action="apikey.revoke", target=key,
-                 before={"state": "active"}, after={"state": "revoked"})
+    audit.record(
+        actor=actor,
+        action="apikey.revoke",
+        target=key,
+        before={"state": "active"},
+        after={"state": "revoked"},
+    )
     return key
 
 
@@ -606,11 +815,17 @@ def object_grant(*, actor: Actor, member: Member, permission: str, target) -> No
             details={"permission": [f"Choose from: {', '.join(allowed) or 'nothing'}"]},
         )
     if member.user_id is None:
-        raise InvalidInput("Grants are for members who sign in; invite this member first.",
-                           details={"member": ["Has no console login."]})
+        raise InvalidInput(
+            "Grants are for members who sign in; invite this member first.",
+            details={"member": ["Has no console login."]},
+        )
     assign_perm(f"{target._meta.app_label}.{grant_codename(permission)}", member.user, target)
-    audit.record(actor=actor, action="grant.add", target=target,
-                 after={"member": member.pk, "permission": permission})
+    audit.record(
+        actor=actor,
+        action="grant.add",
+        target=target,
+        after={"member": member.pk, "permission": permission},
+    )
 
 
 @transaction.atomic
@@ -620,5 +835,9 @@ def object_grant_revoke(*, actor: Actor, member: Member, permission: str, target
     actor.require("grant.manage")
     _same_org(actor, member, target)
     remove_perm(f"{target._meta.app_label}.{grant_codename(permission)}", member.user, target)
-    audit.record(actor=actor, action="grant.remove", target=target,
-                 before={"member": member.pk, "permission": permission})
+    audit.record(
+        actor=actor,
+        action="grant.remove",
+        target=target,
+        before={"member": member.pk, "permission": permission},
+    )

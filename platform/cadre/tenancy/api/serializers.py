@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import zoneinfo
+
 from rest_framework import serializers
 
 from cadre.api.viewsets import TenantRelatedFieldMixin
@@ -21,11 +24,21 @@ class TenantPrimaryKeyRelatedField(TenantRelatedFieldMixin, serializers.PrimaryK
     pass
 
 
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
 class OrganizationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Organization
         fields = ["id", "name", "slug", "status", "locale", "time_zone", "created_at"]
         read_only_fields = ["id", "slug", "status", "created_at"]
+
+    def validate_time_zone(self, value: str) -> str:
+        if value not in _time_zones():
+            raise serializers.ValidationError("Not an IANA time zone, e.g. 'Asia/Shanghai'.")
+        return value
 
 
 class DepartmentSerializer(serializers.ModelSerializer):
@@ -59,7 +72,12 @@ class IMIdentitySerializer(serializers.ModelSerializer):
     class Meta:
         model = IMIdentity
         fields = [
-            "id", "member", "platform", "tenant_key", "platform_user_id", "display_name",
+            "id",
+            "member",
+            "platform",
+            "tenant_key",
+            "platform_user_id",
+            "display_name",
             "created_at",
         ]
         read_only_fields = ["id", "created_at"]
@@ -85,9 +103,21 @@ class MemberSerializer(serializers.ModelSerializer):
     class Meta:
         model = Member
         fields = [
-            "id", "display_name", "email", "mobile", "employee_no", "title", "department",
-            "positions", "manager", "roles", "status", "has_login", "im_identities",
-            "created_at", "deactivated_at",
+            "id",
+            "display_name",
+            "email",
+            "mobile",
+            "employee_no",
+            "title",
+            "department",
+            "positions",
+            "manager",
+            "roles",
+            "status",
+            "has_login",
+            "im_identities",
+            "created_at",
+            "deactivated_at",
         ]
         read_only_fields = ["id", "status", "created_at", "deactivated_at"]
         validators: list = []
@@ -135,16 +165,26 @@ class ApiKeySerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiKey
         fields = [
-            "id", "name", "prefix", "scopes", "state", "created_by", "created_at", "expires_at",
-            "last_used_at", "last_used_ip", "revoked_at",
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "state",
+            "created_by",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "last_used_ip",
+            "revoked_at",
         ]
         read_only_fields = fields
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=150)
-    scopes = serializers.ListField(child=serializers.ChoiceField(choices=list(SCOPES)),
-                                   allow_empty=False)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(SCOPES)), allow_empty=False
+    )
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
 

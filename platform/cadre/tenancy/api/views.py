@@ -5,11 +5,13 @@ from __future__ import annotations
 import django_filters
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Q
-from drf_spectacular.utils import extend_schema
+from django.db.models import CharField, Q
+from django.db.models.functions import Cast
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from guardian.models import UserObjectPermission
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from cadre.api.viewsets import TenantViewSet
@@ -39,6 +41,8 @@ class OrganizationViewSet(viewsets.ViewSet):
 
     @extend_schema(request=s.OrganizationSerializer, responses=s.OrganizationSerializer)
     def partial_update(self, request):
+        # Permission before validation: a caller who may not change it learns nothing more.
+        request.actor.require("organization.manage")
         organization = Organization.objects.get(pk=request.actor.organization.pk)
         serializer = s.OrganizationSerializer(organization, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
@@ -48,8 +52,19 @@ class OrganizationViewSet(viewsets.ViewSet):
         return Response(s.OrganizationSerializer(organization).data)
 
 
+def _id_filter(field_name: str, label: str):
+    """Filter by a related object's id without looking it up.
+
+    A model-choice filter answers 400 for an id that does not exist but 200 for one of
+    another organization, which would let an outsider probe for ids; a plain number filter
+    answers the same (no rows) for both.
+    """
+    return django_filters.NumberFilter(field_name=field_name, label=label)
+
+
 class DepartmentFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
+    parent = _id_filter("parent_id", "Parent department id")
 
     class Meta:
         model = Department
@@ -57,23 +72,31 @@ class DepartmentFilter(django_filters.FilterSet):
 
 
 class DepartmentViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-    mixins.UpdateModelMixin, mixins.DestroyModelMixin, TenantViewSet,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
 ):
     model = Department
     serializer_class = s.DepartmentSerializer
     filterset_class = DepartmentFilter
 
     def perform_create(self, serializer):
-        serializer.instance = services.department_create(actor=self.actor, **serializer.validated_data)
+        serializer.instance = services.department_create(
+            actor=self.actor, **serializer.validated_data
+        )
 
     def perform_update(self, serializer):
         serializer.instance = services.department_update(
             actor=self.actor, department=serializer.instance, **serializer.validated_data
         )
 
-    @extend_schema(description="Archive the department (it must have no active members or "
-                   "sub-departments). History is kept; nothing is deleted.")
+    @extend_schema(
+        description="Archive the department (it must have no active members or "
+        "sub-departments). History is kept; nothing is deleted."
+    )
     def destroy(self, request, *args, **kwargs):
         department = services.department_archive(actor=self.actor, department=self.get_object())
         return Response(s.DepartmentSerializer(department).data)
@@ -81,6 +104,7 @@ class DepartmentViewSet(
 
 class PositionFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
+    department = _id_filter("department_id", "Department id")
 
     class Meta:
         model = Position
@@ -88,15 +112,21 @@ class PositionFilter(django_filters.FilterSet):
 
 
 class PositionViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-    mixins.UpdateModelMixin, mixins.DestroyModelMixin, TenantViewSet,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
 ):
     model = Position
     serializer_class = s.PositionSerializer
     filterset_class = PositionFilter
 
     def perform_create(self, serializer):
-        serializer.instance = services.position_create(actor=self.actor, **serializer.validated_data)
+        serializer.instance = services.position_create(
+            actor=self.actor, **serializer.validated_data
+        )
 
     def perform_update(self, serializer):
         serializer.instance = services.position_update(
@@ -115,6 +145,8 @@ class MemberFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search")
     role = django_filters.CharFilter(field_name="roles", lookup_expr="contains", method="by_role")
     position = django_filters.NumberFilter(field_name="positions")
+    department = _id_filter("department_id", "Department id")
+    manager = _id_filter("manager_id", "Manager's member id")
 
     class Meta:
         model = Member
@@ -122,7 +154,8 @@ class MemberFilter(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         return queryset.filter(
-            Q(display_name__icontains=value) | Q(email__icontains=value)
+            Q(display_name__icontains=value)
+            | Q(email__icontains=value)
             | Q(employee_no__iexact=value)
         )
 
@@ -131,8 +164,11 @@ class MemberFilter(django_filters.FilterSet):
 
 
 class MemberViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-    mixins.UpdateModelMixin, TenantViewSet,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    TenantViewSet,
 ):
     model = Member
     serializer_class = s.MemberSerializer
@@ -176,8 +212,9 @@ class MemberViewSet(
         serializer = s.DeactivateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         member = services.member_deactivate(
-            actor=self.actor, member=self.get_object(), reason=serializer.validated_data.get(
-                "reason", "")
+            actor=self.actor,
+            member=self.get_object(),
+            reason=serializer.validated_data.get("reason", ""),
         )
         return Response(s.MemberSerializer(member).data)
 
@@ -188,10 +225,18 @@ class MemberViewSet(
         return Response(s.MemberSerializer(member).data)
 
 
+class InvitationFilter(django_filters.FilterSet):
+    member = _id_filter("member_id", "Member id")
+
+    class Meta:
+        model = Invitation
+        fields = ["member"]
+
+
 class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
     model = Invitation
     serializer_class = s.InvitationSerializer
-    filterset_fields = ["member"]
+    filterset_class = InvitationFilter
 
     @extend_schema(request=None, responses=s.InvitationSerializer)
     @action(detail=True, methods=["post"])
@@ -200,13 +245,24 @@ class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
         return Response(s.InvitationSerializer(invitation).data)
 
 
+class IMIdentityFilter(django_filters.FilterSet):
+    member = _id_filter("member_id", "Member id")
+
+    class Meta:
+        model = IMIdentity
+        fields = ["member", "platform", "platform_user_id"]
+
+
 class IMIdentityViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-    mixins.DestroyModelMixin, TenantViewSet,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
 ):
     model = IMIdentity
     serializer_class = s.IMIdentitySerializer
-    filterset_fields = ["member", "platform", "platform_user_id"]
+    filterset_class = IMIdentityFilter
 
     def perform_create(self, serializer):
         serializer.instance = services.im_identity_create(
@@ -217,13 +273,24 @@ class IMIdentityViewSet(
         services.im_identity_delete(actor=self.actor, identity=instance)
 
 
+class ApiKeyFilter(django_filters.FilterSet):
+    created_by = _id_filter("created_by_id", "Creator's member id")
+
+    class Meta:
+        model = ApiKey
+        fields = ["created_by"]
+
+
 class ApiKeyViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-    mixins.DestroyModelMixin, TenantViewSet,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
 ):
     model = ApiKey
     serializer_class = s.ApiKeySerializer
-    filterset_fields = ["created_by"]
+    filterset_class = ApiKeyFilter
 
     def base_queryset(self):
         return ApiKey.objects.select_related("created_by")
@@ -236,8 +303,10 @@ class ApiKeyViewSet(
         data = s.ApiKeySerializer(key).data | {"secret": secret}
         return Response(data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(description="Revoke the key: it stops working at once; the record is kept.",
-                   responses=s.ApiKeySerializer)
+    @extend_schema(
+        description="Revoke the key: it stops working at once; the record is kept.",
+        responses=s.ApiKeySerializer,
+    )
     def destroy(self, request, *args, **kwargs):
         key = services.api_key_revoke(actor=self.actor, key=self.get_object())
         return Response(s.ApiKeySerializer(key).data)
@@ -250,89 +319,129 @@ class RoleViewSet(viewsets.ViewSet):
     def list(self, request):
         return Response(
             [
-                {"name": r.name, "label": r.label, "description": r.description,
-                 "permissions": sorted(r.permissions)}
+                {
+                    "name": r.name,
+                    "label": r.label,
+                    "description": r.description,
+                    "permissions": sorted(r.permissions),
+                }
                 for r in ROLES.values()
             ]
         )
 
 
+_GRANT_TARGETS = {"department": Department, "position": Position}
+
+
 def _grant_rows(actor):
     """Guardian rows on this organization's grantable objects."""
-    from guardian.models import UserObjectPermission
-
     condition = Q(pk__in=[])
-    models = {"department": Department, "position": Position}
     for target_type in GRANTABLE:
-        model = models[target_type]
-        ids = [str(pk) for pk in model.objects.filter(
-            organization=actor.organization).values_list("pk", flat=True)]
+        model = _GRANT_TARGETS[target_type]
+        ids = (
+            model.objects.filter(organization=actor.organization)
+            .annotate(text_pk=Cast("pk", CharField()))
+            .values("text_pk")
+        )
         condition |= Q(content_type=ContentType.objects.get_for_model(model), object_pk__in=ids)
-    return UserObjectPermission.objects.filter(condition).select_related(
-        "permission", "content_type", "user")
+    return (
+        UserObjectPermission.objects.filter(condition)
+        .select_related("permission", "content_type")
+        .order_by("pk")
+    )
+
+
+def _grant_permission(codename: str) -> str:
+    return codename.replace("_", ".", 1)
 
 
 class GrantViewSet(viewsets.ViewSet):
-    """Object-level grants: a permission on one department or position for one member."""
+    """Object-level grants: a permission on one department or position for one member.
 
+    Listing needs `grant.manage` or `audit.view` (who holds what is part of the audit
+    picture); granting and revoking need `grant.manage`.
+    """
+
+    model = UserObjectPermission  # what a grant row is (the cross-tenant sweep reads this)
     serializer_class = s.GrantSerializer
-    _targets = {"department": Department, "position": Position}
 
-    def _require(self, request):
-        if not request.actor.has("grant.manage") and not request.actor.has("member.view"):
-            raise PermissionDenied("You do not have the 'grant.manage' permission.")
+    def _require_read(self, request) -> None:
+        if not (request.actor.has("grant.manage") or request.actor.has("audit.view")):
+            raise PermissionDenied("You need the 'grant.manage' or 'audit.view' permission.")
 
-    def _row(self, request, row) -> dict:
-        member = Member.objects.filter(organization=request.actor.organization,
-                                       user_id=row.user_id).first()
-        return {
-            "id": row.pk,
-            "member": member.pk if member else None,
-            "permission": row.permission.codename.replace("_", ".", 1),
-            "target_type": row.content_type.model,
-            "target_id": int(row.object_pk),
-        }
+    def _rows(self, request, rows) -> list[dict]:
+        rows = list(rows)
+        members = dict(
+            Member.objects.filter(
+                organization=request.actor.organization, user_id__in={r.user_id for r in rows}
+            ).values_list("user_id", "pk")
+        )
+        return [
+            {
+                "id": row.pk,
+                "member": members.get(row.user_id),
+                "permission": _grant_permission(row.permission.codename),
+                "target_type": row.content_type.model,
+                "target_id": int(row.object_pk),
+            }
+            for row in rows
+        ]
+
+    def _get_row(self, request, pk):
+        if not str(pk).isdigit():
+            raise NotFound()
+        row = _grant_rows(request.actor).filter(pk=int(pk)).first()
+        if row is None:
+            raise NotFound()
+        return row
 
     @extend_schema(responses=s.GrantSerializer(many=True))
     def list(self, request):
-        self._require(request)
-        return Response([self._row(request, row) for row in _grant_rows(request.actor)])
+        self._require_read(request)
+        return Response(self._rows(request, _grant_rows(request.actor)))
 
     @extend_schema(request=s.GrantSerializer, responses={201: s.GrantSerializer})
     def create(self, request):
+        request.actor.require("grant.manage")
         serializer = s.GrantSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        model = self._targets[data["target_type"]]
+        model = _GRANT_TARGETS[data["target_type"]]
         target = model.objects.restrict(request.actor).filter(pk=data["target_id"]).first()
         if target is None:
-            raise NotFound("No such target in your organization.")
-        services.object_grant(actor=request.actor, member=data["member"],
-                              permission=data["permission"], target=target)
+            raise ValidationError({"target_id": ["No such object in your organization."]})
+        services.object_grant(
+            actor=request.actor, member=data["member"], permission=data["permission"], target=target
+        )
         row = _grant_rows(request.actor).get(
-            user_id=data["member"].user_id, object_pk=str(target.pk),
+            user_id=data["member"].user_id,
+            object_pk=str(target.pk),
             permission__codename=grant_codename(data["permission"]),
             content_type=ContentType.objects.get_for_model(model),
         )
-        return Response(self._row(request, row), status=status.HTTP_201_CREATED)
+        return Response(self._rows(request, [row])[0], status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses=s.GrantSerializer)
+    @extend_schema(
+        responses=s.GrantSerializer, parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)]
+    )
     def retrieve(self, request, pk=None):
-        self._require(request)
-        row = _grant_rows(request.actor).filter(pk=pk).first()
-        if row is None:
-            raise NotFound()
-        return Response(self._row(request, row))
+        self._require_read(request)
+        return Response(self._rows(request, [self._get_row(request, pk)])[0])
 
+    @extend_schema(
+        responses={204: None}, parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)]
+    )
     def destroy(self, request, pk=None):
-        row = _grant_rows(request.actor).filter(pk=pk).first()
-        if row is None:
-            raise NotFound()
-        member = Member.objects.filter(organization=request.actor.organization,
-                                       user_id=row.user_id).first()
+        row = self._get_row(request, pk)
+        request.actor.require("grant.manage")
+        member = Member.objects.filter(
+            organization=request.actor.organization, user_id=row.user_id
+        ).first()
         target = row.content_type.get_object_for_this_type(pk=row.object_pk)
         services.object_grant_revoke(
-            actor=request.actor, member=member,
-            permission=row.permission.codename.replace("_", ".", 1), target=target,
+            actor=request.actor,
+            member=member,
+            permission=_grant_permission(row.permission.codename),
+            target=target,
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
