@@ -25,20 +25,23 @@ def org_b(db):
 
 @pytest.fixture
 def alice(org_a):
-    return MemberFactory(organization=org_a, display_name="Alice", email="alice@acme.test",
-                         roles=["owner"])
+    return MemberFactory(
+        organization=org_a, display_name="Alice", email="alice@acme.test", roles=["owner"]
+    )
 
 
 @pytest.fixture
 def bob(org_a):
-    return MemberFactory(organization=org_a, display_name="Bob", email="bob@acme.test",
-                         roles=["employee"])
+    return MemberFactory(
+        organization=org_a, display_name="Bob", email="bob@acme.test", roles=["employee"]
+    )
 
 
 @pytest.fixture
 def charlie(org_b):
-    return MemberFactory(organization=org_b, display_name="Charlie", email="charlie@globex.test",
-                         roles=["owner"])
+    return MemberFactory(
+        organization=org_b, display_name="Charlie", email="charlie@globex.test", roles=["owner"]
+    )
 
 
 @pytest.fixture

@@ -28,8 +28,21 @@ def test_first_party_names_do_not_collide_with_the_standard_library():
 
 
 def test_top_level_layout_is_exactly_the_documented_one():
-    expected = {"manage.py", "pyproject.toml", "Makefile", "README.md", "platform", "hub",
-                "connectors", "templates", "tests", "deploy", "bench", "docs", ".ci"}
+    expected = {
+        "manage.py",
+        "pyproject.toml",
+        "Makefile",
+        "README.md",
+        "platform",
+        "hub",
+        "connectors",
+        "templates",
+        "tests",
+        "deploy",
+        "bench",
+        "docs",
+        ".ci",
+    }
     present = {p.name for p in ROOT.iterdir() if not p.name.startswith(".") or p.name == ".ci"}
     tracked_noise = {"var", "build", "dist", "node_modules"}
     assert expected <= present

@@ -124,10 +124,18 @@ def _label(model, column_field) -> str:
     return f"{model._meta.label}.{column_field.name}"
 
 
+def _stored_fields():
+    """Encrypted fields whose table exists (an app not migrated yet has nothing stored)."""
+    tables = set(connection.introspection.table_names())
+    for model, column_field in encrypted_fields():
+        if model._meta.db_table in tables:
+            yield model, column_field
+
+
 def stored_values_report() -> list[StoredValues]:
     """For each encrypted column: how many values each key state covers (used by doctor)."""
     reports = []
-    for model, column_field in encrypted_fields():
+    for model, column_field in _stored_fields():
         report = StoredValues(label=_label(model, column_field))
         for pk, token in _stored_tokens(model, column_field):
             index = key_index(token)
@@ -150,7 +158,7 @@ def rotate_stored_values() -> list[StoredValues]:
     application meanwhile (already written under the newest key) is never overwritten.
     """
     reports = []
-    for model, column_field in encrypted_fields():
+    for model, column_field in _stored_fields():
         report = StoredValues(label=_label(model, column_field))
         table = connection.ops.quote_name(model._meta.db_table)
         pk_column = connection.ops.quote_name(model._meta.pk.column)

@@ -10,188 +10,428 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('tenancy', '0001_initial'),
+        ("tenancy", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EmbeddingModel',
+            name="EmbeddingModel",
             fields=[
-                ('id', models.CharField(max_length=128, primary_key=True, serialize=False)),
-                ('provider', models.CharField(max_length=32)),
-                ('name', models.CharField(max_length=200)),
-                ('dimension', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('building', 'Building (re-embedding in progress)'), ('active', 'Active'), ('retired', 'Retired')], default='building', max_length=16)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('activated_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.CharField(max_length=128, primary_key=True, serialize=False)),
+                ("provider", models.CharField(max_length=32)),
+                ("name", models.CharField(max_length=200)),
+                ("dimension", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("building", "Building (re-embedding in progress)"),
+                            ("active", "Active"),
+                            ("retired", "Retired"),
+                        ],
+                        default="building",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("activated_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='ContextRecord',
+            name="ContextRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('run_id', models.CharField(blank=True, max_length=64)),
-                ('step_id', models.CharField(blank=True, max_length=64)),
-                ('trace_id', models.CharField(blank=True, max_length=32)),
-                ('actor_type', models.CharField(blank=True, max_length=16)),
-                ('actor_id', models.CharField(blank=True, max_length=64)),
-                ('query', models.TextField(blank=True)),
-                ('total_tokens', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("run_id", models.CharField(blank=True, max_length=64)),
+                ("step_id", models.CharField(blank=True, max_length=64)),
+                ("trace_id", models.CharField(blank=True, max_length=32)),
+                ("actor_type", models.CharField(blank=True, max_length=16)),
+                ("actor_id", models.CharField(blank=True, max_length=64)),
+                ("query", models.TextField(blank=True)),
+                ("total_tokens", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Memory',
+            name="Memory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(choices=[('user', "User (one member's personal memory)"), ('agent', 'Agent (one agent instance)'), ('position', 'Position'), ('department', 'Department'), ('organization', 'Organization (shared)')], max_length=16)),
-                ('scope_id', models.BigIntegerField(blank=True, null=True)),
-                ('scope_key', models.CharField(max_length=48)),
-                ('kind', models.CharField(choices=[('fact', 'Fact'), ('preference', 'Preference'), ('requirement', 'Requirement'), ('experience', 'Experience (task trajectory)'), ('tool_trajectory', 'Tool trajectory'), ('summary', 'Summary')], default='fact', max_length=20)),
-                ('content', models.TextField()),
-                ('attributes', models.JSONField(blank=True, default=dict)),
-                ('search_text', models.TextField(blank=True)),
-                ('source_kind', models.CharField(choices=[('user_statement', 'User statement'), ('tool_result', 'Tool result'), ('model_inference', 'Model inference'), ('system', 'System'), ('import', 'Import')], default='user_statement', max_length=20)),
-                ('source_ref', models.JSONField(blank=True, default=dict)),
-                ('author_type', models.CharField(blank=True, max_length=16)),
-                ('author_id', models.CharField(blank=True, max_length=64)),
-                ('author_label', models.CharField(blank=True, max_length=200)),
-                ('observed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('confidence', models.FloatField(default=1.0)),
-                ('status', models.CharField(choices=[('active', 'Active'), ('superseded', 'Superseded'), ('archived', 'Archived'), ('deleted', 'Deleted')], default='active', max_length=16)),
-                ('valid_from', models.DateTimeField(default=django.utils.timezone.now)),
-                ('valid_to', models.DateTimeField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('retention_policy', models.CharField(blank=True, max_length=64)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('tags', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=64), blank=True, default=list, size=None)),
-                ('conversation_id', models.CharField(blank=True, max_length=128)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
-                ('purged_at', models.DateTimeField(blank=True, null=True)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
-                ('superseded_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='supersedes', to='memory.memory')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "scope",
+                    models.CharField(
+                        choices=[
+                            ("user", "User (one member's personal memory)"),
+                            ("agent", "Agent (one agent instance)"),
+                            ("position", "Position"),
+                            ("department", "Department"),
+                            ("organization", "Organization (shared)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("scope_id", models.BigIntegerField(blank=True, null=True)),
+                ("scope_key", models.CharField(max_length=48)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("fact", "Fact"),
+                            ("preference", "Preference"),
+                            ("requirement", "Requirement"),
+                            ("experience", "Experience (task trajectory)"),
+                            ("tool_trajectory", "Tool trajectory"),
+                            ("summary", "Summary"),
+                        ],
+                        default="fact",
+                        max_length=20,
+                    ),
+                ),
+                ("content", models.TextField()),
+                ("attributes", models.JSONField(blank=True, default=dict)),
+                ("search_text", models.TextField(blank=True)),
+                (
+                    "source_kind",
+                    models.CharField(
+                        choices=[
+                            ("user_statement", "User statement"),
+                            ("tool_result", "Tool result"),
+                            ("model_inference", "Model inference"),
+                            ("system", "System"),
+                            ("import", "Import"),
+                        ],
+                        default="user_statement",
+                        max_length=20,
+                    ),
+                ),
+                ("source_ref", models.JSONField(blank=True, default=dict)),
+                ("author_type", models.CharField(blank=True, max_length=16)),
+                ("author_id", models.CharField(blank=True, max_length=64)),
+                ("author_label", models.CharField(blank=True, max_length=200)),
+                ("observed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("confidence", models.FloatField(default=1.0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("superseded", "Superseded"),
+                            ("archived", "Archived"),
+                            ("deleted", "Deleted"),
+                        ],
+                        default="active",
+                        max_length=16,
+                    ),
+                ),
+                ("valid_from", models.DateTimeField(default=django.utils.timezone.now)),
+                ("valid_to", models.DateTimeField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("retention_policy", models.CharField(blank=True, max_length=64)),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "tags",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=64),
+                        blank=True,
+                        default=list,
+                        size=None,
+                    ),
+                ),
+                ("conversation_id", models.CharField(blank=True, max_length=128)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
+                ("purged_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
+                (
+                    "superseded_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="supersedes",
+                        to="memory.memory",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ContextRecordItem',
+            name="ContextRecordItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('memory_version', models.PositiveIntegerField()),
-                ('rank', models.PositiveIntegerField()),
-                ('score', models.FloatField()),
-                ('tokens', models.PositiveIntegerField(default=0)),
-                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='memory.contextrecord')),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='context_items', to='memory.memory')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("memory_version", models.PositiveIntegerField()),
+                ("rank", models.PositiveIntegerField()),
+                ("score", models.FloatField()),
+                ("tokens", models.PositiveIntegerField(default=0)),
+                (
+                    "context",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="memory.contextrecord",
+                    ),
+                ),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="context_items",
+                        to="memory.memory",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['context', 'rank'],
+                "ordering": ["context", "rank"],
             },
         ),
         migrations.CreateModel(
-            name='MemoryEmbedding',
+            name="MemoryEmbedding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('embedding', pgvector.django.vector.VectorField()),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='embeddings', to='memory.memory')),
-                ('model', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.embeddingmodel')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("embedding", pgvector.django.vector.VectorField()),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="embeddings",
+                        to="memory.memory",
+                    ),
+                ),
+                (
+                    "model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="memory.embeddingmodel",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='MemoryTask',
+            name="MemoryTask",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('enrich', 'Enrich (embed)'), ('dedup', 'Dedup'), ('organize', 'Organize'), ('purge', 'Purge'), ('reembed', 'Re-embed')], max_length=16)),
-                ('idempotency_key', models.CharField(max_length=191, unique=True)),
-                ('status', models.CharField(choices=[('waiting', 'Waiting'), ('in_progress', 'In progress'), ('completed', 'Completed'), ('failed', 'Failed')], default='waiting', max_length=16)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('result', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('memory', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tasks', to='memory.memory')),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("enrich", "Enrich (embed)"),
+                            ("dedup", "Dedup"),
+                            ("organize", "Organize"),
+                            ("purge", "Purge"),
+                            ("reembed", "Re-embed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=191, unique=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("waiting", "Waiting"),
+                            ("in_progress", "In progress"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="waiting",
+                        max_length=16,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("result", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tasks",
+                        to="memory.memory",
+                    ),
+                ),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='MemoryVersion',
+            name="MemoryVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField()),
-                ('change', models.CharField(choices=[('addition', 'Addition'), ('state_change', 'State change'), ('correction', 'Correction'), ('merge', 'Merge'), ('deletion', 'Deletion')], max_length=16)),
-                ('old_content', models.TextField(blank=True)),
-                ('new_content', models.TextField(blank=True)),
-                ('old_attributes', models.JSONField(blank=True, default=dict)),
-                ('new_attributes', models.JSONField(blank=True, default=dict)),
-                ('old_status', models.CharField(blank=True, max_length=16)),
-                ('new_status', models.CharField(blank=True, max_length=16)),
-                ('actor_type', models.CharField(blank=True, max_length=16)),
-                ('actor_id', models.CharField(blank=True, max_length=64)),
-                ('actor_label', models.CharField(blank=True, max_length=200)),
-                ('reason', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='memory.memory')),
-                ('related_memory', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='memory.memory')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.PositiveIntegerField()),
+                (
+                    "change",
+                    models.CharField(
+                        choices=[
+                            ("addition", "Addition"),
+                            ("state_change", "State change"),
+                            ("correction", "Correction"),
+                            ("merge", "Merge"),
+                            ("deletion", "Deletion"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("old_content", models.TextField(blank=True)),
+                ("new_content", models.TextField(blank=True)),
+                ("old_attributes", models.JSONField(blank=True, default=dict)),
+                ("new_attributes", models.JSONField(blank=True, default=dict)),
+                ("old_status", models.CharField(blank=True, max_length=16)),
+                ("new_status", models.CharField(blank=True, max_length=16)),
+                ("actor_type", models.CharField(blank=True, max_length=16)),
+                ("actor_id", models.CharField(blank=True, max_length=64)),
+                ("actor_label", models.CharField(blank=True, max_length=200)),
+                ("reason", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "memory",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="memory.memory",
+                    ),
+                ),
+                (
+                    "related_memory",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="memory.memory",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['memory', 'version'],
+                "ordering": ["memory", "version"],
             },
         ),
         migrations.AddIndex(
-            model_name='contextrecord',
-            index=models.Index(fields=['organization', 'run_id'], name='memory_cont_organiz_a0a50a_idx'),
+            model_name="contextrecord",
+            index=models.Index(
+                fields=["organization", "run_id"], name="memory_cont_organiz_a0a50a_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=models.Index(fields=['organization', 'scope_key', 'status'], name='memory_memo_organiz_ea4ae6_idx'),
+            model_name="memory",
+            index=models.Index(
+                fields=["organization", "scope_key", "status"],
+                name="memory_memo_organiz_ea4ae6_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=models.Index(fields=['organization', 'content_hash'], name='memory_memo_organiz_8dc9f1_idx'),
+            model_name="memory",
+            index=models.Index(
+                fields=["organization", "content_hash"], name="memory_memo_organiz_8dc9f1_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=models.Index(fields=['organization', 'kind'], name='memory_memo_organiz_86c4f6_idx'),
+            model_name="memory",
+            index=models.Index(
+                fields=["organization", "kind"], name="memory_memo_organiz_86c4f6_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=models.Index(condition=models.Q(('expires_at__isnull', False)), fields=['expires_at'], name='memory_expires_idx'),
+            model_name="memory",
+            index=models.Index(
+                condition=models.Q(("expires_at__isnull", False)),
+                fields=["expires_at"],
+                name="memory_expires_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tags'], name='memory_tags_gin'),
+            model_name="memory",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["tags"], name="memory_tags_gin"),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=django.contrib.postgres.indexes.GinIndex(django.contrib.postgres.search.SearchVector('search_text', config='simple'), name='memory_search_gin'),
+            model_name="memory",
+            index=django.contrib.postgres.indexes.GinIndex(
+                django.contrib.postgres.search.SearchVector("search_text", config="simple"),
+                name="memory_search_gin",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memoryembedding',
-            constraint=models.UniqueConstraint(models.F('memory'), models.F('model'), name='memoryembedding_unique_model'),
+            model_name="memoryembedding",
+            constraint=models.UniqueConstraint(
+                models.F("memory"), models.F("model"), name="memoryembedding_unique_model"
+            ),
         ),
         migrations.AddIndex(
-            model_name='memorytask',
-            index=models.Index(fields=['organization', 'status'], name='memory_memo_organiz_d2fa2f_idx'),
+            model_name="memorytask",
+            index=models.Index(
+                fields=["organization", "status"], name="memory_memo_organiz_d2fa2f_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memoryversion',
-            constraint=models.UniqueConstraint(models.F('memory'), models.F('version'), name='memoryversion_unique_version'),
+            model_name="memoryversion",
+            constraint=models.UniqueConstraint(
+                models.F("memory"), models.F("version"), name="memoryversion_unique_version"
+            ),
         ),
     ]

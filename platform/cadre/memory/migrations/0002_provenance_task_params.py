@@ -4,25 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0001_initial'),
-        ('tenancy', '0001_initial'),
+        ("memory", "0001_initial"),
+        ("tenancy", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='memory',
-            name='provenance',
+            model_name="memory",
+            name="provenance",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='memorytask',
-            name='params',
+            model_name="memorytask",
+            name="params",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddIndex(
-            model_name='memory',
-            index=models.Index(fields=['organization', 'scope_key', 'content_hash'], name='memory_scope_hash_idx'),
+            model_name="memory",
+            index=models.Index(
+                fields=["organization", "scope_key", "content_hash"], name="memory_scope_hash_idx"
+            ),
         ),
     ]

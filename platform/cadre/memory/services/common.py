@@ -27,8 +27,6 @@ EXACT_REASON = "exact duplicate"
 NEAR_REASON = "near duplicate of"
 
 
-
-
 # --- small helpers --------------------------------------------------------------------------
 
 
@@ -63,9 +61,18 @@ def author_fields(actor) -> dict:
 
 
 def write_version(
-    memory: Memory, *, change: str, actor, reason: str = "", old_content: str = "",
-    new_content: str = "", old_attributes: dict | None = None, new_attributes: dict | None = None,
-    old_status: str = "", new_status: str = "", related: Memory | None = None,
+    memory: Memory,
+    *,
+    change: str,
+    actor,
+    reason: str = "",
+    old_content: str = "",
+    new_content: str = "",
+    old_attributes: dict | None = None,
+    new_attributes: dict | None = None,
+    old_status: str = "",
+    new_status: str = "",
+    related: Memory | None = None,
 ) -> MemoryVersion:
     return MemoryVersion.objects.create(
         memory=memory,
@@ -150,9 +157,10 @@ def require_write(actor) -> None:
 def check_scope_owner(actor, scope: str, scope_id: int | None) -> None:
     """The scope's owner exists in the actor's organization (else 404, as for any object)."""
     model = {Scope.USER: Member, Scope.DEPARTMENT: Department, Scope.POSITION: Position}.get(scope)
-    if model is not None and not model.objects.filter(
-        organization=actor.organization, pk=scope_id
-    ).exists():
+    if (
+        model is not None
+        and not model.objects.filter(organization=actor.organization, pk=scope_id).exists()
+    ):
         raise NotFound(f"No {scope} {scope_id} in this organization.")
 
 
@@ -167,13 +175,15 @@ def resolve_write_scope(actor, scope: str, scope_id: int | None) -> str:
         elif scope == Scope.AGENT and getattr(actor, "agent", None) is not None:
             scope_id = actor.agent.pk
         else:
-            raise InvalidInput(f"A {scope} memory needs scope_id.",
-                               details={"scope_id": ["Required."]})
+            raise InvalidInput(
+                f"A {scope} memory needs scope_id.", details={"scope_id": ["Required."]}
+            )
     try:
         scope_id = int(scope_id) if scope_id is not None else None
     except (TypeError, ValueError):
-        raise InvalidInput("scope_id must be an integer.",
-                           details={"scope_id": ["Integer."]}) from None
+        raise InvalidInput(
+            "scope_id must be an integer.", details={"scope_id": ["Integer."]}
+        ) from None
     key = scope_key(scope, scope_id)
     if key not in selectors.writable_scope_keys(actor):
         if scope == Scope.USER:
@@ -198,8 +208,12 @@ def enqueue(kind: str, *, organization, memory: Memory | None, key: str, params=
     """Create (or reuse) the visible task record and send the Celery task after commit."""
     task, created = MemoryTask.objects.get_or_create(
         idempotency_key=key[:191],
-        defaults={"organization": organization, "kind": kind, "memory": memory,
-                  "params": params or {}},
+        defaults={
+            "organization": organization,
+            "kind": kind,
+            "memory": memory,
+            "params": params or {},
+        },
     )
     if created or task.status == MemoryTask.Status.FAILED:
         from cadre.memory import tasks
@@ -211,9 +225,12 @@ def enqueue(kind: str, *, organization, memory: Memory | None, key: str, params=
 
 def enqueue_enrich(memory: Memory) -> MemoryTask:
     return enqueue(
-        MemoryTask.Kind.ENRICH, organization=memory.organization, memory=memory,
+        MemoryTask.Kind.ENRICH,
+        organization=memory.organization,
+        memory=memory,
         key=f"enrich:{memory.pk}:v{memory.version}",
     )
+
 
 def lock(memory: Memory) -> Memory:
     return Memory.objects.select_for_update().get(pk=memory.pk)

@@ -66,8 +66,9 @@ def _feedback_affected(statement: str, hits: list) -> tuple[list, str, str]:
     if config is not None and hits:
         listing = "\n".join(f"- id {h.memory.pk}: {h.memory.content}" for h in hits)
         try:
-            answer = chat_json(config, FEEDBACK_PROMPT,
-                               f"CORRECTION: {statement}\nMEMORIES:\n{listing}")
+            answer = chat_json(
+                config, FEEDBACK_PROMPT, f"CORRECTION: {statement}\nMEMORIES:\n{listing}"
+            )
             ids = {int(i) for i in answer.get("affected") or []}
             content = str(answer.get("content") or statement).strip() or statement
             return [h for h in hits if h.memory.pk in ids], content, f"model:{config.model}"
@@ -90,17 +91,19 @@ def _rule_affected(statement: str, hits: list) -> list:
     for hit, vector in zip(hits, vectors[1:], strict=True):
         similarity = sum(a * b for a, b in zip(query, vector, strict=True))
         hit.components = {**(hit.components or {}), "feedback_similarity": round(similarity, 4)}
-        if (similarity >= FEEDBACK_MIN_SIMILARITY
-                or (dedup.overlap(statement, hit.memory.content) >= FEEDBACK_MIN_OVERLAP
-                and similarity >= FEEDBACK_MIN_SIMILARITY - 0.1)):
+        if similarity >= FEEDBACK_MIN_SIMILARITY or (
+            dedup.overlap(statement, hit.memory.content) >= FEEDBACK_MIN_OVERLAP
+            and similarity >= FEEDBACK_MIN_SIMILARITY - 0.1
+        ):
             affected.append(hit)
     return affected
 
 
 @transaction.atomic
 @tracer.start_as_current_span("memory.feedback")
-def memory_feedback(*, actor, text: str, scope_keys: list[str] | None = None,
-                    conversation_id: str | None = None) -> FeedbackResult:
+def memory_feedback(
+    *, actor, text: str, scope_keys: list[str] | None = None, conversation_id: str | None = None
+) -> FeedbackResult:
     """Apply a natural-language correction: find the memories it contradicts (among those the
     actor may change), write the corrected statement in each affected scope, and supersede the
     old items with a recorded `correction`. With nothing affected, the statement is stored as a
@@ -108,32 +111,58 @@ def memory_feedback(*, actor, text: str, scope_keys: list[str] | None = None,
     require_write(actor)
     text = clean_content(text)
     statement = correction_statement(text)
-    found = selectors.memory_search(actor=actor, query=statement, top_k=5, scope_keys=scope_keys,
-                                    conversation_id=conversation_id, force=True)
-    hits = [hit for hit in found.hits
-            if hit.memory.status == Memory.Status.ACTIVE
-            and selectors.can_modify(actor, hit.memory)]
+    found = selectors.memory_search(
+        actor=actor,
+        query=statement,
+        top_k=5,
+        scope_keys=scope_keys,
+        conversation_id=conversation_id,
+        force=True,
+    )
+    hits = [
+        hit
+        for hit in found.hits
+        if hit.memory.status == Memory.Status.ACTIVE and selectors.can_modify(actor, hit.memory)
+    ]
     affected, content, judge_name = _feedback_affected(statement, hits)
-    result = FeedbackResult(statement=content, judge=judge_name, considered=[
-        {"id": hit.memory.pk, "score": round(float(hit.score), 4),
-         "affected": any(hit is chosen for chosen in affected)} for hit in hits
-    ])
+    result = FeedbackResult(
+        statement=content,
+        judge=judge_name,
+        considered=[
+            {
+                "id": hit.memory.pk,
+                "score": round(float(hit.score), 4),
+                "affected": any(hit is chosen for chosen in affected),
+            }
+            for hit in hits
+        ],
+    )
     by_scope: dict[str, list] = {}
     for hit in affected:
         by_scope.setdefault(hit.memory.scope_key, []).append(hit.memory)
     if not by_scope:
         default_scope = Scope.AGENT if getattr(actor, "agent", None) is not None else Scope.USER
-        result.created.append(memory_add(
-            actor=actor, scope=default_scope, kind=Kind.FACT, content=content,
-            source_kind=SourceKind.USER_STATEMENT, conversation_id=conversation_id or "",
-            attributes={"feedback": True},
-        ))
+        result.created.append(
+            memory_add(
+                actor=actor,
+                scope=default_scope,
+                kind=Kind.FACT,
+                content=content,
+                source_kind=SourceKind.USER_STATEMENT,
+                conversation_id=conversation_id or "",
+                attributes={"feedback": True},
+            )
+        )
         return result
     for key, olds in by_scope.items():
         scope_name, _, raw_id = key.partition(":")
         new = memory_add(
-            actor=actor, scope=scope_name, scope_id=int(raw_id) if raw_id else None,
-            kind=olds[0].kind, content=content, source_kind=SourceKind.USER_STATEMENT,
+            actor=actor,
+            scope=scope_name,
+            scope_id=int(raw_id) if raw_id else None,
+            kind=olds[0].kind,
+            content=content,
+            source_kind=SourceKind.USER_STATEMENT,
             conversation_id=conversation_id or "",
             attributes={"feedback": True, "correction_of": [old.pk for old in olds]},
             tags=list(dict.fromkeys(tag for old in olds for tag in old.tags)),
@@ -142,9 +171,14 @@ def memory_feedback(*, actor, text: str, scope_keys: list[str] | None = None,
         for old in olds:
             if old.pk == new.pk:
                 continue  # the correction restates it word for word
-            result.superseded.append(memory_supersede(
-                actor=actor, old=old, new=new, change=MemoryVersion.Change.CORRECTION,
-                reason=f"corrected by feedback (memory {new.pk}): {text[:1000]}",
-                audit_reason="feedback correction",
-            ))
+            result.superseded.append(
+                memory_supersede(
+                    actor=actor,
+                    old=old,
+                    new=new,
+                    change=MemoryVersion.Change.CORRECTION,
+                    reason=f"corrected by feedback (memory {new.pk}): {text[:1000]}",
+                    audit_reason="feedback correction",
+                )
+            )
     return result

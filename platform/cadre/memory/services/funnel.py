@@ -67,23 +67,35 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
         if target.status != Memory.Status.ACTIVE or memory.status != Memory.Status.ACTIVE:
             return {**outcome, "decision": "skipped", "reason": "changed meanwhile"}
         if decision.decision == dedup.DUPLICATE:
-            memory_merge(actor=actor, survivor=target, absorbed=memory, reason=decision.reason,
-                         judge=decision.judge)
+            memory_merge(
+                actor=actor,
+                survivor=target,
+                absorbed=memory,
+                reason=decision.reason,
+                judge=decision.judge,
+            )
             outcome["kept"] = target.pk
         else:
             newer, older = (memory, target) if dedup.outranks(memory, target) else (target, memory)
-            rule = (f"{newer.source_kind} over {older.source_kind}"
-                    if dedup.authority(newer.source_kind) != dedup.authority(older.source_kind)
-                    else f"newer {newer.source_kind} over older")
+            rule = (
+                f"{newer.source_kind} over {older.source_kind}"
+                if dedup.authority(newer.source_kind) != dedup.authority(older.source_kind)
+                else f"newer {newer.source_kind} over older"
+            )
             if newer.pk == memory.pk:
-                memory_supersede(actor=actor, old=target, new=memory,
-                                 change=MemoryVersion.Change.STATE_CHANGE,
-                                 reason=f"updated by memory {memory.pk} ({rule}; "
-                                        f"judge {decision.judge}: {decision.reason})",
-                                 audit_reason=f"dedup update: {rule}")
+                memory_supersede(
+                    actor=actor,
+                    old=target,
+                    new=memory,
+                    change=MemoryVersion.Change.STATE_CHANGE,
+                    reason=f"updated by memory {memory.pk} ({rule}; "
+                    f"judge {decision.judge}: {decision.reason})",
+                    audit_reason=f"dedup update: {rule}",
+                )
             else:
-                _archive_weaker(actor=actor, weaker=memory, stronger=target, rule=rule,
-                                judge=decision.judge)
+                _archive_weaker(
+                    actor=actor, weaker=memory, stronger=target, rule=rule, judge=decision.judge
+                )
             outcome["kept"] = newer.pk
             outcome["rule"] = rule
     return outcome
@@ -97,12 +109,22 @@ def _archive_weaker(*, actor, weaker: Memory, stronger: Memory, rule: str, judge
     weaker.version += 1
     weaker.updated_at = timezone.now()
     weaker.save(update_fields=["status", "superseded_by", "version", "updated_at"])
-    write_version(weaker, change=MemoryVersion.Change.STATE_CHANGE, actor=actor,
-             reason=f"conflicts with memory {stronger.pk}, which wins ({rule}; judge {judge})",
-             old_status=Memory.Status.ACTIVE, related=stronger)
-    audit.record(actor=actor, action="memory.supersede", target=weaker, before=before,
-                 after={**audit_view(weaker), "superseded_by": stronger.pk},
-                 reason=f"dedup conflict: {rule}")
+    write_version(
+        weaker,
+        change=MemoryVersion.Change.STATE_CHANGE,
+        actor=actor,
+        reason=f"conflicts with memory {stronger.pk}, which wins ({rule}; judge {judge})",
+        old_status=Memory.Status.ACTIVE,
+        related=stronger,
+    )
+    audit.record(
+        actor=actor,
+        action="memory.supersede",
+        target=weaker,
+        before=before,
+        after={**audit_view(weaker), "superseded_by": stronger.pk},
+        reason=f"dedup conflict: {rule}",
+    )
 
 
 def memory_merge(*, actor, survivor: Memory, absorbed: Memory, reason: str, judge: str) -> Memory:
@@ -114,25 +136,45 @@ def memory_merge(*, actor, survivor: Memory, absorbed: Memory, reason: str, judg
     survivor.confidence = max(survivor.confidence, absorbed.confidence)
     survivor.version += 1
     survivor.updated_at = timezone.now()
-    survivor.save(update_fields=["provenance", "tags", "observed_at", "confidence", "version",
-                                 "updated_at"])
-    write_version(survivor, change=MemoryVersion.Change.MERGE, actor=actor,
-             reason=f"merged memory {absorbed.pk} ({judge}: {reason})",
-             old_status=survivor.status, related=absorbed)
+    survivor.save(
+        update_fields=["provenance", "tags", "observed_at", "confidence", "version", "updated_at"]
+    )
+    write_version(
+        survivor,
+        change=MemoryVersion.Change.MERGE,
+        actor=actor,
+        reason=f"merged memory {absorbed.pk} ({judge}: {reason})",
+        old_status=survivor.status,
+        related=absorbed,
+    )
     absorbed.status = Memory.Status.SUPERSEDED
     absorbed.superseded_by = survivor
     absorbed.valid_to = None
     absorbed.version += 1
     absorbed.updated_at = timezone.now()
     absorbed.save(update_fields=["status", "superseded_by", "version", "updated_at"])
-    write_version(absorbed, change=MemoryVersion.Change.MERGE, actor=actor,
-             reason=f"{NEAR_REASON} memory {survivor.pk} ({judge}: {reason})",
-             old_status=Memory.Status.ACTIVE, related=survivor)
-    audit.record(actor=actor, action="memory.merge", target=survivor,
-                 changes={"decision": "duplicate", "judge": judge, "kept": survivor.pk,
-                          "absorbed": absorbed.pk, "survivor": audit_view(survivor),
-                          "provenance_count": len(survivor.provenance)},
-                 reason="near duplicate")
+    write_version(
+        absorbed,
+        change=MemoryVersion.Change.MERGE,
+        actor=actor,
+        reason=f"{NEAR_REASON} memory {survivor.pk} ({judge}: {reason})",
+        old_status=Memory.Status.ACTIVE,
+        related=survivor,
+    )
+    audit.record(
+        actor=actor,
+        action="memory.merge",
+        target=survivor,
+        changes={
+            "decision": "duplicate",
+            "judge": judge,
+            "kept": survivor.pk,
+            "absorbed": absorbed.pk,
+            "survivor": audit_view(survivor),
+            "provenance_count": len(survivor.provenance),
+        },
+        reason="near duplicate",
+    )
     return survivor
 
 
@@ -152,40 +194,64 @@ def memory_organize(*, memory: Memory) -> dict:
     if memory.kind != Kind.TOOL_TRAJECTORY or not tool:
         return {"organized": False, "reason": "nothing to organize for this kind"}
     calls = list(
-        Memory.objects.filter(organization=memory.organization, scope_key=memory.scope_key,
-                              kind=Kind.TOOL_TRAJECTORY, status=Memory.Status.ACTIVE,
-                              attributes__tool=tool)
-        .order_by("observed_at", "pk")
+        Memory.objects.filter(
+            organization=memory.organization,
+            scope_key=memory.scope_key,
+            kind=Kind.TOOL_TRAJECTORY,
+            status=Memory.Status.ACTIVE,
+            attributes__tool=tool,
+        ).order_by("observed_at", "pk")
     )
     if len(calls) < ORGANIZE_MIN_CALLS:
         return {"organized": False, "reason": f"{len(calls)} calls so far"}
     failures = sum(1 for call in calls if not call.attributes.get("ok", True))
-    last_parameters = json.dumps(calls[-1].attributes.get("parameters", {}), ensure_ascii=False,
-                                 sort_keys=True)
+    last_parameters = json.dumps(
+        calls[-1].attributes.get("parameters", {}), ensure_ascii=False, sort_keys=True
+    )
     content = (
         f"Tool {tool}: {len(calls)} recorded calls in this scope, {failures} failed. "
         f"Most recent parameters: {last_parameters[:800]}"
     )
-    attributes = {"tool": tool, "calls": len(calls), "failures": failures,
-                  "summary_of": [call.pk for call in calls][-200:], "keywords": [tool]}
+    attributes = {
+        "tool": tool,
+        "calls": len(calls),
+        "failures": failures,
+        "summary_of": [call.pk for call in calls][-200:],
+        "keywords": [tool],
+    }
     actor = system_actor(memory.organization, label="memory organizer")
     scope_name, _, raw_id = memory.scope_key.partition(":")
     with transaction.atomic():
         summary = (
             Memory.objects.select_for_update()
-            .filter(organization=memory.organization, scope_key=memory.scope_key,
-                    kind=Kind.SUMMARY, status=Memory.Status.ACTIVE, attributes__tool=tool,
-                    source_kind=SourceKind.SYSTEM)
+            .filter(
+                organization=memory.organization,
+                scope_key=memory.scope_key,
+                kind=Kind.SUMMARY,
+                status=Memory.Status.ACTIVE,
+                attributes__tool=tool,
+                source_kind=SourceKind.SYSTEM,
+            )
             .first()
         )
         if summary is None:
             summary = memory_add(
-                actor=actor, scope=scope_name, scope_id=int(raw_id) if raw_id else None,
-                kind=Kind.SUMMARY, content=content, attributes=attributes,
-                source_kind=SourceKind.SYSTEM, tags=[f"tool:{tool}"[:64]],
+                actor=actor,
+                scope=scope_name,
+                scope_id=int(raw_id) if raw_id else None,
+                kind=Kind.SUMMARY,
+                content=content,
+                attributes=attributes,
+                source_kind=SourceKind.SYSTEM,
+                tags=[f"tool:{tool}"[:64]],
             )
         elif summary.content != content:
-            summary = memory_update(actor=actor, memory=summary, expected_version=summary.version,
-                                    content=content, attributes=attributes,
-                                    reason="tool summary refreshed")
+            summary = memory_update(
+                actor=actor,
+                memory=summary,
+                expected_version=summary.version,
+                content=content,
+                attributes=attributes,
+                reason="tool summary refreshed",
+            )
     return {"organized": True, "summary_id": summary.pk, "calls": len(calls)}

@@ -90,8 +90,7 @@ def memory_add(
     except (TypeError, ValueError):
         raise InvalidInput("confidence must be a number.") from None
     if not 0.0 <= confidence <= 1.0:
-        raise InvalidInput("confidence must be between 0 and 1.",
-                           details={"confidence": ["0..1"]})
+        raise InvalidInput("confidence must be between 0 and 1.", details={"confidence": ["0..1"]})
     now = timezone.now()
     observed_at = aware(observed_at, "observed_at") or now
     valid_from = aware(valid_from, "valid_from") or observed_at
@@ -113,8 +112,12 @@ def memory_add(
 
     existing = (
         Memory.objects.select_for_update()
-        .filter(organization=actor.organization, scope_key=key, content_hash=digest,
-                status=Memory.Status.ACTIVE)
+        .filter(
+            organization=actor.organization,
+            scope_key=key,
+            content_hash=digest,
+            status=Memory.Status.ACTIVE,
+        )
         .order_by("pk")
         .first()
     )
@@ -124,13 +127,24 @@ def memory_add(
         existing.version += 1
         existing.updated_at = now
         existing.save(update_fields=["provenance", "tags", "version", "updated_at"])
-        write_version(existing, change=MemoryVersion.Change.MERGE, actor=actor,
-                 reason=f"{EXACT_REASON}: the same content was written again ({source_kind})",
-                 old_status=existing.status)
-        audit.record(actor=actor, action="memory.merge", target=existing,
-                     changes={"decision": "exact_duplicate", "memory": audit_view(existing),
-                              "provenance_count": len(existing.provenance)},
-                     reason=EXACT_REASON)
+        write_version(
+            existing,
+            change=MemoryVersion.Change.MERGE,
+            actor=actor,
+            reason=f"{EXACT_REASON}: the same content was written again ({source_kind})",
+            old_status=existing.status,
+        )
+        audit.record(
+            actor=actor,
+            action="memory.merge",
+            target=existing,
+            changes={
+                "decision": "exact_duplicate",
+                "memory": audit_view(existing),
+                "provenance_count": len(existing.provenance),
+            },
+            reason=EXACT_REASON,
+        )
         existing.dedup_decision = "exact_duplicate"
         return existing
 
@@ -161,8 +175,14 @@ def memory_add(
     memory.save()
     memory.provenance = [{"memory_id": memory.pk, **provenance}]
     memory.save(update_fields=["provenance"])
-    write_version(memory, change=MemoryVersion.Change.ADDITION, actor=actor, new_content=content,
-             new_attributes=attributes, new_status=memory.status)
+    write_version(
+        memory,
+        change=MemoryVersion.Change.ADDITION,
+        actor=actor,
+        new_content=content,
+        new_attributes=attributes,
+        new_status=memory.status,
+    )
     audit.record(actor=actor, action="memory.add", target=memory, after=audit_view(memory))
     enqueue_enrich(memory)
     memory.dedup_decision = "stored"
@@ -206,13 +226,16 @@ def memory_add_from_messages(
         raise InvalidInput(f"At most {MAX_MESSAGES} messages.", details={"messages": ["Too many."]})
     for message in messages:
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
-            raise InvalidInput("Each message needs a 'content' string (and a 'role').",
-                               details={"messages": ["{role, content} objects."]})
+            raise InvalidInput(
+                "Each message needs a 'content' string (and a 'role').",
+                details={"messages": ["{role, content} objects."]},
+            )
     resolve_write_scope(actor, scope, scope_id)  # fail before calling a model
     extractor = extractor or default_extractor()
     candidates = extractor.extract(messages)
     source_kind = (
-        SourceKind.USER_STATEMENT if extractor.name.startswith("rules")
+        SourceKind.USER_STATEMENT
+        if extractor.name.startswith("rules")
         else SourceKind.MODEL_INFERENCE
     )
     written = []
@@ -228,11 +251,17 @@ def memory_add_from_messages(
                     ref["message_id"] = str(message["id"])[:128]
             written.append(
                 memory_add(
-                    actor=actor, scope=scope, scope_id=scope_id, kind=candidate.kind,
+                    actor=actor,
+                    scope=scope,
+                    scope_id=scope_id,
+                    kind=candidate.kind,
                     content=candidate.content,
                     attributes={**candidate.attributes, "extracted_by": extractor.name},
-                    source_kind=source_kind, source_ref=ref, tags=tags,
-                    conversation_id=conversation_id, confidence=candidate.confidence,
+                    source_kind=source_kind,
+                    source_ref=ref,
+                    tags=tags,
+                    conversation_id=conversation_id,
+                    confidence=candidate.confidence,
                 )
             )
     return ExtractionResult(written, extractor=extractor.name, candidates=len(candidates))
@@ -258,12 +287,14 @@ def tool_trajectory_record(
     later runs can search past calls by kind. Defaults to the agent's scope (else the user's)."""
     tool = str(tool or "").strip()[:128]
     if not tool:
-        raise InvalidInput("A tool trajectory needs the tool name.",
-                           details={"tool": ["Required."]})
+        raise InvalidInput(
+            "A tool trajectory needs the tool name.", details={"tool": ["Required."]}
+        )
     if scope is None:
         scope = Scope.AGENT if getattr(actor, "agent", None) is not None else Scope.USER
-    result_text = result if isinstance(result, str) else json.dumps(result, default=str,
-                                                                     ensure_ascii=False)
+    result_text = (
+        result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
+    )
     params_text = json.dumps(parameters or {}, default=str, ensure_ascii=False, sort_keys=True)
     outcome = "ok" if ok else "error"
     content = f"Tool {tool}({params_text[:1500]}) -> {outcome}: {result_text[:4000]}"
@@ -278,27 +309,43 @@ def tool_trajectory_record(
         "keywords": [tool, *re.split(r"[._\-/]", tool)],
     }
     return memory_add(
-        actor=actor, scope=scope, scope_id=scope_id, kind=Kind.TOOL_TRAJECTORY,
-        content=content[:MAX_CONTENT_CHARS], attributes=attributes,
+        actor=actor,
+        scope=scope,
+        scope_id=scope_id,
+        kind=Kind.TOOL_TRAJECTORY,
+        content=content[:MAX_CONTENT_CHARS],
+        attributes=attributes,
         source_kind=SourceKind.TOOL_RESULT,
-        source_ref={"run_id": str(run_id), "step_id": str(step_id),
-                    "tool_call_id": str(tool_call_id)},
-        tags=[*(tags or []), f"tool:{tool}"[:64]], conversation_id=conversation_id,
+        source_ref={
+            "run_id": str(run_id),
+            "step_id": str(step_id),
+            "tool_call_id": str(tool_call_id),
+        },
+        tags=[*(tags or []), f"tool:{tool}"[:64]],
+        conversation_id=conversation_id,
     )
 
 
 # --- update and supersede ------------------------------------------------------------------
 
-UPDATABLE = ("content", "attributes", "tags", "kind", "valid_from", "valid_to", "expires_at",
-             "confidence", "status")
-
-
+UPDATABLE = (
+    "content",
+    "attributes",
+    "tags",
+    "kind",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+    "confidence",
+    "status",
+)
 
 
 @transaction.atomic
 @tracer.start_as_current_span("memory.update")
-def memory_update(*, actor, memory: Memory, expected_version: int, reason: str = "",
-                  **changes) -> Memory:
+def memory_update(
+    *, actor, memory: Memory, expected_version: int, reason: str = "", **changes
+) -> Memory:
     """Change a memory in place if it is still at `expected_version` (else 409, nothing lost).
 
     A content change is a `correction` (re-hashed, re-indexed, re-embedded); a status change
@@ -337,11 +384,16 @@ def memory_update(*, actor, memory: Memory, expected_version: int, reason: str =
     if "status" in changes:
         status = changes["status"]
         if status not in (Memory.Status.ACTIVE, Memory.Status.ARCHIVED):
-            raise InvalidInput("status can be set to active or archived (delete to delete).",
-                               details={"status": ["active or archived"]})
+            raise InvalidInput(
+                "status can be set to active or archived (delete to delete).",
+                details={"status": ["active or archived"]},
+            )
         if memory.status == Memory.Status.SUPERSEDED and status == Memory.Status.ACTIVE:
-            raise InvalidInput("A superseded memory cannot be reactivated; add or correct the "
-                               "memory that replaced it.", details={"status": ["Superseded."]})
+            raise InvalidInput(
+                "A superseded memory cannot be reactivated; add or correct the "
+                "memory that replaced it.",
+                details={"status": ["Superseded."]},
+            )
         memory.status = status
         fields.add("status")
     for name in ("valid_from", "valid_to", "expires_at"):
@@ -374,21 +426,34 @@ def memory_update(*, actor, memory: Memory, expected_version: int, reason: str =
         if content_changed or "attributes" in changes
         else MemoryVersion.Change.STATE_CHANGE
     )
-    write_version(memory, change=change, actor=actor, reason=reason,
-             old_content=old_content if content_changed else "",
-             new_content=memory.content if content_changed else "",
-             old_attributes=old_attributes if "attributes" in changes else None,
-             new_attributes=memory.attributes if "attributes" in changes else None,
-             old_status=old_status, new_status=memory.status)
-    audit.record(actor=actor, action="memory.update", target=memory, before=before,
-                 after=audit_view(memory), reason="" if not reason else "update with reason")
+    write_version(
+        memory,
+        change=change,
+        actor=actor,
+        reason=reason,
+        old_content=old_content if content_changed else "",
+        new_content=memory.content if content_changed else "",
+        old_attributes=old_attributes if "attributes" in changes else None,
+        new_attributes=memory.attributes if "attributes" in changes else None,
+        old_status=old_status,
+        new_status=memory.status,
+    )
+    audit.record(
+        actor=actor,
+        action="memory.update",
+        target=memory,
+        before=before,
+        after=audit_view(memory),
+        reason="" if not reason else "update with reason",
+    )
     if content_changed:
         enqueue_enrich(memory)
     return memory
 
 
-def memory_supersede(*, actor, old: Memory, new: Memory, change: str, reason: str,
-                     audit_reason: str) -> Memory:
+def memory_supersede(
+    *, actor, old: Memory, new: Memory, change: str, reason: str, audit_reason: str
+) -> Memory:
     """Mark `old` replaced by `new` (its validity ends where the new one's starts)."""
     old = lock(old)
     before = audit_view(old)
@@ -400,8 +465,21 @@ def memory_supersede(*, actor, old: Memory, new: Memory, change: str, reason: st
     old.version += 1
     old.updated_at = timezone.now()
     old.save(update_fields=["status", "superseded_by", "valid_to", "version", "updated_at"])
-    write_version(old, change=change, actor=actor, reason=reason, old_status=old_status,
-             new_status=old.status, related=new)
-    audit.record(actor=actor, action="memory.supersede", target=old, before=before,
-                 after={**audit_view(old), "superseded_by": new.pk}, reason=audit_reason)
+    write_version(
+        old,
+        change=change,
+        actor=actor,
+        reason=reason,
+        old_status=old_status,
+        new_status=old.status,
+        related=new,
+    )
+    audit.record(
+        actor=actor,
+        action="memory.supersede",
+        target=old,
+        before=before,
+        after={**audit_view(old), "superseded_by": new.pk},
+        reason=audit_reason,
+    )
     return old
