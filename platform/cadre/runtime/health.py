@@ -42,5 +42,7 @@ def readyz(request):
     """Readiness: database reachable, Redis answering, every migration applied."""
     checks = readiness_checks()
     ready = all(value == "ok" for value in checks.values())
-    return JsonResponse({"status": "ready" if ready else "not ready", "checks": checks},
-                        status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status=200 if ready else 503,
+    )

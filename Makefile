@@ -1,0 +1,75 @@
+# Cadre on one machine: `make up` runs it, `make test` tests it. Both install what they need
+# first (a .venv with Python 3.11, the console's npm packages) and skip what is already done.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := up
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch, installed before the embeddings extra so that sentence-transformers
+# does not pull the multi-GB CUDA build. Elsewhere: make install TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
+FRONTEND := platform/cadre/console/frontend
+checksum = $(shell (sha256sum $(1) 2>/dev/null || shasum -a 256 $(1)) | cut -c1-16)
+# Re-installs only when pyproject.toml changes.
+STAMP := $(VENV)/.installed-$(call checksum,pyproject.toml)
+UP_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: up test install frontend lint clean
+
+up: install
+	$(BIN)/cadre up $(UP_ARGS)
+
+test: install
+	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
+	exit $$status
+
+install: $(STAMP) frontend
+
+$(BIN)/python:
+	@if [ -z "$(PYTHON)" ]; then echo "make: Python 3.11 not found (install python3.11)" >&2; exit 1; fi
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "make: Cadre needs Python 3.11 or newer; $(PYTHON) is older" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,embeddings]"
+	@# setuptools leaves a build by-product at the root; the install lives in .venv
+	@rm -rf cadre.egg-info
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+# The console's front-end packages (npm ci with a lock file, else npm install), when the
+# console has a package.json; a stamp in node_modules skips them when nothing changed.
+frontend:
+	@if [ -f $(FRONTEND)/package.json ]; then \
+		if ! command -v npm >/dev/null 2>&1; then \
+			echo "make: npm not found; install Node.js 18+ for the console's scripts" >&2; \
+		else \
+			if [ -f $(FRONTEND)/package-lock.json ]; then src=package-lock.json; cmd=ci; \
+			else src=package.json; cmd=install; fi; \
+			sum=$$( (sha256sum $(FRONTEND)/$$src 2>/dev/null || shasum -a 256 $(FRONTEND)/$$src) | cut -c1-16); \
+			if [ ! -f $(FRONTEND)/node_modules/.installed-$$sum ]; then \
+				echo "npm $$cmd in $(FRONTEND)"; \
+				(cd $(FRONTEND) && npm $$cmd --no-audit --no-fund) && \
+				touch $(FRONTEND)/node_modules/.installed-$$sum; \
+			fi; \
+		fi; \
+	fi
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# Build and tool caches only: the data in CADRE_DATA_DIR (./var) and .venv stay.
+# A full reset is `rm -rf .venv var` (that deletes the embedded database).
+clean:
+	rm -rf build dist .pytest_cache .ruff_cache cadre.egg-info
+	find . -path ./.venv -prune -o -path ./var -prune -o -name node_modules -prune -o \
+		-name __pycache__ -type d -print -exec rm -rf {} +

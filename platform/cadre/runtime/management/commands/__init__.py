@@ -1,0 +1,1 @@
+"""demo_setup, doctor and encryption_rotate."""

@@ -1,0 +1,183 @@
+"""`doctor` passes on a sound installation and names each problem with its fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from io import StringIO
+from pathlib import Path
+
+import psycopg
+import pytest
+from cryptography.fernet import Fernet
+from django.apps import apps
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection, models
+
+from cadre.crypto import EncryptedTextField
+from cadre.runtime.doctor import FAIL, OK, WARN, run_checks
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY_A = Fernet.generate_key().decode()
+KEY_B = Fernet.generate_key().decode()
+
+
+@pytest.fixture
+def secret_notes(db):
+    """A real table with an encrypted column, present for one test only."""
+
+    class SecretNote(models.Model):
+        secret = EncryptedTextField(blank=True)
+
+        class Meta:
+            app_label = "runtime"
+            db_table = "runtime_test_secretnote"
+
+        def __str__(self) -> str:
+            return f"note {self.pk}"
+
+    with connection.schema_editor() as editor:
+        editor.create_model(SecretNote)  # rolled back with the test's transaction
+    try:
+        yield SecretNote
+    finally:
+        del apps.all_models["runtime"]["secretnote"]
+        apps.clear_cache()
+
+
+def by_name(checks, name):
+    return [check for check in checks if check.name == name]
+
+
+def doctor_output() -> tuple[str, bool]:
+    out = StringIO()
+    try:
+        call_command("doctor", stdout=out)
+    except CommandError:
+        return out.getvalue(), False
+    return out.getvalue(), True
+
+
+@pytest.mark.django_db
+def test_doctor_passes_on_the_test_environment():
+    checks = run_checks()
+    assert [check for check in checks if check.status == FAIL] == []
+    names = {check.name for check in checks}
+    assert {"database", "pgvector", "pg_trgm", "redis", "migrations", "encryption"} <= names
+    assert by_name(checks, "pgvector")[0].status == OK
+    output, passed = doctor_output()
+    assert passed
+    assert "OK    database" in output
+    assert "0 FAIL" in output
+
+
+def test_doctor_fails_when_a_stored_value_cannot_be_decrypted(secret_notes, settings):
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_A]
+    note = secret_notes.objects.create(secret="webhook-signing-secret")
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_B]  # the key that wrote it is gone
+
+    [encryption] = [c for c in by_name(run_checks(), "encryption") if c.status == FAIL]
+    assert "1 stored value(s) cannot be decrypted" in encryption.detail
+    assert f"runtime.SecretNote.secret: 1 (ids {note.pk})" in encryption.detail
+    assert "CADRE_ENCRYPTION_KEY" in encryption.fix
+    output, passed = doctor_output()
+    assert not passed
+    assert "FAIL  encryption" in output
+    assert "fix: add the key that encrypted them back to CADRE_ENCRYPTION_KEY" in output
+
+
+def test_rotation_moves_every_value_to_the_newest_key(secret_notes, settings):
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_A]
+    for index in range(3):
+        secret_notes.objects.create(secret=f"secret-{index}")
+    secret_notes.objects.create(secret="")  # empty values are not encrypted, nor rotated
+
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_B, KEY_A]  # new key first: it encrypts
+    [older] = by_name(run_checks(), "encryption")
+    assert older.status == WARN
+    assert "3 stored value(s) are under an older key" in older.detail
+    assert "encryption_rotate" in older.fix
+
+    out = StringIO()
+    call_command("encryption_rotate", stdout=out)
+    assert "runtime.SecretNote.secret: 3 rotated, 0 already current" in out.getvalue()
+
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_B]  # the old key can now go
+    [done] = by_name(run_checks(), "encryption")
+    assert done.status == OK
+    assert sorted(secret_notes.objects.values_list("secret", flat=True)) == [
+        "",
+        "secret-0",
+        "secret-1",
+        "secret-2",
+    ]
+    out = StringIO()
+    call_command("encryption_rotate", stdout=out)
+    assert "0 rotated, 3 already current" in out.getvalue()
+
+
+def test_rotation_refuses_values_no_key_can_read(secret_notes, settings):
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_A]
+    secret_notes.objects.create(secret="lost")
+    settings.CADRE_ENCRYPTION_KEYS = [KEY_B]
+    with pytest.raises(CommandError, match="cannot be decrypted"):
+        call_command("encryption_rotate", stdout=StringIO())
+
+
+def run_doctor(tmp_path, **variables) -> subprocess.CompletedProcess:
+    env = {key: val for key, val in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.update({"CADRE_DATA_DIR": str(tmp_path), **variables})
+    return subprocess.run(
+        [sys.executable, "-m", "cadre.runtime.cli", "doctor"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def empty_database(db):
+    """A fresh, empty database on the test server: nothing migrated yet."""
+    params = connection.settings_dict
+    name = f"doctor_{uuid.uuid4().hex[:12]}"
+    admin = {"host": params["HOST"], "user": params["USER"] or "postgres", "dbname": "postgres"}
+    if params["PORT"]:
+        admin["port"] = params["PORT"]
+    with psycopg.connect(**admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    user = admin["user"]
+    if params["HOST"].startswith("/"):
+        url = f"postgresql://{user}:@/{name}?host={params['HOST']}"
+    else:
+        url = f"postgresql://{user}:{params['PASSWORD']}@{params['HOST']}:{params['PORT']}/{name}"
+    try:
+        yield url
+    finally:
+        with psycopg.connect(**admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_doctor_fails_when_migrations_are_pending(tmp_path, empty_database):
+    result = run_doctor(tmp_path, DATABASE_URL=empty_database)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "OK    database" in result.stdout
+    assert "FAIL  migrations" in result.stdout
+    assert "fix: run: cadre manage migrate" in result.stdout
+
+
+def test_doctor_fails_when_the_database_cannot_be_reached(tmp_path):
+    result = run_doctor(tmp_path, DATABASE_URL="postgresql://nobody@127.0.0.1:9/nowhere")
+    assert result.returncode == 1
+    assert "FAIL  database" in result.stdout
+    assert "check DATABASE_URL" in result.stdout
+
+
+def test_cadre_doctor_reports_a_malformed_setting(tmp_path):
+    result = run_doctor(tmp_path, CADRE_ENCRYPTION_KEY="not-a-key")
+    assert result.returncode == 1
+    assert "FAIL  settings  CADRE_ENCRYPTION_KEY:" in result.stdout
