@@ -2,5 +2,11 @@
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from connectors import views
+
+urlpatterns: list = [
+    path("<slug:platform>/<str:public_id>/events", views.inbound, name="connectors-inbound"),
+]
 api_urlpatterns: list = []

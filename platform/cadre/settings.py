@@ -171,7 +171,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa: E402
 
-CELERY_BEAT_SCHEDULE: dict = {**MEMORY_BEAT_SCHEDULE}
+CELERY_BEAT_SCHEDULE: dict = {
+    **MEMORY_BEAT_SCHEDULE,
+    "connectors-prune": {"task": "connectors.tasks.inbound_events_prune", "schedule": 86400},
+}
 CELERY_TIMEZONE = "UTC"
 
 # --- Django -------------------------------------------------------------------------------

@@ -328,6 +328,10 @@ def run_checks() -> list[Check]:
     if frontend is not None:
         checks.append(frontend)
     checks.extend(check_optional_extras())
+    if tables_ready:
+        from connectors.health import doctor_checks as connector_checks
+
+        checks.extend(connector_checks())
     return checks
 
 

@@ -1,0 +1,248 @@
+"""The one connector interface: what every platform sub-package implements, and the registry.
+
+A platform sub-package (``connectors/<name>/``) exposes ``PLATFORM``, a `Platform` subclass:
+``inbound.py`` holds verify/parse, ``transport.py`` the outbound API client, ``cards.py`` the
+confirmation card. The registry imports ``connectors.<name>`` for every folder that has an
+``__init__.py`` defining ``PLATFORM``, so adding a platform touches no other platform.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import importlib.util
+import pkgutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from connectors.models import Connector
+    from connectors.transport import Transport
+
+
+class SignatureInvalid(Exception):
+    """The request is not from the platform (bad, missing or stale signature): answer 401."""
+
+
+class PayloadInvalid(Exception):
+    """The request is authentic but not something we can read: answer 400."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    cards: bool = False
+    card_updates: bool = False
+    threads: bool = False
+    long_connection: bool = False
+    file_messages: bool = False
+    markdown: bool = True
+
+
+@dataclass(frozen=True)
+class InboundRequest:
+    """The parts of an HTTP request a platform needs, independent of Django."""
+
+    method: str
+    headers: Mapping[str, str]  # lower-case names
+    query: Mapping[str, str]
+    body: bytes
+    content_type: str = ""
+
+    def header(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+
+@dataclass
+class Verified:
+    """An authentic request, decrypted and decoded into `data`."""
+
+    data: Any
+    request: InboundRequest
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What to answer the platform: status, body and content type."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200) -> Reply:
+        import json
+
+        return cls(status, json.dumps(data, ensure_ascii=False).encode(), "application/json")
+
+
+@dataclass
+class ParsedEvent:
+    """One thing that happened on the platform, in Cadre's terms."""
+
+    event_key: str  # the de-duplication key, unique per connector
+    kind: str = "message"  # message, card_action, event
+    sender_id: str = ""
+    sender_name: str = ""
+    sender_email: str = ""
+    sender_mobile: str = ""
+    tenant_key: str = ""
+    chat_id: str = ""
+    chat_type: str = "p2p"  # p2p, group
+    text: str = ""
+    message_id: str = ""
+    thread_ref: str = ""
+    # Card actions: the button's value (carries the signed decision token).
+    action: dict = field(default_factory=dict)
+    # Reply context the worker needs (DingTalk session webhook, Slack response_url, …).
+    context: dict = field(default_factory=dict)
+
+    def payload(self) -> dict:
+        data = {
+            "text": self.text,
+            "chat_type": self.chat_type,
+            "message_id": self.message_id,
+            "thread_ref": self.thread_ref,
+            "sender_name": self.sender_name,
+            "sender_email": self.sender_email,
+            "sender_mobile": self.sender_mobile,
+            "tenant_key": self.tenant_key,
+            "action": self.action,
+            "context": self.context,
+        }
+        return {key: value for key, value in data.items() if value}
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """The synchronous answer to a confirmation-card click (shown to the person who clicked)."""
+
+    accepted: bool
+    message: str
+    decision: str = ""
+
+
+def constant_time_equal(expected: str | bytes, given: str | bytes) -> bool:
+    if isinstance(expected, str):
+        expected = expected.encode()
+    if isinstance(given, str):
+        given = given.encode()
+    return hmac.compare_digest(expected, given)
+
+
+def check_freshness(
+    timestamp: str, *, window: float, now: float | None = None, milliseconds: bool = False
+) -> None:
+    """Reject a timestamp outside ±window seconds of now (SignatureInvalid)."""
+    try:
+        value = float(timestamp)
+    except (TypeError, ValueError):
+        raise SignatureInvalid("missing or malformed timestamp") from None
+    if milliseconds:
+        value /= 1000
+    current = time.time() if now is None else now
+    if abs(current - value) > window:
+        raise SignatureInvalid("timestamp outside the accepted window")
+
+
+class Platform:
+    """Base class of a platform: one instance per request or task, bound to one connector."""
+
+    name: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    # Secret names stored encrypted in Connector.credentials; required ones first.
+    credential_fields: ClassVar[tuple[str, ...]] = ()
+    optional_credential_fields: ClassVar[tuple[str, ...]] = ()
+    setting_fields: ClassVar[tuple[str, ...]] = ()
+    # The pip extra that installs the platform's SDK (long connection, stream mode).
+    extra: ClassVar[str] = ""
+    extra_module: ClassVar[str] = ""
+    # Can the acknowledgement itself show a card click's outcome (Feishu toast)? If not, a
+    # refusal is sent as a notice by a task after the ack.
+    ack_shows_decisions: ClassVar[bool] = True
+    # Maximum request body accepted from the platform.
+    max_body_bytes: ClassVar[int] = 256 * 1024
+
+    def __init__(self, connector: Connector, *, credentials: dict | None = None):
+        self.connector = connector
+        self.credentials = credentials if credentials is not None else connector.credentials
+        self.settings = connector.settings or {}
+
+    # --- inbound --------------------------------------------------------------------------
+
+    def verify(self, request: InboundRequest) -> Verified:
+        """Authenticate and decode; raise SignatureInvalid or PayloadInvalid."""
+        raise NotImplementedError
+
+    def handshake(self, verified: Verified) -> Reply | None:
+        """Answer a platform handshake (URL verification); None for an ordinary event."""
+        return None
+
+    def parse(self, verified: Verified) -> list[ParsedEvent]:
+        raise NotImplementedError
+
+    def event_key(self, verified: Verified) -> str:
+        """The de-duplication key of the request's event (events may refine it)."""
+        events = self.parse(verified)
+        return events[0].event_key if events else ""
+
+    def acknowledge(
+        self,
+        verified: Verified,
+        events: list[ParsedEvent],
+        decisions: Mapping[str, DecisionOutcome],
+    ) -> Reply:
+        """The fast answer after the events are stored."""
+        return Reply(200, b"", "text/plain; charset=utf-8")
+
+    # --- outbound -------------------------------------------------------------------------
+
+    def transport(self) -> Transport:
+        raise NotImplementedError
+
+    def render_confirmation_card(self, card) -> dict:
+        """The platform's card JSON for a confirmation (see connectors.decisions.CardContent)."""
+        raise NotImplementedError
+
+    def render_decided_card(self, card, *, decided_by: str, decision: str, decided_at) -> dict:
+        raise NotImplementedError
+
+    # --- console help ---------------------------------------------------------------------
+
+    def setup_instructions(self, callback_url: str) -> list[str]:
+        return [f"Callback URL: {callback_url}"]
+
+    @classmethod
+    def extra_installed(cls) -> bool:
+        if not cls.extra_module:
+            return True
+        return importlib.util.find_spec(cls.extra_module) is not None
+
+
+@cache
+def registry() -> dict[str, type[Platform]]:
+    """Every platform sub-package of `connectors`, by name."""
+    import connectors
+
+    found: dict[str, type[Platform]] = {}
+    for module in pkgutil.iter_modules(connectors.__path__):
+        if not module.ispkg or module.name == "tests":
+            continue
+        package = importlib.import_module(f"connectors.{module.name}")
+        platform = getattr(package, "PLATFORM", None)
+        if platform is not None:
+            found[platform.name] = platform
+    return found
+
+
+def platform_for(connector: Connector, **kwargs) -> Platform:
+    try:
+        platform_class = registry()[connector.platform]
+    except KeyError:
+        raise LookupError(f"no connector platform named {connector.platform!r}") from None
+    return platform_class(connector, **kwargs)

@@ -1,0 +1,53 @@
+"""Fixtures for the connector tests: the shared cast, loopback fake APIs, a recorded clock."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+from connectors.tests.fakes import FakePlatformServer
+from tests.conftest import (  # noqa: F401 - the shared cast, re-exported as fixtures
+    alice,
+    bob,
+    charlie,
+    client_for,
+    key_client,
+    make_member,
+    org_a,
+    org_b,
+)
+
+
+@pytest.fixture
+def fake_api():
+    server = FakePlatformServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_token_cache():
+    """Tokens are cached in Redis: start every test without them."""
+    client = cache._cache.get_client(write=True)
+    for key in client.scan_iter(match="*connectors:token:*"):
+        client.delete(key)
+    yield
+
+
+@pytest.fixture
+def sleeps():
+    """A recorded clock for transports: the waits they asked for, without waiting."""
+    waited: list[float] = []
+    return waited
+
+
+@pytest.fixture
+def celery_eager():
+    """Run tasks in-process (on commit) for end-to-end tests; restored afterwards."""
+    from cadre.celery import app
+
+    saved = (app.conf.task_always_eager, app.conf.task_eager_propagates)
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = saved

@@ -1,0 +1,399 @@
+"""Confirmation cards: signed single-use decision tokens, sending the cards, updating every copy.
+
+A high-risk confirmation (owned by governance) is delivered as an interactive card to each
+person allowed to decide. Each decider's card carries its own token:
+
+    token = base64url(confirmation_ref "." decider_id "." expires "." nonce) "." hmac
+
+HMAC-SHA256 with a key derived from SECRET_KEY. The token binds the confirmation, the decider
+and the expiry; the nonce is inserted into `DecisionTokenUse` (unique) when used, so a token
+works once. A click from anyone else, a reused token or an expired confirmation is refused with
+a message the clicker sees. After a decision every copy of the card is updated.
+
+Governance provides the confirmation object (see `ConfirmationLike`) and the decide call
+(`cadre.governance.confirmations.confirmation_decide`, looked up at run time).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from connectors.base import DecisionOutcome, ParsedEvent, constant_time_equal
+from connectors.models import Connector, DecisionTokenUse, InboundEvent, OutboundMessage
+
+logger = logging.getLogger(__name__)
+
+TOKEN_FIELD = "cadre_token"
+DECISION_FIELD = "decision"
+APPROVE, REJECT = "approve", "reject"
+
+
+class ConfirmationLike(Protocol):
+    """What connectors need from governance's Confirmation."""
+
+    pk: Any
+    summary: str
+    expires_at: datetime
+
+    def decider_members(self) -> Iterable[Any]: ...  # active Members allowed to decide
+
+
+@dataclass(frozen=True)
+class DecisionClaim:
+    confirmation_ref: str
+    decider_id: int
+    expires_at: int  # unix seconds
+    nonce: str
+
+
+class DecisionRefused(Exception):
+    """The click cannot decide: the message is shown to the person who clicked."""
+
+
+@dataclass(frozen=True)
+class CardContent:
+    """A confirmation card, before a platform renders it."""
+
+    confirmation_ref: str
+    title: str
+    summary: str
+    expires_at: datetime
+    approve_value: dict
+    reject_value: dict
+    details: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _key() -> bytes:
+    return hmac.new(
+        settings.SECRET_KEY.encode(), b"cadre.connectors.decision-token.v1", hashlib.sha256
+    ).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def decision_token(confirmation_ref: str, decider_id: int, expires_at: datetime) -> str:
+    body = (
+        f"{confirmation_ref}.{int(decider_id)}.{int(expires_at.timestamp())}."
+        f"{secrets.token_urlsafe(12)}"
+    )
+    mac = hmac.new(_key(), body.encode(), hashlib.sha256).digest()
+    return f"{_b64(body.encode())}.{_b64(mac)}"
+
+
+def read_decision_token(token: str, *, now: datetime | None = None) -> DecisionClaim:
+    """Check signature and expiry (not use): raise DecisionRefused with a visible reason."""
+    try:
+        body_part, mac_part = token.split(".", 1)
+        body = _unb64(body_part)
+        given = _unb64(mac_part)
+    except (ValueError, AttributeError):
+        raise DecisionRefused("This button is not valid.") from None
+    expected = hmac.new(_key(), body, hashlib.sha256).digest()
+    if not constant_time_equal(expected, given):
+        raise DecisionRefused("This button is not valid.")
+    try:
+        ref, decider, expires, nonce = body.decode().rsplit(".", 3)
+        claim = DecisionClaim(ref, int(decider), int(expires), nonce)
+    except ValueError:
+        raise DecisionRefused("This button is not valid.") from None
+    current = (now or timezone.now()).timestamp()
+    if current > claim.expires_at:
+        raise DecisionRefused("This confirmation has expired; nothing was done.")
+    return claim
+
+
+def card_content(
+    confirmation: ConfirmationLike,
+    decider_id: int,
+    *,
+    title: str = "",
+    details: list[tuple[str, str]] | None = None,
+) -> CardContent:
+    ref = str(confirmation.pk)
+    token = decision_token(ref, decider_id, confirmation.expires_at)
+    return CardContent(
+        confirmation_ref=ref,
+        title=title or getattr(confirmation, "title", "") or "Confirmation needed",
+        summary=confirmation.summary,
+        expires_at=confirmation.expires_at,
+        approve_value={TOKEN_FIELD: token, DECISION_FIELD: APPROVE},
+        reject_value={TOKEN_FIELD: token, DECISION_FIELD: REJECT},
+        details=list(details or getattr(confirmation, "details_for_card", []) or []),
+    )
+
+
+# --- the click ----------------------------------------------------------------------------
+
+
+def card_action_received(
+    connector: Connector, event: ParsedEvent, event_id: int | None
+) -> DecisionOutcome:
+    """Synchronous part of a card click: check the token and the clicker, use the token once.
+
+    Runs before the acknowledgement (a few indexed queries), so the person who clicked sees
+    the outcome at once; the decision itself is applied by the worker (the stored event).
+    """
+    if event_id is None:
+        return DecisionOutcome(False, "This click was already received.")
+    token = str(event.action.get(TOKEN_FIELD, ""))
+    decision = str(event.action.get(DECISION_FIELD, ""))
+    try:
+        if decision not in (APPROVE, REJECT):
+            raise DecisionRefused("This button is not valid.")
+        claim = read_decision_token(token)
+        from connectors.services import identity_resolve
+
+        member = identity_resolve(
+            connector, platform_user_id=event.sender_id, tenant_key=event.tenant_key
+        )
+        if member is None or member.pk != claim.decider_id:
+            raise DecisionRefused("Only the person this card was sent to can decide here.")
+        if member.organization_id != connector.organization_id:
+            raise DecisionRefused("Only the person this card was sent to can decide here.")
+        earlier = (
+            DecisionTokenUse.objects.filter(confirmation_ref=claim.confirmation_ref)
+            .exclude(nonce=claim.nonce)
+            .first()
+        )
+        if earlier is not None:
+            raise DecisionRefused(
+                f"This was already decided ({earlier.decision}) "
+                f"at {earlier.used_at:%Y-%m-%d %H:%M %Z}."
+            )
+        try:
+            with transaction.atomic():
+                DecisionTokenUse.objects.create(
+                    nonce=claim.nonce,
+                    confirmation_ref=claim.confirmation_ref,
+                    decider_id=claim.decider_id,
+                    decision=decision,
+                )
+        except IntegrityError:
+            raise DecisionRefused("This button was already used.") from None
+    except DecisionRefused as refusal:
+        InboundEvent.objects.filter(pk=event_id).update(
+            status=InboundEvent.Status.IGNORED,
+            error=str(refusal)[:300],
+            processed_at=timezone.now(),
+        )
+        return DecisionOutcome(False, str(refusal))
+    InboundEvent.objects.filter(pk=event_id).update(member=member)
+    word = "Approved" if decision == APPROVE else "Rejected"
+    return DecisionOutcome(
+        True, f"{word} by {member.display_name}. Recording the decision…", decision
+    )
+
+
+def decision_apply(event: InboundEvent) -> str:
+    """Worker part of a click: hand the decision on, then update every copy of the card.
+
+    A runtime wait ("wait:<id>") is resumed through the agents runtime; any other reference
+    goes to governance's `confirmation_decide` once that exists.
+    """
+    action = event.payload.get("action", {})
+    decision = str(action.get(DECISION_FIELD, ""))
+    claim = read_decision_token(str(action.get(TOKEN_FIELD, "")), now=event.received_at)
+    member = event.member
+    via = event.connector.platform
+    if claim.confirmation_ref.startswith(WAIT_PREFIX):
+        _resume_wait(claim.confirmation_ref, member, decision, via)
+    else:
+        try:
+            from cadre.governance import confirmations  # the governance issue provides this
+        except ImportError:
+            confirmations = None
+        decide = getattr(confirmations, "confirmation_decide", None)
+        if decide is None:
+            logger.warning(
+                "connectors: governance has no confirmation_decide yet; decision on "
+                "%s recorded only in DecisionTokenUse",
+                claim.confirmation_ref,
+            )
+        else:
+            decide(
+                confirmation_id=claim.confirmation_ref, decider=member, decision=decision, via=via
+            )
+    cards_mark_decided(
+        claim.confirmation_ref,
+        decided_by=member.display_name,
+        decision=decision,
+        decided_at=event.received_at,
+    )
+    return decision
+
+
+# --- runtime waits as confirmations (until governance's Confirmation model lands) ---------
+
+WAIT_PREFIX = "wait:"
+
+
+@dataclass
+class WaitConfirmation:
+    """A run paused on a confirmation (agents' Wait), seen as a ConfirmationLike."""
+
+    wait: Any
+
+    @property
+    def pk(self) -> str:
+        return f"{WAIT_PREFIX}{self.wait.pk}"
+
+    @property
+    def title(self) -> str:
+        return f"Confirm: {self.wait.details.get('tool', 'action')}"
+
+    @property
+    def summary(self) -> str:
+        details = self.wait.details or {}
+        arguments = details.get("arguments") or {}
+        shown = ", ".join(f"{key}: {value}" for key, value in arguments.items())
+        return (
+            f"Your agent wants to run **{details.get('tool', 'an action')}** "
+            f"(risk: {details.get('risk', 'high')}).\n{shown}"
+        )[:1500]
+
+    @property
+    def expires_at(self) -> datetime:
+        return self.wait.deadline or (timezone.now() + timezone.timedelta(hours=24))
+
+    def decider_members(self):
+        # The person the agent acts for decides, as in the console's chat; governance's
+        # routing rules (approvers by role) replace this when they land.
+        member = self.wait.run.member
+        return [member] if member.status == "active" else []
+
+
+def wait_confirmation(ref: str) -> WaitConfirmation | None:
+    from cadre.agents.models import Wait
+
+    try:
+        wait = Wait.objects.select_related("run__member").get(pk=int(ref[len(WAIT_PREFIX) :]))
+    except (ValueError, Wait.DoesNotExist):
+        return None
+    return WaitConfirmation(wait)
+
+
+def _resume_wait(ref: str, member, decision: str, via: str) -> None:
+    from cadre.agents.runtime.services import run_resume
+    from cadre.errors import Conflict
+    from cadre.tenancy.actors import member_actor
+
+    confirmation = wait_confirmation(ref)
+    if confirmation is None:
+        return
+    wait = confirmation.wait
+    try:
+        run_resume(
+            actor=member_actor(member),
+            run=wait.run,
+            key=wait.key,
+            payload={
+                "approved": decision == APPROVE,
+                "decided_by": member.pk,
+                "via": via,
+                "reason": f"{'approved' if decision == APPROVE else 'rejected'} by "
+                f"{member.display_name} in {via}",
+            },
+        )
+    except Conflict:
+        logger.info("connectors: %s was already resolved", ref)
+
+
+# --- sending and updating cards -------------------------------------------------------------
+
+
+def cards_send(
+    confirmation: ConfirmationLike, *, title: str = "", details: list[tuple[str, str]] | None = None
+) -> list[OutboundMessage]:
+    """Send the confirmation card to every decider reachable through a card-capable connector."""
+    from cadre.tenancy.models import IMIdentity
+    from connectors.base import platform_for
+    from connectors.dispatch import send
+
+    sent: list[OutboundMessage] = []
+    deciders = list(confirmation.decider_members())
+    if not deciders:
+        return sent
+    organization_id = deciders[0].organization_id
+    connectors = [
+        c
+        for c in Connector.objects.filter(
+            organization_id=organization_id, status=Connector.Status.ACTIVE
+        )
+        if platform_for(c).capabilities.cards
+    ]
+    identities = IMIdentity.objects.filter(
+        organization_id=organization_id,
+        member__in=deciders,
+        platform__in={c.platform for c in connectors},
+    )
+    by_member: dict[int, list[IMIdentity]] = {}
+    for identity in identities:
+        by_member.setdefault(identity.member_id, []).append(identity)
+    for decider in deciders:
+        for identity in by_member.get(decider.pk, []):
+            connector = next(c for c in connectors if c.platform == identity.platform)
+            platform = platform_for(connector)
+            content = card_content(confirmation, decider.pk, title=title, details=details)
+            card = platform.render_confirmation_card(content)
+            message = send(
+                connector,
+                kind="card",
+                recipient=identity.platform_user_id,
+                body={"card": card, "summary": content.summary},
+                idempotency_key=f"confirmation:{content.confirmation_ref}:{decider.pk}:"
+                f"{identity.platform}",
+                confirmation_ref=content.confirmation_ref,
+            )
+            sent.append(message)
+            break  # one card per decider: their first reachable platform
+    return sent
+
+
+def cards_mark_decided(
+    confirmation_ref: str, *, decided_by: str, decision: str, decided_at: datetime
+) -> int:
+    """Update every sent copy of the confirmation's card to show who decided and when."""
+    from connectors.base import platform_for
+
+    updated = 0
+    copies = OutboundMessage.objects.filter(
+        confirmation_ref=confirmation_ref, kind="card", status=OutboundMessage.Status.SENT
+    ).select_related("connector")
+    for copy in copies:
+        platform = platform_for(copy.connector)
+        card = platform.render_decided_card(
+            CardContent(
+                confirmation_ref=confirmation_ref,
+                title="",
+                summary=copy.body.get("summary", ""),
+                expires_at=decided_at,
+                approve_value={},
+                reject_value={},
+            ),
+            decided_by=decided_by,
+            decision=decision,
+            decided_at=decided_at,
+        )
+        platform.transport().update_card(
+            copy.platform_message_id, card, extra=copy.body.get("_delivery", {})
+        )
+        updated += 1
+    return updated

@@ -1,0 +1,43 @@
+"""DingTalk interactive cards: the confirmation's card data for a template with two buttons.
+
+The card template (made once in DingTalk's card builder, id in settings.card_template_id) shows
+`title`, `summary`, `details` and `status`, and its buttons send the callback params
+`approve_params` / `reject_params` (JSON strings holding the signed decision token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+
+def confirmation_card(card) -> dict:
+    token = card.approve_value.get("cadre_token", "")
+    return {
+        "outTrackId": "cadre-" + hashlib.sha256(token.encode()).hexdigest()[:32],
+        "cardData": {
+            "cardParamMap": {
+                "title": card.title,
+                "summary": card.summary,
+                "details": "\n".join(f"{label}: {value}" for label, value in card.details),
+                "expires": card.expires_at.isoformat(),
+                "status": "pending",
+                "approve_params": json.dumps(card.approve_value),
+                "reject_params": json.dumps(card.reject_value),
+            }
+        },
+    }
+
+
+def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
+    word = "Approved" if decision == "approve" else "Rejected"
+    return {
+        "cardData": {
+            "cardParamMap": {
+                "status": decision,
+                "decided": f"{word} by {decided_by} at {decided_at:%Y-%m-%d %H:%M %Z}".strip(),
+                "approve_params": "",
+                "reject_params": "",
+            }
+        }
+    }

@@ -1,0 +1,270 @@
+"""Feishu inbound: URL verification, signature or token check, AES decryption, 1.0/2.0 events.
+
+With an encrypt key, every event must carry `X-Lark-Signature` = sha256(timestamp + nonce +
+encrypt key + body) with a fresh `X-Lark-Request-Timestamp`; only the URL-verification
+challenge (which Feishu does not sign) is accepted unsigned, and only when it decrypts with our
+key and carries our verification token. Without an encrypt key, the verification token in the
+body (header.token in schema 2.0, token in 1.0) is compared in constant time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from connectors.base import (
+    Capabilities,
+    DecisionOutcome,
+    InboundRequest,
+    ParsedEvent,
+    PayloadInvalid,
+    Platform,
+    Reply,
+    SignatureInvalid,
+    Verified,
+    check_freshness,
+    constant_time_equal,
+)
+from connectors.feishu import crypto
+
+# Feishu retries an unacknowledged event for up to ~6 hours; a replay inside the window is
+# still caught by the event-id de-duplication.
+DEFAULT_TOLERANCE = 7 * 3600
+_MENTION = re.compile(r"@_user_\d+\s*")
+
+
+class FeishuPlatform(Platform):
+    name = "feishu"
+    label = "Feishu / Lark"
+    capabilities = Capabilities(
+        cards=True, card_updates=True, threads=True, long_connection=True, file_messages=True
+    )
+    credential_fields = ("app_id", "app_secret")
+    optional_credential_fields = ("encrypt_key", "verification_token")
+    setting_fields = ("domain", "api_base_url", "mode", "user_id_type", "tolerance_seconds")
+    extra = "feishu"
+    extra_module = "lark_oapi"
+
+    # --- verify -----------------------------------------------------------------------------
+
+    def _check_token(self, token: str | None, *, required: bool) -> None:
+        expected = self.credentials.get("verification_token", "")
+        if not expected:
+            if required:
+                raise SignatureInvalid("no encrypt key or verification token configured")
+            return
+        if not token or not constant_time_equal(expected, str(token)):
+            raise SignatureInvalid("verification token mismatch")
+
+    def verify(self, request: InboundRequest) -> Verified:
+        if request.method != "POST":
+            raise PayloadInvalid("Feishu posts events")
+        encrypt_key = self.credentials.get("encrypt_key", "")
+        signature = request.header("X-Lark-Signature")
+        signed = False
+        if encrypt_key and signature:
+            timestamp = request.header("X-Lark-Request-Timestamp")
+            nonce = request.header("X-Lark-Request-Nonce")
+            check_freshness(
+                timestamp, window=float(self.settings.get("tolerance_seconds", DEFAULT_TOLERANCE))
+            )
+            expected = crypto.signature(timestamp, nonce, encrypt_key, request.body)
+            if not constant_time_equal(expected, signature.lower()):
+                raise SignatureInvalid("X-Lark-Signature mismatch")
+            signed = True
+        try:
+            outer = json.loads(request.body)
+        except ValueError:
+            if encrypt_key and not signed:
+                raise SignatureInvalid("unsigned, unreadable request") from None
+            raise PayloadInvalid("body is not JSON") from None
+        if not isinstance(outer, dict):
+            raise SignatureInvalid("unexpected body") if not signed else PayloadInvalid("body")
+        data = outer
+        if "encrypt" in outer:
+            if not encrypt_key:
+                raise SignatureInvalid("encrypted event but no encrypt key configured")
+            try:
+                data = json.loads(crypto.decrypt(encrypt_key, str(outer["encrypt"])))
+            except (crypto.DecryptError, ValueError):
+                raise SignatureInvalid("cannot decrypt the event with our key") from None
+            if not isinstance(data, dict):
+                raise PayloadInvalid("decrypted event is not an object")
+        token = (data.get("header") or {}).get("token") or data.get("token")
+        if signed:
+            # The signature proves the sender; a configured token must still match.
+            if self.credentials.get("verification_token") and token is not None:
+                self._check_token(token, required=False)
+        elif encrypt_key:
+            # Unsigned with an encrypt key: only the URL-verification challenge is allowed.
+            if data.get("type") != "url_verification" or "encrypt" not in outer:
+                raise SignatureInvalid("missing X-Lark-Signature")
+            self._check_token(token, required=False)
+        else:
+            self._check_token(token, required=True)
+        return Verified(data, request, {"encrypted": "encrypt" in outer})
+
+    def handshake(self, verified: Verified) -> Reply | None:
+        if verified.data.get("type") == "url_verification":
+            return Reply.json({"challenge": verified.data.get("challenge", "")})
+        return None
+
+    # --- parse ------------------------------------------------------------------------------
+
+    def parse(self, verified: Verified) -> list[ParsedEvent]:
+        data = verified.data
+        if data.get("schema") == "2.0":
+            return self._parse_v2(data)
+        if "uuid" in data and isinstance(data.get("event"), dict):
+            return self._parse_v1(data)
+        raise PayloadInvalid("neither a schema 2.0 nor a 1.0 event")
+
+    def _parse_v2(self, data: dict) -> list[ParsedEvent]:
+        header = data.get("header") or {}
+        event = data.get("event") or {}
+        event_id = str(header.get("event_id") or "")
+        if not event_id:
+            raise PayloadInvalid("header.event_id is missing")
+        event_type = header.get("event_type", "")
+        tenant_key = str(header.get("tenant_key", ""))
+        if event_type == "im.message.receive_v1":
+            sender = event.get("sender") or {}
+            message = event.get("message") or {}
+            if sender.get("sender_type", "user") != "user":
+                return [ParsedEvent(event_key=event_id, kind="event", tenant_key=tenant_key)]
+            ids = sender.get("sender_id") or {}
+            return [
+                ParsedEvent(
+                    event_key=event_id,
+                    kind="message",
+                    sender_id=str(ids.get("open_id", "")),
+                    tenant_key=tenant_key,
+                    chat_id=str(message.get("chat_id", "")),
+                    chat_type="group" if message.get("chat_type") == "group" else "p2p",
+                    text=_text_of(message.get("message_type", ""), message.get("content", "")),
+                    message_id=str(message.get("message_id", "")),
+                    thread_ref=str(message.get("root_id") or message.get("message_id", "")),
+                    context={
+                        "message_type": message.get("message_type", ""),
+                        "user_id": ids.get("user_id", ""),
+                        "union_id": ids.get("union_id", ""),
+                    },
+                )
+            ]
+        if event_type == "card.action.trigger":
+            operator = event.get("operator") or {}
+            action = event.get("action") or {}
+            context = event.get("context") or {}
+            value = action.get("value")
+            return [
+                ParsedEvent(
+                    event_key=event_id,
+                    kind="card_action",
+                    sender_id=str(operator.get("open_id", "")),
+                    tenant_key=tenant_key,
+                    chat_id=str(context.get("open_chat_id", "")),
+                    message_id=str(context.get("open_message_id", "")),
+                    action=value if isinstance(value, dict) else {},
+                )
+            ]
+        return [
+            ParsedEvent(
+                event_key=event_id,
+                kind="event",
+                tenant_key=tenant_key,
+                context={"event_type": event_type},
+            )
+        ]
+
+    def _parse_v1(self, data: dict) -> list[ParsedEvent]:
+        event = data["event"]
+        uuid = str(data.get("uuid") or "")
+        if not uuid:
+            raise PayloadInvalid("uuid is missing")
+        if event.get("type") != "message":
+            return [
+                ParsedEvent(
+                    event_key=uuid, kind="event", context={"event_type": event.get("type", "")}
+                )
+            ]
+        return [
+            ParsedEvent(
+                event_key=uuid,
+                kind="message",
+                sender_id=str(event.get("open_id", "")),
+                tenant_key=str(event.get("tenant_key", "")),
+                chat_id=str(event.get("open_chat_id", "")),
+                chat_type="group" if event.get("chat_type") == "group" else "p2p",
+                text=str(event.get("text_without_at_bot") or event.get("text") or "").strip(),
+                message_id=str(event.get("open_message_id", "")),
+                thread_ref=str(event.get("open_message_id", "")),
+                context={"message_type": event.get("msg_type", ""), "schema": "1.0"},
+            )
+        ]
+
+    # --- acknowledge ------------------------------------------------------------------------
+
+    def acknowledge(
+        self,
+        verified: Verified,
+        events: list[ParsedEvent],
+        decisions: Mapping[str, DecisionOutcome],
+    ) -> Reply:
+        for outcome in decisions.values():
+            return Reply.json(
+                {
+                    "toast": {
+                        "type": "success" if outcome.accepted else "error",
+                        "content": outcome.message,
+                    }
+                }
+            )
+        return Reply.json({})
+
+    # --- outbound ---------------------------------------------------------------------------
+
+    def transport(self):
+        from connectors.feishu.transport import FeishuTransport
+
+        return FeishuTransport(self.connector, credentials=self.credentials)
+
+    def render_confirmation_card(self, card) -> dict:
+        from connectors.feishu.cards import confirmation_card
+
+        return confirmation_card(card)
+
+    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
+        from connectors.feishu.cards import decided_card
+
+        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
+
+    def setup_instructions(self, callback_url: str) -> list[str]:
+        return [
+            "In the Feishu developer console, open your app → Events & Callbacks.",
+            f"Event subscription request URL: {callback_url}",
+            f"Card callback (card.action.trigger) request URL: {callback_url}",
+            "Copy the Encrypt Key and Verification Token into this connector.",
+            "Subscribe to im.message.receive_v1; grant im:message and im:message:send_as_bot.",
+        ]
+
+
+def _text_of(message_type: str, content: str) -> str:
+    try:
+        data = json.loads(content) if content else {}
+    except ValueError:
+        return ""
+    if message_type == "text":
+        return _MENTION.sub("", str(data.get("text", ""))).strip()
+    if message_type == "post":
+        body = (
+            data.get("content")
+            or next((v.get("content") for v in data.values() if isinstance(v, dict)), [])
+            or []
+        )
+        parts = [
+            str(item.get("text", "")) for line in body for item in line if isinstance(item, dict)
+        ]
+        title = data.get("title", "")
+        return "\n".join(p for p in [title, " ".join(parts).strip()] if p)
+    return ""

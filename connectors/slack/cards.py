@@ -1,0 +1,65 @@
+"""Slack Block Kit confirmation messages (actions block with approve/reject) and decided state."""
+
+from __future__ import annotations
+
+import json
+
+
+def confirmation_card(card) -> dict:
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": card.title[:150]}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": card.summary[:3000]}},
+    ]
+    if card.details:
+        blocks.append(
+            {
+                "type": "section",
+                "fields": [
+                    {"type": "mrkdwn", "text": f"*{label}*\n{value}"}
+                    for label, value in card.details[:10]
+                ],
+            }
+        )
+    blocks.append(
+        {
+            "type": "actions",
+            "block_id": "cadre_confirmation",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": "cadre_approve",
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "value": json.dumps(card.approve_value),
+                },
+                {
+                    "type": "button",
+                    "action_id": "cadre_reject",
+                    "style": "danger",
+                    "text": {"type": "plain_text", "text": "Reject"},
+                    "value": json.dumps(card.reject_value),
+                },
+            ],
+        }
+    )
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": f"Expires {card.expires_at:%Y-%m-%d %H:%M %Z}".strip()}
+            ],
+        }
+    )
+    return {"text": f"{card.title}: {card.summary}"[:3000], "blocks": blocks}
+
+
+def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
+    word = "Approved" if decision == "approve" else "Rejected"
+    line = f"{word} by {decided_by} at {decided_at:%Y-%m-%d %H:%M %Z}".strip()
+    return {
+        "text": line,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": card.summary or line}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"*{line}*"}]},
+        ],
+    }

@@ -1,0 +1,205 @@
+"""Slack inbound: v0 signing (5-minute window), url_verification, events, block_actions.
+
+Uses `slack_sdk.signature.SignatureVerifier` when the `slack` extra is installed, else the same
+computation here (HMAC-SHA256 of "v0:{timestamp}:{body}", constant-time comparison). Messages
+de-duplicate on channel + ts, which covers Slack's retries (X-Slack-Retry-Num, same event id)
+and the app_mention + message pair Slack sends for one mention.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from urllib.parse import parse_qs
+
+from connectors.base import (
+    Capabilities,
+    InboundRequest,
+    ParsedEvent,
+    PayloadInvalid,
+    Platform,
+    Reply,
+    SignatureInvalid,
+    Verified,
+    constant_time_equal,
+)
+
+WINDOW = 60 * 5
+
+try:  # the optional extra: cadre[slack]
+    from slack_sdk.signature import SignatureVerifier
+except ImportError:  # pragma: no cover - exercised when the extra is absent
+    SignatureVerifier = None
+
+
+def v0_signature(signing_secret: str, timestamp: str, body: bytes) -> str:
+    base = b"v0:" + timestamp.encode() + b":" + body
+    return "v0=" + hmac.new(signing_secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def signature_valid(
+    signing_secret: str, timestamp: str, body: bytes, signature: str, *, now: float | None = None
+) -> bool:
+    try:
+        stamp = int(timestamp)
+    except (TypeError, ValueError):
+        return False
+    current = time.time() if now is None else now
+    if abs(current - stamp) > WINDOW:
+        return False
+    if SignatureVerifier is not None and now is None:
+        return SignatureVerifier(signing_secret).is_valid(body, timestamp, signature)
+    return constant_time_equal(v0_signature(signing_secret, timestamp, body), signature)
+
+
+class SlackPlatform(Platform):
+    name = "slack"
+    label = "Slack"
+    capabilities = Capabilities(
+        cards=True, card_updates=True, threads=True, long_connection=False, file_messages=True
+    )
+    credential_fields = ("bot_token", "signing_secret")
+    ack_shows_decisions = False
+    setting_fields = ("api_base_url", "team_id")
+    extra = "slack"
+    extra_module = "slack_sdk"
+
+    def verify(self, request: InboundRequest) -> Verified:
+        if request.method != "POST":
+            raise PayloadInvalid("Slack posts events")
+        timestamp = request.header("X-Slack-Request-Timestamp")
+        signature = request.header("X-Slack-Signature")
+        if not timestamp or not signature:
+            raise SignatureInvalid("missing Slack signature headers")
+        if not signature_valid(
+            self.credentials["signing_secret"], timestamp, request.body, signature
+        ):
+            raise SignatureInvalid("bad or stale Slack signature")
+        try:
+            if request.content_type == "application/x-www-form-urlencoded":
+                form = parse_qs(request.body.decode())
+                data = json.loads(form.get("payload", ["{}"])[0])
+            else:
+                data = json.loads(request.body)
+        except (ValueError, UnicodeDecodeError):
+            raise PayloadInvalid("body is neither JSON nor a form payload") from None
+        if not isinstance(data, dict):
+            raise PayloadInvalid("payload must be an object")
+        return Verified(data, request, {"retry": request.header("X-Slack-Retry-Num")})
+
+    def handshake(self, verified: Verified) -> Reply | None:
+        if verified.data.get("type") == "url_verification":
+            return Reply.json({"challenge": verified.data.get("challenge", "")})
+        return None
+
+    def parse(self, verified: Verified) -> list[ParsedEvent]:
+        data = verified.data
+        kind = data.get("type")
+        team = str(
+            (data.get("team") or {}).get("id", "")
+            if isinstance(data.get("team"), dict)
+            else data.get("team_id", "")
+        )
+        if kind == "block_actions":
+            return self._parse_actions(data, team)
+        if kind != "event_callback":
+            return []
+        event = data.get("event") or {}
+        event_id = str(data.get("event_id") or "")
+        if not event_id:
+            raise PayloadInvalid("event_id is missing")
+        team = team or str(data.get("team_id", ""))
+        event_type = event.get("type")
+        is_user_message = (
+            event_type in ("message", "app_mention")
+            and not event.get("bot_id")
+            and event.get("subtype") in (None, "file_share")
+            and event.get("user")
+        )
+        if not is_user_message:
+            return [
+                ParsedEvent(
+                    event_key=event_id,
+                    kind="event",
+                    tenant_key=team,
+                    context={"event_type": event_type},
+                )
+            ]
+        channel = str(event.get("channel", ""))
+        ts = str(event.get("ts", ""))
+        direct = event.get("channel_type") == "im"
+        return [
+            ParsedEvent(
+                event_key=f"msg:{channel}:{ts}" if channel and ts else event_id,
+                kind="message",
+                sender_id=str(event["user"]),
+                tenant_key=team,
+                chat_id=channel,
+                chat_type="p2p" if direct else "group",
+                text=_strip_mentions(event.get("text", "")),
+                message_id=ts,
+                thread_ref=str(event.get("thread_ts") or ts),
+                context={"channel": channel, "event_id": event_id},
+            )
+        ]
+
+    def _parse_actions(self, data: dict, team: str) -> list[ParsedEvent]:
+        user = data.get("user") or {}
+        actions = data.get("actions") or []
+        if not actions:
+            return []
+        action = actions[0]
+        try:
+            value = json.loads(action.get("value") or "{}")
+        except ValueError:
+            value = {}
+        container = data.get("container") or {}
+        channel = (data.get("channel") or {}).get("id") or container.get("channel_id", "")
+        return [
+            ParsedEvent(
+                event_key=f"action:{user.get('id', '')}:{action.get('action_ts', '')}",
+                kind="card_action",
+                sender_id=str(user.get("id", "")),
+                tenant_key=team,
+                chat_id=str(channel),
+                message_id=str(container.get("message_ts", "")),
+                action=value if isinstance(value, dict) else {},
+                context={"response_url": data.get("response_url", ""), "channel": channel},
+            )
+        ]
+
+    def acknowledge(self, verified, events, decisions) -> Reply:
+        # Slack ignores the body of an interactivity ack; refusals are posted to response_url.
+        return Reply(200, b"", "text/plain; charset=utf-8")
+
+    def transport(self):
+        from connectors.slack.transport import SlackTransport
+
+        return SlackTransport(self.connector, credentials=self.credentials)
+
+    def render_confirmation_card(self, card) -> dict:
+        from connectors.slack.cards import confirmation_card
+
+        return confirmation_card(card)
+
+    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
+        from connectors.slack.cards import decided_card
+
+        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
+
+    def setup_instructions(self, callback_url: str) -> list[str]:
+        return [
+            f"api.slack.com/apps → your app → Event Subscriptions → Request URL: {callback_url}",
+            "Subscribe to bot events message.im and app_mention.",
+            f"Interactivity & Shortcuts → Request URL: {callback_url}",
+            "OAuth scopes: chat:write, im:history, app_mentions:read, users:read, "
+            "users:read.email. Paste the Bot token and the Signing secret here.",
+        ]
+
+
+def _strip_mentions(text: str) -> str:
+    import re
+
+    return re.sub(r"<@[A-Z0-9]+>\s*", "", text or "").strip()

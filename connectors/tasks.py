@@ -1,0 +1,121 @@
+"""Celery tasks of the connectors: thin, idempotent adapters around dispatch and decisions."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from connectors.transport import TransportError
+
+
+class RetryableSend(Exception):
+    """A retryable transport failure, re-raised for Celery's autoretry."""
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(RetryableSend,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=8,
+)
+def inbound_message_received(self, event_id: int) -> str:
+    """The hand-off from the inbound edge: process one stored event (exactly once)."""
+    from connectors.dispatch import process_inbound_event
+
+    try:
+        return process_inbound_event(event_id)
+    except TransportError as error:
+        if error.retryable:
+            raise RetryableSend(str(error)) from error
+        raise
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(RetryableSend,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=8,
+)
+def confirmation_cards_send(self, confirmation_id: str) -> int:
+    """Deliver a confirmation's cards (governance enqueues this with the confirmation id)."""
+    from connectors.decisions import cards_send
+    from connectors.dispatch import confirmation_lookup
+
+    confirmation = confirmation_lookup(confirmation_id)
+    if confirmation is None:
+        return 0
+    try:
+        return len(cards_send(confirmation))
+    except TransportError as error:
+        if error.retryable:
+            raise RetryableSend(str(error)) from error
+        raise
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(RetryableSend,),
+    retry_backoff=2,
+    retry_jitter=True,
+    max_retries=5,
+)
+def decision_refused_notice(self, event_id: int) -> None:
+    """Tell the person who clicked why their click was refused (platforms without ack text)."""
+    from connectors.dispatch import decision_refused_notice as notice
+
+    try:
+        notice(event_id)
+    except TransportError as error:
+        if error.retryable:
+            raise RetryableSend(str(error)) from error
+        raise
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(RetryableSend,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=8,
+)
+def deliver_run_reply(self, run_id: int) -> None:
+    """A run started from an IM message finished: send its reply (the runtime enqueues this)."""
+    from connectors.dispatch import run_reply
+
+    try:
+        run_reply(run_id)
+    except TransportError as error:
+        if error.retryable:
+            raise RetryableSend(str(error)) from error
+        raise
+
+
+@shared_task(ignore_result=True)
+def inbound_events_prune(days: int = 14) -> int:
+    """Beat: delete handled inbound events older than `days` (kept well beyond every
+    platform's replay window, so a replayed old event still meets its de-duplication row)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from connectors.models import InboundEvent
+
+    cutoff = timezone.now() - timedelta(days=max(days, 2))
+    deleted, _ = InboundEvent.objects.filter(
+        received_at__lt=cutoff,
+        status__in=[
+            InboundEvent.Status.PROCESSED,
+            InboundEvent.Status.UNMAPPED,
+            InboundEvent.Status.IGNORED,
+            InboundEvent.Status.FAILED,
+        ],
+    ).delete()
+    return deleted

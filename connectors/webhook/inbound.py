@@ -1,0 +1,124 @@
+"""Webhook inbound: `X-Cadre-Signature: v1=hex(HMAC-SHA256(secret, f"{timestamp}." + body))`.
+
+`X-Cadre-Timestamp` is Unix seconds and must be within the freshness window (5 minutes by
+default); the body is a JSON event with an `event_id` that de-duplicates redeliveries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+
+from connectors.base import (
+    Capabilities,
+    DecisionOutcome,
+    InboundRequest,
+    ParsedEvent,
+    PayloadInvalid,
+    Platform,
+    Reply,
+    SignatureInvalid,
+    Verified,
+    check_freshness,
+    constant_time_equal,
+)
+
+SIGNATURE_HEADER = "X-Cadre-Signature"
+TIMESTAMP_HEADER = "X-Cadre-Timestamp"
+EVENT_ID_HEADER = "X-Cadre-Event-Id"
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"v1={digest.hexdigest()}"
+
+
+class WebhookPlatform(Platform):
+    name = "webhook"
+    label = "Webhook"
+    capabilities = Capabilities(cards=True, card_updates=True, threads=True, markdown=True)
+    credential_fields = ("signing_secret",)
+    optional_credential_fields = ("callback_secret",)
+    setting_fields = ("callback_url", "tolerance_seconds")
+
+    def verify(self, request: InboundRequest) -> Verified:
+        if request.method != "POST":
+            raise PayloadInvalid("POST a JSON event")
+        timestamp = request.header(TIMESTAMP_HEADER)
+        signature = request.header(SIGNATURE_HEADER)
+        if not timestamp or not signature:
+            raise SignatureInvalid("missing signature headers")
+        check_freshness(timestamp, window=float(self.settings.get("tolerance_seconds", 300)))
+        expected = sign(self.credentials["signing_secret"], timestamp, request.body)
+        if not constant_time_equal(expected, signature):
+            raise SignatureInvalid("signature mismatch")
+        try:
+            data = json.loads(request.body)
+        except ValueError:
+            raise PayloadInvalid("body is not JSON") from None
+        if not isinstance(data, dict):
+            raise PayloadInvalid("body must be a JSON object")
+        return Verified(data, request)
+
+    def parse(self, verified: Verified) -> list[ParsedEvent]:
+        data = verified.data
+        event_id = str(data.get("event_id") or verified.request.header(EVENT_ID_HEADER))
+        if not event_id:
+            raise PayloadInvalid("event_id is required")
+        user = data.get("user") or {}
+        chat = data.get("chat") or {}
+        kind = "card_action" if data.get("type") == "card_action" else "message"
+        if data.get("type") not in (None, "message", "card_action"):
+            kind = "event"
+        return [
+            ParsedEvent(
+                event_key=event_id,
+                kind=kind,
+                sender_id=str(user.get("id", "")),
+                sender_name=str(user.get("name", "")),
+                sender_email=str(user.get("email", "")),
+                sender_mobile=str(user.get("mobile", "")),
+                chat_id=str(chat.get("id", "")),
+                chat_type="group" if chat.get("type") == "group" else "p2p",
+                text=str(data.get("text", "")),
+                message_id=str(data.get("message_id", "")),
+                thread_ref=str(data.get("thread_id", "")),
+                action=data.get("action") if isinstance(data.get("action"), dict) else {},
+            )
+        ]
+
+    def acknowledge(
+        self,
+        verified: Verified,
+        events: list[ParsedEvent],
+        decisions: Mapping[str, DecisionOutcome],
+    ) -> Reply:
+        body: dict = {"ok": True}
+        for outcome in decisions.values():
+            body["decision"] = {"accepted": outcome.accepted, "message": outcome.message}
+        return Reply.json(body)
+
+    def transport(self):
+        from connectors.webhook.transport import WebhookTransport
+
+        return WebhookTransport(self.connector, credentials=self.credentials)
+
+    def render_confirmation_card(self, card) -> dict:
+        from connectors.webhook.cards import confirmation_card
+
+        return confirmation_card(card)
+
+    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
+        from connectors.webhook.cards import decided_card
+
+        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
+
+    def setup_instructions(self, callback_url: str) -> list[str]:
+        return [
+            f"POST JSON events to {callback_url}",
+            f"Sign each request: {TIMESTAMP_HEADER}: <unix seconds>, {SIGNATURE_HEADER}: "
+            "v1=hex(HMAC-SHA256(signing secret, '<timestamp>.' + body))",
+            "Give every event a unique event_id; redeliveries with the same id are ignored.",
+        ]

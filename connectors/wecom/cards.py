@@ -1,0 +1,28 @@
+"""WeCom template cards (button_interaction) for confirmations; the decided state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+
+def confirmation_card(card) -> dict:
+    token = card.approve_value.get("cadre_token", "")
+    return {
+        "card_type": "button_interaction",
+        "source": {"desc": "Cadre"},
+        "main_title": {"title": card.title[:26], "desc": card.summary[:120]},
+        "task_id": "cadre_" + hashlib.sha256(token.encode()).hexdigest()[:40],
+        "horizontal_content_list": [
+            {"keyname": label[:5], "value": value[:30]} for label, value in card.details[:6]
+        ],
+        "button_list": [
+            {"text": "Approve", "style": 1, "key": json.dumps(card.approve_value)},
+            {"text": "Reject", "style": 2, "key": json.dumps(card.reject_value)},
+        ],
+    }
+
+
+def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
+    word = "Approved" if decision == "approve" else "Rejected"
+    return {"replace_name": f"{word} by {decided_by} {decided_at:%m-%d %H:%M}"}
