@@ -18,12 +18,12 @@ STAMP := $(VENV)/.installed-$(call checksum,pyproject.toml)
 UP_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: up test install frontend lint clean
+.PHONY: up test install frontend test-tools lint clean
 
 up: install
 	$(BIN)/cadre up $(UP_ARGS)
 
-test: install
+test: install test-tools
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
 	exit $$status
@@ -45,23 +45,33 @@ $(STAMP): $(BIN)/python
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# The console's front-end packages (npm ci with a lock file, else npm install), when the
-# console has a package.json; a stamp in node_modules skips them when nothing changed.
-frontend:
-	@if [ -f $(FRONTEND)/package.json ]; then \
+# npm packages of a folder (npm ci with a lock file, else npm install) when it has a
+# package.json; a stamp in its node_modules skips the install when nothing changed.
+# $(1) = folder, $(2) = what the packages are for (shown when npm is missing).
+define npm_install
+	@if [ -f $(1)/package.json ]; then \
 		if ! command -v npm >/dev/null 2>&1; then \
-			echo "make: npm not found; install Node.js 18+ for the console's scripts" >&2; \
+			echo "make: npm not found; install Node.js 18+ for $(2)" >&2; \
 		else \
-			if [ -f $(FRONTEND)/package-lock.json ]; then src=package-lock.json; cmd=ci; \
+			if [ -f $(1)/package-lock.json ]; then src=package-lock.json; cmd=ci; \
 			else src=package.json; cmd=install; fi; \
-			sum=$$( (sha256sum $(FRONTEND)/$$src 2>/dev/null || shasum -a 256 $(FRONTEND)/$$src) | cut -c1-16); \
-			if [ ! -f $(FRONTEND)/node_modules/.installed-$$sum ]; then \
-				echo "npm $$cmd in $(FRONTEND)"; \
-				(cd $(FRONTEND) && npm $$cmd --no-audit --no-fund) && \
-				touch $(FRONTEND)/node_modules/.installed-$$sum; \
+			sum=$$( (sha256sum $(1)/$$src 2>/dev/null || shasum -a 256 $(1)/$$src) | cut -c1-16); \
+			if [ ! -f $(1)/node_modules/.installed-$$sum ]; then \
+				echo "npm $$cmd in $(1)"; \
+				(cd $(1) && npm $$cmd --no-audit --no-fund) && \
+				touch $(1)/node_modules/.installed-$$sum; \
 			fi; \
 		fi; \
 	fi
+endef
+
+# The console's front-end packages (htmx).
+frontend:
+	$(call npm_install,$(FRONTEND),the console's scripts)
+
+# The real ClawHub CLI, used by the Hub's compatibility tests.
+test-tools:
+	$(call npm_install,hub/tests/clawhub,the ClawHub CLI compatibility tests)
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,9 +1,19 @@
-"""The skill registry: packages, versions, dist-tags, bundles (built in its own issue)."""
+"""The skill registry: packages, versions, dist-tags, bundles, the Hub and ClawHub APIs."""
 
 from django.apps import AppConfig
+
+UPLOAD_BODY_LIMIT = 10 * 1024 * 1024 + 256 * 1024  # a 10 MiB archive plus multipart framing
 
 
 class HubConfig(AppConfig):
     name = "hub"
     label = "hub"
     verbose_name = "Hub"
+
+    def ready(self) -> None:
+        from cadre.api.middleware import BodySizeLimitMiddleware
+
+        # Bundle uploads are larger than API JSON: the publish endpoint and ClawHub's
+        # per-file upload URLs (/api/v1/hub/uploads/<ticket>) get their own limit.
+        BodySizeLimitMiddleware.overrides["/api/v1/hub/publish/"] = UPLOAD_BODY_LIMIT
+        BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT

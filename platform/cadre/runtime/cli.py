@@ -465,6 +465,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("doctor", help="check the installation and say how to fix problems")
     commands.add_parser("manage", help="run a Django management command: cadre manage migrate")
+    commands.add_parser(
+        "skill", help="validate, publish, install, search, tag and yank Hub skills"
+    )
     return parser
 
 
@@ -473,6 +476,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "manage":
         # Everything after `manage` belongs to Django, including its own --help.
         return _manage(argv[1:])
+    if argv and argv[0] == "skill":
+        from hub.cli import main as skill_main
+
+        return skill_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "doctor":
         return _doctor()

@@ -1,0 +1,21 @@
+"""Hub background work: embedding a package for semantic search after `latest` changes."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(
+    name="hub.tasks.package_embed",
+    autoretry_for=(ConnectionError, TimeoutError),
+    retry_backoff=True,
+    retry_jitter=True,
+    max_retries=5,
+)
+def package_embed(package_id: int) -> bool:
+    """Idempotent: re-embeds only when the package's text changed."""
+    from hub.models import SkillPackage
+    from hub.semantic import package_embed as embed
+
+    package = SkillPackage.objects.filter(pk=package_id).first()
+    return embed(package) if package is not None else False

@@ -1,0 +1,1 @@
+"""Tests of the skills lifecycle app (cadre.skills): candidates, scoring, approval."""
