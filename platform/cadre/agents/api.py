@@ -1,5 +1,556 @@
-"""Agents REST API under /api/v1/ (templates, deployments, agents, sessions, runs)."""
+"""Agents REST API under /api/v1/: templates and versions, presets, providers, deployments,
+rollouts, agents, sessions, runs (with an SSE stream of run events) and event triggers."""
 
 from __future__ import annotations
 
-urlpatterns: list = []
+import asyncio
+import json
+import time
+
+import django_filters
+from asgiref.sync import sync_to_async
+from django.db.models import Count, Prefetch
+from django.http import StreamingHttpResponse
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, renderers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from cadre.agents import serializers as s
+from cadre.agents import services
+from cadre.agents.models import (
+    Agent,
+    AgentTemplate,
+    Deployment,
+    EventTrigger,
+    ModelProviderConfig,
+    Rollout,
+    Run,
+    RunEvent,
+    Session,
+    Step,
+    TemplateVersion,
+    Wait,
+)
+from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime import triggers
+from cadre.agents.selectors import USAGE_GROUPS, usage_summary
+from cadre.api.viewsets import TenantViewSet
+from cadre.errors import InvalidInput
+
+STREAM_POLL_SECONDS = 0.2
+STREAM_MAX_SECONDS = 300
+
+
+class OwnAgentsMixin:
+    """Reads need `agent.view` (all agents) or `chat.use` (the querysets then keep the
+    actor's own agents, sessions and runs)."""
+
+    def permission(self) -> str:
+        if self.verb() == "view":
+            return "agent.view" if self.actor.has("agent.view") else "chat.use"
+        return super().permission()
+
+
+class DeploymentReadMixin:
+    """There is no `deployment.view`: managers of deployments and viewers of agents read."""
+
+    def permission(self) -> str:
+        if self.verb() == "view":
+            return "agent.view" if self.actor.has("agent.view") else "deployment.manage"
+        return "deployment.manage"
+
+
+# --- templates ------------------------------------------------------------------------------
+
+
+class TemplateViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, TenantViewSet
+):
+    model = AgentTemplate
+    serializer_class = s.TemplateSerializer
+    filterset_fields = ["code", "is_archived", "preset"]
+
+    def base_queryset(self):
+        return AgentTemplate.objects.prefetch_related(
+            Prefetch("versions", queryset=TemplateVersion.objects.order_by("-number"))
+        )
+
+    @extend_schema(request=s.TemplateCreateSerializer, responses={201: s.TemplateSerializer})
+    def create(self, request, *args, **kwargs):
+        serializer = s.TemplateCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        template = services.template_create(actor=self.actor, **serializer.validated_data)
+        return Response(s.TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={201: s.TemplateVersionSerializer})
+    @action(detail=True, methods=["post"], url_path="draft")
+    def draft(self, request, pk=None):
+        version = services.version_draft(actor=self.actor, template=self.get_object())
+        return Response(s.TemplateVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", int, required=True),
+            OpenApiParameter("to", int, required=True),
+        ],
+        responses=s.DiffSerializer,
+        description="Unified diff per changed field between two version numbers.",
+    )
+    @action(detail=True, methods=["get"])
+    def diff(self, request, pk=None):
+        template = self.get_object()
+        try:
+            numbers = int(request.query_params["from"]), int(request.query_params["to"])
+        except (KeyError, ValueError):
+            raise InvalidInput("Give the version numbers as ?from=&to=.") from None
+        versions = {v.number: v for v in template.versions.filter(number__in=numbers)}
+        if len(versions) != len(set(numbers)):
+            raise NotFound("No such version.")
+        changes = services.version_diff(versions[numbers[0]], versions[numbers[1]])
+        return Response({"from_version": numbers[0], "to_version": numbers[1], "changes": changes})
+
+    @extend_schema(
+        request=s.GenerateSerializer,
+        responses={201: s.TemplateVersionSerializer},
+        description="Draft SOP, AGENT.md and USER.md from uploaded documents (md, txt, "
+        "docx, pdf text) into a new draft version.",
+    )
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
+    def generate(self, request, pk=None):
+        from cadre.agents import generation
+
+        template = self.get_object()
+        serializer = s.GenerateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        documents = [
+            (f.name, f.read(generation.MAX_FILE_BYTES + 1))
+            for f in serializer.validated_data["files"]
+        ]
+        version = generation.template_generate(
+            actor=self.actor,
+            template=template,
+            documents=documents,
+            notes=serializer.validated_data.get("notes", ""),
+        )
+        return Response(s.TemplateVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class TemplateVersionViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, TenantViewSet
+):
+    model = TemplateVersion
+    serializer_class = s.TemplateVersionSerializer
+    filterset_fields = ["template", "status", "number"]
+    http_method_names = ["get", "patch", "post", "head", "options"]
+
+    @extend_schema(request=s.TemplateVersionUpdateSerializer, responses=s.TemplateVersionSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        version = self.get_object()
+        serializer = s.TemplateVersionUpdateSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        version = services.version_update(
+            actor=self.actor, version=version, **serializer.validated_data
+        )
+        return Response(s.TemplateVersionSerializer(version).data)
+
+    def _transition(self, service, **kwargs):
+        version = service(actor=self.actor, version=self.get_object(), **kwargs)
+        return Response(s.TemplateVersionSerializer(version).data)
+
+    @extend_schema(request=None, responses=s.TemplateVersionSerializer)
+    @action(detail=True, methods=["post"])
+    def submit(self, request, pk=None):
+        return self._transition(services.version_submit)
+
+    @extend_schema(request=s.ReasonSerializer, responses=s.TemplateVersionSerializer)
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request, pk=None):
+        data = s.ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._transition(services.version_withdraw, **data.validated_data)
+
+    @extend_schema(request=s.ReasonSerializer, responses=s.TemplateVersionSerializer)
+    @action(detail=True, methods=["post"])
+    def publish(self, request, pk=None):
+        data = s.ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._transition(services.version_publish, **data.validated_data)
+
+
+class PresetView(APIView):
+    """The built-in presets a template can start from."""
+
+    @extend_schema(responses=s.PresetSerializer(many=True))
+    def get(self, request):
+        request.actor.require("template.view")
+        rows = [
+            {
+                key: preset.get(key, "")
+                for key in ("key", "name", "code", "description", "target_positions")
+            }
+            for preset in services.presets().values()
+        ]
+        return Response(s.PresetSerializer(rows, many=True).data)
+
+
+class ProviderConfigViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, TenantViewSet
+):
+    model = ModelProviderConfig
+    serializer_class = s.ProviderConfigSerializer
+
+    def perform_create(self, serializer):
+        serializer.instance = services.provider_config_create(
+            actor=self.actor, **serializer.validated_data
+        )
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+
+class DeploymentViewSet(
+    DeploymentReadMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    TenantViewSet,
+):
+    model = Deployment
+    serializer_class = s.DeploymentSerializer
+    filterset_fields = ["template", "status"]
+
+    def base_queryset(self):
+        return (
+            Deployment.objects.select_related("version")
+            .prefetch_related("positions", "departments", "members")
+            .annotate(agent_count=Count("agents"))
+            .order_by("-created_at", "-id")
+        )
+
+    @extend_schema(request=s.DeploymentCreateSerializer, responses={201: s.DeploymentSerializer})
+    def create(self, request, *args, **kwargs):
+        serializer = s.DeploymentCreateSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        deployment = services.deployment_create(actor=self.actor, **serializer.validated_data)
+        return Response(s.DeploymentSerializer(deployment).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.RolloutStartSerializer, responses={201: s.RolloutSerializer})
+    @action(detail=True, methods=["post"])
+    def rollout(self, request, pk=None):
+        deployment = self.get_object()
+        serializer = s.RolloutStartSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        rollout = services.rollout_start(
+            actor=self.actor, deployment=deployment, **serializer.validated_data
+        )
+        return Response(s.RolloutSerializer(rollout).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.AgentSerializer(many=True))
+    @action(detail=True, methods=["post"])
+    def sync(self, request, pk=None):
+        created = services.deployment_sync(actor=self.actor, deployment=self.get_object())
+        return Response(s.AgentSerializer(created, many=True).data)
+
+    @extend_schema(request=s.ReasonSerializer, responses=s.DeploymentSerializer)
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        data = s.ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        deployment = services.deployment_stop(
+            actor=self.actor, deployment=self.get_object(), **data.validated_data
+        )
+        return Response(s.DeploymentSerializer(deployment).data)
+
+
+class RolloutViewSet(
+    DeploymentReadMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
+):
+    model = Rollout
+    serializer_class = s.RolloutSerializer
+    filterset_fields = ["deployment", "status"]
+
+    def base_queryset(self):
+        return Rollout.objects.select_related("from_version", "to_version", "deployment")
+
+    @extend_schema(request=None, responses=s.RolloutSerializer)
+    @action(detail=True, methods=["post"])
+    def advance(self, request, pk=None):
+        rollout = services.rollout_advance(actor=self.actor, rollout=self.get_object())
+        return Response(s.RolloutSerializer(rollout).data)
+
+    @extend_schema(request=s.ReasonSerializer, responses=s.RolloutSerializer)
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, pk=None):
+        data = s.ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        rollout = services.rollout_rollback(
+            actor=self.actor, rollout=self.get_object(), **data.validated_data
+        )
+        return Response(s.RolloutSerializer(rollout).data)
+
+
+class AgentFilter(django_filters.FilterSet):
+    class Meta:
+        model = Agent
+        fields = ["deployment", "member", "status", "version"]
+
+
+class AgentViewSet(
+    OwnAgentsMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    TenantViewSet,
+):
+    model = Agent
+    serializer_class = s.AgentSerializer
+    filterset_class = AgentFilter
+    http_method_names = ["get", "patch", "head", "options"]
+
+    def base_queryset(self):
+        return Agent.objects.select_related("version")
+
+    def permission(self) -> str:
+        if self.action == "partial_update":
+            return "chat.use" if not self.actor.has("deployment.manage") else "deployment.manage"
+        return super().permission()
+
+    def check_object_permissions(self, request, obj):
+        pass  # the service decides who may edit USER.md (the member, or deployment managers)
+
+    @extend_schema(request=s.AgentSerializer, responses=s.AgentSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        agent = self.get_object()
+        user_md = request.data.get("user_md") if isinstance(request.data, dict) else None
+        if not isinstance(user_md, str):
+            raise InvalidInput(
+                "user_md: a string is required.", details={"user_md": ["This field is required."]}
+            )
+        agent = services.agent_update_user_md(actor=self.actor, agent=agent, user_md=user_md)
+        return Response(s.AgentSerializer(agent).data)
+
+
+class SessionViewSet(
+    OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
+):
+    model = Session
+    serializer_class = s.SessionSerializer
+    filterset_fields = ["agent", "channel"]
+
+
+class EventStreamRenderer(renderers.BaseRenderer):
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode()
+
+
+def _sse(event: RunEvent) -> str:
+    data = json.dumps({"kind": event.kind, **event.data}, ensure_ascii=False, default=str)
+    return f"id: {event.pk}\nevent: {event.kind}\ndata: {data}\n\n"
+
+
+def _events_after(run_id: int, after: int) -> tuple[list[RunEvent], str]:
+    events = list(RunEvent.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:500])
+    run_status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    return events, run_status
+
+
+async def run_event_stream(run_id: int, after: int, max_seconds: float):
+    """Server-sent events of a run until it finishes, starts waiting, or time runs out."""
+    deadline = time.monotonic() + max_seconds
+    fetch = sync_to_async(_events_after, thread_sensitive=True)
+    while True:
+        events, run_status = await fetch(run_id, after)
+        for event in events:
+            after = event.pk
+            yield _sse(event)
+        if not events and (run_status in Run.TERMINAL or run_status == Run.Status.WAITING):
+            yield f"event: end\ndata: {json.dumps({'status': run_status})}\n\n"
+            return
+        if time.monotonic() >= deadline:
+            yield ": timeout, reconnect with Last-Event-ID\n\n"
+            return
+        if not events:
+            await asyncio.sleep(STREAM_POLL_SECONDS)
+
+
+class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    model = Run
+    serializer_class = s.RunSerializer
+    filterset_fields = ["agent", "session", "status", "trigger", "parent", "root"]
+
+    def base_queryset(self):
+        if self.action == "retrieve":
+            return Run.objects.prefetch_related(
+                Prefetch("steps", queryset=Step.objects.order_by("index")),
+                Prefetch("waits", queryset=Wait.objects.order_by("created_at")),
+            )
+        return Run.objects.all()
+
+    def get_serializer_class(self):
+        return s.RunDetailSerializer if self.action == "retrieve" else s.RunSerializer
+
+    def permission(self) -> str:
+        if self.action in ("create", "cancel"):
+            return "chat.use"
+        if self.action == "resume":
+            return "confirmation.decide"
+        return super().permission()
+
+    def check_object_permissions(self, request, obj):
+        pass  # cancel and resume are decided by the runtime services
+
+    @extend_schema(
+        request=s.RunCreateSerializer,
+        responses={202: s.RunSerializer},
+        description="Send a message to one of your agents; the run executes in a "
+        "worker. Follow it with GET /runs/{id}/events/ (SSE).",
+    )
+    def create(self, request, *args, **kwargs):
+        serializer = s.RunCreateSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        run = runtime.run_start(
+            actor=self.actor, agent=data["agent"], text=data["text"], session=data.get("session")
+        )
+        return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "by", str, enum=sorted(USAGE_GROUPS), description="Group by (default agent)"
+            )
+        ],
+        responses=s.UsageSerializer(many=True),
+        description="Runs, tokens and cost of the runs you may see, per member, agent, "
+        "template or organization.",
+    )
+    @action(detail=False, methods=["get"])
+    def usage(self, request):
+        by = request.query_params.get("by", "agent")
+        if by not in USAGE_GROUPS:
+            raise InvalidInput(f"by must be one of {', '.join(sorted(USAGE_GROUPS))}.")
+        return Response(s.UsageSerializer(usage_summary(self.actor, by=by), many=True).data)
+
+    @extend_schema(request=s.ReasonSerializer, responses=s.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        data = s.ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = runtime.run_cancel(actor=self.actor, run=self.get_object(), **data.validated_data)
+        return Response(s.RunSerializer(run).data)
+
+    @extend_schema(request=s.RunResumeSerializer, responses=s.WaitSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        run = self.get_object()
+        data = s.RunResumeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        wait = runtime.run_resume(actor=self.actor, run=run, **data.validated_data)
+        wait.refresh_from_db()
+        return Response(s.WaitSerializer(wait).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, description="Last event id seen"),
+            OpenApiParameter("timeout", int, description="Seconds to stream (≤ 300)"),
+        ],
+        responses={(200, "text/event-stream"): OpenApiTypes.STR},
+        description="Server-sent events of the run (status, step, delta, wait, reply); ends "
+        "when the run finishes or waits. Resume with the Last-Event-ID header.",
+    )
+    @action(
+        detail=True, methods=["get"], renderer_classes=[renderers.JSONRenderer, EventStreamRenderer]
+    )
+    def events(self, request, pk=None):
+        run = self.get_object()
+        raw_after = request.headers.get("Last-Event-ID") or request.query_params.get("after")
+        try:
+            after = int(raw_after or 0)
+            seconds = min(float(request.query_params.get("timeout", 60)), STREAM_MAX_SECONDS)
+        except ValueError:
+            raise InvalidInput("after and timeout must be numbers.") from None
+        response = StreamingHttpResponse(
+            run_event_stream(run.pk, after, seconds), content_type="text/event-stream"
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+
+
+# --- triggers -------------------------------------------------------------------------------
+
+
+class EventTriggerViewSet(
+    DeploymentReadMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    TenantViewSet,
+):
+    model = EventTrigger
+    serializer_class = s.EventTriggerSerializer
+    filterset_fields = ["deployment", "is_active"]
+
+    @extend_schema(
+        request=s.EventTriggerSerializer, responses={201: s.EventTriggerCreatedSerializer}
+    )
+    def create(self, request, *args, **kwargs):
+        serializer = s.EventTriggerSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        trigger, secret = triggers.trigger_create(actor=self.actor, **serializer.validated_data)
+        data = s.EventTriggerSerializer(trigger).data | {"secret": secret}
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class TriggerInboundView(APIView):
+    """A business system posts a signed event: HMAC-SHA256 over "<timestamp>.<body>" with the
+    trigger's secret, in X-Cadre-Timestamp and X-Cadre-Signature: v1=<hex>."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={202: OpenApiTypes.OBJECT},
+        auth=[],
+        description="Inbound signed business event (see docs/agents.md).",
+    )
+    def post(self, request, trigger_id: int):
+        result = triggers.trigger_receive(
+            trigger_id=trigger_id,
+            timestamp=request.headers.get("X-Cadre-Timestamp", ""),
+            signature=request.headers.get("X-Cadre-Signature", ""),
+            body=request.body,
+        )
+        return Response(
+            result, status=status.HTTP_200_OK if result["duplicate"] else status.HTTP_202_ACCEPTED
+        )
+
+
+router = SimpleRouter()
+router.register("templates", TemplateViewSet, basename="agent-template")
+router.register("template-versions", TemplateVersionViewSet, basename="template-version")
+router.register("model-providers", ProviderConfigViewSet, basename="model-provider")
+router.register("deployments", DeploymentViewSet, basename="deployment")
+router.register("rollouts", RolloutViewSet, basename="rollout")
+router.register("agents", AgentViewSet, basename="agent")
+router.register("sessions", SessionViewSet, basename="session")
+router.register("runs", RunViewSet, basename="run")
+router.register("triggers", EventTriggerViewSet, basename="event-trigger")
+
+urlpatterns = [
+    path("template-presets/", PresetView.as_view(), name="template-presets"),
+    path("triggers/<int:trigger_id>/events/", TriggerInboundView.as_view(), name="trigger-inbound"),
+    *router.urls,
+]

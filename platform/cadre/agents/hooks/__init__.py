@@ -1,0 +1,1 @@
+"""Hooks: six named points, per-template ordered lists, each hook enabled or disabled."""

@@ -1,0 +1,628 @@
+"""Role templates and their versions, deployments and agents, and the runtime's persisted state
+(sessions, runs, steps, waits, run events, tool effects)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from cadre.crypto import EncryptedTextField
+from cadre.errors import Conflict
+from cadre.tenancy.models import Department, Member, Position, TenantModel
+
+HOOK_POINTS = (
+    "on_init",
+    "assemble_context",
+    "process_memory",
+    "compact",
+    "post_process",
+    "on_spawn",
+)
+
+
+def _own_agents(actor, permission: str, field: str) -> Q | None:
+    """Employees see their own agents (and their sessions and runs) through `chat.use`."""
+    if permission == "agent.view" and actor.has("chat.use") and actor.member is not None:
+        return Q(**{field: actor.member.pk})
+    return None
+
+
+# --- templates ------------------------------------------------------------------------------
+
+
+class AgentTemplate(TenantModel):
+    """A role template: the stable identity of a line of versions ("Key account sales")."""
+
+    resource = "template"
+
+    name = models.CharField(max_length=200)
+    code = models.SlugField(max_length=64)
+    description = models.TextField(blank=True)
+    preset = models.CharField(max_length=64, blank=True)  # the preset it started from
+    is_archived = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "code", name="agenttemplate_unique_code")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def published_version(self) -> TemplateVersion | None:
+        return (
+            self.versions.filter(status=TemplateVersion.Status.PUBLISHED)
+            .order_by("-number")
+            .first()
+        )
+
+
+class ImmutableVersion(Conflict):
+    code = "version_immutable"
+
+
+class TemplateVersion(TenantModel):
+    """One version of a template. Draft → in review → published; published is immutable."""
+
+    resource = "template"
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        IN_REVIEW = "in_review", "In review"
+        PUBLISHED = "published", "Published"
+
+    # The content fields: compared by the diff, frozen by publishing.
+    CONTENT_FIELDS = (
+        "name",
+        "target_positions",
+        "sop",
+        "agent_md",
+        "user_md_template",
+        "model_settings",
+        "skills",
+        "tool_permissions",
+        "memory_policy",
+        "hooks",
+        "governance_policy_ref",
+    )
+
+    template = models.ForeignKey(AgentTemplate, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    name = models.CharField(max_length=200)
+    # Position codes this role is meant for (codes, not ids: readable in diffs, stable in exports).
+    target_positions = models.JSONField(default=list, blank=True)
+    sop = models.TextField(blank=True)
+    agent_md = models.TextField(blank=True)
+    user_md_template = models.TextField(blank=True)
+    # {"provider_config": id|null, "provider": "offline"|"openai_compatible"|"anthropic",
+    #  "model": str, "parameters": {...}, "budget": {"max_steps", "max_tokens", "max_cost"}}
+    model_settings = models.JSONField(default=dict, blank=True)
+    # [{"package": "acme/crm-notes", "range": "^1.2"} | {"package": ..., "tag": "latest"}]
+    skills = models.JSONField(default=list, blank=True)
+    # {"<tool>": {"risk": "low|medium|high", "confirmation": "never|high_risk|always"}}
+    tool_permissions = models.JSONField(default=dict, blank=True)
+    # {"read_scopes": [...], "write_scopes": [...], "retention_days": int|null}
+    memory_policy = models.JSONField(default=dict, blank=True)
+    # {"<hook point>": [{"name": str, "enabled": bool, "config": {...}}, ...]}
+    hooks = models.JSONField(default=dict, blank=True)
+    # The governance policy chain this role runs under (the policy model lands separately).
+    governance_policy_ref = models.CharField(max_length=128, blank=True)
+    change_note = models.TextField(blank=True)
+    # Set when the version was drafted from uploaded documents (see services.template_generate).
+    generated_from = models.JSONField(default=dict, blank=True)
+
+    created_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    published_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["template", "-number"]
+        constraints = [
+            models.UniqueConstraint("template", "number", name="templateversion_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        # A published version never changes: the row in the database is checked, not the
+        # in-memory copy, so a stale object cannot sneak an edit past publishing.
+        if self.pk is not None:
+            stored = (
+                TemplateVersion.objects.filter(pk=self.pk).values_list("status", flat=True).first()
+            )
+            if stored == self.Status.PUBLISHED:
+                raise ImmutableVersion(
+                    "A published template version cannot be changed; create a new version."
+                )
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        if self.status == self.Status.PUBLISHED:
+            raise ImmutableVersion("A published template version cannot be deleted.")
+        return super().delete(*args, **kwargs)
+
+    def content(self) -> dict:
+        return {name: getattr(self, name) for name in self.CONTENT_FIELDS}
+
+
+class ModelProviderConfig(TenantModel):
+    """A model endpoint an organization uses; its API key is encrypted at rest."""
+
+    resource = "template"
+
+    class Kind(models.TextChoices):
+        OFFLINE = "offline", "Offline (deterministic, no network)"
+        OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
+        ANTHROPIC = "anthropic", "Anthropic"
+
+    name = models.CharField(max_length=150)
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    base_url = models.URLField(max_length=500, blank=True)
+    api_key = EncryptedTextField(blank=True)
+    default_model = models.CharField(max_length=200, blank=True)
+    parameters = models.JSONField(default=dict, blank=True)
+    # Prices per million tokens, for cost: {"input": "0.50", "output": "1.50"} (strings: exact).
+    prices = models.JSONField(default=dict, blank=True)
+    timeout_seconds = models.PositiveIntegerField(default=60)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "name", name="modelproviderconfig_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+
+class Deployment(TenantModel):
+    """A published template version sent to positions / departments / members and channels."""
+
+    resource = "deployment"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        ROLLING_OUT = "rolling_out", "Rolling out"
+        STOPPED = "stopped", "Stopped"
+
+    name = models.CharField(max_length=200)
+    template = models.ForeignKey(
+        AgentTemplate, on_delete=models.PROTECT, related_name="deployments"
+    )
+    version = models.ForeignKey(TemplateVersion, on_delete=models.PROTECT, related_name="+")
+    positions = models.ManyToManyField(Position, blank=True, related_name="+")
+    departments = models.ManyToManyField(Department, blank=True, related_name="+")
+    members = models.ManyToManyField(Member, blank=True, related_name="+")
+    channels = models.JSONField(default=list, blank=True)  # ["console", "feishu", ...]
+    policy = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    created_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        # There is no "deployment.view" permission: those who manage deployments or see every
+        # agent read them.
+        if permission == "deployment.view" and (
+            actor.has("deployment.manage") or actor.has("agent.view")
+        ):
+            return Q()
+        return None
+
+
+class Rollout(TenantModel):
+    """Moving a deployment's agents from one version to another, at once or by department."""
+
+    resource = "deployment"
+
+    class Strategy(models.TextChoices):
+        ALL_AT_ONCE = "all", "All at once"
+        BY_DEPARTMENT = "by_department", "Department by department"
+
+    class Status(models.TextChoices):
+        IN_PROGRESS = "in_progress", "In progress"
+        COMPLETED = "completed", "Completed"
+        ROLLED_BACK = "rolled_back", "Rolled back"
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="rollouts")
+    from_version = models.ForeignKey(TemplateVersion, on_delete=models.PROTECT, related_name="+")
+    to_version = models.ForeignKey(TemplateVersion, on_delete=models.PROTECT, related_name="+")
+    strategy = models.CharField(max_length=16, choices=Strategy.choices)
+    # Department ids in rollout order ([null] stands for members without a department).
+    department_order = models.JSONField(default=list, blank=True)
+    next_index = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IN_PROGRESS)
+    is_rollback = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return Deployment.grant_filter(actor, permission)
+
+
+class Agent(TenantModel):
+    """One member's agent from one deployment: its USER.md, memory scope and sessions."""
+
+    resource = "agent"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        STOPPED = "stopped", "Stopped"
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="agents")
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="agents")
+    version = models.ForeignKey(TemplateVersion, on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200)
+    user_md = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    stop_reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    # Usage totals, maintained by the runtime when a run finishes.
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.UniqueConstraint("deployment", "member", name="agent_unique_member")]
+        indexes = [models.Index(fields=["organization", "member", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.member_id})"
+
+    @property
+    def memory_scope_key(self) -> str:
+        return f"agent:{self.pk}"
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return _own_agents(actor, permission, "member_id")
+
+
+# --- runtime --------------------------------------------------------------------------------
+
+
+class Session(TenantModel):
+    """A conversation with an agent on one channel."""
+
+    resource = "agent"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=24, default="console")
+    external_id = models.CharField(max_length=191, blank=True)  # IM chat id, trigger id, …
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-last_activity_at"]
+        indexes = [models.Index(fields=["agent", "-last_activity_at"])]
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return _own_agents(actor, permission, "member_id")
+
+
+class Run(TenantModel):
+    """One task or turn of a session, executed step by step in a Celery worker."""
+
+    resource = "agent"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        WAITING = "waiting", "Waiting"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
+    version = models.ForeignKey(TemplateVersion, on_delete=models.PROTECT, related_name="+")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    depth = models.PositiveSmallIntegerField(default=0)
+    trace_id = models.CharField(max_length=32, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=24, default="message")  # message, event, delegation
+    input = models.JSONField(default=dict, blank=True)  # {"text": ..., "event": {...}}
+    output = models.JSONField(default=dict, blank=True)  # {"text": ...}
+    # What this run may do: tools, memory scopes, budget (narrowed by on_spawn for children).
+    grants = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    step_count = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["organization", "status"]),
+            models.Index(fields=["session", "created_at"]),
+            models.Index(fields=["root"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return _own_agents(actor, permission, "member_id")
+
+
+class Step(models.Model):
+    """One persisted unit of a run: a model call, a tool call, a hook or a wait.
+
+    Written as `started` before its work and `completed` with its output after; a re-executed
+    run replays completed steps from `output` and never performs them again.
+    """
+
+    class Kind(models.TextChoices):
+        MODEL_CALL = "model_call", "Model call"
+        TOOL_CALL = "tool_call", "Tool call"
+        HOOK = "hook", "Hook"
+        WAIT = "wait", "Wait"
+
+    class Status(models.TextChoices):
+        STARTED = "started", "Started"
+        WAITING = "waiting", "Waiting"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=100)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED)
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint("run", "index", name="step_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_key} {self.kind}:{self.name} ({self.status})"
+
+
+class ToolEffect(TenantModel):
+    """The record that a tool call's side effect happened, keyed by its idempotency key.
+
+    For side effects inside the database (an outbound message row, a task) the effect and
+    this record commit together, so a retried call returns the stored result instead.
+    """
+
+    resource = "agent"
+
+    key = models.CharField(max_length=100, unique=True)
+    tool = models.CharField(max_length=64)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+
+class Wait(TenantModel):
+    """A run paused on a confirmation or an external event, until resolved or expired."""
+
+    resource = "agent"
+
+    class Kind(models.TextChoices):
+        CONFIRMATION = "confirmation", "Confirmation"
+        EVENT = "event", "External event"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RESOLVED = "resolved", "Resolved"
+        EXPIRED = "expired", "Expired"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class OnTimeout(models.TextChoices):
+        FAIL = "fail", "Fail the run"
+        CONTINUE = "continue", "Continue with a timeout result"
+        CANCEL = "cancel", "Cancel the run"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="waits")
+    step = models.OneToOneField(Step, on_delete=models.CASCADE, related_name="wait")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # What resolves it: an event key ("invoice.approved:INV-7"), a confirmation id, …
+    key = models.CharField(max_length=191)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    deadline = models.DateTimeField(null=True, blank=True)
+    on_timeout = models.CharField(max_length=16, choices=OnTimeout.choices, default=OnTimeout.FAIL)
+    details = models.JSONField(default=dict, blank=True)  # what is awaited (tool call, event)
+    payload = models.JSONField(default=dict, blank=True)  # what resolved it
+    created_at = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["organization", "kind", "key", "status"]),
+            models.Index(
+                fields=["deadline"], condition=Q(status="pending"), name="wait_pending_deadline"
+            ),
+        ]
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return _own_agents(actor, permission, "run__member_id")
+
+
+class RunEvent(models.Model):
+    """What a run did, in order (by id: the SSE event id), for streaming and the console."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=24)  # status, step, delta, reply, error
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.kind}"
+
+
+# --- what built-in tools produce (until connectors and the task app land) -------------------
+
+
+class OutboundMessage(TenantModel):
+    """A message an agent sends to members or groups; connectors deliver it."""
+
+    resource = "agent"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    recipients = models.JSONField(default=list)  # [{"member": id} | {"group": "..."}]
+    text = models.TextField()
+    channel = models.CharField(max_length=24, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+
+class AgentTask(TenantModel):
+    """A task or reminder an agent created for its member."""
+
+    resource = "agent"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        DONE = "done", "Done"
+        CANCELLED = "cancelled", "Cancelled"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tasks")
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    title = models.CharField(max_length=300)
+    notes = models.TextField(blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["due_at", "id"]
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return _own_agents(actor, permission, "member_id")
+
+
+# --- event triggers -------------------------------------------------------------------------
+
+
+class EventTrigger(TenantModel):
+    """An inbound endpoint for a business system: signed events start runs."""
+
+    resource = "deployment"
+
+    name = models.CharField(max_length=150)
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="triggers")
+    # The member whose agent handles events, unless the event names one by `member_field`.
+    member = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    member_field = models.CharField(max_length=64, blank=True)  # e.g. "owner_email"
+    secret = EncryptedTextField()
+    tolerance_seconds = models.PositiveIntegerField(default=300)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        return Deployment.grant_filter(actor, permission)
+
+
+class TriggerEvent(TenantModel):
+    """One accepted inbound event (the unique event id makes replays no-ops)."""
+
+    resource = "deployment"
+
+    trigger = models.ForeignKey(EventTrigger, on_delete=models.CASCADE, related_name="events")
+    event_id = models.CharField(max_length=191)
+    payload = models.JSONField(default=dict)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at"]
+        constraints = [
+            models.UniqueConstraint("trigger", "event_id", name="triggerevent_unique_event")
+        ]

@@ -1,0 +1,165 @@
+"""The one model-provider interface: chat with tools, streaming deltas, token usage.
+
+Messages use one neutral shape, translated by each adapter:
+  {"role": "system" | "user", "content": str}
+  {"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments": dict}]}
+  {"role": "tool", "tool_call_id": str, "name": str, "content": str}
+Tools are {"name", "description", "parameters": <JSON schema>}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+
+class ProviderError(Exception):
+    """The model endpoint failed (network, status, malformed answer); the step may retry."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def cost(self, prices: dict | None) -> Decimal:
+        """Cost from prices per million tokens ({"input": "0.5", "output": "1.5"})."""
+        if not prices:
+            return Decimal(0)
+        million = Decimal(1_000_000)
+        return (
+            Decimal(str(prices.get("input", 0))) * self.input_tokens / million
+            + Decimal(str(prices.get("output", 0))) * self.output_tokens / million
+        ).quantize(Decimal("0.000001"))
+
+
+@dataclass
+class ChatResult:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str = ""
+    offline: bool = False
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "tool_calls": [call.as_dict() for call in self.tool_calls],
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
+            "model": self.model,
+            "finish_reason": self.finish_reason,
+            "offline": self.offline,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ChatResult:
+        return cls(
+            text=data.get("text", ""),
+            tool_calls=[ToolCall(**call) for call in data.get("tool_calls", [])],
+            usage=Usage(**data.get("usage", {})),
+            model=data.get("model", ""),
+            finish_reason=data.get("finish_reason", ""),
+            offline=data.get("offline", False),
+        )
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """A piece of a streamed answer; the last one carries the complete `result`."""
+
+    text: str = ""
+    result: ChatResult | None = None
+
+
+class ModelProvider:
+    """Base class: adapters implement `stream` (and may override `chat` for a non-stream call)."""
+
+    kind = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str = "",
+        api_key: str = "",
+        timeout: float = 60.0,
+        parameters: dict | None = None,
+    ):
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.parameters = parameters or {}
+
+    def stream(self, messages: list[dict], tools: list[dict], **params) -> Iterator[ChatDelta]:
+        raise NotImplementedError
+
+    def complete(self, messages: list[dict], tools: list[dict], **params) -> ChatResult:
+        result = None
+        for delta in self.stream(messages, tools, **params):
+            result = delta.result or result
+        if result is None:
+            raise ProviderError("the stream ended without a result")
+        return result
+
+    def chat(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        *,
+        stream: bool = False,
+        on_delta: Callable[[str], None] | None = None,
+        **params,
+    ) -> ChatResult:
+        params = {**self.parameters, **params}
+        if not stream:
+            return self.complete(messages, tools or [], **params)
+        result = None
+        for delta in self.stream(messages, tools or [], **params):
+            if delta.text and on_delta is not None:
+                on_delta(delta.text)
+            result = delta.result or result
+        if result is None:
+            raise ProviderError("the stream ended without a result")
+        return result
+
+
+def provider_for(model_settings: dict, config=None) -> ModelProvider:
+    """The provider for a template's model settings and an optional ModelProviderConfig."""
+    from cadre.agents.providers.anthropic import AnthropicProvider
+    from cadre.agents.providers.offline import OfflineProvider
+    from cadre.agents.providers.openai_compatible import OpenAICompatibleProvider
+
+    kind = config.kind if config is not None else model_settings.get("provider", "offline")
+    classes = {
+        "offline": OfflineProvider,
+        "openai_compatible": OpenAICompatibleProvider,
+        "anthropic": AnthropicProvider,
+    }
+    if kind not in classes:
+        raise ProviderError(f"unknown provider kind {kind!r}")
+    parameters = {**(config.parameters if config else {}), **model_settings.get("parameters", {})}
+    return classes[kind](
+        model=model_settings.get("model")
+        or (config.default_model if config else "")
+        or "offline-1",
+        base_url=config.base_url if config else "",
+        api_key=config.api_key if config else "",
+        timeout=float(config.timeout_seconds) if config else 60.0,
+        parameters=parameters,
+    )

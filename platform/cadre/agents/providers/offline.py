@@ -1,0 +1,223 @@
+"""The offline provider: deterministic, no network, every reply labelled "[offline model]".
+
+It answers from the assembled context (the lines of the system prompt that share the most
+words with the question) and emits tool calls by simple rules, so the platform — tools,
+confirmations, waits, delegation — can be demonstrated and tested without a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+
+from cadre.agents.providers.base import ChatDelta, ChatResult, ModelProvider, ToolCall, Usage
+
+LABEL = "[offline model]"
+_WORD = re.compile(r"[A-Za-z0-9_]{2,}|[\u3400-\u9fff]")
+_STOP = {
+    "the",
+    "and",
+    "for",
+    "you",
+    "are",
+    "what",
+    "who",
+    "how",
+    "about",
+    "with",
+    "that",
+    "this",
+    "does",
+    "did",
+    "have",
+    "has",
+    "from",
+    "into",
+    "can",
+    "please",
+    "tell",
+    "is",
+    "me",
+    "my",
+    "of",
+    "to",
+    "in",
+    "on",
+    "do",
+    "a",
+    "an",
+    "it",
+    "be",
+    "we",
+    "our",
+}
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - _STOP
+
+
+def _split_names(raw: str) -> list[str]:
+    parts = re.split(r"\s*(?:,|;|\band\b|、|和)\s*", raw.strip().rstrip(".!"))
+    return [part for part in (p.strip() for p in parts) if part]
+
+
+# (tool, pattern, arguments from the match) — checked in order against the user's message.
+RULES: list[tuple[str, re.Pattern, callable]] = [
+    (
+        "im_send",
+        re.compile(
+            r"^(?:please\s+)?(?:send|tell|message)\s+[\"“]?(?P<text>.+?)[\"”]?"
+            r"\s+to\s+(?P<to>.+)$",
+            re.I | re.S,
+        ),
+        lambda m: {"to": _split_names(m["to"]), "text": m["text"].strip()},
+    ),
+    (
+        "task_create",
+        re.compile(
+            r"^(?:please\s+)?remind me (?:to\s+)?(?P<title>.+?)"
+            r"(?:\s+(?:at|on|by)\s+(?P<due>\d{4}-\d{2}-\d{2}[T ]?[\d:]*))?$",
+            re.I | re.S,
+        ),
+        lambda m: {"title": m["title"].strip(), **({"due_at": m["due"]} if m["due"] else {})},
+    ),
+    (
+        "memory_write",
+        re.compile(r"^(?:please\s+)?remember(?:\s+that)?\s+(?P<content>.+)$", re.I | re.S),
+        lambda m: {"content": m["content"].strip()},
+    ),
+    (
+        "memory_search",
+        re.compile(
+            r"^(?:search memory for|recall|what do you (?:know|remember) "
+            r"about)\s+(?P<query>.+?)\??$",
+            re.I | re.S,
+        ),
+        lambda m: {"query": m["query"].strip()},
+    ),
+    (
+        "http_request",
+        re.compile(r"^(?:fetch|get)\s+(?P<url>https?://\S+)", re.I),
+        lambda m: {"method": "GET", "url": m["url"]},
+    ),
+    (
+        "await_event",
+        re.compile(
+            r"^wait for (?:event\s+)?(?P<key>\S+)"
+            r"(?:\s+for\s+(?P<seconds>\d+)\s*s(?:econds)?)?",
+            re.I,
+        ),
+        lambda m: {
+            "key": m["key"],
+            **({"timeout_seconds": int(m["seconds"])} if m["seconds"] else {}),
+        },
+    ),
+    (
+        "delegate",
+        re.compile(
+            r"^(?:ask|delegate to)\s+agent\s+(?P<agent>\d+)\s*[:,]?\s*"
+            r"(?P<message>.+)$",
+            re.I | re.S,
+        ),
+        lambda m: {"agent": int(m["agent"]), "message": m["message"].strip()},
+    ),
+]
+
+
+def _call_id(messages: list[dict], name: str) -> str:
+    digest = hashlib.sha256(
+        json.dumps([len(messages), name, messages[-1].get("content", "")]).encode()
+    ).hexdigest()
+    return f"call_{digest[:16]}"
+
+
+def _summarize_tool_result(message: dict) -> str:
+    try:
+        data = json.loads(message["content"])
+    except ValueError:
+        return f"{message.get('name', 'tool')}: {message['content'][:200]}"
+    name = message.get("name", "tool")
+    if isinstance(data, dict) and data.get("error"):
+        return f"{name} was not done: {data.get('message') or data['error']}"
+    if name == "memory_search" and isinstance(data, dict):
+        hits = data.get("memories", [])
+        if not hits:
+            return "I found nothing in memory about that."
+        return "From memory: " + " | ".join(hit.get("content", "")[:160] for hit in hits[:3])
+    if name == "delegate" and isinstance(data, dict) and "reply" in data:
+        return f"Agent {data.get('agent')} answered: {data['reply']}"
+    return f"{name} done: {json.dumps(data, ensure_ascii=False, sort_keys=True)[:300]}"
+
+
+def answer_from_context(question: str, context: str) -> str:
+    wanted = _words(question)
+    best: list[tuple[int, int, str]] = []
+    for order, line in enumerate(context.splitlines()):
+        text = line.strip().lstrip("#-*0123456789. ").strip()
+        if len(text) < 3:
+            continue
+        score = len(wanted & _words(text))
+        if score:
+            best.append((score, -order, text))
+    best.sort(reverse=True)
+    if not best:
+        return "I have nothing in my context about that."
+    lines = [text for _, _, text in best[:3]]
+    return "From my context: " + " / ".join(lines)
+
+
+class OfflineProvider(ModelProvider):
+    kind = "offline"
+
+    def decide(self, messages: list[dict], tools: list[dict]) -> ChatResult:
+        offered = {tool["name"] for tool in tools}
+        last = messages[-1] if messages else {"role": "user", "content": ""}
+        if last["role"] == "tool":
+            # Summarize every tool result since the last assistant turn.
+            results = []
+            for message in reversed(messages):
+                if message["role"] != "tool":
+                    break
+                results.append(_summarize_tool_result(message))
+            text = " ".join(reversed(results))
+            return self._reply(messages, f"{LABEL} {text}")
+        question = last.get("content", "") if last["role"] == "user" else ""
+        for name, pattern, arguments in RULES:
+            match = pattern.match(question.strip())
+            if match and name in offered:
+                call = ToolCall(id=_call_id(messages, name), name=name, arguments=arguments(match))
+                return self._reply(messages, "", [call])
+        context = "\n".join(m["content"] for m in messages if m["role"] == "system")
+        history = "\n".join(m.get("content", "") for m in messages[:-1] if m["role"] != "system")
+        return self._reply(
+            messages, f"{LABEL} {answer_from_context(question, context + chr(10) + history)}"
+        )
+
+    def _reply(
+        self, messages: list[dict], text: str, calls: list[ToolCall] | None = None
+    ) -> ChatResult:
+        prompt = sum(estimate_tokens(m.get("content") or "") for m in messages)
+        return ChatResult(
+            text=text,
+            tool_calls=calls or [],
+            usage=Usage(prompt, estimate_tokens(text) + 8 * len(calls or [])),
+            model=self.model or "offline-1",
+            finish_reason="tool_calls" if calls else "stop",
+            offline=True,
+        )
+
+    def complete(self, messages: list[dict], tools: list[dict], **params) -> ChatResult:
+        return self.decide(messages, tools)
+
+    def stream(self, messages: list[dict], tools: list[dict], **params) -> Iterator[ChatDelta]:
+        result = self.decide(messages, tools)
+        for piece in re.findall(r"\S+\s*", result.text):
+            yield ChatDelta(text=piece)
+        yield ChatDelta(result=result)

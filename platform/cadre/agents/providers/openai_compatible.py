@@ -1,0 +1,182 @@
+"""OpenAI-compatible chat completions (OpenAI, Azure, vLLM, Ollama, DeepSeek, Qwen endpoints)
+through the openai SDK with a base URL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import openai
+
+from cadre.agents.providers.base import (
+    ChatDelta,
+    ChatResult,
+    ModelProvider,
+    ProviderError,
+    ToolCall,
+    Usage,
+)
+
+# Parameters passed through to the endpoint; anything else in a template is ignored.
+_PASSED = {
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+}
+
+
+def to_openai_messages(messages: list[dict]) -> list[dict]:
+    converted = []
+    for message in messages:
+        role = message["role"]
+        if role == "assistant" and message.get("tool_calls"):
+            converted.append(
+                {
+                    "role": "assistant",
+                    "content": message.get("content") or None,
+                    "tool_calls": [
+                        {
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {
+                                "name": call["name"],
+                                "arguments": json.dumps(call["arguments"], ensure_ascii=False),
+                            },
+                        }
+                        for call in message["tool_calls"]
+                    ],
+                }
+            )
+        elif role == "tool":
+            converted.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message["tool_call_id"],
+                    "content": message["content"],
+                }
+            )
+        else:
+            converted.append({"role": role, "content": message.get("content", "")})
+    return converted
+
+
+def to_openai_tools(tools: list[dict]) -> list[dict]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _arguments(raw: str | None) -> dict:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_unparsed": raw}
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+class OpenAICompatibleProvider(ModelProvider):
+    kind = "openai_compatible"
+
+    def _client(self) -> openai.OpenAI:
+        return openai.OpenAI(
+            api_key=self.api_key or "not-needed",
+            base_url=self.base_url or None,
+            timeout=self.timeout,
+            max_retries=1,
+        )
+
+    def _request(self, messages, tools, params) -> dict:
+        request = {"model": self.model, "messages": to_openai_messages(messages)}
+        if tools:
+            request["tools"] = to_openai_tools(tools)
+        request.update({key: value for key, value in params.items() if key in _PASSED})
+        return request
+
+    def complete(self, messages: list[dict], tools: list[dict], **params) -> ChatResult:
+        try:
+            response = self._client().chat.completions.create(
+                **self._request(messages, tools, params)
+            )
+        except openai.OpenAIError as error:
+            raise ProviderError(f"openai-compatible endpoint: {error}") from error
+        if not response.choices:
+            raise ProviderError("openai-compatible endpoint: no choices in the answer")
+        choice = response.choices[0]
+        calls = [
+            ToolCall(
+                id=call.id, name=call.function.name, arguments=_arguments(call.function.arguments)
+            )
+            for call in (choice.message.tool_calls or [])
+        ]
+        usage = response.usage
+        return ChatResult(
+            text=choice.message.content or "",
+            tool_calls=calls,
+            usage=Usage(
+                usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
+            ),
+            model=response.model or self.model,
+            finish_reason=choice.finish_reason or "",
+        )
+
+    def stream(self, messages: list[dict], tools: list[dict], **params) -> Iterator[ChatDelta]:
+        request = self._request(messages, tools, params)
+        request["stream"] = True
+        request["stream_options"] = {"include_usage": True}
+        text: list[str] = []
+        calls: dict[int, dict] = {}
+        usage = Usage()
+        model, finish = self.model, ""
+        try:
+            for chunk in self._client().chat.completions.create(**request):
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = Usage(
+                        chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
+                    )
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        text.append(delta.content)
+                        yield ChatDelta(text=delta.content)
+                    for part in delta.tool_calls or []:
+                        slot = calls.setdefault(part.index, {"id": "", "name": "", "args": ""})
+                        if part.id:
+                            slot["id"] = part.id
+                        if part.function is not None:
+                            slot["name"] += part.function.name or ""
+                            slot["args"] += part.function.arguments or ""
+        except openai.OpenAIError as error:
+            raise ProviderError(f"openai-compatible endpoint: {error}") from error
+        yield ChatDelta(
+            result=ChatResult(
+                text="".join(text),
+                tool_calls=[
+                    ToolCall(id=slot["id"], name=slot["name"], arguments=_arguments(slot["args"]))
+                    for _, slot in sorted(calls.items())
+                ],
+                usage=usage,
+                model=model,
+                finish_reason=finish,
+            )
+        )

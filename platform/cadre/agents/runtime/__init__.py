@@ -1,0 +1,1 @@
+"""The agent runtime: step-persisting, resumable run execution, context assembly, waits."""

@@ -1,0 +1,114 @@
+"""Context assembly: AGENT.md, SOP, USER.md, skills, memories and recent turns, fitted to a
+token budget. Pure functions over already-loaded pieces (the runtime loads and records them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+try:
+    from cadre.memory.selectors import estimate_tokens
+except ImportError:  # pragma: no cover - the memory app is always installed in practice
+
+    def estimate_tokens(text: str) -> int:
+        return (len(text) + 3) // 4
+
+
+@dataclass
+class ContextPieces:
+    agent_md: str = ""
+    sop: str = ""
+    user_md: str = ""
+    skills: list[dict] = field(default_factory=list)  # {"name", "description", "body"?}
+    memories: list[dict] = field(default_factory=list)  # ranked {"id", "content", "scope"}
+    shared: list[dict] = field(default_factory=list)  # memories explicitly shared by a caller
+    sections: list[dict] = field(default_factory=list)  # extra {"title", "text"} from hooks
+    turns: list[dict] = field(default_factory=list)  # oldest first {"role", "content"}
+    input_text: str = ""
+
+
+def _truncate(text: str, tokens: int) -> str:
+    if estimate_tokens(text) <= tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # longest prefix within the budget
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text[:middle]) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + "\n[…truncated to fit the context budget]"
+
+
+def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
+    """Messages for the model within `budget_tokens`, and a report of what was kept.
+
+    Priority: AGENT.md and the input (always), USER.md, SOP, skill descriptions, shared
+    memories, retrieved memories by rank, skill bodies, then recent turns newest first; the
+    SOP is truncated rather than dropped when it alone does not fit.
+    """
+    used = estimate_tokens(pieces.agent_md) + estimate_tokens(pieces.input_text) + 16
+    report: dict = {"budget": budget_tokens, "dropped": {}}
+    blocks: list[tuple[int, str]] = [(0, pieces.agent_md)] if pieces.agent_md else []
+
+    def take(order: int, title: str, text: str, *, truncate: bool = False) -> bool:
+        nonlocal used
+        if not text:
+            return True
+        cost = estimate_tokens(text) + estimate_tokens(title) + 2
+        if used + cost > budget_tokens:
+            if not truncate or budget_tokens - used < 64:
+                return False
+            text = _truncate(text, budget_tokens - used - estimate_tokens(title) - 2)
+            cost = estimate_tokens(text) + estimate_tokens(title) + 2
+        used += cost
+        blocks.append((order, f"# {title}\n{text}"))
+        return True
+
+    if not take(1, "About the user (USER.md)", pieces.user_md):
+        report["dropped"]["user_md"] = 1
+    if not take(2, "Standard operating procedure (SOP)", pieces.sop, truncate=True):
+        report["dropped"]["sop"] = 1
+    descriptions = "\n".join(f"- {s['name']}: {s.get('description', '')}" for s in pieces.skills)
+    if not take(3, "Skills", descriptions):
+        report["dropped"]["skills"] = len(pieces.skills)
+    for order, (title, items, key) in enumerate(
+        [
+            ("Shared with you", pieces.shared, "shared"),
+            ("Relevant memories", pieces.memories, "memories"),
+        ],
+        start=4,
+    ):
+        kept = []
+        for item in items:
+            line = f"- [{item.get('scope', '')}#{item.get('id', '')}] {item['content']}"
+            cost = estimate_tokens(line) + 1
+            if used + cost > budget_tokens:
+                report["dropped"][key] = report["dropped"].get(key, 0) + 1
+                continue
+            used += cost
+            kept.append(line)
+        if kept:
+            used += estimate_tokens(title) + 2
+            blocks.append((order, f"# {title}\n" + "\n".join(kept)))
+        report[f"{key}_kept"] = len(kept)
+    for section in pieces.sections:
+        if not take(6, section.get("title", "Context"), section.get("text", "")):
+            report["dropped"]["sections"] = report["dropped"].get("sections", 0) + 1
+    for skill in pieces.skills:
+        if skill.get("body") and not take(7, f"Skill: {skill['name']}", skill["body"]):
+            report["dropped"]["skill_bodies"] = report["dropped"].get("skill_bodies", 0) + 1
+    turns: list[dict] = []
+    for turn in reversed(pieces.turns):
+        cost = estimate_tokens(turn["content"]) + 4
+        if used + cost > budget_tokens:
+            report["dropped"]["turns"] = len(pieces.turns) - len(turns)
+            break
+        used += cost
+        turns.insert(0, turn)
+    report["turns_kept"] = len(turns)
+    report["tokens"] = used
+    system = "\n\n".join(text for _, text in sorted(blocks, key=lambda block: block[0]))
+    messages = [{"role": "system", "content": system}] if system else []
+    messages += turns
+    messages.append({"role": "user", "content": pieces.input_text})
+    return messages, report

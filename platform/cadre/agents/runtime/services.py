@@ -1,0 +1,258 @@
+"""Write paths of the runtime: start, cancel and resume runs, deliver events, expire waits."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.agents.models import Agent, Deployment, Run, Session, Wait
+from cadre.agents.runtime.engine import emit, grants_for_version
+from cadre.errors import Conflict, InvalidInput, NotPermitted
+from cadre.governance import audit
+from cadre.observability import current_trace_id
+from cadre.tenancy.actors import Actor
+from cadre.tenancy.models import Member
+
+MAX_INPUT_CHARS = 32_000
+_FINISHED_KEY = re.compile(r"^run:(\d+):finished$")
+
+
+def enqueue(run_id: int) -> None:
+    """Execute the run in a worker once the current transaction commits."""
+    from cadre.agents.tasks import run_execute
+
+    transaction.on_commit(lambda: run_execute.apply_async((run_id,), queue=queue_name()))
+
+
+def queue_name() -> str:
+    from django.conf import settings
+
+    return getattr(settings, "CADRE_AGENT_QUEUE", "celery")
+
+
+def _check_can_run(actor: Actor, agent: Agent) -> None:
+    if agent.organization_id != getattr(actor.organization, "pk", None):
+        raise NotPermitted("That agent does not exist.")
+    if actor.kind == "system":
+        return
+    own = actor.member is not None and actor.member.pk == agent.member_id
+    if not (own and actor.has("chat.use")):
+        raise NotPermitted("You can only talk to your own agents.")
+
+
+def check_runnable(agent: Agent) -> None:
+    if agent.member.status != Member.Status.ACTIVE:
+        raise Conflict("The agent's member is deactivated.", code="member_deactivated")
+    if agent.status != Agent.Status.ACTIVE:
+        raise Conflict("This agent is stopped.", code="agent_stopped")
+    if agent.deployment.status == Deployment.Status.STOPPED:
+        raise Conflict("This agent's deployment is stopped.", code="agent_stopped")
+
+
+@transaction.atomic
+def run_start(
+    *,
+    actor: Actor,
+    agent: Agent,
+    text: str = "",
+    session: Session | None = None,
+    channel: str = "console",
+    event: dict | None = None,
+    trigger: str = "message",
+) -> Run:
+    """Accept a message (or an event) for an agent and queue its run."""
+    _check_can_run(actor, agent)
+    check_runnable(agent)
+    if not text.strip() and event is None:
+        raise InvalidInput("A message needs text.", details={"text": ["This field is required."]})
+    if len(text) > MAX_INPUT_CHARS:
+        raise InvalidInput(f"A message is limited to {MAX_INPUT_CHARS} characters.")
+    now = timezone.now()
+    if session is None:
+        session = Session.objects.create(
+            organization_id=agent.organization_id,
+            agent=agent,
+            member=agent.member,
+            channel=channel,
+            title=text[:80],
+        )
+    elif session.agent_id != agent.pk:
+        raise InvalidInput("That session belongs to another agent.")
+    else:
+        Session.objects.filter(pk=session.pk).update(last_activity_at=now)
+    run = Run.objects.create(
+        organization_id=agent.organization_id,
+        session=session,
+        agent=agent,
+        member_id=agent.member_id,
+        version_id=agent.version_id,
+        trace_id=current_trace_id() or uuid.uuid4().hex,
+        trigger=trigger,
+        input={"text": text, **({"event": event} if event is not None else {})},
+        grants=grants_for_version(agent.version),
+    )
+    Run.objects.filter(pk=run.pk).update(root_id=run.pk)
+    run.root_id = run.pk
+    emit(run.pk, "status", {"status": Run.Status.QUEUED})
+    enqueue(run.pk)
+    return run
+
+
+@transaction.atomic
+def run_cancel(*, actor: Actor, run: Run, reason: str = "") -> Run:
+    own = actor.member is not None and actor.member.pk == run.member_id and actor.has("chat.use")
+    if not (own or actor.has("deployment.manage") or actor.kind == "system"):
+        raise NotPermitted("You cannot cancel this run.")
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.is_terminal:
+        raise Conflict(f"The run is already {run.status}.", code="run_finished")
+    before = {"status": run.status}
+    run.status = Run.Status.CANCELLED
+    run.finished_at = timezone.now()
+    run.error = reason or "cancelled"
+    run.save(update_fields=["status", "finished_at", "error"])
+    run.waits.filter(status=Wait.Status.PENDING).update(
+        status=Wait.Status.CANCELLED, resolved_at=timezone.now()
+    )
+    emit(run.pk, "status", {"status": run.status})
+    audit.record(
+        actor=actor,
+        action="run.cancel",
+        target=run,
+        before=before,
+        after={"status": run.status},
+        reason=reason,
+    )
+    on_run_finished(run)
+    return run
+
+
+def _resolve(wait: Wait, payload: dict, status: str = Wait.Status.RESOLVED) -> bool:
+    """Resolve a pending wait (conditional: a wait is resolved once) and requeue its run."""
+    updated = Wait.objects.filter(pk=wait.pk, status=Wait.Status.PENDING).update(
+        status=status, payload=payload, resolved_at=timezone.now()
+    )
+    if not updated:
+        return False
+    Run.objects.filter(pk=wait.run_id, status=Run.Status.WAITING).update(status=Run.Status.QUEUED)
+    emit(wait.run_id, "resume", {"key": wait.key, "status": status})
+    enqueue(wait.run_id)
+    return True
+
+
+@transaction.atomic
+def run_resume(*, actor: Actor, run: Run, payload: dict, key: str | None = None) -> Wait:
+    """Resolve the run's pending wait (the one with `key`, or the only one) with `payload`.
+
+    The governance issue's confirmations call this with {"approved": bool, "reason": ...}.
+    """
+    waits = Wait.objects.select_for_update().filter(run=run, status=Wait.Status.PENDING)
+    if key is not None:
+        waits = waits.filter(key=key)
+    found = list(waits[:2])
+    if not found:
+        raise Conflict("The run is not waiting for that.", code="not_waiting")
+    if len(found) > 1:
+        raise InvalidInput("The run waits for several things: give the key.")
+    wait = found[0]
+    _resolve(wait, payload)
+    audit.record(
+        actor=actor,
+        action="run.resume",
+        target=run,
+        changes={"wait": wait.key, "kind": wait.kind, "payload_keys": sorted(payload)},
+        organization=run.organization,
+    )
+    return wait
+
+
+@transaction.atomic
+def event_deliver(*, actor: Actor, key: str, payload: dict) -> int:
+    """An external event arrived: resume every run of the organization waiting for `key`."""
+    waits = list(
+        Wait.objects.select_for_update().filter(
+            organization=actor.organization,
+            kind=Wait.Kind.EVENT,
+            key=key,
+            status=Wait.Status.PENDING,
+        )
+    )
+    resumed = sum(1 for wait in waits if _resolve(wait, payload))
+    if resumed:
+        audit.record(
+            actor=actor,
+            action="run.event_delivered",
+            target=("wait_key", key[:64]),
+            changes={"runs": [w.run_id for w in waits]},
+        )
+    return resumed
+
+
+def on_run_finished(run: Run) -> None:
+    """In the finishing transaction: wake a delegating parent, queue the after-run hooks."""
+    if run.parent_id is not None:  # only a delegating parent waits for a run
+        waits = Wait.objects.select_for_update().filter(
+            kind=Wait.Kind.EVENT, key=f"run:{run.pk}:finished", status=Wait.Status.PENDING
+        )
+        for wait in waits:
+            _resolve(wait, finished_payload(run))
+    if run.status == Run.Status.COMPLETED:
+        from cadre.agents.tasks import run_after
+
+        transaction.on_commit(lambda: run_after.apply_async((run.pk,), queue=queue_name()))
+
+
+def finished_payload(run: Run) -> dict:
+    return {"status": run.status, "reply": run.output.get("text", ""), "error": run.error}
+
+
+def early_resolution(wait: Wait) -> dict | None:
+    """A wait for something that already happened (a child run that finished first)."""
+    match = _FINISHED_KEY.match(wait.key)
+    if match:
+        child = Run.objects.filter(pk=int(match[1])).first()
+        if child is not None and child.is_terminal:
+            return finished_payload(child)
+    return None
+
+
+def waits_expire(now=None) -> int:
+    """Expire overdue waits and apply each one's timeout policy (the run resumes and decides)."""
+    now = now or timezone.now()
+    expired = 0
+    overdue = Wait.objects.filter(status=Wait.Status.PENDING, deadline__lte=now).values_list(
+        "pk", flat=True
+    )[:500]
+    for pk in list(overdue):
+        with transaction.atomic():
+            wait = (
+                Wait.objects.select_for_update(skip_locked=True)
+                .filter(pk=pk, status=Wait.Status.PENDING)
+                .first()
+            )
+            if wait is not None and _resolve(
+                wait, {"deadline": wait.deadline.isoformat()}, status=Wait.Status.EXPIRED
+            ):
+                expired += 1
+    return expired
+
+
+def runs_requeue_stale(*, older_than: timedelta = timedelta(minutes=10)) -> int:
+    """Queue again runs that are queued or running but idle (a lost message, a dead worker
+    whose task was not redelivered); executing twice is safe (advisory lock, replay)."""
+    cutoff = timezone.now() - older_than
+    stale = list(
+        Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .filter(created_at__lt=cutoff)
+        .exclude(heartbeat_at__gte=cutoff)
+        .values_list("pk", flat=True)[:500]
+    )
+    for pk in stale:
+        Run.objects.filter(pk=pk).update(heartbeat_at=timezone.now())
+        with transaction.atomic():
+            enqueue(pk)
+    return len(stale)

@@ -1,0 +1,357 @@
+"""Built-in tools: memory search/write, IM send, HTTP to allow-listed hosts, tasks, waits and
+delegation (the last two are handled by the runtime: they pause the run)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from cadre.agents.models import AgentTask, OutboundMessage
+from cadre.agents.tools.registry import Tool, register
+from cadre.tenancy.models import Member
+
+MANY_RECIPIENTS = 5  # more recipients than this (or any group) makes a message high risk
+
+
+class ToolFailed(Exception):
+    """The call could not be done (bad recipient, host not allowed…); the model is told why."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+def _memory_search(ctx, args: dict) -> dict:
+    try:
+        from cadre.memory.selectors import memory_search
+    except ImportError as error:  # the memory app is built in its own issue
+        raise ToolFailed("memory_unavailable", f"memory search is not available: {error}") from None
+    result = memory_search(
+        actor=ctx.actor,
+        query=args["query"],
+        top_k=int(args.get("top_k", 5)),
+        scope_keys=ctx.read_scope_keys(),
+        on_behalf_of={
+            "run_id": ctx.run.pk,
+            "step_id": ctx.step_index,
+            "trace_id": ctx.run.trace_id,
+        },
+        force=True,
+    )
+    return {
+        "memories": [
+            {
+                "id": hit.memory.pk,
+                "content": hit.memory.content,
+                "scope": hit.memory.scope_key,
+                "score": round(float(hit.score), 4),
+            }
+            for hit in result.hits
+        ]
+    }
+
+
+def _memory_write(ctx, args: dict) -> dict:
+    try:
+        from cadre.memory import services as memory_services
+    except ImportError as error:
+        raise ToolFailed(
+            "memory_unavailable", f"memory writing is not available: {error}"
+        ) from None
+    write = getattr(memory_services, "memory_write", None) or getattr(
+        memory_services, "memory_create", None
+    )
+    if write is None:
+        raise ToolFailed("memory_unavailable", "memory writing is not available yet")
+    scope = args.get("scope", "agent")
+    key = ctx.write_scope_key(scope)
+    if key is None:
+        raise ToolFailed("scope_denied", f"this agent may not write to the {scope!r} scope")
+    memory = write(
+        actor=ctx.actor,
+        content=args["content"],
+        scope_key=key,
+        source_kind="user_statement",
+        source_ref={"run_id": ctx.run.pk, "step": ctx.step_index, "tool_call": ctx.key},
+    )
+    memory = memory[0] if isinstance(memory, tuple) else memory
+    return {"memory_id": getattr(memory, "pk", None), "scope": key}
+
+
+register(
+    Tool(
+        name="memory_search",
+        description="Search the memories this agent may read.",
+        parameters={
+            "type": "object",
+            "required": ["query"],
+            "additionalProperties": False,
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": 2000},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 20},
+            },
+        },
+        risk="low",
+        side_effect="none",
+        handler=_memory_search,
+    )
+)
+register(
+    Tool(
+        name="memory_write",
+        description="Remember a fact, preference or requirement (scope: agent, user, position, "
+        "department or organization, as the template allows).",
+        parameters={
+            "type": "object",
+            "required": ["content"],
+            "additionalProperties": False,
+            "properties": {
+                "content": {"type": "string", "minLength": 1, "maxLength": 4000},
+                "scope": {
+                    "type": "string",
+                    "enum": ["agent", "user", "position", "department", "organization"],
+                },
+            },
+        },
+        risk="low",
+        side_effect="internal",
+        handler=_memory_write,
+    )
+)
+
+
+# --- IM -----------------------------------------------------------------------------------
+
+
+def _recipients_risk(args: dict) -> str:
+    to = args.get("to") or []
+    if len(to) > MANY_RECIPIENTS or any(str(item).startswith("group:") for item in to):
+        return "high"
+    return "low"
+
+
+def _resolve_recipients(ctx, names: list) -> list[dict]:
+    resolved = []
+    for item in names:
+        text = str(item).strip()
+        if text.startswith("group:"):
+            resolved.append({"group": text[6:]})
+            continue
+        condition = Q(display_name__iexact=text) | Q(email__iexact=text)
+        if text.isdigit():
+            condition |= Q(pk=int(text))
+        found = list(
+            Member.objects.filter(
+                organization_id=ctx.run.organization_id, status=Member.Status.ACTIVE
+            )
+            .filter(condition)
+            .values_list("pk", "display_name")[:2]
+        )
+        if len(found) != 1:
+            problem = "no active member" if not found else "more than one member"
+            raise ToolFailed("unknown_recipient", f"{problem} matches {text!r}")
+        resolved.append({"member": found[0][0], "name": found[0][1]})
+    return resolved
+
+
+def _im_send(ctx, args: dict) -> dict:
+    recipients = _resolve_recipients(ctx, args["to"])
+    message = OutboundMessage.objects.create(
+        organization_id=ctx.run.organization_id,
+        run=ctx.run,
+        agent=ctx.agent,
+        recipients=recipients,
+        text=args["text"],
+        channel=ctx.run.session.channel,
+        idempotency_key=ctx.key,
+    )
+    return {"message_id": message.pk, "recipients": recipients, "status": message.status}
+
+
+register(
+    Tool(
+        name="im_send",
+        description="Send an IM message to members (names, emails or ids) or groups "
+        "('group:<name>').",
+        parameters={
+            "type": "object",
+            "required": ["to", "text"],
+            "additionalProperties": False,
+            "properties": {
+                "to": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 200,
+                    "items": {"type": ["string", "integer"]},
+                },
+                "text": {"type": "string", "minLength": 1, "maxLength": 4000},
+            },
+        },
+        risk="medium",
+        side_effect="internal",
+        handler=_im_send,
+        risk_for=_recipients_risk,
+    )
+)
+
+
+# --- HTTP -----------------------------------------------------------------------------------
+
+
+def host_allowed(url: str, allowed: list[str]) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    host = parts.hostname.lower()
+    port = f":{parts.port}" if parts.port else ""
+    for entry in allowed:
+        entry = entry.lower()
+        if entry.startswith("."):
+            if host.endswith(entry) or host + port == entry[1:]:
+                return True
+        elif entry in (host, host + port):
+            return True
+    return False
+
+
+def _http_request(ctx, args: dict) -> dict:
+    import httpx
+
+    allowed = list(ctx.rule.get("allowed_hosts", []))
+    if not host_allowed(args["url"], allowed):
+        raise ToolFailed(
+            "host_not_allowed", f"{urlsplit(args['url']).hostname!r} is not an allowed host"
+        )
+    try:
+        response = httpx.request(
+            args.get("method", "GET"),
+            args["url"],
+            json=args.get("body"),
+            headers={"Idempotency-Key": ctx.key, "User-Agent": "Cadre-Agent/1"},
+            timeout=float(ctx.rule.get("timeout_seconds", 10)),
+            follow_redirects=False,
+        )
+    except httpx.HTTPError as error:
+        raise ToolFailed("http_error", str(error)) from None
+    return {"status": response.status_code, "body": response.text[:20000]}
+
+
+register(
+    Tool(
+        name="http_request",
+        description="Make an HTTP request to an allow-listed host.",
+        parameters={
+            "type": "object",
+            "required": ["url"],
+            "additionalProperties": False,
+            "properties": {
+                "method": {"type": "string", "enum": ["GET", "POST", "PUT"]},
+                "url": {"type": "string", "maxLength": 2000},
+                "body": {"type": ["object", "array", "null"]},
+            },
+        },
+        risk="medium",
+        side_effect="external",
+        handler=_http_request,
+    )
+)
+
+
+# --- tasks ----------------------------------------------------------------------------------
+
+
+def _task_create(ctx, args: dict) -> dict:
+    due = None
+    if args.get("due_at"):
+        due = parse_datetime(args["due_at"].replace(" ", "T"))
+        if due is None:
+            raise ToolFailed("bad_date", f"cannot read the date {args['due_at']!r}")
+        if timezone.is_naive(due):
+            due = timezone.make_aware(due, timezone.get_current_timezone())
+    task = AgentTask.objects.create(
+        organization_id=ctx.run.organization_id,
+        agent=ctx.agent,
+        member_id=ctx.run.member_id,
+        run=ctx.run,
+        title=args["title"][:300],
+        notes=args.get("notes", ""),
+        due_at=due,
+        idempotency_key=ctx.key,
+    )
+    return {
+        "task_id": task.pk,
+        "title": task.title,
+        "due_at": due.isoformat() if isinstance(due, datetime) else None,
+    }
+
+
+register(
+    Tool(
+        name="task_create",
+        description="Create a task or reminder for the member.",
+        parameters={
+            "type": "object",
+            "required": ["title"],
+            "additionalProperties": False,
+            "properties": {
+                "title": {"type": "string", "minLength": 1, "maxLength": 300},
+                "notes": {"type": "string", "maxLength": 4000},
+                "due_at": {"type": "string"},
+            },
+        },
+        risk="low",
+        side_effect="internal",
+        handler=_task_create,
+    )
+)
+
+
+# --- control tools (the runtime pauses the run) -----------------------------------------------
+
+register(
+    Tool(
+        name="await_event",
+        description="Pause until an external event with this key arrives (or the timeout passes).",
+        parameters={
+            "type": "object",
+            "required": ["key"],
+            "additionalProperties": False,
+            "properties": {
+                "key": {"type": "string", "minLength": 1, "maxLength": 180},
+                "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 30 * 86400},
+                "on_timeout": {"type": "string", "enum": ["fail", "continue", "cancel"]},
+            },
+        },
+        risk="low",
+        side_effect="none",
+        control=True,
+    )
+)
+register(
+    Tool(
+        name="delegate",
+        description="Ask another agent (by id) to do something; its answer comes back to you. "
+        "Only the message and the memories you list are shared.",
+        parameters={
+            "type": "object",
+            "required": ["agent", "message"],
+            "additionalProperties": False,
+            "properties": {
+                "agent": {"type": "integer"},
+                "message": {"type": "string", "minLength": 1, "maxLength": 8000},
+                "share_memories": {"type": "array", "maxItems": 20, "items": {"type": "integer"}},
+            },
+        },
+        risk="medium",
+        side_effect="internal",
+        control=True,
+    )
+)

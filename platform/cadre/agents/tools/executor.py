@@ -1,0 +1,170 @@
+"""Executing a model's tool call inside a run: permission, arguments, confirmation, effect.
+
+Every call is checked against the run's grants (the template's allow-list, narrowed for
+subagents) — a denied call is audited and the model is told it was refused. Side effects are
+keyed by the step's idempotency key in ToolEffect: an internal effect and its record commit
+together (exactly once); a retried call returns the recorded result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jsonschema
+from django.db import IntegrityError, transaction
+
+from cadre.agents.models import Step, ToolEffect
+from cadre.agents.providers.base import ToolCall
+from cadre.agents.tools import registry
+from cadre.agents.tools.builtins import ToolFailed
+from cadre.governance import audit
+
+
+@dataclass
+class ToolContext:
+    """What a tool handler sees: the run, its agent and actor, the key and the template rule."""
+
+    runtime: object  # the RunContext
+    key: str
+    rule: dict
+    step_index: int
+
+    @property
+    def run(self):
+        return self.runtime.run
+
+    @property
+    def agent(self):
+        return self.runtime.agent
+
+    @property
+    def actor(self):
+        return self.runtime.actor
+
+    def read_scope_keys(self) -> list[str]:
+        return self.runtime.read_scope_keys()
+
+    def write_scope_key(self, scope: str) -> str | None:
+        return self.runtime.write_scope_key(scope)
+
+
+def refusal(code: str, message: str) -> dict:
+    return {"error": code, "message": message}
+
+
+def _denied(ctx, call: ToolCall, reason: str) -> dict:
+    def perform(step: Step) -> dict:
+        audit.record(
+            actor=ctx.actor,
+            action="tool.denied",
+            target=("run", ctx.run.pk),
+            organization=ctx.run.organization,
+            changes={"tool": call.name, "step": step.index, "reason": reason},
+        )
+        return refusal("denied", reason)
+
+    return ctx.step(Step.Kind.TOOL_CALL, call.name, {"arguments": call.arguments}, perform)
+
+
+def _invalid(ctx, call: ToolCall, message: str) -> dict:
+    return ctx.step(
+        Step.Kind.TOOL_CALL,
+        call.name,
+        {"arguments": call.arguments},
+        lambda step: refusal("invalid_arguments", message),
+    )
+
+
+def perform_effect(tool, tool_ctx: ToolContext, arguments: dict) -> dict:
+    """Run a tool handler once per idempotency key."""
+    organization_id = tool_ctx.run.organization_id
+    recorded = ToolEffect.objects.filter(key=tool_ctx.key).values_list("result", flat=True).first()
+    if recorded is not None:
+        return {**recorded, "replayed": True}
+    if tool.side_effect == "none":
+        try:
+            return tool.handler(tool_ctx, arguments)
+        except ToolFailed as failed:
+            return refusal(failed.code, failed.message)
+    try:
+        with transaction.atomic():
+            result = tool.handler(tool_ctx, arguments)
+            ToolEffect.objects.create(
+                organization_id=organization_id, key=tool_ctx.key, tool=tool.name, result=result
+            )
+    except ToolFailed as failed:
+        return refusal(failed.code, failed.message)
+    except IntegrityError:
+        # Another attempt recorded the effect first (its own rows rolled back with ours).
+        recorded = (
+            ToolEffect.objects.filter(key=tool_ctx.key).values_list("result", flat=True).first()
+        )
+        if recorded is None:
+            raise
+        return {**recorded, "replayed": True}
+    return result
+
+
+def handle_tool_call(ctx, call: ToolCall) -> dict:
+    """Check, confirm if needed, and perform one tool call as persisted step(s)."""
+    from cadre.agents.runtime import delegation
+
+    tool = registry.get(call.name)
+    rule = ctx.grants.get("tools", {}).get(call.name)
+    if tool is None:
+        return _denied(ctx, call, f"there is no tool named {call.name!r}")
+    if rule is None:
+        return _denied(ctx, call, f"this agent is not allowed to use {call.name!r}")
+    try:
+        jsonschema.validate(call.arguments, tool.parameters)
+    except jsonschema.ValidationError as error:
+        return _invalid(ctx, call, error.message)
+
+    risk = tool.risk_of(call.arguments, rule.get("risk"))
+    policy = rule.get("confirmation", "never")
+    if policy == "always" or (policy == "high_risk" and risk == "high"):
+        decision = ctx.wait(
+            "confirmation",
+            None,
+            {"tool": call.name, "arguments": call.arguments, "risk": risk},
+            timeout_seconds=int(rule.get("confirmation_timeout_seconds", 24 * 3600)),
+            on_timeout=rule.get("on_timeout", "continue"),
+        )
+        if decision.get("timeout"):
+            return ctx.step(
+                Step.Kind.TOOL_CALL,
+                call.name,
+                {"arguments": call.arguments},
+                lambda step: refusal("not_confirmed", "the confirmation timed out"),
+            )
+        if not decision.get("approved"):
+            return ctx.step(
+                Step.Kind.TOOL_CALL,
+                call.name,
+                {"arguments": call.arguments},
+                lambda step: refusal(
+                    "rejected", decision.get("reason") or "the action was rejected"
+                ),
+            )
+
+    if call.name == "await_event":
+        payload = ctx.wait(
+            "event",
+            call.arguments["key"],
+            {"tool": "await_event", "key": call.arguments["key"]},
+            timeout_seconds=int(call.arguments.get("timeout_seconds", 24 * 3600)),
+            on_timeout=call.arguments.get("on_timeout", "continue"),
+        )
+        return {"event": payload}
+    if call.name == "delegate":
+        return delegation.delegate(ctx, call, rule)
+
+    def perform(step: Step) -> dict:
+        tool_ctx = ToolContext(
+            runtime=ctx, key=step.idempotency_key, rule=rule, step_index=step.index
+        )
+        return perform_effect(tool, tool_ctx, call.arguments)
+
+    return ctx.step(
+        Step.Kind.TOOL_CALL, call.name, {"arguments": call.arguments, "risk": risk}, perform
+    )

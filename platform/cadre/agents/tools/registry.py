@@ -1,0 +1,69 @@
+"""The tool registry: name, JSON-schema parameters, risk level and side-effect class.
+
+`side_effect` says what a retried call could repeat: "none" (reads), "internal" (rows in this
+database, written in the same transaction as the idempotency record, so exactly once) and
+"external" (another system: the idempotency key is sent along, e.g. as an Idempotency-Key
+header, and the call is recorded as soon as it returns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+RISKS = ("low", "medium", "high")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict
+    risk: str = "low"
+    side_effect: str = "none"  # none | internal | external
+    handler: Callable | None = None
+    # Risk that depends on the arguments (e.g. many recipients = high); never lowers `risk`.
+    risk_for: Callable[[dict], str] | None = None
+    # Handled by the runtime itself (pauses the run): await_event, delegate.
+    control: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def spec(self) -> dict:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def risk_of(self, arguments: dict, template_risk: str | None = None) -> str:
+        levels = [self.risk, template_risk or "low"]
+        if self.risk_for is not None:
+            levels.append(self.risk_for(arguments))
+        return max(levels, key=RISKS.index)
+
+
+_REGISTRY: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    if tool.name in _REGISTRY and _REGISTRY[tool.name] is not tool:
+        raise ValueError(f"tool {tool.name!r} is already registered")
+    if tool.risk not in RISKS:
+        raise ValueError(f"tool {tool.name!r}: risk must be one of {RISKS}")
+    _REGISTRY[tool.name] = tool
+    return tool
+
+
+def _load_builtins() -> None:
+    from cadre.agents.tools import builtins  # noqa: F401  (registers on import)
+
+
+def get(name: str) -> Tool | None:
+    _load_builtins()
+    return _REGISTRY.get(name)
+
+
+def tool_names() -> set[str]:
+    _load_builtins()
+    return set(_REGISTRY)
+
+
+def all_tools() -> list[Tool]:
+    _load_builtins()
+    return sorted(_REGISTRY.values(), key=lambda tool: tool.name)

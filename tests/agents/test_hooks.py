@@ -1,0 +1,174 @@
+"""Hooks: per-template order, enable/disable, async hooks after the run, on_spawn narrowing,
+and the built-in memory retrieval feeding the context (with its ContextRecord)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cadre.agents import services
+from cadre.agents.hooks.registry import hook, hooks_for
+from cadre.agents.models import Run, Step
+from cadre.agents.runtime import delegation, engine
+from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.after import run_after_hooks
+from cadre.tenancy.actors import member_actor
+from tests.agents.conftest import publish
+
+pytestmark = pytest.mark.django_db
+
+CALLS: list[str] = []
+
+
+@hook("on_init", "test_first", default=False)
+def _first(ctx, config):
+    CALLS.append("first")
+    return {"seen": ctx.input_text}
+
+
+@hook("on_init", "test_second", default=False)
+def _second(ctx, config):
+    CALLS.append(f"second:{config.get('flag')}")
+    return {}
+
+
+@hook("assemble_context", "test_section", default=False)
+def _section(ctx, config):
+    return {"sections": [{"title": "Account notes", "text": "ACME renews in March."}]}
+
+
+@hook("post_process", "test_after", default=False)
+def _after(run, config):
+    CALLS.append(f"after:{run.pk}")
+    return {"ok": True}
+
+
+@hook("on_spawn", "test_greedy", default=False)
+def _greedy(parent_run, requested, config):
+    """Asks for everything: the runtime must cut it down to the parent's grants."""
+    return {
+        "tools": {name: {"risk": "low", "confirmation": "never"}
+                  for name in ("http_request", "im_send", "task_create", "memory_write")},
+        "read_scopes": ["agent", "user", "position", "department", "organization"],
+        "write_scopes": ["agent", "user", "organization"],
+        "budget": {"max_steps": 10_000, "max_tokens": 10**9},
+    }
+
+
+def _agent_with_hooks(owner, bob, hooks, code="hooked", **content):
+    template = services.template_create(actor=owner, name="Hooked", code=code, hooks=hooks,
+                                        **content)
+    publish(owner, template.versions.get())
+    return services.deployment_create(actor=owner, name=code, template=template,
+                                      members=[bob]).agents.get()
+
+
+def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
+    CALLS.clear()
+    agent = _agent_with_hooks(owner, bob, {
+        "on_init": [{"name": "test_second", "config": {"flag": 1}},
+                    {"name": "test_first"},
+                    {"name": "input_policy", "enabled": False}],
+        "assemble_context": [{"name": "test_section"},
+                             {"name": "memory_retrieval", "enabled": False}],
+        "post_process": [{"name": "test_after"}],
+    })
+    run = runtime.run_start(actor=member_actor(bob), agent=agent, text="when does ACME renew?")
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    assert CALLS == ["second:1", "first"]
+    names = list(run.steps.order_by("index").values_list("name", flat=True))
+    assert names == ["on_init:test_second", "on_init:test_first", "assemble_context:base",
+                     "assemble_context:test_section", "model"]
+    assert run.steps.get(name="on_init:test_first").output == {"seen": "when does ACME renew?"}
+    run.refresh_from_db()
+    assert "ACME renews in March" in run.output["text"]
+    # The async hooks (Celery after the run) are steps too, and run once.
+    assert run_after_hooks(run.pk) == ["process_memory:memory_write", "post_process:test_after"]
+    assert run_after_hooks(run.pk) == []
+    assert CALLS[-1] == f"after:{run.pk}"
+    assert run.steps.get(name="post_process:test_after").status == Step.Status.COMPLETED
+
+
+def test_unconfigured_points_run_the_default_hooks():
+    assert [h.name for h, _ in hooks_for({}, "on_init")] == ["input_policy"]
+    assert [h.name for h, _ in hooks_for({}, "assemble_context")] == ["memory_retrieval"]
+    assert [h.name for h, _ in hooks_for({"on_init": []}, "on_init")] == []
+
+
+def test_crash_inside_a_hook_step_replays_earlier_hooks_once(owner, bob):
+    CALLS.clear()
+    agent = _agent_with_hooks(owner, bob, {
+        "on_init": [{"name": "test_first"}, {"name": "test_second"}],
+        "assemble_context": [{"name": "memory_retrieval", "enabled": False}],
+    })
+    run = runtime.run_start(actor=member_actor(bob), agent=agent, text="hi")
+    with engine.crash_after("hook", "on_init:test_second"), pytest.raises(engine.SimulatedCrash):
+        engine.run_execute(run.pk)
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    assert CALLS == ["first", "second:None", "second:None"]  # the completed one ran once
+
+
+def test_on_spawn_cannot_widen_the_childs_grants(owner, bob, alice, deployment):
+    parent_agent = _agent_with_hooks(
+        owner, bob, {"on_spawn": [{"name": "test_greedy"}],
+                     "assemble_context": [{"name": "memory_retrieval", "enabled": False}]},
+        code="parent",
+        tool_permissions={"task_create": {"risk": "low", "confirmation": "never"},
+                          "delegate": {}},
+        memory_policy={"read_scopes": ["agent"], "write_scopes": []},
+        model_settings={"budget": {"max_steps": 4, "max_tokens": 5000}},
+    )
+    parent = runtime.run_start(actor=member_actor(bob), agent=parent_agent, text="x")
+    target = deployment.agents.get(member=alice)  # im_send, task_create, … agent, user scopes
+    grants = delegation.child_grants(parent, target)
+    assert set(grants["tools"]) == {"task_create"}  # parent ∩ hook ∩ child's template
+    assert grants["read_scopes"] == ["agent"] and grants["write_scopes"] == []
+    assert grants["budget"]["max_steps"] <= 4 and grants["budget"]["max_tokens"] <= 5000
+
+
+def test_narrowing_keeps_the_stricter_rule():
+    parent = {"tools": {"im_send": {"risk": "high", "confirmation": "always"},
+                        "http_request": {"allowed_hosts": ["a.test"]}},
+              "read_scopes": ["agent"], "write_scopes": [], "budget": {"max_steps": 3}}
+    child = engine.narrow_grants(parent, {
+        "tools": {"im_send": {"risk": "low", "confirmation": "never"},
+                  "http_request": {"allowed_hosts": ["a.test", "b.test"]}},
+        "read_scopes": ["agent", "organization"], "budget": {"max_steps": 50},
+    })
+    assert child["tools"]["im_send"] == {"risk": "high", "confirmation": "always"}
+    assert child["tools"]["http_request"]["allowed_hosts"] == ["a.test"]
+    assert child["read_scopes"] == ["agent"] and child["budget"] == {"max_steps": 3}
+
+
+def test_memory_retrieval_puts_memories_in_context_and_records_them(owner, bob, org_a):
+    from cadre.memory.dedup import content_hash
+    from cadre.memory.models import ContextRecord, Memory
+    from cadre.memory.text import lexical_document
+
+    content = "Bob prefers oolong tea at customer meetings."
+    Memory.objects.create(organization=org_a, scope="user", scope_id=bob.pk,
+                          scope_key=f"user:{bob.pk}", content=content,
+                          search_text=lexical_document(content),
+                          content_hash=content_hash(content))
+    agent = _agent_with_hooks(owner, bob, {}, code="mem",
+                              memory_policy={"read_scopes": ["agent", "user"]})
+    run = runtime.run_start(actor=member_actor(bob), agent=agent,
+                            text="Which tea does Bob prefer at meetings?")
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    retrieval = run.steps.get(name="assemble_context:memory_retrieval").output
+    assert [m["content"] for m in retrieval["memories"]] == [content]
+    system = run.steps.get(kind="model_call").input["messages"][0]["content"]
+    assert content in system
+    record = ContextRecord.objects.get(pk=retrieval["context_record"])
+    assert record.run_id == str(run.pk) and record.items.count() == 1
+
+
+def test_memory_retrieval_with_empty_scopes_still_records_the_context(owner, bob):
+    from cadre.memory.models import ContextRecord
+
+    agent = _agent_with_hooks(owner, bob, {}, code="empty-mem")
+    run = runtime.run_start(actor=member_actor(bob), agent=agent, text="anything about ACME?")
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    retrieval = run.steps.get(name="assemble_context:memory_retrieval").output
+    assert retrieval["memories"] == []
+    record = ContextRecord.objects.get(pk=retrieval["context_record"])
+    assert record.run_id == str(run.pk) and record.items.count() == 0
