@@ -174,7 +174,11 @@ from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa:
 CELERY_BEAT_SCHEDULE: dict = {
     **MEMORY_BEAT_SCHEDULE,
     "connectors-prune": {"task": "connectors.tasks.inbound_events_prune", "schedule": 86400},
+    "agents-waits-expire": {"task": "cadre.agents.tasks.waits_expire", "schedule": 60.0},
+    "agents-runs-requeue": {"task": "cadre.agents.tasks.runs_requeue_stale", "schedule": 300.0},
 }
+# The Celery queue agent runs are sent to (a separate worker pool can serve it).
+CADRE_AGENT_QUEUE = env_str("CADRE_AGENT_QUEUE", "celery")
 CELERY_TIMEZONE = "UTC"
 
 # --- Django -------------------------------------------------------------------------------

@@ -44,6 +44,14 @@ def scope_key(scope: str, scope_id: int | None = None) -> str:
     return scope if scope == Scope.ORGANIZATION else f"{scope}:{scope_id}"
 
 
+def scope_parts(key: str) -> tuple[str, int | None]:
+    """The inverse of scope_key: 'agent:12' -> ('agent', 12), 'organization' -> (..., None)."""
+    scope, _, scope_id = key.partition(":")
+    if scope not in Scope.values:
+        raise ValueError(f"unknown memory scope in {key!r}")
+    return scope, int(scope_id) if scope_id else None
+
+
 class Memory(TenantModel):
     resource = "memory"
 
@@ -100,10 +108,14 @@ class Memory(TenantModel):
             models.Index(fields=["organization", "scope_key", "status"]),
             models.Index(fields=["organization", "content_hash"]),
             models.Index(fields=["organization", "kind"]),
-            models.Index(fields=["organization", "scope_key", "content_hash"],
-                         name="memory_scope_hash_idx"),
-            models.Index(fields=["expires_at"], condition=models.Q(expires_at__isnull=False),
-                         name="memory_expires_idx"),
+            models.Index(
+                fields=["organization", "scope_key", "content_hash"], name="memory_scope_hash_idx"
+            ),
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(expires_at__isnull=False),
+                name="memory_expires_idx",
+            ),
             GinIndex(fields=["tags"], name="memory_tags_gin"),
             GinIndex(SearchVector("search_text", config="simple"), name="memory_search_gin"),
         ]

@@ -604,6 +604,10 @@ def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Memb
     member.deactivated_at = timezone.now()
     member.save(update_fields=["status", "deactivated_at"])
     member.invitations.filter(accepted_at=None, revoked_at=None).update(revoked_at=timezone.now())
+    # Their agents stop at once: open runs are cancelled and no new run starts.
+    from cadre.agents.services import agents_stop_for_member
+
+    agents_stop_for_member(actor=actor, member=member, reason=reason or "member deactivated")
     audit.record(
         actor=actor,
         action="member.deactivate",

@@ -91,25 +91,23 @@ def memory_retrieval(ctx, config: dict) -> dict:
     "them with provenance under the agent's writable scopes.",
 )
 def memory_write(run, config: dict) -> dict:
-    try:
-        from cadre.memory import services as memory_services
-    except ImportError:
-        return {"written": 0, "skipped": "memory services not installed"}
-    ingest = getattr(memory_services, "memory_ingest_turn", None)
-    if ingest is None:
-        return {"written": 0, "skipped": "memory services have no memory_ingest_turn"}
     from cadre.agents.runtime.engine import agent_actor
+    from cadre.memory import services as memory_services
+    from cadre.memory.models import scope_parts
 
-    written = ingest(
+    scope, scope_id = scope_parts(config.get("scope_key") or run.agent.memory_scope_key)
+    written = memory_services.memory_add_from_messages(
         actor=agent_actor(run.agent),
         messages=[
             {"role": "user", "content": run.input.get("text", "")},
             {"role": "assistant", "content": run.output.get("text", "")},
         ],
-        scope_key=config.get("scope_key") or run.agent.memory_scope_key,
+        scope=scope,
+        scope_id=scope_id,
+        conversation_id=str(run.session_id),
         source_ref={"run_id": run.pk, "session_id": run.session_id, "trace_id": run.trace_id},
     )
-    return {"written": len(written or [])}
+    return {"written": len(written), "extractor": getattr(written, "extractor", "")}
 
 
 @hook(

@@ -395,7 +395,7 @@ class RunContext:
                     input=details,
                     status=Step.Status.WAITING,
                 )
-                Wait.objects.create(
+                wait = Wait.objects.create(
                     organization_id=self.run.organization_id,
                     run_id=self.run.pk,
                     step=step,
@@ -405,6 +405,13 @@ class RunContext:
                     deadline=timezone.now() + timedelta(seconds=timeout_seconds),
                     on_timeout=on_timeout,
                 )
+                if kind == Wait.Kind.CONFIRMATION:
+                    # Deciders get the confirmation as an IM card where a connector serves them.
+                    from connectors.tasks import confirmation_cards_send
+
+                    transaction.on_commit(
+                        lambda pk=wait.pk: confirmation_cards_send.delay(f"wait:{pk}")
+                    )
             self.steps[index] = step
             emit(
                 self.run.pk,

@@ -28,6 +28,9 @@ def enqueue(run_id: int) -> None:
     transaction.on_commit(lambda: run_execute.apply_async((run_id,), queue=queue_name()))
 
 
+IM_CHANNELS = ("feishu", "wecom", "dingtalk", "slack", "webhook")
+
+
 def queue_name() -> str:
     from django.conf import settings
 
@@ -204,6 +207,10 @@ def on_run_finished(run: Run) -> None:
         from cadre.agents.tasks import run_after
 
         transaction.on_commit(lambda: run_after.apply_async((run.pk,), queue=queue_name()))
+        if run.session.channel in IM_CHANNELS:
+            from connectors.tasks import deliver_run_reply
+
+            transaction.on_commit(lambda: deliver_run_reply.delay(run.pk))
 
 
 def finished_payload(run: Run) -> dict:

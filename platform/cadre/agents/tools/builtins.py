@@ -60,30 +60,26 @@ def _memory_search(ctx, args: dict) -> dict:
 
 
 def _memory_write(ctx, args: dict) -> dict:
-    try:
-        from cadre.memory import services as memory_services
-    except ImportError as error:
-        raise ToolFailed(
-            "memory_unavailable", f"memory writing is not available: {error}"
-        ) from None
-    write = getattr(memory_services, "memory_write", None) or getattr(
-        memory_services, "memory_create", None
-    )
-    if write is None:
-        raise ToolFailed("memory_unavailable", "memory writing is not available yet")
+    from cadre.memory import services as memory_services
+    from cadre.memory.models import scope_parts
+
     scope = args.get("scope", "agent")
     key = ctx.write_scope_key(scope)
     if key is None:
         raise ToolFailed("scope_denied", f"this agent may not write to the {scope!r} scope")
-    memory = write(
+    scope_name, scope_id = scope_parts(key)
+    memory = memory_services.memory_add(
         actor=ctx.actor,
+        scope=scope_name,
+        scope_id=scope_id,
+        kind=args.get("kind", "fact"),
         content=args["content"],
-        scope_key=key,
-        source_kind="user_statement",
+        # The model chose to remember it: an inference, ranked below the user's own words.
+        source_kind="model_inference",
         source_ref={"run_id": ctx.run.pk, "step": ctx.step_index, "tool_call": ctx.key},
+        conversation_id=str(ctx.run.session_id),
     )
-    memory = memory[0] if isinstance(memory, tuple) else memory
-    return {"memory_id": getattr(memory, "pk", None), "scope": key}
+    return {"memory_id": memory.pk, "scope": key}
 
 
 register(
@@ -118,6 +114,10 @@ register(
                 "scope": {
                     "type": "string",
                     "enum": ["agent", "user", "position", "department", "organization"],
+                },
+                "kind": {
+                    "type": "string",
+                    "enum": ["fact", "preference", "requirement", "experience", "summary"],
                 },
             },
         },
