@@ -94,7 +94,7 @@ def test_outsider_gets_404_for_other_org_pages(alice, charlie, browser):
     [
         ("templates", "business_admin", None),
         ("policies", "it_admin", "business_admin"),
-        ("memory", "auditor", "employee"),
+        ("hub", "auditor", None),
     ],
 )
 def test_future_areas_describe_themselves_to_permitted_roles(

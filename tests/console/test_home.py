@@ -39,7 +39,8 @@ def test_employee_overview_has_no_admin_figures(bob, browser):
 def test_overview_lists_future_areas_as_not_built(alice, browser):
     page = browser(alice).get(reverse("console:home")).content.decode()
     assert "Coming to this console" in page
-    assert reverse("console:area", args=["memory"]) in page
+    assert reverse("console:area", args=["hub"]) in page
+    assert reverse("console:area", args=["memory"]) not in page  # built: no longer "coming"
     assert "not built yet" in page
 
 

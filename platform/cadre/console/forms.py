@@ -343,3 +343,50 @@ class InvitationAcceptForm(forms.Form):
         if data.get("password") and data.get("password") != data.get("password_confirm"):
             self.add_error("password_confirm", "The two passwords differ.")
         return data
+
+
+class MemoryFilterForm(forms.Form):
+    """Filters of the memory list; the scope choices are the scopes the actor may read."""
+
+    q = forms.CharField(required=False, max_length=200, label="Text")
+    scope = forms.ChoiceField(required=False, label="Scope")
+    kind = forms.ChoiceField(required=False, label="Kind")
+    source = forms.ChoiceField(required=False, label="Source")
+    status = forms.ChoiceField(required=False, label="Status")
+    since = forms.DateField(
+        required=False, label="Observed from", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="Observed to", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+    def __init__(self, *args, scope_keys: list[str], **kwargs):
+        from cadre.memory.models import Kind, Memory, SourceKind
+
+        super().__init__(*args, **kwargs)
+        self.fields["scope"].choices = [("", "All readable scopes")] + [
+            (key, key) for key in scope_keys
+        ]
+        self.fields["kind"].choices = [("", "Any kind"), *Kind.choices]
+        self.fields["source"].choices = [("", "Any source"), *SourceKind.choices]
+        self.fields["status"].choices = [
+            ("", "Active"),
+            (Memory.Status.SUPERSEDED, "Superseded"),
+            (Memory.Status.ARCHIVED, "Archived"),
+        ]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("The start date is after the end date.")
+        return data
+
+
+class MemoryCorrectForm(forms.Form):
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), max_length=8000)
+    reason = forms.CharField(
+        required=False,
+        max_length=1000,
+        help_text="Why it is corrected; kept in the memory's history.",
+    )
+    expected_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)

@@ -35,7 +35,7 @@ NAVIGATION = [
     ),
     NavItem("Agents & sessions", "console:area", "agent.view", "Agents", {"area": "agents"}),
     NavItem("Chat", "console:area", "chat.use", "Agents", {"area": "chat"}),
-    NavItem("Memory", "console:area", "memory.view", "Knowledge", {"area": "memory"}),
+    NavItem("Memory", "console:memory", "chat.use", "Knowledge"),
     NavItem("Skills Hub", "console:area", "skill.view", "Knowledge", {"area": "hub"}),
     NavItem(
         "Skill reviews",
@@ -137,19 +137,6 @@ AREAS: dict[str, Area] = {
                 "Confirm high-risk actions inline, as on an IM card",
             ),
             "the agent runtime and live updates",
-        ),
-        Area(
-            "memory",
-            "Memory",
-            "memory.view",
-            "Governed long-term memory at organization, department, position and personal "
-            "scope, each entry with its provenance.",
-            (
-                "Search memory the way an agent would, within your own scope",
-                "Correct, supersede or delete an entry; see where it came from",
-                "Set retention rules per scope",
-            ),
-            "the memory module",
         ),
         Area(
             "hub",

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from cadre.console.views import account, api_keys, audit, chart, home, members, organization
+from cadre.console.views import (
+    account,
+    api_keys,
+    audit,
+    chart,
+    home,
+    members,
+    memory,
+    organization,
+)
 
 app_name = "console"
 
@@ -54,4 +63,8 @@ urlpatterns = [
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_revoke, name="api_key_revoke"),
     path("organization/", organization.organization_detail, name="organization"),
     path("areas/<slug:area>/", home.area, name="area"),
+    path("memory/", memory.memory_list, name="memory"),
+    path("memory/<int:pk>/", memory.memory_detail, name="memory_detail"),
+    path("memory/<int:pk>/correct/", memory.memory_correct, name="memory_correct"),
+    path("memory/<int:pk>/delete/", memory.memory_delete, name="memory_delete"),
 ]

@@ -1,0 +1,181 @@
+"""Memory in the console: what the actor may read, each entry's provenance, history and the
+model calls it was sent to; correct and delete with confirmation (through the services)."""
+
+from __future__ import annotations
+
+import difflib
+from datetime import datetime, time, timedelta
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils.timezone import make_aware
+
+from cadre.console.forms import MemoryCorrectForm, MemoryFilterForm, add_service_error
+from cadre.console.views.base import (
+    denied,
+    paginate,
+    posted,
+    query_without_page,
+    require_permission,
+)
+from cadre.errors import CadreError, NotFound
+from cadre.memory import selectors, services
+from cadre.memory.models import MemoryVersion
+
+
+def _gate(request):
+    """Anyone who may read memory (every member reads their own); None when allowed."""
+    if not selectors.can_read_memory(request.actor):
+        return denied(request, "You may not read memory in this organization.")
+    return None
+
+
+def _memory_or_404(request, pk: int):
+    try:
+        return selectors.memory_get(request.actor, pk)
+    except NotFound:
+        raise Http404("Memory not found.") from None
+
+
+@require_permission("chat.use")
+def memory_list(request):
+    refused = _gate(request)
+    if refused:
+        return refused
+    actor = request.actor
+    scope_keys = selectors.readable_scope_keys(actor)
+    filters = MemoryFilterForm(request.GET or None, scope_keys=scope_keys)
+    memories = selectors.memory_list(actor)
+    if filters.is_valid():
+        data = filters.cleaned_data
+        day = timedelta(days=1)
+        memories = selectors.memory_list(
+            actor,
+            scope_keys=[data["scope"]] if data["scope"] else None,
+            kinds=[data["kind"]] if data["kind"] else None,
+            source_kinds=[data["source"]] if data["source"] else None,
+            statuses=[data["status"]] if data["status"] else None,
+            # Days in the organization's time zone (set by require_permission), ends included.
+            since=make_aware(datetime.combine(data["since"], time.min)) if data["since"] else None,
+            until=make_aware(datetime.combine(data["until"] + day, time.min))
+            if data["until"]
+            else None,
+            text=data["q"] or None,
+        )
+    return render(
+        request,
+        "console/memory/list.html",
+        {
+            "filters": filters,
+            "page": paginate(request, memories),
+            "query": query_without_page(request),
+            "filtered": any(request.GET.get(name) for name in filters.fields),
+        },
+    )
+
+
+def _version_rows(versions) -> list[dict]:
+    rows = []
+    for version in versions:
+        diff = []
+        if version.change == MemoryVersion.Change.CORRECTION and version.old_content:
+            diff = list(
+                difflib.unified_diff(
+                    version.old_content.splitlines(),
+                    version.new_content.splitlines(),
+                    lineterm="",
+                    n=1,
+                )
+            )[2:]
+        rows.append({"version": version, "diff": diff})
+    return rows
+
+
+@require_permission("chat.use")
+def memory_detail(request, pk: int):
+    refused = _gate(request)
+    if refused:
+        return refused
+    memory = _memory_or_404(request, pk)
+    versions = selectors.memory_history(request.actor, pk)
+    records = selectors.memory_influence(request.actor, pk)[:50]
+    return render(
+        request,
+        "console/memory/detail.html",
+        {
+            "memory": memory,
+            "versions": _version_rows(versions),
+            "records": records,
+            "can_modify": selectors.can_modify(request.actor, memory),
+        },
+    )
+
+
+@require_permission("chat.use")
+def memory_correct(request, pk: int):
+    refused = _gate(request)
+    if refused:
+        return refused
+    memory = _memory_or_404(request, pk)
+    if not selectors.can_modify(request.actor, memory):
+        return denied(request, "You may not change this memory.")
+    form = MemoryCorrectForm(
+        posted(request), initial={"content": memory.content, "expected_version": memory.version}
+    )
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.memory_update(
+                actor=request.actor,
+                memory=memory,
+                expected_version=data["expected_version"],
+                reason=data["reason"],
+                content=data["content"],
+            )
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, "The memory was corrected; its history keeps the old text.")
+            return redirect("console:memory_detail", pk=memory.pk)
+    return render(request, "console/memory/correct.html", {"memory": memory, "form": form})
+
+
+@require_permission("chat.use")
+def memory_delete(request, pk: int):
+    refused = _gate(request)
+    if refused:
+        return refused
+    memory = _memory_or_404(request, pk)
+    if not selectors.can_modify(request.actor, memory):
+        return denied(request, "You may not delete this memory.")
+    error = None
+    if request.method == "POST":
+        try:
+            services.memory_delete(
+                actor=request.actor, memory=memory, reason=request.POST.get("reason", "")[:1000]
+            )
+        except CadreError as failure:
+            error = failure.message
+        else:
+            messages.success(
+                request,
+                "The memory was deleted: no search, list or agent will see it again, and its "
+                "content is purged.",
+            )
+            return redirect("console:memory")
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "title": "Delete this memory?",
+            "body": f"“{memory.content[:200]}” will disappear from every search, list and "
+            "agent context at once; a purge job then removes its content and vectors. The "
+            "audit log keeps its id, never its text.",
+            "confirm_label": "Delete memory",
+            "danger": True,
+            "cancel_url": f"/memory/{memory.pk}/",
+            "crumbs": [("Memory", "console:memory")],
+            "error": error,
+        },
+    )
