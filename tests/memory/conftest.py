@@ -48,8 +48,15 @@ def chart(org_a, alice, bob, make_member):
     dave = make_member(display_name="Dave", email="dave@acme.test", department=support)
     auditor = make_member(roles=("auditor",), display_name="Audrey", email="audrey@acme.test")
     return {
-        "sales": sales, "east": east, "support": support, "position": account_manager,
-        "bob": bob, "erin": erin, "dave": dave, "auditor": auditor, "alice": alice,
+        "sales": sales,
+        "east": east,
+        "support": support,
+        "position": account_manager,
+        "bob": bob,
+        "erin": erin,
+        "dave": dave,
+        "auditor": auditor,
+        "alice": alice,
     }
 
 
@@ -69,19 +76,32 @@ class FakeModelServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body,
-                                        "authorization": self.headers.get("Authorization")})
+                server.requests.append(
+                    {
+                        "path": self.path,
+                        "body": body,
+                        "authorization": self.headers.get("Authorization"),
+                    }
+                )
                 if not self.path.endswith("/chat/completions"):
                     self.send_response(404)
                     self.end_headers()
                     return
                 content = json.dumps(server.answer(body), ensure_ascii=False)
-                payload = json.dumps({
-                    "id": "chatcmpl-test", "object": "chat.completion",
-                    "model": body.get("model"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "model": body.get("model"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": content},
+                            }
+                        ],
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))

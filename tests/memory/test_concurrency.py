@@ -14,23 +14,32 @@ from tests.memory.conftest import actor
 
 
 def add(member, content):
-    return services.memory_add(actor=actor(member), scope="user", kind="fact", content=content,
-                               source_kind="user_statement")
+    return services.memory_add(
+        actor=actor(member),
+        scope="user",
+        kind="fact",
+        content=content,
+        source_kind="user_statement",
+    )
 
 
 def test_update_with_a_stale_version_is_a_conflict_and_changes_nothing(bob):
     memory = add(bob, "Standup is at 9:30")
-    services.memory_update(actor=actor(bob), memory=memory, expected_version=1,
-                           content="Standup is at 9:45")
+    services.memory_update(
+        actor=actor(bob), memory=memory, expected_version=1, content="Standup is at 9:45"
+    )
     with pytest.raises(Conflict) as caught:
-        services.memory_update(actor=actor(bob), memory=memory, expected_version=1,
-                               content="Standup is at 10:00")
+        services.memory_update(
+            actor=actor(bob), memory=memory, expected_version=1, content="Standup is at 10:00"
+        )
     assert caught.value.code == "version_conflict"
     assert caught.value.details == {"current_version": 2, "expected_version": 1}
     memory.refresh_from_db()
     assert (memory.content, memory.version) == ("Standup is at 9:45", 2)
     assert [v.new_content for v in MemoryVersion.objects.filter(memory=memory)] == [
-        "Standup is at 9:30", "Standup is at 9:45"]
+        "Standup is at 9:30",
+        "Standup is at 9:45",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,8 +51,12 @@ def test_two_concurrent_writers_with_the_same_version_one_wins_one_gets_409(org_
     def write(name: str) -> None:
         try:
             barrier.wait()
-            services.memory_update(actor=actor(bob), memory=memory, expected_version=1,
-                                   content=f"Budget owner is {name}")
+            services.memory_update(
+                actor=actor(bob),
+                memory=memory,
+                expected_version=1,
+                content=f"Budget owner is {name}",
+            )
             outcomes[name] = "ok"
         except Conflict:
             outcomes[name] = "conflict"
@@ -66,18 +79,17 @@ def test_two_concurrent_writers_with_the_same_version_one_wins_one_gets_409(org_
 
 def test_api_update_uses_the_etag_and_answers_409_on_conflict(bob, client_for):
     client = client_for(bob)
-    created = client.post("/api/v1/memories/", {"content": "Report due Friday", "kind": "fact"},
-                          format="json")
+    created = client.post(
+        "/api/v1/memories/", {"content": "Report due Friday", "kind": "fact"}, format="json"
+    )
     assert created.status_code == 201
     url = f"/api/v1/memories/{created.json()['id']}/"
     etag = client.get(url)["ETag"]
     assert etag == f'"{created.json()["id"]}.1"'
 
-    first = client.patch(url, {"content": "Report due Thursday"}, format="json",
-                         HTTP_IF_MATCH=etag)
+    first = client.patch(url, {"content": "Report due Thursday"}, format="json", HTTP_IF_MATCH=etag)
     assert first.status_code == 200 and first["ETag"].endswith('.2"')
-    second = client.patch(url, {"content": "Report due Monday"}, format="json",
-                          HTTP_IF_MATCH=etag)
+    second = client.patch(url, {"content": "Report due Monday"}, format="json", HTTP_IF_MATCH=etag)
     assert second.status_code == 409
     assert second.json()["error"]["code"] == "version_conflict"
     assert client.get(url).json()["content"] == "Report due Thursday"

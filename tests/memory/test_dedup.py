@@ -24,18 +24,23 @@ def dedup_result(memory) -> dict:
 
 def test_normalized_hash_ignores_case_spacing_and_trailing_punctuation():
     assert dedup.content_hash("Always CC my manager.") == dedup.content_hash(
-        "  always cc   my manager ")
+        "  always cc   my manager "
+    )
     assert dedup.content_hash("周报发给李伟。") == dedup.content_hash("周报发给李伟")
     assert dedup.content_hash("budget 2M") != dedup.content_hash("budget 3M")
 
 
 def test_paraphrase_is_merged_keeping_both_provenances(bob, run_async):
     with run_async():
-        first = add(bob, "I prefer the weekly report as a PDF",
-                    source_ref={"conversation_id": "c1"})
+        first = add(
+            bob, "I prefer the weekly report as a PDF", source_ref={"conversation_id": "c1"}
+        )
     with run_async():
-        second = add(bob, "I'd prefer to get the weekly report as a PDF",
-                     source_ref={"conversation_id": "c2"})
+        second = add(
+            bob,
+            "I'd prefer to get the weekly report as a PDF",
+            source_ref={"conversation_id": "c2"},
+        )
 
     result = dedup_result(second)
     assert result["decision"] == "duplicate" and result["target_id"] == first.pk
@@ -50,9 +55,10 @@ def test_paraphrase_is_merged_keeping_both_provenances(bob, run_async):
     merge = AuditEvent.objects.get(action="memory.merge")
     assert merge.changes["kept"] == first.pk and merge.changes["absorbed"] == second.pk
     assert "PDF" not in json.dumps(merge.changes)
-    assert [h.memory.pk for h in selectors.memory_search(actor=actor(bob),
-                                                         query="weekly report PDF").hits] == [
-        first.pk]
+    assert [
+        h.memory.pk
+        for h in selectors.memory_search(actor=actor(bob), query="weekly report PDF").hits
+    ] == [first.pk]
 
 
 def test_a_changed_value_is_an_update_not_a_duplicate(bob, run_async):
@@ -70,8 +76,7 @@ def test_a_changed_value_is_an_update_not_a_duplicate(bob, run_async):
 
 def test_user_statement_outranks_an_earlier_model_inference(bob, run_async):
     with run_async():
-        inferred = add(bob, "The client prefers calls on Tuesday",
-                       source_kind="model_inference")
+        inferred = add(bob, "The client prefers calls on Tuesday", source_kind="model_inference")
     with run_async():
         stated = add(bob, "The client prefers calls on Thursday")
     assert dedup_result(stated)["rule"] == "user_statement over model_inference"
@@ -85,14 +90,15 @@ def test_a_newer_model_inference_does_not_override_a_user_statement(bob, run_asy
     with run_async():
         stated = add(bob, "The client prefers calls on Tuesday")
     with run_async():
-        inferred = add(bob, "The client prefers calls on Thursday",
-                       source_kind="model_inference")
+        inferred = add(bob, "The client prefers calls on Thursday", source_kind="model_inference")
     stated.refresh_from_db()
     inferred.refresh_from_db()
     assert stated.status == "active"
     assert inferred.status == "archived" and inferred.superseded_by_id == stated.pk
-    assert "user_statement over model_inference" in MemoryVersion.objects.filter(
-        memory=inferred).last().reason
+    assert (
+        "user_statement over model_inference"
+        in MemoryVersion.objects.filter(memory=inferred).last().reason
+    )
 
 
 def test_unrelated_memory_is_new_and_dedup_stays_within_a_scope(chart, run_async):
@@ -100,19 +106,26 @@ def test_unrelated_memory_is_new_and_dedup_stays_within_a_scope(chart, run_async
     with run_async():
         personal = add(bob, "I prefer the weekly report as a PDF")
         other = add(bob, "Our office is in Shanghai", kind="fact")
-        shared = add(bob, "I'd prefer to get the weekly report as a PDF", scope="department",
-                     scope_id=chart["sales"].pk)
+        shared = add(
+            bob,
+            "I'd prefer to get the weekly report as a PDF",
+            scope="department",
+            scope_id=chart["sales"].pk,
+        )
     assert dedup_result(other)["decision"] == "new"
     assert dedup_result(shared)["decision"] == "new"  # other scope: no candidates
-    assert Memory.objects.filter(pk__in=[personal.pk, other.pk, shared.pk],
-                                 status="active").count() == 3
+    assert (
+        Memory.objects.filter(pk__in=[personal.pk, other.pk, shared.pk], status="active").count()
+        == 3
+    )
 
 
 def test_model_judge_decides_when_a_model_is_configured(bob, run_async, fake_model):
     with run_async():
         first = add(bob, "I prefer the weekly report as a PDF")
-    server = fake_model(lambda body: {"decision": "new", "target_id": None,
-                                      "reason": "different audience"})
+    server = fake_model(
+        lambda body: {"decision": "new", "target_id": None, "reason": "different audience"}
+    )
     with run_async():
         second = add(bob, "I'd prefer to get the weekly report as a PDF")
     result = dedup_result(second)
@@ -142,8 +155,13 @@ def test_compression_rate_counts_exact_and_near_merges(bob, org_a, run_async):
         add(bob, "I'd prefer to get the weekly report as a PDF")  # near
         add(bob, "Our office is in Shanghai", kind="fact")  # new
     stats = selectors.memory_dedup_stats(org_a)
-    assert stats == {"received": 4, "written": 3, "merged_exact": 1, "merged_near": 1,
-                     "compression_rate": 0.5}
+    assert stats == {
+        "received": 4,
+        "written": 3,
+        "merged_exact": 1,
+        "merged_near": 1,
+        "compression_rate": 0.5,
+    }
 
 
 def judged(new_text, old_text, similarity, *, kind="preference"):
@@ -153,13 +171,25 @@ def judged(new_text, old_text, similarity, *, kind="preference"):
 
 
 def test_rule_judge_never_calls_a_changed_value_or_a_negation_a_duplicate():
-    assert judged("I like tea in the afternoon", "I don't like tea in the afternoon",
-                  0.95).decision == "update"
-    assert judged("Quotes are valid for 45 days", "Quotes are valid for 30 days",
-                  0.96).decision == "update"
+    assert (
+        judged("I like tea in the afternoon", "I don't like tea in the afternoon", 0.95).decision
+        == "update"
+    )
+    assert (
+        judged("Quotes are valid for 45 days", "Quotes are valid for 30 days", 0.96).decision
+        == "update"
+    )
     assert judged("My manager is Zhou Min", "My manager is Li Wei", 0.93).decision == "update"
     assert judged("客户预算是300万", "客户预算是200万", 0.97).decision == "update"
-    assert judged("The account manager for Huawei is Wang Fang",
-                  "Huawei account manager is Wang Fang", 0.976).decision == "duplicate"
-    assert judged("Lunch is served at noon", "The VPN password rotates monthly",
-                  0.76).decision == "new"
+    assert (
+        judged(
+            "The account manager for Huawei is Wang Fang",
+            "Huawei account manager is Wang Fang",
+            0.976,
+        ).decision
+        == "duplicate"
+    )
+    assert (
+        judged("Lunch is served at noon", "The VPN password rotates monthly", 0.76).decision
+        == "new"
+    )

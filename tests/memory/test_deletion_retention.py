@@ -35,8 +35,9 @@ def test_a_deleted_memory_is_gone_from_every_read_path(bob, client_for, run_asyn
         keep = add(bob, "My passport photo is in the HR folder")
     assert MemoryEmbedding.objects.filter(memory=memory).exists()  # enrichment ran
     query = "passport number"
-    assert memory.pk in [h.memory.pk for h in
-                         selectors.memory_search(actor=actor(bob), query=query).hits]
+    assert memory.pk in [
+        h.memory.pk for h in selectors.memory_search(actor=actor(bob), query=query).hits
+    ]
 
     with run_async():
         services.memory_delete(actor=actor(bob), memory=memory)
@@ -46,18 +47,28 @@ def test_a_deleted_memory_is_gone_from_every_read_path(bob, client_for, run_asyn
     assert keep.pk in [hit.memory.pk for hit in hits]
     with pytest.raises(NotFound):
         selectors.memory_get(actor(bob), memory.pk)
-    assert not selectors.memory_list(
-        actor(bob), statuses=["active", "superseded", "archived", "deleted"]
-    ).filter(pk=memory.pk).exists()
+    assert (
+        not selectors.memory_list(
+            actor(bob), statuses=["active", "superseded", "archived", "deleted"]
+        )
+        .filter(pk=memory.pk)
+        .exists()
+    )
     assert not MemoryEmbedding.objects.filter(memory=memory).exists()
     # Context assembly for a model call (search on behalf of a run) does not include it.
-    context = selectors.memory_search(actor=actor(bob), query=query,
-                                      on_behalf_of={"run_id": "r1", "step_id": "s1"})
-    assert not ContextRecordItem.objects.filter(context=context.context_record,
-                                                memory=memory).exists()
+    context = selectors.memory_search(
+        actor=actor(bob), query=query, on_behalf_of={"run_id": "r1", "step_id": "s1"}
+    )
+    assert not ContextRecordItem.objects.filter(
+        context=context.context_record, memory=memory
+    ).exists()
     # Time travel does not bring it back either.
-    assert memory.pk not in [h.memory.pk for h in selectors.memory_search(
-        actor=actor(bob), query=query, as_of=timezone.now() - timedelta(seconds=1)).hits]
+    assert memory.pk not in [
+        h.memory.pk
+        for h in selectors.memory_search(
+            actor=actor(bob), query=query, as_of=timezone.now() - timedelta(seconds=1)
+        ).hits
+    ]
     client = client_for(bob)
     assert client.get(f"/api/v1/memories/{memory.pk}/").status_code == 404
     assert client.get(f"/api/v1/memories/{memory.pk}/history/").status_code == 404
@@ -86,7 +97,9 @@ def test_delete_by_filter_removes_matching_memories_and_audits_their_ids(bob, ru
     assert sorted(event.changes["memory_ids"]) == sorted([old.pk, other.pk])
     assert "Falcon" not in json.dumps(event.changes)
     assert set(Memory.objects.filter(purged_at__isnull=False).values_list("pk", flat=True)) == {
-        old.pk, other.pk}
+        old.pk,
+        other.pk,
+    }
     assert Memory.objects.get(pk=untouched.pk).status == "active"
 
 
@@ -97,8 +110,9 @@ def test_delete_by_filter_needs_a_filter(bob):
 
 def test_delete_by_filter_cannot_reach_a_colleagues_memory(chart):
     theirs = add(chart["bob"], "Bob's notes", tags=["notes"])
-    result = services.memory_delete_by_filter(actor=actor(chart["dave"]), tags=["notes"],
-                                              scope_keys=[f"user:{chart['bob'].pk}"])
+    result = services.memory_delete_by_filter(
+        actor=actor(chart["dave"]), tags=["notes"], scope_keys=[f"user:{chart['bob'].pk}"]
+    )
     assert result.deleted == []
     assert Memory.objects.get(pk=theirs.pk).status == "active"
 
@@ -108,12 +122,14 @@ def test_retention_sweep_purges_expired_memories_and_audits_ids(bob, charlie, ru
     with run_async():
         expired = add(bob, "Temporary door code 4821", expires_at=past)
         expired_b = add(charlie, "Globex temporary code 9932", expires_at=past)
-        alive = add(bob, "Door code policy: ask reception",
-                    expires_at=timezone.now() + timedelta(days=1))
+        alive = add(
+            bob, "Door code policy: ask reception", expires_at=timezone.now() + timedelta(days=1)
+        )
     assert MemoryEmbedding.objects.filter(memory=expired).exists()
     # Expired items are already hidden from search before the sweep runs.
     assert selectors.memory_search(actor=actor(bob), query="door code").hits[0].memory.pk == (
-        alive.pk)
+        alive.pk
+    )
 
     result = tasks.memory_retention_sweep.apply().get()
 
@@ -127,7 +143,8 @@ def test_retention_sweep_purges_expired_memories_and_audits_ids(bob, charlie, ru
     assert alive.status == "active" and alive.content
     events = AuditEvent.objects.filter(action="memory.purge", reason="retention: expired")
     assert sorted(i for e in events for i in e.changes["memory_ids"]) == sorted(
-        [expired.pk, expired_b.pk])
+        [expired.pk, expired_b.pk]
+    )
     assert "4821" not in json.dumps([e.changes for e in events])
     assert MemoryTask.objects.filter(kind="purge", params__origin="retention").count() == 2
     # Idempotent: a second sweep finds nothing.

@@ -15,14 +15,23 @@ from tests.memory.conftest import actor
 @pytest.mark.parametrize(
     ("text", "kind", "content"),
     [
-        ("From now on, send me the summary in English.", "requirement",
-         "From now on, send me the summary in English."),
-        ("I prefer short bullet points over long paragraphs.", "preference",
-         "I prefer short bullet points over long paragraphs."),
+        (
+            "From now on, send me the summary in English.",
+            "requirement",
+            "From now on, send me the summary in English.",
+        ),
+        (
+            "I prefer short bullet points over long paragraphs.",
+            "preference",
+            "I prefer short bullet points over long paragraphs.",
+        ),
         ("Always attach the PDF version.", "requirement", "Always attach the PDF version."),
         ("Please remember that my manager is Li Wei.", "fact", "my manager is Li Wei."),
-        ("Remember that I always want the numbers in USD.", "requirement",
-         "I always want the numbers in USD."),
+        (
+            "Remember that I always want the numbers in USD.",
+            "requirement",
+            "I always want the numbers in USD.",
+        ),
         ("以后周报都用英文写。", "requirement", "以后周报都用英文写。"),
         ("我更喜欢用表格展示数据", "preference", "我更喜欢用表格展示数据"),
         ("每次都要抄送给我的经理！", "requirement", "每次都要抄送给我的经理！"),
@@ -48,22 +57,31 @@ def test_rules_split_sentences_and_keep_only_the_statements():
     text = "Thanks for the draft. From now on, cc Wang Fang on every quote. 另外，以后报价单用PDF。"
     candidates = RuleExtractor().extract([{"role": "user", "content": text}])
     assert [c.content for c in candidates] == [
-        "From now on, cc Wang Fang on every quote.", "另外，以后报价单用PDF。"]
+        "From now on, cc Wang Fang on every quote.",
+        "另外，以后报价单用PDF。",
+    ]
 
 
 def test_add_from_messages_writes_user_statements_with_provenance(bob):
     result = services.memory_add_from_messages(
-        actor=actor(bob), scope="user", conversation_id="conv-9",
-        messages=[{"role": "user", "id": "m1", "content": "What's on today?"},
-                  {"role": "assistant", "content": "Two meetings."},
-                  {"role": "user", "id": "m3", "content": "以后会议纪要都发到我的邮箱。"}],
+        actor=actor(bob),
+        scope="user",
+        conversation_id="conv-9",
+        messages=[
+            {"role": "user", "id": "m1", "content": "What's on today?"},
+            {"role": "assistant", "content": "Two meetings."},
+            {"role": "user", "id": "m3", "content": "以后会议纪要都发到我的邮箱。"},
+        ],
     )
     assert result.extractor == "rules" and result.candidates == 1
     [memory] = result  # the result is the list of memories written
     assert result.memories == [memory]
     assert memory.source_kind == "user_statement" and memory.kind == "requirement"
-    assert memory.source_ref == {"conversation_id": "conv-9", "message_index": 2,
-                                 "message_id": "m3"}
+    assert memory.source_ref == {
+        "conversation_id": "conv-9",
+        "message_index": 2,
+        "message_id": "m3",
+    }
     assert memory.conversation_id == "conv-9"
     hits = selectors.memory_search(actor=actor(bob), query="会议纪要发到哪里").hits
     assert [hit.memory.pk for hit in hits] == [memory.pk]
@@ -77,14 +95,22 @@ def test_add_from_messages_rejects_malformed_messages(bob):
 
 
 def test_model_extraction_is_used_when_configured(bob, fake_model):
-    server = fake_model(lambda body: {"memories": [
-        {"kind": "preference", "content": "Bob wants weekly reports in English",
-         "confidence": 0.8},
-        {"kind": "gossip", "content": "Bob works in Sales", "confidence": 2},
-        {"kind": "fact", "content": ""},
-    ]})
+    server = fake_model(
+        lambda body: {
+            "memories": [
+                {
+                    "kind": "preference",
+                    "content": "Bob wants weekly reports in English",
+                    "confidence": 0.8,
+                },
+                {"kind": "gossip", "content": "Bob works in Sales", "confidence": 2},
+                {"kind": "fact", "content": ""},
+            ]
+        }
+    )
     result = services.memory_add_from_messages(
-        actor=actor(bob), conversation_id="c1",
+        actor=actor(bob),
+        conversation_id="c1",
         messages=[{"role": "user", "content": "Weekly reports in English please, I'm in Sales"}],
     )
     assert result.extractor == "model"
@@ -101,7 +127,8 @@ def test_model_extraction_is_used_when_configured(bob, fake_model):
 def test_model_extraction_failure_falls_back_to_rules(bob, fake_model):
     fake_model(lambda body: ["not", "an", "object"])
     result = services.memory_add_from_messages(
-        actor=actor(bob), messages=[{"role": "user", "content": "From now on, reply in Chinese."}])
+        actor=actor(bob), messages=[{"role": "user", "content": "From now on, reply in Chinese."}]
+    )
     assert result.extractor == "rules (model failed)"
     assert [m.content for m in result.memories] == ["From now on, reply in Chinese."]
     assert result.memories[0].source_kind == "user_statement"

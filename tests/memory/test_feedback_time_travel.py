@@ -22,8 +22,10 @@ def add(member, content, **fields):
 
 
 def contents(member, query, **options):
-    return [hit.memory.content for hit in
-            selectors.memory_search(actor=actor(member), query=query, **options).hits]
+    return [
+        hit.memory.content
+        for hit in selectors.memory_search(actor=actor(member), query=query, **options).hits
+    ]
 
 
 def test_feedback_correction_supersedes_and_the_next_search_returns_the_new_state(bob):
@@ -53,7 +55,9 @@ def test_feedback_correction_supersedes_and_the_next_search_returns_the_new_stat
     correction = MemoryVersion.objects.get(memory=old, change="correction")
     assert correction.related_memory_id == new.pk and "Li Wei" in correction.reason
     assert [v.change for v in selectors.memory_history(actor(bob), old.pk)] == [
-        "addition", "correction"]
+        "addition",
+        "correction",
+    ]
     event = AuditEvent.objects.get(action="memory.supersede", target_id=str(old.pk))
     assert "Li Wei" not in str(event.changes) and "Zhang" not in str(event.changes)
 
@@ -72,8 +76,9 @@ def test_feedback_in_chinese_corrects_a_chinese_memory(bob):
 
 def test_feedback_that_matches_nothing_is_kept_as_a_new_personal_memory(bob):
     add(bob, "I prefer tea in the afternoon", kind="preference")
-    result = services.memory_feedback(actor=actor(bob),
-                                      text="Actually, my car is parked on level B2")
+    result = services.memory_feedback(
+        actor=actor(bob), text="Actually, my car is parked on level B2"
+    )
     assert result.superseded == []
     assert result.created[0].content == "my car is parked on level B2"
     assert Memory.objects.get(content="I prefer tea in the afternoon").status == "active"
@@ -81,10 +86,15 @@ def test_feedback_that_matches_nothing_is_kept_as_a_new_personal_memory(bob):
 
 def test_feedback_does_not_supersede_memory_the_actor_may_not_change(chart):
     bob, erin = chart["bob"], chart["erin"]
-    rule = add(bob, "The Sales weekly report goes to Zhang San", scope="department",
-               scope_id=chart["sales"].pk)
-    result = services.memory_feedback(actor=actor(erin),
-                                      text="Wrong: the Sales weekly report goes to Li Wei")
+    rule = add(
+        bob,
+        "The Sales weekly report goes to Zhang San",
+        scope="department",
+        scope_id=chart["sales"].pk,
+    )
+    result = services.memory_feedback(
+        actor=actor(erin), text="Wrong: the Sales weekly report goes to Li Wei"
+    )
     rule.refresh_from_db()
     assert rule.status == "active"
     assert result.superseded == []

@@ -36,7 +36,8 @@ def test_mixed_language_memory_is_found_from_either_language(bob, run_async):
         add(bob, "下周三的 demo 要用 staging 环境，不要用 production")
         add(bob, "Lunch orders go through the Meituan group account")
     assert top(bob, "which environment for the demo") == (
-        "下周三的 demo 要用 staging 环境，不要用 production")
+        "下周三的 demo 要用 staging 环境，不要用 production"
+    )
     assert top(bob, "demo 用哪个环境") == "下周三的 demo 要用 staging 环境，不要用 production"
     assert top(bob, "美团 lunch account") == "Lunch orders go through the Meituan group account"
 
@@ -58,12 +59,17 @@ def test_token_estimate_is_deterministic_and_counts_cjk_per_character():
 
 def test_search_for_a_model_call_writes_a_context_record(bob, run_async):
     with run_async():
-        first = add(bob, "Quotes to Huawei need director approval above 15 percent discount",
-                    kind="requirement")
+        first = add(
+            bob,
+            "Quotes to Huawei need director approval above 15 percent discount",
+            kind="requirement",
+        )
         add(bob, "Huawei procurement contact is Zhao Lei")
         add(bob, "My cat is called Mochi")
     result = selectors.memory_search(
-        actor=actor(bob), query="Huawei quote discount approval", top_k=2,
+        actor=actor(bob),
+        query="Huawei quote discount approval",
+        top_k=2,
         on_behalf_of={"run_id": "run-42", "step_id": "step-3", "trace_id": "ab" * 16},
     )
     record = result.context_record
@@ -91,9 +97,11 @@ def test_context_records_api_lists_what_a_memory_was_sent_to(bob, client_for, ru
     with run_async():
         memory = add(bob, "Huawei procurement contact is Zhao Lei")
     client = client_for(bob)
-    response = client.post("/api/v1/memories/search/", {
-        "query": "who is the Huawei contact", "run_id": "run-7", "step_id": "s1"},
-        format="json")
+    response = client.post(
+        "/api/v1/memories/search/",
+        {"query": "who is the Huawei contact", "run_id": "run-7", "step_id": "s1"},
+        format="json",
+    )
     assert response.status_code == 200
     record_id = response.json()["context_record_id"]
     assert record_id is not None

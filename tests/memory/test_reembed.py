@@ -39,12 +39,17 @@ def embedding_server(monkeypatch):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             inputs.extend(body["input"])
-            payload = json.dumps({
-                "object": "list", "model": body["model"],
-                "data": [{"object": "embedding", "index": i, "embedding": bag_of_words(text)}
-                         for i, text in enumerate(body["input"])],
-                "usage": {"prompt_tokens": 0, "total_tokens": 0},
-            }).encode()
+            payload = json.dumps(
+                {
+                    "object": "list",
+                    "model": body["model"],
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": bag_of_words(text)}
+                        for i, text in enumerate(body["input"])
+                    ],
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -67,19 +72,39 @@ def embedding_server(monkeypatch):
 def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, embedding_server):
     with run_async():
         memories = [
-            services.memory_add(actor=actor(bob), scope="user", kind="fact", content=text,
-                                source_kind="user_statement")
-            for text in ("The warehouse is in Ningbo", "Invoices go to finance@acme.test",
-                         "The CFO is Liu Yang")
+            services.memory_add(
+                actor=actor(bob),
+                scope="user",
+                kind="fact",
+                content=text,
+                source_kind="user_statement",
+            )
+            for text in (
+                "The warehouse is in Ningbo",
+                "Invoices go to finance@acme.test",
+                "The CFO is Liu Yang",
+            )
         ]
     local = embeddings.active_model()
     assert MemoryEmbedding.objects.filter(model=local).count() == 3
     target = "openai/fake-embed-16"
 
     out, err = io.StringIO(), io.StringIO()
-    call_command("memory_reembed", "--model", target, "--provider", "openai", "--name",
-                 "fake-embed-16", "--dimension", str(DIMENSION), "--limit", "2",
-                 stdout=out, stderr=err)
+    call_command(
+        "memory_reembed",
+        "--model",
+        target,
+        "--provider",
+        "openai",
+        "--name",
+        "fake-embed-16",
+        "--dimension",
+        str(DIMENSION),
+        "--limit",
+        "2",
+        stdout=out,
+        stderr=err,
+    )
     assert "2 embedded, 1 remaining" in out.getvalue()
     assert "embedding under openai/fake-embed-16" in err.getvalue()  # the tqdm bar
     new = EmbeddingModel.objects.get(pk=target)
@@ -89,9 +114,13 @@ def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, em
 
     # Written during the re-embed: embedded under the building model too.
     with run_async():
-        late = services.memory_add(actor=actor(bob), scope="user", kind="fact",
-                                   content="The backup site is in Wuhan",
-                                   source_kind="user_statement")
+        late = services.memory_add(
+            actor=actor(bob),
+            scope="user",
+            kind="fact",
+            content="The backup site is in Wuhan",
+            source_kind="user_statement",
+        )
     assert MemoryEmbedding.objects.filter(memory=late, model=new).exists()
 
     out = io.StringIO()

@@ -21,19 +21,24 @@ def add(member, content, **fields):
 
 def found(member_or_actor, query, **options):
     caller = member_or_actor if isinstance(member_or_actor, Actor) else actor(member_or_actor)
-    return [hit.memory.pk for hit in
-            selectors.memory_search(actor=caller, query=query, **options).hits]
+    return [
+        hit.memory.pk for hit in selectors.memory_search(actor=caller, query=query, **options).hits
+    ]
 
 
 def test_readable_scopes_are_computed_from_identity(chart):
     bob, erin = chart["bob"], chart["erin"]
     assert selectors.readable_scope_keys(actor(bob)) == [
-        f"user:{bob.pk}", f"department:{chart['sales'].pk}",
-        f"position:{chart['position'].pk}", "organization",
+        f"user:{bob.pk}",
+        f"department:{chart['sales'].pk}",
+        f"position:{chart['position'].pk}",
+        "organization",
     ]
     # Erin is in Sales/East: she inherits Sales' memory, nearest department first.
     assert selectors.readable_scope_keys(actor(erin)) == [
-        f"user:{erin.pk}", f"department:{chart['east'].pk}", f"department:{chart['sales'].pk}",
+        f"user:{erin.pk}",
+        f"department:{chart['east'].pk}",
+        f"department:{chart['sales'].pk}",
         "organization",
     ]
 
@@ -57,10 +62,20 @@ def test_an_employee_cannot_read_a_colleagues_personal_memory(chart):
 
 def test_department_memory_is_visible_to_that_department_only(chart):
     bob, erin, dave = chart["bob"], chart["erin"], chart["dave"]
-    sales_rule = add(bob, "Discounts above 15 percent need the sales director",
-                     scope="department", scope_id=chart["sales"].pk, kind="requirement")
-    east_rule = add(erin, "East region discounts are approved by Wang Fang",
-                    scope="department", scope_id=chart["east"].pk, kind="requirement")
+    sales_rule = add(
+        bob,
+        "Discounts above 15 percent need the sales director",
+        scope="department",
+        scope_id=chart["sales"].pk,
+        kind="requirement",
+    )
+    east_rule = add(
+        erin,
+        "East region discounts are approved by Wang Fang",
+        scope="department",
+        scope_id=chart["east"].pk,
+        kind="requirement",
+    )
 
     assert found(bob, "discounts approved") == [sales_rule.pk]  # not the sub-department's
     assert set(found(erin, "discounts approved")) == {sales_rule.pk, east_rule.pk}
@@ -70,8 +85,12 @@ def test_department_memory_is_visible_to_that_department_only(chart):
 
 
 def test_auditor_with_memory_view_reads_shared_but_not_personal_memory(chart):
-    shared = add(chart["bob"], "Sales kickoff is every Monday at nine", scope="department",
-                 scope_id=chart["sales"].pk)
+    shared = add(
+        chart["bob"],
+        "Sales kickoff is every Monday at nine",
+        scope="department",
+        scope_id=chart["sales"].pk,
+    )
     personal = add(chart["bob"], "Sales kickoff makes me nervous, remind me the day before")
     assert found(chart["auditor"], "sales kickoff monday") == [shared.pk]
     with pytest.raises(NotFound):
@@ -81,13 +100,19 @@ def test_auditor_with_memory_view_reads_shared_but_not_personal_memory(chart):
 def test_request_parameters_can_only_narrow_the_scopes(chart):
     bob, dave = chart["bob"], chart["dave"]
     secret = add(bob, "The Zhongshan deal closes on Friday")
-    support = add(dave, "Support hotline moves to the Zhongshan office", scope="department",
-                  scope_id=chart["support"].pk)
+    support = add(
+        dave,
+        "Support hotline moves to the Zhongshan office",
+        scope="department",
+        scope_id=chart["support"].pk,
+    )
 
     # Dave asks for Bob's personal scope and Support's: only his own readable scope survives.
     result = selectors.memory_search(
-        actor=actor(dave), query="Zhongshan", scope_keys=[f"user:{bob.pk}",
-                                                          f"department:{chart['support'].pk}"])
+        actor=actor(dave),
+        query="Zhongshan",
+        scope_keys=[f"user:{bob.pk}", f"department:{chart['support'].pk}"],
+    )
     assert [hit.memory.pk for hit in result.hits] == [support.pk]
     assert result.scope_keys == [f"department:{chart['support'].pk}"]
     # Asking only for a scope he cannot read gives nothing, not everything.
@@ -105,21 +130,29 @@ def test_other_organizations_memory_is_invisible(chart, charlie):
 
 def test_shared_memory_needs_memory_manage_to_change_unless_you_wrote_it(chart):
     bob, erin = chart["bob"], chart["erin"]
-    rule = add(bob, "Weekly pipeline review on Thursdays", scope="department",
-               scope_id=chart["sales"].pk)
+    rule = add(
+        bob, "Weekly pipeline review on Thursdays", scope="department", scope_id=chart["sales"].pk
+    )
     # Erin reads it (inherited) but did not write it and has no memory.manage.
     with pytest.raises(NotPermitted):
-        services.memory_update(actor=actor(erin), memory=rule, expected_version=1,
-                               content="Weekly pipeline review on Fridays")
-    updated = services.memory_update(actor=actor(bob), memory=rule, expected_version=1,
-                                     content="Weekly pipeline review on Fridays")
+        services.memory_update(
+            actor=actor(erin),
+            memory=rule,
+            expected_version=1,
+            content="Weekly pipeline review on Fridays",
+        )
+    updated = services.memory_update(
+        actor=actor(bob),
+        memory=rule,
+        expected_version=1,
+        content="Weekly pipeline review on Fridays",
+    )
     assert updated.version == 2
     services.memory_delete(actor=actor(chart["alice"]), memory=updated)  # an owner manages
 
 
 @pytest.mark.django_db
-def test_api_key_sees_only_its_organization_and_needs_memory_scopes(chart, charlie,
-                                                                    key_client):
+def test_api_key_sees_only_its_organization_and_needs_memory_scopes(chart, charlie, key_client):
     add(chart["alice"], "Acme ships from the Ningbo warehouse", scope="organization")
     add(charlie, "Globex ships from the Ningbo port office", scope="organization")
 
@@ -127,22 +160,26 @@ def test_api_key_sees_only_its_organization_and_needs_memory_scopes(chart, charl
     response = acme_key.post("/api/v1/memories/search/", {"query": "Ningbo"}, format="json")
     assert response.status_code == 200
     assert [hit["memory"]["content"] for hit in response.json()["hits"]] == [
-        "Acme ships from the Ningbo warehouse"]
+        "Acme ships from the Ningbo warehouse"
+    ]
 
     globex_key = key_client(charlie, ["memory:read"])
-    contents = [hit["memory"]["content"] for hit in
-                globex_key.post("/api/v1/memories/search/", {"query": "Ningbo"},
-                                format="json").json()["hits"]]
+    contents = [
+        hit["memory"]["content"]
+        for hit in globex_key.post(
+            "/api/v1/memories/search/", {"query": "Ningbo"}, format="json"
+        ).json()["hits"]
+    ]
     assert contents == ["Globex ships from the Ningbo port office"]
 
     no_memory_scope = key_client(chart["alice"], ["org:read"])
-    response = no_memory_scope.post("/api/v1/memories/search/", {"query": "Ningbo"},
-                                    format="json")
+    response = no_memory_scope.post("/api/v1/memories/search/", {"query": "Ningbo"}, format="json")
     assert response.status_code == 403
 
     read_only = key_client(chart["alice"], ["memory:read"])
-    response = read_only.post("/api/v1/memories/", {"content": "x", "scope": "organization"},
-                              format="json")
+    response = read_only.post(
+        "/api/v1/memories/", {"content": "x", "scope": "organization"}, format="json"
+    )
     assert response.status_code == 403
 
 
@@ -152,15 +189,28 @@ def test_an_agent_reads_its_own_memory_and_its_members_but_no_other_agents(chart
     bob = chart["bob"]
 
     def agent(pk):
-        return Actor(kind="agent", organization=org_a, agent=SimpleNamespace(pk=pk),
-                     member=bob, label=f"agent {pk}")
+        return Actor(
+            kind="agent",
+            organization=org_a,
+            agent=SimpleNamespace(pk=pk),
+            member=bob,
+            label=f"agent {pk}",
+        )
 
-    own = services.memory_add(actor=agent(5), scope="agent", kind="experience",
-                              content="The ERP export times out after 500 rows",
-                              source_kind="tool_result")
-    services.memory_add(actor=agent(6), scope="agent", kind="experience",
-                        content="The ERP export needs the finance role",
-                        source_kind="tool_result")
+    own = services.memory_add(
+        actor=agent(5),
+        scope="agent",
+        kind="experience",
+        content="The ERP export times out after 500 rows",
+        source_kind="tool_result",
+    )
+    services.memory_add(
+        actor=agent(6),
+        scope="agent",
+        kind="experience",
+        content="The ERP export needs the finance role",
+        source_kind="tool_result",
+    )
     bobs = add(bob, "Bob wants ERP exports as CSV", kind="preference")
 
     assert own.scope_key == "agent:5" and own.author_type == "agent"
@@ -168,5 +218,11 @@ def test_an_agent_reads_its_own_memory_and_its_members_but_no_other_agents(chart
     assert set(found(bob, "ERP export")) == {bobs.pk}  # agent memory is the agent's
     assert set(found(agent(5), "ERP export")) == {own.pk, bobs.pk}
     with pytest.raises(NotPermitted):
-        services.memory_add(actor=agent(5), scope="agent", scope_id=6, kind="fact",
-                            content="x", source_kind="tool_result")
+        services.memory_add(
+            actor=agent(5),
+            scope="agent",
+            scope_id=6,
+            kind="fact",
+            content="x",
+            source_kind="tool_result",
+        )

@@ -457,3 +457,22 @@ def test_other_turns_of_the_same_session_lend_a_little_score(org_a):
     embeddings.embed_memories(Memory.objects.all())
     hits = find(org_a, "Lisbon hotel booking", mode="hybrid")
     assert all("session_bonus" in hit.components for hit in hits)
+
+
+@pytest.mark.django_db
+def test_hnsw_settings_do_not_leak_into_the_callers_transaction(org_a):
+    model = embeddings.register_model("test/random-4", "test", "random-4", 4)
+    memory = remember(org_a, "one row")
+    MemoryEmbedding.objects.create(memory=memory, model=model, embedding=[1, 0, 0, 0])
+    where, params = search._filter_sql(
+        organization=org_a, scope_keys=["agent:1"], now=timezone.now()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('hnsw.ef_search', '33', true)")
+    found = search.vector_candidates(
+        [1, 0, 0, 0], model, where, params, limit=5, settings=search.with_settings(ef_search=77)
+    )
+    assert found == [(memory.pk, pytest.approx(1.0))]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search')")
+        assert cursor.fetchone()[0] == "33"

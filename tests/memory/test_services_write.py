@@ -34,14 +34,18 @@ def test_added_memory_is_gettable_and_lexically_searchable_at_once(bob):
 
 
 def test_add_records_provenance_author_and_an_addition_version(bob):
-    memory = add(bob, "Use the blue template", source_ref={"conversation_id": "c1",
-                                                          "message_id": "m7"})
+    memory = add(
+        bob, "Use the blue template", source_ref={"conversation_id": "c1", "message_id": "m7"}
+    )
     assert memory.scope_key == f"user:{bob.pk}"
     assert (memory.author_type, memory.author_id) == ("member", str(bob.pk))
     assert memory.provenance[0]["source_ref"]["message_id"] == "m7"
     version = MemoryVersion.objects.get(memory=memory)
-    assert (version.version, version.change, version.new_content) == (1, "addition",
-                                                                      "Use the blue template")
+    assert (version.version, version.change, version.new_content) == (
+        1,
+        "addition",
+        "Use the blue template",
+    )
 
 
 def test_audit_of_add_carries_hash_and_length_but_never_the_text(bob):
@@ -62,8 +66,12 @@ def test_memory_str_is_not_used_as_audit_label_with_content(bob):
 
 def test_exact_duplicate_in_the_same_scope_is_merged_not_stored_twice(bob):
     first = add(bob, "Always cc my manager on customer emails.", kind="requirement")
-    again = add(bob, "  always CC my manager on customer emails ", kind="requirement",
-                source_ref={"conversation_id": "c2"})
+    again = add(
+        bob,
+        "  always CC my manager on customer emails ",
+        kind="requirement",
+        source_ref={"conversation_id": "c2"},
+    )
 
     assert again.pk == first.pk
     assert again.dedup_decision == "exact_duplicate"
@@ -76,8 +84,13 @@ def test_exact_duplicate_in_the_same_scope_is_merged_not_stored_twice(bob):
 
 def test_same_content_in_another_scope_is_a_separate_memory(bob, chart):
     personal = add(bob, "Quotes are valid for 30 days", kind="fact")
-    shared = add(bob, "Quotes are valid for 30 days", kind="fact", scope="department",
-                 scope_id=chart["sales"].pk)
+    shared = add(
+        bob,
+        "Quotes are valid for 30 days",
+        kind="fact",
+        scope="department",
+        scope_id=chart["sales"].pk,
+    )
     assert personal.pk != shared.pk
 
 
@@ -106,8 +119,13 @@ def test_an_employee_cannot_write_a_colleagues_personal_memory(bob, alice):
 
 def test_an_employee_cannot_write_another_departments_memory(chart):
     with pytest.raises(NotPermitted):
-        add(chart["bob"], "Support closes at 6", scope="department",
-            scope_id=chart["support"].pk, kind="fact")
+        add(
+            chart["bob"],
+            "Support closes at 6",
+            scope="department",
+            scope_id=chart["support"].pk,
+            kind="fact",
+        )
 
 
 def test_writing_to_a_department_of_another_organization_is_404(chart, charlie, org_b):
@@ -117,9 +135,12 @@ def test_writing_to_a_department_of_another_organization_is_404(chart, charlie, 
 
 def test_tool_trajectory_is_written_with_its_call_and_found_by_kind(bob):
     memory = services.tool_trajectory_record(
-        actor=actor(bob), tool="crm.search_accounts",
+        actor=actor(bob),
+        tool="crm.search_accounts",
         parameters={"query": "Huawei", "limit": 5},
-        result={"accounts": [{"id": 7, "name": "Huawei Cloud"}]}, run_id="run-1", step_id="s2",
+        result={"accounts": [{"id": 7, "name": "Huawei Cloud"}]},
+        run_id="run-1",
+        step_id="s2",
     )
     assert memory.kind == "tool_trajectory" and memory.source_kind == "tool_result"
     assert memory.attributes["tool"] == "crm.search_accounts"
@@ -127,18 +148,24 @@ def test_tool_trajectory_is_written_with_its_call_and_found_by_kind(bob):
     assert "Huawei Cloud" in memory.attributes["result"]
     assert memory.source_ref == {"run_id": "run-1", "step_id": "s2", "tool_call_id": ""}
 
-    hits = selectors.memory_search(actor=actor(bob), query="search accounts Huawei",
-                                   kinds=["tool_trajectory"]).hits
+    hits = selectors.memory_search(
+        actor=actor(bob), query="search accounts Huawei", kinds=["tool_trajectory"]
+    ).hits
     assert [hit.memory.pk for hit in hits] == [memory.pk]
-    assert selectors.memory_search(actor=actor(bob), query="search accounts Huawei",
-                                   kinds=["preference"]).hits == []
+    assert (
+        selectors.memory_search(
+            actor=actor(bob), query="search accounts Huawei", kinds=["preference"]
+        ).hits
+        == []
+    )
 
 
 def test_retention_policy_of_the_organization_sets_expiry(bob, org_a):
     org_a.settings = {"memory_retention_days": {"tool_trajectory": 30}}
     org_a.save(update_fields=["settings"])
-    memory = services.tool_trajectory_record(actor=actor(bob), tool="t", parameters={},
-                                             result="ok", run_id="r")
+    memory = services.tool_trajectory_record(
+        actor=actor(bob), tool="t", parameters={}, result="ok", run_id="r"
+    )
     assert memory.retention_policy == "days:30"
     assert (memory.expires_at - memory.observed_at).days == 30
     assert add(bob, "No expiry for preferences").expires_at is None

@@ -31,19 +31,24 @@ def test_enrichment_runs_on_a_real_worker_and_its_status_is_visible(bob):
     previous_queue = celery_app.conf.task_default_queue
     celery_app.conf.task_default_queue = queue
     try:
-        with start_worker(celery_app, pool="solo", perform_ping_check=False, queues=[queue],
-                          shutdown_timeout=20):
+        with start_worker(
+            celery_app, pool="solo", perform_ping_check=False, queues=[queue], shutdown_timeout=20
+        ):
             memory = services.memory_add(  # commits: on_commit sends the task to Redis
-                actor=actor(bob), scope="user", kind="preference",
+                actor=actor(bob),
+                scope="user",
+                kind="preference",
                 content="I prefer morning meetings before 10am",
                 source_kind="user_statement",
             )
             enrich = MemoryTask.objects.get(memory=memory, kind="enrich")
             assert enrich.status in ("waiting", "in_progress", "completed")
 
-            assert wait_for(lambda: MemoryTask.objects.filter(
-                memory=memory, kind="dedup", status="completed").exists()), list(
-                MemoryTask.objects.values("kind", "status", "error"))
+            assert wait_for(
+                lambda: MemoryTask.objects.filter(
+                    memory=memory, kind="dedup", status="completed"
+                ).exists()
+            ), list(MemoryTask.objects.values("kind", "status", "error"))
     finally:
         celery_app.conf.task_default_queue = previous_queue
 
@@ -55,5 +60,4 @@ def test_enrichment_runs_on_a_real_worker_and_its_status_is_visible(bob):
     assert dedup.result["decision"] == "new"
     hits = selectors.memory_search(actor=actor(bob), query="when do I like meetings").hits
     assert hits[0].memory.pk == memory.pk
-    assert hits[0].components.get("vector_rank") is not None or "vector" in str(
-        hits[0].components)
+    assert hits[0].components.get("vector_rank") is not None or "vector" in str(hits[0].components)

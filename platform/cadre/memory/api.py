@@ -43,11 +43,33 @@ class MemorySerializer(serializers.ModelSerializer):
     class Meta:
         model = Memory
         fields = [
-            "id", "scope", "scope_id", "scope_key", "kind", "content", "attributes", "tags",
-            "source_kind", "source_ref", "author_type", "author_id", "author_label",
-            "observed_at", "confidence", "status", "valid_from", "valid_to", "expires_at",
-            "retention_policy", "version", "content_hash", "conversation_id", "superseded_by",
-            "provenance", "created_at", "updated_at",
+            "id",
+            "scope",
+            "scope_id",
+            "scope_key",
+            "kind",
+            "content",
+            "attributes",
+            "tags",
+            "source_kind",
+            "source_ref",
+            "author_type",
+            "author_id",
+            "author_label",
+            "observed_at",
+            "confidence",
+            "status",
+            "valid_from",
+            "valid_to",
+            "expires_at",
+            "retention_policy",
+            "version",
+            "content_hash",
+            "conversation_id",
+            "superseded_by",
+            "provenance",
+            "created_at",
+            "updated_at",
         ]
         read_only_fields = fields
 
@@ -55,8 +77,18 @@ class MemorySerializer(serializers.ModelSerializer):
 class MemoryTaskSerializer(serializers.ModelSerializer):
     class Meta:
         model = MemoryTask
-        fields = ["id", "kind", "memory", "status", "attempts", "error", "params", "result",
-                  "created_at", "updated_at"]
+        fields = [
+            "id",
+            "kind",
+            "memory",
+            "status",
+            "attempts",
+            "error",
+            "params",
+            "result",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 
@@ -85,17 +117,20 @@ class MemoryCreateSerializer(serializers.Serializer):
     content = serializers.CharField(max_length=services.MAX_CONTENT_CHARS, required=False)
     messages = MessageSerializer(many=True, required=False, max_length=services.MAX_MESSAGES)
     attributes = serializers.DictField(required=False)
-    tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
-                                 max_length=services.MAX_TAGS)
-    source_kind = serializers.ChoiceField(choices=SourceKind.choices,
-                                          default=SourceKind.USER_STATEMENT)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=services.MAX_TAGS
+    )
+    source_kind = serializers.ChoiceField(
+        choices=SourceKind.choices, default=SourceKind.USER_STATEMENT
+    )
     source_ref = serializers.DictField(required=False)
     observed_at = serializers.DateTimeField(required=False)
     valid_from = serializers.DateTimeField(required=False)
     valid_to = serializers.DateTimeField(required=False, allow_null=True)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    conversation_id = serializers.CharField(max_length=128, required=False, allow_blank=True,
-                                            default="")
+    conversation_id = serializers.CharField(
+        max_length=128, required=False, allow_blank=True, default=""
+    )
     confidence = serializers.FloatField(min_value=0.0, max_value=1.0, default=1.0)
 
     def validate(self, data):
@@ -114,8 +149,11 @@ class MemoryCreatedSerializer(MemorySerializer):
 
     @extend_schema_field(TaskRefSerializer(allow_null=True))
     def get_task(self, memory) -> dict | None:
-        task = (MemoryTask.objects.filter(memory=memory, kind=MemoryTask.Kind.ENRICH)
-                .order_by("-id").first())
+        task = (
+            MemoryTask.objects.filter(memory=memory, kind=MemoryTask.Kind.ENRICH)
+            .order_by("-id")
+            .first()
+        )
         return _task_ref(task)
 
 
@@ -130,15 +168,18 @@ ExtractedSerializer = inline_serializer(
 
 
 class MemoryUpdateSerializer(serializers.Serializer):
-    version = serializers.IntegerField(required=False, help_text="Expected current version "
-                                       "(or send If-Match with the ETag).")
+    version = serializers.IntegerField(
+        required=False, help_text="Expected current version (or send If-Match with the ETag)."
+    )
     content = serializers.CharField(max_length=services.MAX_CONTENT_CHARS, required=False)
     attributes = serializers.DictField(required=False)
-    tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
-                                 max_length=services.MAX_TAGS)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=services.MAX_TAGS
+    )
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
-    status = serializers.ChoiceField(choices=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED],
-                                     required=False)
+    status = serializers.ChoiceField(
+        choices=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED], required=False
+    )
     valid_from = serializers.DateTimeField(required=False)
     valid_to = serializers.DateTimeField(required=False, allow_null=True)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
@@ -160,23 +201,32 @@ class ScopeListField(serializers.ListField):
 class SearchRequestSerializer(serializers.Serializer):
     query = serializers.CharField(max_length=4000)
     top_k = serializers.IntegerField(min_value=1, max_value=100, default=10)
-    scopes = ScopeListField(required=False, help_text="Narrow to these scope keys (never "
-                            "widens what the caller may read).")
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices),
-                                  required=False)
+    scopes = ScopeListField(
+        required=False,
+        help_text="Narrow to these scope keys (never widens what the caller may read).",
+    )
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=Kind.choices), required=False
+    )
     tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     source_kinds = serializers.ListField(
-        child=serializers.ChoiceField(choices=SourceKind.choices), required=False)
+        child=serializers.ChoiceField(choices=SourceKind.choices), required=False
+    )
     attributes = serializers.DictField(required=False)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
-    as_of = serializers.DateTimeField(required=False, help_text="Time travel: what was valid "
-                                      "and recorded at that moment.")
+    as_of = serializers.DateTimeField(
+        required=False, help_text="Time travel: what was valid and recorded at that moment."
+    )
     conversation_id = serializers.CharField(max_length=128, required=False, allow_blank=True)
-    force = serializers.BooleanField(default=False, help_text="Recall even for short, "
-                                     "contentless queries.")
-    run_id = serializers.CharField(max_length=64, required=False, help_text="With step_id: "
-                                   "this search feeds a model call; a context record is kept.")
+    force = serializers.BooleanField(
+        default=False, help_text="Recall even for short, contentless queries."
+    )
+    run_id = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="With step_id: this search feeds a model call; a context record is kept.",
+    )
     step_id = serializers.CharField(max_length=64, required=False, allow_blank=True)
     trace_id = serializers.CharField(max_length=32, required=False, allow_blank=True)
 
@@ -211,8 +261,9 @@ class FeedbackResponseSerializer(serializers.Serializer):
 class DeleteByFilterSerializer(serializers.Serializer):
     scopes = ScopeListField(required=False)
     tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices),
-                                  required=False)
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=Kind.choices), required=False
+    )
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
     conversation_id = serializers.CharField(max_length=128, required=False, allow_blank=True)
@@ -228,9 +279,23 @@ class DeleteByFilterResponseSerializer(serializers.Serializer):
 class MemoryVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = MemoryVersion
-        fields = ["id", "version", "change", "old_content", "new_content", "old_attributes",
-                  "new_attributes", "old_status", "new_status", "actor_type", "actor_id",
-                  "actor_label", "reason", "related_memory", "created_at"]
+        fields = [
+            "id",
+            "version",
+            "change",
+            "old_content",
+            "new_content",
+            "old_attributes",
+            "new_attributes",
+            "old_status",
+            "new_status",
+            "actor_type",
+            "actor_id",
+            "actor_label",
+            "reason",
+            "related_memory",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -246,21 +311,36 @@ class ContextRecordSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ContextRecord
-        fields = ["id", "run_id", "step_id", "trace_id", "actor_type", "actor_id", "query",
-                  "total_tokens", "created_at", "items"]
+        fields = [
+            "id",
+            "run_id",
+            "step_id",
+            "trace_id",
+            "actor_type",
+            "actor_id",
+            "query",
+            "total_tokens",
+            "created_at",
+            "items",
+        ]
         read_only_fields = fields
 
 
 class ListQuerySerializer(serializers.Serializer):
     scope = ScopeListField(required=False)
-    kind = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices),
-                                 required=False)
+    kind = serializers.ListField(
+        child=serializers.ChoiceField(choices=Kind.choices), required=False
+    )
     tag = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     source_kind = serializers.ListField(
-        child=serializers.ChoiceField(choices=SourceKind.choices), required=False)
+        child=serializers.ChoiceField(choices=SourceKind.choices), required=False
+    )
     status = serializers.ListField(
-        child=serializers.ChoiceField(choices=[Memory.Status.ACTIVE, Memory.Status.SUPERSEDED,
-                                               Memory.Status.ARCHIVED]), required=False)
+        child=serializers.ChoiceField(
+            choices=[Memory.Status.ACTIVE, Memory.Status.SUPERSEDED, Memory.Status.ARCHIVED]
+        ),
+        required=False,
+    )
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
     conversation_id = serializers.CharField(required=False)
@@ -268,13 +348,22 @@ class ListQuerySerializer(serializers.Serializer):
 
 
 LIST_PARAMETERS = [
-    OpenApiParameter("scope", OpenApiTypes.STR, many=True,
-                     description="Scope key(s), e.g. user:12, department:5, organization"),
+    OpenApiParameter(
+        "scope",
+        OpenApiTypes.STR,
+        many=True,
+        description="Scope key(s), e.g. user:12, department:5, organization",
+    ),
     OpenApiParameter("kind", OpenApiTypes.STR, many=True, enum=Kind.values),
     OpenApiParameter("tag", OpenApiTypes.STR, many=True, description="All of these tags"),
     OpenApiParameter("source_kind", OpenApiTypes.STR, many=True, enum=SourceKind.values),
-    OpenApiParameter("status", OpenApiTypes.STR, many=True,
-                     enum=["active", "superseded", "archived"], description="Default: active"),
+    OpenApiParameter(
+        "status",
+        OpenApiTypes.STR,
+        many=True,
+        enum=["active", "superseded", "archived"],
+        description="Default: active",
+    ),
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="observed_at >= since"),
     OpenApiParameter("until", OpenApiTypes.DATETIME, description="observed_at < until"),
     OpenApiParameter("conversation_id", OpenApiTypes.STR),
@@ -292,11 +381,14 @@ def _expected_version(request, data) -> int:
         value = header.removeprefix("W/").strip('"')
         _, _, version = value.rpartition(".")
         if not version.isdigit():
-            raise InvalidInput("If-Match must be the ETag of the memory, e.g. \"12.3\".")
+            raise InvalidInput('If-Match must be the ETag of the memory, e.g. "12.3".')
         return int(version)
     if data.get("version") is None:
-        raise InvalidInput("Send the version you are updating (body 'version' or If-Match).",
-                           code="version_required", details={"version": ["Required."]})
+        raise InvalidInput(
+            "Send the version you are updating (body 'version' or If-Match).",
+            code="version_required",
+            details={"version": ["Required."]},
+        )
     return int(data["version"])
 
 
@@ -329,26 +421,35 @@ class MemoryScopedViewSet(TenantViewSet):
 class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
     model = Memory
     serializer_class = MemorySerializer
-    write_actions = frozenset({"create", "partial_update", "destroy", "feedback",
-                               "delete_by_filter"})
+    write_actions = frozenset(
+        {"create", "partial_update", "destroy", "feedback", "delete_by_filter"}
+    )
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Memory.objects.none()
         if self.action == "list":
-            query = ListQuerySerializer(data={
-                key: self.request.query_params.getlist(key)
-                if key in ("scope", "kind", "tag", "source_kind", "status")
-                else self.request.query_params.get(key)
-                for key in self.request.query_params
-            })
+            query = ListQuerySerializer(
+                data={
+                    key: self.request.query_params.getlist(key)
+                    if key in ("scope", "kind", "tag", "source_kind", "status")
+                    else self.request.query_params.get(key)
+                    for key in self.request.query_params
+                }
+            )
             query.is_valid(raise_exception=True)
             data = query.validated_data
             return selectors.memory_list(
-                self.actor, scope_keys=data.get("scope"), kinds=data.get("kind"),
-                tags=data.get("tag"), source_kinds=data.get("source_kind"),
-                statuses=data.get("status"), since=data.get("since"), until=data.get("until"),
-                conversation_id=data.get("conversation_id"), text=data.get("q"),
+                self.actor,
+                scope_keys=data.get("scope"),
+                kinds=data.get("kind"),
+                tags=data.get("tag"),
+                source_kinds=data.get("source_kind"),
+                statuses=data.get("status"),
+                since=data.get("since"),
+                until=data.get("until"),
+                conversation_id=data.get("conversation_id"),
+                text=data.get("q"),
             )
         return selectors.memory_queryset(self.actor)
 
@@ -374,31 +475,55 @@ class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
         data = serializer.validated_data
         if data.get("messages"):
             result = services.memory_add_from_messages(
-                actor=self.actor, messages=[dict(m) for m in data["messages"]],
-                scope=data["scope"], scope_id=data.get("scope_id"),
-                conversation_id=data.get("conversation_id", ""), source_ref=data.get("source_ref"),
+                actor=self.actor,
+                messages=[dict(m) for m in data["messages"]],
+                scope=data["scope"],
+                scope_id=data.get("scope_id"),
+                conversation_id=data.get("conversation_id", ""),
+                source_ref=data.get("source_ref"),
                 tags=data.get("tags"),
             )
-            return Response({
-                "extractor": result.extractor,
-                "candidates": result.candidates,
-                "memories": MemoryCreatedSerializer(result.memories, many=True).data,
-            }, status=status.HTTP_201_CREATED)
-        fields = {key: data[key] for key in (
-            "scope_id", "attributes", "tags", "source_ref", "observed_at", "valid_from",
-            "valid_to", "expires_at") if key in data}
+            return Response(
+                {
+                    "extractor": result.extractor,
+                    "candidates": result.candidates,
+                    "memories": MemoryCreatedSerializer(result.memories, many=True).data,
+                },
+                status=status.HTTP_201_CREATED,
+            )
+        fields = {
+            key: data[key]
+            for key in (
+                "scope_id",
+                "attributes",
+                "tags",
+                "source_ref",
+                "observed_at",
+                "valid_from",
+                "valid_to",
+                "expires_at",
+            )
+            if key in data
+        }
         memory = services.memory_add(
-            actor=self.actor, scope=data["scope"], kind=data["kind"], content=data["content"],
-            source_kind=data["source_kind"], conversation_id=data.get("conversation_id", ""),
-            confidence=data["confidence"], **fields,
+            actor=self.actor,
+            scope=data["scope"],
+            kind=data["kind"],
+            content=data["content"],
+            source_kind=data["source_kind"],
+            conversation_id=data.get("conversation_id", ""),
+            confidence=data["confidence"],
+            **fields,
         )
         code = status.HTTP_200_OK if memory.dedup_decision == "exact_duplicate" else 201
         response = Response(MemoryCreatedSerializer(memory).data, status=code)
         response["ETag"] = _etag(memory)
         return response
 
-    @extend_schema(responses=MemorySerializer,
-                   description="One memory. The ETag names its version (send it as If-Match).")
+    @extend_schema(
+        responses=MemorySerializer,
+        description="One memory. The ETag names its version (send it as If-Match).",
+    )
     def retrieve(self, request, pk=None):
         memory = self.get_object()
         response = Response(MemorySerializer(memory).data)
@@ -406,9 +531,16 @@ class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
         return response
 
     @extend_schema(
-        request=MemoryUpdateSerializer, responses=MemorySerializer,
-        parameters=[OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
-                                     description="ETag of the version being changed")],
+        request=MemoryUpdateSerializer,
+        responses=MemorySerializer,
+        parameters=[
+            OpenApiParameter(
+                "If-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="ETag of the version being changed",
+            )
+        ],
         description="Change a memory if it is still at the version you read (If-Match or "
         "body `version`); otherwise 409 `version_conflict` and nothing is changed.",
     )
@@ -421,21 +553,32 @@ class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
         reason = data.pop("reason", "")
         if not data:
             raise InvalidInput("Nothing to change.")
-        memory = services.memory_update(actor=self.actor, memory=self.get_object(),
-                                        expected_version=expected, reason=reason, **data)
+        memory = services.memory_update(
+            actor=self.actor,
+            memory=self.get_object(),
+            expected_version=expected,
+            reason=reason,
+            **data,
+        )
         response = Response(MemorySerializer(memory).data)
         response["ETag"] = _etag(memory)
         return response
 
-    @extend_schema(responses={204: None}, description="Soft delete now (gone from search, "
-                   "get, list and context assembly); a purge task removes the content.")
+    @extend_schema(
+        responses={204: None},
+        description="Soft delete now (gone from search, "
+        "get, list and context assembly); a purge task removes the content.",
+    )
     def destroy(self, request, pk=None):
         services.memory_delete(actor=self.actor, memory=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=SearchRequestSerializer, responses=SearchResponseSerializer,
-                   description="Hybrid search over the scopes the caller may read (computed on "
-                   "the server; `scopes` only narrows). Each hit explains its score.")
+    @extend_schema(
+        request=SearchRequestSerializer,
+        responses=SearchResponseSerializer,
+        description="Hybrid search over the scopes the caller may read (computed on "
+        "the server; `scopes` only narrows). Each hit explains its score.",
+    )
     @action(detail=False, methods=["post"])
     def search(self, request):
         serializer = SearchRequestSerializer(data=request.data)
@@ -443,58 +586,96 @@ class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
         data = serializer.validated_data
         on_behalf_of = None
         if data.get("run_id"):
-            on_behalf_of = {"run_id": data["run_id"], "step_id": data.get("step_id", ""),
-                            "trace_id": data.get("trace_id", "")}
+            on_behalf_of = {
+                "run_id": data["run_id"],
+                "step_id": data.get("step_id", ""),
+                "trace_id": data.get("trace_id", ""),
+            }
         with transaction.atomic():
             result = selectors.memory_search(
-                actor=self.actor, query=data["query"], top_k=data["top_k"],
-                scope_keys=data.get("scopes"), kinds=data.get("kinds"), tags=data.get("tags"),
-                source_kinds=data.get("source_kinds"), attributes=data.get("attributes"),
-                since=data.get("since"), until=data.get("until"), as_of=data.get("as_of"),
-                conversation_id=data.get("conversation_id"), on_behalf_of=on_behalf_of,
+                actor=self.actor,
+                query=data["query"],
+                top_k=data["top_k"],
+                scope_keys=data.get("scopes"),
+                kinds=data.get("kinds"),
+                tags=data.get("tags"),
+                source_kinds=data.get("source_kinds"),
+                attributes=data.get("attributes"),
+                since=data.get("since"),
+                until=data.get("until"),
+                as_of=data.get("as_of"),
+                conversation_id=data.get("conversation_id"),
+                on_behalf_of=on_behalf_of,
                 force=data["force"],
             )
-        return Response({
-            "hits": [{"memory": MemorySerializer(hit.memory).data, "score": hit.score,
-                      "components": hit.components} for hit in result.hits],
-            "scope_keys": result.scope_keys,
-            "recalled": result.recalled,
-            "context_record_id": result.context_record.pk if result.context_record else None,
-        })
+        return Response(
+            {
+                "hits": [
+                    {
+                        "memory": MemorySerializer(hit.memory).data,
+                        "score": hit.score,
+                        "components": hit.components,
+                    }
+                    for hit in result.hits
+                ],
+                "scope_keys": result.scope_keys,
+                "recalled": result.recalled,
+                "context_record_id": result.context_record.pk if result.context_record else None,
+            }
+        )
 
-    @extend_schema(request=FeedbackRequestSerializer, responses=FeedbackResponseSerializer,
-                   description="A natural-language correction: the memories it contradicts are "
-                   "superseded by the corrected statement (history keeps the old).")
+    @extend_schema(
+        request=FeedbackRequestSerializer,
+        responses=FeedbackResponseSerializer,
+        description="A natural-language correction: the memories it contradicts are "
+        "superseded by the corrected statement (history keeps the old).",
+    )
     @action(detail=False, methods=["post"])
     def feedback(self, request):
         serializer = FeedbackRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        result = services.memory_feedback(actor=self.actor, text=data["text"],
-                                          scope_keys=data.get("scopes"),
-                                          conversation_id=data.get("conversation_id"))
-        return Response({
-            "statement": result.statement, "judge": result.judge,
-            "created": MemorySerializer(result.created, many=True).data,
-            "superseded": MemorySerializer(result.superseded, many=True).data,
-            "considered": result.considered,
-        }, status=status.HTTP_201_CREATED)
+        result = services.memory_feedback(
+            actor=self.actor,
+            text=data["text"],
+            scope_keys=data.get("scopes"),
+            conversation_id=data.get("conversation_id"),
+        )
+        return Response(
+            {
+                "statement": result.statement,
+                "judge": result.judge,
+                "created": MemorySerializer(result.created, many=True).data,
+                "superseded": MemorySerializer(result.superseded, many=True).data,
+                "considered": result.considered,
+            },
+            status=status.HTTP_201_CREATED,
+        )
 
-    @extend_schema(request=DeleteByFilterSerializer, responses=DeleteByFilterResponseSerializer,
-                   description="Soft-delete every memory you may change matching the filter "
-                   "(at least one criterion); a purge task removes their content.")
+    @extend_schema(
+        request=DeleteByFilterSerializer,
+        responses=DeleteByFilterResponseSerializer,
+        description="Soft-delete every memory you may change matching the filter "
+        "(at least one criterion); a purge task removes their content.",
+    )
     @action(detail=False, methods=["post"], url_path="delete")
     def delete_by_filter(self, request):
         serializer = DeleteByFilterSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         result = services.memory_delete_by_filter(
-            actor=self.actor, scope_keys=data.get("scopes"), tags=data.get("tags"),
-            kinds=data.get("kinds"), since=data.get("since"), until=data.get("until"),
-            conversation_id=data.get("conversation_id"), reason=data.get("reason", ""),
+            actor=self.actor,
+            scope_keys=data.get("scopes"),
+            tags=data.get("tags"),
+            kinds=data.get("kinds"),
+            since=data.get("since"),
+            until=data.get("until"),
+            conversation_id=data.get("conversation_id"),
+            reason=data.get("reason", ""),
         )
-        return Response({"deleted": result.deleted, "skipped": result.skipped,
-                         "task": _task_ref(result.task)})
+        return Response(
+            {"deleted": result.deleted, "skipped": result.skipped, "task": _task_ref(result.task)}
+        )
 
     @extend_schema(responses=MemoryVersionSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -502,19 +683,29 @@ class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
         versions = selectors.memory_history(self.actor, pk)
         return Response(MemoryVersionSerializer(versions, many=True).data)
 
-    @extend_schema(responses=ContextRecordSerializer(many=True),
-                   description="Every recorded model call this memory was sent to.")
+    @extend_schema(
+        responses=ContextRecordSerializer(many=True),
+        description="Every recorded model call this memory was sent to.",
+    )
     @action(detail=True, methods=["get"], url_path="context-records")
     def context_records(self, request, pk=None):
         records = selectors.memory_influence(self.actor, pk).prefetch_related("items")
         page = self.paginate_queryset(records)
         return self.get_paginated_response(ContextRecordSerializer(page, many=True).data)
 
-    @extend_schema(responses=inline_serializer(name="MemoryDedupStats", fields={
-        "received": serializers.IntegerField(), "written": serializers.IntegerField(),
-        "merged_exact": serializers.IntegerField(), "merged_near": serializers.IntegerField(),
-        "compression_rate": serializers.FloatField()}),
-        description="Dedup funnel figures for the organization (admins: memory.view).")
+    @extend_schema(
+        responses=inline_serializer(
+            name="MemoryDedupStats",
+            fields={
+                "received": serializers.IntegerField(),
+                "written": serializers.IntegerField(),
+                "merged_exact": serializers.IntegerField(),
+                "merged_near": serializers.IntegerField(),
+                "compression_rate": serializers.FloatField(),
+            },
+        ),
+        description="Dedup funnel figures for the organization (admins: memory.view).",
+    )
     @action(detail=False, methods=["get"])
     def stats(self, request):
         if not self.actor.has("memory.view"):
@@ -550,8 +741,7 @@ class MemoryTaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Memory
         return selectors.memory_task_queryset(self.actor)
 
 
-class ContextRecordViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                           MemoryScopedViewSet):
+class ContextRecordViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, MemoryScopedViewSet):
     model = ContextRecord
     serializer_class = ContextRecordSerializer
     filterset_class = ContextRecordFilter
@@ -565,6 +755,5 @@ class ContextRecordViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 router = SimpleRouter()
 router.register("memories", MemoryViewSet, basename="memory")
 router.register("memory-tasks", MemoryTaskViewSet, basename="memory-task")
-router.register("memory-context-records", ContextRecordViewSet,
-                basename="memory-context-record")
+router.register("memory-context-records", ContextRecordViewSet, basename="memory-context-record")
 urlpatterns = router.urls

@@ -109,7 +109,11 @@ class Decision:
 
 
 def near_candidates(
-    memory: Memory, vector: list[float], model, *, threshold: float = NEAR_THRESHOLD,
+    memory: Memory,
+    vector: list[float],
+    model,
+    *,
+    threshold: float = NEAR_THRESHOLD,
     limit: int = NEAR_CANDIDATES,
 ) -> list[Candidate]:
     """Active memories of the same scope whose vector is within `threshold` cosine of `vector`.
@@ -162,16 +166,34 @@ def content_words(text: str) -> set[str]:
         if _CJK_CHAR.fullmatch(token):
             if token not in STOP_WORDS:
                 words.add(token)
-        elif token in NEGATIONS or (token not in STOP_WORDS
-                                    and (len(token) > 1 or token.isdigit())):
+        elif token in NEGATIONS or (
+            token not in STOP_WORDS and (len(token) > 1 or token.isdigit())
+        ):
             words.add(_stem(token))
     return words
 
 
 NEGATIONS = frozenset(
     {
-        "not", "no", "never", "none", "nor", "cannot", "without", "don", "doesn", "didn",
-        "isn", "aren", "wasn", "weren", "won", "shouldn", "mustn", "stop", "stopped",
+        "not",
+        "no",
+        "never",
+        "none",
+        "nor",
+        "cannot",
+        "without",
+        "don",
+        "doesn",
+        "didn",
+        "isn",
+        "aren",
+        "wasn",
+        "weren",
+        "won",
+        "shouldn",
+        "mustn",
+        "stop",
+        "stopped",
     }
 )
 
@@ -185,8 +207,11 @@ def value_words(text: str) -> set[str]:
     for match in _LATIN_WORD.finditer(text or ""):
         word = match.group(0)
         folded = unicodedata.normalize("NFKC", word).casefold()
-        if (any(ch.isdigit() for ch in word) or (match.start() > 0 and word[0].isupper())
-                or folded in NEGATIONS):
+        if (
+            any(ch.isdigit() for ch in word)
+            or (match.start() > 0 and word[0].isupper())
+            or folded in NEGATIONS
+        ):
             values.add(_stem(folded))
     values |= set(_CJK_CHAR.findall(text or ""))
     return values
@@ -209,9 +234,11 @@ class RuleJudge:
             changed = (mine ^ theirs) & (my_values | value_words(other.content))
             if mine == theirs or (candidate.similarity >= DUPLICATE_COSINE and not changed):
                 return Decision(
-                    DUPLICATE, other,
+                    DUPLICATE,
+                    other,
                     f"near duplicate (cosine {candidate.similarity:.3f}, no value changed)",
-                    self.name, candidate.similarity,
+                    self.name,
+                    candidate.similarity,
                 )
             if (
                 best_update is None
@@ -221,9 +248,11 @@ class RuleJudge:
                 best_update = candidate
         if best_update is not None:
             return Decision(
-                UPDATE, best_update.memory,
+                UPDATE,
+                best_update.memory,
                 f"same subject, different value (cosine {best_update.similarity:.3f})",
-                self.name, best_update.similarity,
+                self.name,
+                best_update.similarity,
             )
         return Decision(NEW, None, "no candidate says the same thing", self.name)
 
@@ -250,7 +279,8 @@ class ModelJudge:
             for c in candidates
         )
         answer = chat_json(
-            self.config, JUDGE_PROMPT,
+            self.config,
+            JUDGE_PROMPT,
             f"NEW ({memory.kind}): {memory.content}\nCANDIDATES:\n{listing}",
         )
         decision = str(answer.get("decision", "")).lower()

@@ -83,7 +83,9 @@ def chat_json(config: LLMConfig, system: str, user: str) -> dict:
     }
     try:
         response = httpx.post(
-            f"{config.base_url}/chat/completions", json=body, headers=headers,
+            f"{config.base_url}/chat/completions",
+            json=body,
+            headers=headers,
             timeout=config.timeout,
         )
         response.raise_for_status()
@@ -108,26 +110,55 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")  # noqa: RUF001
 
 # (rule name, kind, pattern, strip) — `strip` removes a prefix that only asks to remember.
 _RULES: list[tuple[str, str, re.Pattern, bool]] = [
-    ("remember", Kind.FACT,
-     re.compile(r"^\s*(?:please\s+)?(?:remember|note|keep in mind)\s+(?:that\s+)?(?=\S)", re.I),
-     True),
-    ("remember_zh", Kind.FACT,
-     re.compile(r"^\s*(?:请|麻烦)?(?:记住|记一下|记得)[，,：:\s]*(?=\S)"),  # noqa: RUF001
-     True),
-    ("from_now_on", Kind.REQUIREMENT,
-     re.compile(r"\b(?:from now on|going forward|in (?:the )?future|starting (?:today|now))\b",
-                re.I), False),
-    ("always_never", Kind.REQUIREMENT,
-     re.compile(r"\b(?:always|never|every time|each time|make sure to|don't ever)\b", re.I),
-     False),
-    ("prefer", Kind.PREFERENCE,
-     re.compile(r"\b(?:I|we)\s+(?:(?:would|'d)\s+)?(?:prefer|rather|like\b.*\bbetter|"
-                r"don't like|do not like|dislike|hate|love|favou?r)", re.I), False),
+    (
+        "remember",
+        Kind.FACT,
+        re.compile(r"^\s*(?:please\s+)?(?:remember|note|keep in mind)\s+(?:that\s+)?(?=\S)", re.I),
+        True,
+    ),
+    (
+        "remember_zh",
+        Kind.FACT,
+        re.compile(r"^\s*(?:请|麻烦)?(?:记住|记一下|记得)[，,：:\s]*(?=\S)"),  # noqa: RUF001
+        True,
+    ),
+    (
+        "from_now_on",
+        Kind.REQUIREMENT,
+        re.compile(
+            r"\b(?:from now on|going forward|in (?:the )?future|starting (?:today|now))\b", re.I
+        ),
+        False,
+    ),
+    (
+        "always_never",
+        Kind.REQUIREMENT,
+        re.compile(r"\b(?:always|never|every time|each time|make sure to|don't ever)\b", re.I),
+        False,
+    ),
+    (
+        "prefer",
+        Kind.PREFERENCE,
+        re.compile(
+            r"\b(?:I|we)\s+(?:(?:would|'d)\s+)?(?:prefer|rather|like\b.*\bbetter|"
+            r"don't like|do not like|dislike|hate|love|favou?r)",
+            re.I,
+        ),
+        False,
+    ),
     ("from_now_on_zh", Kind.REQUIREMENT, re.compile(r"以后|今后|从现在(?:开始|起)|往后"), False),
-    ("always_zh", Kind.REQUIREMENT, re.compile(r"总是|每次都|每次|一律|务必|永远不要|千万别"),
-     False),
-    ("prefer_zh", Kind.PREFERENCE,
-     re.compile(r"我(?:们)?(?:更|比较|最|很|不)?(?:喜欢|偏好|倾向于|讨厌|习惯)"), False),
+    (
+        "always_zh",
+        Kind.REQUIREMENT,
+        re.compile(r"总是|每次都|每次|一律|务必|永远不要|千万别"),
+        False,
+    ),
+    (
+        "prefer_zh",
+        Kind.PREFERENCE,
+        re.compile(r"我(?:们)?(?:更|比较|最|很|不)?(?:喜欢|偏好|倾向于|讨厌|习惯)"),
+        False,
+    ),
 ]
 
 
@@ -162,7 +193,7 @@ class RuleExtractor:
             match = pattern.search(sentence)
             if match is None:
                 continue
-            content = sentence[match.end():].strip() if strip else sentence
+            content = sentence[match.end() :].strip() if strip else sentence
             content = content[:MAX_CANDIDATE_CHARS]
             if len(content) < 2:
                 return None
@@ -172,8 +203,7 @@ class RuleExtractor:
                 if inner is not None:
                     inner.attributes["rule"] = f"{rule}+{inner.attributes['rule']}"
                     return inner
-            return Candidate(kind=kind, content=content, confidence=0.9,
-                             attributes={"rule": rule})
+            return Candidate(kind=kind, content=content, confidence=0.9, attributes={"rule": rule})
         return None
 
 
@@ -217,8 +247,14 @@ class ModelExtractor:
                 confidence = min(1.0, max(0.0, float(item.get("confidence", 0.8))))
             except (TypeError, ValueError):
                 confidence = 0.8
-            found.append(Candidate(kind=kind, content=content, confidence=confidence,
-                                   attributes={"model": self.config.model}))
+            found.append(
+                Candidate(
+                    kind=kind,
+                    content=content,
+                    confidence=confidence,
+                    attributes={"model": self.config.model},
+                )
+            )
         return found
 
 

@@ -60,5 +60,10 @@ def reembed(
             continue  # memories were written meanwhile: embed those too, then try again
     remaining = embeddings.missing_embeddings(model).count()
     model.refresh_from_db()
-    return {"model_id": model.pk, "embedded": done, "remaining": remaining,
-            "activated": activated, "status": model.status}
+    return {
+        "model_id": model.pk,
+        "embedded": done,
+        "remaining": remaining,
+        "activated": activated,
+        "status": model.status,
+    }

@@ -209,14 +209,16 @@ def lexical_candidates(
                 WHERE {where} AND {_TSVECTOR} @@ t.q
             ) c
         ),
-        df AS (SELECT term, count(*) AS df FROM hits GROUP BY term),
-        stats AS (
-            SELECT GREATEST(%s, 1) AS n,
-                   GREATEST((SELECT avg(dl) FROM hits), 1) AS avgdl
-        )
+        df AS (
+            SELECT term,
+                   ln(1.0 + (%s::float8 - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+            FROM hits GROUP BY term
+        ),
+        stats AS (SELECT GREATEST(avg(dl), 1)::float8 AS avgdl FROM hits)
         SELECT h.id,
-               sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5))
-                   * (%s + 1) / (1 + %s * (1 - %s + %s * h.dl / s.avgdl))) AS score
+               sum(d.idf * (%s::float8 + 1.0)
+                   / (1.0 + %s::float8 * (1.0 - %s::float8 + %s::float8 * h.dl / s.avgdl)))
+                   AS score
         FROM hits h JOIN df d USING (term) CROSS JOIN stats s
         GROUP BY h.id
         ORDER BY score DESC, h.id DESC
@@ -227,7 +229,7 @@ def lexical_candidates(
         list(terms),
         [_quote_term(term) for term in terms],
         *params,
-        total if total is not None else count_filtered(where, params),
+        max(total if total is not None else count_filtered(where, params), 1),
         k1,
         k1,
         b,
@@ -513,28 +515,54 @@ class Candidates:
     query: np.ndarray | None
 
 
-def fetch_vectors(model: EmbeddingModel, ids: Sequence[int]) -> list[tuple[int, np.ndarray]]:
-    """(memory id, vector) under `model`, read in PostgreSQL's binary format: parsing the text
-    form of 384 floats costs ~0.5 ms a row in Python, the binary form is a memory copy."""
+def _binary_connection():
+    """The psycopg connection under Django's, with pgvector's types registered once."""
     from pgvector.psycopg import register_vector
-
-    from cadre.memory.embeddings import vector_type
 
     connection.ensure_connection()
     raw = connection.connection
     if raw not in _vector_types_registered:
         register_vector(raw)
         _vector_types_registered[raw] = True
-    table = MemoryEmbedding._meta.db_table
-    kind = vector_type(model)
-    sql = f"SELECT memory_id, embedding::{kind} FROM {table} WHERE model_id = %s AND memory_id = ANY(%s)"  # noqa: E501, S608
+    return raw
+
+
+def fetch_candidates(
+    model: EmbeddingModel | None, ids: Sequence[int]
+) -> tuple[dict[int, Memory], dict[int, np.ndarray]]:
+    """The ranking fields of the candidates and their vectors under `model`, in one query
+    read in PostgreSQL's binary format: parsing the text form of 384 floats costs ~0.5 ms a
+    row in Python, the binary form is a memory copy. The Memory objects carry only
+    RANKING_FIELDS (the hits' full rows are fetched once the top k is known)."""
+    from cadre.memory.embeddings import vector_type
+
+    raw = _binary_connection()
+    fields = [f.attname for f in Memory._meta.concrete_fields if f.attname in RANKING_FIELDS]
+    columns = ", ".join(f"m.{name}" for name in fields)
+    table = Memory._meta.db_table
+    embedding_table = MemoryEmbedding._meta.db_table
+    if model is not None:
+        vector = f"e.embedding::{vector_type(model)}"
+        join = f"LEFT JOIN {embedding_table} e ON e.memory_id = m.id AND e.model_id = %s"
+        params: list = [model.pk, list(ids)]
+    else:
+        vector, join, params = "NULL", "", [list(ids)]
+    sql = f"SELECT {columns}, {vector} FROM {table} m {join} WHERE m.id = ANY(%s)"  # noqa: S608
     with psycopg.Cursor(raw) as cursor:  # Django's cursors bind client-side: no binary results
-        cursor.execute(sql, [model.pk, list(ids)], binary=True)
+        cursor.execute(sql, params, binary=True)
         rows = cursor.fetchall()
-    return [
-        (pk, value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value))
-        for pk, value in rows
-    ]
+    memories: dict[int, Memory] = {}
+    vectors: dict[int, np.ndarray] = {}
+    for row in rows:
+        memory = Memory.from_db(connection.alias, fields, row[:-1])
+        memories[memory.pk] = memory
+        value = row[-1]
+        if value is not None:
+            array = value.to_numpy() if hasattr(value, "to_numpy") else value
+            array = np.asarray(array, dtype=np.float32)
+            norm = float(np.linalg.norm(array))
+            vectors[memory.pk] = array / norm if norm > 0 else array
+    return memories, vectors
 
 
 def load_candidates(
@@ -545,17 +573,14 @@ def load_candidates(
     query_vector: Sequence[float] | None,
 ) -> Candidates:
     """Fetch the candidate rows and, for MMR and for ranking lexical-only candidates by
-    similarity too, their vectors under `model` (two queries)."""
+    similarity too, their vectors under `model` (one query)."""
     ids = list(dict.fromkeys([pk for pk, _ in lexical] + [pk for pk, _ in vector]))
-    # Only what ranking reads; the hits' full rows are fetched once the top k is known.
-    memories = Memory.objects.only(*RANKING_FIELDS).in_bulk(ids) if ids else {}
-    vectors: dict[int, np.ndarray] = {}
+    if not ids:
+        return Candidates(lexical=lexical, vector=vector, memories={}, vectors={}, query=None)
+    use_vectors = model is not None and query_vector is not None
+    memories, vectors = fetch_candidates(model if use_vectors else None, ids)
     query = None
-    if ids and model is not None and query_vector is not None:
-        for pk, vec in fetch_vectors(model, ids):
-            array = np.asarray(vec, dtype=np.float32)
-            norm = float(np.linalg.norm(array))
-            vectors[pk] = array / norm if norm > 0 else array
+    if use_vectors:
         query = np.asarray(query_vector, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         query = query / norm if norm > 0 else query

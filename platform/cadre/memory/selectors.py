@@ -320,8 +320,14 @@ class SearchResult(list):
     """The hits (it is the list of SearchHit), plus the scopes searched, whether recall ran,
     and the ContextRecord written for a model call (or None)."""
 
-    def __init__(self, hits: list, *, scope_keys: list[str],
-                 context_record: ContextRecord | None = None, recalled: bool = True):
+    def __init__(
+        self,
+        hits: list,
+        *,
+        scope_keys: list[str],
+        context_record: ContextRecord | None = None,
+        recalled: bool = True,
+    ):
         super().__init__(hits)
         self.scope_keys = scope_keys
         self.context_record = context_record
@@ -392,8 +398,9 @@ def memory_search(
         ]
     record = None
     if on_behalf_of is not None:
-        record = context_record_write(actor=actor, query=query, hits=hits,
-                                      on_behalf_of=on_behalf_of)
+        record = context_record_write(
+            actor=actor, query=query, hits=hits, on_behalf_of=on_behalf_of
+        )
     span = trace.get_current_span()
     span.set_attribute("memory.scopes", len(keys))
     span.set_attribute("memory.recalled", recalled)
@@ -451,9 +458,11 @@ def memory_dedup_stats(organization) -> dict:
         memory__organization=organization, change=MemoryVersion.Change.MERGE
     )
     exact = merge_versions.filter(reason__startswith="exact duplicate").count()
-    near = rows.filter(
-        status=Memory.Status.SUPERSEDED, versions__change=MemoryVersion.Change.MERGE
-    ).distinct().count()
+    near = (
+        rows.filter(status=Memory.Status.SUPERSEDED, versions__change=MemoryVersion.Change.MERGE)
+        .distinct()
+        .count()
+    )
     received = written + exact
     merged = exact + near
     return {

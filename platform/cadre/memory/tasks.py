@@ -97,11 +97,19 @@ def memory_enrich(self, task_id: int) -> dict | None:
             try:
                 embeddings.embed_memories([memory], building)
             except Exception:
-                logger.warning("embedding memory %s under building model %s failed",
-                               memory.pk, building.pk, exc_info=True)
+                logger.warning(
+                    "embedding memory %s under building model %s failed",
+                    memory.pk,
+                    building.pk,
+                    exc_info=True,
+                )
         with transaction.atomic():
-            services.enqueue(MemoryTask.Kind.DEDUP, organization=memory.organization,
-                              memory=memory, key=f"dedup:{memory.pk}:v{memory.version}")
+            services.enqueue(
+                MemoryTask.Kind.DEDUP,
+                organization=memory.organization,
+                memory=memory,
+                key=f"dedup:{memory.pk}:v{memory.version}",
+            )
         return {"model": model.pk, "embedded": written}
 
     return _run(self, task_id, work)
@@ -121,8 +129,12 @@ def memory_dedup(self, task_id: int) -> dict | None:
         memory.refresh_from_db(fields=["status", "kind"])
         if memory.status == Memory.Status.ACTIVE and memory.kind == "tool_trajectory":
             with transaction.atomic():
-                services.enqueue(MemoryTask.Kind.ORGANIZE, organization=memory.organization,
-                                  memory=memory, key=f"organize:{memory.pk}:v{memory.version}")
+                services.enqueue(
+                    MemoryTask.Kind.ORGANIZE,
+                    organization=memory.organization,
+                    memory=memory,
+                    key=f"organize:{memory.pk}:v{memory.version}",
+                )
         return outcome
 
     return _run(self, task_id, work)
@@ -147,8 +159,9 @@ def memory_purge(self, task_id: int) -> dict | None:
         from cadre.memory import services
 
         ids = [int(pk) for pk in record.params.get("memory_ids", [])]
-        result = services.memory_purge(organization=record.organization, memory_ids=ids,
-                                       reason="purge after delete")
+        result = services.memory_purge(
+            organization=record.organization, memory_ids=ids, reason="purge after delete"
+        )
         return {"purged": result["purged"], "embeddings_removed": result["embeddings_removed"]}
 
     return _run(self, task_id, work)
@@ -166,9 +179,15 @@ def memory_reembed(self, task_id: int) -> dict | None:
     return _run(self, task_id, work)
 
 
-@shared_task(name="cadre.memory.tasks.memory_retention_sweep", bind=True,
-             autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=300,
-             retry_jitter=True, max_retries=3)
+@shared_task(
+    name="cadre.memory.tasks.memory_retention_sweep",
+    bind=True,
+    autoretry_for=(Exception,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=3,
+)
 def memory_retention_sweep(self) -> dict:
     """Beat job: purge expired memories (each purge audited per organization, ids only)."""
     from cadre.memory import services
@@ -180,9 +199,12 @@ def memory_retention_sweep(self) -> dict:
         # A visible record per organization of what the sweep did (ids are in the audit log).
         MemoryTask.objects.create(
             organization=Organization.objects.get(pk=int(organization_id)),
-            kind=MemoryTask.Kind.PURGE, status=MemoryTask.Status.COMPLETED, attempts=1,
+            kind=MemoryTask.Kind.PURGE,
+            status=MemoryTask.Status.COMPLETED,
+            attempts=1,
             idempotency_key=f"retention:{organization_id}:{now.isoformat()}",
-            params={"origin": "retention"}, result={"purged": count},
+            params={"origin": "retention"},
+            result={"purged": count},
         )
     return result
 

@@ -53,19 +53,23 @@ def stem(token: str) -> str:
     if len(token) <= 3 or not token.isascii() or not token.isalpha():
         return token
     word = token
-    if word.endswith(("ies", "ied")) and len(word) > 4:
+    if word.endswith("ies") and len(word) > 4:
         word = word[:-3] + "y"
     elif word.endswith("sses"):
         word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    verb_suffix = True
+    if word.endswith("ied") and len(word) > 4:
+        word = word[:-3] + "y"
     elif word.endswith("ing") and len(word) - 3 >= 3 and _VOWELS & set(word[:-3]):
         word = word[:-3]
     elif word.endswith("ed") and len(word) - 2 >= 3 and _VOWELS & set(word[:-2]):
         word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
+    else:
+        verb_suffix = False
     # running -> runn -> run; stopped -> stopp -> stop (but keep fall, miss, buzz)
-    doubled = len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lszaeiou"
-    if word is not token and doubled:
+    if verb_suffix and len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lszaeiou":
         word = word[:-1]
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]  # bake/baked/baking -> bak
