@@ -204,12 +204,14 @@ def value_words(text: str) -> set[str]:
     with all-MiniLM-L6-v2), so a difference in these words means "update", never "duplicate".
     Negations count too: "I like tea" / "I don't like tea" is not a duplicate."""
     values = set()
+    # In ALL-CAPS text capitalization says nothing: only numbers and negations count there.
+    shouting = (text or "").isupper()
     for match in _LATIN_WORD.finditer(text or ""):
         word = match.group(0)
         folded = unicodedata.normalize("NFKC", word).casefold()
         if (
             any(ch.isdigit() for ch in word)
-            or (match.start() > 0 and word[0].isupper())
+            or (not shouting and match.start() > 0 and word[0].isupper())
             or folded in NEGATIONS
         ):
             values.add(_stem(folded))
@@ -217,22 +219,64 @@ def value_words(text: str) -> set[str]:
     return values
 
 
+def value_changes(new_text: str, old_text: str) -> tuple[bool, bool]:
+    """(values changed, subject substituted) between two statements.
+
+    A number or a negation on one side only is a changed value ("budget is 2 million" /
+    "3 million"). A name on each side that the other lacks ("Li Wei sends the report" /
+    "Tang Yu sends the report", or 李伟/唐宇) is a different subject: another fact, never an
+    update of this one. Words present on one side only (an added "all", 都会) are elaboration.
+    """
+    mine, theirs = value_words(new_text), value_words(old_text)
+    only_mine, only_theirs = mine - theirs, theirs - mine
+
+    def numeric(word: str) -> bool:
+        return any(ch.isdigit() for ch in word) or word in NEGATIONS
+
+    # A Latin value word (number, name, negation) on either side only changes the value;
+    # CJK characters only when both sides have some the other lacks (a substitution: 2月/3月),
+    # since characters added on one side (都会) are elaboration.
+    cjk_mine = {w for w in only_mine if _CJK_CHAR.fullmatch(w)}
+    cjk_theirs = {w for w in only_theirs if _CJK_CHAR.fullmatch(w)}
+    latin_changed = bool((only_mine - cjk_mine) | (only_theirs - cjk_theirs))
+    values_changed = latin_changed or (bool(cjk_mine) and bool(cjk_theirs))
+    # A name swapped where the sentence starts is its subject ("Li Wei sends…"); a name
+    # swapped later is the value ("My manager is Li Wei" → "… is Zhou Min": an update).
+    names_mine = {w for w in only_mine if not numeric(w)} & _leading_words(new_text)
+    names_theirs = {w for w in only_theirs if not numeric(w)} & _leading_words(old_text)
+    return values_changed, bool(names_mine) and bool(names_theirs)
+
+
+def _leading_words(text: str) -> set[str]:
+    """The first two Latin words and the first three CJK characters of a statement."""
+    text = (text or "").strip()
+    words = {
+        _stem(unicodedata.normalize("NFKC", match.group(0)).casefold())
+        for match in list(_LATIN_WORD.finditer(text))[:2]
+    }
+    return words | set(_CJK_CHAR.findall(text[:3]))
+
+
 class RuleJudge:
     """duplicate: the same meaningful words, or a close paraphrase (cosine >= DUPLICATE_COSINE)
-    that changes no value word; update: same kind and subject (most words shared) with a
-    different value; new: anything else."""
+    that changes no value and no subject; update: same kind and most words shared, with a
+    changed number or negation but the same subject; new: anything else — in particular the
+    same sentence about another person or thing, which must never replace this one."""
 
     name = "rules"
 
     def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision:
         best_update: Candidate | None = None
         mine = content_words(memory.content)
-        my_values = value_words(memory.content)
         for candidate in candidates:
             other = candidate.memory
             theirs = content_words(other.content)
-            changed = (mine ^ theirs) & (my_values | value_words(other.content))
-            if mine == theirs or (candidate.similarity >= DUPLICATE_COSINE and not changed):
+            values_changed, subject_changed = value_changes(memory.content, other.content)
+            if mine == theirs or (
+                candidate.similarity >= DUPLICATE_COSINE
+                and not values_changed
+                and not subject_changed
+            ):
                 return Decision(
                     DUPLICATE,
                     other,
@@ -242,6 +286,7 @@ class RuleJudge:
                 )
             if (
                 best_update is None
+                and not subject_changed
                 and other.kind == memory.kind
                 and overlap(memory.content, other.content) >= UPDATE_OVERLAP
             ):
