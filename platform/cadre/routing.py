@@ -2,4 +2,10 @@
 
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from cadre.governance.consumers import ConfirmationQueueConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/confirmations/", ConfirmationQueueConsumer.as_asgi()),
+]

@@ -161,3 +161,306 @@ class MaskingRule(TenantModel):
     @property
     def term_list(self) -> list[str]:
         return [term for term in (self.terms or "").splitlines() if term.strip()]
+
+
+# --- audit export (cadre.governance.export) ---------------------------------------------------
+
+from django.contrib.postgres.fields import ArrayField  # noqa: E402
+from django.db.models import Q  # noqa: E402
+
+from cadre.tenancy.models import Member  # noqa: E402
+
+
+class AuditExport(TenantModel):
+    """One export job: a time range and filters of the audit log, written as a signed bundle."""
+
+    resource = "audit"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+
+    requested_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    formats = ArrayField(models.CharField(max_length=8), default=list)  # jsonl, csv, ocsf
+    since = models.DateTimeField(null=True, blank=True)
+    until = models.DateTimeField(null=True, blank=True)
+    filters = models.JSONField(default=dict, blank=True)  # action, actor_type, target_type, …
+    mask = models.BooleanField(default=True)  # free text passes through the masking engine
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    total_rows = models.BigIntegerField(null=True, blank=True)
+    rows_written = models.BigIntegerField(default=0)
+    bundle_path = models.CharField(max_length=500, blank=True)  # relative to DATA_DIR
+    manifest = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"audit export {self.pk} ({self.status})"
+
+    @property
+    def progress(self) -> float | None:
+        if not self.total_rows:
+            return 1.0 if self.status == self.Status.COMPLETED else None
+        return min(1.0, self.rows_written / self.total_rows)
+
+
+# --- policy chain (cadre.governance.policy) ---------------------------------------------------
+
+
+class PolicyChain(TenantModel):
+    """The ordered plugins of an organization (template = None) or of one role template."""
+
+    resource = "policy"
+
+    template = models.ForeignKey(
+        "agents.AgentTemplate", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # [{"plugin": "masking", "enabled": true, "config": {...}}, ...] in evaluation order.
+    plugins = models.JSONField(default=list, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    updated_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["organization", "template"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization", "template", name="policychain_unique_scope", nulls_distinct=False
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"policy chain {self.organization_id}/{self.template_id or '*'} v{self.version}"
+
+
+class PolicyDecision(TenantModel):
+    """One plugin's non-allow decision (or a chain's final decision), linked to its run."""
+
+    resource = "policy"
+
+    stage = models.CharField(max_length=16)  # input, tool_call, output, inbound
+    plugin = models.CharField(max_length=64)
+    action = models.CharField(max_length=24)  # allow, modify, require_confirmation, deny
+    reason = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    chain_version = models.PositiveIntegerField(default=0)
+    run_id = models.BigIntegerField(null=True, blank=True)
+    step_index = models.IntegerField(null=True, blank=True)
+    member_id = models.BigIntegerField(null=True, blank=True)
+    agent_id = models.BigIntegerField(null=True, blank=True)
+    trace_id = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["organization", "created_at"]),
+            models.Index(fields=["run_id"]),
+            models.Index(fields=["organization", "action", "created_at"]),
+        ]
+
+
+# --- high-risk confirmations (cadre.governance.confirmations) ---------------------------------
+
+
+class Confirmation(TenantModel):
+    """A high-risk tool call waiting for a human decision; decided exactly once."""
+
+    resource = "confirmation"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        EXPIRED = "expired", "Expired"
+        CANCELLED = "cancelled", "Cancelled"
+
+    idempotency_key = models.CharField(max_length=120, unique=True)
+    run_id = models.BigIntegerField(null=True, blank=True)
+    step_index = models.IntegerField(null=True, blank=True)
+    wait_key = models.CharField(max_length=191, blank=True)  # the runtime Wait it resolves
+    agent_id = models.BigIntegerField(null=True, blank=True)
+    requester = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    tool = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict, blank=True)  # after masking
+    summary = models.TextField()
+    risk_level = models.CharField(max_length=16)  # medium, high, critical
+    risk_reasons = models.JSONField(default=list, blank=True)
+    blast_radius = models.JSONField(default=dict, blank=True)  # {"recipients": 120, ...}
+    rule = models.JSONField(default=dict, blank=True)  # who may decide (see confirmations.py)
+    decider_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # "console", "api", "im:<platform>" (feishu, wecom, dingtalk, slack) or "system" (expiry).
+    decided_via = models.CharField(max_length=16, blank=True)
+    decided_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    trace_id = models.CharField(max_length=32, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["organization", "status", "expires_at"]),
+            models.Index(fields=["run_id"]),
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(status="pending"),
+                name="confirmation_pending_expiry",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"confirmation {self.pk} {self.tool} ({self.status})"
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        # Deciders see what is routed to them, requesters see their own requests; those who
+        # decide for a role or audit see everything (organization-wide `confirmation.view`
+        # does not exist as a role permission on purpose).
+        if permission != "confirmation.view":
+            return None
+        if actor.has("confirmation.decide") or actor.has("audit.view"):
+            return Q()
+        if actor.member is None:
+            return None
+        return Q(requester_id=actor.member.pk) | Q(decider_ids__contains=[actor.member.pk])
+
+    # --- what connectors need (connectors.decisions.ConfirmationLike) -------------------------
+
+    @property
+    def title(self) -> str:
+        return f"Confirm: {self.tool} ({self.risk_level} risk)"
+
+    @property
+    def details_for_card(self) -> list[tuple[str, str]]:
+        rows = [("Tool", self.tool), ("Risk", self.risk_level)]
+        for key, value in (self.blast_radius or {}).items():
+            rows.append((key.replace("_", " ").capitalize(), str(value)))
+        rows.append(("Expires", self.expires_at.strftime("%Y-%m-%d %H:%M %Z")))
+        return rows
+
+    def decider_members(self):
+        return Member.objects.filter(
+            organization_id=self.organization_id,
+            pk__in=self.decider_ids,
+            status=Member.Status.ACTIVE,
+        )
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING
+
+
+class ConfirmationVote(models.Model):
+    """One decider's vote on an N-of-M confirmation (unique: one vote per person)."""
+
+    confirmation = models.ForeignKey(Confirmation, on_delete=models.CASCADE, related_name="votes")
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
+    decision = models.CharField(max_length=16)  # approve, reject
+    via = models.CharField(max_length=16)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint("confirmation", "member", name="confirmationvote_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.confirmation_id}:{self.member_id}:{self.decision}"
+
+
+# --- alerting (cadre.governance.alerts) -------------------------------------------------------
+
+
+class AlertRule(TenantModel):
+    """A condition evaluated continuously over recent activity (see alerts.RULE_KINDS)."""
+
+    resource = "policy"
+
+    class Severity(models.TextChoices):
+        INFO = "info", "Info"
+        WARNING = "warning", "Warning"
+        CRITICAL = "critical", "Critical"
+
+    name = models.CharField(max_length=150)
+    kind = models.CharField(max_length=40)
+    params = models.JSONField(default=dict, blank=True)
+    severity = models.CharField(max_length=16, choices=Severity.choices, default="warning")
+    # [{"kind": "email", "to": [...]}, {"kind": "webhook", "url": ..., "secret": ...}, ...]
+    channels = models.JSONField(default=list, blank=True)
+    is_active = models.BooleanField(default=True)
+    last_evaluated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "name", name="alertrule_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Alert(TenantModel):
+    """A firing of a rule, grouped by fingerprint: repeats raise `count`, not new alerts."""
+
+    resource = "audit"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        ACKNOWLEDGED = "acknowledged", "Acknowledged"
+        RESOLVED = "resolved", "Resolved"
+
+    rule = models.ForeignKey(
+        AlertRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts"
+    )
+    fingerprint = models.CharField(max_length=64)
+    severity = models.CharField(max_length=16)
+    title = models.CharField(max_length=300)
+    details = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    count = models.PositiveIntegerField(default=1)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    acknowledged_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization",
+                "fingerprint",
+                condition=~Q(status="resolved"),
+                name="alert_unique_open_fingerprint",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title

@@ -1,0 +1,653 @@
+"""High-risk confirmations: create, decide exactly once, expire, cancel — and resume the run.
+
+A decision is a conditional UPDATE … WHERE status = 'pending' AND expires_at > now() on a row
+already locked by the deciding transaction: of two deciders at once exactly one decides, the
+other gets a Conflict naming the outcome. The run is resumed (`run_resume`, which resolves
+the runtime's Wait and requeues the run) inside the same transaction as the decision, so a
+worker dying around it either loses both or keeps both; the tool then executes once because
+its step and ToolEffect record are keyed by the step's idempotency key.
+
+Who decides is a rule per risk level (organization setting "confirmation_rules" overrides
+DEFAULT_RULES):
+
+    {"deciders": ["requester", "manager", "role:it_admin", "member:12"],
+     "approvals": 1, "expires_minutes": 30}
+
+`approvals` > 1 is N-of-M (one vote per person). At the highest level (critical) the
+requester alone is never enough: at least one approval must come from someone else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
+from cadre.governance import audit
+from cadre.governance.models import Confirmation, ConfirmationVote
+from cadre.governance.risk import RiskAssessment
+from cadre.tenancy.models import Member
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RULES: dict[str, dict] = {
+    "medium": {"deciders": ["requester"], "approvals": 1, "expires_minutes": 30},
+    "high": {"deciders": ["requester", "manager"], "approvals": 1, "expires_minutes": 30},
+    "critical": {"deciders": ["manager", "role:it_admin"], "approvals": 2, "expires_minutes": 30},
+}
+FALLBACK_ROLES = ("it_admin", "owner")
+APPROVE, REJECT = "approve", "reject"
+_DECISIONS = {"approve": APPROVE, "approved": APPROVE, "reject": REJECT, "rejected": REJECT}
+IM_PLATFORMS = ("feishu", "wecom", "dingtalk", "slack", "webhook")
+GROUP_PREFIX = "confirmations"
+
+
+def group_name(organization_id: int) -> str:
+    return f"{GROUP_PREFIX}.{organization_id}"
+
+
+# --- rules and deciders ---------------------------------------------------------------------
+
+
+def rule_for(organization, level: str) -> dict:
+    configured = (organization.settings or {}).get("confirmation_rules", {}).get(level)
+    rule = {**DEFAULT_RULES.get(level, DEFAULT_RULES["high"]), **(configured or {})}
+    rule["approvals"] = max(1, int(rule.get("approvals", 1)))
+    rule["expires_minutes"] = max(1, int(rule.get("expires_minutes", 30)))
+    return rule
+
+
+def resolve_deciders(organization, rule: dict, requester: Member | None) -> list[int]:
+    """Member ids the rule names (active members of the organization), in a stable order."""
+    ids: list[int] = []
+    roles: list[str] = []
+    for entry in rule.get("deciders", []):
+        if entry == "requester" and requester is not None:
+            ids.append(requester.pk)
+        elif entry == "manager" and requester is not None and requester.manager_id:
+            ids.append(requester.manager_id)
+        elif isinstance(entry, str) and entry.startswith("role:"):
+            roles.append(entry[5:])
+        elif isinstance(entry, str) and entry.startswith("member:") and entry[7:].isdigit():
+            ids.append(int(entry[7:]))
+    active = Member.objects.filter(organization=organization, status=Member.Status.ACTIVE)
+    if roles:
+        ids += list(active.filter(roles__overlap=roles).order_by("pk").values_list("pk", flat=True))
+    usable = set(active.filter(pk__in=ids).values_list("pk", flat=True))
+    ids = [pk for pk in dict.fromkeys(ids) if pk in usable]
+    others = [pk for pk in ids if requester is None or pk != requester.pk]
+    if len(others) < _others_needed(rule, requester, ids):
+        # Nobody (else) to decide: route to the organization's IT admins and owners.
+        fallback = active.filter(roles__overlap=list(FALLBACK_ROLES)).order_by("pk")
+        ids += [pk for pk in fallback.values_list("pk", flat=True) if pk not in ids]
+    return ids
+
+
+def _others_needed(rule: dict, requester, ids: list[int]) -> int:
+    if not ids:
+        return 1
+    return 1 if rule.get("level") == "critical" else 0
+
+
+# --- masking and summary --------------------------------------------------------------------
+
+
+def mask_arguments(organization, arguments: dict, conversation_key: str = "") -> dict:
+    """The arguments with every string masked (placeholders consistent with the conversation)."""
+    from cadre.governance.masking.engine import mask
+    from cadre.governance.masking.vault import ConversationVault, EphemeralVault
+
+    vault = (
+        ConversationVault(organization, conversation_key) if conversation_key else EphemeralVault()
+    )
+
+    def walk(value):
+        if isinstance(value, str):
+            return mask(value, conversation=vault, organization=organization).text
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        return value
+
+    return walk(arguments or {})
+
+
+def summarize(tool: str, arguments: dict, assessment: RiskAssessment, requester) -> str:
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    if len(shown) > 600:
+        shown = shown[:600] + "…"
+    who = requester.display_name if requester is not None else "An agent"
+    radius = ", ".join(
+        f"{key.replace('_', ' ')}: {value}" for key, value in assessment.blast_radius.items()
+    )
+    lines = [f"{who}'s agent wants to run {tool} ({assessment.level} risk).", f"Arguments: {shown}"]
+    if radius:
+        lines.append(f"Blast radius: {radius}.")
+    if assessment.reasons:
+        lines.append(f"Why confirmation is needed: {'; '.join(assessment.reasons)}.")
+    return "\n".join(lines)
+
+
+# --- create ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def confirmation_create(
+    *,
+    organization,
+    tool: str,
+    arguments: dict,
+    assessment: RiskAssessment,
+    idempotency_key: str,
+    requester: Member | None = None,
+    agent_id: int | None = None,
+    run_id: int | None = None,
+    step_index: int | None = None,
+    wait_key: str = "",
+    conversation_key: str = "",
+    trace_id: str = "",
+    actor=None,
+) -> Confirmation:
+    """Create the confirmation of one tool call (or return the one with this key: a run that
+    re-executes asks again and gets the same confirmation)."""
+    existing = Confirmation.objects.filter(idempotency_key=idempotency_key).first()
+    if existing is not None:
+        return existing
+    level = assessment.level if assessment.level != "low" else "medium"
+    rule = {**rule_for(organization, level), "level": level}
+    deciders = resolve_deciders(organization, rule, requester)
+    masked = mask_arguments(organization, arguments, conversation_key)
+    if not trace_id:
+        from cadre.observability import current_trace_id
+
+        trace_id = current_trace_id()
+    confirmation = Confirmation(
+        organization=organization,
+        idempotency_key=idempotency_key,
+        run_id=run_id,
+        step_index=step_index,
+        wait_key=wait_key,
+        agent_id=agent_id,
+        requester=requester,
+        tool=tool,
+        arguments=masked,
+        summary=summarize(tool, masked, assessment, requester),
+        risk_level=level,
+        risk_reasons=assessment.reasons,
+        blast_radius=assessment.blast_radius,
+        rule=rule,
+        decider_ids=deciders,
+        required_approvals=min(rule["approvals"], max(1, len(deciders))),
+        expires_at=timezone.now() + timedelta(minutes=rule["expires_minutes"]),
+        trace_id=trace_id,
+    )
+    try:
+        with transaction.atomic():
+            confirmation.save(force_insert=True)
+    except IntegrityError:  # the same call asked at the same moment by a second worker
+        return Confirmation.objects.get(idempotency_key=idempotency_key)
+    from cadre.tenancy.actors import system_actor
+
+    audit.record(
+        actor=actor or system_actor(organization, label="agent runtime"),
+        action="confirmation.request",
+        target=confirmation,
+        organization=organization,
+        changes={
+            "tool": tool,
+            "risk": level,
+            "reasons": assessment.reasons,
+            "blast_radius": assessment.blast_radius,
+            "run": run_id,
+            "step": step_index,
+            "deciders": deciders,
+            "approvals": confirmation.required_approvals,
+            "expires_at": confirmation.expires_at.isoformat(),
+        },
+    )
+    _after_commit(confirmation, "created")
+    from cadre.governance.tasks import confirmation_notify
+
+    transaction.on_commit(lambda: confirmation_notify.delay(confirmation.pk))
+    return confirmation
+
+
+# --- decide ---------------------------------------------------------------------------------
+
+
+def _get(confirmation_id, organization=None) -> Confirmation:
+    try:
+        queryset = Confirmation.objects.select_for_update()
+        if organization is not None:
+            queryset = queryset.filter(organization=organization)
+        return queryset.get(pk=int(confirmation_id))
+    except (Confirmation.DoesNotExist, TypeError, ValueError):
+        raise NotFound("No such confirmation.") from None
+
+
+def _via(via: str) -> str:
+    via = (via or "").lower()
+    if via in IM_PLATFORMS:
+        return f"im:{via}"
+    if via in ("console", "api", "im", "system") or via.startswith("im:"):
+        return via[:16]
+    raise InvalidInput(f"unknown decision channel {via!r}")
+
+
+def _already(confirmation: Confirmation) -> Conflict:
+    if confirmation.status == Confirmation.Status.PENDING:
+        return Conflict("The confirmation has expired; nothing was done.", code="expired")
+    who = f" by {confirmation.decided_by}" if confirmation.decided_by_id else ""
+    return Conflict(
+        f"This confirmation was already {confirmation.status}{who}.",
+        code=f"already_{confirmation.status}",
+        details={"status": confirmation.status},
+    )
+
+
+@transaction.atomic
+def confirmation_decide(
+    *,
+    decision: str,
+    via: str,
+    confirmation: Confirmation | None = None,
+    confirmation_id=None,
+    decider: Member | None = None,
+    actor=None,
+    reason: str = "",
+) -> Confirmation:
+    """Record one decider's decision. Raises NotPermitted for someone not allowed to decide,
+    Conflict when it is already decided or expired. Reject by any decider rejects; approval
+    needs `required_approvals` votes (and, at critical level, one not from the requester)."""
+    from cadre.tenancy.actors import member_actor
+
+    verdict = _DECISIONS.get(str(decision).lower())
+    if verdict is None:
+        raise InvalidInput("decision must be 'approve' or 'reject'")
+    via = _via(via)
+    if decider is None and actor is not None:
+        decider = actor.member
+    if decider is None:
+        raise NotPermitted("Only a member can decide a confirmation.")
+    organization = actor.organization if actor is not None else decider.organization
+    ref = confirmation.pk if confirmation is not None else confirmation_id
+    confirmation = _get(ref, organization)
+    decider = Member.objects.filter(pk=decider.pk, organization=organization).first()
+    if decider is None or not decider.is_active or decider.pk not in confirmation.decider_ids:
+        raise NotPermitted("You are not one of the people who may decide this confirmation.")
+    if actor is not None and actor.kind == "api_key" and not actor.has("confirmation.decide"):
+        raise NotPermitted("This API key may not decide confirmations.")
+    now = timezone.now()
+    if confirmation.status != Confirmation.Status.PENDING:
+        raise _already(confirmation)
+    if confirmation.expires_at <= now:  # the beat task records the expiry
+        raise Conflict("The confirmation has expired; nothing was done.", code="expired")
+    try:
+        with transaction.atomic():
+            ConfirmationVote.objects.create(
+                confirmation=confirmation, member=decider, decision=verdict, via=via
+            )
+    except IntegrityError:
+        raise Conflict(
+            "You have already decided on this confirmation.", code="already_voted"
+        ) from None
+    decider_actor = actor or member_actor(decider)
+    if verdict == APPROVE and not _approved_enough(confirmation):
+        audit.record(
+            actor=decider_actor,
+            action="confirmation.vote",
+            target=confirmation,
+            changes={"decision": verdict, "via": via},
+            reason=reason,
+        )
+        _after_commit(confirmation, "vote")
+        return confirmation
+    status = Confirmation.Status.APPROVED if verdict == APPROVE else Confirmation.Status.REJECTED
+    updated = Confirmation.objects.filter(
+        pk=confirmation.pk, status=Confirmation.Status.PENDING, expires_at__gt=now
+    ).update(
+        status=status,
+        decided_by=decider,
+        decided_at=now,
+        decided_via=via,
+        decision_reason=reason[:2000],
+    )
+    if updated != 1:  # unreachable while the row lock is held; kept as the guarantee
+        confirmation.refresh_from_db()
+        raise _already(confirmation)
+    confirmation.refresh_from_db()
+    audit.record(
+        actor=decider_actor,
+        action=f"confirmation.{'approve' if verdict == APPROVE else 'reject'}",
+        target=confirmation,
+        before={"status": Confirmation.Status.PENDING},
+        after={"status": status, "decided_via": via},
+        reason=reason,
+    )
+    _resume(confirmation, decider_actor)
+    _after_commit(confirmation, "decided")
+    return confirmation
+
+
+def _approved_enough(confirmation: Confirmation) -> bool:
+    approvers = list(
+        confirmation.votes.filter(decision=APPROVE).values_list("member_id", flat=True)
+    )
+    if len(approvers) < confirmation.required_approvals:
+        return False
+    if confirmation.risk_level == "critical":
+        return any(pk != confirmation.requester_id for pk in approvers)
+    return True
+
+
+def _resume(confirmation: Confirmation, actor) -> None:
+    """Hand the outcome to the paused run (same transaction: decision and resume commit
+    together). Without a run (or runtime) there is nothing to resume."""
+    if not confirmation.run_id:
+        return
+    try:
+        from cadre.agents.models import Run
+        from cadre.agents.runtime.services import run_resume
+    except ImportError:
+        return
+    run = Run.objects.filter(pk=confirmation.run_id, organization=confirmation.organization).first()
+    if run is None:
+        return
+    approved = confirmation.status == Confirmation.Status.APPROVED
+    payload = {
+        "approved": approved,
+        "decision": confirmation.status,
+        "confirmation": confirmation.pk,
+        "decided_by": confirmation.decided_by_id,
+        "via": confirmation.decided_via,
+        "reason": confirmation.decision_reason
+        or (
+            f"{confirmation.status} by {confirmation.decided_by}"
+            if confirmation.decided_by_id
+            else f"the confirmation {confirmation.status}"
+        ),
+    }
+    try:
+        run_resume(
+            actor=actor, run=run, payload=payload, key=confirmation.wait_key or str(confirmation.pk)
+        )
+    except Conflict:
+        # The run no longer waits (cancelled, or its own wait timed out): the decision stands.
+        logger.info("confirmation %s: run %s is not waiting", confirmation.pk, run.pk)
+
+
+# --- expire and cancel ----------------------------------------------------------------------
+
+
+def _expire_one(pk: int, now) -> bool:
+    from cadre.tenancy.actors import system_actor
+
+    with transaction.atomic():
+        updated = Confirmation.objects.filter(
+            pk=pk, status=Confirmation.Status.PENDING, expires_at__lte=now
+        ).update(status=Confirmation.Status.EXPIRED, decided_at=now, decided_via="system")
+        if not updated:
+            return False
+        confirmation = Confirmation.objects.select_related("organization").get(pk=pk)
+        actor = system_actor(confirmation.organization, label="confirmation expiry")
+        audit.record(
+            actor=actor,
+            action="confirmation.expire",
+            target=confirmation,
+            before={"status": Confirmation.Status.PENDING},
+            after={"status": Confirmation.Status.EXPIRED},
+            reason="expired: treated as rejected, nothing was executed",
+        )
+        _resume(confirmation, actor)
+        _after_commit(confirmation, "decided")
+    return True
+
+
+def confirmations_expire(now=None) -> int:
+    """Expire every pending confirmation past its deadline (the beat task calls this)."""
+    now = now or timezone.now()
+    overdue = list(
+        Confirmation.objects.filter(status=Confirmation.Status.PENDING, expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("pk", flat=True)[:1000]
+    )
+    return sum(1 for pk in overdue if _expire_one(pk, now))
+
+
+@transaction.atomic
+def confirmation_cancel(*, actor, confirmation: Confirmation, reason: str = "") -> Confirmation:
+    """Withdraw a pending confirmation (its requester, or someone with policy.manage)."""
+    own = actor.member is not None and actor.member.pk == confirmation.requester_id
+    if confirmation.organization_id != actor.organization.pk:
+        raise NotFound("No such confirmation.")
+    if not (own or actor.has("policy.manage") or actor.kind == "system"):
+        raise NotPermitted("You cannot cancel this confirmation.")
+    now = timezone.now()
+    updated = Confirmation.objects.filter(
+        pk=confirmation.pk, status=Confirmation.Status.PENDING
+    ).update(
+        status=Confirmation.Status.CANCELLED,
+        decided_at=now,
+        decided_via="system",
+        decided_by=actor.member,
+        decision_reason=reason[:2000],
+    )
+    confirmation.refresh_from_db()
+    if not updated:
+        raise _already(confirmation)
+    audit.record(
+        actor=actor,
+        action="confirmation.cancel",
+        target=confirmation,
+        before={"status": Confirmation.Status.PENDING},
+        after={"status": Confirmation.Status.CANCELLED},
+        reason=reason,
+    )
+    _resume(confirmation, actor)
+    _after_commit(confirmation, "decided")
+    return confirmation
+
+
+# --- surfaces: live queue, IM cards ---------------------------------------------------------
+
+
+def queue_item(confirmation: Confirmation) -> dict:
+    """What the console's live queue shows (and the websocket pushes)."""
+    return {
+        "id": confirmation.pk,
+        "status": confirmation.status,
+        "tool": confirmation.tool,
+        "summary": confirmation.summary,
+        "risk_level": confirmation.risk_level,
+        "blast_radius": confirmation.blast_radius,
+        "requester": confirmation.requester_id,
+        "deciders": list(confirmation.decider_ids),
+        "required_approvals": confirmation.required_approvals,
+        "expires_at": confirmation.expires_at.isoformat(),
+        "decided_via": confirmation.decided_via,
+        "decided_by": confirmation.decided_by_id,
+        "run": confirmation.run_id,
+    }
+
+
+def _after_commit(confirmation: Confirmation, event: str) -> None:
+    item = queue_item(confirmation)
+    organization_id = confirmation.organization_id
+
+    def push() -> None:
+        try:
+            from asgiref.sync import async_to_sync
+            from channels.layers import get_channel_layer
+
+            layer = get_channel_layer()
+            if layer is not None:
+                async_to_sync(layer.group_send)(
+                    group_name(organization_id),
+                    {"type": "confirmation.event", "event": event, "confirmation": item},
+                )
+        except Exception:  # a live view missing an update must not fail the decision
+            logger.warning("confirmation %s: live update not sent", item["id"], exc_info=True)
+        if event == "decided" and not str(item["decided_via"]).startswith("im:"):
+            # A decision taken on a card is followed by the connectors' own card update.
+            _update_cards(item)
+
+    transaction.on_commit(push)
+
+
+def _update_cards(item: dict) -> None:
+    try:
+        from connectors.decisions import cards_mark_decided
+    except ImportError:
+        return
+    try:
+        cards_mark_decided(
+            str(item["id"]),
+            decided_by=str(item["decided_by"] or "system"),
+            decision=item["status"],
+            decided_at=timezone.now(),
+        )
+    except Exception:
+        logger.warning("confirmation %s: cards not updated", item["id"], exc_info=True)
+
+
+def confirmation_card(confirmation: Confirmation, decider: Member) -> dict:
+    """Platform-neutral card content for one decider (connectors render it per platform). The
+    approve/reject values carry the decider's signed single-use token (connectors.decisions)."""
+    from connectors.decisions import card_content
+
+    content = card_content(
+        confirmation, decider.pk, title=confirmation.title, details=confirmation.details_for_card
+    )
+    return {
+        "confirmation_id": confirmation.pk,
+        "title": content.title,
+        "summary": content.summary,
+        "fields": [{"label": label, "value": value} for label, value in content.details],
+        "expires_at": content.expires_at.isoformat(),
+        "actions": [
+            {"id": APPROVE, "label": "Approve", "style": "primary", "value": content.approve_value},
+            {"id": REJECT, "label": "Reject", "style": "danger", "value": content.reject_value},
+        ],
+    }
+
+
+def confirmation_send_cards(*, confirmation_id: int) -> int:
+    """Deliver the card to each decider through a card-capable connector (if any)."""
+    confirmation = Confirmation.objects.filter(pk=confirmation_id).first()
+    if confirmation is None or not confirmation.is_pending:
+        return 0
+    try:
+        from connectors.decisions import cards_send
+    except ImportError:
+        return 0
+    return len(
+        cards_send(confirmation, title=confirmation.title, details=confirmation.details_for_card)
+    )
+
+
+# --- the runtime's entry point --------------------------------------------------------------
+
+
+@dataclass
+class ToolCallGate:
+    """What the runtime does with one tool call: "allow", "deny" (with `reason`) or "confirm"
+    (wait on `confirmation.wait_key`)."""
+
+    action: str
+    reason: str = ""
+    confirmation: Confirmation | None = None
+    assessment: RiskAssessment | None = None
+    policy_result: object = None
+    retry_after: int | None = None
+
+    def as_dict(self) -> dict:
+        """JSON-safe, for the runtime to store in a step (replayed, never re-evaluated)."""
+        return {
+            "action": self.action,
+            "reason": self.reason,
+            "confirmation": self.confirmation.pk if self.confirmation else None,
+            "wait_key": self.confirmation.wait_key if self.confirmation else "",
+            "level": self.assessment.level if self.assessment else None,
+            "expires_at": self.confirmation.expires_at.isoformat() if self.confirmation else None,
+            "retry_after": self.retry_after,
+        }
+
+
+def tool_call_gate(
+    *,
+    organization,
+    tool: str,
+    arguments: dict,
+    declared_risk: str = "low",
+    idempotency_key: str,
+    requester: Member | None = None,
+    agent_id: int | None = None,
+    run_id: int | None = None,
+    step_index: int | None = None,
+    template_id: int | None = None,
+    conversation_key: str = "",
+    trace_id: str = "",
+    always_confirm: bool = False,
+    internal_domains: list[str] | None = None,
+) -> ToolCallGate:
+    """Policy chain at the tool_call stage, then risk; a high-risk (or `always_confirm`) call
+    gets its Confirmation, keyed by `idempotency_key` — pass the key of the wait step the run
+    will pause on, and use it as the wait key too, so a replayed run finds the same one."""
+    from cadre.governance import policy
+
+    result = policy.evaluate(
+        organization=organization,
+        stage="tool_call",
+        payload={"tool": tool, "arguments": arguments, "risk": declared_risk},
+        template_id=template_id,
+        member_id=requester.pk if requester is not None else None,
+        agent_id=agent_id,
+        run_id=run_id,
+        step_index=step_index,
+        conversation_key=conversation_key,
+        trace_id=trace_id,
+    )
+    if result.action == policy.DENY:
+        return ToolCallGate(
+            "deny", result.reason, policy_result=result, retry_after=result.retry_after
+        )
+    from cadre.governance.risk import classify
+
+    assessment = classify(
+        tool=tool,
+        arguments=arguments,
+        declared=declared_risk,
+        policy_result=result,
+        internal_domains=internal_domains,
+    )
+    if not (assessment.needs_confirmation or always_confirm):
+        return ToolCallGate("allow", assessment=assessment, policy_result=result)
+    if always_confirm and not assessment.needs_confirmation:
+        assessment.reasons.append("the template always asks for this tool")
+    confirmation = confirmation_create(
+        organization=organization,
+        tool=tool,
+        arguments=arguments,
+        assessment=assessment,
+        idempotency_key=idempotency_key,
+        requester=requester,
+        agent_id=agent_id,
+        run_id=run_id,
+        step_index=step_index,
+        wait_key=idempotency_key,
+        conversation_key=conversation_key,
+        trace_id=trace_id,
+    )
+    return ToolCallGate(
+        "confirm",
+        "; ".join(assessment.reasons),
+        confirmation=confirmation,
+        assessment=assessment,
+        policy_result=result,
+    )

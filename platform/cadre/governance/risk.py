@@ -1,0 +1,138 @@
+"""Risk classification of a tool call: the tool's declared level, the policy chain's decisions
+and what the arguments say (recipients, batch size, deletion, export, external send, payment).
+
+Levels: low < medium < high < critical. High and critical calls need a human confirmation;
+critical ones also need someone other than the requester (see confirmations.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+LEVELS = ("low", "medium", "high", "critical")
+
+DEFAULT_THRESHOLDS = {
+    "recipients_high": 20,  # a message to more than this many recipients is high risk
+    "recipients_critical": 200,
+    "batch_high": 50,  # a batch update of more than this many records is high risk
+    "batch_critical": 1000,
+    "payment_critical": 10_000,  # an amount at or above this is critical
+}
+
+_DELETE = re.compile(r"(^|_)(delete|remove|purge|drop|erase|destroy|wipe)(_|$)")
+_EXPORT = re.compile(r"(^|_)(export|download|dump|extract|backup)(_|$)")
+_PAYMENT = re.compile(r"(^|_)(pay|payment|transfer|refund|payout|invoice_pay|wire)(_|$)")
+_EXTERNAL = re.compile(r"(^|_)(email|sms|webhook|http|post_external|publish|tweet)(_|$)")
+_BATCH_KEYS = ("ids", "items", "records", "updates", "rows", "targets", "members")
+_RECIPIENT_KEYS = ("recipients", "to", "cc", "bcc", "emails", "users", "channels")
+
+
+def level_max(*levels: str) -> str:
+    return max((level for level in levels if level in LEVELS), key=LEVELS.index, default="low")
+
+
+@dataclass
+class RiskAssessment:
+    level: str
+    reasons: list[str] = field(default_factory=list)
+    blast_radius: dict = field(default_factory=dict)
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return LEVELS.index(self.level) >= LEVELS.index("high")
+
+    def raise_to(self, level: str, reason: str) -> None:
+        if LEVELS.index(level) > LEVELS.index(self.level):
+            self.level = level
+        self.reasons.append(reason)
+
+
+def _count(value) -> int:
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, str) and value:
+        return len([part for part in re.split(r"[,;\s]+", value) if part])
+    return 1 if value not in (None, "") else 0
+
+
+def _amount(arguments: dict) -> float | None:
+    for key in ("amount", "total", "value", "sum"):
+        value = arguments.get(key)
+        try:
+            return float(value) if value is not None else None
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def classify(
+    *,
+    tool: str,
+    arguments: dict | None,
+    declared: str = "low",
+    policy_result=None,
+    thresholds: dict | None = None,
+    internal_domains: list[str] | None = None,
+) -> RiskAssessment:
+    """Classify one tool call; `policy_result` is the chain's ChainResult for the call."""
+    limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    arguments = arguments or {}
+    name = tool.lower()
+    assessment = RiskAssessment(level=declared if declared in LEVELS else "low")
+    if declared in ("high", "critical"):
+        assessment.reasons.append(f"the tool is declared {declared} risk")
+
+    recipients = sum(_count(arguments.get(key)) for key in _RECIPIENT_KEYS if key in arguments)
+    if recipients:
+        assessment.blast_radius["recipients"] = recipients
+        if recipients > limits["recipients_critical"]:
+            assessment.raise_to("critical", f"{recipients} recipients")
+        elif recipients > limits["recipients_high"]:
+            assessment.raise_to("high", f"{recipients} recipients")
+    batch = max((_count(arguments.get(key)) for key in _BATCH_KEYS if key in arguments), default=0)
+    if batch > 1:
+        assessment.blast_radius["records"] = batch
+        if batch > limits["batch_critical"]:
+            assessment.raise_to("critical", f"batch of {batch} records")
+        elif batch > limits["batch_high"]:
+            assessment.raise_to("high", f"batch of {batch} records")
+    if _DELETE.search(name) or str(arguments.get("action", "")).lower() == "delete":
+        assessment.raise_to("critical" if batch > limits["batch_high"] else "high", "deletion")
+    if _EXPORT.search(name):
+        assessment.raise_to("high", "data export")
+    if _PAYMENT.search(name):
+        amount = _amount(arguments)
+        if amount is not None:
+            assessment.blast_radius["amount"] = amount
+        if amount is not None and amount >= limits["payment_critical"]:
+            assessment.raise_to("critical", f"payment of {amount:g}")
+        else:
+            assessment.raise_to("high", "payment")
+    if internal_domains:
+        internal = {domain.lower() for domain in internal_domains}
+        external = sorted(
+            {
+                str(item).rsplit("@", 1)[1].lower()
+                for key in _RECIPIENT_KEYS
+                for item in (
+                    arguments.get(key)
+                    if isinstance(arguments.get(key), list)
+                    else [arguments.get(key)]
+                )
+                if isinstance(item, str)
+                and "@" in item
+                and item.rsplit("@", 1)[1].lower() not in internal
+            }
+        )
+        if external:
+            assessment.blast_radius["external_domains"] = external
+            assessment.raise_to("high", "external send")
+    elif _EXTERNAL.search(name):
+        assessment.raise_to("high", "external send")
+    if policy_result is not None:
+        for decision in getattr(policy_result, "decisions", []):
+            if decision.action == "require_confirmation":
+                assessment.raise_to("high", f"policy {decision.plugin}: {decision.reason}")
+    assessment.reasons = list(dict.fromkeys(assessment.reasons))
+    return assessment
