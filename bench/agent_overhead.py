@@ -53,8 +53,9 @@ def prepare_environment() -> dict[str, str]:
 
     parts = urlsplit(database_url)
     admin_url = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin_url.replace("postgresql://", "postgres://", 1),
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
+    ) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
             conn.execute(f"DROP DATABASE {BENCH_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
@@ -69,13 +70,20 @@ def prepare_environment() -> dict[str, str]:
     else:
         redis_url = redis_url.rsplit("/", 1)[0] + f"/{REDIS_DB}"
     env = dict(os.environ)
-    env.update({
-        "DATABASE_URL": bench_url, "REDIS_URL": redis_url, "CADRE_DATA_DIR": str(data_dir),
-        "DJANGO_SETTINGS_MODULE": "cadre.settings", "LOG_LEVEL": "WARNING",
-        "LOG_FORMAT": "text", "PYTHONUNBUFFERED": "1", "CADRE_CACHE_PREFIX": "cadre-agents-bench",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "platform")]),
-        "HF_HUB_OFFLINE": "1",
-    })
+    env.update(
+        {
+            "DATABASE_URL": bench_url,
+            "REDIS_URL": redis_url,
+            "CADRE_DATA_DIR": str(data_dir),
+            "DJANGO_SETTINGS_MODULE": "cadre.settings",
+            "LOG_LEVEL": "WARNING",
+            "LOG_FORMAT": "text",
+            "PYTHONUNBUFFERED": "1",
+            "CADRE_CACHE_PREFIX": "cadre-agents-bench",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "platform")]),
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
     os.environ.update(env)
     return env
 
@@ -96,34 +104,61 @@ def create_agents(count: int, memory: bool) -> list:
     from cadre.tenancy.models import Member, Organization, Position
 
     organization = Organization.objects.create(name="Bench", slug="agents-bench")
-    owner = Member.objects.create(organization=organization, display_name="Owner",
-                                  email="owner@bench.test", roles=["owner"])
+    owner = Member.objects.create(
+        organization=organization, display_name="Owner", email="owner@bench.test", roles=["owner"]
+    )
     actor = member_actor(owner)
     position = Position.objects.create(organization=organization, name="Sales", code="sales")
-    members = [Member(organization=organization, display_name=f"Rep {i}",
-                      email=f"rep{i}@bench.test", roles=["employee"]) for i in range(count)]
+    members = [
+        Member(
+            organization=organization,
+            display_name=f"Rep {i}",
+            email=f"rep{i}@bench.test",
+            roles=["employee"],
+        )
+        for i in range(count)
+    ]
     Member.objects.bulk_create(members)
     members = list(Member.objects.filter(organization=organization, roles=["employee"]))
     for member in members:
         member.positions.add(position)
-    hooks = {} if memory else {"assemble_context": [{"name": "memory_retrieval",
-                                                      "enabled": False}]}
-    template = services.template_create(actor=actor, name="Sales", code="sales",
-                                        preset="sales", hooks=hooks)
+    hooks = {} if memory else {"assemble_context": [{"name": "memory_retrieval", "enabled": False}]}
+    template = services.template_create(
+        actor=actor, name="Sales", code="sales", preset="sales", hooks=hooks
+    )
     version = template.versions.get()
     services.version_submit(actor=actor, version=version)
     services.version_publish(actor=actor, version=version)
-    deployment = services.deployment_create(actor=actor, name="Sales", template=template,
-                                            positions=[position])
-    return list(deployment.agents.select_related("member", "deployment", "version")
-                .order_by("id"))
+    deployment = services.deployment_create(
+        actor=actor, name="Sales", template=template, positions=[position]
+    )
+    return list(deployment.agents.select_related("member", "deployment", "version").order_by("id"))
 
 
 def start_workers(env: dict, workers: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "celery", "-A", "cadre", "worker", "--concurrency",
-               str(workers), "--pool", "prefork", "-Q", "celery", "--loglevel", "WARNING",
-               "--hostname", f"agents-bench-{os.getpid()}@%h", "--without-gossip",
-               "--without-mingle", "--without-heartbeat", "--prefetch-multiplier", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "cadre",
+        "worker",
+        "--concurrency",
+        str(workers),
+        "--pool",
+        "prefork",
+        "-Q",
+        "celery",
+        "--loglevel",
+        "WARNING",
+        "--hostname",
+        f"agents-bench-{os.getpid()}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--prefetch-multiplier",
+        "1",
+    ]
     return subprocess.Popen(command, cwd=ROOT, env=env, process_group=0)  # noqa: S603
 
 
@@ -151,8 +186,10 @@ def drive(agents: list, sessions: int, messages: int, think: float, timeout: flo
     from cadre.tenancy.actors import member_actor
 
     active = agents[:sessions]
-    state = {agent.pk: {"sent": 0, "run": None, "accepted": None, "next_at": 0.0,
-                        "session": None} for agent in active}
+    state = {
+        agent.pk: {"sent": 0, "run": None, "accepted": None, "next_at": 0.0, "session": None}
+        for agent in active
+    }
     latencies: list[float] = []
     failures = 0
     started = time.monotonic()
@@ -162,16 +199,21 @@ def drive(agents: list, sessions: int, messages: int, think: float, timeout: flo
         for agent in active:
             slot = state[agent.pk]
             if slot["run"] is None and slot["sent"] < messages and now >= slot["next_at"]:
-                run = runtime.run_start(actor=member_actor(agent.member), agent=agent,
-                                        text=QUESTIONS[slot["sent"] % len(QUESTIONS)],
-                                        session=slot["session"])
-                slot.update(run=run.pk, accepted=timezone.now(), session=run.session,
-                            sent=slot["sent"] + 1)
+                run = runtime.run_start(
+                    actor=member_actor(agent.member),
+                    agent=agent,
+                    text=QUESTIONS[slot["sent"] % len(QUESTIONS)],
+                    session=slot["session"],
+                )
+                slot.update(
+                    run=run.pk, accepted=timezone.now(), session=run.session, sent=slot["sent"] + 1
+                )
         inflight = {slot["run"]: pk for pk, slot in state.items() if slot["run"]}
         if not inflight and all(s["sent"] >= messages for s in state.values()):
             break
         done = Run.objects.filter(pk__in=list(inflight), status__in=Run.TERMINAL).values_list(
-            "pk", "status", "finished_at")
+            "pk", "status", "finished_at"
+        )
         for run_id, status, finished_at in done:
             slot = state[inflight[run_id]]
             if status == Run.Status.COMPLETED:
@@ -181,8 +223,12 @@ def drive(agents: list, sessions: int, messages: int, think: float, timeout: flo
             slot.update(run=None, next_at=time.monotonic() + think)
         time.sleep(0.005)
     elapsed = time.monotonic() - started
-    return {"latencies": latencies, "failures": failures, "elapsed": elapsed,
-            "unfinished": sum(1 for s in state.values() if s["run"])}
+    return {
+        "latencies": latencies,
+        "failures": failures,
+        "elapsed": elapsed,
+        "unfinished": sum(1 for s in state.values() if s["run"]),
+    }
 
 
 def main() -> None:
@@ -190,11 +236,16 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 10, 50])
     parser.add_argument("--messages", type=int, default=10, help="messages per session")
     parser.add_argument("--workers", type=int, default=4, help="Celery worker processes")
-    parser.add_argument("--think", type=float, default=1.0,
-                        help="seconds a session waits after a reply before its next message")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=1.0,
+        help="seconds a session waits after a reply before its next message",
+    )
     parser.add_argument("--timeout", type=float, default=300)
-    parser.add_argument("--no-memory", action="store_true",
-                        help="disable the memory retrieval hook")
+    parser.add_argument(
+        "--no-memory", action="store_true", help="disable the memory retrieval hook"
+    )
     args = parser.parse_args()
 
     env = prepare_environment()
@@ -205,10 +256,12 @@ def main() -> None:
         warm = drive(agents, min(len(agents), args.workers * 2), 2, 0.0, 180)
         if warm["failures"] or warm["unfinished"]:
             raise SystemExit(f"warm-up failed: {warm}")
-        print(f"agent_overhead: {args.workers} Celery worker processes (prefork, "
-              f"{os.cpu_count()} CPUs), offline provider, memory retrieval "
-              f"{'off' if args.no_memory else 'on'}, think time {args.think:.1f} s, "
-              f"{args.messages} messages per session")
+        print(
+            f"agent_overhead: {args.workers} Celery worker processes (prefork, "
+            f"{os.cpu_count()} CPUs), offline provider, memory retrieval "
+            f"{'off' if args.no_memory else 'on'}, think time {args.think:.1f} s, "
+            f"{args.messages} messages per session"
+        )
         for sessions in args.sessions:
             result = drive(agents, sessions, args.messages, args.think, args.timeout)
             values = result["latencies"]

@@ -228,9 +228,18 @@ def decision_apply(event: InboundEvent) -> str:
                 claim.confirmation_ref,
             )
         else:
-            decide(
-                confirmation_id=claim.confirmation_ref, decider=member, decision=decision, via=via
-            )
+            from cadre.errors import CadreError
+
+            try:
+                decide(
+                    confirmation_id=claim.confirmation_ref,
+                    decider=member,
+                    decision=decision,
+                    via=via,
+                )
+            except CadreError as error:
+                # Already decided, expired, or this person may no longer decide: say so.
+                return f"refused: {error.message}"
     cards_mark_decided(
         claim.confirmation_ref,
         decided_by=member.display_name,

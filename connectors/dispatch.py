@@ -144,7 +144,9 @@ def process_inbound_event(event_id: int) -> str:
         if event.kind == "card_action":
             from connectors.decisions import decision_apply
 
-            decision_apply(event)
+            outcome = decision_apply(event)
+            if outcome.startswith("refused: "):
+                reply_text(event, outcome.removeprefix("refused: "), key=f"refused:{event.pk}")
             _finish(event, InboundEvent.Status.PROCESSED)
             return event.status
         if event.kind != "message" or not event.sender_id:

@@ -27,7 +27,7 @@ def webhook_post(
     connector,
     event: dict,
     *,
-    secret: str = "whsec-test",  # noqa: S107
+    secret: str = "whsec-test",
     timestamp: int | None = None,
     signature: str | None = None,
 ):

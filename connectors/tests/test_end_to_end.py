@@ -229,7 +229,7 @@ class WeComDriver:
     def _post(self, connector, xml: str):
         encrypted = wecom_crypto.encrypt(self.aes_key, xml.encode(), CORP_ID)
         ts, nonce = str(int(time.time())), "nonce"
-        signature = hashlib.sha1(  # noqa: S324 - the protocol's hash
+        signature = hashlib.sha1(
             "".join(sorted([self.token, ts, nonce, encrypted])).encode()
         ).hexdigest()
         query = urlencode({"msg_signature": signature, "timestamp": ts, "nonce": nonce})

@@ -1,7 +1,5 @@
 """Safe bundles: every unsafe case is refused with a clear reason; nothing escapes a temp dir."""
 
-# ruff: noqa: S603, S607 - runs the local node binary on fixed scripts
-
 from __future__ import annotations
 
 import hashlib

@@ -4,8 +4,6 @@ install (latest and pinned), publish and tag.
 Install the CLI once with `npm ci --prefix hub/tests/clawhub` (the Makefile's test target).
 """
 
-# ruff: noqa: S603 - runs the locally installed clawhub CLI with fixed arguments
-
 from __future__ import annotations
 
 import json

@@ -176,6 +176,14 @@ CELERY_BEAT_SCHEDULE: dict = {
     "connectors-prune": {"task": "connectors.tasks.inbound_events_prune", "schedule": 86400},
     "agents-waits-expire": {"task": "cadre.agents.tasks.waits_expire", "schedule": 60.0},
     "agents-runs-requeue": {"task": "cadre.agents.tasks.runs_requeue_stale", "schedule": 300.0},
+    "governance-confirmations-expire": {
+        "task": "cadre.governance.tasks.confirmations_expire",
+        "schedule": 30.0,
+    },
+    "governance-alerts-evaluate": {
+        "task": "cadre.governance.tasks.alerts_evaluate",
+        "schedule": 60.0,
+    },
 }
 # The Celery queue agent runs are sent to (a separate worker pool can serve it).
 CADRE_AGENT_QUEUE = env_str("CADRE_AGENT_QUEUE", "celery")

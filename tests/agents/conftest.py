@@ -42,8 +42,7 @@ def template(owner):
         sop="# SOP\n## Pricing\nStandard discount is 5 percent.\n",
         user_md_template="# About {{member.display_name}}\nTitle: {{member.title}}",
         tool_permissions=OFFLINE_TOOLS,
-        model_settings={"provider": "offline", "model": "offline-1",
-                        "budget": {"max_steps": 6}},
+        model_settings={"provider": "offline", "model": "offline-1", "budget": {"max_steps": 6}},
         memory_policy={"read_scopes": ["agent", "user"], "write_scopes": ["agent"]},
         # Retrieval embeds the query with the local model (seconds on first load): tested on
         # its own in test_hooks.py, off elsewhere to keep the suite fast.
@@ -72,5 +71,7 @@ def bob_agent(deployment, bob):
 
 @pytest.fixture
 def departments(org_a):
-    return (DepartmentFactory(organization=org_a, name="East"),
-            DepartmentFactory(organization=org_a, name="West"))
+    return (
+        DepartmentFactory(organization=org_a, name="East"),
+        DepartmentFactory(organization=org_a, name="West"),
+    )

@@ -33,8 +33,7 @@ class FakeModelServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server.lock:
                     headers = {k.lower(): v for k, v in self.headers.items()}
-                    server.requests.append({"path": self.path, "headers": headers,
-                                            "body": body})
+                    server.requests.append({"path": self.path, "headers": headers, "body": body})
                     turn = server.script.pop(0) if server.script else {"text": "(no script)"}
                 if self.path.endswith("/chat/completions"):
                     server.openai(self, body, turn)
@@ -83,7 +82,7 @@ class FakeModelServer:
 
     @staticmethod
     def _pieces(text: str, size: int = 4) -> list[str]:
-        return [text[i:i + size] for i in range(0, len(text), size)] or []
+        return [text[i : i + size] for i in range(0, len(text), size)] or []
 
     # --- OpenAI chat completions --------------------------------------------------------
 
@@ -97,23 +96,37 @@ class FakeModelServer:
             message = {"role": "assistant", "content": text or None}
             if calls:
                 message["tool_calls"] = [
-                    {"id": f"call_{i}", "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                    }
                     for i, c in enumerate(calls)
                 ]
-            self._json(handler, {
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": usage,
-            })
+            self._json(
+                handler,
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                },
+            )
             return
         self._sse_start(handler)
 
         def chunk(delta: dict | None, finish_reason=None, with_usage=False) -> None:
-            payload = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
-                       "model": model,
-                       "choices": [] if delta is None else
-                       [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+            payload = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": model,
+                "choices": []
+                if delta is None
+                else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
             if with_usage:
                 payload["usage"] = usage
             handler.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
@@ -124,8 +137,18 @@ class FakeModelServer:
             chunk({"content": piece})
         for index, call in enumerate(calls):
             arguments = json.dumps(call["arguments"])
-            chunk({"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function",
-                                   "function": {"name": call["name"], "arguments": ""}}]})
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": f"call_{index}",
+                            "type": "function",
+                            "function": {"name": call["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
             for piece in self._pieces(arguments, 5):
                 chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         chunk({}, finish_reason=finish)
@@ -146,37 +169,78 @@ class FakeModelServer:
             for i, c in enumerate(calls)
         ]
         if not body.get("stream"):
-            self._json(handler, {
-                "id": "msg_1", "type": "message", "role": "assistant", "model": model,
-                "content": blocks, "stop_reason": stop, "stop_sequence": None,
-                "usage": {"input_tokens": 13, "output_tokens": 9},
-            })
+            self._json(
+                handler,
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": blocks,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 13, "output_tokens": 9},
+                },
+            )
             return
         self._sse_start(handler)
 
         def event(kind: str, data: dict) -> None:
-            handler.wfile.write(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
-                                .encode())
+            handler.wfile.write(
+                f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+            )
             handler.wfile.flush()
 
-        event("message_start", {"message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 13, "output_tokens": 1}}})
+        event(
+            "message_start",
+            {
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 13, "output_tokens": 1},
+                }
+            },
+        )
         for index, block in enumerate(blocks):
             if block["type"] == "text":
-                event("content_block_start", {"index": index,
-                                              "content_block": {"type": "text", "text": ""}})
+                event(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "text", "text": ""}},
+                )
                 for piece in self._pieces(block["text"]):
-                    event("content_block_delta", {"index": index,
-                                                  "delta": {"type": "text_delta", "text": piece}})
+                    event(
+                        "content_block_delta",
+                        {"index": index, "delta": {"type": "text_delta", "text": piece}},
+                    )
             else:
-                event("content_block_start", {"index": index, "content_block": {
-                    "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
+                event(
+                    "content_block_start",
+                    {
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": block["id"],
+                            "name": block["name"],
+                            "input": {},
+                        },
+                    },
+                )
                 for piece in self._pieces(json.dumps(block["input"]), 5):
-                    event("content_block_delta", {"index": index, "delta": {
-                        "type": "input_json_delta", "partial_json": piece}})
+                    event(
+                        "content_block_delta",
+                        {
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
             event("content_block_stop", {"index": index})
-        event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
-                                "usage": {"output_tokens": 9}})
+        event(
+            "message_delta",
+            {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 9}},
+        )
         event("message_stop", {})

@@ -22,8 +22,11 @@ def sse_events(response) -> list[tuple[str, dict]]:
     body = async_to_sync(collect)().decode()
     events = []
     for block in body.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines()
-                      if ": " in line and not line.startswith(":"))
+        fields = dict(
+            line.split(": ", 1)
+            for line in block.splitlines()
+            if ": " in line and not line.startswith(":")
+        )
         if "event" in fields:
             events.append((fields["event"], json.loads(fields["data"])))
     return events
@@ -31,27 +34,40 @@ def sse_events(response) -> list[tuple[str, dict]]:
 
 def test_template_lifecycle_through_the_api(client_for, alice):
     api = client_for(alice)
-    created = api.post("/api/v1/templates/", {"name": "CS", "code": "cs",
-                                              "preset": "customer_service"}, format="json")
+    created = api.post(
+        "/api/v1/templates/",
+        {"name": "CS", "code": "cs", "preset": "customer_service"},
+        format="json",
+    )
     assert created.status_code == 201, created.json()
     version_id = created.json()["versions"][0]["id"]
-    patched = api.patch(f"/api/v1/template-versions/{version_id}/",
-                        {"sop": "# SOP\n- Greet the customer."}, format="json")
+    patched = api.patch(
+        f"/api/v1/template-versions/{version_id}/",
+        {"sop": "# SOP\n- Greet the customer."},
+        format="json",
+    )
     assert patched.status_code == 200 and patched.json()["sop"].startswith("# SOP")
-    bad = api.patch(f"/api/v1/template-versions/{version_id}/",
-                    {"tool_permissions": {"nope": {}}}, format="json")
+    bad = api.patch(
+        f"/api/v1/template-versions/{version_id}/",
+        {"tool_permissions": {"nope": {}}},
+        format="json",
+    )
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid"
     assert api.post(f"/api/v1/template-versions/{version_id}/submit/").status_code == 200
-    published = api.post(f"/api/v1/template-versions/{version_id}/publish/",
-                         {"reason": "ok"}, format="json")
+    published = api.post(
+        f"/api/v1/template-versions/{version_id}/publish/", {"reason": "ok"}, format="json"
+    )
     assert published.json()["status"] == "published"
     again = api.patch(f"/api/v1/template-versions/{version_id}/", {"sop": "x"}, format="json")
     assert again.status_code == 409 and again.json()["error"]["code"] == "not_draft"
     template_id = created.json()["id"]
     draft = api.post(f"/api/v1/templates/{template_id}/draft/")
     assert draft.status_code == 201 and draft.json()["number"] == 2
-    api.patch(f"/api/v1/template-versions/{draft.json()['id']}/",
-              {"sop": "# SOP\n- Greet the customer warmly."}, format="json")
+    api.patch(
+        f"/api/v1/template-versions/{draft.json()['id']}/",
+        {"sop": "# SOP\n- Greet the customer warmly."},
+        format="json",
+    )
     diff = api.get(f"/api/v1/templates/{template_id}/diff/?from=1&to=2")
     assert diff.status_code == 200
     assert "+- Greet the customer warmly." in diff.json()["changes"]["sop"]
@@ -67,23 +83,29 @@ def test_presets_are_listed(client_for, bob):
 def test_employee_reads_templates_but_cannot_change_them(client_for, bob, template):
     api = client_for(bob)
     assert api.get("/api/v1/templates/").json()["count"] == 1
-    assert api.post("/api/v1/templates/", {"name": "x", "code": "x"},
-                    format="json").status_code == 403
+    assert (
+        api.post("/api/v1/templates/", {"name": "x", "code": "x"}, format="json").status_code == 403
+    )
     version = template.versions.get()
     assert api.post(f"/api/v1/template-versions/{version.pk}/submit/").status_code == 403
 
 
-def test_outsider_gets_404_on_templates_agents_and_runs(client_for, charlie, bob, bob_agent,
-                                                        template):
+def test_outsider_gets_404_on_templates_agents_and_runs(
+    client_for, charlie, bob, bob_agent, template
+):
     from cadre.agents.runtime import services as runtime
     from cadre.tenancy.actors import member_actor
 
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hi")
     api = client_for(charlie)
-    for url in (f"/api/v1/templates/{template.pk}/", f"/api/v1/agents/{bob_agent.pk}/",
-                f"/api/v1/runs/{run.pk}/", f"/api/v1/sessions/{run.session_id}/",
-                f"/api/v1/deployments/{bob_agent.deployment_id}/",
-                f"/api/v1/template-versions/{template.versions.get().pk}/"):
+    for url in (
+        f"/api/v1/templates/{template.pk}/",
+        f"/api/v1/agents/{bob_agent.pk}/",
+        f"/api/v1/runs/{run.pk}/",
+        f"/api/v1/sessions/{run.session_id}/",
+        f"/api/v1/deployments/{bob_agent.deployment_id}/",
+        f"/api/v1/template-versions/{template.versions.get().pk}/",
+    ):
         assert api.get(url).status_code == 404, url
     assert api.post(f"/api/v1/runs/{run.pk}/cancel/").status_code == 404
     assert api.get("/api/v1/runs/").json()["count"] == 0
@@ -91,35 +113,50 @@ def test_outsider_gets_404_on_templates_agents_and_runs(client_for, charlie, bob
 
 def test_provider_api_key_is_write_only(client_for, alice):
     api = client_for(alice)
-    response = api.post("/api/v1/model-providers/", {
-        "name": "DeepSeek", "kind": "openai_compatible",
-        "base_url": "https://api.deepseek.example/v1", "api_key": "sk-very-secret",
-        "default_model": "deepseek-chat"}, format="json")
+    response = api.post(
+        "/api/v1/model-providers/",
+        {
+            "name": "DeepSeek",
+            "kind": "openai_compatible",
+            "base_url": "https://api.deepseek.example/v1",
+            "api_key": "sk-very-secret",
+            "default_model": "deepseek-chat",
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.json()
     assert "api_key" not in response.json() and response.json()["api_key_set"] is True
     assert "sk-very-secret" not in api.get("/api/v1/model-providers/").content.decode()
 
 
-def test_deploy_rollout_and_rollback_through_the_api(client_for, alice, bob, template,
-                                                     published, sales, owner):
+def test_deploy_rollout_and_rollback_through_the_api(
+    client_for, alice, bob, template, published, sales, owner
+):
     from cadre.agents import services
 
     bob.positions.add(sales)
     api = client_for(alice)
-    created = api.post("/api/v1/deployments/", {"name": "Sales", "template": template.pk,
-                                                "positions": [sales.pk]}, format="json")
+    created = api.post(
+        "/api/v1/deployments/",
+        {"name": "Sales", "template": template.pk, "positions": [sales.pk]},
+        format="json",
+    )
     assert created.status_code == 201, created.json()
     deployment_id = created.json()["id"]
     assert created.json()["agent_count"] == 1
     draft = services.version_draft(actor=owner, template=template)
     services.version_submit(actor=owner, version=draft)
     services.version_publish(actor=owner, version=draft)
-    rollout = api.post(f"/api/v1/deployments/{deployment_id}/rollout/",
-                       {"version": draft.pk, "strategy": "all"}, format="json")
+    rollout = api.post(
+        f"/api/v1/deployments/{deployment_id}/rollout/",
+        {"version": draft.pk, "strategy": "all"},
+        format="json",
+    )
     assert rollout.status_code == 201, rollout.json()
     assert rollout.json()["progress"] == {"total": 1, "on_new_version": 1}
-    back = api.post(f"/api/v1/rollouts/{rollout.json()['id']}/rollback/", {"reason": "oops"},
-                    format="json")
+    back = api.post(
+        f"/api/v1/rollouts/{rollout.json()['id']}/rollback/", {"reason": "oops"}, format="json"
+    )
     assert back.json()["status"] == "rolled_back"
     assert Agent.objects.get().version_id == published.pk
     assert client_for(bob).get("/api/v1/deployments/").status_code == 403
@@ -139,9 +176,11 @@ def test_employee_sees_and_edits_only_their_own_agents(client_for, bob, alice, d
 
 def test_message_run_state_events_and_cancel(client_for, bob, alice, bob_agent, deployment):
     api = client_for(bob)
-    accepted = api.post("/api/v1/runs/", {"agent": bob_agent.pk,
-                                          "text": "What is the standard discount?"},
-                        format="json")
+    accepted = api.post(
+        "/api/v1/runs/",
+        {"agent": bob_agent.pk, "text": "What is the standard discount?"},
+        format="json",
+    )
     assert accepted.status_code == 202, accepted.json()
     run_id = accepted.json()["id"]
     assert accepted.json()["status"] == "queued"
@@ -149,8 +188,7 @@ def test_message_run_state_events_and_cancel(client_for, bob, alice, bob_agent, 
     state = api.get(f"/api/v1/runs/{run_id}/").json()
     assert state["status"] == "completed"
     assert [step["kind"] for step in state["steps"]] == ["hook", "hook", "model_call"]
-    events = sse_events(api.get(f"/api/v1/runs/{run_id}/events/",
-                                HTTP_ACCEPT="text/event-stream"))
+    events = sse_events(api.get(f"/api/v1/runs/{run_id}/events/", HTTP_ACCEPT="text/event-stream"))
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "status" and kinds[-1] == "end"
     reply = next(data for kind, data in events if kind == "reply")
@@ -163,25 +201,32 @@ def test_message_run_state_events_and_cancel(client_for, bob, alice, bob_agent, 
     alice_agent = deployment.agents.get(member=alice)
     denied = api.post("/api/v1/runs/", {"agent": alice_agent.pk, "text": "hi"}, format="json")
     assert denied.status_code == 400
-    waiting = api.post("/api/v1/runs/", {"agent": bob_agent.pk, "text": "wait for x"},
-                       format="json").json()
+    waiting = api.post(
+        "/api/v1/runs/", {"agent": bob_agent.pk, "text": "wait for x"}, format="json"
+    ).json()
     engine.run_execute(waiting["id"])
-    cancelled = api.post(f"/api/v1/runs/{waiting['id']}/cancel/", {"reason": "no"},
-                         format="json")
+    cancelled = api.post(f"/api/v1/runs/{waiting['id']}/cancel/", {"reason": "no"}, format="json")
     assert cancelled.json()["status"] == "cancelled"
     assert api.post(f"/api/v1/runs/{waiting['id']}/cancel/").status_code == 409
 
 
 def test_confirmation_resume_through_the_api(client_for, bob, alice, bob_agent):
     api = client_for(bob)
-    run = api.post("/api/v1/runs/", {"agent": bob_agent.pk,
-                                     "text": "send hello to group:everyone"},
-                   format="json").json()
+    run = api.post(
+        "/api/v1/runs/",
+        {"agent": bob_agent.pk, "text": "send hello to group:everyone"},
+        format="json",
+    ).json()
     engine.run_execute(run["id"])
-    assert api.post(f"/api/v1/runs/{run['id']}/resume/", {"payload": {"approved": True}},
-                    format="json").status_code == 403  # bob cannot approve
-    decided = client_for(alice).post(f"/api/v1/runs/{run['id']}/resume/",
-                                     {"payload": {"approved": True}}, format="json")
+    assert (
+        api.post(
+            f"/api/v1/runs/{run['id']}/resume/", {"payload": {"approved": True}}, format="json"
+        ).status_code
+        == 403
+    )  # bob cannot approve
+    decided = client_for(alice).post(
+        f"/api/v1/runs/{run['id']}/resume/", {"payload": {"approved": True}}, format="json"
+    )
     assert decided.status_code == 200 and decided.json()["status"] == "resolved"
     assert engine.run_execute(run["id"]) == "completed"
 
@@ -190,11 +235,16 @@ def test_template_generation_offline_from_documents(client_for, alice, template)
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     TemplateVersion.objects.filter(template=template).update(status="published")
-    doc = SimpleUploadedFile("playbook.md", b"# Visits\n- Prepare the account history\n"
-                             b"## Discounts\n- Never promise more than 10 percent\n")
-    response = client_for(alice).post(f"/api/v1/templates/{template.pk}/generate/",
-                                      {"files": [doc], "notes": "- Log every call"},
-                                      format="multipart")
+    doc = SimpleUploadedFile(
+        "playbook.md",
+        b"# Visits\n- Prepare the account history\n"
+        b"## Discounts\n- Never promise more than 10 percent\n",
+    )
+    response = client_for(alice).post(
+        f"/api/v1/templates/{template.pk}/generate/",
+        {"files": [doc], "notes": "- Log every call"},
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     version = response.json()
     assert version["status"] == "draft" and version["generated_from"]["mode"] == "offline"

@@ -22,14 +22,21 @@ from tests.agents.conftest import publish
 def test_context_keeps_the_essentials_and_drops_old_turns_first():
     turns = []
     for i in range(40):
-        turns += [{"role": "user", "content": f"question {i} " + "words " * 20},
-                  {"role": "assistant", "content": f"answer {i} " + "words " * 20}]
+        turns += [
+            {"role": "user", "content": f"question {i} " + "words " * 20},
+            {"role": "assistant", "content": f"answer {i} " + "words " * 20},
+        ]
     pieces = ContextPieces(
-        agent_md="# Persona\nYou are helpful.", sop="# SOP\n" + "step. " * 3000,
-        user_md="# About Bob", skills=[{"name": "crm-notes", "description": "CRM notes"}],
-        memories=[{"id": i, "content": f"memory {i} " + "fact " * 10, "scope": "agent:1"}
-                  for i in range(30)],
-        turns=turns, input_text="what now?",
+        agent_md="# Persona\nYou are helpful.",
+        sop="# SOP\n" + "step. " * 3000,
+        user_md="# About Bob",
+        skills=[{"name": "crm-notes", "description": "CRM notes"}],
+        memories=[
+            {"id": i, "content": f"memory {i} " + "fact " * 10, "scope": "agent:1"}
+            for i in range(30)
+        ],
+        turns=turns,
+        input_text="what now?",
     )
     messages, report = fit(pieces, 1500)
     total = sum(estimate_tokens(m["content"]) for m in messages)
@@ -42,15 +49,22 @@ def test_context_keeps_the_essentials_and_drops_old_turns_first():
 
 
 def test_context_with_room_keeps_everything_in_order():
-    pieces = ContextPieces(agent_md="A", sop="S", user_md="U",
-                           memories=[{"id": 1, "content": "M", "scope": "user:1"}],
-                           turns=[{"role": "user", "content": "hi"},
-                                  {"role": "assistant", "content": "hello"}],
-                           input_text="q")
+    pieces = ContextPieces(
+        agent_md="A",
+        sop="S",
+        user_md="U",
+        memories=[{"id": 1, "content": "M", "scope": "user:1"}],
+        turns=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        input_text="q",
+    )
     messages, report = fit(pieces, 8000)
     system = messages[0]["content"]
-    assert system.index("A") < system.index("About the user") < system.index("(SOP)") \
+    assert (
+        system.index("A")
+        < system.index("About the user")
+        < system.index("(SOP)")
         < system.index("Relevant memories")
+    )
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert report["dropped"] == {} and report["memories_kept"] == 1
 
@@ -94,16 +108,25 @@ def test_http_tool_calls_allowed_hosts_once_with_the_idempotency_key(owner, bob)
     echo = _Echo()
     try:
         template = services.template_create(
-            actor=owner, name="Ops", code="ops-http",
-            tool_permissions={"http_request": {"risk": "medium", "confirmation": "never",
-                                               "allowed_hosts": [echo.host]}},
+            actor=owner,
+            name="Ops",
+            code="ops-http",
+            tool_permissions={
+                "http_request": {
+                    "risk": "medium",
+                    "confirmation": "never",
+                    "allowed_hosts": [echo.host],
+                }
+            },
             hooks={"assemble_context": [{"name": "memory_retrieval", "enabled": False}]},
         )
         publish(owner, template.versions.get())
-        agent = services.deployment_create(actor=owner, name="Ops", template=template,
-                                           members=[bob]).agents.get()
-        allowed = runtime.run_start(actor=member_actor(bob), agent=agent,
-                                    text=f"fetch http://{echo.host}/status")
+        agent = services.deployment_create(
+            actor=owner, name="Ops", template=template, members=[bob]
+        ).agents.get()
+        allowed = runtime.run_start(
+            actor=member_actor(bob), agent=agent, text=f"fetch http://{echo.host}/status"
+        )
         with engine.crash_after("tool_call"), pytest.raises(engine.SimulatedCrash):
             engine.run_execute(allowed.pk)
         assert engine.run_execute(allowed.pk) == Run.Status.COMPLETED
@@ -114,8 +137,9 @@ def test_http_tool_calls_allowed_hosts_once_with_the_idempotency_key(owner, bob)
         allowed.refresh_from_db()
         assert "green" in allowed.output["text"]
 
-        refused = runtime.run_start(actor=member_actor(bob), agent=agent,
-                                    text="fetch http://example.test/")
+        refused = runtime.run_start(
+            actor=member_actor(bob), agent=agent, text="fetch http://example.test/"
+        )
         engine.run_execute(refused.pk)
         assert len(echo.requests) == 1
         output = refused.steps.get(kind="tool_call").output
@@ -125,8 +149,9 @@ def test_http_tool_calls_allowed_hosts_once_with_the_idempotency_key(owner, bob)
 
 
 @pytest.mark.django_db
-def test_usage_is_aggregated_per_member_agent_template_and_organization(client_for, alice,
-                                                                       bob, deployment):
+def test_usage_is_aggregated_per_member_agent_template_and_organization(
+    client_for, alice, bob, deployment
+):
     for member in (alice, bob):
         agent = deployment.agents.get(member=member)
         run = runtime.run_start(actor=member_actor(member), agent=agent, text="hello")

@@ -31,8 +31,11 @@ def drain(limit: int = 50) -> list[int]:
 def test_delegation_round_trip_shares_one_trace_and_is_audited(bob, alice, deployment):
     bob_agent = deployment.agents.get(member=bob)
     alice_agent = deployment.agents.get(member=alice)
-    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent,
-                            text=f"ask agent {alice_agent.pk}: what is the standard discount?")
+    run = runtime.run_start(
+        actor=member_actor(bob),
+        agent=bob_agent,
+        text=f"ask agent {alice_agent.pk}: what is the standard discount?",
+    )
     assert engine.run_execute(run.pk) == Run.Status.WAITING
     child = Run.objects.get(parent=run)
     assert child.agent_id == alice_agent.pk and child.depth == 1 and child.root_id == run.pk
@@ -55,8 +58,10 @@ def test_delegating_back_into_the_chain_is_refused(bob, alice, deployment):
     bob_agent = deployment.agents.get(member=bob)
     alice_agent = deployment.agents.get(member=alice)
     run = runtime.run_start(
-        actor=member_actor(bob), agent=bob_agent,
-        text=f"ask agent {alice_agent.pk}: ask agent {bob_agent.pk}: hello")
+        actor=member_actor(bob),
+        agent=bob_agent,
+        text=f"ask agent {alice_agent.pk}: ask agent {bob_agent.pk}: hello",
+    )
     engine.run_execute(run.pk)
     drain()
     child = Run.objects.get(parent=run)
@@ -82,8 +87,10 @@ def test_delegation_depth_is_bounded(owner, bob, alice, deployment, sales, org_a
     assert depths == [0, 1, 2, 3]  # the 4th hop was refused
     deepest = Run.objects.get(depth=3)
     refused = deepest.steps.get(kind="tool_call", name="delegate").output
-    assert refused == {"error": "too_deep",
-                       "message": f"delegation chains are limited to {delegation.MAX_DEPTH} hops"}
+    assert refused == {
+        "error": "too_deep",
+        "message": f"delegation chains are limited to {delegation.MAX_DEPTH} hops",
+    }
     # Each hop also gets at most half its parent's budget (on_spawn default): 6, 3, 1, 1
     # model calls, so the deepest run stops on its budget after the refusal.
     budgets = dict(Run.objects.values_list("depth", "grants__budget__max_steps"))
@@ -94,12 +101,20 @@ def test_delegation_depth_is_bounded(owner, bob, alice, deployment, sales, org_a
 def test_fan_out_is_bounded(bob, alice, deployment):
     bob_agent = deployment.agents.get(member=bob)
     alice_agent = deployment.agents.get(member=alice)
-    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent,
-                            text=f"ask agent {alice_agent.pk}: hi")
+    run = runtime.run_start(
+        actor=member_actor(bob), agent=bob_agent, text=f"ask agent {alice_agent.pk}: hi"
+    )
     for _ in range(delegation.MAX_FANOUT):  # earlier delegations of this run
-        Run.objects.create(organization=run.organization, session=run.session, agent=bob_agent,
-                           member=bob, version=run.version, parent=run, root=run,
-                           status=Run.Status.COMPLETED)
+        Run.objects.create(
+            organization=run.organization,
+            session=run.session,
+            agent=bob_agent,
+            member=bob,
+            version=run.version,
+            parent=run,
+            root=run,
+            status=Run.Status.COMPLETED,
+        )
     engine.run_execute(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED
@@ -109,8 +124,11 @@ def test_fan_out_is_bounded(bob, alice, deployment):
 def test_a_child_finishing_before_the_parent_waits_still_wakes_it(bob, alice, deployment):
     bob_agent = deployment.agents.get(member=bob)
     alice_agent = deployment.agents.get(member=alice)
-    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent,
-                            text=f"ask agent {alice_agent.pk}: standard discount?")
+    run = runtime.run_start(
+        actor=member_actor(bob),
+        agent=bob_agent,
+        text=f"ask agent {alice_agent.pk}: standard discount?",
+    )
     with engine.crash_after("tool_call", "delegate"), pytest.raises(engine.SimulatedCrash):
         engine.run_execute(run.pk)
     child = Run.objects.get(parent=run)
@@ -126,9 +144,15 @@ def test_only_memories_the_sender_can_read_are_shared(bob, alice, deployment, or
 
     def memory(scope_key, content):
         scope, _, scope_id = scope_key.partition(":")
-        return Memory.objects.create(organization=org_a, scope=scope, scope_id=int(scope_id),
-                                     scope_key=scope_key, content=content, search_text=content,
-                                     content_hash=content_hash(content))
+        return Memory.objects.create(
+            organization=org_a,
+            scope=scope,
+            scope_id=int(scope_id),
+            scope_key=scope_key,
+            content=content,
+            search_text=content,
+            content_hash=content_hash(content),
+        )
 
     bob_agent = deployment.agents.get(member=bob)
     alice_agent = deployment.agents.get(member=alice)

@@ -18,8 +18,7 @@ from tests.factories import MemberFactory
 pytestmark = pytest.mark.django_db
 
 
-def test_deployment_gives_each_targeted_member_an_agent_with_their_user_md(deployment, alice,
-                                                                            bob):
+def test_deployment_gives_each_targeted_member_an_agent_with_their_user_md(deployment, alice, bob):
     agents = {agent.member_id: agent for agent in deployment.agents.all()}
     assert set(agents) == {alice.pk, bob.pk}
     assert agents[bob.pk].user_md.startswith("# About Bob")
@@ -40,8 +39,9 @@ def test_department_targets_include_sub_departments_and_skip_deactivated(
     inside = MemberFactory(organization=org_a, department=east_north)
     MemberFactory(organization=org_a, department=west)
     MemberFactory(organization=org_a, department=east, status="deactivated")
-    deployment = services.deployment_create(actor=owner, name="East", template=template,
-                                            departments=[east])
+    deployment = services.deployment_create(
+        actor=owner, name="East", template=template, departments=[east]
+    )
     assert list(deployment.agents.values_list("member_id", flat=True)) == [inside.pk]
 
 
@@ -75,16 +75,18 @@ def test_rollout_all_at_once_then_rollback(owner, deployment, template, publishe
         services.rollout_rollback(actor=owner, rollout=rollout)
 
 
-def test_rollout_department_by_department(owner, deployment, template, published, departments,
-                                          alice, bob):
+def test_rollout_department_by_department(
+    owner, deployment, template, published, departments, alice, bob
+):
     east, west = departments
     alice.department = west
     alice.save(update_fields=["department"])
     bob.department = east
     bob.save(update_fields=["department"])
     v2 = _new_version(owner, template, "v2 sop")
-    rollout = services.rollout_start(actor=owner, deployment=deployment, version=v2,
-                                     strategy="by_department")
+    rollout = services.rollout_start(
+        actor=owner, deployment=deployment, version=v2, strategy="by_department"
+    )
     assert rollout.department_order == [east.pk, west.pk]  # by name
     versions = dict(deployment.agents.values_list("member_id", "version_id"))
     assert versions == {bob.pk: v2.pk, alice.pk: published.pk}
@@ -101,16 +103,18 @@ def test_rollout_department_by_department(owner, deployment, template, published
         services.rollout_advance(actor=owner, rollout=rollout)
 
 
-def test_partial_rollout_can_be_rolled_back(owner, deployment, template, published, departments,
-                                            alice, bob):
+def test_partial_rollout_can_be_rolled_back(
+    owner, deployment, template, published, departments, alice, bob
+):
     east, west = departments
     bob.department = east
     bob.save(update_fields=["department"])
     alice.department = west
     alice.save(update_fields=["department"])
     v2 = _new_version(owner, template, "v2")
-    rollout = services.rollout_start(actor=owner, deployment=deployment, version=v2,
-                                     strategy="by_department")
+    rollout = services.rollout_start(
+        actor=owner, deployment=deployment, version=v2, strategy="by_department"
+    )
     services.rollout_rollback(actor=owner, rollout=rollout)
     assert set(deployment.agents.values_list("version_id", flat=True)) == {published.pk}
 
@@ -125,8 +129,9 @@ def test_rollout_needs_a_published_version_of_the_same_template(owner, deploymen
         services.rollout_start(actor=owner, deployment=deployment, version=other_v1)
 
 
-def test_deactivating_a_member_stops_their_agents_and_runs(owner, deployment, bob, bob_agent,
-                                                           django_capture_on_commit_callbacks):
+def test_deactivating_a_member_stops_their_agents_and_runs(
+    owner, deployment, bob, bob_agent, django_capture_on_commit_callbacks
+):
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hello")
     stopped = services.agents_stop_for_member(actor=owner, member=bob)
     assert stopped == 1
@@ -155,5 +160,4 @@ def test_user_md_is_the_members_to_edit(deployment, bob, alice, bob_agent, make_
     assert bob_agent.user_md == "I like tea"
     colleague = make_member()
     with pytest.raises(Exception):  # noqa: B017 - NotPermitted
-        services.agent_update_user_md(actor=member_actor(colleague), agent=bob_agent,
-                                      user_md="x")
+        services.agent_update_user_md(actor=member_actor(colleague), agent=bob_agent, user_md="x")

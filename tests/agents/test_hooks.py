@@ -46,8 +46,10 @@ def _after(run, config):
 def _greedy(parent_run, requested, config):
     """Asks for everything: the runtime must cut it down to the parent's grants."""
     return {
-        "tools": {name: {"risk": "low", "confirmation": "never"}
-                  for name in ("http_request", "im_send", "task_create", "memory_write")},
+        "tools": {
+            name: {"risk": "low", "confirmation": "never"}
+            for name in ("http_request", "im_send", "task_create", "memory_write")
+        },
         "read_scopes": ["agent", "user", "position", "department", "organization"],
         "write_scopes": ["agent", "user", "organization"],
         "budget": {"max_steps": 10_000, "max_tokens": 10**9},
@@ -55,29 +57,44 @@ def _greedy(parent_run, requested, config):
 
 
 def _agent_with_hooks(owner, bob, hooks, code="hooked", **content):
-    template = services.template_create(actor=owner, name="Hooked", code=code, hooks=hooks,
-                                        **content)
+    template = services.template_create(
+        actor=owner, name="Hooked", code=code, hooks=hooks, **content
+    )
     publish(owner, template.versions.get())
-    return services.deployment_create(actor=owner, name=code, template=template,
-                                      members=[bob]).agents.get()
+    return services.deployment_create(
+        actor=owner, name=code, template=template, members=[bob]
+    ).agents.get()
 
 
 def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
     CALLS.clear()
-    agent = _agent_with_hooks(owner, bob, {
-        "on_init": [{"name": "test_second", "config": {"flag": 1}},
-                    {"name": "test_first"},
-                    {"name": "input_policy", "enabled": False}],
-        "assemble_context": [{"name": "test_section"},
-                             {"name": "memory_retrieval", "enabled": False}],
-        "post_process": [{"name": "test_after"}],
-    })
+    agent = _agent_with_hooks(
+        owner,
+        bob,
+        {
+            "on_init": [
+                {"name": "test_second", "config": {"flag": 1}},
+                {"name": "test_first"},
+                {"name": "input_policy", "enabled": False},
+            ],
+            "assemble_context": [
+                {"name": "test_section"},
+                {"name": "memory_retrieval", "enabled": False},
+            ],
+            "post_process": [{"name": "test_after"}],
+        },
+    )
     run = runtime.run_start(actor=member_actor(bob), agent=agent, text="when does ACME renew?")
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     assert CALLS == ["second:1", "first"]
     names = list(run.steps.order_by("index").values_list("name", flat=True))
-    assert names == ["on_init:test_second", "on_init:test_first", "assemble_context:base",
-                     "assemble_context:test_section", "model"]
+    assert names == [
+        "on_init:test_second",
+        "on_init:test_first",
+        "assemble_context:base",
+        "assemble_context:test_section",
+        "model",
+    ]
     assert run.steps.get(name="on_init:test_first").output == {"seen": "when does ACME renew?"}
     run.refresh_from_db()
     assert "ACME renews in March" in run.output["text"]
@@ -96,10 +113,14 @@ def test_unconfigured_points_run_the_default_hooks():
 
 def test_crash_inside_a_hook_step_replays_earlier_hooks_once(owner, bob):
     CALLS.clear()
-    agent = _agent_with_hooks(owner, bob, {
-        "on_init": [{"name": "test_first"}, {"name": "test_second"}],
-        "assemble_context": [{"name": "memory_retrieval", "enabled": False}],
-    })
+    agent = _agent_with_hooks(
+        owner,
+        bob,
+        {
+            "on_init": [{"name": "test_first"}, {"name": "test_second"}],
+            "assemble_context": [{"name": "memory_retrieval", "enabled": False}],
+        },
+    )
     run = runtime.run_start(actor=member_actor(bob), agent=agent, text="hi")
     with engine.crash_after("hook", "on_init:test_second"), pytest.raises(engine.SimulatedCrash):
         engine.run_execute(run.pk)
@@ -109,11 +130,14 @@ def test_crash_inside_a_hook_step_replays_earlier_hooks_once(owner, bob):
 
 def test_on_spawn_cannot_widen_the_childs_grants(owner, bob, alice, deployment):
     parent_agent = _agent_with_hooks(
-        owner, bob, {"on_spawn": [{"name": "test_greedy"}],
-                     "assemble_context": [{"name": "memory_retrieval", "enabled": False}]},
+        owner,
+        bob,
+        {
+            "on_spawn": [{"name": "test_greedy"}],
+            "assemble_context": [{"name": "memory_retrieval", "enabled": False}],
+        },
         code="parent",
-        tool_permissions={"task_create": {"risk": "low", "confirmation": "never"},
-                          "delegate": {}},
+        tool_permissions={"task_create": {"risk": "low", "confirmation": "never"}, "delegate": {}},
         memory_policy={"read_scopes": ["agent"], "write_scopes": []},
         model_settings={"budget": {"max_steps": 4, "max_tokens": 5000}},
     )
@@ -126,14 +150,26 @@ def test_on_spawn_cannot_widen_the_childs_grants(owner, bob, alice, deployment):
 
 
 def test_narrowing_keeps_the_stricter_rule():
-    parent = {"tools": {"im_send": {"risk": "high", "confirmation": "always"},
-                        "http_request": {"allowed_hosts": ["a.test"]}},
-              "read_scopes": ["agent"], "write_scopes": [], "budget": {"max_steps": 3}}
-    child = engine.narrow_grants(parent, {
-        "tools": {"im_send": {"risk": "low", "confirmation": "never"},
-                  "http_request": {"allowed_hosts": ["a.test", "b.test"]}},
-        "read_scopes": ["agent", "organization"], "budget": {"max_steps": 50},
-    })
+    parent = {
+        "tools": {
+            "im_send": {"risk": "high", "confirmation": "always"},
+            "http_request": {"allowed_hosts": ["a.test"]},
+        },
+        "read_scopes": ["agent"],
+        "write_scopes": [],
+        "budget": {"max_steps": 3},
+    }
+    child = engine.narrow_grants(
+        parent,
+        {
+            "tools": {
+                "im_send": {"risk": "low", "confirmation": "never"},
+                "http_request": {"allowed_hosts": ["a.test", "b.test"]},
+            },
+            "read_scopes": ["agent", "organization"],
+            "budget": {"max_steps": 50},
+        },
+    )
     assert child["tools"]["im_send"] == {"risk": "high", "confirmation": "always"}
     assert child["tools"]["http_request"]["allowed_hosts"] == ["a.test"]
     assert child["read_scopes"] == ["agent"] and child["budget"] == {"max_steps": 3}
@@ -145,14 +181,21 @@ def test_memory_retrieval_puts_memories_in_context_and_records_them(owner, bob, 
     from cadre.memory.text import lexical_document
 
     content = "Bob prefers oolong tea at customer meetings."
-    Memory.objects.create(organization=org_a, scope="user", scope_id=bob.pk,
-                          scope_key=f"user:{bob.pk}", content=content,
-                          search_text=lexical_document(content),
-                          content_hash=content_hash(content))
-    agent = _agent_with_hooks(owner, bob, {}, code="mem",
-                              memory_policy={"read_scopes": ["agent", "user"]})
-    run = runtime.run_start(actor=member_actor(bob), agent=agent,
-                            text="Which tea does Bob prefer at meetings?")
+    Memory.objects.create(
+        organization=org_a,
+        scope="user",
+        scope_id=bob.pk,
+        scope_key=f"user:{bob.pk}",
+        content=content,
+        search_text=lexical_document(content),
+        content_hash=content_hash(content),
+    )
+    agent = _agent_with_hooks(
+        owner, bob, {}, code="mem", memory_policy={"read_scopes": ["agent", "user"]}
+    )
+    run = runtime.run_start(
+        actor=member_actor(bob), agent=agent, text="Which tea does Bob prefer at meetings?"
+    )
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     retrieval = run.steps.get(name="assemble_context:memory_retrieval").output
     assert [m["content"] for m in retrieval["memories"]] == [content]

@@ -36,9 +36,7 @@ def remembering_agent(owner, bob):
     return deployment.agents.get()
 
 
-def test_a_stated_requirement_becomes_agent_memory_and_feeds_the_next_turn(
-    remembering_agent, bob
-):
+def test_a_stated_requirement_becomes_agent_memory_and_feeds_the_next_turn(remembering_agent, bob):
     first = runtime.run_start(
         actor=member_actor(bob),
         agent=remembering_agent,

@@ -21,21 +21,36 @@ from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import publish
 from tests.agents.fake_models import FakeModelServer
 
-TOOLS = [{"name": "task_create", "description": "Create a task",
-          "parameters": {"type": "object", "properties": {"title": {"type": "string"}},
-                         "required": ["title"]}}]
-MESSAGES = [{"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "remind me to call ACME"}]
+TOOLS = [
+    {
+        "name": "task_create",
+        "description": "Create a task",
+        "parameters": {
+            "type": "object",
+            "properties": {"title": {"type": "string"}},
+            "required": ["title"],
+        },
+    }
+]
+MESSAGES = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "remind me to call ACME"},
+]
 
 
 def test_openai_compatible_tool_call_and_request_shape():
     script = [{"tool_calls": [{"name": "task_create", "arguments": {"title": "call ACME"}}]}]
     with FakeModelServer(script) as server:
-        provider = OpenAICompatibleProvider(model="qwen-test", base_url=server.base_url,
-                                            api_key="sk-test", parameters={"temperature": 0.1})
+        provider = OpenAICompatibleProvider(
+            model="qwen-test",
+            base_url=server.base_url,
+            api_key="sk-test",
+            parameters={"temperature": 0.1},
+        )
         result = provider.chat(MESSAGES, TOOLS)
-    assert result.tool_calls == [ToolCall(id="call_0", name="task_create",
-                                          arguments={"title": "call ACME"})]
+    assert result.tool_calls == [
+        ToolCall(id="call_0", name="task_create", arguments={"title": "call ACME"})
+    ]
     assert (result.usage.input_tokens, result.usage.output_tokens) == (11, 7)
     request = server.requests[0]
     assert request["path"] == "/v1/chat/completions"
@@ -46,8 +61,10 @@ def test_openai_compatible_tool_call_and_request_shape():
 
 
 def test_openai_compatible_streaming_text_and_tool_calls():
-    script = [{"text": "Hello there, friend."},
-              {"tool_calls": [{"name": "task_create", "arguments": {"title": "a longer title"}}]}]
+    script = [
+        {"text": "Hello there, friend."},
+        {"tool_calls": [{"name": "task_create", "arguments": {"title": "a longer title"}}]},
+    ]
     deltas: list[str] = []
     with FakeModelServer(script) as server:
         provider = OpenAICompatibleProvider(model="m", base_url=server.base_url)
@@ -61,44 +78,65 @@ def test_openai_compatible_streaming_text_and_tool_calls():
 
 
 def test_openai_messages_round_trip_tool_results():
-    history = [*MESSAGES,
-               {"role": "assistant", "content": "", "tool_calls": [
-                   {"id": "call_0", "name": "task_create", "arguments": {"title": "x"}}]},
-               {"role": "tool", "tool_call_id": "call_0", "name": "task_create",
-                "content": '{"task_id": 1}'}]
+    history = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_0", "name": "task_create", "arguments": {"title": "x"}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_0",
+            "name": "task_create",
+            "content": '{"task_id": 1}',
+        },
+    ]
     with FakeModelServer([{"text": "Done."}]) as server:
         OpenAICompatibleProvider(model="m", base_url=server.base_url).chat(history, TOOLS)
     sent = server.requests[0]["body"]["messages"]
-    assert sent[2]["tool_calls"][0]["function"] == {"name": "task_create",
-                                                   "arguments": '{"title": "x"}'}
+    assert sent[2]["tool_calls"][0]["function"] == {
+        "name": "task_create",
+        "arguments": '{"title": "x"}',
+    }
     assert sent[3] == {"role": "tool", "tool_call_id": "call_0", "content": '{"task_id": 1}'}
 
 
 def test_anthropic_tool_use_and_request_shape():
-    script = [{"text": "Creating it.",
-               "tool_calls": [{"name": "task_create", "arguments": {"title": "call ACME"}}]}]
+    script = [
+        {
+            "text": "Creating it.",
+            "tool_calls": [{"name": "task_create", "arguments": {"title": "call ACME"}}],
+        }
+    ]
     with FakeModelServer(script) as server:
-        provider = AnthropicProvider(model="claude-test", base_url=server.root_url,
-                                     api_key="ak-test")
+        provider = AnthropicProvider(
+            model="claude-test", base_url=server.root_url, api_key="ak-test"
+        )
         result = provider.chat(MESSAGES, TOOLS)
     assert result.text == "Creating it."
-    assert result.tool_calls == [ToolCall(id="toolu_0", name="task_create",
-                                          arguments={"title": "call ACME"})]
+    assert result.tool_calls == [
+        ToolCall(id="toolu_0", name="task_create", arguments={"title": "call ACME"})
+    ]
     assert (result.usage.input_tokens, result.usage.output_tokens) == (13, 9)
     request = server.requests[0]
     assert request["path"] == "/v1/messages"
     # anthropic 2.x sends the key as a bearer token (1.x used x-api-key).
-    assert "ak-test" in (request["headers"].get("x-api-key", "")
-                         + request["headers"].get("authorization", ""))
+    assert "ak-test" in (
+        request["headers"].get("x-api-key", "") + request["headers"].get("authorization", "")
+    )
     assert request["body"]["system"] == "You are terse."
     assert request["body"]["tools"][0]["input_schema"] == TOOLS[0]["parameters"]
     assert request["body"]["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "remind me to call ACME"}]}]
+        {"role": "user", "content": [{"type": "text", "text": "remind me to call ACME"}]}
+    ]
 
 
 def test_anthropic_streaming_text_and_tool_use():
-    script = [{"text": "Streaming answer here."},
-              {"tool_calls": [{"name": "task_create", "arguments": {"title": "streamed"}}]}]
+    script = [
+        {"text": "Streaming answer here."},
+        {"tool_calls": [{"name": "task_create", "arguments": {"title": "streamed"}}]},
+    ]
     deltas: list[str] = []
     with FakeModelServer(script) as server:
         provider = AnthropicProvider(model="c", base_url=server.root_url)
@@ -114,13 +152,21 @@ def test_anthropic_streaming_text_and_tool_use():
 def test_anthropic_merges_tool_results_into_one_user_turn():
     from cadre.agents.providers.anthropic import to_anthropic
 
-    system, messages = to_anthropic([
-        *MESSAGES,
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "a", "name": "t", "arguments": {}}, {"id": "b", "name": "t", "arguments": {}}]},
-        {"role": "tool", "tool_call_id": "a", "name": "t", "content": "1"},
-        {"role": "tool", "tool_call_id": "b", "name": "t", "content": "2"},
-    ])
+    system, messages = to_anthropic(
+        [
+            *MESSAGES,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "a", "name": "t", "arguments": {}},
+                    {"id": "b", "name": "t", "arguments": {}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "name": "t", "content": "1"},
+            {"role": "tool", "tool_call_id": "b", "name": "t", "content": "2"},
+        ]
+    )
     assert system == "You are terse."
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert [b["tool_use_id"] for b in messages[2]["content"]] == ["a", "b"]
@@ -129,15 +175,17 @@ def test_anthropic_merges_tool_results_into_one_user_turn():
 def test_offline_provider_is_deterministic_labelled_and_rule_based():
     provider = OfflineProvider(model="offline-1")
     tools = [{"name": "im_send", "parameters": {}}, {"name": "task_create", "parameters": {}}]
-    messages = [{"role": "system", "content": "# SOP\nRefunds need a manager's approval."},
-                {"role": "user", "content": "send the report is late to Alice and Bob"}]
+    messages = [
+        {"role": "system", "content": "# SOP\nRefunds need a manager's approval."},
+        {"role": "user", "content": "send the report is late to Alice and Bob"},
+    ]
     first = provider.chat(messages, tools)
     assert first.tool_calls[0].name == "im_send"
-    assert first.tool_calls[0].arguments == {"to": ["Alice", "Bob"],
-                                             "text": "the report is late"}
+    assert first.tool_calls[0].arguments == {"to": ["Alice", "Bob"], "text": "the report is late"}
     assert provider.chat(messages, tools).tool_calls == first.tool_calls
-    answer = provider.chat([messages[0], {"role": "user", "content": "who approves refunds?"}],
-                           tools)
+    answer = provider.chat(
+        [messages[0], {"role": "user", "content": "who approves refunds?"}], tools
+    )
     assert answer.text.startswith("[offline model]") and "manager's approval" in answer.text
     # A tool the run does not offer is never called.
     assert not provider.chat(messages, [{"name": "task_create"}]).tool_calls
@@ -148,29 +196,43 @@ def test_offline_provider_is_deterministic_labelled_and_rule_based():
 
 @pytest.mark.django_db
 def test_run_with_openai_compatible_provider_denies_a_tool_not_allowed(owner, sales, alice, bob):
-    with FakeModelServer([
-        {"tool_calls": [{"name": "http_request", "arguments": {"url": "http://evil.test/x"}}]},
-        {"text": "I could not fetch it."},
-    ]) as server:
+    with FakeModelServer(
+        [
+            {"tool_calls": [{"name": "http_request", "arguments": {"url": "http://evil.test/x"}}]},
+            {"text": "I could not fetch it."},
+        ]
+    ) as server:
         config = services.provider_config_create(
-            actor=owner, name="vLLM", kind="openai_compatible", base_url=server.base_url,
-            api_key="sk-secret-123", default_model="qwen", prices={"input": "2", "output": "6"},
+            actor=owner,
+            name="vLLM",
+            kind="openai_compatible",
+            base_url=server.base_url,
+            api_key="sk-secret-123",
+            default_model="qwen",
+            prices={"input": "2", "output": "6"},
         )
         with connection.cursor() as cursor:
-            cursor.execute("SELECT api_key FROM agents_modelproviderconfig WHERE id = %s",
-                           [config.pk])
+            cursor.execute(
+                "SELECT api_key FROM agents_modelproviderconfig WHERE id = %s", [config.pk]
+            )
             assert "sk-secret-123" not in cursor.fetchone()[0]  # encrypted at rest
         template = services.template_create(
-            actor=owner, name="Ops", code="ops",
-            model_settings={"provider": "openai_compatible", "provider_config": config.pk,
-                            "model": "qwen"},
+            actor=owner,
+            name="Ops",
+            code="ops",
+            model_settings={
+                "provider": "openai_compatible",
+                "provider_config": config.pk,
+                "model": "qwen",
+            },
             tool_permissions={"task_create": {"risk": "low", "confirmation": "never"}},
             hooks={"assemble_context": [{"name": "memory_retrieval", "enabled": False}]},
         )
         publish(owner, template.versions.get())
         bob.positions.add(sales)
-        deployment = services.deployment_create(actor=owner, name="Ops", template=template,
-                                                members=[bob])
+        deployment = services.deployment_create(
+            actor=owner, name="Ops", template=template, members=[bob]
+        )
         agent = deployment.agents.get()
         run = runtime.run_start(actor=member_actor(bob), agent=agent, text="fetch it")
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
@@ -188,22 +250,28 @@ def test_run_with_openai_compatible_provider_denies_a_tool_not_allowed(owner, sa
 
 @pytest.mark.django_db
 def test_model_call_crash_calls_the_model_again_but_no_step_twice(owner, alice, bob):
-    with FakeModelServer([
-        {"tool_calls": [{"name": "task_create", "arguments": {"title": "x"}}]},
-        {"tool_calls": [{"name": "task_create", "arguments": {"title": "x"}}]},
-        {"text": "done"},
-    ]) as server:
-        config = services.provider_config_create(actor=owner, name="m", kind="openai_compatible",
-                                                 base_url=server.base_url)
+    with FakeModelServer(
+        [
+            {"tool_calls": [{"name": "task_create", "arguments": {"title": "x"}}]},
+            {"tool_calls": [{"name": "task_create", "arguments": {"title": "x"}}]},
+            {"text": "done"},
+        ]
+    ) as server:
+        config = services.provider_config_create(
+            actor=owner, name="m", kind="openai_compatible", base_url=server.base_url
+        )
         template = services.template_create(
-            actor=owner, name="T", code="t",
+            actor=owner,
+            name="T",
+            code="t",
             model_settings={"provider_config": config.pk, "model": "m"},
             tool_permissions={"task_create": {}},
             hooks={"assemble_context": [{"name": "memory_retrieval", "enabled": False}]},
         )
         publish(owner, template.versions.get())
-        agent = services.deployment_create(actor=owner, name="T", template=template,
-                                           members=[bob]).agents.get()
+        agent = services.deployment_create(
+            actor=owner, name="T", template=template, members=[bob]
+        ).agents.get()
         run = runtime.run_start(actor=member_actor(bob), agent=agent, text="go")
         with engine.crash_after("model_call"), pytest.raises(engine.SimulatedCrash):
             engine.run_execute(run.pk)

@@ -50,8 +50,9 @@ def test_offline_reply_answers_from_the_context(bob, bob_agent):
 def test_context_includes_user_md_and_recent_turns(bob, bob_agent):
     first = start(bob, bob_agent, "hello there")
     engine.run_execute(first.pk)
-    second = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="who am I?",
-                               session=first.session)
+    second = runtime.run_start(
+        actor=member_actor(bob), agent=bob_agent, text="who am I?", session=first.session
+    )
     engine.run_execute(second.pk)
     messages = second.steps.get(kind="model_call").input["messages"]
     assert "# About Bob" in messages[0]["content"]
@@ -70,11 +71,14 @@ def test_tool_call_creates_a_task_once(bob, bob_agent):
     assert "task_create done" in run.output["text"]
 
 
-@pytest.mark.parametrize("kind, text", [
-    ("hook", "What is the standard discount?"),
-    ("model_call", "What is the standard discount?"),
-    ("tool_call", "remind me to call ACME"),
-])
+@pytest.mark.parametrize(
+    "kind, text",
+    [
+        ("hook", "What is the standard discount?"),
+        ("model_call", "What is the standard discount?"),
+        ("tool_call", "remind me to call ACME"),
+    ],
+)
 def test_crash_after_each_step_type_resumes_without_repeating(bob, bob_agent, kind, text):
     run = start(bob, bob_agent, text)
     with engine.crash_after(kind), pytest.raises(engine.SimulatedCrash):
@@ -118,8 +122,9 @@ def test_crash_after_a_wait_step_keeps_one_wait_and_resumes_on_the_event(bob, bo
     assert Wait.objects.count() == 1
     run.refresh_from_db()
     assert run.status == Run.Status.WAITING
-    resumed = runtime.event_deliver(actor=system_actor(bob.organization), key="invoice.paid:INV-7",
-                                    payload={"amount": 120})
+    resumed = runtime.event_deliver(
+        actor=system_actor(bob.organization), key="invoice.paid:INV-7", payload={"amount": 120}
+    )
     assert resumed == 1
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
@@ -163,8 +168,9 @@ def test_expired_wait_with_fail_policy_fails_the_run(bob, bob_agent, owner, temp
 
 
 def test_high_risk_message_pauses_for_confirmation_then_sends(bob, bob_agent, org_a):
-    names = [MemberFactory(organization=org_a, display_name=f"Rep {i}").display_name
-             for i in range(6)]
+    names = [
+        MemberFactory(organization=org_a, display_name=f"Rep {i}").display_name for i in range(6)
+    ]
     run = start(bob, bob_agent, f"send price list to {', '.join(names)}")
     assert engine.run_execute(run.pk) == Run.Status.WAITING
     wait = Wait.objects.get()
@@ -179,8 +185,9 @@ def test_high_risk_message_pauses_for_confirmation_then_sends(bob, bob_agent, or
 def test_rejected_confirmation_does_nothing_and_tells_the_model(bob, bob_agent, org_a):
     run = start(bob, bob_agent, "send hello to group:all-staff")
     assert engine.run_execute(run.pk) == Run.Status.WAITING
-    runtime.run_resume(actor=system_actor(org_a), run=run,
-                       payload={"approved": False, "reason": "too broad"})
+    runtime.run_resume(
+        actor=system_actor(org_a), run=run, payload={"approved": False, "reason": "too broad"}
+    )
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     assert not OutboundMessage.objects.exists()
     run.refresh_from_db()
@@ -220,8 +227,9 @@ def test_a_second_worker_cannot_execute_a_running_run(bob, bob_agent):
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
 
 
-def test_version_pinned_at_start_even_if_rolled_out_meanwhile(bob, bob_agent, owner, template,
-                                                              deployment):
+def test_version_pinned_at_start_even_if_rolled_out_meanwhile(
+    bob, bob_agent, owner, template, deployment
+):
     run = start(bob, bob_agent, "What is the standard discount?")
     draft = services.version_draft(actor=owner, template=template)
     services.version_update(actor=owner, version=draft, sop="Standard discount is 9 percent.")

@@ -65,7 +65,9 @@ def test_new_draft_copies_latest_and_only_one_draft_at_a_time(owner, template, p
 def test_diff_between_versions_is_unified_per_field(owner, template, published):
     draft = services.version_draft(actor=owner, template=template)
     services.version_update(
-        actor=owner, version=draft, sop=published.sop.replace("5 percent", "7 percent"),
+        actor=owner,
+        version=draft,
+        sop=published.sop.replace("5 percent", "7 percent"),
         tool_permissions={"memory_search": {"risk": "low", "confirmation": "never"}},
     )
     draft.refresh_from_db()
@@ -81,24 +83,33 @@ def test_diff_between_versions_is_unified_per_field(owner, template, published):
 def test_unknown_tool_or_hook_is_rejected(owner, template):
     version = template.versions.get()
     with pytest.raises(InvalidInput) as error:
-        services.version_update(actor=owner, version=version,
-                                tool_permissions={"rm_rf": {"risk": "high"}})
+        services.version_update(
+            actor=owner, version=version, tool_permissions={"rm_rf": {"risk": "high"}}
+        )
     assert "unknown tool" in error.value.message
     with pytest.raises(InvalidInput):
-        services.version_update(actor=owner, version=version,
-                                hooks={"on_init": [{"name": "nope", "enabled": True}]})
+        services.version_update(
+            actor=owner, version=version, hooks={"on_init": [{"name": "nope", "enabled": True}]}
+        )
     with pytest.raises(InvalidInput):
-        services.version_update(actor=owner, version=version,
-                                memory_policy={"read_scopes": ["everyone"]})
+        services.version_update(
+            actor=owner, version=version, memory_policy={"read_scopes": ["everyone"]}
+        )
 
 
 def test_every_preset_loads_and_validates(owner):
     presets = services.presets()
-    assert {"sales", "market_analyst", "product_manager", "customer_service",
-            "it_operations"} <= set(presets)
+    assert {
+        "sales",
+        "market_analyst",
+        "product_manager",
+        "customer_service",
+        "it_operations",
+    } <= set(presets)
     for index, key in enumerate(sorted(presets)):
-        template = services.template_create(actor=owner, name=f"From {key}", code=f"p{index}",
-                                            preset=key)
+        template = services.template_create(
+            actor=owner, name=f"From {key}", code=f"p{index}", preset=key
+        )
         version = template.versions.get()
         assert version.sop and version.agent_md and version.user_md_template
         assert version.tool_permissions

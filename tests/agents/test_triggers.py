@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def trigger(owner, deployment, bob):
-    trigger, secret = triggers.trigger_create(actor=owner, name="CRM", deployment=deployment,
-                                              member_field="owner_email")
+    trigger, secret = triggers.trigger_create(
+        actor=owner, name="CRM", deployment=deployment, member_field="owner_email"
+    )
     trigger.plain_secret = secret
     return trigger
 
@@ -29,14 +30,20 @@ def post(trigger, payload, *, secret=None, timestamp=None, raw=None):
     timestamp = str(int(time.time()) if timestamp is None else timestamp)
     signature = triggers.sign(secret or trigger.plain_secret, timestamp, body)
     return APIClient().generic(
-        "POST", f"/api/v1/triggers/{trigger.pk}/events/", body,
+        "POST",
+        f"/api/v1/triggers/{trigger.pk}/events/",
+        body,
         content_type="application/json",
-        HTTP_X_CADRE_TIMESTAMP=timestamp, HTTP_X_CADRE_SIGNATURE=signature,
+        HTTP_X_CADRE_TIMESTAMP=timestamp,
+        HTTP_X_CADRE_SIGNATURE=signature,
     )
 
 
-EVENT = {"event_id": "evt-1", "type": "deal.won",
-         "data": {"owner_email": "bob@acme.test", "deal": "ACME renewal", "amount": 12000}}
+EVENT = {
+    "event_id": "evt-1",
+    "type": "deal.won",
+    "data": {"owner_email": "bob@acme.test", "deal": "ACME renewal", "amount": 12000},
+}
 
 
 def test_signed_event_starts_a_run_with_the_event_as_input(trigger, bob):
@@ -69,12 +76,15 @@ def test_bad_signature_stale_timestamp_and_unknown_trigger_are_refused(trigger):
     assert future.status_code == 401
     body = json.dumps(EVENT).encode()
     tampered = APIClient().generic(
-        "POST", f"/api/v1/triggers/{trigger.pk}/events/", body + b" ",
-        content_type="application/json", HTTP_X_CADRE_TIMESTAMP=str(int(time.time())),
-        HTTP_X_CADRE_SIGNATURE=triggers.sign(trigger.plain_secret, str(int(time.time())), body))
+        "POST",
+        f"/api/v1/triggers/{trigger.pk}/events/",
+        body + b" ",
+        content_type="application/json",
+        HTTP_X_CADRE_TIMESTAMP=str(int(time.time())),
+        HTTP_X_CADRE_SIGNATURE=triggers.sign(trigger.plain_secret, str(int(time.time())), body),
+    )
     assert tampered.status_code == 401
-    missing = APIClient().post(f"/api/v1/triggers/{trigger.pk + 1000}/events/", {},
-                               format="json")
+    missing = APIClient().post(f"/api/v1/triggers/{trigger.pk + 1000}/events/", {}, format="json")
     assert missing.status_code == 404
     assert not Run.objects.exists()
 
@@ -88,8 +98,11 @@ def test_event_needs_an_id_and_a_known_member(trigger):
 
 def test_triggers_api_shows_the_secret_once(client_for, alice, deployment, bob):
     api = client_for(alice)
-    created = api.post("/api/v1/triggers/", {"name": "ERP", "deployment": deployment.pk,
-                                             "member": bob.pk}, format="json")
+    created = api.post(
+        "/api/v1/triggers/",
+        {"name": "ERP", "deployment": deployment.pk, "member": bob.pk},
+        format="json",
+    )
     assert created.status_code == 201, created.json()
     assert len(created.json()["secret"]) > 30
     listed = api.get("/api/v1/triggers/").json()["results"][0]

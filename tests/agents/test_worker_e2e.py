@@ -27,9 +27,17 @@ def worker(settings):
     # routed to a queue nobody declared yet is dropped.
     with app.connection_for_write() as connection:
         Queue(queue, Exchange(queue, "direct"), routing_key=queue)(
-            connection.default_channel).declare()
-    with start_worker(app, queues=[queue], concurrency=1, pool="solo",
-                      perform_ping_check=False, loglevel="WARNING", shutdown_timeout=20):
+            connection.default_channel
+        ).declare()
+    with start_worker(
+        app,
+        queues=[queue],
+        concurrency=1,
+        pool="solo",
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=20,
+    ):
         yield queue
     with app.connection_for_write() as connection:
         connection.default_channel.queue_delete(queue)
@@ -44,15 +52,18 @@ def wait_for(run_id: int, statuses=Run.TERMINAL, seconds: float = 30) -> Run:
         time.sleep(0.05)
     events = list(Run.objects.get(pk=run_id).events.values_list("kind", "data"))
     others = list(Run.objects.values_list("pk", "status", "error"))
-    raise AssertionError(f"run {run_id} is still {Run.objects.get(pk=run_id).status}: "
-                         f"{events} {others}")
+    raise AssertionError(
+        f"run {run_id} is still {Run.objects.get(pk=run_id).status}: {events} {others}"
+    )
 
 
 def test_api_message_runs_in_a_worker_and_replies(worker, client_for, bob, bob_agent):
     api = client_for(bob)
-    accepted = api.post("/api/v1/runs/", {"agent": bob_agent.pk,
-                                          "text": "What is the standard discount?"},
-                        format="json")
+    accepted = api.post(
+        "/api/v1/runs/",
+        {"agent": bob_agent.pk, "text": "What is the standard discount?"},
+        format="json",
+    )
     assert accepted.status_code == 202
     run = wait_for(accepted.json()["id"])
     assert run.status == Run.Status.COMPLETED, run.error
@@ -66,9 +77,11 @@ def test_delegation_through_the_worker(worker, client_for, bob, alice, deploymen
     bob_agent = deployment.agents.get(member=bob)
     alice_agent = deployment.agents.get(member=alice)
     api = client_for(bob)
-    accepted = api.post("/api/v1/runs/", {
-        "agent": bob_agent.pk, "text": f"ask agent {alice_agent.pk}: standard discount?"},
-        format="json")
+    accepted = api.post(
+        "/api/v1/runs/",
+        {"agent": bob_agent.pk, "text": f"ask agent {alice_agent.pk}: standard discount?"},
+        format="json",
+    )
     run = wait_for(accepted.json()["id"])
     assert run.status == Run.Status.COMPLETED, run.error
     child = Run.objects.get(parent=run)

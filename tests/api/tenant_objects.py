@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from datetime import timedelta
 
+from django.utils import timezone
 from guardian.models import UserObjectPermission
 
 from cadre.governance.models import AuditEvent
@@ -170,7 +172,14 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         Session,
         TemplateVersion,
     )
-    from cadre.governance.models import MaskingRule
+    from cadre.governance.models import (
+        Alert,
+        AlertRule,
+        AuditExport,
+        Confirmation,
+        MaskingRule,
+        PolicyChain,
+    )
     from cadre.memory.models import ContextRecord, Memory, MemoryTask
 
     return {
@@ -187,6 +196,31 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         Rollout: _agents_factory("rollout"),
         EventTrigger: _agents_factory("trigger"),
         ModelProviderConfig: _agents_factory("provider"),
+        AuditExport: lambda o: AuditExport.objects.create(
+            organization=o.organization, requested_by=o, formats=["jsonl"]
+        ),
+        PolicyChain: lambda o: PolicyChain.objects.get_or_create(
+            organization=o.organization, template=None
+        )[0],
+        Confirmation: lambda o: Confirmation.objects.create(
+            organization=o.organization,
+            idempotency_key=f"sweep:{next(_counter)}",
+            requester=o,
+            tool="im_send",
+            summary="sweep",
+            risk_level="high",
+            decider_ids=[o.pk],
+            expires_at=timezone.now() + timedelta(hours=1),
+        ),
+        AlertRule: lambda o: AlertRule.objects.create(
+            organization=o.organization, name=f"sweep-{next(_counter)}", kind="denied_spike"
+        ),
+        Alert: lambda o: Alert.objects.create(
+            organization=o.organization,
+            fingerprint=f"sweep-{next(_counter)}",
+            severity="warning",
+            title="sweep",
+        ),
     }
 
 

@@ -62,7 +62,7 @@ def independent_encrypt(message: bytes, receive_id: str = CORP_ID, key_text: str
 
 def sig(timestamp, nonce, encrypted, token=TOKEN):
     joined = "".join(sorted([token, timestamp, nonce, encrypted])).encode()
-    return hashlib.sha1(joined).hexdigest()  # noqa: S324 - the protocol's hash
+    return hashlib.sha1(joined).hexdigest()
 
 
 @pytest.fixture

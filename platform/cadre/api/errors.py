@@ -50,7 +50,10 @@ def _message_from(detail: object) -> str:
 
 def exception_handler(exc, context):
     if isinstance(exc, CadreError):
-        return Response(envelope(exc.code, exc.message, exc.details), status=exc.status)
+        response = Response(envelope(exc.code, exc.message, exc.details), status=exc.status)
+        if exc.status == 429 and exc.details.get("retry_after") is not None:
+            response["Retry-After"] = str(int(exc.details["retry_after"]))
+        return response
     if isinstance(exc, RequestDataTooBig):
         return Response(
             envelope("payload_too_large", "The request body is larger than allowed."),

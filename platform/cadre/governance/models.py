@@ -88,6 +88,9 @@ class AuditChainHead(models.Model):
     sequence = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=64)
 
+    def __str__(self) -> str:
+        return f"chain head of organization {self.organization_id} at #{self.sequence}"
+
 
 # --- masking: pseudonym vault and organization rules (cadre.governance.masking) ---------------
 
@@ -117,11 +120,15 @@ class PseudonymMapping(TenantModel):
         ordering = ["conversation_key", "label", "number"]
         constraints = [
             models.UniqueConstraint(
-                "organization", "conversation_key", "placeholder",
+                "organization",
+                "conversation_key",
+                "placeholder",
                 name="pseudonymmapping_unique_placeholder",
             ),
             models.UniqueConstraint(
-                "organization", "conversation_key", "value_hash",
+                "organization",
+                "conversation_key",
+                "value_hash",
                 name="pseudonymmapping_unique_value",
             ),
         ]

@@ -465,9 +465,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("doctor", help="check the installation and say how to fix problems")
     commands.add_parser("manage", help="run a Django management command: cadre manage migrate")
-    commands.add_parser(
-        "skill", help="validate, publish, install, search, tag and yank Hub skills"
-    )
+    commands.add_parser("skill", help="validate, publish, install, search, tag and yank Hub skills")
     return parser
 
 

@@ -6,49 +6,102 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('tenancy', '0001_initial'),
+        ("tenancy", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditChainHead',
+            name="AuditChainHead",
             fields=[
-                ('organization', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, primary_key=True, related_name='+', serialize=False, to='tenancy.organization')),
-                ('sequence', models.BigIntegerField(default=0)),
-                ('hash', models.CharField(max_length=64)),
+                (
+                    "organization",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="tenancy.organization",
+                    ),
+                ),
+                ("sequence", models.BigIntegerField(default=0)),
+                ("hash", models.CharField(max_length=64)),
             ],
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sequence', models.BigIntegerField()),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('actor_type', models.CharField(choices=[('member', 'Member'), ('api_key', 'API key'), ('agent', 'Agent'), ('system', 'System')], max_length=16)),
-                ('actor_id', models.CharField(blank=True, max_length=64)),
-                ('actor_label', models.CharField(blank=True, max_length=200)),
-                ('action', models.CharField(max_length=100)),
-                ('target_type', models.CharField(blank=True, max_length=64)),
-                ('target_id', models.CharField(blank=True, max_length=64)),
-                ('target_label', models.CharField(blank=True, max_length=200)),
-                ('changes', models.JSONField(blank=True, default=dict)),
-                ('reason', models.TextField(blank=True)),
-                ('request_id', models.CharField(blank=True, max_length=64)),
-                ('trace_id', models.CharField(blank=True, max_length=32)),
-                ('ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('user_agent', models.CharField(blank=True, max_length=400)),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='tenancy.organization')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sequence", models.BigIntegerField()),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "actor_type",
+                    models.CharField(
+                        choices=[
+                            ("member", "Member"),
+                            ("api_key", "API key"),
+                            ("agent", "Agent"),
+                            ("system", "System"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("actor_id", models.CharField(blank=True, max_length=64)),
+                ("actor_label", models.CharField(blank=True, max_length=200)),
+                ("action", models.CharField(max_length=100)),
+                ("target_type", models.CharField(blank=True, max_length=64)),
+                ("target_id", models.CharField(blank=True, max_length=64)),
+                ("target_label", models.CharField(blank=True, max_length=200)),
+                ("changes", models.JSONField(blank=True, default=dict)),
+                ("reason", models.TextField(blank=True)),
+                ("request_id", models.CharField(blank=True, max_length=64)),
+                ("trace_id", models.CharField(blank=True, max_length=32)),
+                ("ip", models.GenericIPAddressField(blank=True, null=True)),
+                ("user_agent", models.CharField(blank=True, max_length=400)),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-sequence'],
-                'indexes': [models.Index(fields=['organization', 'created_at'], name='governance__organiz_d3783e_idx'), models.Index(fields=['organization', 'action'], name='governance__organiz_425c0a_idx'), models.Index(fields=['organization', 'target_type', 'target_id'], name='governance__organiz_da6354_idx'), models.Index(fields=['organization', 'actor_type', 'actor_id'], name='governance__organiz_364aeb_idx'), models.Index(fields=['trace_id'], name='governance__trace_i_c0b040_idx')],
-                'constraints': [models.UniqueConstraint(models.F('organization'), models.F('sequence'), name='auditevent_unique_sequence')],
+                "ordering": ["-sequence"],
+                "indexes": [
+                    models.Index(
+                        fields=["organization", "created_at"], name="governance__organiz_d3783e_idx"
+                    ),
+                    models.Index(
+                        fields=["organization", "action"], name="governance__organiz_425c0a_idx"
+                    ),
+                    models.Index(
+                        fields=["organization", "target_type", "target_id"],
+                        name="governance__organiz_da6354_idx",
+                    ),
+                    models.Index(
+                        fields=["organization", "actor_type", "actor_id"],
+                        name="governance__organiz_364aeb_idx",
+                    ),
+                    models.Index(fields=["trace_id"], name="governance__trace_i_c0b040_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        models.F("organization"),
+                        models.F("sequence"),
+                        name="auditevent_unique_sequence",
+                    )
+                ],
             },
         ),
     ]

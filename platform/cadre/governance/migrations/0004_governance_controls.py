@@ -7,202 +7,447 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0001_initial'),
-        ('governance', '0003_masking'),
-        ('tenancy', '0001_initial'),
+        ("agents", "0001_initial"),
+        ("governance", "0003_masking"),
+        ("tenancy", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AlertRule',
+            name="AlertRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=150)),
-                ('kind', models.CharField(max_length=40)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('severity', models.CharField(choices=[('info', 'Info'), ('warning', 'Warning'), ('critical', 'Critical')], default='warning', max_length=16)),
-                ('channels', models.JSONField(blank=True, default=list)),
-                ('is_active', models.BooleanField(default=True)),
-                ('last_evaluated_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=150)),
+                ("kind", models.CharField(max_length=40)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[
+                            ("info", "Info"),
+                            ("warning", "Warning"),
+                            ("critical", "Critical"),
+                        ],
+                        default="warning",
+                        max_length=16,
+                    ),
+                ),
+                ("channels", models.JSONField(blank=True, default=list)),
+                ("is_active", models.BooleanField(default=True)),
+                ("last_evaluated_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Alert',
+            name="Alert",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fingerprint', models.CharField(max_length=64)),
-                ('severity', models.CharField(max_length=16)),
-                ('title', models.CharField(max_length=300)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('acknowledged', 'Acknowledged'), ('resolved', 'Resolved')], default='open', max_length=16)),
-                ('count', models.PositiveIntegerField(default=1)),
-                ('first_seen_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_seen_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('acknowledged_at', models.DateTimeField(blank=True, null=True)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('acknowledged_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenancy.member')),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
-                ('resolved_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenancy.member')),
-                ('rule', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='alerts', to='governance.alertrule')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("fingerprint", models.CharField(max_length=64)),
+                ("severity", models.CharField(max_length=16)),
+                ("title", models.CharField(max_length=300)),
+                ("details", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("acknowledged", "Acknowledged"),
+                            ("resolved", "Resolved"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("count", models.PositiveIntegerField(default=1)),
+                ("first_seen_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_seen_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("acknowledged_at", models.DateTimeField(blank=True, null=True)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "acknowledged_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
+                (
+                    "resolved_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
+                (
+                    "rule",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="alerts",
+                        to="governance.alertrule",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-last_seen_at'],
+                "ordering": ["-last_seen_at"],
             },
         ),
         migrations.CreateModel(
-            name='AuditExport',
+            name="AuditExport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('formats', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=8), default=list, size=None)),
-                ('since', models.DateTimeField(blank=True, null=True)),
-                ('until', models.DateTimeField(blank=True, null=True)),
-                ('filters', models.JSONField(blank=True, default=dict)),
-                ('mask', models.BooleanField(default=True)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('total_rows', models.BigIntegerField(blank=True, null=True)),
-                ('rows_written', models.BigIntegerField(default=0)),
-                ('bundle_path', models.CharField(blank=True, max_length=500)),
-                ('manifest', models.JSONField(blank=True, default=dict)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenancy.member')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "formats",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=8), default=list, size=None
+                    ),
+                ),
+                ("since", models.DateTimeField(blank=True, null=True)),
+                ("until", models.DateTimeField(blank=True, null=True)),
+                ("filters", models.JSONField(blank=True, default=dict)),
+                ("mask", models.BooleanField(default=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("total_rows", models.BigIntegerField(blank=True, null=True)),
+                ("rows_written", models.BigIntegerField(default=0)),
+                ("bundle_path", models.CharField(blank=True, max_length=500)),
+                ("manifest", models.JSONField(blank=True, default=dict)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Confirmation',
+            name="Confirmation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=120, unique=True)),
-                ('run_id', models.BigIntegerField(blank=True, null=True)),
-                ('step_index', models.IntegerField(blank=True, null=True)),
-                ('wait_key', models.CharField(blank=True, max_length=191)),
-                ('agent_id', models.BigIntegerField(blank=True, null=True)),
-                ('tool', models.CharField(max_length=64)),
-                ('arguments', models.JSONField(blank=True, default=dict)),
-                ('summary', models.TextField()),
-                ('risk_level', models.CharField(max_length=16)),
-                ('risk_reasons', models.JSONField(blank=True, default=list)),
-                ('blast_radius', models.JSONField(blank=True, default=dict)),
-                ('rule', models.JSONField(blank=True, default=dict)),
-                ('decider_ids', django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), blank=True, default=list, size=None)),
-                ('required_approvals', models.PositiveSmallIntegerField(default=1)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('approved', 'Approved'), ('rejected', 'Rejected'), ('expired', 'Expired'), ('cancelled', 'Cancelled')], default='pending', max_length=16)),
-                ('decided_via', models.CharField(blank=True, max_length=16)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('decision_reason', models.TextField(blank=True)),
-                ('trace_id', models.CharField(blank=True, max_length=32)),
-                ('expires_at', models.DateTimeField()),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenancy.member')),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
-                ('requester', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenancy.member')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=120, unique=True)),
+                ("run_id", models.BigIntegerField(blank=True, null=True)),
+                ("step_index", models.IntegerField(blank=True, null=True)),
+                ("wait_key", models.CharField(blank=True, max_length=191)),
+                ("agent_id", models.BigIntegerField(blank=True, null=True)),
+                ("tool", models.CharField(max_length=64)),
+                ("arguments", models.JSONField(blank=True, default=dict)),
+                ("summary", models.TextField()),
+                ("risk_level", models.CharField(max_length=16)),
+                ("risk_reasons", models.JSONField(blank=True, default=list)),
+                ("blast_radius", models.JSONField(blank=True, default=dict)),
+                ("rule", models.JSONField(blank=True, default=dict)),
+                (
+                    "decider_ids",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.BigIntegerField(), blank=True, default=list, size=None
+                    ),
+                ),
+                ("required_approvals", models.PositiveSmallIntegerField(default=1)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("approved", "Approved"),
+                            ("rejected", "Rejected"),
+                            ("expired", "Expired"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("decided_via", models.CharField(blank=True, max_length=16)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("decision_reason", models.TextField(blank=True)),
+                ("trace_id", models.CharField(blank=True, max_length=32)),
+                ("expires_at", models.DateTimeField()),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
+                (
+                    "requester",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ConfirmationVote',
+            name="ConfirmationVote",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('decision', models.CharField(max_length=16)),
-                ('via', models.CharField(max_length=16)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('confirmation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='votes', to='governance.confirmation')),
-                ('member', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.member')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("decision", models.CharField(max_length=16)),
+                ("via", models.CharField(max_length=16)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "confirmation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="votes",
+                        to="governance.confirmation",
+                    ),
+                ),
+                (
+                    "member",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at'],
+                "ordering": ["created_at"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyChain',
+            name="PolicyChain",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('plugins', models.JSONField(blank=True, default=list)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
-                ('template', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='agents.agenttemplate')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenancy.member')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("plugins", models.JSONField(blank=True, default=list)),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
+                (
+                    "template",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="agents.agenttemplate",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenancy.member",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['organization', 'template'],
+                "ordering": ["organization", "template"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyDecision',
+            name="PolicyDecision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('stage', models.CharField(max_length=16)),
-                ('plugin', models.CharField(max_length=64)),
-                ('action', models.CharField(max_length=24)),
-                ('reason', models.TextField(blank=True)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('chain_version', models.PositiveIntegerField(default=0)),
-                ('run_id', models.BigIntegerField(blank=True, null=True)),
-                ('step_index', models.IntegerField(blank=True, null=True)),
-                ('member_id', models.BigIntegerField(blank=True, null=True)),
-                ('agent_id', models.BigIntegerField(blank=True, null=True)),
-                ('trace_id', models.CharField(blank=True, max_length=32)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("stage", models.CharField(max_length=16)),
+                ("plugin", models.CharField(max_length=64)),
+                ("action", models.CharField(max_length=24)),
+                ("reason", models.TextField(blank=True)),
+                ("details", models.JSONField(blank=True, default=dict)),
+                ("chain_version", models.PositiveIntegerField(default=0)),
+                ("run_id", models.BigIntegerField(blank=True, null=True)),
+                ("step_index", models.IntegerField(blank=True, null=True)),
+                ("member_id", models.BigIntegerField(blank=True, null=True)),
+                ("agent_id", models.BigIntegerField(blank=True, null=True)),
+                ("trace_id", models.CharField(blank=True, max_length=32)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddConstraint(
-            model_name='alertrule',
-            constraint=models.UniqueConstraint(models.F('organization'), models.F('name'), name='alertrule_unique_name'),
+            model_name="alertrule",
+            constraint=models.UniqueConstraint(
+                models.F("organization"), models.F("name"), name="alertrule_unique_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='alert',
-            constraint=models.UniqueConstraint(models.F('organization'), models.F('fingerprint'), condition=models.Q(('status', 'resolved'), _negated=True), name='alert_unique_open_fingerprint'),
+            model_name="alert",
+            constraint=models.UniqueConstraint(
+                models.F("organization"),
+                models.F("fingerprint"),
+                condition=models.Q(("status", "resolved"), _negated=True),
+                name="alert_unique_open_fingerprint",
+            ),
         ),
         migrations.AddIndex(
-            model_name='confirmation',
-            index=models.Index(fields=['organization', 'status', 'expires_at'], name='governance__organiz_a74955_idx'),
+            model_name="confirmation",
+            index=models.Index(
+                fields=["organization", "status", "expires_at"],
+                name="governance__organiz_a74955_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='confirmation',
-            index=models.Index(fields=['run_id'], name='governance__run_id_6267ea_idx'),
+            model_name="confirmation",
+            index=models.Index(fields=["run_id"], name="governance__run_id_6267ea_idx"),
         ),
         migrations.AddIndex(
-            model_name='confirmation',
-            index=models.Index(condition=models.Q(('status', 'pending')), fields=['expires_at'], name='confirmation_pending_expiry'),
+            model_name="confirmation",
+            index=models.Index(
+                condition=models.Q(("status", "pending")),
+                fields=["expires_at"],
+                name="confirmation_pending_expiry",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='confirmationvote',
-            constraint=models.UniqueConstraint(models.F('confirmation'), models.F('member'), name='confirmationvote_unique'),
+            model_name="confirmationvote",
+            constraint=models.UniqueConstraint(
+                models.F("confirmation"), models.F("member"), name="confirmationvote_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policychain',
-            constraint=models.UniqueConstraint(models.F('organization'), models.F('template'), name='policychain_unique_scope', nulls_distinct=False),
+            model_name="policychain",
+            constraint=models.UniqueConstraint(
+                models.F("organization"),
+                models.F("template"),
+                name="policychain_unique_scope",
+                nulls_distinct=False,
+            ),
         ),
         migrations.AddIndex(
-            model_name='policydecision',
-            index=models.Index(fields=['organization', 'created_at'], name='governance__organiz_8569af_idx'),
+            model_name="policydecision",
+            index=models.Index(
+                fields=["organization", "created_at"], name="governance__organiz_8569af_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='policydecision',
-            index=models.Index(fields=['run_id'], name='governance__run_id_8226af_idx'),
+            model_name="policydecision",
+            index=models.Index(fields=["run_id"], name="governance__run_id_8226af_idx"),
         ),
         migrations.AddIndex(
-            model_name='policydecision',
-            index=models.Index(fields=['organization', 'action', 'created_at'], name='governance__organiz_ecceb7_idx'),
+            model_name="policydecision",
+            index=models.Index(
+                fields=["organization", "action", "created_at"],
+                name="governance__organiz_ecceb7_idx",
+            ),
         ),
     ]
