@@ -242,9 +242,14 @@ def value_changes(new_text: str, old_text: str) -> tuple[bool, bool]:
     values_changed = latin_changed or (bool(cjk_mine) and bool(cjk_theirs))
     # A name swapped where the sentence starts is its subject ("Li Wei sends…"); a name
     # swapped later is the value ("My manager is Li Wei" → "… is Zhou Min": an update).
-    names_mine = {w for w in only_mine if not numeric(w)} & _leading_words(new_text)
-    names_theirs = {w for w in only_theirs if not numeric(w)} & _leading_words(old_text)
-    return values_changed, bool(names_mine) and bool(names_theirs)
+    # The subject may lead on one side only ("Lin Xue needs invoices…" / "Invoices for Zhou
+    # Lin must be sent…"): a swap counts as a new subject when either side leads with it.
+    names_mine = {w for w in only_mine if not numeric(w)}
+    names_theirs = {w for w in only_theirs if not numeric(w)}
+    leading = bool(names_mine & _leading_words(new_text)) or bool(
+        names_theirs & _leading_words(old_text)
+    )
+    return values_changed, bool(names_mine) and bool(names_theirs) and leading
 
 
 def _leading_words(text: str) -> set[str]:
