@@ -125,13 +125,18 @@ def _target_parts(target) -> tuple[str, str, str]:
 
 
 def _lock_head(organization_id: int) -> AuditChainHead:
+    """Lock the organization's chain head (created on its first event)."""
+    head = AuditChainHead.objects.select_for_update().filter(organization_id=organization_id)
+    found = head.first()
+    if found is not None:
+        return found
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO governance_auditchainhead (organization_id, sequence, hash) "
             "VALUES (%s, 0, %s) ON CONFLICT (organization_id) DO NOTHING",
             [organization_id, GENESIS_HASH],
         )
-    return AuditChainHead.objects.select_for_update().get(organization_id=organization_id)
+    return head.get()
 
 
 def record(
@@ -159,7 +164,9 @@ def record(
     context = current_request()
     summary = _plain(changes) if changes is not None else diff_summary(before, after)
 
-    with transaction.atomic():
+    # No savepoint: the event belongs to the caller's transaction (a failure fails the change),
+    # and every statement saved here shortens the time the chain head stays locked.
+    with transaction.atomic(savepoint=False):
         head = _lock_head(organization.pk)
         created_at = timezone.now()
         fields = {
