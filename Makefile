@@ -16,7 +16,8 @@ checksum = $(shell (sha256sum $(1) 2>/dev/null || shasum -a 256 $(1)) | cut -c1-
 # Re-installs only when pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(call checksum,pyproject.toml)
 UP_ARGS ?=
-PYTEST_ARGS ?=
+# Two workers by default: each gets its own test database and its own Redis database.
+PYTEST_ARGS ?= -n 2
 
 .PHONY: up test install frontend test-tools lint clean
 
@@ -39,7 +40,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,embeddings]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,embeddings,dingtalk,slack]"
 	@# setuptools leaves a build by-product at the root; the install lives in .venv
 	@rm -rf cadre.egg-info
 	@rm -f $(VENV)/.installed-*
