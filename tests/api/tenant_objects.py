@@ -159,6 +159,17 @@ def _agents_factory(key: str) -> Callable[[Member], object]:
     return lambda owner: _agents_world(owner)[key]
 
 
+def _connector(owner: Member):
+    from connectors.services import connector_create
+
+    return connector_create(
+        actor=member_actor(owner),
+        platform="webhook",
+        name=f"sweep {next(_counter)}",
+        credentials={"signing_secret": "sweep-secret-0123456789"},
+    )
+
+
 def _lazy_models() -> dict[type, Callable[[Member], object]]:
     """Other apps' models, imported here so this module loads whatever exists yet."""
     from cadre.agents.models import (
@@ -181,6 +192,7 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         PolicyChain,
     )
     from cadre.memory.models import ContextRecord, Memory, MemoryTask
+    from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
 
     return {
         Memory: _memory,
@@ -196,6 +208,15 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         Rollout: _agents_factory("rollout"),
         EventTrigger: _agents_factory("trigger"),
         ModelProviderConfig: _agents_factory("provider"),
+        Connector: _connector,
+        ConnectorBinding: lambda o: ConnectorBinding.objects.create(
+            organization=o.organization, connector=_connector(o), name="sweep"
+        ),
+        UnmappedIdentity: lambda o: UnmappedIdentity.objects.create(
+            organization=o.organization,
+            connector=_connector(o),
+            platform_user_id=f"u-{next(_counter)}",
+        ),
         AuditExport: lambda o: AuditExport.objects.create(
             organization=o.organization, requested_by=o, formats=["jsonl"]
         ),
