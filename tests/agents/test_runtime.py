@@ -175,7 +175,8 @@ def test_high_risk_message_pauses_for_confirmation_then_sends(bob, bob_agent, or
     assert engine.run_execute(run.pk) == Run.Status.WAITING
     wait = Wait.objects.get()
     assert wait.kind == "confirmation" and wait.details["risk"] == "high"
-    assert wait.key == f"run:{run.pk}:step:3"
+    # The wait is keyed by the governance gate step before it (its Confirmation too).
+    assert wait.key == f"run:{run.pk}:step:3:confirmation"
     assert not OutboundMessage.objects.exists()
     runtime.run_resume(actor=system_actor(org_a), run=run, payload={"approved": True})
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED

@@ -66,6 +66,14 @@ def _amount(arguments: dict) -> float | None:
     return None
 
 
+def _reads_only(arguments: dict) -> bool:
+    """An HTTP call that only reads (GET/HEAD) sends nothing out."""
+    method = arguments.get("method")
+    return (isinstance(method, str) and method.upper() in ("GET", "HEAD")) or (
+        method is None and "url" in arguments and not arguments.get("body")
+    )
+
+
 def classify(
     *,
     tool: str,
@@ -128,7 +136,7 @@ def classify(
         if external:
             assessment.blast_radius["external_domains"] = external
             assessment.raise_to("high", "external send")
-    elif _EXTERNAL.search(name):
+    elif _EXTERNAL.search(name) and not _reads_only(arguments):
         assessment.raise_to("high", "external send")
     if policy_result is not None:
         for decision in getattr(policy_result, "decisions", []):

@@ -409,9 +409,9 @@ class RunContext:
                     # Deciders get the confirmation as an IM card where a connector serves them.
                     from connectors.tasks import confirmation_cards_send
 
-                    transaction.on_commit(
-                        lambda pk=wait.pk: confirmation_cards_send.delay(f"wait:{pk}")
-                    )
+                    # A governance Confirmation is the card's subject when there is one.
+                    ref = str(details.get("confirmation") or f"wait:{wait.pk}")
+                    transaction.on_commit(lambda ref=ref: confirmation_cards_send.delay(ref))
             self.steps[index] = step
             emit(
                 self.run.pk,

@@ -105,6 +105,32 @@ def perform_effect(tool, tool_ctx: ToolContext, arguments: dict) -> dict:
     return result
 
 
+def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
+    """Governance's verdict on one tool call: allow, deny, or confirm (with its Confirmation).
+
+    The template's rule adds to it: `always` asks every time, `high_risk` asks when the tool
+    itself declares the call high-risk; the organization's risk rules can ask on their own
+    (many recipients, deletions, exports, payments) whatever the template says."""
+    from cadre.governance.confirmations import tool_call_gate
+
+    policy = rule.get("confirmation", "never")
+    return tool_call_gate(
+        organization=ctx.run.organization,
+        tool=call.name,
+        arguments=call.arguments,
+        declared_risk=risk,
+        idempotency_key=f"{step.idempotency_key}:confirmation",
+        requester=ctx.run.member,
+        agent_id=ctx.agent.pk,
+        run_id=ctx.run.pk,
+        step_index=step.index,
+        template_id=ctx.agent.deployment.template_id,
+        conversation_key=f"session:{ctx.run.session_id}",
+        trace_id=ctx.run.trace_id,
+        always_confirm=policy == "always" or (policy == "high_risk" and risk == "high"),
+    ).as_dict()
+
+
 def handle_tool_call(ctx, call: ToolCall) -> dict:
     """Check, confirm if needed, and perform one tool call as persisted step(s)."""
     from cadre.agents.runtime import delegation
@@ -121,12 +147,27 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
         return _invalid(ctx, call, error.message)
 
     risk = tool.risk_of(call.arguments, rule.get("risk"))
-    policy = rule.get("confirmation", "never")
-    if policy == "always" or (policy == "high_risk" and risk == "high"):
+    # The organization's policy chain and risk rules decide, as a step of its own: a replayed
+    # run reuses the stored verdict and never re-evaluates (or re-creates a confirmation).
+    gate = ctx.step(
+        Step.Kind.HOOK,
+        f"policy:{call.name}",
+        {"arguments": call.arguments, "risk": risk},
+        lambda step: _gate(ctx, call, rule, risk, step),
+    )
+    if gate["action"] == "deny":
+        return _denied(ctx, call, gate["reason"] or "the policy chain denied this call")
+    if gate["action"] == "confirm":
         decision = ctx.wait(
             "confirmation",
-            None,
-            {"tool": call.name, "arguments": call.arguments, "risk": risk},
+            gate["wait_key"],
+            {
+                "tool": call.name,
+                "arguments": call.arguments,
+                "risk": gate["level"] or risk,
+                "confirmation": gate["confirmation"],
+                "reason": gate["reason"],
+            },
             timeout_seconds=int(rule.get("confirmation_timeout_seconds", 24 * 3600)),
             on_timeout=rule.get("on_timeout", "continue"),
         )
