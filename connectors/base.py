@@ -202,15 +202,23 @@ class Platform:
 
     # --- outbound -------------------------------------------------------------------------
 
+    # Each platform package has `transport.py` (its `TRANSPORT` class) and `cards.py`
+    # (`confirmation_card`, `decided_card`); imported when used, to keep the ack path lean.
+
+    def _module(self, name: str):
+        return importlib.import_module(f"connectors.{self.name}.{name}")
+
     def transport(self) -> Transport:
-        raise NotImplementedError
+        return self._module("transport").TRANSPORT(self.connector, credentials=self.credentials)
 
     def render_confirmation_card(self, card) -> dict:
         """The platform's card JSON for a confirmation (see connectors.decisions.CardContent)."""
-        raise NotImplementedError
+        return self._module("cards").confirmation_card(card)
 
     def render_decided_card(self, card, *, decided_by: str, decision: str, decided_at) -> dict:
-        raise NotImplementedError
+        return self._module("cards").decided_card(
+            card, decided_by=decided_by, decision=decision, decided_at=decided_at
+        )
 
     # --- console help ---------------------------------------------------------------------
 

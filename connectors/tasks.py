@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from celery import shared_task
 
 from connectors.transport import TransportError
@@ -9,6 +11,17 @@ from connectors.transport import TransportError
 
 class RetryableSend(Exception):
     """A retryable transport failure, re-raised for Celery's autoretry."""
+
+
+@contextmanager
+def retry_transient_sends():
+    """Turn a retryable transport failure (429, 5xx, network) into a Celery retry."""
+    try:
+        yield
+    except TransportError as error:
+        if error.retryable:
+            raise RetryableSend(str(error)) from error
+        raise
 
 
 @shared_task(
@@ -24,12 +37,8 @@ def inbound_message_received(self, event_id: int) -> str:
     """The hand-off from the inbound edge: process one stored event (exactly once)."""
     from connectors.dispatch import process_inbound_event
 
-    try:
+    with retry_transient_sends():
         return process_inbound_event(event_id)
-    except TransportError as error:
-        if error.retryable:
-            raise RetryableSend(str(error)) from error
-        raise
 
 
 @shared_task(
@@ -49,12 +58,8 @@ def confirmation_cards_send(self, confirmation_id: str) -> int:
     confirmation = confirmation_lookup(confirmation_id)
     if confirmation is None:
         return 0
-    try:
+    with retry_transient_sends():
         return len(cards_send(confirmation))
-    except TransportError as error:
-        if error.retryable:
-            raise RetryableSend(str(error)) from error
-        raise
 
 
 @shared_task(
@@ -69,12 +74,8 @@ def decision_refused_notice(self, event_id: int) -> None:
     """Tell the person who clicked why their click was refused (platforms without ack text)."""
     from connectors.dispatch import decision_refused_notice as notice
 
-    try:
+    with retry_transient_sends():
         notice(event_id)
-    except TransportError as error:
-        if error.retryable:
-            raise RetryableSend(str(error)) from error
-        raise
 
 
 @shared_task(
@@ -90,12 +91,8 @@ def deliver_run_reply(self, run_id: int) -> None:
     """A run started from an IM message finished: send its reply (the runtime enqueues this)."""
     from connectors.dispatch import run_reply
 
-    try:
+    with retry_transient_sends():
         run_reply(run_id)
-    except TransportError as error:
-        if error.retryable:
-            raise RetryableSend(str(error)) from error
-        raise
 
 
 @shared_task(ignore_result=True)

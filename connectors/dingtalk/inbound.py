@@ -75,21 +75,6 @@ class DingTalkPlatform(Platform):
             )
         return Reply.json({})
 
-    def transport(self):
-        from connectors.dingtalk.transport import DingTalkTransport
-
-        return DingTalkTransport(self.connector, credentials=self.credentials)
-
-    def render_confirmation_card(self, card) -> dict:
-        from connectors.dingtalk.cards import confirmation_card
-
-        return confirmation_card(card)
-
-    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
-        from connectors.dingtalk.cards import decided_card
-
-        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
-
     def setup_instructions(self, callback_url: str) -> list[str]:
         return [
             "DingTalk developer console → your app → Robot → message receiving mode: HTTP.",

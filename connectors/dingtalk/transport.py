@@ -151,3 +151,6 @@ class DingTalkTransport(Transport):
             },
         )
         return SendResult(message_id, data)
+
+
+TRANSPORT = DingTalkTransport

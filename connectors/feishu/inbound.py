@@ -222,23 +222,6 @@ class FeishuPlatform(Platform):
             )
         return Reply.json({})
 
-    # --- outbound ---------------------------------------------------------------------------
-
-    def transport(self):
-        from connectors.feishu.transport import FeishuTransport
-
-        return FeishuTransport(self.connector, credentials=self.credentials)
-
-    def render_confirmation_card(self, card) -> dict:
-        from connectors.feishu.cards import confirmation_card
-
-        return confirmation_card(card)
-
-    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
-        from connectors.feishu.cards import decided_card
-
-        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
-
     def setup_instructions(self, callback_url: str) -> list[str]:
         return [
             "In the Feishu developer console, open your app → Events & Callbacks.",

@@ -122,3 +122,6 @@ class FeishuTransport(Transport):
             "mobile": user.get("mobile", ""),
             "name": user.get("name", ""),
         }
+
+
+TRANSPORT = FeishuTransport

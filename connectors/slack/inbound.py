@@ -174,21 +174,6 @@ class SlackPlatform(Platform):
         # Slack ignores the body of an interactivity ack; refusals are posted to response_url.
         return Reply(200, b"", "text/plain; charset=utf-8")
 
-    def transport(self):
-        from connectors.slack.transport import SlackTransport
-
-        return SlackTransport(self.connector, credentials=self.credentials)
-
-    def render_confirmation_card(self, card) -> dict:
-        from connectors.slack.cards import confirmation_card
-
-        return confirmation_card(card)
-
-    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
-        from connectors.slack.cards import decided_card
-
-        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
-
     def setup_instructions(self, callback_url: str) -> list[str]:
         return [
             f"api.slack.com/apps → your app → Event Subscriptions → Request URL: {callback_url}",

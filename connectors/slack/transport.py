@@ -83,3 +83,6 @@ class SlackTransport(Transport):
             "mobile": profile.get("phone", ""),
             "name": profile.get("real_name", ""),
         }
+
+
+TRANSPORT = SlackTransport

@@ -100,21 +100,6 @@ class WebhookPlatform(Platform):
             body["decision"] = {"accepted": outcome.accepted, "message": outcome.message}
         return Reply.json(body)
 
-    def transport(self):
-        from connectors.webhook.transport import WebhookTransport
-
-        return WebhookTransport(self.connector, credentials=self.credentials)
-
-    def render_confirmation_card(self, card) -> dict:
-        from connectors.webhook.cards import confirmation_card
-
-        return confirmation_card(card)
-
-    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
-        from connectors.webhook.cards import decided_card
-
-        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
-
     def setup_instructions(self, callback_url: str) -> list[str]:
         return [
             f"POST JSON events to {callback_url}",

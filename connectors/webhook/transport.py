@@ -52,3 +52,6 @@ class WebhookTransport(Transport):
 
     def reply_in_thread(self, message_id: str, text: str, *, context=None) -> SendResult:
         return self._post({"type": "text", "thread_id": message_id, "text": text})
+
+
+TRANSPORT = WebhookTransport

@@ -139,21 +139,6 @@ class WeComPlatform(Platform):
         # outcome of a card click is shown by updating the card through the API.
         return Reply(200, b"", "text/plain; charset=utf-8")
 
-    def transport(self):
-        from connectors.wecom.transport import WeComTransport
-
-        return WeComTransport(self.connector, credentials=self.credentials)
-
-    def render_confirmation_card(self, card) -> dict:
-        from connectors.wecom.cards import confirmation_card
-
-        return confirmation_card(card)
-
-    def render_decided_card(self, card, *, decided_by, decision, decided_at) -> dict:
-        from connectors.wecom.cards import decided_card
-
-        return decided_card(card, decided_by=decided_by, decision=decision, decided_at=decided_at)
-
     def setup_instructions(self, callback_url: str) -> list[str]:
         return [
             "WeCom admin console → Apps → your app → Receive messages → Set API receive.",

@@ -108,3 +108,6 @@ class WeComTransport(Transport):
             "mobile": data.get("mobile", ""),
             "name": data.get("name", ""),
         }
+
+
+TRANSPORT = WeComTransport

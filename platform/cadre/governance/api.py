@@ -13,26 +13,8 @@ from cadre.governance.models import AuditEvent
 class AuditEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
-        fields = [
-            "id",
-            "sequence",
-            "created_at",
-            "actor_type",
-            "actor_id",
-            "actor_label",
-            "action",
-            "target_type",
-            "target_id",
-            "target_label",
-            "changes",
-            "reason",
-            "request_id",
-            "trace_id",
-            "ip",
-            "user_agent",
-            "prev_hash",
-            "hash",
-        ]
+        first, *rest = AuditEvent.CHAINED_FIELDS
+        fields = ["id", first, "created_at", *rest, "hash"]
         read_only_fields = fields
 
 

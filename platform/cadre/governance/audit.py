@@ -27,23 +27,7 @@ _SECRET_NAME = re.compile(
     r"pass(word)?|secret|token|key_hash|api_?key|credential|private|encrypt|signing", re.I
 )
 
-_HASHED_FIELDS = (
-    "sequence",
-    "actor_type",
-    "actor_id",
-    "actor_label",
-    "action",
-    "target_type",
-    "target_id",
-    "target_label",
-    "changes",
-    "reason",
-    "request_id",
-    "trace_id",
-    "ip",
-    "user_agent",
-    "prev_hash",
-)
+_HASHED_FIELDS = AuditEvent.CHAINED_FIELDS
 
 
 def _plain(value: Any) -> Any:

@@ -52,6 +52,26 @@ class AuditEvent(models.Model):
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 
+    # The fields covered by the hash chain, in their canonical order (the hash itself, the
+    # organization and created_at are hashed alongside; see audit.event_hash).
+    CHAINED_FIELDS = (
+        "sequence",
+        "actor_type",
+        "actor_id",
+        "actor_label",
+        "action",
+        "target_type",
+        "target_id",
+        "target_label",
+        "changes",
+        "reason",
+        "request_id",
+        "trace_id",
+        "ip",
+        "user_agent",
+        "prev_hash",
+    )
+
     objects = AuditEventQuerySet.as_manager()
 
     class Meta:
