@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,17 @@ class NavItem:
     url_name: str
     permission: str | None
     section: str
-    kwargs: dict | None = None
+    # The not-yet-built area page shown while `url_name` has no route.
+    area: str | None = None
+
+    def resolve(self) -> tuple[str, bool]:
+        """(url, built): the item's own page once it exists, else its area page."""
+        try:
+            return reverse(self.url_name), True
+        except NoReverseMatch:
+            if self.area is None:
+                raise
+            return reverse("console:area", kwargs={"area": self.area}), False
 
 
 NAVIGATION = [
@@ -25,48 +35,26 @@ NAVIGATION = [
     NavItem("Members", "console:members", "member.view", "Organization"),
     NavItem("Departments", "console:departments", "department.view", "Organization"),
     NavItem("Positions", "console:positions", "position.view", "Organization"),
-    NavItem("Templates", "console:area", "template.view", "Agents", {"area": "templates"}),
+    NavItem("Templates", "console:templates", "template.view", "Agents", area="templates"),
     NavItem(
-        "Deployments",
-        "console:area",
-        "deployment.manage",
-        "Agents",
-        {"area": "deployments"},
+        "Deployments", "console:deployments", "deployment.manage", "Agents", area="deployments"
     ),
-    NavItem("Agents & sessions", "console:area", "agent.view", "Agents", {"area": "agents"}),
-    NavItem("Chat", "console:area", "chat.use", "Agents", {"area": "chat"}),
+    NavItem("Agents & sessions", "console:agents", "agent.view", "Agents", area="agents"),
+    NavItem("Chat", "console:chat", "chat.use", "Agents", area="chat"),
     NavItem("Memory", "console:memory", "chat.use", "Knowledge"),
-    NavItem("Skills Hub", "console:area", "skill.view", "Knowledge", {"area": "hub"}),
-    NavItem(
-        "Skill reviews",
-        "console:area",
-        "skill.review",
-        "Knowledge",
-        {"area": "reviews"},
-    ),
+    NavItem("Skills Hub", "console:hub", "skill.view", "Knowledge", area="hub"),
+    NavItem("Skill reviews", "console:skill_reviews", "skill.review", "Knowledge", area="reviews"),
     NavItem(
         "Confirmations",
-        "console:area",
+        "console:confirmations",
         "confirmation.decide",
         "Governance",
-        {"area": "confirmations"},
+        area="confirmations",
     ),
-    NavItem(
-        "Policies",
-        "console:area",
-        "policy.manage",
-        "Governance",
-        {"area": "policies"},
-    ),
-    NavItem("Alerts", "console:area", "policy.manage", "Governance", {"area": "alerts"}),
+    NavItem("Policies", "console:policies", "policy.manage", "Governance", area="policies"),
+    NavItem("Alerts", "console:alerts", "policy.manage", "Governance", area="alerts"),
     NavItem("Audit log", "console:audit", "audit.view", "Governance"),
-    NavItem(
-        "Connectors",
-        "console:area",
-        "connector.manage",
-        "Settings",
-        {"area": "connectors"},
-    ),
+    NavItem("Connectors", "console:connectors", "connector.manage", "Settings", area="connectors"),
     NavItem("API keys", "console:api_keys", "apikey.view", "Settings"),
     NavItem("Organization", "console:organization", "organization.view", "Settings"),
 ]
@@ -220,9 +208,8 @@ def navigation_for(actor, current_path: str) -> list[dict]:
     for item in NAVIGATION:
         if item.permission and not actor.may(item.permission):
             continue
-        url = reverse(item.url_name, kwargs=item.kwargs)
+        url, built = item.resolve()
         active = current_path == url if url == "/" else current_path.startswith(url)
-        built = item.url_name != "console:area"
         sections.setdefault(item.section, []).append(
             {"label": item.label, "url": url, "active": active, "built": built}
         )
@@ -231,4 +218,7 @@ def navigation_for(actor, current_path: str) -> list[dict]:
 
 def areas_for(actor) -> list[Area]:
     """The not-yet-built areas this actor will be able to use."""
-    return [area for area in AREAS.values() if actor.may(area.permission)]
+    built = {item.area for item in NAVIGATION if item.area and item.resolve()[1]}
+    return [
+        area for area in AREAS.values() if area.slug not in built and actor.may(area.permission)
+    ]

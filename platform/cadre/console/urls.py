@@ -6,10 +6,14 @@ from django.urls import path
 
 from cadre.console.views import (
     account,
+    agents,
     api_keys,
     audit,
     chart,
+    connectors,
+    governance,
     home,
+    hub,
     members,
     memory,
     organization,
@@ -67,4 +71,9 @@ urlpatterns = [
     path("memory/<int:pk>/", memory.memory_detail, name="memory_detail"),
     path("memory/<int:pk>/correct/", memory.memory_correct, name="memory_correct"),
     path("memory/<int:pk>/delete/", memory.memory_delete, name="memory_delete"),
+    # each area's pages live in its own module and list their own routes
+    *agents.urlpatterns,
+    *governance.urlpatterns,
+    *connectors.urlpatterns,
+    *hub.urlpatterns,
 ]

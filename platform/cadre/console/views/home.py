@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from cadre.console.navigation import AREAS, areas_for
+from cadre.console.navigation import AREAS, NAVIGATION, areas_for
 from cadre.console.views.base import denied, require_permission
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.middleware import SESSION_KEY, memberships
@@ -82,6 +82,11 @@ def area(request, area: str):
     spec = AREAS.get(area)
     if spec is None:
         raise Http404("No such area.")
+    for item in NAVIGATION:
+        if item.area == area:
+            url, built = item.resolve()
+            if built:
+                return redirect(url)
     if not request.actor.may(spec.permission):
         description = PERMISSIONS.get(spec.permission, spec.permission)
         return denied(
