@@ -17,6 +17,7 @@ from cadre.console.views import (
     members,
     memory,
     organization,
+    skill_reviews,
 )
 
 app_name = "console"
@@ -76,4 +77,5 @@ urlpatterns = [
     *governance.urlpatterns,
     *connectors.urlpatterns,
     *hub.urlpatterns,
+    *skill_reviews.urlpatterns,
 ]
