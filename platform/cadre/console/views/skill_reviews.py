@@ -1,4 +1,4 @@
-"""Console pages for skill candidates and their reviews (routes collected by `cadre.console.urls`)."""
+"""Console pages for skill candidates and their reviews (routes listed in `urlpatterns`)."""
 
 from __future__ import annotations
 
