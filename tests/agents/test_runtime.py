@@ -225,7 +225,28 @@ def test_a_second_worker_cannot_execute_a_running_run(bob, bob_agent):
         assert not run.steps.exists()
     finally:
         other.close()  # a dead worker's connection releases its lock
+    _wait_for_advisory_lock_release(run.pk)
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+
+
+def _wait_for_advisory_lock_release(run_id: int) -> None:
+    """The server ends a closed session's backend asynchronously; on a busy machine its lock
+    can outlive close() by a moment."""
+    import time
+
+    from django.db import connection
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND classid = %s AND objid = %s",
+                [engine.LOCK_NAMESPACE, run_id],
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
 
 
 def test_version_pinned_at_start_even_if_rolled_out_meanwhile(

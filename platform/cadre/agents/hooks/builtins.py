@@ -17,14 +17,13 @@ logger = logging.getLogger(__name__)
     "(masking first). A no-op until the governance policy chain is installed.",
 )
 def input_policy(ctx, config: dict) -> dict:
-    try:
-        from cadre.governance import policy  # the policy chain lands in its own issue
-    except ImportError:
-        return {"applied": False, "reason": "policy chain not installed"}
-    check = getattr(policy, "policy_check_input", None)
-    if check is None:
-        return {"applied": False, "reason": "policy chain has no input check"}
-    return {"applied": True, "result": check(run=ctx.run, text=ctx.input_text)}
+    # The verdict ("result") is applied by the runtime: a denial ends the run with a visible
+    # refusal, otherwise the masked text replaces the input for the model, retrieval, the
+    # context record and memory (see engine._apply_input_verdict).
+    verdict = ctx.policy_check("input", ctx.input_text)
+    if verdict is None:
+        return {"applied": False, "reason": "no plugin of the chain checks input"}
+    return {"applied": True, "result": verdict}
 
 
 @hook(
@@ -69,19 +68,30 @@ def memory_retrieval(ctx, config: dict) -> dict:
     except Exception as error:  # retrieval failing must not stop the conversation
         logger.warning("memory retrieval failed for run %s: %s", ctx.run.pk, error)
         return {"memories": [], "error": str(error)[:500]}
-    return {
-        "memories": [
+    memories, withheld = [], []
+    for hit in result.hits:
+        # Retrieved content passes the chain's "retrieved" stage (injection heuristics,
+        # masking) before it joins the context; a denied memory is left out.
+        verdict = ctx.policy_check("retrieved", hit.memory.content)
+        if verdict is not None and verdict["action"] in ("deny", "require_confirmation"):
+            withheld.append({"id": hit.memory.pk, "reason": verdict["reason"]})
+            continue
+        memories.append(
             {
                 "id": hit.memory.pk,
                 "version": hit.memory.version,
-                "content": hit.memory.content,
+                "content": verdict["text"] if verdict else hit.memory.content,
                 "scope": hit.memory.scope_key,
                 "score": round(float(hit.score), 4),
             }
-            for hit in result.hits
-        ],
+        )
+    output = {
+        "memories": memories,
         "context_record": result.context_record.pk if result.context_record else None,
     }
+    if withheld:
+        output["withheld"] = withheld
+    return output
 
 
 @hook(
@@ -91,16 +101,18 @@ def memory_retrieval(ctx, config: dict) -> dict:
     "them with provenance under the agent's writable scopes.",
 )
 def memory_write(run, config: dict) -> dict:
-    from cadre.agents.runtime.engine import agent_actor
+    from cadre.agents.runtime.engine import agent_actor, model_side
     from cadre.memory import services as memory_services
     from cadre.memory.models import scope_parts
 
     scope, scope_id = scope_parts(config.get("scope_key") or run.agent.memory_scope_key)
+    # Memory is written from the model's side of the turn: masked placeholders, never the
+    # originals the employee typed or was shown.
     written = memory_services.memory_add_from_messages(
         actor=agent_actor(run.agent),
         messages=[
-            {"role": "user", "content": run.input.get("text", "")},
-            {"role": "assistant", "content": run.output.get("text", "")},
+            {"role": "user", "content": model_side(run.input)},
+            {"role": "assistant", "content": model_side(run.output)},
         ],
         scope=scope,
         scope_id=scope_id,

@@ -73,6 +73,25 @@ class RunStopped(Exception):
         self.message = message
 
 
+class RunRefused(Exception):
+    """The policy chain refused the input: the run ends with a visible refusal, and nothing
+    reached the model."""
+
+    def __init__(self, reason: str, retry_after: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+    @property
+    def reply(self) -> str:
+        if self.retry_after:
+            return (
+                f"I can't take this message right now: {self.reason}. "
+                f"Please try again in {self.retry_after} seconds."
+            )
+        return f"I can't pass this message on to the model: {self.reason}."
+
+
 class NonDeterministicReplay(Exception):
     """A replayed step does not match what the loop asks for: the run cannot resume safely."""
 
@@ -234,10 +253,61 @@ class RunContext:
         self.cost = Decimal(0)
         self.model_calls = 0
         self._scope_cache: dict[str, list[str]] = {}
+        # The input as the model may see it (masked by the input policy), once on_init ran.
+        self.model_text: str | None = None
+        self._policy_chain = None
 
     @property
     def input_text(self) -> str:
-        return self.run.input.get("text", "")
+        """The input for the model and for retrieval: masked once the input policy ran."""
+        if self.model_text is not None:
+            return self.model_text
+        return _input_for_model(self.run)
+
+    @property
+    def conversation_key(self) -> str:
+        """The masking vault's scope: placeholders are consistent within a session."""
+        return f"session:{self.run.session_id}"
+
+    def policy_chain(self):
+        """The organization's and template's policy chain, resolved once per execution."""
+        if self._policy_chain is None:
+            from cadre.governance.policy import resolve_chain
+
+            self._policy_chain = resolve_chain(
+                self.run.organization, getattr(self.version, "template_id", None)
+            )
+        return self._policy_chain
+
+    def policy_check(self, stage: str, text: str) -> dict | None:
+        """The chain's verdict on `text` at `stage`, or None when no plugin looks at it.
+        Call it inside a step, so a replayed run reuses the stored verdict."""
+        from cadre.governance.policy import policy_check_run, stage_handled
+
+        chain = self.policy_chain()
+        if not text or not stage_handled(chain, stage):
+            return None
+        return policy_check_run(
+            run=self.run, stage=stage, text=text, step_index=self.step_index, chain=chain
+        )
+
+    def reidentify(self, value):
+        """`value` with this conversation's placeholders replaced by the original values —
+        for what leaves the model's side: tool arguments and the reply the employee sees."""
+        from cadre.governance.masking.policy import PLACEHOLDER
+        from cadre.governance.masking.vault import reidentify
+
+        if isinstance(value, str):
+            if not PLACEHOLDER.search(value):
+                return value
+            return reidentify(
+                value, organization=self.run.organization, conversation_key=self.conversation_key
+            )
+        if isinstance(value, dict):
+            return {key: self.reidentify(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.reidentify(item) for item in value]
+        return value
 
     @property
     def grants(self) -> dict:
@@ -487,9 +557,15 @@ def _recent_turns(run: Run) -> list[dict]:
     )
     turns: list[dict] = []
     for run_input, run_output in reversed(list(previous)):
-        turns.append({"role": "user", "content": run_input.get("text", "")})
-        turns.append({"role": "assistant", "content": run_output.get("text", "")})
+        # What the model saw and said (placeholders), never the re-identified transcript.
+        turns.append({"role": "user", "content": model_side(run_input)})
+        turns.append({"role": "assistant", "content": model_side(run_output)})
     return turns
+
+
+def model_side(record: dict) -> str:
+    """A run's input or output as the model sees it: masked text when masking changed it."""
+    return record.get("model_text", record.get("text", ""))
 
 
 def _skill_descriptions(version) -> list[dict]:
@@ -503,14 +579,28 @@ def _skill_descriptions(version) -> list[dict]:
     ]
 
 
+def _apply_input_verdict(ctx: RunContext, output: dict) -> None:
+    """An on_init hook's input verdict ({"result": {"action", "reason", "text"}}): a refusal
+    ends the run before anything reaches the model; otherwise the (masked) text is what the
+    model, retrieval and memory see from now on."""
+    verdict = output.get("result") if isinstance(output, dict) else None
+    if not isinstance(verdict, dict) or "action" not in verdict:
+        return
+    if verdict["action"] in ("deny", "require_confirmation"):
+        raise RunRefused(verdict.get("reason") or "refused by policy", verdict.get("retry_after"))
+    if isinstance(verdict.get("text"), str):
+        ctx.model_text = verdict["text"]
+
+
 def _assemble(ctx: RunContext) -> list[dict]:
     for hook, config in hooks_for(ctx.version.hooks, "on_init"):
-        ctx.step(
+        output = ctx.step(
             Step.Kind.HOOK,
             f"on_init:{hook.name}",
             {},
             lambda step, hook=hook, config=config: hook.fn(ctx, config) or {},
         )
+        _apply_input_verdict(ctx, output)
     base = ctx.step(
         Step.Kind.HOOK,
         "assemble_context:base",
@@ -531,7 +621,7 @@ def _assemble(ctx: RunContext) -> list[dict]:
         skills=base["skills"],
         turns=base["turns"],
         shared=base["shared"],
-        input_text=_input_for_model(ctx.run),
+        input_text=ctx.input_text,
     )
     for hook, config in hooks_for(ctx.version.hooks, "assemble_context"):
         added = ctx.step(
@@ -608,6 +698,24 @@ def _tool_specs(ctx: RunContext) -> list[dict]:
     return specs
 
 
+def _checked_reply(ctx: RunContext, text: str) -> str:
+    """The model's reply through the chain's output stage (content rules): a denial replaces
+    it with a visible refusal. A step of its own, so a replay reuses the verdict."""
+    from cadre.governance.policy import stage_handled
+
+    if not text or not stage_handled(ctx.policy_chain(), "output"):
+        return text
+    verdict = ctx.step(
+        Step.Kind.HOOK,
+        "output_policy",
+        {},
+        lambda step: ctx.policy_check("output", text) or {"action": "allow", "text": text},
+    )
+    if verdict["action"] in ("deny", "require_confirmation"):
+        return f"[The reply was withheld by policy: {verdict.get('reason') or 'denied'}.]"
+    return verdict.get("text", text)
+
+
 def _execute(ctx: RunContext) -> str:
     from cadre.agents.tools.executor import handle_tool_call
 
@@ -617,7 +725,7 @@ def _execute(ctx: RunContext) -> str:
     while True:
         result = _model_step(ctx, provider, prices, messages, tools)
         if not result.tool_calls:
-            return result.text
+            return _checked_reply(ctx, result.text)
         messages.append(
             {
                 "role": "assistant",
@@ -665,10 +773,21 @@ def _refusal(run: Run) -> str | None:
 
 
 def _finish(
-    run: Run, ctx: RunContext | None, status: str, *, text: str = "", error: str = ""
+    run: Run,
+    ctx: RunContext | None,
+    status: str,
+    *,
+    text: str = "",
+    error: str = "",
+    refused: str = "",
 ) -> None:
     from cadre.agents.runtime.services import on_run_finished
 
+    # The transcript keeps what the employee wrote and is shown (originals); the model's side
+    # (placeholders) is kept next to it for later turns and for memory.
+    # A delegated run's reply goes back to its parent's model, not to a person: it keeps the
+    # placeholders (its session's vault is not the parent's).
+    display = ctx.reidentify(text) if ctx is not None and text and not run.parent_id else text
     now = timezone.now()
     with bookkeeping():
         fields = {"status": status, "finished_at": now, "heartbeat_at": now}
@@ -679,8 +798,15 @@ def _finish(
                 cost=ctx.cost,
                 step_count=ctx.next_index,
             )
+            if ctx.model_text is not None and ctx.model_text != run.input.get("text", ""):
+                fields["input"] = {**run.input, "model_text": ctx.model_text}
         if status == Run.Status.COMPLETED:
-            fields["output"] = {"text": text}
+            fields["output"] = {"text": display}
+            if display != text:
+                fields["output"]["model_text"] = text
+            if refused:
+                fields["output"]["refused"] = refused
+            text = display
         if error:
             fields["error"] = error[:4000]
         updated = Run.objects.filter(pk=run.pk).exclude(status__in=Run.TERMINAL).update(**fields)
@@ -754,6 +880,9 @@ def run_execute(run_id: int) -> str:
             except RunPaused as paused:
                 emit(run.pk, "status", {"status": Run.Status.WAITING, "key": str(paused)})
                 return Run.Status.WAITING
+            except RunRefused as refused:
+                _finish(run, ctx, Run.Status.COMPLETED, text=refused.reply, refused=refused.reason)
+                return Run.Status.COMPLETED
             except RunStopped as stopped:
                 _finish(run, ctx, stopped.status, error=stopped.message)
                 return stopped.status

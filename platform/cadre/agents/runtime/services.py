@@ -206,7 +206,8 @@ def on_run_finished(run: Run) -> None:
     if run.status == Run.Status.COMPLETED:
         from cadre.agents.tasks import run_after
 
-        transaction.on_commit(lambda: run_after.apply_async((run.pk,), queue=queue_name()))
+        if not run.output.get("refused"):  # a refused input is not a turn to learn from
+            transaction.on_commit(lambda: run_after.apply_async((run.pk,), queue=queue_name()))
         if run.session.channel in IM_CHANNELS:
             from connectors.tasks import deliver_run_reply
 
@@ -214,7 +215,10 @@ def on_run_finished(run: Run) -> None:
 
 
 def finished_payload(run: Run) -> dict:
-    return {"status": run.status, "reply": run.output.get("text", ""), "error": run.error}
+    from cadre.agents.runtime.engine import model_side
+
+    # The reply goes to the delegating agent's model: the model's side of it (placeholders).
+    return {"status": run.status, "reply": model_side(run.output), "error": run.error}
 
 
 def early_resolution(wait: Wait) -> dict | None:

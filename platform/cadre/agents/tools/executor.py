@@ -131,6 +131,23 @@ def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
     ).as_dict()
 
 
+def _checked_result(ctx, result: dict) -> dict:
+    """A tool's result passes the chain's "retrieved" stage before the model reads it:
+    masked, or withheld when the chain denies it (e.g. injected instructions in a web page)."""
+    import json
+
+    text = json.dumps(result, ensure_ascii=False, default=str)
+    verdict = ctx.policy_check("retrieved", text)
+    if verdict is None or verdict["action"] == "allow":
+        return result
+    if verdict["action"] in ("deny", "require_confirmation"):
+        return refusal("withheld", f"the tool's result was withheld: {verdict['reason']}")
+    try:
+        return json.loads(verdict["text"])
+    except ValueError:  # masking kept the JSON intact in practice; never hand back broken JSON
+        return {"result": verdict["text"]}
+
+
 def handle_tool_call(ctx, call: ToolCall) -> dict:
     """Check, confirm if needed, and perform one tool call as persisted step(s)."""
     from cadre.agents.runtime import delegation
@@ -204,7 +221,10 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
         tool_ctx = ToolContext(
             runtime=ctx, key=step.idempotency_key, rule=rule, step_index=step.index
         )
-        return perform_effect(tool, tool_ctx, call.arguments)
+        # The model wrote placeholders; the effect needs the real values (re-identified from
+        # this conversation's vault). The step keeps the model's arguments.
+        result = perform_effect(tool, tool_ctx, ctx.reidentify(call.arguments))
+        return _checked_result(ctx, result)
 
     return ctx.step(
         Step.Kind.TOOL_CALL, call.name, {"arguments": call.arguments, "risk": risk}, perform

@@ -26,7 +26,9 @@ from cadre.governance.policy.chain import (
     RateLimited,
     evaluate,
     policy_check_input,
+    policy_check_run,
     resolve_chain,
+    stage_handled,
 )
 
 __all__ = [
@@ -45,7 +47,9 @@ __all__ = [
     "evaluate",
     "get",
     "policy_check_input",
+    "policy_check_run",
     "register",
     "resolve_chain",
+    "stage_handled",
     "unregister",
 ]

@@ -252,24 +252,28 @@ __all__ = [
     "ChainResult",
     "RateLimited",
     "evaluate",
+    "policy_check_input",
+    "policy_check_run",
     "resolve_chain",
+    "stage_handled",
 ]
 
 
-def policy_check_input(*, run, text: str) -> dict:
-    """The runtime's on_init hook `input_policy` calls this with the run's input: the chain at
-    the input stage, as a JSON-safe dict the hook stores in its step (masked text, decision)."""
+def policy_check_run(*, run, stage: str, text: str, step_index: int = 0, chain=None) -> dict:
+    """The chain at one stage for text inside a run, as a JSON-safe dict a runtime step can
+    store (so a replayed run reuses the verdict): the (masked) text and the decision."""
     result = evaluate(
         organization=run.organization,
-        stage="input",
+        stage=stage,
         payload=text,
         template_id=getattr(run.version, "template_id", None),
         member_id=run.member_id,
         agent_id=run.agent_id,
         run_id=run.pk,
-        step_index=0,
+        step_index=step_index,
         conversation_key=f"session:{run.session_id}",
         trace_id=run.trace_id,
+        chain=chain,
     )
     return {
         "action": result.action,
@@ -278,3 +282,19 @@ def policy_check_input(*, run, text: str) -> dict:
         "retry_after": result.retry_after,
         "plugins": [d.plugin for d in result.decisions if d.audited],
     }
+
+
+def policy_check_input(*, run, text: str) -> dict:
+    """The chain at the input stage for a run's input (masked text, decision)."""
+    return policy_check_run(run=run, stage="input", text=text)
+
+
+def stage_handled(chain: ResolvedChain, stage: str) -> bool:
+    """Whether any enabled plugin of the chain looks at `stage` (else evaluating is a no-op)."""
+    for entry in chain.plugins:
+        if not entry.get("enabled", True):
+            continue
+        plugin = get(entry.get("plugin", ""))
+        if plugin is None or stage in plugin.stages:  # a missing plugin fails closed
+            return True
+    return False
