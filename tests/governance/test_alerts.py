@@ -207,6 +207,7 @@ def webhook_server():
 @pytest.mark.django_db(transaction=True)
 def test_new_alert_is_emailed_and_posted_to_a_signed_webhook(alice, settings, webhook_server):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]  # the loopback test receiver
     url, received = webhook_server
     rule = _rule(
         alice,

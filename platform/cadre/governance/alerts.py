@@ -19,6 +19,8 @@ Rule kinds and their params:
     skill_success_drop   `skill.outcome` events {"skill", "success"}  min_uses (20),
                          whose success rate falls below min_rate      min_rate (0.7)
     audit_action_rate    any audit action prefix per actor            action, threshold
+    skill_version_drop   a Hub skill version's success rate at least  drop (0.2), min_uses
+                         `drop` below the previous version's           (20), days (30)
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ RULE_KINDS = (
     "signature_failures",
     "skill_success_drop",
     "audit_action_rate",
+    "skill_version_drop",
 )
 CHANNEL_KINDS = ("email", "webhook", "im")
 
@@ -244,6 +247,28 @@ def _audit_action_rate(rule, now):
     ]
 
 
+def _skill_version_drop(rule, now):
+    from hub.outcomes import version_success_drops
+
+    params = rule.params
+    drops = version_success_drops(
+        rule.organization,
+        min_uses=int(params.get("min_uses", 20)),
+        drop=float(params.get("drop", 0.2)),
+        days=int(params.get("days", 30)),
+    )
+    return [
+        (
+            f"skill:{d['skill']}@{d['version']}",
+            d["uses"],
+            f"Skill {d['skill']} {d['version']} succeeds {d['success_rate']:.0%}, "
+            f"down from {d['previous_success_rate']:.0%} in {d['previous_version']}",
+            d,
+        )
+        for d in drops
+    ]
+
+
 EVALUATORS = {
     "high_risk_requests": _high_risk_requests,
     "denied_spike": _denied_spike,
@@ -252,6 +277,7 @@ EVALUATORS = {
     "signature_failures": _signature_failures,
     "skill_success_drop": _skill_success_drop,
     "audit_action_rate": _audit_action_rate,
+    "skill_version_drop": _skill_version_drop,
 }
 
 
@@ -342,13 +368,17 @@ def _validate(kind: str, severity: str, channels) -> None:
             "channels must be a list of {kind: email|webhook|im, ...}",
             details={"channels": ["Unknown channel."]},
         )
+    from cadre.governance.notifications import WebhookRefused, validate_webhook_url
+
     for channel in channels:
-        if channel["kind"] == "webhook" and not str(channel.get("url", "")).startswith(
-            ("http://", "https://")
-        ):
-            raise InvalidInput(
-                "a webhook channel needs an http(s) url", details={"channels": ["url"]}
-            )
+        if channel["kind"] == "webhook":
+            try:
+                channel["url"] = validate_webhook_url(channel.get("url"))
+            except WebhookRefused as refused:
+                # http(s) only, never an internal address (SSRF): 400 webhook_url_refused.
+                raise WebhookRefused(
+                    refused.message, details={"channels": [refused.message]}
+                ) from None
 
 
 @transaction.atomic
@@ -393,6 +423,81 @@ def alert_rule_create(
         },
     )
     return rule
+
+
+def _rule_snapshot(rule: AlertRule) -> dict:
+    return {
+        "name": rule.name,
+        "kind": rule.kind,
+        "params": rule.params,
+        "severity": rule.severity,
+        "channels": [c.get("kind") for c in rule.channels],
+        "is_active": rule.is_active,
+    }
+
+
+@transaction.atomic
+def alert_rule_update(*, actor, rule: AlertRule, **changes) -> AlertRule:
+    """Change a rule's name, kind, params, severity, channels or is_active. A webhook channel
+    given without a secret keeps the stored secret of the channel at the same URL."""
+    actor.require("policy.manage")
+    rule = AlertRule.objects.select_for_update().get(pk=rule.pk, organization=actor.organization)
+    before = _rule_snapshot(rule)
+    unknown = set(changes) - {"name", "kind", "params", "severity", "channels", "is_active"}
+    if unknown:
+        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}")
+    channels = changes.get("channels", rule.channels)
+    if "channels" in changes:
+        from cadre.crypto import encrypt
+
+        channels = [dict(c) if isinstance(c, dict) else c for c in channels or []]
+        _validate(changes.get("kind", rule.kind), changes.get("severity", rule.severity), channels)
+        stored = {
+            c.get("url"): c.get("secret") for c in rule.channels if c.get("kind") == "webhook"
+        }
+        for channel in channels:
+            if channel["kind"] != "webhook":
+                continue
+            if channel.get("secret"):
+                channel["secret"] = encrypt(str(channel["secret"]))
+            elif stored.get(channel["url"]):
+                channel["secret"] = stored[channel["url"]]
+            else:
+                channel.pop("secret", None)
+    else:
+        _validate(changes.get("kind", rule.kind), changes.get("severity", rule.severity), [])
+    name = changes.get("name", rule.name)
+    if (
+        AlertRule.objects.filter(organization=rule.organization, name=name)
+        .exclude(pk=rule.pk)
+        .exists()
+    ):
+        raise Conflict(f"An alert rule named {name!r} exists.", code="duplicate")
+    rule.name = name
+    rule.kind = changes.get("kind", rule.kind)
+    rule.params = changes.get("params", rule.params) or {}
+    rule.severity = changes.get("severity", rule.severity)
+    rule.channels = channels
+    rule.is_active = changes.get("is_active", rule.is_active)
+    rule.save(update_fields=["name", "kind", "params", "severity", "channels", "is_active"])
+    audit.record(
+        actor=actor,
+        action="alert_rule.update",
+        target=rule,
+        before=before,
+        after=_rule_snapshot(rule),
+    )
+    return rule
+
+
+@transaction.atomic
+def alert_rule_delete(*, actor, rule: AlertRule) -> None:
+    """Remove a rule; its alerts stay (their rule link is cleared)."""
+    actor.require("policy.manage")
+    if rule.organization_id != actor.organization.pk:
+        raise InvalidInput("unknown alert rule")
+    audit.record(actor=actor, action="alert_rule.delete", target=rule, before=_rule_snapshot(rule))
+    rule.delete()
 
 
 @transaction.atomic

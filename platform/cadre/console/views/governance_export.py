@@ -1,0 +1,82 @@
+"""Audit export from the console: choose a range, filters and formats, start the Celery job
+(`audit_export_create`), watch its progress (htmx polling) and download the signed bundle."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET
+
+from cadre.console.forms import add_service_error
+from cadre.console.views.base import paginate, posted, require_permission
+from cadre.console.views.governance_forms import AuditExportForm
+from cadre.errors import CadreError
+from cadre.governance import export
+from cadre.governance.models import AuditExport
+
+# The audit log's own filter names that mean the same thing here (its list links to us with
+# its current query string).
+_FROM_AUDIT_LIST = ("action", "target_type", "since", "until")
+
+
+def _export_or_404(request, pk: int) -> AuditExport:
+    return get_object_or_404(
+        AuditExport.objects.restrict(request.actor, "export").select_related(
+            "organization", "requested_by"
+        ),
+        pk=pk,
+    )
+
+
+@require_permission("audit.export")
+def audit_export_list(request):
+    actor = request.actor
+    initial = {name: request.GET[name] for name in _FROM_AUDIT_LIST if request.GET.get(name)}
+    form = AuditExportForm(posted(request), actor=actor, initial=initial)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                job = export.audit_export_create(actor=actor, **form.service_arguments())
+            except CadreError as error:
+                add_service_error(form, error)
+            else:
+                messages.success(request, "The export was started; this page follows its progress.")
+                return redirect("console:audit_export", pk=job.pk)
+        status = 400
+    jobs = AuditExport.objects.restrict(actor, "export").select_related("requested_by")
+    return render(
+        request,
+        "console/governance/audit_exports.html",
+        {
+            "form": form,
+            "page": paginate(request, jobs.order_by("-created_at", "-pk")),
+            "query": "",
+            "can_unmask": actor.has("policy.manage"),
+        },
+        status=status,
+    )
+
+
+@require_permission("audit.export")
+def audit_export_detail(request, pk: int):
+    job = _export_or_404(request, pk)
+    context = {"job": job, "ready": export.bundle_directory(job) is not None}
+    if request.htmx:
+        return render(request, "console/governance/_export_status.html", context)
+    return render(request, "console/governance/audit_export_detail.html", context)
+
+
+@require_GET
+@require_permission("audit.export")
+def audit_export_download(request, pk: int):
+    job = _export_or_404(request, pk)
+    directory = export.bundle_directory(job)
+    if directory is None:
+        messages.error(request, f"The export is {job.get_status_display().lower()}, not ready.")
+        return redirect("console:audit_export", pk=job.pk)
+    response = StreamingHttpResponse(export.tar_stream(directory), content_type="application/x-tar")
+    response["Content-Disposition"] = f'attachment; filename="audit-export-{job.pk}.tar"'
+    response["Cache-Control"] = "no-store"
+    return response
