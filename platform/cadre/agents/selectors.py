@@ -44,3 +44,143 @@ def usage_summary(actor: Actor, *, by: str = "agent", since=None, until=None) ->
         }
         for row in rows
     ]
+
+
+# --- the console's reads: agents, sessions and their transcripts ---------------------------
+
+
+def agent_find(
+    actor: Actor,
+    *,
+    member_id: int | None = None,
+    position_id: int | None = None,
+    version_id: int | None = None,
+    status: str = "",
+    text: str = "",
+):
+    """Agents the actor may see, narrowed by member, position, template version, status or
+    a name fragment (agent or member)."""
+    from django.db.models import Q
+
+    from cadre.agents.models import Agent
+
+    agents = Agent.objects.restrict(actor, "view").select_related(
+        "member", "member__department", "version", "deployment"
+    )
+    if member_id:
+        agents = agents.filter(member_id=member_id)
+    if position_id:
+        agents = agents.filter(member__positions=position_id)
+    if version_id:
+        agents = agents.filter(version_id=version_id)
+    if status:
+        agents = agents.filter(status=status)
+    if text:
+        agents = agents.filter(Q(name__icontains=text) | Q(member__display_name__icontains=text))
+    return agents.distinct().order_by("name", "pk")
+
+
+def chat_agents(actor: Actor):
+    """The actor's own agents (never a colleague's, whatever the actor's permissions)."""
+    from cadre.agents.models import Agent
+
+    if actor.member is None or not actor.has("chat.use"):
+        return Agent.objects.none()
+    return (
+        Agent.objects.filter(organization=actor.organization, member=actor.member)
+        .select_related("version", "deployment")
+        .order_by("status", "name", "pk")
+    )
+
+
+def chat_session_get(actor: Actor, session_id: int):
+    """One of the actor's own chat sessions, or None (another member's is not found)."""
+    from cadre.agents.models import Session
+
+    if actor.member is None or not actor.has("chat.use"):
+        return None
+    return (
+        Session.objects.filter(
+            organization=actor.organization, member=actor.member, agent__member=actor.member
+        )
+        .select_related("agent", "agent__version", "agent__deployment")
+        .filter(pk=session_id)
+        .first()
+    )
+
+
+def deployment_agent_counts(deployment) -> dict:
+    """A deployment's agents counted by status and by template version number."""
+    from cadre.agents.models import Agent
+
+    rows = (
+        Agent.objects.filter(deployment=deployment)
+        .values("status", "version__number")
+        .annotate(n=Count("id"))
+    )
+    by_status: dict[str, int] = {}
+    by_version: dict[int, int] = {}
+    for row in rows:
+        by_status[row["status"]] = by_status.get(row["status"], 0) + row["n"]
+        by_version[row["version__number"]] = by_version.get(row["version__number"], 0) + row["n"]
+    return {
+        "total": sum(by_status.values()),
+        "by_status": by_status,
+        "by_version": dict(sorted(by_version.items())),
+    }
+
+
+def session_transcript(session) -> list[dict]:
+    """Every run of a session, oldest first, with its steps, waits, tool effects, governance
+    confirmations and context records (which memories each model call was given).
+
+    The caller has already checked that the actor may see the session; a fixed number of
+    queries whatever the number of runs and steps.
+    """
+    from django.db.models import Prefetch
+
+    from cadre.agents.models import Step, ToolEffect, Wait
+    from cadre.governance.models import Confirmation
+    from cadre.memory.models import ContextRecord, ContextRecordItem
+
+    runs = list(
+        session.runs.select_related("version")
+        .order_by("created_at", "pk")
+        .prefetch_related(
+            Prefetch("steps", queryset=Step.objects.order_by("index")),
+            Prefetch("waits", queryset=Wait.objects.order_by("created_at")),
+        )
+    )
+    run_ids = [run.pk for run in runs]
+    keys = [step.idempotency_key for run in runs for step in run.steps.all()]
+    effects = {effect.key: effect for effect in ToolEffect.objects.filter(key__in=keys)}
+    confirmations: dict[int, list] = {}
+    for confirmation in Confirmation.objects.filter(
+        organization_id=session.organization_id, run_id__in=run_ids
+    ).select_related("decided_by"):
+        confirmations.setdefault(confirmation.run_id, []).append(confirmation)
+    records: dict[str, list] = {}
+    for record in ContextRecord.objects.filter(
+        organization_id=session.organization_id, run_id__in=[str(pk) for pk in run_ids]
+    ).prefetch_related(
+        Prefetch(
+            "items",
+            queryset=ContextRecordItem.objects.select_related("memory").order_by("rank"),
+        )
+    ):
+        records.setdefault(record.run_id, []).append(record)
+    transcript = []
+    for run in runs:
+        steps = [
+            {"step": step, "effect": effects.get(step.idempotency_key)} for step in run.steps.all()
+        ]
+        transcript.append(
+            {
+                "run": run,
+                "steps": steps,
+                "waits": list(run.waits.all()),
+                "confirmations": confirmations.get(run.pk, []),
+                "context_records": records.get(str(run.pk), []),
+            }
+        )
+    return transcript

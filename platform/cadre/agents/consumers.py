@@ -1,0 +1,270 @@
+"""Web chat over websockets (`ws/chat/<session id>/`): an employee's conversation with one of
+their own agents, live.
+
+Connect: the signed-in member must own the session (another member's session, or another
+organization's, is refused with close code 4404; no sign-in, 4401). The consumer then forwards
+the session's run events — the same `RunEvent` rows the SSE endpoint of the runs API streams —
+as they are written, by polling them (the runtime writes rows, it does not push to a group):
+every POLL_ACTIVE_SECONDS while a run of the session is unfinished, every POLL_IDLE_SECONDS
+otherwise, one indexed query on the newest events each time.
+
+Frames sent:
+    {"type": "ready", "session": id, "after": last event id already known}
+    {"type": "event", "id", "run", "kind", "data"[, "confirmation"]}
+        kind: status, step, delta, wait, resume, reply, hook; a `wait` on a governance
+        confirmation carries {"id", "summary", "risk_level", "status", "can_decide", ...}
+    {"type": "accepted", "run": id, "text": "..."}          a message was accepted
+    {"type": "decided", "confirmation": {...}}              a decision was recorded
+    {"type": "error", "code": "...", "message": "..."}
+
+Frames received:
+    {"type": "message", "text": "..."}                      → runtime.run_start
+    {"type": "decide", "confirmation": id, "decision": "approve"|"reject", "reason"?}
+                                                            → governance confirmation_decide
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+logger = logging.getLogger(__name__)
+
+POLL_ACTIVE_SECONDS = 0.2
+POLL_IDLE_SECONDS = 1.5
+MAX_EVENTS_PER_POLL = 200
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+def _member_for(scope):
+    """The member the websocket's signed-in user acts as (the organization chosen in the
+    console session, else their first), as the console's middleware resolves it."""
+    from cadre.tenancy.middleware import SESSION_KEY, memberships
+
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return None
+    session = scope.get("session")
+    wanted = session.get(SESSION_KEY) if session is not None else None
+    members = memberships(user)
+    member = members.filter(organization_id=wanted).first() if wanted else None
+    return member or members.first()
+
+
+def _actor(member_id: int):
+    """A fresh actor per action: a member deactivated or stripped of chat.use meanwhile is
+    refused by the services."""
+    from cadre.tenancy.actors import member_actor
+    from cadre.tenancy.models import Member
+
+    return member_actor(Member.objects.select_related("organization").get(pk=member_id))
+
+
+@database_sync_to_async
+def _open(scope, session_id: int, after: int | None) -> dict | None:
+    """Who is connecting, their session (or None), and the event id to stream from."""
+    from cadre.agents import selectors
+    from cadre.agents.models import Run, RunEvent
+    from cadre.tenancy.actors import member_actor
+
+    member = _member_for(scope)
+    if member is None:
+        return {"refused": CLOSE_UNAUTHENTICATED}
+    session = selectors.chat_session_get(member_actor(member), session_id)
+    if session is None:
+        return {"refused": CLOSE_NOT_FOUND}
+    if after is None:
+        # Runs still going are streamed from their first event; otherwise only what comes next.
+        unfinished = Run.objects.filter(session=session).exclude(status__in=Run.TERMINAL)
+        first = (
+            RunEvent.objects.filter(run__in=unfinished)
+            .order_by("id")
+            .values_list("id", flat=True)
+            .first()
+        )
+        if first is not None:
+            after = first - 1
+        else:
+            after = RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    return {
+        "member": member.pk,
+        "organization": member.organization_id,
+        "session": session.pk,
+        "agent": session.agent_id,
+        "after": after,
+    }
+
+
+def _confirmation_item(confirmation, member_id: int) -> dict:
+    from cadre.governance.confirmations import queue_item
+
+    return {
+        **queue_item(confirmation),
+        "can_decide": confirmation.status == "pending" and member_id in confirmation.decider_ids,
+    }
+
+
+@database_sync_to_async
+def _events_after(session_id: int, member_id: int, after: int) -> tuple[list[dict], bool]:
+    """New events of the session's runs (oldest first) and whether a run is unfinished."""
+    from cadre.agents.models import Run, RunEvent
+    from cadre.governance.models import Confirmation
+
+    # `id > after` keeps the scan to the newest rows of the table; the join narrows them to
+    # this session.
+    events = list(
+        RunEvent.objects.filter(id__gt=after, run__session_id=session_id).order_by("id")[
+            :MAX_EVENTS_PER_POLL
+        ]
+    )
+    wanted = {
+        event.data.get("details", {}).get("confirmation")
+        for event in events
+        if event.kind == "wait" and isinstance(event.data.get("details"), dict)
+    } - {None}
+    confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)}
+    frames = []
+    for event in events:
+        frame = {
+            "type": "event",
+            "id": event.pk,
+            "run": event.run_id,
+            "kind": event.kind,
+            "data": event.data,
+        }
+        details = event.data.get("details") if event.kind == "wait" else None
+        if isinstance(details, dict) and details.get("confirmation") in confirmations:
+            frame["confirmation"] = _confirmation_item(
+                confirmations[details["confirmation"]], member_id
+            )
+        frames.append(frame)
+    active = Run.objects.filter(session_id=session_id).exclude(status__in=Run.TERMINAL).exists()
+    return frames, active
+
+
+@database_sync_to_async
+def _send_message(member_id: int, session_id: int, text: str) -> dict:
+    from cadre.agents import selectors
+    from cadre.agents.runtime import services as runtime
+
+    actor = _actor(member_id)
+    session = selectors.chat_session_get(actor, session_id)
+    if session is None:  # the session (or the member's right to chat) is gone
+        return {"type": "error", "code": "not_found", "message": "This conversation is gone."}
+    run = runtime.run_start(actor=actor, agent=session.agent, text=text, session=session)
+    return {"type": "accepted", "run": run.pk, "text": text}
+
+
+@database_sync_to_async
+def _decide(member_id: int, session_id: int, content: dict) -> dict:
+    from cadre.agents.models import Run
+    from cadre.governance.confirmations import confirmation_decide
+    from cadre.governance.models import Confirmation
+
+    actor = _actor(member_id)
+    try:
+        confirmation_id = int(content.get("confirmation"))
+    except (TypeError, ValueError):
+        return {"type": "error", "code": "invalid", "message": "confirmation must be an id."}
+    # Only the confirmations of this conversation's runs are decided here.
+    confirmation = Confirmation.objects.filter(
+        organization=actor.organization,
+        pk=confirmation_id,
+        run_id__in=Run.objects.filter(session_id=session_id).values("pk"),
+    ).first()
+    if confirmation is None:
+        return {"type": "error", "code": "not_found", "message": "No such confirmation."}
+    decided = confirmation_decide(
+        confirmation=confirmation,
+        actor=actor,
+        decision=str(content.get("decision", "")),
+        via="console",
+        reason=str(content.get("reason", ""))[:2000],
+    )
+    return {"type": "decided", "confirmation": _confirmation_item(decided, member_id)}
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """One browser tab's live view of one chat session."""
+
+    async def connect(self):
+        try:
+            session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        except (KeyError, TypeError, ValueError):
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        after = query.get("after", [""])[0]
+        opened = await _open(self.scope, session_id, int(after) if after.isdigit() else None)
+        if "refused" in opened:
+            await self.close(code=opened["refused"])
+            return
+        self.member_id = opened["member"]
+        self.session_id = opened["session"]
+        self.after = opened["after"]
+        await self.accept()
+        await self.send_json({"type": "ready", "session": self.session_id, "after": self.after})
+        self.poller = asyncio.create_task(self._poll())
+
+    async def disconnect(self, code):
+        poller = getattr(self, "poller", None)
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+
+    async def _poll(self) -> None:
+        while True:
+            try:
+                frames, active = await _events_after(self.session_id, self.member_id, self.after)
+            except Exception:  # a database hiccup must not end the conversation's stream
+                logger.warning("chat session %s: polling failed", self.session_id, exc_info=True)
+                frames, active = [], False
+            for frame in frames:
+                self.after = frame["id"]
+                await self.send_json(frame)
+            if len(frames) < MAX_EVENTS_PER_POLL:
+                await asyncio.sleep(POLL_ACTIVE_SECONDS if active else POLL_IDLE_SECONDS)
+
+    async def receive_json(self, content, **kwargs):
+        from cadre.errors import CadreError
+
+        kind = content.get("type") if isinstance(content, dict) else None
+        try:
+            if kind == "message":
+                text = content.get("text")
+                if not isinstance(text, str):
+                    raise _invalid("text must be a string.")
+                reply = await _send_message(self.member_id, self.session_id, text)
+            elif kind == "decide":
+                reply = await _decide(self.member_id, self.session_id, content)
+            else:
+                raise _invalid('type must be "message" or "decide".')
+        except CadreError as error:
+            reply = {"type": "error", "code": error.code, "message": error.message}
+        await self.send_json(reply)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        # Frames that are not JSON text get an error frame, not a dropped connection.
+        try:
+            content = await self.decode_json(text_data) if text_data else None
+        except ValueError:
+            content = None
+        if content is None:
+            await self.send_json(
+                {"type": "error", "code": "invalid", "message": "Frames are JSON."}
+            )
+            return
+        await self.receive_json(content, **kwargs)
+
+
+def _invalid(message: str):
+    from cadre.errors import InvalidInput
+
+    return InvalidInput(message)

@@ -1,0 +1,221 @@
+// Cadre console chat — streams a conversation over the ws/chat/<session>/ websocket.
+// Without it (or when the socket is closed) the page's forms post as usual and the page
+// reloads; with it, messages and confirmation decisions go over the socket and the agent's
+// reply appears as the run's events arrive.
+(function () {
+  "use strict";
+
+  var TERMINAL = { completed: true, failed: true, cancelled: true };
+  var LABELS = {
+    queued: "Queued", running: "Running", waiting: "Waiting", completed: "Completed",
+    failed: "Failed", cancelled: "Cancelled"
+  };
+
+  function init() {
+    var chat = document.getElementById("chat");
+    if (!chat || !chat.getAttribute("data-ws-path") || !window.WebSocket) return;
+    var log = document.getElementById("chat-log");
+    var statusLine = document.getElementById("chat-status");
+    var form = document.getElementById("chat-form");
+    var socket = null;
+    var retries = 0;
+    var after = null;
+
+    function scrollDown() { log.scrollTop = log.scrollHeight; }
+
+    function setStatus(text) { if (statusLine) statusLine.textContent = text; }
+
+    function element(tag, className, text) {
+      var node = document.createElement(tag);
+      if (className) node.className = className;
+      if (text !== undefined) node.textContent = text;
+      return node;
+    }
+
+    function removeEmptyNote() {
+      var empty = document.getElementById("chat-empty");
+      if (empty) empty.remove();
+    }
+
+    // The agent's bubble of one run: the text, then a small status line.
+    function bubble(runId) {
+      var node = log.querySelector('.bubble.agent[data-run="' + runId + '"]');
+      if (!node) {
+        removeEmptyNote();
+        node = element("div", "bubble agent");
+        node.setAttribute("data-run", runId);
+        node.appendChild(document.createTextNode("…"));
+        node.appendChild(element("span", "meta", LABELS.queued));
+        log.appendChild(node);
+      }
+      return node;
+    }
+
+    function textNode(node) {
+      if (!node.firstChild || node.firstChild.nodeType !== 3) {
+        node.insertBefore(document.createTextNode(""), node.firstChild);
+      }
+      return node.firstChild;
+    }
+
+    function setMeta(node, text) {
+      var meta = node.querySelector(".meta");
+      if (!meta) { meta = element("span", "meta"); node.appendChild(meta); }
+      meta.textContent = text;
+    }
+
+    function confirmationBox(runId, confirmation) {
+      var existing = log.querySelector('[data-confirmation="' + confirmation.id + '"]');
+      if (existing) return existing;
+      var box = element("div", "confirm-box");
+      box.setAttribute("data-confirmation", confirmation.id);
+      box.appendChild(element("strong", "", "Confirmation needed"));
+      box.appendChild(document.createTextNode(
+        " (" + confirmation.risk_level + " risk): " + confirmation.summary));
+      if (confirmation.can_decide) {
+        var actions = element("div", "form-actions");
+        [["approve", "Approve", "btn btn-primary btn-small"],
+         ["reject", "Reject", "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
+          var button = element("button", spec[2], spec[1]);
+          button.type = "button";
+          button.addEventListener("click", function () { decide(confirmation.id, spec[0]); });
+          actions.appendChild(button);
+        });
+        box.appendChild(actions);
+      } else {
+        box.appendChild(element("div", "cell-sub", "Waiting for someone allowed to decide."));
+      }
+      var anchor = bubble(runId);
+      anchor.parentNode.insertBefore(box, anchor.nextSibling);
+      return box;
+    }
+
+    function markDecided(confirmation) {
+      var box = log.querySelector('[data-confirmation="' + confirmation.id + '"]');
+      if (!box) return;
+      var actions = box.querySelector(".form-actions");
+      if (actions) actions.remove();
+      if (confirmation.status !== "pending") {
+        box.appendChild(element("div", "cell-sub", "Decision: " + confirmation.status));
+      }
+    }
+
+    function onEvent(frame) {
+      var node = bubble(frame.run);
+      var data = frame.data || {};
+      if (frame.kind === "delta") {
+        var text = textNode(node);
+        if (text.data === "…") text.data = "";
+        text.data += data.text || "";
+      } else if (frame.kind === "reply") {
+        textNode(node).data = data.text || "";
+      } else if (frame.kind === "status") {
+        setMeta(node, LABELS[data.status] || data.status);
+        if (TERMINAL[data.status] && data.error && textNode(node).data === "…") {
+          textNode(node).data = data.error;
+          node.classList.add("failed");
+        }
+      } else if (frame.kind === "step" && data.status === "started") {
+        setMeta(node, "Working: " + data.name);
+      } else if (frame.kind === "wait") {
+        setMeta(node, "Waiting");
+        if (frame.confirmation) confirmationBox(frame.run, frame.confirmation);
+      } else if (frame.kind === "resume") {
+        setMeta(node, "Resumed");
+      }
+      scrollDown();
+    }
+
+    function onFrame(message) {
+      var frame;
+      try { frame = JSON.parse(message.data); } catch (e) { return; }
+      if (frame.id) after = frame.id;
+      if (frame.type === "ready") {
+        if (after === null) after = frame.after;
+        retries = 0;
+        setStatus("Live");
+      } else if (frame.type === "event") {
+        onEvent(frame);
+      } else if (frame.type === "accepted") {
+        bubble(frame.run);
+        scrollDown();
+      } else if (frame.type === "decided") {
+        markDecided(frame.confirmation);
+      } else if (frame.type === "error") {
+        setStatus(frame.message || "Error");
+      }
+    }
+
+    function connect() {
+      var path = chat.getAttribute("data-ws-path");
+      if (after !== null) path = path.replace(/after=\d*/, "after=" + after);
+      var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+      socket = new WebSocket(scheme + window.location.host + path);
+      socket.addEventListener("message", onFrame);
+      socket.addEventListener("close", function (event) {
+        socket = null;
+        if (event.code === 4404 || event.code === 4401) {
+          setStatus("This conversation is not available.");
+          return;
+        }
+        // Reconnect with a growing delay; events are resumed after the last one seen.
+        retries += 1;
+        setStatus("Reconnecting…");
+        window.setTimeout(connect, Math.min(15000, 500 * Math.pow(2, retries)));
+      });
+    }
+
+    function send(frame) {
+      if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+      socket.send(JSON.stringify(frame));
+      return true;
+    }
+
+    function decide(confirmationId, decision) {
+      send({ type: "decide", confirmation: confirmationId, decision: decision });
+    }
+
+    if (form) {
+      form.addEventListener("submit", function (event) {
+        var field = form.querySelector("textarea[name=text]");
+        var text = field ? field.value.trim() : "";
+        if (!text) return;  // the server shows the "required" error
+        if (!send({ type: "message", text: text })) return;  // falls back to posting
+        event.preventDefault();
+        removeEmptyNote();
+        log.appendChild(element("div", "bubble user", text));
+        field.value = "";
+        scrollDown();
+      });
+      var area = form.querySelector("textarea[name=text]");
+      if (area) {
+        // Enter sends, Shift+Enter starts a new line.
+        area.addEventListener("keydown", function (event) {
+          if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+            event.preventDefault();
+            form.requestSubmit();
+          }
+        });
+      }
+    }
+
+    // Server-rendered confirmation forms decide over the socket when it is open.
+    log.addEventListener("submit", function (event) {
+      var target = event.target;
+      var id = target.getAttribute && target.getAttribute("data-decide");
+      if (!id || !event.submitter) return;
+      if (send({ type: "decide", confirmation: Number(id), decision: event.submitter.value })) {
+        event.preventDefault();
+      }
+    });
+
+    scrollDown();
+    connect();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();

@@ -1,0 +1,189 @@
+"""Chat in the console: an employee talks to one of their own agents (a colleague's agent or
+session does not exist for them). Pages render the conversation; with JavaScript the replies
+stream over the `ws/chat/<session id>/` websocket (`cadre.agents.consumers`), without it the
+forms below post and the page shows the reply once the run has finished."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import path
+from django.views.decorators.http import require_POST
+
+from cadre.agents import selectors
+from cadre.agents.models import Run, RunEvent
+from cadre.agents.runtime import services as runtime
+from cadre.console.forms import add_service_error
+from cadre.console.views.agents_forms import ChatMessageForm
+from cadre.console.views.base import posted, require_permission
+from cadre.errors import CadreError
+from cadre.governance.confirmations import confirmation_decide
+from cadre.governance.models import Confirmation
+
+CONVERSATION_RUNS = 50
+SIDEBAR_SESSIONS = 20
+
+
+def _own_agent_or_404(request, pk: int):
+    agent = selectors.chat_agents(request.actor).filter(pk=pk).first()
+    if agent is None:
+        raise Http404("No such agent.")
+    return agent
+
+
+def _own_session_or_404(request, pk: int):
+    session = selectors.chat_session_get(request.actor, pk)
+    if session is None:
+        raise Http404("No such conversation.")
+    return session
+
+
+def _chat_page(request, agent, session=None, form=None, status: int = 200):
+    agents = list(selectors.chat_agents(request.actor))
+    sessions = list(agent.sessions.order_by("-last_activity_at", "-pk")[:SIDEBAR_SESSIONS])
+    turns, pending, after = [], [], 0
+    if session is not None:
+        runs = list(
+            session.runs.filter(parent__isnull=True).order_by("-created_at", "-pk")[
+                :CONVERSATION_RUNS
+            ]
+        )[::-1]
+        run_ids = [run.pk for run in runs]
+        pending = list(
+            Confirmation.objects.filter(
+                organization=request.actor.organization,
+                run_id__in=run_ids,
+                status=Confirmation.Status.PENDING,
+            ).order_by("created_at")
+        )
+        by_run: dict[int, list] = {}
+        for confirmation in pending:
+            confirmation.can_decide = request.actor.member.pk in confirmation.decider_ids
+            by_run.setdefault(confirmation.run_id, []).append(confirmation)
+        turns = [{"run": run, "confirmations": by_run.get(run.pk, [])} for run in runs]
+        # The websocket streams what happens after this page: events of runs that are still
+        # going are sent from their start (the page shows them as in progress).
+        open_ids = [run.pk for run in runs if not run.is_terminal]
+        first_open = (
+            RunEvent.objects.filter(run_id__in=open_ids).order_by("id").values_list("id", flat=True)
+        ).first()
+        if first_open is not None:
+            after = first_open - 1
+        else:
+            after = RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    return render(
+        request,
+        "console/agents/chat/chat.html",
+        {
+            "agents": agents,
+            "agent": agent,
+            "sessions": sessions,
+            "session": session,
+            "turns": turns,
+            "pending": pending,
+            "after": after,
+            "form": form or ChatMessageForm(),
+            "runnable": agent.status == agent.Status.ACTIVE,
+        },
+        status=status,
+    )
+
+
+@require_permission("chat.use")
+def chat(request):
+    agents = list(selectors.chat_agents(request.actor))
+    active = [agent for agent in agents if agent.status == agent.Status.ACTIVE]
+    if active and "pick" not in request.GET:
+        return redirect("console:chat_agent", pk=active[0].pk)
+    return render(request, "console/agents/chat/pick.html", {"agents": agents})
+
+
+@require_permission("chat.use")
+def chat_agent(request, pk: int):
+    """An agent's conversations; posting starts a new one with the first message."""
+    agent = _own_agent_or_404(request, pk)
+    form = ChatMessageForm(posted(request))
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = runtime.run_start(
+                actor=request.actor, agent=agent, text=form.cleaned_data["text"], channel="console"
+            )
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            return redirect("console:chat_session", pk=run.session_id)
+    status = 400 if request.method == "POST" else 200
+    return _chat_page(
+        request, agent, form=form if request.method == "POST" else None, status=status
+    )
+
+
+@require_permission("chat.use")
+def chat_session(request, pk: int):
+    session = _own_session_or_404(request, pk)
+    return _chat_page(request, session.agent, session)
+
+
+@require_permission("chat.use")
+@require_POST
+def chat_send(request, pk: int):
+    """Continue a conversation without the websocket (the page then reloads)."""
+    session = _own_session_or_404(request, pk)
+    form = ChatMessageForm(request.POST)
+    if form.is_valid():
+        try:
+            runtime.run_start(
+                actor=request.actor,
+                agent=session.agent,
+                text=form.cleaned_data["text"],
+                session=session,
+            )
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            return redirect("console:chat_session", pk=session.pk)
+    return _chat_page(request, session.agent, session, form=form, status=400)
+
+
+@require_permission("chat.use")
+@require_POST
+def chat_decide(request, pk: int, confirmation_pk: int):
+    """Approve or reject a confirmation one of this conversation's runs waits on."""
+    session = _own_session_or_404(request, pk)
+    run_ids = Run.objects.filter(session=session).values_list("pk", flat=True)
+    confirmation = Confirmation.objects.filter(
+        organization=request.actor.organization, pk=confirmation_pk, run_id__in=run_ids
+    ).first()
+    if confirmation is None:
+        raise Http404("No such confirmation.")
+    decision = request.POST.get("decision", "")
+    try:
+        confirmation_decide(
+            confirmation=confirmation,
+            actor=request.actor,
+            decision=decision,
+            via="console",
+            reason=request.POST.get("reason", "")[:2000],
+        )
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(
+            request,
+            "Approved: the agent continues." if decision == "approve" else "Rejected.",
+        )
+    return redirect("console:chat_session", pk=session.pk)
+
+
+urlpatterns = [
+    path("chat/", chat, name="chat"),
+    path("chat/agents/<int:pk>/", chat_agent, name="chat_agent"),
+    path("chat/sessions/<int:pk>/", chat_session, name="chat_session"),
+    path("chat/sessions/<int:pk>/send/", chat_send, name="chat_send"),
+    path(
+        "chat/sessions/<int:pk>/confirmations/<int:confirmation_pk>/decide/",
+        chat_decide,
+        name="chat_decide",
+    ),
+]

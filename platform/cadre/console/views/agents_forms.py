@@ -1,0 +1,303 @@
+"""Forms of the agents area: templates and versions, generation, deployments, rollouts,
+agent search and chat. They validate at the edge; the agents services decide."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from cadre.agents import services
+from cadre.agents.models import Agent, Rollout, TemplateVersion
+from cadre.agents.runtime.services import MAX_INPUT_CHARS
+from cadre.console.forms import ActorFormMixin, _department_field
+from cadre.tenancy.models import Department, Member, Position
+
+CHANNEL_CHOICES = [
+    ("console", "Console chat"),
+    ("feishu", "Feishu / Lark"),
+    ("wecom", "WeCom"),
+    ("dingtalk", "DingTalk"),
+    ("slack", "Slack"),
+    ("webhook", "Webhook"),
+]
+
+# The structured fields of a version, edited as JSON, with the shape each must have.
+JSON_FIELDS = {
+    "model_settings": (dict, "an object"),
+    "skills": (list, "a list"),
+    "tool_permissions": (dict, "an object"),
+    "memory_policy": (dict, "an object"),
+    "hooks": (dict, "an object"),
+}
+
+
+class JSONTextField(forms.CharField):
+    """A JSON value in a textarea: errors say where the JSON is broken and what was expected."""
+
+    widget = forms.Textarea(attrs={"rows": 8, "class": "mono", "spellcheck": "false"})
+
+    def __init__(self, *args, kind: type, kind_label: str, **kwargs):
+        self.kind, self.kind_label = kind, kind_label
+        kwargs.setdefault("required", False)
+        super().__init__(*args, strip=True, **kwargs)
+
+    def prepare_value(self, value):
+        if isinstance(value, dict | list):
+            return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+        return value
+
+    def clean(self, value):
+        text = super().clean(value)
+        if not text:
+            return self.kind()
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(
+                f"Not valid JSON: {error.msg} (line {error.lineno}, column {error.colno}).",
+                code="invalid_json",
+            ) from None
+        if not isinstance(parsed, self.kind):
+            raise forms.ValidationError(f"Must be {self.kind_label}.", code="invalid_json")
+        return parsed
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several uploaded files (the pattern Django's documentation gives)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ".md,.txt,.docx,.pdf"}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)] if data else []
+
+
+# --- templates ------------------------------------------------------------------------------
+
+
+class TemplateCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    code = forms.SlugField(
+        max_length=64, help_text="A short identifier, unique in the organization (sales-key)."
+    )
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    preset = forms.ChoiceField(
+        required=False,
+        label="Start from",
+        help_text="A built-in preset fills the SOP, AGENT.md, tools and memory policy.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["preset"].choices = [("", "— An empty template —")] + [
+            (key, preset["name"]) for key, preset in services.presets().items()
+        ]
+
+
+class VersionForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    target_positions = forms.CharField(
+        required=False,
+        label="Target positions",
+        help_text="Position codes, separated by commas.",
+    )
+    sop = forms.CharField(
+        label="SOP", required=False, widget=forms.Textarea(attrs={"rows": 12, "class": "mono"})
+    )
+    agent_md = forms.CharField(
+        label="AGENT.md", required=False, widget=forms.Textarea(attrs={"rows": 10, "class": "mono"})
+    )
+    user_md_template = forms.CharField(
+        label="USER.md template",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6, "class": "mono"}),
+        help_text="Placeholders: {{member.display_name}}, {{member.title}}, {{member.email}}, "
+        "{{member.department}}, {{member.positions}}, {{organization.name}}.",
+    )
+    model_settings = JSONTextField(
+        kind=dict,
+        kind_label="an object",
+        help_text='provider, model, parameters, budget — e.g. {"provider": "offline", '
+        '"budget": {"max_steps": 6}}',
+    )
+    skills = JSONTextField(
+        kind=list, kind_label="a list", help_text='[{"package": "acme/crm-notes", "range": "^1"}]'
+    )
+    tool_permissions = JSONTextField(
+        kind=dict,
+        kind_label="an object",
+        help_text='{"im_send": {"risk": "medium", "confirmation": "high_risk"}}',
+    )
+    memory_policy = JSONTextField(
+        kind=dict,
+        kind_label="an object",
+        help_text='{"read_scopes": ["agent", "user"], "write_scopes": ["agent"]}',
+    )
+    hooks = JSONTextField(
+        kind=dict,
+        kind_label="an object",
+        help_text='Per hook point, in order: {"assemble_context": [{"name": "memory_retrieval", '
+        '"enabled": true}]}',
+    )
+    governance_policy_ref = forms.CharField(
+        label="Governance policy", max_length=128, required=False
+    )
+    change_note = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Change note"
+    )
+
+    @classmethod
+    def initial_for(cls, version: TemplateVersion) -> dict:
+        initial = {name: getattr(version, name) for name in cls.base_fields}
+        initial["target_positions"] = ", ".join(version.target_positions or [])
+        return initial
+
+    def clean_target_positions(self) -> list[str]:
+        raw = self.cleaned_data["target_positions"]
+        return [code.strip() for code in raw.split(",") if code.strip()]
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(max_length=1000, required=False)
+
+
+class GenerateForm(forms.Form):
+    files = MultipleFileField(
+        required=False,
+        label="Documents",
+        help_text="Markdown, text, Word (.docx) or PDF (text, not scanned); 5 MB each.",
+    )
+    notes = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="What experienced people would tell a newcomer in this role.",
+    )
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("files") and not (data.get("notes") or "").strip():
+            raise forms.ValidationError("Upload at least one document or write notes.")
+        return data
+
+
+class DiffForm(forms.Form):
+    a = forms.IntegerField(label="From version", min_value=1)
+    b = forms.IntegerField(label="To version", min_value=1)
+    layout = forms.ChoiceField(
+        choices=[("split", "Side by side"), ("unified", "Unified")], required=False
+    )
+
+
+# --- deployments ----------------------------------------------------------------------------
+
+
+class DeploymentForm(ActorFormMixin, forms.Form):
+    name = forms.CharField(max_length=200)
+    version = forms.ModelChoiceField(
+        queryset=TemplateVersion.objects.none(),
+        label="Template version",
+        help_text="Only published versions can be dispatched.",
+    )
+    positions = forms.ModelMultipleChoiceField(
+        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    departments = forms.ModelMultipleChoiceField(
+        queryset=Department.objects.none(),
+        required=False,
+        help_text="Sub-departments are included.",
+    )
+    members = forms.ModelMultipleChoiceField(queryset=Member.objects.none(), required=False)
+    channels = forms.MultipleChoiceField(
+        choices=CHANNEL_CHOICES, initial=["console"], widget=forms.CheckboxSelectMultiple
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["version"].queryset = (
+            TemplateVersion.objects.restrict(self.actor, "view")
+            .filter(status=TemplateVersion.Status.PUBLISHED, template__is_archived=False)
+            .select_related("template")
+            .order_by("template__name", "-number")
+        )
+        self.fields["version"].label_from_instance = lambda v: f"{v.template.name} · v{v.number}"
+        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+            is_archived=False
+        )
+        _department_field(
+            self.fields["departments"],
+            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+        )
+        self.fields["departments"].choices = [
+            choice for choice in self.fields["departments"].choices if choice[0] != ""
+        ]
+        self.fields["members"].queryset = Member.objects.restrict(self.actor, "view").filter(
+            status=Member.Status.ACTIVE
+        )
+
+    def clean(self):
+        data = super().clean()
+        if not (data.get("positions") or data.get("departments") or data.get("members")):
+            raise forms.ValidationError("Choose at least one position, department or member.")
+        return data
+
+
+class RolloutForm(forms.Form):
+    version = forms.ModelChoiceField(queryset=TemplateVersion.objects.none(), label="New version")
+    strategy = forms.ChoiceField(choices=Rollout.Strategy.choices, initial="all")
+
+    def __init__(self, *args, deployment, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["version"].queryset = (
+            TemplateVersion.objects.filter(
+                template_id=deployment.template_id, status=TemplateVersion.Status.PUBLISHED
+            )
+            .exclude(pk=deployment.version_id)
+            .order_by("-number")
+        )
+        self.fields["version"].label_from_instance = lambda v: f"v{v.number} · {v.name}"
+
+
+# --- agents and chat ------------------------------------------------------------------------
+
+
+class AgentFilterForm(ActorFormMixin, forms.Form):
+    q = forms.CharField(required=False, label="Search")
+    member = forms.ModelChoiceField(
+        queryset=Member.objects.none(), required=False, empty_label="Any member"
+    )
+    position = forms.ModelChoiceField(
+        queryset=Position.objects.none(), required=False, empty_label="Any position"
+    )
+    version = forms.ModelChoiceField(
+        queryset=TemplateVersion.objects.none(), required=False, empty_label="Any version"
+    )
+    status = forms.ChoiceField(choices=[("", "Any status"), *Agent.Status.choices], required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["member"].queryset = Member.objects.restrict(self.actor, "view")
+        self.fields["position"].queryset = Position.objects.restrict(self.actor, "view")
+        self.fields["version"].queryset = (
+            TemplateVersion.objects.restrict(self.actor, "view")
+            .filter(status=TemplateVersion.Status.PUBLISHED)
+            .select_related("template")
+            .order_by("template__name", "-number")
+        )
+        self.fields["version"].label_from_instance = lambda v: f"{v.template.name} · v{v.number}"
+
+
+class ChatMessageForm(forms.Form):
+    text = forms.CharField(
+        max_length=MAX_INPUT_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Write to your agent…"}),
+        label="Message",
+    )

@@ -1,0 +1,84 @@
+"""Agents & sessions in the console: find agents by member, position or template version; an
+agent's sessions; a session's transcript — each run with its steps (model calls, tool calls,
+hooks, waits), tool effects, confirmations, context records, usage, cost and trace id."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, render
+from django.urls import path
+
+from cadre.agents import selectors
+from cadre.agents.models import Agent, Session
+from cadre.console.views.agents_forms import AgentFilterForm
+from cadre.console.views.base import paginate, query_without_page, require_permission
+
+
+@require_permission("agent.view")
+def agent_list(request):
+    filters = AgentFilterForm(request.GET or None, actor=request.actor)
+    agents = selectors.agent_find(request.actor)
+    if filters.is_valid():
+        data = filters.cleaned_data
+        agents = selectors.agent_find(
+            request.actor,
+            member_id=data["member"].pk if data["member"] else None,
+            position_id=data["position"].pk if data["position"] else None,
+            version_id=data["version"].pk if data["version"] else None,
+            status=data["status"],
+            text=data["q"].strip(),
+        )
+    context = {
+        "filters": filters,
+        "page": paginate(request, agents),
+        "query": query_without_page(request),
+        "filtered": any(request.GET.get(name) for name in filters.fields),
+    }
+    template = (
+        "console/agents/agents/_results.html" if request.htmx else "console/agents/agents/list.html"
+    )
+    return render(request, template, context)
+
+
+@require_permission("agent.view")
+def agent_detail(request, pk: int):
+    agent = get_object_or_404(
+        Agent.objects.restrict(request.actor, "view").select_related(
+            "member", "member__department", "version", "version__template", "deployment"
+        ),
+        pk=pk,
+    )
+    sessions = agent.sessions.annotate(run_count=Count("runs")).order_by("-last_activity_at", "-pk")
+    return render(
+        request,
+        "console/agents/agents/detail.html",
+        {"agent": agent, "page": paginate(request, sessions), "query": ""},
+    )
+
+
+@require_permission("agent.view")
+def session_detail(request, pk: int):
+    session = get_object_or_404(
+        Session.objects.restrict(request.actor, "view").select_related(
+            "agent", "agent__member", "agent__version"
+        ),
+        pk=pk,
+    )
+    transcript = selectors.session_transcript(session)
+    totals = {
+        "tokens_in": sum(item["run"].tokens_in for item in transcript),
+        "tokens_out": sum(item["run"].tokens_out for item in transcript),
+        "cost": sum((item["run"].cost for item in transcript), 0),
+    }
+    return render(
+        request,
+        "console/agents/agents/session.html",
+        {"session": session, "agent": session.agent, "transcript": transcript, "totals": totals},
+    )
+
+
+urlpatterns = [
+    path("agents/", agent_list, name="agents"),
+    path("agents/<int:pk>/", agent_detail, name="agent"),
+    path("sessions/<int:pk>/", session_detail, name="session"),
+]
