@@ -17,3 +17,5 @@ class HubConfig(AppConfig):
         # per-file upload URLs (/api/v1/hub/uploads/<ticket>) get their own limit.
         BodySizeLimitMiddleware.overrides["/api/v1/hub/publish/"] = UPLOAD_BODY_LIMIT
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
+        # Registers the `assemble_context` hook that loads installed skills into runs.
+        from hub import runtime  # noqa: F401

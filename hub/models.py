@@ -285,3 +285,118 @@ class SkillEmbedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.package_id} under {self.model_id}"
+
+
+# --- distribution and outcomes -----------------------------------------------------------------
+
+
+class SkillInstall(TenantModel):
+    """One skill installed on one agent: what was asked for (range or dist-tag), the update
+    policy, the version in use, and an update offered but not applied (manual policy)."""
+
+    resource = "agent"
+
+    class Policy(models.TextChoices):
+        AUTO = "auto", "Auto: patches apply, minor and major updates are offered"
+        MANUAL = "manual", "Manual: every update is offered"
+        PINNED = "pinned", "Pinned: never moves"
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
+    package = models.ForeignKey(SkillPackage, on_delete=models.CASCADE, related_name="installs")
+    requested = models.CharField(max_length=256)  # the range or dist-tag asked for
+    policy = models.CharField(max_length=8, choices=Policy.choices, default=Policy.AUTO)
+    version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    pending_version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.CharField(max_length=300, blank=True)  # why nothing resolves, if so
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["agent_id", "package_id"]
+        constraints = [
+            models.UniqueConstraint("agent", "package", name="hub_install_unique_package")
+        ]
+        indexes = [models.Index(fields=["package", "version"])]
+
+    def __str__(self) -> str:
+        return f"{self.package_id}@{self.version_id} on agent {self.agent_id}"
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> models.Q | None:
+        # Employees see the installs of their own agents (as they see the agents).
+        if permission == "agent.view" and actor.has("chat.use") and actor.member is not None:
+            return models.Q(agent__member_id=actor.member.pk)
+        return None
+
+
+class SkillInstallEvent(models.Model):
+    """An install's history: each resolve, update, offer, apply and rollback."""
+
+    class Action(models.TextChoices):
+        INSTALL = "install", "Installed"
+        UPDATE = "update", "Updated automatically"
+        OFFER = "offer", "Update offered"
+        APPLY = "apply", "Offered update applied"
+        ROLLBACK = "rollback", "Rolled back"
+        CHANGE = "change", "Requested range or policy changed"
+        REMOVE = "remove", "Removed"
+
+    install = models.ForeignKey(SkillInstall, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    from_version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    to_version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.install_id} {self.action}"
+
+
+class SkillUsage(TenantModel):
+    """A skill version in one run's context (or skipped, with the reason), and the outcome:
+    the user's feedback when given, else the run's own status."""
+
+    resource = "agent"
+
+    class Outcome(models.TextChoices):
+        SUCCESS = "success", "Success"
+        FAILURE = "failure", "Failure"
+
+    run = models.ForeignKey("agents.Run", on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
+    package = models.ForeignKey(SkillPackage, on_delete=models.CASCADE, related_name="usages")
+    version = models.ForeignKey(SkillVersion, on_delete=models.CASCADE, related_name="usages")
+    loaded = models.BooleanField(default=True)  # False: skipped (see skip_reason)
+    body_loaded = models.BooleanField(default=False)
+    relevance = models.CharField(max_length=16, blank=True)  # requested, lexical, semantic
+    skip_reason = models.CharField(max_length=300, blank=True)
+    feedback = models.CharField(max_length=8, choices=Outcome.choices, blank=True)
+    feedback_note = models.CharField(max_length=500, blank=True)
+    feedback_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint("run", "version", name="hub_usage_unique_run")]
+        indexes = [models.Index(fields=["version", "loaded"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.version_id}"
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> models.Q | None:
+        if permission == "agent.view" and actor.has("chat.use") and actor.member is not None:
+            return models.Q(agent__member_id=actor.member.pk)
+        return None

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from cadre.errors import InvalidInput, NotFound
 from cadre.tenancy.models import Department, department_subtree_ids
-from hub.models import DistTag, SkillDailyStat, SkillPackage, SkillVersion
+from hub.models import DistTag, SkillDailyStat, SkillInstall, SkillPackage, SkillVersion
 from hub.versions import Version, parse_range, parse_version, sort_key
 
 INSTALL_WINDOW_DAYS = 60
@@ -159,6 +159,13 @@ def package_stats(package: SkillPackage) -> dict:
         successes=Coalesce(Sum("successes"), 0),
         failures=Coalesce(Sum("failures"), 0),
     )
+    from hub.outcomes import EMPTY_RATE, package_success_rates
+
+    # Outcomes of the runs that loaded the skill, plus any counted by `version_record_outcome`.
+    usage = package_success_rates([package.pk]).get(package.pk, EMPTY_RATE)
+    totals["successes"] += usage["successes"]
+    totals["failures"] += usage["failures"]
+    totals["uses"] = usage["uses"]
     runs = totals["successes"] + totals["failures"]
     totals["success_rate"] = round(totals["successes"] / runs, 4) if runs else None
     totals["installs_60d"] = installs_since([package.pk]).get(package.pk, 0)
@@ -260,19 +267,25 @@ def _attach_usage(packages: list[SkillPackage]) -> None:
         )
     )
     usage = {row["package_id"]: row for row in rows}
+    from hub.outcomes import package_success_rates
+
+    # Run outcomes of the agents that used each skill (feedback, else the run's status).
+    outcomes = package_success_rates([p.pk for p in packages])
     for package in packages:
         row = usage.get(package.pk, {})
+        ran = outcomes.get(package.pk, {})
         package.installs_60d = row.get("installs_60d", 0)
-        package.successes = row.get("successes", 0)
-        package.failures = row.get("failures", 0)
+        package.successes = row.get("successes", 0) + ran.get("successes", 0)
+        package.failures = row.get("failures", 0) + ran.get("failures", 0)
 
 
 def _score(package: SkillPackage, query: str, now) -> float:
     """Relevance (trigram similarity, exact/partial name match) + use signals.
 
-    Popularity is 60-day installs (square-root scaled, capped); success rate is smoothed
-    (unknown ≈ 0.5); freshness only counts for packages people actually install, so a
-    brand-new copy of an established name gets no head start from being new.
+    Popularity is 60-day installs (square-root scaled, capped); success rate (run outcomes of
+    the agents that loaded the skill, plus reported outcomes) is smoothed (unknown ≈ 0.5);
+    freshness only counts for packages people actually install, so a brand-new copy of an
+    established name gets no head start from being new.
     """
     relevance = getattr(package, "similarity", 0.0) or 0.0
     if query and package.name == query.replace(" ", "-"):
@@ -280,6 +293,7 @@ def _score(package: SkillPackage, query: str, now) -> float:
     elif query and query in package.name:
         relevance += 0.2
     runs = package.successes + package.failures
+    # Smoothed (Laplace): a skill with few outcomes stays near 0.5; many outcomes dominate.
     success = (package.successes + 1) / (runs + 2)
     installs = package.installs_60d
     popularity = min(installs, 1000) ** 0.5 / 31.6
@@ -295,3 +309,21 @@ def annotate_latest(packages) -> dict[int, SkillVersion]:
     """package id → its `latest` version (one query)."""
     tags = DistTag.objects.filter(package__in=packages, tag="latest").select_related("version")
     return {tag.package_id: tag.version for tag in tags}
+
+
+# --- distribution and outcomes -------------------------------------------------------------
+
+
+def installs_visible(actor) -> QuerySet[SkillInstall]:
+    """Skill installs of the agents the actor may see (employees: their own agents)."""
+    return SkillInstall.objects.restrict(actor, "view")
+
+
+def run_get(actor, run_id: int):
+    """A run the actor may see (`agent.view`, or their own through `chat.use`), else 404."""
+    from cadre.agents.models import Run
+
+    run = Run.objects.restrict(actor, "view").filter(pk=run_id).first()
+    if run is None:
+        raise NotFound("No such run.", code="run_not_found")
+    return run

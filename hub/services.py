@@ -1,5 +1,8 @@
 """Hub write paths: publish (validate → scan → version), review, sign, tags, yank, deprecate.
 
+Publishing a version or moving a dist-tag hands the version to `hub.distribution`, which
+updates (or offers the update to) the agents whose installs select it.
+
 Every state change is audited in its own transaction. A version's number is burnt the moment
 it is created (`UsedVersion`), so it is never reused, even after the version is removed.
 """
@@ -22,6 +25,7 @@ from cadre.governance import audit
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department
 from hub.bundles import Bundle
+from hub.distribution import version_distribute
 from hub.integrity import signed_payload
 from hub.models import (
     DistTag,
@@ -419,6 +423,8 @@ def _publish(actor: Actor, version: SkillVersion, *, note: str = "") -> None:
         reason=note,
     )
     _refresh_latest(actor, version.package)
+    # Agents whose range or tag now selects this version update (or are offered it).
+    version_distribute(version=version, actor=actor)
 
 
 def _refresh_package_text(package: SkillPackage, latest: SkillVersion | None) -> None:
@@ -706,6 +712,8 @@ def dist_tag_set(
     _audit_tag(actor, package, tag, before, version.version)
     if tag == "latest":
         _refresh_package_text(package, version)
+    if before != version.version:
+        version_distribute(version=version, actor=actor)
     return existing
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from hub.api import clawhub, views
+from hub.api import clawhub, distribution, views
 
 _skill = "skills/<str:namespace>/<str:name>/"
 _version = _skill + "versions/<str:version>/"
@@ -26,6 +26,24 @@ api_urlpatterns: list = [
     path(_version + "yank/", views.YankView.as_view(), name="hub-version-yank"),
     path(_version + "unyank/", views.UnyankView.as_view(), name="hub-version-unyank"),
     path(_version + "files/<path:path>", views.FileView.as_view(), name="hub-version-file"),
+    path("installs/", distribution.InstallListView.as_view(), name="hub-installs"),
+    path("installs/<int:pk>/", distribution.InstallDetailView.as_view(), name="hub-install"),
+    path(
+        "installs/<int:pk>/apply/",
+        distribution.InstallApplyView.as_view(),
+        name="hub-install-apply",
+    ),
+    path(
+        "installs/<int:pk>/rollback/",
+        distribution.InstallRollbackView.as_view(),
+        name="hub-install-rollback",
+    ),
+    path("runs/<int:run_id>/skills/", distribution.RunSkillsView.as_view(), name="hub-run-skills"),
+    path(
+        "runs/<int:run_id>/feedback/",
+        distribution.RunFeedbackView.as_view(),
+        name="hub-run-feedback",
+    ),
     # ClawHub's per-file upload URL (handed out by POST /api/v1/skills/-/upload-url)
     path("uploads/<str:ticket>", clawhub.UploadView.as_view(), name="clawhub-upload"),
 ]

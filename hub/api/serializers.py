@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from hub import selectors
+from hub import outcomes, selectors
 from hub.models import SkillPackage
 
 
@@ -56,6 +56,13 @@ class FileSerializer(serializers.Serializer):
     content_type = serializers.CharField()
 
 
+class OutcomeStatsSerializer(serializers.Serializer):
+    uses = serializers.IntegerField(help_text="runs that had the version in their context")
+    successes = serializers.IntegerField()
+    failures = serializers.IntegerField()
+    success_rate = serializers.FloatField(allow_null=True)
+
+
 class VersionSerializer(serializers.Serializer):
     version = serializers.CharField()
     status = serializers.CharField(help_text="pending_review, published or rejected")
@@ -66,6 +73,14 @@ class VersionSerializer(serializers.Serializer):
     scan_verdict = serializers.CharField()
     created_at = serializers.DateTimeField()
     published_at = serializers.DateTimeField(allow_null=True)
+    outcomes = serializers.SerializerMethodField()
+
+    def get_outcomes(self, version) -> OutcomeStatsSerializer:
+        # The views pass every listed version's rates in one query as context["rates"].
+        rates = self.context.get("rates")
+        if rates is None:
+            rates = outcomes.version_success_rates([version.pk])
+        return rates.get(version.pk, outcomes.EMPTY_RATE)
 
 
 class VersionDetailSerializer(VersionSerializer):

@@ -21,6 +21,7 @@ from hub import selectors, services
 from hub.api import serializers as s
 from hub.bundles import LIMITS, Bundle, BundleFile, read_bundle, write_zip
 from hub.models import DistTag, SkillPackage, SkillVersion
+from hub.outcomes import version_success_rates
 
 MAX_UPLOAD = LIMITS.max_archive_bytes
 
@@ -198,7 +199,10 @@ class VersionListView(APIView):
     def get(self, request, namespace, name):
         package = _package(request, namespace, name)
         versions = selectors.ordered(selectors.versions_visible(request.actor, package))
-        return Response({"results": s.VersionSerializer(versions, many=True).data})
+        rates = version_success_rates([version.pk for version in versions])
+        return Response(
+            {"results": s.VersionSerializer(versions, many=True, context={"rates": rates}).data}
+        )
 
 
 class VersionDetailView(APIView):

@@ -26,6 +26,7 @@ from cadre.tenancy.models import (
     Position,
 )
 from tests.factories import DepartmentFactory, IMIdentityFactory, MemberFactory, PositionFactory
+from tests.skills.factories import tenant_factories as skills_factories
 
 _counter = itertools.count(1)
 
@@ -256,6 +257,7 @@ FACTORIES: dict[type, Callable[[Member], object]] = {
     ApiKey: _api_key,
     AuditEvent: _audit_event,
     UserObjectPermission: _grant,
+    **skills_factories(),
 }
 
 
@@ -299,6 +301,12 @@ def _hub_upload_ticket(owner: Member) -> dict:
     return {"ticket": ticket.ticket}
 
 
+def _hub_install(owner: Member) -> dict:
+    from hub.tests.agent_setup import install_and_run
+
+    return install_and_run(owner)  # {"pk": a skill install, "run_id": a run with it}
+
+
 # route name -> factory(owner) -> the URL kwargs of one object of the owner's organization
 ROUTE_KWARGS: dict[str, Callable[[Member], dict]] = {
     "hub-skill": _hub_skill,
@@ -318,4 +326,9 @@ ROUTE_KWARGS: dict[str, Callable[[Member], dict]] = {
     "clawhub-moderation": _hub_skill,
     "clawhub-tag": _hub_skill,
     "clawhub-upload": _hub_upload_ticket,
+    "hub-install": _hub_install,
+    "hub-install-apply": _hub_install,
+    "hub-install-rollback": _hub_install,
+    "hub-run-skills": _hub_install,
+    "hub-run-feedback": _hub_install,
 }

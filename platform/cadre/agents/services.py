@@ -77,11 +77,17 @@ def validate_content(content: dict) -> dict:
             errors["model_settings"] = "budget must be an object"
     skills = content.get("skills")
     well_formed = isinstance(skills, list) and all(
-        isinstance(s, dict) and s.get("package") and (s.get("range") or s.get("tag"))
+        isinstance(s, dict)
+        and s.get("package")
+        and (s.get("range") or s.get("tag"))
+        and s.get("policy", "auto") in ("auto", "manual", "pinned")  # hub update policies
         for s in skills
     )
     if skills is not None and not well_formed:
-        errors["skills"] = 'each skill needs "package" and a "range" or a "tag"'
+        errors["skills"] = (
+            'each skill needs "package" and a "range" or a "tag"; '
+            '"policy" is auto, manual or pinned'
+        )
     tools = content.get("tool_permissions")
     if tools is not None:
         known = tool_names()
@@ -450,6 +456,9 @@ def _agents_for(deployment: Deployment, version: TemplateVersion) -> list[Agent]
         for member in members
     ]
     Agent.objects.bulk_create(agents, ignore_conflicts=True)
+    from hub.distribution import installs_sync_deployment
+
+    installs_sync_deployment(deployment)  # the new agents' skills, resolved per their ranges
     return agents
 
 
@@ -561,7 +570,12 @@ def deployment_stop(*, actor: Actor, deployment: Deployment, reason: str = "") -
 
 
 def _set_version(agents, version: TemplateVersion) -> int:
-    return agents.update(version=version)
+    from hub.distribution import installs_sync
+
+    ids = list(agents.values_list("pk", flat=True))
+    moved = Agent.objects.filter(pk__in=ids).update(version=version)
+    installs_sync(agent_ids=ids)  # the agents' skills follow the version's references
+    return moved
 
 
 @transaction.atomic

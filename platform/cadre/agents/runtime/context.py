@@ -18,7 +18,9 @@ class ContextPieces:
     agent_md: str = ""
     sop: str = ""
     user_md: str = ""
-    skills: list[dict] = field(default_factory=list)  # {"name", "description", "body"?}
+    # {"name", "description", "version"?, "body"?}; a hook section carrying "skills" (the Hub's
+    # installed, verified skills) replaces these template references (see installed_skills).
+    skills: list[dict] = field(default_factory=list)
     memories: list[dict] = field(default_factory=list)  # ranked {"id", "content", "scope"}
     shared: list[dict] = field(default_factory=list)  # memories explicitly shared by a caller
     sections: list[dict] = field(default_factory=list)  # extra {"title", "text"} from hooks
@@ -39,13 +41,29 @@ def _truncate(text: str, tokens: int) -> str:
     return text[:low] + "\n[…truncated to fit the context budget]"
 
 
+def installed_skills(pieces: ContextPieces) -> tuple[list[dict], list[dict]]:
+    """(skills, other sections): the skills a hook section carries (`{"skills": [...]}`, the
+    Hub's `skills` hook) replace the template's bare references when there is one."""
+    carried = [s for s in pieces.sections if isinstance(s.get("skills"), list)]
+    others = [s for s in pieces.sections if not isinstance(s.get("skills"), list)]
+    if not carried:
+        return pieces.skills, others
+    return [skill for section in carried for skill in section["skills"]], others
+
+
+def _skill_label(skill: dict) -> str:
+    return f"{skill['name']}@{skill['version']}" if skill.get("version") else skill["name"]
+
+
 def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
     """Messages for the model within `budget_tokens`, and a report of what was kept.
 
-    Priority: AGENT.md and the input (always), USER.md, SOP, skill descriptions, shared
-    memories, retrieved memories by rank, skill bodies, then recent turns newest first; the
-    SOP is truncated rather than dropped when it alone does not fit.
+    Priority: AGENT.md and the input (always), USER.md, SOP, skill descriptions, the bodies
+    of relevant skills (the Hub hook already capped them to their share of the budget), shared
+    memories, retrieved memories by rank, then recent turns newest first; the SOP is truncated
+    rather than dropped when it alone does not fit. Skill bodies are shown after the memories.
     """
+    skills, sections = installed_skills(pieces)
     used = estimate_tokens(pieces.agent_md) + estimate_tokens(pieces.input_text) + 16
     report: dict = {"budget": budget_tokens, "dropped": {}}
     blocks: list[tuple[int, str]] = [(0, pieces.agent_md)] if pieces.agent_md else []
@@ -68,9 +86,17 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
         report["dropped"]["user_md"] = 1
     if not take(2, "Standard operating procedure (SOP)", pieces.sop, truncate=True):
         report["dropped"]["sop"] = 1
-    descriptions = "\n".join(f"- {s['name']}: {s.get('description', '')}" for s in pieces.skills)
+    descriptions = "\n".join(f"- {_skill_label(s)}: {s.get('description', '')}" for s in skills)
     if not take(3, "Skills", descriptions):
-        report["dropped"]["skills"] = len(pieces.skills)
+        report["dropped"]["skills"] = len(skills)
+    report["skill_bodies"] = []
+    for skill in skills:
+        if not skill.get("body"):
+            continue
+        if take(7, f"Skill: {_skill_label(skill)}", skill["body"]):
+            report["skill_bodies"].append(_skill_label(skill))
+        else:
+            report["dropped"]["skill_bodies"] = report["dropped"].get("skill_bodies", 0) + 1
     for order, (title, items, key) in enumerate(
         [
             ("Shared with you", pieces.shared, "shared"),
@@ -91,12 +117,9 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
             used += estimate_tokens(title) + 2
             blocks.append((order, f"# {title}\n" + "\n".join(kept)))
         report[f"{key}_kept"] = len(kept)
-    for section in pieces.sections:
+    for section in sections:
         if not take(6, section.get("title", "Context"), section.get("text", "")):
             report["dropped"]["sections"] = report["dropped"].get("sections", 0) + 1
-    for skill in pieces.skills:
-        if skill.get("body") and not take(7, f"Skill: {skill['name']}", skill["body"]):
-            report["dropped"]["skill_bodies"] = report["dropped"].get("skill_bodies", 0) + 1
     turns: list[dict] = []
     for turn in reversed(pieces.turns):
         cost = estimate_tokens(turn["content"]) + 4
