@@ -40,7 +40,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		$(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,embeddings,dingtalk,slack]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,embeddings,dingtalk,feishu,slack]"
 	@# setuptools leaves a build by-product at the root; the install lives in .venv
 	@rm -rf cadre.egg-info
 	@rm -f $(VENV)/.installed-*

@@ -100,6 +100,8 @@ class ParsedEvent:
     action: dict = field(default_factory=dict)
     # Reply context the worker needs (DingTalk session webhook, Slack response_url, …).
     context: dict = field(default_factory=dict)
+    # Files and images sent with the message (connectors.attachments.Attachment dicts).
+    attachments: list = field(default_factory=list)
 
     def payload(self) -> dict:
         data = {
@@ -113,6 +115,7 @@ class ParsedEvent:
             "tenant_key": self.tenant_key,
             "action": self.action,
             "context": self.context,
+            "attachments": self.attachments,
         }
         return {key: value for key, value in data.items() if value}
 
@@ -208,8 +211,11 @@ class Platform:
     def _module(self, name: str):
         return importlib.import_module(f"connectors.{self.name}.{name}")
 
-    def transport(self) -> Transport:
-        return self._module("transport").TRANSPORT(self.connector, credentials=self.credentials)
+    def transport(self, **kwargs: Any) -> Transport:
+        """The outbound client (kwargs go to `Transport`, e.g. a shared `client`)."""
+        return self._module("transport").TRANSPORT(
+            self.connector, credentials=self.credentials, **kwargs
+        )
 
     def render_confirmation_card(self, card) -> dict:
         """The platform's card JSON for a confirmation (see connectors.decisions.CardContent)."""

@@ -41,6 +41,15 @@ def inbound_message_received(self, event_id: int) -> str:
         return process_inbound_event(event_id)
 
 
+@shared_task(acks_late=True)
+def inbound_events_drain() -> int:
+    """Process the stored inbound events in batches until none is queued (exactly once each:
+    every batch is claimed in one statement). The inbound edge asks for one after each commit."""
+    from connectors.dispatch import inbound_drain
+
+    return inbound_drain()
+
+
 @shared_task(
     bind=True,
     acks_late=True,
@@ -116,3 +125,52 @@ def inbound_events_prune(days: int = 14) -> int:
         ],
     ).delete()
     return deleted
+
+
+AGENT_MESSAGE_MAX_RETRIES = 8
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(RetryableSend,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=AGENT_MESSAGE_MAX_RETRIES,
+)
+def agent_message_deliver(self, message_id: int) -> str:
+    """Deliver a message an agent sent with `im_send` (agents' OutboundMessage) once per
+    recipient; a retry skips recipients already sent. Returns the message's status."""
+    from connectors import agent_messages
+
+    try:
+        with retry_transient_sends():
+            return agent_messages.deliver(message_id)
+    except agent_messages.DeliveryBusy:
+        return "busy"  # another worker holds it and will finish it
+    except RetryableSend as error:
+        if self.request.retries >= AGENT_MESSAGE_MAX_RETRIES:
+            return agent_messages.finish(message_id, [f"gave up after retries: {error}"])
+        raise
+
+
+@shared_task(ignore_result=True)
+def agent_messages_deliver_queued(max_age_hours: int = 24, limit: int = 500) -> int:
+    """Beat: enqueue a delivery for every agent message still queued (new ones, and ones whose
+    delivery task was lost); a delivery already running is left alone by its lock."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from cadre.agents.models import OutboundMessage as AgentMessage
+
+    since = timezone.now() - timedelta(hours=max_age_hours)
+    queued = list(
+        AgentMessage.objects.filter(status=AgentMessage.Status.QUEUED, created_at__gte=since)
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for message_id in queued:
+        agent_message_deliver.delay(message_id)
+    return len(queued)

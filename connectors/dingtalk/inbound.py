@@ -13,6 +13,7 @@ import hmac
 import json
 import time
 
+from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -63,7 +64,10 @@ class DingTalkPlatform(Platform):
         return Verified(data, request)
 
     def parse(self, verified: Verified) -> list[ParsedEvent]:
-        return [parse_callback(verified.data)]
+        event = parse_callback(verified.data)
+        if event.attachments and not file_messages_enabled(self):
+            return [ParsedEvent(event_key=event.event_key, kind="event")]
+        return [event]
 
     def acknowledge(self, verified, events, decisions) -> Reply:
         for outcome in decisions.values():
@@ -108,6 +112,7 @@ def parse_callback(data: dict) -> ParsedEvent:
     text = ""
     if data.get("msgtype") == "text":
         text = str((data.get("text") or {}).get("content", "")).strip()
+    files = _attachments(data)
     group = str(data.get("conversationType")) == "2"
     context = {"message_type": data.get("msgtype", ""), "robot_code": data.get("robotCode", "")}
     expires = int(data.get("sessionWebhookExpiredTime") or 0)
@@ -121,7 +126,31 @@ def parse_callback(data: dict) -> ParsedEvent:
         tenant_key=str(data.get("senderCorpId", "")),
         chat_id=str(data.get("conversationId", "")),
         chat_type="group" if group else "p2p",
-        text=text,
+        text=with_attachments(text, files),
+        attachments=[item.as_dict() for item in files],
         message_id=msg_id,
         context=context,
     )
+
+
+def _attachments(data: dict) -> list[Attachment]:
+    """A file or picture message's download code (exchanged for a URL when fetched)."""
+    message_type = data.get("msgtype", "")
+    if message_type not in ("file", "picture"):
+        return []
+    content = data.get("content") or {}
+    if isinstance(content, str):
+        try:
+            content = json.loads(content)
+        except ValueError:
+            content = {}
+    if not isinstance(content, dict) or not content.get("downloadCode"):
+        return []
+    return [
+        Attachment.of(
+            "image" if message_type == "picture" else "file",
+            content["downloadCode"],
+            name=content.get("fileName", ""),
+            size=content.get("fileSize", 0),
+        )
+    ]

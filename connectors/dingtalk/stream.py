@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 
 from connectors import services
-from connectors.base import PayloadInvalid
-from connectors.dingtalk.inbound import parse_callback
+from connectors.base import InboundRequest, PayloadInvalid, Verified, platform_for
 from connectors.models import Connector
 
 logger = logging.getLogger(__name__)
 
 CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
+_NO_REQUEST = InboundRequest(method="POST", headers={}, query={}, body=b"")
 
 
 def receive(connector_id: int, data: dict) -> dict:
@@ -29,7 +29,8 @@ def receive(connector_id: int, data: dict) -> dict:
     if connector is None:
         return {"ok": False, "error": "connector disabled"}
     try:
-        event = parse_callback(data)
+        # The platform's parse: the same checks as HTTP callbacks (file messages allowed?).
+        [event] = platform_for(connector).parse(Verified(data, _NO_REQUEST))
     except PayloadInvalid as error:
         logger.warning("connectors: unreadable DingTalk stream message: %s", error)
         return {"ok": False, "error": str(error)}

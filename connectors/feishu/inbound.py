@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 
+from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     DecisionOutcome,
@@ -32,6 +33,7 @@ from connectors.feishu import crypto
 # still caught by the event-id de-duplication.
 DEFAULT_TOLERANCE = 7 * 3600
 _MENTION = re.compile(r"@_user_\d+\s*")
+FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
 
 
 class FeishuPlatform(Platform):
@@ -134,6 +136,10 @@ class FeishuPlatform(Platform):
             if sender.get("sender_type", "user") != "user":
                 return [ParsedEvent(event_key=event_id, kind="event", tenant_key=tenant_key)]
             ids = sender.get("sender_id") or {}
+            text = _text_of(message.get("message_type", ""), message.get("content", ""))
+            files = self._attachments(message)
+            if files is None:  # a file message on a connector that does not take files
+                return [ParsedEvent(event_key=event_id, kind="event", tenant_key=tenant_key)]
             return [
                 ParsedEvent(
                     event_key=event_id,
@@ -142,7 +148,8 @@ class FeishuPlatform(Platform):
                     tenant_key=tenant_key,
                     chat_id=str(message.get("chat_id", "")),
                     chat_type="group" if message.get("chat_type") == "group" else "p2p",
-                    text=_text_of(message.get("message_type", ""), message.get("content", "")),
+                    text=with_attachments(text, files),
+                    attachments=[item.as_dict() for item in files],
                     message_id=str(message.get("message_id", "")),
                     thread_ref=str(message.get("root_id") or message.get("message_id", "")),
                     context={
@@ -174,6 +181,32 @@ class FeishuPlatform(Platform):
                 kind="event",
                 tenant_key=tenant_key,
                 context={"event_type": event_type},
+            )
+        ]
+
+    def _attachments(self, message: dict) -> list[Attachment] | None:
+        """The files of a file/image/media/audio message ([] for other messages; None when
+        the connector does not take files)."""
+        message_type = message.get("message_type", "")
+        if message_type not in FILE_MESSAGE_TYPES:
+            return []
+        if not file_messages_enabled(self):
+            return None
+        try:
+            content = json.loads(message.get("content") or "{}")
+        except ValueError:
+            content = {}
+        if not isinstance(content, dict):
+            content = {}
+        key = content.get("image_key") if message_type == "image" else content.get("file_key")
+        if not key:
+            return []
+        return [
+            Attachment.of(
+                "image" if message_type == "image" else "file",
+                key,
+                name=content.get("file_name", ""),
+                message_id=message.get("message_id", ""),
             )
         ]
 

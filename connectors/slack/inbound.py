@@ -14,6 +14,7 @@ import json
 import time
 from urllib.parse import parse_qs
 
+from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -130,6 +131,24 @@ class SlackPlatform(Platform):
         channel = str(event.get("channel", ""))
         ts = str(event.get("ts", ""))
         direct = event.get("channel_type") == "im"
+        text = _strip_mentions(event.get("text", ""))
+        files = []
+        if event.get("files"):
+            if file_messages_enabled(self):
+                files = [
+                    Attachment.of(
+                        "image" if str(item.get("mimetype", "")).startswith("image/") else "file",
+                        item.get("id", ""),
+                        name=item.get("name") or item.get("title", ""),
+                        size=item.get("size", 0),
+                        mime=item.get("mimetype", ""),
+                        url=item.get("url_private_download") or item.get("url_private", ""),
+                    )
+                    for item in event["files"]
+                    if isinstance(item, dict) and item.get("id")
+                ]
+            elif not text:  # only files, and this connector does not take them
+                return [ParsedEvent(event_key=f"msg:{channel}:{ts}", kind="event")]
         return [
             ParsedEvent(
                 event_key=f"msg:{channel}:{ts}" if channel and ts else event_id,
@@ -138,7 +157,8 @@ class SlackPlatform(Platform):
                 tenant_key=team,
                 chat_id=channel,
                 chat_type="p2p" if direct else "group",
-                text=_strip_mentions(event.get("text", "")),
+                text=with_attachments(text, files),
+                attachments=[item.as_dict() for item in files],
                 message_id=ts,
                 thread_ref=str(event.get("thread_ts") or ts),
                 context={"channel": channel, "event_id": event_id},

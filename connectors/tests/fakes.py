@@ -128,6 +128,8 @@ class FakePlatformServer:
         if handler is None:
             return 404, {}, b'{"error": "no such route"}'
         status, data = handler(recorded)
+        if isinstance(data, bytes):  # a file download: the raw bytes
+            return status, {}, data
         return status, {}, json.dumps(data).encode()
 
     def calls(self, path: str) -> list[Recorded]:

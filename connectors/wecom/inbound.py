@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -122,13 +123,27 @@ class WeComPlatform(Platform):
         if not msg_id:
             raise PayloadInvalid("MsgId is missing")
         text = data.get("Content", "") if msg_type == "text" else ""
+        files = []
+        if msg_type in ("file", "image") and data.get("MediaId"):
+            if not file_messages_enabled(self):
+                return [ParsedEvent(event_key=msg_id, kind="event", sender_id=sender)]
+            files = [
+                Attachment.of(
+                    msg_type,
+                    data["MediaId"],
+                    name=data.get("FileName", "") or data.get("Title", ""),
+                    size=data.get("FileSize", 0),
+                    pic_url=data.get("PicUrl", ""),
+                )
+            ]
         return [
             ParsedEvent(
                 event_key=msg_id,
                 kind="message",
                 sender_id=sender,
                 tenant_key=data.get("ToUserName", ""),
-                text=text,
+                text=with_attachments(text, files),
+                attachments=[item.as_dict() for item in files],
                 message_id=msg_id,
                 context={"message_type": msg_type, "agent_id": data.get("AgentID", "")},
             )

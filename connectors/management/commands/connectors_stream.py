@@ -1,13 +1,13 @@
-"""Run the long-connection (stream) worker of one connector: DingTalk Stream mode."""
+"""Run the long-connection (stream) worker of one connector: Feishu long connection or
+DingTalk Stream mode (`cadre up` starts one per stream-mode connector)."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from connectors import streams
 from connectors.base import registry
 from connectors.models import Connector
-
-RUNNERS = {"dingtalk": "connectors.dingtalk.stream"}
 
 
 class Command(BaseCommand):
@@ -23,14 +23,13 @@ class Command(BaseCommand):
         if connector is None:
             raise CommandError(f"No active connector with public id {public_id!r}.")
         platform = registry()[connector.platform]
-        if connector.platform not in RUNNERS:
-            raise CommandError(f"{platform.label} has no long-connection worker yet.")
+        if connector.platform not in streams.RUNNERS:
+            raise CommandError(f"{platform.label} has no long-connection worker.")
         if not platform.extra_installed():
             raise CommandError(
                 f"{platform.label} stream mode needs the {platform.extra_module} package: "
                 f"pip install 'cadre[{platform.extra}]'"
             )
-        import importlib
-
         self.stdout.write(f"Connecting {connector} …")
-        importlib.import_module(RUNNERS[connector.platform]).run(connector)
+        self.stdout.flush()
+        streams.run(connector)

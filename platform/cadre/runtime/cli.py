@@ -4,10 +4,13 @@
 embedded PostgreSQL and Redis when DATABASE_URL / REDIS_URL are unset, migrates, creates the
 demo organization, then runs the ASGI server, a Celery worker and Celery beat as children, each
 in its own process group, with the services' URLs in their environment so that they attach to
-the same servers instead of starting their own. Ctrl-C (SIGINT), SIGTERM or the death of any
-child stops every child (SIGTERM, then SIGKILL after a timeout) before the embedded services are
-released, so nothing is left running. A run file under CADRE_DATA_DIR/run lets the next start
-refuse to run twice on one data folder and clean up after a parent killed with SIGKILL.
+the same servers instead of starting their own. Next to them it runs one long-connection worker
+per connector in stream mode (Feishu long connection, DingTalk Stream), re-reading the list
+every few seconds and restarting a worker that dies with a growing delay. Ctrl-C (SIGINT),
+SIGTERM or the death of web, worker or beat stops every child (SIGTERM, then SIGKILL after a
+timeout) before the embedded services are released, so nothing is left running. A run file
+under CADRE_DATA_DIR/run lets the next start refuse to run twice on one data folder and clean up
+after a parent killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +149,114 @@ def stop_children(children: list[Child], timeout: float) -> None:
                 child.process.wait(timeout=5)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+STREAM_REFRESH_SECONDS = 15.0  # how often the list of stream-mode connectors is re-read
+RESTART_DELAY_MAX = 60.0  # the longest wait before restarting a stream worker that died
+STABLE_AFTER = 60.0  # a worker that ran this long before dying starts again at the first delay
+
+
+def restart_delay(failures: int) -> float:
+    """1, 2, 4, … seconds up to RESTART_DELAY_MAX after the n-th death in a row."""
+    return min(RESTART_DELAY_MAX, 2.0 ** max(0, failures - 1))
+
+
+@dataclass
+class StreamSlot:
+    """One stream-mode connector's worker: its process (if running) and its restart state."""
+
+    public_id: str
+    label: str
+    fingerprint: str
+    child: Child | None = None
+    started_at: float = 0.0
+    failures: int = 0
+    start_at: float = 0.0  # monotonic time of the next (re)start
+
+
+class StreamSupervisor:
+    """Starts, restarts (with backoff) and stops one child per stream-mode connector.
+
+    `workers()` lists what should run (objects with public_id, name, fingerprint, problem,
+    fix); `command(public_id)` is the child's command line; `spawn(name, command)` starts it.
+    A connector removed, disabled or changed (settings, credentials) has its worker stopped
+    (and, if changed, started again with the new configuration).
+    """
+
+    def __init__(
+        self,
+        *,
+        workers: Callable[[], list],
+        command: Callable[[str], list[str]],
+        spawn: Callable[[str, list[str]], Child],
+        stop_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        say: Callable[[str], object] = print,
+    ):
+        self.workers, self.command, self.spawn = workers, command, spawn
+        self.stop_timeout = stop_timeout
+        self.clock, self.say = clock, say
+        self.slots: dict[str, StreamSlot] = {}
+        self.reported: set[str] = set()  # connectors whose missing extra was reported
+
+    def children(self) -> list[Child]:
+        return [slot.child for slot in self.slots.values() if slot.child is not None]
+
+    def refresh(self) -> bool:
+        """Match the running workers to the connectors; True when a child was started or
+        stopped."""
+        wanted = {}
+        for worker in self.workers():
+            if worker.problem:
+                if worker.public_id not in self.reported:
+                    self.say(f"cadre: connector {worker.name}: {worker.problem} ({worker.fix})")
+                    self.reported.add(worker.public_id)
+                continue
+            wanted[worker.public_id] = worker
+        changed = False
+        for public_id, slot in list(self.slots.items()):
+            worker = wanted.get(public_id)
+            if worker is not None and worker.fingerprint == slot.fingerprint:
+                continue
+            reason = "its configuration changed" if worker is not None else "it is off"
+            changed |= self._stop(slot, reason)
+            del self.slots[public_id]
+        for public_id, worker in wanted.items():
+            if public_id not in self.slots:
+                self.slots[public_id] = StreamSlot(
+                    public_id, f"stream {worker.name}", worker.fingerprint
+                )
+        return self.tick() or changed
+
+    def tick(self) -> bool:
+        """Notice dead workers and (re)start those whose time has come; True on a change."""
+        now = self.clock()
+        changed = False
+        for slot in self.slots.values():
+            if slot.child is not None and slot.child.process.poll() is not None:
+                code = slot.child.process.returncode
+                slot.failures = 1 if now - slot.started_at >= STABLE_AFTER else slot.failures + 1
+                slot.start_at = now + restart_delay(slot.failures)
+                self.say(
+                    f"cadre: {slot.label} exited with code {code}; restarting in "
+                    f"{slot.start_at - now:.0f} s"
+                )
+                slot.child = None
+                changed = True
+            if slot.child is None and now >= slot.start_at:
+                self.say(f"cadre: starting {slot.label}")
+                slot.child = self.spawn(slot.label, self.command(slot.public_id))
+                slot.started_at = now
+                changed = True
+        return changed
+
+    def _stop(self, slot: StreamSlot, reason: str) -> bool:
+        if slot.child is None:
+            return False
+        self.say(f"cadre: stopping {slot.label}: {reason}")
+        stop_children([slot.child], timeout=self.stop_timeout)
+        slot.child = None
+        return True
 
 
 def _run_file(data_dir: Path) -> Path:
@@ -296,6 +408,22 @@ def _commands(args, settings) -> list[tuple[str, list[str]]]:
     return commands
 
 
+def _stream_command(public_id: str) -> list[str]:
+    return [sys.executable, "-m", "cadre.runtime.cli", "manage", "connectors_stream", public_id]
+
+
+def _stream_workers() -> list:
+    """The stream-mode connectors; the parent keeps no database connection between looks."""
+    from django.db import connections
+
+    from connectors.streams import stream_workers
+
+    try:
+        return stream_workers()
+    finally:
+        connections.close_all()
+
+
 def _spawn(name: str, command: list[str], env: dict[str, str]) -> Child:
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
         command,
@@ -318,6 +446,7 @@ def _up(args) -> int:
         signal.signal(signum, _raise_stop)
 
     children: list[Child] = []
+    streams: StreamSupervisor | None = None
     settings = None
     exit_code = 0
     try:
@@ -357,7 +486,15 @@ def _up(args) -> int:
         for name, command in _commands(args, settings):
             children.append(_spawn(name, command, env))
         console_url = f"http://{host}:{args.port}/"
-        _write_run_file(settings.DATA_DIR, children, console_url)
+        streams = StreamSupervisor(
+            workers=_stream_workers if not args.no_streams else list,
+            command=_stream_command,
+            spawn=lambda name, command: _spawn(name, command, env),
+            stop_timeout=args.stop_timeout,
+            say=lambda line: print(line, flush=True),
+        )
+        streams.refresh()
+        _write_run_file(settings.DATA_DIR, children + streams.children(), console_url)
 
         deadline = time.monotonic() + HEALTH_TIMEOUT
         while not _answers(host, args.port):
@@ -383,7 +520,7 @@ def _up(args) -> int:
         lines = [
             "",
             f"Cadre is running ({time.monotonic() - started:.1f} s): "
-            + ", ".join(child.name for child in children),
+            + ", ".join(child.name for child in children + streams.children()),
             f"  Console:  {console_url}",
             f"  API docs: {console_url}api/docs/",
             f"  Data:     {settings.DATA_DIR} ({services})",
@@ -393,6 +530,7 @@ def _up(args) -> int:
         ]
         print("\n".join(lines), flush=True)
 
+        next_refresh = time.monotonic() + STREAM_REFRESH_SECONDS
         while True:
             for child in children:
                 if child.process.poll() is not None:
@@ -403,6 +541,19 @@ def _up(args) -> int:
                     )
                     exit_code = 1
                     raise _Stop(child.name)
+            # Stream workers are restarted on their own: a connector's bad credentials or an
+            # unreachable platform must not take the console down.
+            if time.monotonic() >= next_refresh:
+                next_refresh = time.monotonic() + STREAM_REFRESH_SECONDS
+                try:
+                    changed = streams.refresh()
+                except Exception as error:  # the database may be briefly unreachable
+                    print(f"cadre: cannot read the stream connectors: {error}", flush=True)
+                    changed = streams.tick()
+            else:
+                changed = streams.tick()
+            if changed:
+                _write_run_file(settings.DATA_DIR, children + streams.children(), console_url)
             time.sleep(0.3)
     except (_Stop, KeyboardInterrupt):
         pass
@@ -414,6 +565,8 @@ def _up(args) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if streams is not None:
+            children = children + streams.children()
         if children:
             print("cadre: stopping " + ", ".join(c.name for c in children) + "...", flush=True)
             stop_children(children, timeout=args.stop_timeout)
@@ -448,15 +601,21 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = commands.add_parser(
         "up",
-        help="migrate, create the demo organization, run web + worker + beat",
+        help="migrate, create the demo organization, run web + worker + beat (+ streams)",
         description="Run Cadre on this machine: the ASGI server (HTTP and websockets), a Celery "
-        "worker and Celery beat, on the embedded PostgreSQL and Redis unless DATABASE_URL and "
-        "REDIS_URL are set. Ctrl-C stops everything.",
+        "worker, Celery beat and one long-connection worker per stream-mode connector, on the "
+        "embedded PostgreSQL and Redis unless DATABASE_URL and REDIS_URL are set. Ctrl-C stops "
+        "everything.",
     )
     up.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     up.add_argument("--port", type=int, default=8000, help="HTTP port (8000)")
     up.add_argument("--no-worker", action="store_true", help="do not run a Celery worker")
     up.add_argument("--no-beat", action="store_true", help="do not run Celery beat")
+    up.add_argument(
+        "--no-streams",
+        action="store_true",
+        help="do not run long-connection workers for stream-mode connectors",
+    )
     up.add_argument(
         "--stop-timeout",
         type=float,
