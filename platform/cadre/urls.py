@@ -19,6 +19,7 @@ api_v1 = [
     path("", include("cadre.agents.api")),
     path("", include(connectors_urls.api_urlpatterns)),
     path("hub/", include(hub_urls.api_urlpatterns)),
+    path("skills/", include("cadre.skills.api")),
     path("", include(hub_urls.clawhub_urlpatterns)),
 ]
 

@@ -256,6 +256,9 @@ class RunContext:
         # The input as the model may see it (masked by the input policy), once on_init ran.
         self.model_text: str | None = None
         self._policy_chain = None
+        # A model call's completion and events waiting for the run's next write (see `step`).
+        self._pending_done: list[Step] = []
+        self._pending_events: list[RunEvent] = []
 
     @property
     def input_text(self) -> str:
@@ -349,11 +352,43 @@ class RunContext:
             )
         return existing
 
+    # Completion fields a step's final write sets.
+    _DONE_FIELDS = (
+        "status",
+        "output",
+        "completed_at",
+        "duration_ms",
+        "tokens_in",
+        "tokens_out",
+        "cost",
+    )
+
+    def flush(self) -> None:
+        """Write what is waiting to be recorded (inside the caller's transaction): a model
+        call's completion and its event."""
+        for step in self._pending_done:
+            step.save(update_fields=self._DONE_FIELDS)
+        if self._pending_events:
+            RunEvent.objects.bulk_create(self._pending_events)
+        self._pending_done, self._pending_events = [], []
+
+    def _flush_now(self) -> None:
+        if self._pending_done or self._pending_events:
+            with bookkeeping():
+                self.flush()
+
     def step(self, kind: str, name: str, payload: dict, perform) -> dict:
         """Run `perform(step)` as step n, or return step n's stored output if it completed.
 
         `perform` returns the output dict; a "_usage" entry ({input_tokens, output_tokens,
         cost}) is moved onto the step's token and cost columns.
+
+        Model and tool calls are written `started` before their work; a hook is written once,
+        when it completed (it has no effect outside the run to account for). A model call's
+        completion is recorded with the run's next write — the next step, a wait or the
+        finish, which follow at once — one commit fewer per turn; if the worker dies in
+        between, the redelivered run asks the model again (a tool call's effect never
+        repeats: it is keyed and recorded durably by the executor).
         """
         index = self.next_index
         self.next_index += 1
@@ -362,32 +397,42 @@ class RunContext:
         if step is not None and step.status == Step.Status.COMPLETED:
             self._count(step)
             return step.output
-        # One transaction (one commit) to start a step. Model and tool calls (slow, or with
-        # effects) also beat the heart, check for cancellation and announce themselves.
         slow = kind != Step.Kind.HOOK
-        with bookkeeping():
-            if slow:
-                self._check_not_cancelled()
-            if step is None:
-                step = Step.objects.create(
-                    run_id=self.run.pk,
-                    index=index,
-                    kind=kind,
-                    name=name,
-                    idempotency_key=self.key(index),
-                    input=payload,
-                )
-                self.steps[index] = step
-            else:  # started before a crash: do it again (its effects are keyed, see executor)
-                step.attempts += 1
-                step.started_at = timezone.now()
-                step.save(update_fields=["attempts", "started_at"])
-            if slow:
-                emit(
-                    self.run.pk,
-                    "step",
-                    {"index": index, "kind": kind, "name": name, "status": "started"},
-                )
+        if step is None and not slow:  # a hook: written once, completed (see below)
+            step = Step(
+                run_id=self.run.pk,
+                index=index,
+                kind=kind,
+                name=name,
+                idempotency_key=self.key(index),
+                input=payload,
+                started_at=timezone.now(),
+            )
+        else:
+            with bookkeeping():
+                self.flush()
+                if slow:  # slow, or with effects: beat the heart, check for cancellation
+                    self._check_not_cancelled()
+                if step is None:
+                    step = Step.objects.create(
+                        run_id=self.run.pk,
+                        index=index,
+                        kind=kind,
+                        name=name,
+                        idempotency_key=self.key(index),
+                        input=payload,
+                    )
+                    self.steps[index] = step
+                else:  # started before a crash: do it again (effects are keyed, see executor)
+                    step.attempts += 1
+                    step.started_at = timezone.now()
+                    step.save(update_fields=["attempts", "started_at"])
+                if slow:
+                    emit(
+                        self.run.pk,
+                        "step",
+                        {"index": index, "kind": kind, "name": name, "status": "started"},
+                    )
         started = time.monotonic()
         with tracer().start_as_current_span(
             f"agent.{kind}",
@@ -407,29 +452,29 @@ class RunContext:
         step.tokens_in = usage.get("input_tokens", 0)
         step.tokens_out = usage.get("output_tokens", 0)
         step.cost = Decimal(str(usage.get("cost", 0)))
-        with bookkeeping():  # one commit: the step's result and its event
-            step.save(
-                update_fields=[
-                    "status",
-                    "output",
-                    "completed_at",
-                    "duration_ms",
-                    "tokens_in",
-                    "tokens_out",
-                    "cost",
-                ]
-            )
-            emit(
-                self.run.pk,
-                "step",
-                {
-                    "index": index,
-                    "kind": kind,
-                    "name": name,
-                    "status": "completed",
-                    "duration_ms": step.duration_ms,
-                },
-            )
+        event = RunEvent(
+            run_id=self.run.pk,
+            kind="step",
+            data={
+                "index": index,
+                "kind": kind,
+                "name": name,
+                "status": "completed",
+                "duration_ms": step.duration_ms,
+            },
+        )
+        if kind == Step.Kind.MODEL_CALL:  # recorded with the run's next write
+            self._pending_done.append(step)
+            self._pending_events.append(event)
+        else:
+            with bookkeeping():
+                self.flush()
+                if step.pk is None:  # a hook: one insert, already completed
+                    step.save(force_insert=True)
+                    self.steps[index] = step
+                else:
+                    step.save(update_fields=self._DONE_FIELDS)
+                event.save()
         self._count(step)
         return output
 
@@ -453,6 +498,7 @@ class RunContext:
         step = self._replayed(index, Step.Kind.WAIT, name)
         if step is not None and step.status == Step.Status.COMPLETED:
             return step.output
+        self._flush_now()
         self._check_not_cancelled()
         if step is None:
             with transaction.atomic():
@@ -790,6 +836,8 @@ def _finish(
     display = ctx.reidentify(text) if ctx is not None and text and not run.parent_id else text
     now = timezone.now()
     with bookkeeping():
+        if ctx is not None:
+            ctx.flush()
         fields = {"status": status, "finished_at": now, "heartbeat_at": now}
         if ctx is not None:
             fields.update(
@@ -843,6 +891,7 @@ def run_execute(run_id: int) -> str:
             raise RunBusy(run_id)
         run = (
             Run.objects.select_related(
+                "organization",
                 "agent__deployment",
                 "agent__organization",
                 "agent__member",

@@ -31,6 +31,10 @@ def enqueue(run_id: int) -> None:
 IM_CHANNELS = ("feishu", "wecom", "dingtalk", "slack", "webhook")
 
 
+# Redis broker priorities run 0 (first) to 9 (last); tasks without one count as 0.
+AFTER_RUN_PRIORITY = 9
+
+
 def queue_name() -> str:
     from django.conf import settings
 
@@ -207,7 +211,13 @@ def on_run_finished(run: Run) -> None:
         from cadre.agents.tasks import run_after
 
         if not run.output.get("refused"):  # a refused input is not a turn to learn from
-            transaction.on_commit(lambda: run_after.apply_async((run.pk,), queue=queue_name()))
+            # Learning from a turn (memory, compaction, post-processing) yields to answering:
+            # the lowest broker priority, so under load workers take waiting runs first.
+            transaction.on_commit(
+                lambda: run_after.apply_async(
+                    (run.pk,), queue=queue_name(), priority=AFTER_RUN_PRIORITY
+                )
+            )
         if run.session.channel in IM_CHANNELS:
             from connectors.tasks import deliver_run_reply
 

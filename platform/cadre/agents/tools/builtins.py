@@ -173,6 +173,13 @@ def _im_send(ctx, args: dict) -> dict:
         channel=ctx.run.session.channel,
         idempotency_key=ctx.key,
     )
+    # Delivered by the connectors once the effect is recorded (the executor's transaction);
+    # a scheduled sweep picks up any message whose task was lost.
+    from django.db import transaction
+
+    from connectors.tasks import agent_message_deliver
+
+    transaction.on_commit(lambda: agent_message_deliver.delay(message.pk))
     return {"message_id": message.pk, "recipients": recipients, "status": message.status}
 
 

@@ -1,0 +1,439 @@
+"""Skill lifecycle API under /api/v1/skills/: candidates (list, detail, upload, decisions,
+resubmission), the employee's proposals (confirm, dismiss), review stages, distillations."""
+
+from __future__ import annotations
+
+import django_filters
+from django.urls import path
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from cadre.api.viewsets import TenantViewSet
+from cadre.errors import InvalidInput, NotPermitted
+from cadre.skills import selectors, services
+from cadre.skills.models import (
+    DistillationRecord,
+    ReviewDecision,
+    SkillCandidate,
+    SkillEvidence,
+    SkillProposal,
+)
+
+MAX_FILES_JSON = 64
+
+
+# --- serializers -------------------------------------------------------------------------------
+
+
+class EvidenceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SkillEvidence
+        fields = ["id", "kind", "summary", "data", "weight", "created_at"]
+        read_only_fields = fields
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    decided_by_name = serializers.CharField(source="decided_by.display_name", default=None)
+
+    class Meta:
+        model = ReviewDecision
+        fields = [
+            "id",
+            "revision",
+            "stage_index",
+            "stage_name",
+            "decision",
+            "comment",
+            "decided_by",
+            "decided_by_name",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class ScoreComponentSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.FloatField(allow_null=True)
+    weight = serializers.FloatField()
+    detail = serializers.CharField()
+    data = serializers.DictField()
+
+
+class CandidateSerializer(serializers.ModelSerializer):
+    package = serializers.CharField(source="package.full_name", default=None)
+    published = serializers.SerializerMethodField()
+    current_stage = serializers.DictField(allow_null=True, read_only=True)
+    score_components = ScoreComponentSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = SkillCandidate
+        fields = [
+            "id",
+            "name",
+            "description",
+            "source",
+            "status",
+            "requested_by",
+            "department",
+            "package",
+            "stages",
+            "stage_index",
+            "current_stage",
+            "revision",
+            "fingerprint",
+            "scan_verdict",
+            "score",
+            "score_components",
+            "published",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_published(self, candidate) -> dict | None:
+        version = candidate.published_version
+        if version is None:
+            return None
+        return {
+            "package": candidate.package.full_name if candidate.package else None,
+            "version": version.version,
+            "key_id": version.key_id,
+        }
+
+
+class DiffFileSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    status = serializers.CharField()
+    lines = serializers.ListField(child=serializers.CharField())
+
+
+class CandidateDetailSerializer(CandidateSerializer):
+    evidence = EvidenceSerializer(many=True, read_only=True)
+    decisions = DecisionSerializer(many=True, read_only=True)
+    validation = serializers.DictField(read_only=True)
+    scan_findings = serializers.ListField(child=serializers.DictField(), read_only=True)
+    files = serializers.SerializerMethodField()
+    diff = serializers.SerializerMethodField()
+    may_decide = serializers.SerializerMethodField()
+
+    class Meta(CandidateSerializer.Meta):
+        fields = [
+            *CandidateSerializer.Meta.fields,
+            "validation",
+            "scan_findings",
+            "evidence",
+            "decisions",
+            "files",
+            "diff",
+            "may_decide",
+        ]
+        read_only_fields = fields
+
+    def get_files(self, candidate) -> list[dict]:
+        return [
+            {"path": path, "size": len(content)}
+            for path, content in sorted(selectors.decode_files(candidate.files).items())
+        ]
+
+    def get_diff(self, candidate) -> dict:
+        against, rows = selectors.candidate_diff(candidate)
+        return {"against": against, "files": DiffFileSerializer(rows, many=True).data}
+
+    def get_may_decide(self, candidate) -> dict:
+        allowed, why = selectors.may_decide(self.context["request"].actor, candidate)
+        return {"allowed": allowed, "reason": why}
+
+
+class DecideSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=services.DECISIONS)
+    comment = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+
+
+class UploadSerializer(serializers.Serializer):
+    bundle = serializers.FileField(help_text="zip or tar.gz of the skill folder")
+    note = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+
+
+class ResubmitSerializer(serializers.Serializer):
+    files = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text="path -> new text; other files are kept (or send a multipart `bundle`)",
+    )
+    note = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+
+
+class ProposalSerializer(serializers.ModelSerializer):
+    package = serializers.CharField(source="package.full_name", default=None)
+
+    class Meta:
+        model = SkillProposal
+        fields = [
+            "id",
+            "status",
+            "kind",
+            "name",
+            "summary",
+            "correction",
+            "package",
+            "files",
+            "drafted_by",
+            "run",
+            "session",
+            "candidate",
+            "created_at",
+            "decided_at",
+        ]
+        read_only_fields = fields
+
+
+class DismissSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class StageSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    roles = serializers.ListField(child=serializers.CharField(max_length=32), required=False)
+    permission = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    allow_requester = serializers.BooleanField(required=False, default=False)
+
+
+class StagesSerializer(serializers.Serializer):
+    stages = StageSerializer(many=True)
+
+
+class DistillationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DistillationRecord
+        fields = [
+            "id",
+            "name",
+            "kept",
+            "reason",
+            "check_method",
+            "figures",
+            "steps",
+            "successes",
+            "failures",
+            "memory_ids",
+            "candidate",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+# --- views -------------------------------------------------------------------------------------
+
+
+class CandidateFilter(django_filters.FilterSet):
+    mine = django_filters.BooleanFilter(method="by_mine", help_text="Only those I asked for")
+    to_decide = django_filters.BooleanFilter(
+        method="by_to_decide", help_text="Only those waiting for a stage I may decide"
+    )
+
+    class Meta:
+        model = SkillCandidate
+        fields = ["status", "source", "name"]
+
+    def by_mine(self, queryset, name, value):
+        member = getattr(self.request.actor, "member", None)
+        return queryset.filter(requested_by=member) if value and member else queryset
+
+    def by_to_decide(self, queryset, name, value):
+        if not value:
+            return queryset
+        return selectors.decidable(self.request.actor, queryset)
+
+
+class _VisibleOnly:
+    """Reads and writes are checked per object by the selectors and services."""
+
+    def check_permissions(self, request):
+        super(TenantViewSet, self).check_permissions(request)  # an authenticated actor
+
+    def check_object_permissions(self, request, obj):
+        super(TenantViewSet, self).check_object_permissions(request, obj)
+
+
+class CandidateViewSet(
+    _VisibleOnly, mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
+):
+    """Candidates the actor reviews (or asked for). `POST` uploads a bundle as a candidate."""
+
+    model = SkillCandidate
+    filterset_class = CandidateFilter
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return SkillCandidate.objects.none()
+        queryset = selectors.candidates_visible(self.actor)
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("evidence", "decisions__decided_by")
+        return queryset
+
+    def get_serializer_class(self):
+        return CandidateDetailSerializer if self.action != "list" else CandidateSerializer
+
+    def _detail(self, candidate, code=status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().prefetch_related("evidence", "decisions__decided_by")
+        candidate = fresh.get(pk=candidate.pk)
+        return Response(
+            CandidateDetailSerializer(candidate, context={"request": self.request}).data,
+            status=code,
+        )
+
+    @extend_schema(
+        request={"multipart/form-data": UploadSerializer},
+        responses={201: CandidateDetailSerializer},
+        description="Upload a skill bundle (zip or tar.gz) as a candidate for review.",
+    )
+    def create(self, request):
+        from hub.api.views import read_upload
+
+        if not self.actor.has("skill.publish"):
+            raise NotPermitted("Uploading a skill candidate needs 'skill.publish'.")
+        note = str(request.data.get("note", ""))[:4000] if hasattr(request.data, "get") else ""
+        candidate = services.candidate_upload(
+            actor=self.actor, data=read_upload(request), note=note
+        )
+        return self._detail(candidate, status.HTTP_201_CREATED)
+
+    @extend_schema(request=DecideSerializer, responses=CandidateDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def decisions(self, request, pk=None):
+        candidate = self.get_object()
+        incoming = DecideSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        decided = services.candidate_decide(
+            actor=self.actor,
+            candidate=candidate,
+            decision=incoming.validated_data["decision"],
+            comment=incoming.validated_data["comment"],
+        )
+        return self._detail(decided)
+
+    @extend_schema(
+        request={"application/json": ResubmitSerializer, "multipart/form-data": UploadSerializer},
+        responses=CandidateDetailSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def resubmit(self, request, pk=None):
+        from hub.api.views import read_upload
+        from hub.bundles import read_bundle
+
+        candidate = self.get_object()
+        if request.content_type.startswith("multipart/"):
+            bundle = read_bundle(read_upload(request))
+            files = {f.path: f.content for f in bundle.files}
+            note = str(request.data.get("note", ""))[:4000]
+        else:
+            incoming = ResubmitSerializer(data=request.data)
+            incoming.is_valid(raise_exception=True)
+            changed = incoming.validated_data.get("files") or {}
+            if not changed or len(changed) > MAX_FILES_JSON:
+                raise InvalidInput(
+                    "Send the changed files as {path: text}, or a multipart bundle.",
+                    details={"files": ["Between 1 and 64 files."]},
+                )
+            files = selectors.decode_files(candidate.files)
+            files.update({path: text.encode("utf-8") for path, text in changed.items()})
+            note = incoming.validated_data["note"]
+        resubmitted = services.candidate_resubmit(
+            actor=self.actor, candidate=candidate, files=files, note=note
+        )
+        return self._detail(resubmitted)
+
+
+class ProposalViewSet(
+    _VisibleOnly, mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
+):
+    """The skill changes drafted from the actor's own corrections, waiting for them."""
+
+    model = SkillProposal
+    serializer_class = ProposalSerializer
+    filterset_fields = ["status"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return SkillProposal.objects.none()
+        return selectors.proposals_for(self.actor)
+
+    @extend_schema(request=None, responses={201: CandidateDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def confirm(self, request, pk=None):
+        proposal = self.get_object()
+        via = "api" if self.actor.kind == "api_key" else "console"
+        candidate = services.proposal_confirm(actor=self.actor, proposal=proposal, via=via)
+        candidate = (
+            selectors.candidates_visible(self.actor)
+            .prefetch_related("evidence", "decisions")
+            .get(pk=candidate.pk)
+        )
+        return Response(
+            CandidateDetailSerializer(candidate, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(request=DismissSerializer, responses=ProposalSerializer)
+    @action(detail=True, methods=["post"])
+    def dismiss(self, request, pk=None):
+        proposal = self.get_object()
+        incoming = DismissSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        dismissed = services.proposal_dismiss(
+            actor=self.actor, proposal=proposal, reason=incoming.validated_data["reason"]
+        )
+        return Response(ProposalSerializer(dismissed).data)
+
+
+class StagesView(APIView):
+    """The organization's review stages; replacing them needs `policy.manage`."""
+
+    @extend_schema(responses=StagesSerializer, operation_id="skills_stages_get")
+    def get(self, request):
+        if not request.actor.may("skill.review") and not request.actor.has("policy.manage"):
+            raise NotPermitted("Reading the review stages needs 'skill.review' or 'policy.manage'.")
+        return Response({"stages": selectors.stages_for(request.actor.organization)})
+
+    @extend_schema(
+        request=StagesSerializer, responses=StagesSerializer, operation_id="skills_stages_set"
+    )
+    def put(self, request):
+        request.actor.require("policy.manage")
+        incoming = StagesSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        stages = services.review_stages_set(
+            actor=request.actor, stages=[dict(s) for s in incoming.validated_data["stages"]]
+        )
+        return Response({"stages": stages})
+
+
+class DistillationViewSet(mixins.ListModelMixin, TenantViewSet):
+    """What memory-to-skill looked at: each cluster, kept or dropped, and why (reviewers)."""
+
+    model = DistillationRecord
+    serializer_class = DistillationSerializer
+    filterset_fields = ["kept"]
+    action_verbs = {"list": "review"}
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return DistillationRecord.objects.none()
+        return DistillationRecord.objects.restrict(self.actor, "review")
+
+
+router = SimpleRouter()
+router.register("candidates", CandidateViewSet, basename="skill-candidate")
+router.register("proposals", ProposalViewSet, basename="skill-proposal")
+router.register("distillations", DistillationViewSet, basename="skill-distillation")
+
+urlpatterns = [
+    path("stages/", StagesView.as_view(), name="skill-stages"),
+    *router.urls,
+]

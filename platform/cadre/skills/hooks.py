@@ -1,0 +1,207 @@
+"""The `post_process:skill_backflow` hook: after a run, spot an employee's correction of the
+agent's previous answer, draft the skill change and ask the employee to confirm it.
+
+Registered on import (the app's `ready()` imports this module), so it joins the registry's
+defaults for every template that does not configure `post_process` itself. A reply such as
+"yes, save it" to a pending proposal in the same conversation confirms it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cadre.agents.hooks.registry import hook
+from cadre.agents.providers import ProviderError
+from cadre.errors import CadreError
+from cadre.skills import drafting
+
+logger = logging.getLogger(__name__)
+MIN_CONTEXT_OVERLAP = 0.05
+
+
+def _previous_run(run):
+    from cadre.agents.models import Run
+
+    return (
+        Run.objects.filter(
+            session_id=run.session_id, status=Run.Status.COMPLETED, created_at__lt=run.created_at
+        )
+        .exclude(pk=run.pk)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def _latest(package, fallback=None):
+    from hub.selectors import resolve_version
+
+    try:
+        return resolve_version(package, "latest")
+    except CadreError:  # nothing installable: the version that was used, if any
+        return fallback
+
+
+def _skills_in_context(run, previous) -> list:
+    """(package, latest published version) of the skills in the answer's context: the Hub's
+    record of what the runs loaded when it has one, else the template's skill references."""
+    from hub.models import SkillPackage
+
+    found: dict[int, tuple] = {}
+    try:
+        from hub.models import SkillUsage
+    except ImportError:  # a Hub without usage records: the references below
+        SkillUsage = None
+    if SkillUsage is not None:
+        usages = SkillUsage.objects.filter(
+            run_id__in=[previous.pk, run.pk], loaded=True
+        ).select_related("version__package__namespace")
+        for usage in usages:
+            latest = _latest(usage.version.package, usage.version)
+            if latest is not None:
+                found.setdefault(usage.package_id, (usage.version.package, latest))
+    if found:
+        return list(found.values())
+    for entry in run.version.skills or []:
+        reference = str(entry.get("package") or "").lstrip("@")
+        if "/" not in reference:
+            continue
+        handle, name = reference.split("/", 1)
+        package = SkillPackage.objects.filter(
+            organization_id=run.organization_id, namespace__handle=handle, name=name
+        ).first()
+        latest = _latest(package) if package is not None else None
+        if latest is not None:
+            found.setdefault(package.pk, (package, latest))
+    return list(found.values())
+
+
+def _best_skill(candidates: list, text: str):
+    from cadre.skills.scoring import jaccard
+
+    mine = set(drafting.words(text))
+    best, best_score = None, MIN_CONTEXT_OVERLAP
+    for package, version in candidates:
+        theirs = set(
+            drafting.words(
+                f"{package.name.replace('-', ' ')} {version.frontmatter.get('description', '')} "
+                f"{version.body}"
+            )
+        )
+        score = jaccard(mine, theirs)
+        if score >= best_score:
+            best, best_score = (package, version), score
+    return best
+
+
+def _confirm_by_reply(run) -> dict | None:
+    from cadre.skills import services
+    from cadre.skills.models import SkillProposal
+    from cadre.tenancy.actors import member_actor
+
+    if not drafting.is_affirmation(run.input.get("text", "")):
+        return None
+    proposal = (
+        SkillProposal.objects.filter(
+            session_id=run.session_id,
+            member_id=run.member_id,
+            status=SkillProposal.Status.PENDING,
+            run__created_at__lt=run.created_at,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    if proposal is None:
+        return None
+    candidate = services.proposal_confirm(
+        actor=member_actor(run.member), proposal=proposal, via="agent_reply"
+    )
+    return {"confirmed": proposal.pk, "candidate": candidate.pk}
+
+
+def _draft(run, *, request: str, output: str, correction: str, base) -> drafting.Draft | None:
+    base_md = _skill_md_of(base[1]) if base else None
+    base_name = base[0].name if base else ""
+    provider = drafting.model_for_version(run.version)
+    if provider is not None:
+        try:
+            return drafting.model_correction_draft(
+                provider,
+                request=request,
+                output=output,
+                correction=correction,
+                base_skill_md=base_md,
+                base_name=base_name,
+            )
+        except ProviderError as error:
+            logger.warning("skill backflow: the model could not draft (%s); using rules", error)
+    return drafting.offline_correction_draft(
+        request=request,
+        output=output,
+        correction=correction,
+        base_skill_md=base_md,
+        base_name=base_name,
+    )
+
+
+def _skill_md_of(version) -> str:
+    file = version.files.select_related("blob").filter(path="SKILL.md").first()
+    return bytes(file.blob.content).decode("utf-8", errors="replace") if file else ""
+
+
+@hook(
+    "post_process",
+    "skill_backflow",
+    description="Spot an employee's correction of the agent's answer, draft a skill change "
+    "and ask them to confirm it (a confirmed change becomes a skill candidate).",
+)
+def skill_backflow(run, config: dict) -> dict:
+    from cadre.agents.runtime.engine import agent_actor, emit
+    from cadre.skills import services
+    from cadre.skills.models import SkillProposal
+
+    if run.trigger != "message" or run.parent_id is not None:
+        return {"proposal": None, "reason": "not a person's message"}  # events, subagents
+    confirmed = _confirm_by_reply(run)
+    if confirmed is not None:
+        return confirmed
+    existing = SkillProposal.objects.filter(run=run).first()
+    if existing is not None:  # a redelivered task: the proposal is already there
+        return {"proposal": existing.pk}
+    correction = run.input.get("text", "")
+    if not drafting.is_correction(correction):
+        return {"proposal": None, "reason": "no correction in the message"}
+    previous = _previous_run(run)
+    if previous is None:
+        return {"proposal": None, "reason": "no earlier answer in the conversation to improve"}
+    request = previous.input.get("text", "")
+    output = previous.output.get("text", "")
+    base = _best_skill(_skills_in_context(run, previous), f"{request} {correction}")
+    draft = _draft(run, request=request, output=output, correction=correction, base=base)
+    if draft is None:
+        return {"proposal": None, "reason": "the model found no reusable skill in the correction"}
+    messages = [
+        {"role": "user", "content": request, "run_id": previous.pk},
+        {"role": "assistant", "content": output, "run_id": previous.pk},
+        {"role": "user", "content": correction, "run_id": run.pk},
+        {"role": "assistant", "content": run.output.get("text", ""), "run_id": run.pk},
+    ]
+    proposal = services.proposal_create(
+        actor=agent_actor(run.agent),
+        run=run,
+        draft=draft,
+        correction=correction,
+        messages=messages,
+        package=base[0] if base else None,
+        base_version=base[1] if base else None,
+    )
+    emit(
+        run.pk,
+        "skill_proposal",
+        {
+            "proposal": proposal.pk,
+            "summary": proposal.summary,
+            "question": "Save this as a skill for your team? Reply “yes, save it” or confirm "
+            "it in the console.",
+        },
+    )
+    return {"proposal": proposal.pk, "drafted_by": proposal.drafted_by, "name": proposal.name}

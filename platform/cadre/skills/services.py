@@ -1,0 +1,666 @@
+"""Skill lifecycle write paths: proposals, candidates, review stages, decisions, publication.
+
+Every change is audited in its transaction. Final approval publishes through the Hub's own
+`package_publish` (validate → scan → version → sign), in the same transaction as the decision:
+if the Hub refuses (a blocked scan, a taken version), the decision is not recorded either.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
+from cadre.governance import audit
+from cadre.skills import drafting, scoring, selectors
+from cadre.skills.models import (
+    CandidateRevision,
+    ReviewDecision,
+    ReviewStage,
+    SkillCandidate,
+    SkillEvidence,
+    SkillProposal,
+)
+from cadre.tenancy.actors import Actor
+from cadre.tenancy.roles import PERMISSIONS, ROLES
+
+MAX_STAGES = 6
+MAX_COMMENT = 4000
+DECISIONS = ("approve", "reject", "request_changes")
+EVIDENCE_KINDS_COUNTED = ("conversation", "trajectories", "upload")
+
+
+def encode_files(files: dict[str, bytes]) -> dict[str, str]:
+    return {path: base64.b64encode(content).decode("ascii") for path, content in files.items()}
+
+
+def _snapshot(candidate: SkillCandidate) -> dict:
+    return {
+        "status": candidate.status,
+        "stage_index": candidate.stage_index,
+        "revision": candidate.revision,
+        "fingerprint": candidate.fingerprint,
+        "scan_verdict": candidate.scan_verdict,
+        "score": candidate.score,
+    }
+
+
+# --- review stages ---------------------------------------------------------------------------
+
+
+def _clean_stage(raw, index: int) -> dict:
+    if not isinstance(raw, dict):
+        raise InvalidInput("Each stage is an object.", details={"stages": [f"Stage {index + 1}."]})
+    name = str(raw.get("name") or "").strip()[:100]
+    roles = raw.get("roles") or []
+    permission = str(raw.get("permission") or "").strip()
+    problems = []
+    if not name:
+        problems.append(f"Stage {index + 1} needs a name.")
+    if not isinstance(roles, list) or any(role not in ROLES for role in roles):
+        problems.append(f"Stage {index + 1}: roles must be among {', '.join(ROLES)}.")
+    if permission and permission not in PERMISSIONS:
+        problems.append(f"Stage {index + 1}: unknown permission '{permission}'.")
+    if not roles and not permission:
+        problems.append(f"Stage {index + 1} names no role and no permission: nobody could decide.")
+    if problems:
+        raise InvalidInput(problems[0], details={"stages": problems})
+    return {
+        "name": name,
+        "roles": list(dict.fromkeys(roles)),
+        "permission": permission,
+        "allow_requester": bool(raw.get("allow_requester", False)),
+    }
+
+
+@transaction.atomic
+def review_stages_set(*, actor: Actor, stages: list) -> list[dict]:
+    """Replace the organization's review stages (candidates already in review keep theirs)."""
+    actor.require("policy.manage")
+    if not isinstance(stages, list) or not 1 <= len(stages) <= MAX_STAGES:
+        raise InvalidInput(
+            f"Give between 1 and {MAX_STAGES} stages.", details={"stages": ["1 to 6 stages."]}
+        )
+    cleaned = [_clean_stage(stage, index) for index, stage in enumerate(stages)]
+    organization = actor.organization
+    before = selectors.stages_for(organization)
+    ReviewStage.objects.filter(organization=organization).delete()
+    ReviewStage.objects.bulk_create(
+        [
+            ReviewStage(organization=organization, position=index, **stage)
+            for index, stage in enumerate(cleaned)
+        ]
+    )
+    audit.record(
+        actor=actor,
+        action="skills.stages.set",
+        target=("organization", organization.pk, organization.name),
+        before={"stages": before},
+        after={"stages": cleaned},
+    )
+    return cleaned
+
+
+# --- candidates ------------------------------------------------------------------------------
+
+
+def _checked(files: dict[str, bytes], name: str | None = None):
+    """(bundle, validation report, scan) through the Hub's bundle reader and checks."""
+    from hub.bundles import bundle_from_files
+    from hub.services import check_bundle
+
+    bundle = bundle_from_files(files, folder_name=name)
+    report, scan = check_bundle(bundle, name=name)
+    if not report.ok:
+        raise InvalidInput(
+            f"The skill is not valid: {report.errors[0]}",
+            code="invalid_skill",
+            details={"problems": [p.as_dict() for p in report.problems]},
+        )
+    return bundle, report, scan
+
+
+def _target_package(organization, name: str):
+    """The organization's Hub package of that name (in its own namespace), and its latest."""
+    from hub.models import DistTag, SkillPackage
+
+    package = (
+        SkillPackage.objects.filter(
+            organization=organization, namespace__handle=organization.slug, name=name
+        )
+        .select_related("namespace")
+        .first()
+    )
+    if package is None:
+        return None, None
+    tag = DistTag.objects.filter(package=package, tag="latest").select_related("version").first()
+    return package, (tag.version if tag else None)
+
+
+def _apply_checks(candidate: SkillCandidate, files: dict[str, bytes]) -> None:
+    bundle, report, scan = _checked(files, candidate.name or None)
+    candidate.files = encode_files({f.path: f.content for f in bundle.files})
+    candidate.fingerprint = bundle.fingerprint
+    candidate.validation = report.as_dict()
+    candidate.scan_verdict = scan.verdict
+    candidate.scan_findings = [f.as_dict() for f in scan.findings]
+    description = report.frontmatter.get("description", "")
+    candidate.description = description if isinstance(description, str) else ""
+
+
+def _rescore(candidate: SkillCandidate, *, provider=None) -> None:
+    cases = sum(e.weight for e in candidate.evidence.all() if e.kind in EVIDENCE_KINDS_COUNTED)
+    if provider is None:
+        provider = drafting.model_for_organization(candidate.organization)
+    candidate.score, candidate.score_components = scoring.score_candidate(
+        candidate, evidence_cases=cases, provider=provider
+    )
+    candidate.save(update_fields=["score", "score_components"])
+
+
+def candidate_create(
+    *,
+    actor: Actor,
+    source: str,
+    files: dict[str, bytes],
+    requested_by=None,
+    evidence: list[dict] = (),
+    note: str = "",
+    package=None,
+    base_version=None,
+) -> SkillCandidate:
+    """A candidate from checked files, with its evidence, first revision and score."""
+    _bundle, report, _scan = _checked(files)
+    name = report.frontmatter.get("name")
+    if package is None:
+        package, base_version = _target_package(actor.organization, name)
+    with transaction.atomic():
+        candidate = SkillCandidate(
+            organization=actor.organization,
+            source=source,
+            name=name,
+            requested_by=requested_by,
+            department=getattr(requested_by, "department", None),
+            package=package,
+            base_version=base_version,
+            stages=selectors.stages_for(actor.organization),
+        )
+        _apply_checks(candidate, files)
+        candidate.save()
+        CandidateRevision.objects.create(
+            candidate=candidate,
+            number=1,
+            files=candidate.files,
+            fingerprint=candidate.fingerprint,
+            note=note[:MAX_COMMENT],
+            created_by=requested_by,
+        )
+        SkillEvidence.objects.bulk_create(
+            [SkillEvidence(candidate=candidate, **item) for item in evidence]
+        )
+        _rescore(candidate)
+        audit.record(
+            actor=actor,
+            action="skills.candidate.create",
+            target=candidate,
+            after={
+                **_snapshot(candidate),
+                "name": candidate.name,
+                "source": source,
+                "package": package.full_name if package else None,
+                "evidence": len(evidence),
+            },
+        )
+    return candidate
+
+
+def candidate_upload(*, actor: Actor, data: bytes, note: str = "") -> SkillCandidate:
+    """An author's bundle (zip or tar.gz, read by the Hub's bundle reader) as a candidate."""
+    from hub.bundles import read_bundle
+
+    actor.require("skill.publish")
+    if actor.member is None:
+        raise NotPermitted("Uploading a skill candidate needs a member.")
+    bundle = read_bundle(data)
+    files = {f.path: f.content for f in bundle.files}
+    return candidate_create(
+        actor=actor,
+        source=SkillCandidate.Source.UPLOAD,
+        files=files,
+        requested_by=actor.member,
+        note=note,
+        evidence=[
+            {
+                "kind": SkillEvidence.Kind.UPLOAD,
+                "summary": f"Uploaded by {actor.label}: {len(files)} file(s).",
+                "data": {"fingerprint": bundle.fingerprint, "files": sorted(files), "note": note},
+                "weight": 1,
+            }
+        ],
+    )
+
+
+@transaction.atomic
+def candidate_resubmit(
+    *, actor: Actor, candidate: SkillCandidate, files: dict[str, bytes], note: str = ""
+) -> SkillCandidate:
+    """After "request changes": new files, checked and scored again, back to the first stage."""
+    candidate = SkillCandidate.objects.select_for_update().get(pk=candidate.pk)
+    is_requester = actor.member is not None and candidate.requested_by_id == actor.member.pk
+    if not (is_requester or actor.can("skill.review", candidate)):
+        raise NotPermitted("Only the member who asked for this skill or a reviewer may resubmit.")
+    if candidate.status != SkillCandidate.Status.CHANGES_REQUESTED:
+        raise Conflict(
+            f"The candidate is {candidate.get_status_display().lower()}; only a candidate with "
+            "changes requested can be resubmitted.",
+            code="not_changes_requested",
+        )
+    before = _snapshot(candidate)
+    _apply_checks(candidate, files)
+    name = candidate.validation.get("frontmatter", {}).get("name")
+    if name != candidate.name:
+        raise InvalidInput(
+            f"The skill is called '{candidate.name}'; a resubmission keeps its name.",
+            code="name_changed",
+        )
+    candidate.revision += 1
+    candidate.status = SkillCandidate.Status.IN_REVIEW
+    candidate.stage_index = 0
+    candidate.stages = selectors.stages_for(candidate.organization)
+    candidate.updated_at = timezone.now()
+    candidate.save()
+    CandidateRevision.objects.create(
+        candidate=candidate,
+        number=candidate.revision,
+        files=candidate.files,
+        fingerprint=candidate.fingerprint,
+        note=note[:MAX_COMMENT],
+        created_by=actor.member,
+    )
+    ReviewDecision.objects.create(
+        candidate=candidate,
+        revision=candidate.revision,
+        stage_index=0,
+        stage_name=candidate.stages[0]["name"],
+        decision=ReviewDecision.Decision.RESUBMIT,
+        comment=note[:MAX_COMMENT],
+        decided_by=actor.member,
+    )
+    _rescore(candidate)
+    audit.record(
+        actor=actor,
+        action="skills.candidate.resubmit",
+        target=candidate,
+        before=before,
+        after=_snapshot(candidate),
+        reason=note,
+    )
+    return candidate
+
+
+# --- review decisions and publication ----------------------------------------------------------
+
+
+def _next_version(package) -> str:
+    """1.0.0 for a new skill; otherwise the next minor after every number the package used."""
+    from hub.models import UsedVersion
+    from hub.versions import parse_version
+
+    if package is None:
+        return "1.0.0"
+    used = [
+        parse_version(text)
+        for text in UsedVersion.objects.filter(package=package).values_list("version", flat=True)
+    ]
+    if not used:
+        return "1.0.0"
+    top = max(used, key=lambda v: (v.major, v.minor, v.patch))
+    return f"{top.major}.{top.minor + 1}.0"
+
+
+def _publisher(actor: Actor) -> Actor:
+    """The final approver, publishing because the organization's review stages approved: the
+    Hub's own review is this workflow, so the publication needs no second review there."""
+    return replace(
+        actor,
+        permissions=actor.permissions | {"skill.view", "skill.publish", "skill.review"},
+        label=f"{actor.label} (final skill approval)",
+        _grants=None,
+    )
+
+
+def _publish(actor: Actor, candidate: SkillCandidate, comment: str):
+    from hub import services as hub_services
+    from hub.bundles import bundle_from_files
+    from hub.models import SkillVersion
+
+    if candidate.scan_verdict == "block":
+        raise InvalidInput(
+            "The security scan blocked this skill; a blocked skill never publishes.",
+            code="scan_blocked",
+            details={"findings": candidate.scan_findings},
+        )
+    if actor.member is None:
+        raise NotPermitted("Publishing needs a member.")
+    publisher = _publisher(actor)
+    package = candidate.package
+    if package is not None and package.organization_id != candidate.organization_id:
+        raise Conflict("The target skill belongs to another organization.")
+    bundle = bundle_from_files(selectors.decode_files(candidate.files), folder_name=candidate.name)
+    outcome = hub_services.package_publish(
+        actor=publisher,
+        bundle=bundle,
+        version=_next_version(package),
+        name=candidate.name,
+        changelog=(comment or f"From skill candidate {candidate.pk} ({candidate.source})")[:2000],
+        display_name=candidate.name.replace("-", " ").capitalize(),
+    )
+    version = outcome.version
+    if version.status == SkillVersion.Status.PENDING_REVIEW:  # a `warn` verdict waits in the Hub
+        version = hub_services.version_review(
+            actor=publisher, version=version, approve=True, note="approved by skill review stages"
+        )
+    return version
+
+
+@transaction.atomic
+def candidate_decide(
+    *, actor: Actor, candidate: SkillCandidate, decision: str, comment: str = ""
+) -> SkillCandidate:
+    """Approve (next stage, or publish at the last), reject, or request changes."""
+    if decision not in DECISIONS:
+        raise InvalidInput(
+            f"Unknown decision '{decision}'.", details={"decision": [", ".join(DECISIONS)]}
+        )
+    comment = (comment or "").strip()[:MAX_COMMENT]
+    if decision != "approve" and not comment:
+        raise InvalidInput(
+            "Say why: rejecting or requesting changes needs a comment.",
+            details={"comment": ["Required for this decision."]},
+        )
+    candidate = (
+        SkillCandidate.objects.select_for_update(of=("self",))
+        .select_related("package", "organization")
+        .get(pk=candidate.pk)
+    )
+    allowed, why = selectors.may_decide(actor, candidate)
+    if not allowed:
+        if candidate.current_stage is None:
+            raise Conflict(why, code="not_in_review")
+        raise NotPermitted(why)
+    before = _snapshot(candidate)
+    stage = candidate.current_stage
+    ReviewDecision.objects.create(
+        candidate=candidate,
+        revision=candidate.revision,
+        stage_index=candidate.stage_index,
+        stage_name=stage["name"],
+        decision=decision,
+        comment=comment,
+        decided_by=actor.member,
+    )
+    published = None
+    if decision == "reject":
+        candidate.status = SkillCandidate.Status.REJECTED
+    elif decision == "request_changes":
+        candidate.status = SkillCandidate.Status.CHANGES_REQUESTED
+    elif candidate.stage_index + 1 < len(candidate.stages):
+        candidate.stage_index += 1
+    else:
+        published = _publish(actor, candidate, comment)
+        candidate.status = SkillCandidate.Status.PUBLISHED
+        candidate.published_version = published
+        candidate.package = published.package
+        candidate.stage_index = len(candidate.stages)
+    candidate.updated_at = timezone.now()
+    candidate.save(
+        update_fields=["status", "stage_index", "published_version", "package", "updated_at"]
+    )
+    audit.record(
+        actor=actor,
+        action=f"skills.candidate.{decision}",
+        target=candidate,
+        before=before,
+        after={**_snapshot(candidate), "stage": stage["name"]},
+        reason=comment,
+    )
+    if published is not None:
+        audit.record(
+            actor=actor,
+            action="skills.candidate.publish",
+            target=candidate,
+            after={"package": published.package.full_name, "version": published.version},
+        )
+    return candidate
+
+
+# --- proposals (backflow) ---------------------------------------------------------------------
+
+
+@transaction.atomic
+def proposal_create(
+    *,
+    actor: Actor,
+    run,
+    draft: drafting.Draft,
+    correction: str,
+    messages: list[dict],
+    package=None,
+    base_version=None,
+) -> SkillProposal:
+    """The drafted change the employee is asked to confirm (one per run)."""
+    existing = SkillProposal.objects.filter(run=run).first()
+    if existing is not None:
+        return existing
+    proposal = SkillProposal.objects.create(
+        organization_id=run.organization_id,
+        member_id=run.member_id,
+        run=run,
+        session_id=run.session_id,
+        kind=draft.kind,
+        package=package,
+        base_version=base_version,
+        name=draft.name,
+        summary=draft.summary[:2000],
+        correction=correction[:4000],
+        files=draft.files,
+        messages=messages,
+        drafted_by=draft.drafted_by,
+    )
+    audit.record(
+        actor=actor,
+        action="skills.proposal.create",
+        target=proposal,
+        organization=run.organization,
+        after={"name": proposal.name, "kind": proposal.kind, "run": run.pk, "by": draft.drafted_by},
+    )
+    return proposal
+
+
+def _proposal_files(proposal: SkillProposal) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    if proposal.base_version is not None:  # a new version keeps the skill's other files
+        files = {
+            f.path: bytes(f.blob.content)
+            for f in proposal.base_version.files.select_related("blob")
+        }
+    files.update({path: text.encode("utf-8") for path, text in proposal.files.items()})
+    return files
+
+
+@transaction.atomic
+def proposal_confirm(*, actor: Actor, proposal: SkillProposal, via: str = "api") -> SkillCandidate:
+    """The employee confirms: the draft becomes a candidate with the conversation as evidence."""
+    proposal = SkillProposal.objects.select_for_update().get(pk=proposal.pk)
+    if actor.member is None or actor.member.pk != proposal.member_id:
+        raise NotFound("No such skill proposal.", code="proposal_not_found")
+    if proposal.status != SkillProposal.Status.PENDING:
+        raise Conflict(f"The proposal is already {proposal.status}.", code="proposal_decided")
+    candidate = candidate_create(
+        actor=actor,
+        source=SkillCandidate.Source.BACKFLOW,
+        files=_proposal_files(proposal),
+        requested_by=proposal.member,
+        package=proposal.package,
+        base_version=proposal.base_version,
+        note=proposal.summary,
+        evidence=[
+            {
+                "kind": SkillEvidence.Kind.CONVERSATION,
+                "summary": f"Correction in conversation: “{proposal.correction[:300]}”",
+                "data": {
+                    "session_id": proposal.session_id,
+                    "run_ids": sorted(
+                        {m.get("run_id") for m in proposal.messages if m.get("run_id")}
+                    ),
+                    "messages": proposal.messages,
+                    "drafted_by": proposal.drafted_by,
+                    "confirmed_via": via,
+                },
+                "weight": 1,
+            }
+        ],
+    )
+    proposal.status = SkillProposal.Status.CONFIRMED
+    proposal.candidate = candidate
+    proposal.decided_at = timezone.now()
+    proposal.save(update_fields=["status", "candidate", "decided_at"])
+    audit.record(
+        actor=actor,
+        action="skills.proposal.confirm",
+        target=proposal,
+        before={"status": SkillProposal.Status.PENDING},
+        after={"status": proposal.status, "candidate": candidate.pk, "via": via},
+    )
+    return candidate
+
+
+@transaction.atomic
+def proposal_dismiss(*, actor: Actor, proposal: SkillProposal, reason: str = "") -> SkillProposal:
+    proposal = SkillProposal.objects.select_for_update().get(pk=proposal.pk)
+    if actor.member is None or actor.member.pk != proposal.member_id:
+        raise NotFound("No such skill proposal.", code="proposal_not_found")
+    if proposal.status != SkillProposal.Status.PENDING:
+        raise Conflict(f"The proposal is already {proposal.status}.", code="proposal_decided")
+    proposal.status = SkillProposal.Status.DISMISSED
+    proposal.decided_at = timezone.now()
+    proposal.save(update_fields=["status", "decided_at"])
+    audit.record(
+        actor=actor,
+        action="skills.proposal.dismiss",
+        target=proposal,
+        before={"status": SkillProposal.Status.PENDING},
+        after={"status": proposal.status},
+        reason=reason[:MAX_COMMENT],
+    )
+    return proposal
+
+
+# --- memory-to-skill ---------------------------------------------------------------------------
+
+
+def memory_distill(*, organization) -> list:
+    """Cluster the organization's task trajectories and keep the drafts that pass the
+    counterfactual check as candidates; every cluster looked at is recorded, kept or dropped.
+    Idempotent: a cluster (the same trajectories) is looked at once."""
+    from cadre.skills import distill
+    from cadre.skills.models import DistillationRecord
+    from cadre.tenancy.actors import system_actor
+
+    actor = system_actor(organization, label="memory-to-skill")
+    trajectories = distill.load_trajectories(organization)
+    if not trajectories:
+        return []
+    model_id = distill.attach_vectors(trajectories)
+    provider = drafting.model_for_organization(organization)
+    records = []
+    for members in distill.cluster(trajectories):
+        if sum(1 for t in members if t.success) < distill.MIN_SUCCESSES:
+            continue  # too small to say anything: not recorded, it may grow
+        result = distill.distill_cluster(members, provider)
+        if DistillationRecord.objects.filter(
+            organization=organization, cluster_key=result.key
+        ).exists():
+            continue
+        records.append(_record_distillation(actor, organization, result, model_id))
+    return records
+
+
+@transaction.atomic
+def _record_distillation(actor: Actor, organization, result, model_id: str):
+    from cadre.skills.models import DistillationRecord
+
+    candidate = None
+    pending = (
+        SkillCandidate.objects.filter(
+            organization=organization,
+            name=result.name,
+            status__in=[SkillCandidate.Status.IN_REVIEW, SkillCandidate.Status.CHANGES_REQUESTED],
+        ).first()
+        if result.kept
+        else None
+    )
+    if pending is not None:  # the cluster grew since: one candidate per skill at a time
+        result.kept = False
+        result.reason = f"{result.reason}; not proposed again: candidate {pending.pk} is in review"
+    if result.kept:
+        try:
+            candidate = candidate_create(
+                actor=actor,
+                source=SkillCandidate.Source.MEMORY,
+                files={"SKILL.md": result.draft.encode("utf-8")},
+                note=result.reason,
+                evidence=[
+                    {
+                        "kind": SkillEvidence.Kind.TRAJECTORIES,
+                        "summary": f"{len(result.successes)} successful and "
+                        f"{len(result.failures)} failed task runs in memory",
+                        "data": {
+                            "memory_ids": sorted(t.memory_id for t in result.members),
+                            "successes": [t.memory_id for t in result.successes],
+                            "failures": [t.memory_id for t in result.failures],
+                            "embedding_model": model_id,
+                        },
+                        "weight": len(result.successes),
+                    },
+                    {
+                        "kind": SkillEvidence.Kind.COUNTERFACTUAL,
+                        "summary": result.reason,
+                        "data": {"method": result.method, **result.figures, "steps": result.steps},
+                        "weight": 0,
+                    },
+                ],
+            )
+        except InvalidInput as error:
+            result.kept = False
+            result.reason = f"the draft is not a valid skill: {error.message}"
+    record = DistillationRecord.objects.create(
+        organization=organization,
+        cluster_key=result.key,
+        memory_ids=sorted(t.memory_id for t in result.members),
+        successes=len(result.successes),
+        failures=len(result.failures),
+        name=result.name,
+        draft=result.draft,
+        steps=result.steps,
+        check_method=result.method,
+        figures=result.figures,
+        kept=result.kept,
+        reason=result.reason,
+        candidate=candidate,
+    )
+    audit.record(
+        actor=actor,
+        action="skills.distillation.keep" if result.kept else "skills.distillation.drop",
+        target=record,
+        after={
+            "name": result.name,
+            "kept": result.kept,
+            "candidate": getattr(candidate, "pk", None),
+        },
+        reason=result.reason,
+    )
+    return record

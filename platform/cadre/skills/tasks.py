@@ -1,0 +1,33 @@
+"""Skill lifecycle background work: memory-to-skill distillation per organization."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from cadre.memory.embeddings import EmbeddingError
+
+
+@shared_task(
+    name="skills.memory_distill",
+    autoretry_for=(EmbeddingError,),
+    retry_backoff=True,
+    retry_jitter=True,
+    max_retries=3,
+)
+def memory_distill(organization_id: int | None = None) -> dict:
+    """Distill skills from memory for one organization (or every active one). Idempotent:
+    clusters already looked at are skipped."""
+    from cadre.skills import services
+    from cadre.tenancy.models import Organization
+
+    organizations = Organization.objects.filter(status=Organization.Status.ACTIVE)
+    if organization_id is not None:
+        organizations = organizations.filter(pk=organization_id)
+    done = {}
+    for organization in organizations:
+        records = services.memory_distill(organization=organization)
+        done[organization.slug] = {
+            "kept": sum(1 for r in records if r.kept),
+            "dropped": sum(1 for r in records if not r.kept),
+        }
+    return done
