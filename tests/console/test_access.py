@@ -90,20 +90,24 @@ def test_outsider_gets_404_for_other_org_pages(alice, charlie, browser):
 
 
 @pytest.mark.parametrize(
-    ("area", "allowed_role", "denied_role"),
+    ("area", "url_name"),
     [
-        ("hub", "auditor", None),
+        ("templates", "console:templates"),
+        ("deployments", "console:deployments"),
+        ("agents", "console:agents"),
+        ("chat", "console:chat"),
+        ("hub", "console:hub"),
+        ("reviews", "console:skill_reviews"),
+        ("confirmations", "console:confirmations"),
+        ("policies", "console:policies"),
+        ("alerts", "console:alerts"),
+        ("connectors", "console:connectors"),
     ],
 )
-def test_future_areas_describe_themselves_to_permitted_roles(
-    make_member, browser, area, allowed_role, denied_role
-):
-    page = browser(make_member(roles=[allowed_role])).get(reverse("console:area", args=[area]))
-    assert page.status_code == 200
-    assert "not built yet" in page.content.decode()
-    if denied_role:
-        denied = browser(make_member(roles=[denied_role])).get(reverse("console:area", args=[area]))
-        assert denied.status_code == 403
+def test_an_area_with_a_built_page_sends_there(alice, browser, area, url_name):
+    response = browser(alice).get(reverse("console:area", args=[area]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse(url_name)
 
 
 def test_unknown_area_is_404(alice, browser):
@@ -119,3 +123,11 @@ def test_user_without_membership_is_told_so(browser, db):
     response = client.get(reverse("console:home"))
     assert response.status_code == 403
     assert "not a member of an active organization" in response.content.decode()
+
+
+def test_auditors_find_the_governance_pages_they_may_read(make_member, browser):
+    page = browser(make_member(roles=["auditor"])).get(reverse("console:home")).content.decode()
+    assert f'href="{reverse("console:confirmations")}"' in page
+    assert f'href="{reverse("console:alerts")}"' in page
+    employee = browser(make_member(roles=["employee"])).get(reverse("console:home"))
+    assert f'href="{reverse("console:alerts")}"' not in employee.content.decode()

@@ -15,7 +15,7 @@ from django.urls import NoReverseMatch, reverse
 class NavItem:
     label: str
     url_name: str
-    permission: str | None
+    permission: str | tuple[str, ...] | None  # a tuple: any one of them
     section: str
     # The not-yet-built area page shown while `url_name` has no route.
     area: str | None = None
@@ -37,7 +37,11 @@ NAVIGATION = [
     NavItem("Positions", "console:positions", "position.view", "Organization"),
     NavItem("Templates", "console:templates", "template.view", "Agents", area="templates"),
     NavItem(
-        "Deployments", "console:deployments", "deployment.manage", "Agents", area="deployments"
+        "Deployments",
+        "console:deployments",
+        ("deployment.manage", "agent.view"),
+        "Agents",
+        area="deployments",
     ),
     NavItem("Agents & sessions", "console:agents", "agent.view", "Agents", area="agents"),
     NavItem("Chat", "console:chat", "chat.use", "Agents", area="chat"),
@@ -47,12 +51,14 @@ NAVIGATION = [
     NavItem(
         "Confirmations",
         "console:confirmations",
-        "confirmation.decide",
+        ("confirmation.decide", "audit.view"),
         "Governance",
         area="confirmations",
     ),
     NavItem("Policies", "console:policies", "policy.manage", "Governance", area="policies"),
-    NavItem("Alerts", "console:alerts", "policy.manage", "Governance", area="alerts"),
+    NavItem(
+        "Alerts", "console:alerts", ("policy.manage", "audit.view"), "Governance", area="alerts"
+    ),
     NavItem("Audit log", "console:audit", "audit.view", "Governance"),
     NavItem("Connectors", "console:connectors", "connector.manage", "Settings", area="connectors"),
     NavItem("API keys", "console:api_keys", "apikey.view", "Settings"),
@@ -206,7 +212,8 @@ AREAS: dict[str, Area] = {
 def navigation_for(actor, current_path: str) -> list[dict]:
     sections: dict[str, list[dict]] = {}
     for item in NAVIGATION:
-        if item.permission and not actor.may(item.permission):
+        needed = (item.permission,) if isinstance(item.permission, str) else item.permission
+        if needed and not any(actor.may(permission) for permission in needed):
             continue
         url, built = item.resolve()
         active = current_path == url if url == "/" else current_path.startswith(url)
