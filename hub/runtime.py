@@ -215,7 +215,11 @@ def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: in
             "package__namespace", "version__package__namespace"
         )
     )
-    if not installs and agent.version.skills:
+    # The run's pinned version (already loaded with the run) names the template's skills.
+    template_skills = getattr(run, "version", None) or agent.version
+    if not installs and not template_skills.skills:
+        return {"sections": [], "loaded": [], "bodies": [], "skipped": []}
+    if not installs and template_skills.skills:
         # Agents that existed before their skills were published resolve on first use.
         installs_sync(agent_ids=[agent.pk])
         installs = list(
