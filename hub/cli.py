@@ -72,6 +72,8 @@ class HubClient:
                 error = response.json()["error"]
                 message = error["message"]
                 details = error.get("details") or {}
+                if error.get("code"):  # the stable code scripts can match on
+                    message = f"{message} [{error['code']}]"
             except (ValueError, KeyError, TypeError):
                 message, details = response.text[:500] or f"HTTP {response.status_code}", {}
             raise CommandError(_describe(message, details))

@@ -12,10 +12,21 @@ from django.utils import timezone
 
 from cadre.errors import InvalidInput, NotFound
 from cadre.tenancy.models import Department, department_subtree_ids
-from hub.models import DistTag, SkillDailyStat, SkillInstall, SkillPackage, SkillVersion
+from cadre.tenancy.roles import GRANTABLE
+from hub.models import (
+    DistTag,
+    HubNamespace,
+    SkillDailyStat,
+    SkillInstall,
+    SkillPackage,
+    SkillVersion,
+)
 from hub.versions import Version, parse_range, parse_version, sort_key
 
 INSTALL_WINDOW_DAYS = 60
+# Members with one of these roles administer the organization: with `skill.publish` at
+# organization level they may publish into every one of its team namespaces.
+ORG_ADMIN_ROLES = frozenset({"owner", "it_admin"})
 CANDIDATES = 200  # text matches ranked by use (step 2 of search)
 
 
@@ -75,6 +86,43 @@ def can_maintain(actor, package: SkillPackage) -> bool:
     if actor.has("skill.publish") and member is not None and package.owner_id == member.pk:
         return True
     return actor.can("skill.review", package)
+
+
+def namespace_publish_refusal(actor, namespace: HubNamespace) -> tuple[str, str] | None:
+    """Why the actor may not publish into `namespace` — (error code, message) — or None.
+
+    Another organization's namespace: never. The organization's own namespaces without a
+    department: anyone with `skill.publish`. A team namespace (tied to a department): members
+    of that department or of a department below it, holders of an object grant on it (or on a
+    department above it, which reaches it), and organization admins (`ORG_ADMIN_ROLES`) with
+    `skill.publish` at organization level. An API key acts as the member who created it (its
+    department and roles; keys carry no object grants).
+    """
+    organization = getattr(actor, "organization", None)
+    if organization is None or namespace.organization_id != organization.pk:
+        return (
+            "namespace_foreign",
+            f"@{namespace.handle} belongs to another organization; publish under your "
+            "organization's namespace.",
+        )
+    if namespace.department_id is None:
+        return None
+    member = actor.member
+    if actor.has("skill.publish") and ORG_ADMIN_ROLES & set(getattr(member, "roles", ()) or ()):
+        return None
+    team = department_subtree_ids(organization.pk, {namespace.department_id})
+    if member is not None and member.department_id in team:
+        return None
+    roots: set[int] = set()
+    for permission in GRANTABLE["department"]:
+        roots |= actor.granted_ids(permission, Department)
+    if roots and namespace.department_id in department_subtree_ids(organization.pk, roots):
+        return None
+    return (
+        "namespace_not_member",
+        f"@{namespace.handle} is a team namespace: only members of its department, holders of "
+        "a grant on it, or organization admins may publish into it.",
+    )
 
 
 def package_get(actor, handle: str, name: str) -> SkillPackage:

@@ -38,7 +38,7 @@ from hub.models import (
     UsedVersion,
 )
 from hub.scan import ScanResult, scan_files
-from hub.selectors import can_maintain, ordered
+from hub.selectors import can_maintain, namespace_publish_refusal, ordered
 from hub.validation import ValidationReport, validate_files
 from hub.versions import is_range, parse_version
 
@@ -141,8 +141,10 @@ def _namespace_for_publish(actor: Actor, handle: str | None) -> HubNamespace:
             handle=handle,
             defaults={"organization": organization, "display_name": organization.name},
         )
-    if namespace.organization_id != organization.pk:
-        raise NotPermitted(f"@{handle} belongs to another organization.", code="namespace_foreign")
+    refusal = namespace_publish_refusal(actor, namespace)
+    if refusal is not None:
+        code, message = refusal
+        raise NotPermitted(message, code=code, details={"namespace": f"@{namespace.handle}"})
     return namespace
 
 

@@ -1,4 +1,5 @@
-"""Hub background work: embedding a package for semantic search after `latest` changes."""
+"""Hub background work: embedding a package for semantic search after `latest` changes, and
+the periodic cleanup of expired upload tickets (beat: `hub-upload-tickets-purge`)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,11 @@ def package_embed(package_id: int) -> bool:
 
     package = SkillPackage.objects.filter(pk=package_id).first()
     return embed(package) if package is not None else False
+
+
+@shared_task(name="hub.tasks.upload_tickets_purge", ignore_result=True)
+def upload_tickets_purge() -> int:
+    """Beat: delete expired (abandoned) upload tickets and their staged bytes; idempotent."""
+    from hub.uploads import upload_tickets_purge as purge
+
+    return purge()

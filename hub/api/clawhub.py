@@ -31,8 +31,7 @@ from hub import selectors, services
 from hub.api.views import integrity_headers, version_bundle
 from hub.bundles import LIMITS, bundle_from_files, content_type_for, safe_path, write_zip
 from hub.models import DistTag, SkillPackage, SkillVersion, UploadTicket
-
-UPLOAD_TICKET_MINUTES = 30
+from hub.uploads import UPLOAD_TICKET_MINUTES
 
 
 class ClawHubUploadUrl(serializers.Serializer):
@@ -350,7 +349,7 @@ class UploadUrlView(ClawHubView):
             created_by=request.actor.member,
             expires_at=timezone.now() + timedelta(minutes=UPLOAD_TICKET_MINUTES),
         )
-        UploadTicket.objects.filter(expires_at__lt=timezone.now()).delete()
+        # Expired and abandoned tickets are removed by the beat task `upload_tickets_purge`.
         upload_url = f"{settings.CADRE_BASE_URL}/api/v1/hub/uploads/{ticket.ticket}"
         return Response({"uploadUrl": upload_url, "uploadTicket": ticket.ticket})
 
