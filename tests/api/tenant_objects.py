@@ -160,6 +160,15 @@ def _agents_factory(key: str) -> Callable[[Member], object]:
     return lambda owner: _agents_world(owner)[key]
 
 
+def _agent_subscription(owner: Member):
+    from cadre.agents.models import AgentSubscription
+
+    subscriber, publisher = _agents_world(owner)["agent"], _agents_world(owner)["agent"]
+    return AgentSubscription.objects.create(
+        organization=owner.organization, subscriber=subscriber, publisher=publisher
+    )
+
+
 def _connector(owner: Member):
     from connectors.services import connector_create
 
@@ -175,6 +184,7 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
     """Other apps' models, imported here so this module loads whatever exists yet."""
     from cadre.agents.models import (
         Agent,
+        AgentSubscription,
         AgentTemplate,
         Deployment,
         EventTrigger,
@@ -209,6 +219,7 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         Rollout: _agents_factory("rollout"),
         EventTrigger: _agents_factory("trigger"),
         ModelProviderConfig: _agents_factory("provider"),
+        AgentSubscription: _agent_subscription,
         Connector: _connector,
         ConnectorBinding: lambda o: ConnectorBinding.objects.create(
             organization=o.organization, connector=_connector(o), name="sweep"

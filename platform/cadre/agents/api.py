@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 
 from cadre.agents import serializers as s
 from cadre.agents import services
+from cadre.agents.api_subscriptions import AgentSubscriptionViewSet
 from cadre.agents.models import (
     Agent,
     AgentTemplate,
@@ -548,6 +549,7 @@ router.register("agents", AgentViewSet, basename="agent")
 router.register("sessions", SessionViewSet, basename="session")
 router.register("runs", RunViewSet, basename="run")
 router.register("triggers", EventTriggerViewSet, basename="event-trigger")
+router.register("agent-subscriptions", AgentSubscriptionViewSet, basename="agent-subscription")
 
 urlpatterns = [
     path("template-presets/", PresetView.as_view(), name="template-presets"),

@@ -626,3 +626,68 @@ class TriggerEvent(TenantModel):
         constraints = [
             models.UniqueConstraint("trigger", "event_id", name="triggerevent_unique_event")
         ]
+
+
+# --- subscriptions ----------------------------------------------------------------------------
+
+
+class AgentSubscription(TenantModel):
+    """One agent following another's publications (a hot-topic tracker feeding an analyst).
+
+    When the publisher's model calls `publish`, every active subscription whose topics match
+    starts a run of the subscriber with the structured message and the memories the publisher
+    explicitly shared. A member's own agent may follow a colleague's only once the colleague
+    (or an admin) approved: until then the subscription is `pending` and delivers nothing.
+    """
+
+    resource = "agent"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Awaiting the publisher's approval"
+        ACTIVE = "active", "Active"
+        PAUSED = "paused", "Paused"
+
+    subscriber = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="subscriptions")
+    publisher = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="subscribers")
+    # Topics delivered; empty: every publication of the publisher.
+    topics = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    # Deliveries in any rolling hour; more are skipped (and said so in the publish result).
+    max_per_hour = models.PositiveIntegerField(default=30)
+    created_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approved_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Who paused it: a pause by the publisher's side is lifted only by that side or an admin.
+    paused_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                "subscriber", "publisher", name="agentsubscription_unique_pair"
+            ),
+            models.CheckConstraint(
+                condition=~Q(subscriber=models.F("publisher")),
+                name="agentsubscription_not_self",
+            ),
+        ]
+        indexes = [models.Index(fields=["publisher", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.subscriber_id} follows {self.publisher_id} ({self.status})"
+
+    @classmethod
+    def grant_filter(cls, actor, permission: str) -> Q | None:
+        # Members see the subscriptions on either side of their own agents.
+        if permission == "agent.view" and actor.has("chat.use") and actor.member is not None:
+            return Q(subscriber__member_id=actor.member.pk) | Q(
+                publisher__member_id=actor.member.pk
+            )
+        return None

@@ -128,6 +128,26 @@ RULES: list[tuple[str, re.Pattern, callable]] = [
         ),
         lambda m: {"agent": int(m["agent"]), "message": m["message"].strip()},
     ),
+    (
+        # "publish <topic>: <summary> [sharing memories 3, 4]" — the first line only, so a
+        # subscriber's input (summary first, then where it came from) can publish again.
+        "notify_subscribers",
+        re.compile(
+            r"^(?:please\s+)?(?:publish|share)\s+(?:on\s+)?(?P<topic>[\w.\-/]+)\s*:\s*"
+            r"(?P<summary>[^\n]+?)(?:\s+\(?sharing\s+memor(?:y|ies)\s+"
+            r"(?P<ids>\d+(?:\s*,\s*\d+)*)\)?)?\s*(?:\n|$)",
+            re.I,
+        ),
+        lambda m: {
+            "topic": m["topic"],
+            "summary": m["summary"].strip(),
+            **(
+                {"share_memories": [int(i) for i in re.findall(r"\d+", m["ids"])]}
+                if m["ids"]
+                else {}
+            ),
+        },
+    ),
 ]
 
 
@@ -151,6 +171,8 @@ def _summarize_tool_result(message: dict) -> str:
         if not hits:
             return "I found nothing in memory about that."
         return "From memory: " + " | ".join(hit.get("content", "")[:160] for hit in hits[:3])
+    if name == "notify_subscribers" and isinstance(data, dict) and "delivered" in data:
+        return f"Published on {data.get('topic')} to {len(data['delivered'])} subscriber(s)."
     if name == "delegate" and isinstance(data, dict) and "reply" in data:
         return f"Agent {data.get('agent')} answered: {data['reply']}"
     return f"{name} done: {json.dumps(data, ensure_ascii=False, sort_keys=True)[:300]}"

