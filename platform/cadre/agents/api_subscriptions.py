@@ -3,7 +3,8 @@ approve, pause, resume, delete). The services in runtime/subscriptions.py decide
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -13,6 +14,7 @@ from cadre.agents.runtime import subscriptions as services
 from cadre.api.viewsets import TenantViewSet
 
 
+@extend_schema_field(OpenApiTypes.INT)
 class OrganizationAgentField(serializers.PrimaryKeyRelatedField):
     """Any agent of the actor's organization: a member asks to follow a colleague's agent,
     which they cannot read; another organization's agent does not exist."""
