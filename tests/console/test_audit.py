@@ -78,6 +78,7 @@ def test_audit_log_paginates_by_fifty(alice, browser):
 
 def test_event_page_shows_diff_and_chain_fields(alice, bob, browser):
     services.member_update(actor=member_actor(alice), member=bob, title="Engineer")
+    audit.seal(organization=alice.organization)  # chain fields are set when sealed
     event = AuditEvent.objects.get(action="member.update")
     page = browser(alice).get(reverse("console:audit_event", args=[event.pk])).content.decode()
     assert "member.update" in page

@@ -90,6 +90,7 @@ def test_audit_list_only_shows_own_organization(org_a, org_b, alice, charlie, cl
 def test_audit_events_are_listed_newest_first_with_chain_fields(org_a, alice, client_for):
     for n in range(3):
         audit.record(actor=member_actor(alice), action=f"test.n{n}")
+    audit.seal(organization=org_a)
     rows = client_for(alice).get(URL).json()["results"]
     assert [row["sequence"] for row in rows] == [3, 2, 1]
     assert rows[0]["prev_hash"] == rows[1]["hash"]

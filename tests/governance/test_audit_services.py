@@ -17,20 +17,20 @@ from tests.factories import DepartmentFactory, IMIdentityFactory, MemberFactory,
 
 
 def last_event(organization) -> AuditEvent:
+    # Newest first, sealed or not: an event waits for its seal until after the commit.
     return AuditEvent.objects.filter(organization=organization).order_by("-sequence").first()
 
 
-def events_since(organization, sequence: int) -> list[AuditEvent]:
+def events_since(organization, event_id: int) -> list[AuditEvent]:
     return list(
-        AuditEvent.objects.filter(organization=organization, sequence__gt=sequence).order_by(
-            "sequence"
-        )
+        AuditEvent.objects.filter(organization=organization, pk__gt=event_id).order_by("sequence")
     )
 
 
 def head(organization) -> int:
+    """The id of the organization's newest event (0 when it has none)."""
     event = last_event(organization)
-    return event.sequence if event else 0
+    return event.pk if event else 0
 
 
 def assert_event(event, *, action, actor, target_type, target_id, changes=None):
@@ -186,8 +186,9 @@ def test_member_create_update_deactivate_reactivate_are_audited(org_a, owner):
 
 
 def test_invite_accept_and_revoke_are_audited(org_a, owner):
+    before = head(org_a)
     member, _invitation, token = services.member_invite(actor=owner, email="eve@acme.test")
-    create, invite = events_since(org_a, head(org_a) - 2)
+    create, invite = events_since(org_a, before)
     assert create.action == "member.create"
     assert_event(
         invite, action="member.invite", actor=owner, target_type="member", target_id=member.pk
@@ -336,3 +337,42 @@ def test_member_create_with_factory_member_as_manager_is_audited(org_a, owner):
     member = services.member_create(actor=owner, display_name="Gus", manager=manager)
     assert last_event(org_a).changes["after"]["manager"] == manager.pk
     assert last_event(org_a).target_id == str(member.pk)
+
+
+def test_service_events_are_sealed_into_the_chain_in_the_order_they_were_written(org_a, owner):
+    from cadre.governance import audit
+
+    before = head(org_a)
+    department = services.department_create(actor=owner, name="Ops")
+    services.department_update(actor=owner, department=department, name="Operations")
+    written = events_since(org_a, before)
+    assert [event.sequence for event in written] == [None, None]  # sealed after the commit
+    assert audit.seal(organization=org_a) >= 2
+    sealed = events_since(org_a, before)
+    assert [event.action for event in sealed] == ["department.create", "department.update"]
+    assert sealed[1].sequence == sealed[0].sequence + 1
+    assert sealed[1].prev_hash == sealed[0].hash
+    assert audit.verify_chain(org_a)["ok"]
+
+
+def test_a_failed_service_leaves_no_gap_in_the_chain(org_a, owner, alice):
+    from cadre.errors import Conflict
+    from cadre.governance import audit
+
+    services.department_create(actor=owner, name="Before")
+    with pytest.raises(Conflict):
+        services.member_deactivate(actor=owner, member=alice)
+    services.department_create(actor=owner, name="After")
+    audit.seal(organization=org_a)
+    sequences = list(
+        AuditEvent.objects.filter(organization=org_a)
+        .order_by("sequence")
+        .values_list("sequence", flat=True)
+    )
+    assert sequences == list(range(1, len(sequences) + 1))
+    assert audit.verify_chain(org_a) == {
+        "ok": True,
+        "checked": len(sequences),
+        "unsealed": 0,
+        "broken": None,
+    }

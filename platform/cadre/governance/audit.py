@@ -1,8 +1,18 @@
 """The one way to record a state change: `audit.record(...)`, in the change's transaction.
 
-Events form a SHA-256 hash chain per organization. Appending locks the organization's chain
-head row (SELECT … FOR UPDATE), so concurrent writers queue instead of forking the chain; the
-lock is released when the surrounding transaction commits, together with the change itself.
+Events form a SHA-256 hash chain per organization, built in two steps so that writers never
+wait for each other:
+
+1. `record` inserts the event *unsealed* (no sequence, no hashes) in the caller's transaction.
+   It takes no lock, so concurrent transactions commit side by side.
+2. `seal` — run by the `audit_seal` task shortly after the commit, by a beat safety net, and
+   before anything reads the chain (export, stream, verify --seal) — locks the organization's
+   chain head row, takes the committed unsealed events in id order, gives them the next
+   sequence numbers and their prev_hash/hash, and writes them in one statement per batch.
+
+An event that commits late (a lower id than events already sealed) is simply sealed in a later
+batch: the chain order is the sealing order (sequence), never the id, so a sealed chain is never
+rewritten. The database lets exactly that one update through (see migration 0005).
 """
 
 from __future__ import annotations
@@ -11,9 +21,12 @@ import hashlib
 import ipaddress
 import json
 import re
-from datetime import UTC
+import time
+from datetime import UTC, datetime
+from functools import cache, partial
 from typing import Any
 
+from django.core.cache import cache as django_cache
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
@@ -28,6 +41,19 @@ _SECRET_NAME = re.compile(
 )
 
 _HASHED_FIELDS = AuditEvent.CHAINED_FIELDS
+# What the sealer reads of an unsealed event to hash it (sequence and prev_hash it assigns).
+_SEAL_COLUMNS = (
+    "id",
+    "created_at",
+    *(name for name in _HASHED_FIELDS if name not in ("sequence", "prev_hash")),
+)
+
+SEAL_BATCH = 2000  # events per sealing statement (and per chain-lock hold)
+# After a commit, a seal task is due at the end of the current window (plus a margin): one task
+# per organization and window, whatever the number of writers. This is also the usual delay
+# before an event is sealed.
+SEAL_WINDOW = 0.5
+SEAL_MARGIN = 0.1
 
 
 def _plain(value: Any) -> Any:
@@ -55,22 +81,14 @@ def _redact(value: Any) -> Any:
 
 
 def _stored_ip(value: str | None) -> str | None:
-    """The address exactly as the inet column will give it back (the hash must match then).
-
-    Not an address → None. IPv6 is normalised by PostgreSQL itself, whose spelling of some
-    forms (e.g. IPv4-compatible ::1.2.3.4) differs from Python's.
-    """
+    """A valid address (PostgreSQL's inet keeps its own spelling, which the sealer hashes) or
+    None."""
     if not value:
         return None
     try:
-        address = ipaddress.ip_address(value.strip().split("%", 1)[0])
+        return str(ipaddress.ip_address(value.strip().split("%", 1)[0]))
     except ValueError:
         return None
-    if address.version == 4:
-        return str(address)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT host(%s::inet)", [str(address)])
-        return cursor.fetchone()[0]
 
 
 def diff_summary(before: dict | None, after: dict | None) -> dict:
@@ -92,6 +110,7 @@ def diff_summary(before: dict | None, after: dict | None) -> dict:
 
 
 def event_hash(organization_id: int, created_at, fields: dict) -> str:
+    """SHA-256 of the event's canonical JSON: the chained fields, organization and time."""
     payload = {name: fields[name] for name in _HASHED_FIELDS}
     payload["organization"] = organization_id
     payload["created_at"] = created_at.astimezone(UTC).isoformat()
@@ -109,7 +128,8 @@ def _target_parts(target) -> tuple[str, str, str]:
 
 
 def _lock_head(organization_id: int) -> AuditChainHead:
-    """Lock the organization's chain head (created on its first event)."""
+    """Lock the organization's chain head (created on its first seal) until the transaction
+    ends: only the sealer takes it, so sealers queue and writers never do."""
     head = AuditChainHead.objects.select_for_update().filter(organization_id=organization_id)
     found = head.first()
     if found is not None:
@@ -123,6 +143,44 @@ def _lock_head(organization_id: int) -> AuditChainHead:
     return head.get()
 
 
+def new_event(
+    *,
+    actor,
+    action: str,
+    target=None,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason: str = "",
+    organization=None,
+    changes: dict | None = None,
+) -> AuditEvent:
+    """The unsaved, unsealed event `record` inserts (arguments as for `record`)."""
+    organization = organization or getattr(actor, "organization", None)
+    if organization is None:
+        organization = getattr(target, "organization", None)
+    if organization is None:
+        raise ValueError("audit.record needs an organization (from the actor or the target)")
+    target_type, target_id, target_label = _target_parts(target)
+    context = current_request()
+    return AuditEvent(
+        organization=organization,
+        created_at=timezone.now(),
+        actor_type=getattr(actor, "kind", "system"),
+        actor_id=getattr(actor, "actor_id", ""),
+        actor_label=_text(str(getattr(actor, "label", "")))[:200],
+        action=action,
+        target_type=target_type,
+        target_id=target_id,
+        target_label=target_label,
+        changes=_plain(changes) if changes is not None else diff_summary(before, after),
+        reason=_text(reason or ""),
+        request_id=_text(context.request_id)[:64] if context else "",
+        trace_id=current_trace_id(),
+        ip=_stored_ip(context.ip) if context else None,
+        user_agent=_text(context.user_agent or "")[:400] if context else "",
+    )
+
+
 def record(
     *,
     actor,
@@ -134,57 +192,177 @@ def record(
     organization=None,
     changes: dict | None = None,
 ) -> AuditEvent:
-    """Append one audit event in the current transaction and return it.
+    """Insert one audit event in the current transaction and return it (unsealed).
 
     `target` is a model instance or a (type, id[, label]) tuple; `before`/`after` are dicts of
     the fields that matter — only the changed keys are kept, secret-named keys are redacted.
+    The event rolls back with the change; once committed it is sealed into the organization's
+    hash chain within about a second (`seal`), and `sequence`, `prev_hash` and `hash` are set
+    then.
     """
-    organization = organization or getattr(actor, "organization", None)
-    if organization is None:
-        organization = getattr(target, "organization", None)
-    if organization is None:
-        raise ValueError("audit.record needs an organization (from the actor or the target)")
-    target_type, target_id, target_label = _target_parts(target)
-    context = current_request()
-    summary = _plain(changes) if changes is not None else diff_summary(before, after)
-
-    # No savepoint: the event belongs to the caller's transaction (a failure fails the change),
-    # and every statement saved here shortens the time the chain head stays locked.
-    with transaction.atomic(savepoint=False):
-        head = _lock_head(organization.pk)
-        created_at = timezone.now()
-        fields = {
-            "sequence": head.sequence + 1,
-            "actor_type": getattr(actor, "kind", "system"),
-            "actor_id": getattr(actor, "actor_id", ""),
-            "actor_label": _text(str(getattr(actor, "label", "")))[:200],
-            "action": action,
-            "target_type": target_type,
-            "target_id": target_id,
-            "target_label": target_label,
-            "changes": summary,
-            "reason": _text(reason or ""),
-            "request_id": _text(context.request_id)[:64] if context else "",
-            "trace_id": current_trace_id(),
-            "ip": _stored_ip(context.ip) if context else None,
-            "user_agent": _text(context.user_agent or "")[:400] if context else "",
-            "prev_hash": head.hash,
-        }
-        digest = event_hash(organization.pk, created_at, fields)
-        event = AuditEvent(organization=organization, created_at=created_at, hash=digest, **fields)
-        event.save(force_insert=True)
-        AuditChainHead.objects.filter(organization_id=organization.pk).update(
-            sequence=fields["sequence"], hash=digest
-        )
+    event = new_event(
+        actor=actor,
+        action=action,
+        target=target,
+        before=before,
+        after=after,
+        reason=reason,
+        organization=organization,
+        changes=changes,
+    )
+    params = [
+        field.get_db_prep_save(getattr(event, field.attname), connection) for field in _INSERTED
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_statement(), params)
+        event.pk = cursor.fetchone()[0]
+    event._state.adding, event._state.db = False, connection.alias
+    # Robust: the change is committed by then; a broker hiccup must not fail the caller, and
+    # the beat safety net seals whatever no task picked up.
+    transaction.on_commit(partial(_seal_soon, event.organization_id), robust=True)
     return event
 
 
+# The INSERT is built once from the model instead of compiled by the ORM on every call: the
+# compilation cost the writer about a third of its CPU time per event (issue #5 benchmark), and
+# every service pays it on every change. Values are prepared by the fields as the ORM does.
+_INSERTED = tuple(field for field in AuditEvent._meta.concrete_fields if not field.primary_key)
+
+
+@cache
+def _insert_statement() -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in _INSERTED)
+    placeholders = ", ".join(["%s"] * len(_INSERTED))
+    return (  # names from the model only, values as parameters
+        f"INSERT INTO {quote(AuditEvent._meta.db_table)} ({columns}) "  # noqa: S608
+        f"VALUES ({placeholders}) RETURNING {quote(AuditEvent._meta.pk.column)}"
+    )
+
+
+# Per process: the last window a seal task is known to be due for, per organization.
+_due_window: dict[int, int] = {}
+
+
+def _seal_soon(organization_id: int) -> None:
+    """After a commit: make sure a seal task for the organization starts after now.
+
+    A task due at the end of the current window starts after every commit that reaches here
+    within the window, so one task per window and organization is enough: the first process to
+    claim the window (a Redis key) enqueues it, everyone else does nothing.
+    """
+    from cadre.governance.tasks import audit_seal
+
+    if audit_seal.app.conf.task_always_eager:
+        audit_seal.delay(organization_id)  # runs here and now
+        return
+    window = int(time.time() // SEAL_WINDOW)
+    if _due_window.get(organization_id) == window:
+        return
+    _due_window[organization_id] = window
+    if not django_cache.add(f"audit:seal:{organization_id}:{window}", 1, timeout=60):
+        return
+    due = datetime.fromtimestamp((window + 1) * SEAL_WINDOW + SEAL_MARGIN, UTC)
+    audit_seal.apply_async(args=[organization_id], eta=due)
+
+
+def seal(*, organization=None, batch_size: int = SEAL_BATCH) -> int:
+    """Seal the committed, unsealed events of `organization` (an instance or an id; every
+    organization with unsealed events when None) into the hash chain. Returns how many.
+
+    Idempotent and safe to run concurrently (sealers queue on the chain head). Call it outside
+    a transaction: each batch commits on its own so the chain lock is held for one batch only;
+    inside one, it seals what that transaction sees and holds the lock until it ends.
+    """
+    if organization is None:
+        organization_ids = list(
+            AuditEvent.objects.unsealed()
+            .order_by()
+            .values_list("organization_id", flat=True)
+            .distinct()
+        )
+    else:
+        organization_ids = [getattr(organization, "pk", organization)]
+    sealed = 0
+    for organization_id in organization_ids:
+        while True:
+            with transaction.atomic():
+                count = _seal_batch(organization_id, batch_size)
+            sealed += count
+            if count < batch_size:
+                break
+    return sealed
+
+
+def _seal_batch(organization_id: int, batch_size: int) -> int:
+    head = _lock_head(organization_id)
+    # Read after the lock: this statement's snapshot sees every seal committed before ours and
+    # only committed events, so a transaction still open is left for a later batch.
+    rows = list(
+        AuditEvent.objects.unsealed()
+        .filter(organization_id=organization_id)
+        .order_by("id")
+        .values_list(*_SEAL_COLUMNS)[:batch_size]
+    )
+    if not rows:
+        return 0
+    ids, sequences, prev_hashes, hashes = [], [], [], []
+    sequence, previous = head.sequence, head.hash
+    for values in rows:
+        fields = dict(zip(_SEAL_COLUMNS, values, strict=True))
+        sequence += 1
+        fields["sequence"], fields["prev_hash"] = sequence, previous
+        digest = event_hash(organization_id, fields["created_at"], fields)
+        ids.append(fields["id"])
+        sequences.append(sequence)
+        prev_hashes.append(previous)
+        hashes.append(digest)
+        previous = digest
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE governance_auditevent AS event "
+            "SET sequence = sealed.sequence, prev_hash = sealed.prev_hash, hash = sealed.hash "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[]) "
+            "AS sealed(id, sequence, prev_hash, hash) "
+            "WHERE event.id = sealed.id AND event.sequence IS NULL",
+            [ids, sequences, prev_hashes, hashes],
+        )
+        if cursor.rowcount != len(ids):  # cannot happen under the lock; never half-seal
+            raise RuntimeError(
+                f"sealed {cursor.rowcount} of {len(ids)} audit events of organization "
+                f"{organization_id}: another sealer ran without the chain lock"
+            )
+    AuditChainHead.objects.filter(organization_id=organization_id).update(
+        sequence=sequence, hash=previous
+    )
+    return len(ids)
+
+
 def verify_chain(organization) -> dict:
-    """Recompute the organization's chain. Returns {"ok", "checked", "broken": {...} | None}."""
+    """Recompute the organization's sealed chain from one consistent snapshot.
+
+    Returns {"ok", "checked", "unsealed", "broken": {...} | None}; `unsealed` counts the events
+    still waiting for their seal (not part of the chain yet, so not checked).
+    """
+    if connection.in_atomic_block:
+        return _verify_chain(organization)
+    with transaction.atomic():
+        # One snapshot for the events and the head: a seal committing meanwhile is either
+        # wholly seen or not at all, so it never looks like missing events.
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return _verify_chain(organization)
+
+
+def _verify_chain(organization) -> dict:
     expected_sequence, previous = 1, GENESIS_HASH
     checked = 0
+    unsealed = AuditEvent.objects.unsealed().filter(organization=organization).count()
     events = (
-        AuditEvent.objects.filter(organization=organization).order_by("sequence").iterator(2000)
+        AuditEvent.objects.sealed()
+        .filter(organization=organization)
+        .order_by("sequence")
+        .iterator(2000)
     )
     for event in events:
         fields = {name: getattr(event, name) for name in _HASHED_FIELDS}
@@ -199,6 +377,7 @@ def verify_chain(organization) -> dict:
             return {
                 "ok": False,
                 "checked": checked,
+                "unsealed": unsealed,
                 "broken": {"event_id": event.pk, "position": expected_sequence, "problem": problem},
             }
         previous, expected_sequence = event.hash, expected_sequence + 1
@@ -208,6 +387,7 @@ def verify_chain(organization) -> dict:
         return {
             "ok": False,
             "checked": checked,
+            "unsealed": unsealed,
             "broken": {
                 "event_id": None,
                 "position": checked + 1,
@@ -215,4 +395,4 @@ def verify_chain(organization) -> dict:
                 f"position {checked} are missing",
             },
         }
-    return {"ok": True, "checked": checked, "broken": None}
+    return {"ok": True, "checked": checked, "unsealed": unsealed, "broken": None}

@@ -491,6 +491,8 @@ def audit_export_run(*, export_id: int) -> AuditExport:
     if export.status == AuditExport.Status.COMPLETED:
         return export
     organization = export.organization
+    # Events committed before now are sealed into the chain first: the export holds the chain.
+    audit.seal(organization=organization)
     head = AuditChainHead.objects.filter(organization=organization).first()
     max_sequence = head.sequence if head is not None else 0
     base = AuditEvent.objects.filter(organization=organization, sequence__lte=max_sequence)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from cadre.tenancy.models import Organization
@@ -13,7 +14,49 @@ class AppendOnlyError(Exception):
     """Raised on any attempt to change or delete an audit event."""
 
 
+# Chain order. An event gets its position (sequence) when it is sealed, shortly after its
+# transaction commits; until then it sorts after every sealed event, in insertion order — the
+# order the sealer will most likely give it. So `order_by("sequence")` (and `earliest`/`latest`
+# by sequence) put events oldest / newest first whether or not they are sealed yet.
+_CHAIN_ORDER = {
+    "sequence": (models.F("sequence").asc(nulls_last=True), "id"),
+    "-sequence": (models.F("sequence").desc(nulls_first=True), "-id"),
+}
+
+
 class AuditEventQuerySet(TenantQuerySet):
+    def order_by(self, *field_names):
+        expanded = []
+        for name in field_names:
+            expanded.extend(_CHAIN_ORDER.get(name, (name,)) if isinstance(name, str) else (name,))
+        return super().order_by(*expanded)
+
+    def earliest(self, *fields):
+        if fields in (("sequence",), ("-sequence",)):
+            return self._first_in_chain_order(fields[0])
+        return super().earliest(*fields)
+
+    def latest(self, *fields):
+        if fields in (("sequence",), ("-sequence",)):
+            return self._first_in_chain_order(
+                "sequence" if fields[0] == "-sequence" else "-sequence"
+            )
+        return super().latest(*fields)
+
+    def _first_in_chain_order(self, field: str):
+        event = self.order_by(field).first()
+        if event is None:
+            raise self.model.DoesNotExist("AuditEvent matching query does not exist.")
+        return event
+
+    def sealed(self):
+        """Events that have their place in the hash chain."""
+        return self.filter(sequence__isnull=False)
+
+    def unsealed(self):
+        """Events committed but not sealed into the chain yet (see audit.seal)."""
+        return self.filter(sequence__isnull=True)
+
     def update(self, **kwargs):
         raise AppendOnlyError("audit events are append-only")
 
@@ -25,6 +68,10 @@ class AuditEventQuerySet(TenantQuerySet):
 
 
 class AuditEvent(models.Model):
+    """One state change. Inserted unsealed (sequence, prev_hash and hash empty) in the change's
+    transaction; `audit.seal` later gives it its chain position and hashes, the one update the
+    database allows on this table."""
+
     resource = "audit"
 
     class ActorType(models.TextChoices):
@@ -34,7 +81,7 @@ class AuditEvent(models.Model):
         SYSTEM = "system", "System"
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
-    sequence = models.BigIntegerField()
+    sequence = models.BigIntegerField(null=True, blank=True)  # None until sealed
     created_at = models.DateTimeField(default=timezone.now)
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
     actor_id = models.CharField(max_length=64, blank=True)
@@ -49,8 +96,8 @@ class AuditEvent(models.Model):
     trace_id = models.CharField(max_length=32, blank=True)
     ip = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=400, blank=True)
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64)
+    prev_hash = models.CharField(max_length=64, null=True, blank=True)  # None until sealed
+    hash = models.CharField(max_length=64, null=True, blank=True)  # None until sealed
 
     # The fields covered by the hash chain, in their canonical order (the hash itself, the
     # organization and created_at are hashed alongside; see audit.event_hash).
@@ -75,11 +122,23 @@ class AuditEvent(models.Model):
     objects = AuditEventQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-sequence"]
+        ordering = _CHAIN_ORDER["-sequence"]
         constraints = [
-            models.UniqueConstraint("organization", "sequence", name="auditevent_unique_sequence")
+            models.UniqueConstraint("organization", "sequence", name="auditevent_unique_sequence"),
+            # Sealed means all three chain fields are set; unsealed, none is.
+            models.CheckConstraint(
+                condition=Q(sequence__isnull=True, prev_hash__isnull=True, hash__isnull=True)
+                | Q(sequence__gte=1, prev_hash__isnull=False, hash__isnull=False),
+                name="auditevent_sealed_all_or_nothing",
+            ),
         ]
         indexes = [
+            # What the sealer looks for: a small index, an event leaves it when sealed.
+            models.Index(
+                fields=["organization", "id"],
+                condition=Q(sequence__isnull=True),
+                name="auditevent_unsealed",
+            ),
             models.Index(fields=["organization", "created_at"]),
             models.Index(fields=["organization", "action"]),
             models.Index(fields=["organization", "target_type", "target_id"]),
@@ -88,7 +147,8 @@ class AuditEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.sequence} {self.action}"
+        position = f"#{self.sequence}" if self.is_sealed else "(unsealed)"
+        return f"{position} {self.action}"
 
     def save(self, *args, **kwargs):
         if not self._state.adding:
@@ -98,9 +158,13 @@ class AuditEvent(models.Model):
     def delete(self, *args, **kwargs):
         raise AppendOnlyError("audit events are append-only")
 
+    @property
+    def is_sealed(self) -> bool:
+        return self.sequence is not None
+
 
 class AuditChainHead(models.Model):
-    """The last link of an organization's chain; locked to append the next one."""
+    """The last sealed link of an organization's chain; the sealer locks it to add links."""
 
     organization = models.OneToOneField(
         Organization, on_delete=models.PROTECT, primary_key=True, related_name="+"
@@ -193,7 +257,6 @@ class MaskingRule(TenantModel):
 # --- audit export (cadre.governance.export) ---------------------------------------------------
 
 from django.contrib.postgres.fields import ArrayField  # noqa: E402
-from django.db.models import Q  # noqa: E402
 
 from cadre.tenancy.models import Member  # noqa: E402
 

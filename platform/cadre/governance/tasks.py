@@ -1,8 +1,23 @@
-"""Governance background work: audit exports, confirmation expiry, alert evaluation."""
+"""Governance background work: audit sealing and exports, confirmation expiry, alerts."""
 
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import OperationalError
+
+
+@shared_task(
+    autoretry_for=(ConnectionError, OSError, OperationalError),
+    retry_backoff=True,
+    retry_jitter=True,
+    max_retries=5,
+)
+def audit_seal(organization_id: int | None = None) -> int:
+    """Seal committed audit events into their hash chain: one organization's (enqueued after
+    its commits) or every organization's (beat safety net). Idempotent; returns how many."""
+    from cadre.governance.audit import seal
+
+    return seal(organization=organization_id)
 
 
 @shared_task(

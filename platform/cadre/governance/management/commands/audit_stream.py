@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
+from cadre.governance.audit import seal
 from cadre.governance.export import TextMasker, export_rows, masked
 from cadre.tenancy.models import Organization
 
@@ -58,6 +59,7 @@ class Command(BaseCommand):
         masker = None if options["no_mask"] else TextMasker(organization)
         last = options["after_sequence"]
         while True:
+            seal(organization=organization)  # the stream carries sealed (chained) events only
             for row in export_rows(organization, since=since):
                 if row["sequence"] <= last:
                     continue

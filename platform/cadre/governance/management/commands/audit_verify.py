@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from cadre.governance.audit import verify_chain
+from cadre.governance.audit import seal, verify_chain
 from cadre.tenancy.models import Organization
 
 
 class Command(BaseCommand):
-    help = "Verify the audit hash chain of one organization (or all with --all)."
+    help = (
+        "Verify the audit hash chain of one organization (or all with --all). Events not "
+        "sealed yet are counted, not checked; --seal seals them first."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--org", help="organization slug")
         parser.add_argument("--all", action="store_true", help="verify every organization")
+        parser.add_argument(
+            "--seal", action="store_true", help="seal committed events into the chain first"
+        )
 
     def handle(self, *args, org=None, all=False, **options):
         if not org and not all:
@@ -25,16 +31,23 @@ class Command(BaseCommand):
                 raise CommandError(f"no organization with slug {org!r}")
         failed = False
         for organization in organizations:
+            if options["seal"]:
+                seal(organization=organization)
             result = verify_chain(organization)
+            waiting = (
+                f" ({result['unsealed']} newer events not sealed yet)" if result["unsealed"] else ""
+            )
             if result["ok"]:
-                self.stdout.write(f"{organization.slug}: OK, {result['checked']} events verified")
+                self.stdout.write(
+                    f"{organization.slug}: OK, {result['checked']} events verified{waiting}"
+                )
             else:
                 failed = True
                 broken = result["broken"]
                 self.stdout.write(
                     f"{organization.slug}: BROKEN at position {broken['position']} "
                     f"(event id {broken['event_id']}): {broken['problem']}; "
-                    f"{result['checked']} events before it are intact"
+                    f"{result['checked']} events before it are intact{waiting}"
                 )
         if failed:
             raise CommandError("audit chain verification failed")
