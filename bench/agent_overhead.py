@@ -88,7 +88,20 @@ def prepare_environment() -> dict[str, str]:
     return env
 
 
-def create_agents(count: int, memory: bool) -> list:
+# The baseline: the same runtime with every built-in hook off (no input policy, retrieval,
+# skills, memory writing or backflow) — what the governed, learning platform adds on top.
+BARE_HOOKS = {
+    "on_init": [{"name": "input_policy", "enabled": False}],
+    "assemble_context": [
+        {"name": "memory_retrieval", "enabled": False},
+        {"name": "skills", "enabled": False},
+    ],
+    "process_memory": [{"name": "memory_write", "enabled": False}],
+    "post_process": [{"name": "skill_backflow", "enabled": False}],
+}
+
+
+def create_agents(count: int, memory: bool) -> dict[str, list]:
     import django
 
     django.setup()
@@ -123,16 +136,21 @@ def create_agents(count: int, memory: bool) -> list:
     for member in members:
         member.positions.add(position)
     hooks = {} if memory else {"assemble_context": [{"name": "memory_retrieval", "enabled": False}]}
-    template = services.template_create(
-        actor=actor, name="Sales", code="sales", preset="sales", hooks=hooks
-    )
-    version = template.versions.get()
-    services.version_submit(actor=actor, version=version)
-    services.version_publish(actor=actor, version=version)
-    deployment = services.deployment_create(
-        actor=actor, name="Sales", template=template, positions=[position]
-    )
-    return list(deployment.agents.select_related("member", "deployment", "version").order_by("id"))
+    agents = {}
+    for code, template_hooks in (("full", hooks), ("bare", BARE_HOOKS)):
+        template = services.template_create(
+            actor=actor, name=f"Sales {code}", code=code, preset="sales", hooks=template_hooks
+        )
+        version = template.versions.get()
+        services.version_submit(actor=actor, version=version)
+        services.version_publish(actor=actor, version=version)
+        deployment = services.deployment_create(
+            actor=actor, name=f"Sales {code}", template=template, positions=[position]
+        )
+        agents[code] = list(
+            deployment.agents.select_related("member", "deployment", "version").order_by("id")
+        )
+    return agents
 
 
 def start_workers(env: dict, workers: int) -> subprocess.Popen:
@@ -163,8 +181,8 @@ def start_workers(env: dict, workers: int) -> subprocess.Popen:
 
 
 def stop_workers(child: subprocess.Popen) -> None:
-    if child.poll() is None:
-        os.killpg(child.pid, signal.SIGTERM)
+    if child.poll() is None:  # warm shutdown: the main process lets running tasks finish
+        os.kill(child.pid, signal.SIGTERM)
     try:
         child.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -249,34 +267,44 @@ def main() -> None:
     args = parser.parse_args()
 
     env = prepare_environment()
-    agents = create_agents(max(args.sessions), memory=not args.no_memory)
+    fleets = create_agents(max(args.sessions), memory=not args.no_memory)
     worker = start_workers(env, args.workers)
     try:
         # Warm every worker process (imports, embedding model, connections) before measuring.
-        warm = drive(agents, min(len(agents), args.workers * 2), 2, 0.0, 180)
-        if warm["failures"] or warm["unfinished"]:
-            raise SystemExit(f"warm-up failed: {warm}")
+        for agents in fleets.values():
+            warm = drive(agents, min(len(agents), args.workers * 2), 2, 0.0, 180)
+            if warm["failures"] or warm["unfinished"]:
+                raise SystemExit(f"warm-up failed: {warm}")
         print(
             f"agent_overhead: {args.workers} Celery worker processes (prefork, "
             f"{os.cpu_count()} CPUs), offline provider, memory retrieval "
             f"{'off' if args.no_memory else 'on'}, think time {args.think:.1f} s, "
             f"{args.messages} messages per session"
         )
+        print("path=full: every built-in hook; path=bare: the same runtime, hooks off (baseline)")
         for sessions in args.sessions:
-            result = drive(agents, sessions, args.messages, args.think, args.timeout)
-            values = result["latencies"]
-            if not values:
-                print(f"sessions={sessions}: no completed runs ({result})")
-                continue
-            print(
-                f"sessions={sessions:>3} runs={len(values):>4} "
-                f"p50_ms={statistics.median(values):.0f} "
-                f"p95_ms={percentile(values, 0.95):.0f} max_ms={max(values):.0f} "
-                f"throughput={len(values) / result['elapsed']:.1f}/s "
-                f"failed={result['failures']} unfinished={result['unfinished']}"
-            )
+            for path in ("full", "bare"):
+                report(
+                    path,
+                    sessions,
+                    drive(fleets[path], sessions, args.messages, args.think, args.timeout),
+                )
     finally:
         stop_workers(worker)
+
+
+def report(path: str, sessions: int, result: dict) -> None:
+    values = result["latencies"]
+    if not values:
+        print(f"sessions={sessions}: no completed runs ({result})")
+        return
+    print(
+        f"path={path} sessions={sessions:>3} runs={len(values):>4} "
+        f"p50_ms={statistics.median(values):.0f} "
+        f"p95_ms={percentile(values, 0.95):.0f} max_ms={max(values):.0f} "
+        f"throughput={len(values) / result['elapsed']:.1f}/s "
+        f"failed={result['failures']} unfinished={result['unfinished']}"
+    )
 
 
 if __name__ == "__main__":
