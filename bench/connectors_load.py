@@ -4,16 +4,21 @@ Starts Cadre as deployed (uvicorn `cadre.asgi:application` with N workers plus a
 worker) against a separate database (`cadre_bench` on the same PostgreSQL) and a separate Redis
 database, posts signed events at each rate for a fixed duration with 10 % duplicate
 redeliveries (half sent concurrently with the original, half later), and prints acknowledgement
-latency p50/p95/p99, sustained throughput and end-to-end counts: every unique event stored
-once, none lost, none processed twice (each processed once and answered once).
+latency p50/p95/p99, sustained throughput, the worker's processing rate and end-to-end counts:
+every unique event stored once, none lost, none processed twice (each processed once and
+answered once).
 
     .venv/bin/python bench/connectors_load.py                  # 100, 200, 300, 400 events/s
     .venv/bin/python bench/connectors_load.py --rates 300 --duration 20
 
+`--baseline-source DIR` runs the same load, in the same run, against another copy of Cadre
+(e.g. `git archive <commit> | tar -x -C DIR`), each on a fresh database, so a change is
+compared with what it replaces under the same machine load.
+
 The sender of every event is a member without an agent, so processing means: claim the event,
-resolve the identity, answer once through the platform API (a loopback receiver standing in
-for Slack's Web API and the webhook's callback URL). Agent runs are measured by the agents
-benchmarks, not here.
+resolve the identity, answer once through the platform API (a loopback receiver, in a process
+of its own, standing in for Slack's Web API and the webhook's callback URL). Agent runs are
+measured by the agents benchmarks, not here.
 """
 
 from __future__ import annotations
@@ -45,40 +50,77 @@ BENCH_DB = "cadre_bench"
 # --- the loopback platform API (Slack Web API + webhook callback URL) ----------------------
 
 
+def _serve_receiver(port_out, stop) -> None:
+    """The receiver's process: answers every POST like Slack's chat.postMessage, counts them,
+    and tells the count on GET /count."""
+    count = [0]
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # One segment per response, sent at once: written unbuffered with Nagle on (the
+        # defaults), the body waits for the client's delayed ACK of the headers, ~40 ms on
+        # every keep-alive request, and the worker would measure this stand-in, not itself.
+        disable_nagle_algorithm = True
+        wbufsize = -1
+
+        def log_message(self, *args):
+            pass
+
+        def _answer(self, data: dict) -> None:
+            body = json.dumps(data).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._answer({"count": count[0]})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            with lock:
+                count[0] += 1
+                number = count[0]
+            self._answer(
+                {"ok": True, "ts": f"1.{number}", "channel": "D1", "message_id": f"m{number}"}
+            )
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    port_out.put(httpd.server_address[1])
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    stop.wait()
+
+
 class Receiver:
+    """The loopback platform API, in a process of its own: in the load generator's process its
+    threads would take the GIL from the sender and inflate the measured latencies."""
+
     def __init__(self):
-        self.count = 0
-        self.lock = threading.Lock()
-        receiver = self
+        import multiprocessing
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                with receiver.lock:
-                    receiver.count += 1
-                    number = receiver.count
-                body = json.dumps(
-                    {"ok": True, "ts": f"1.{number}", "channel": "D1", "message_id": f"m{number}"}
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        context = multiprocessing.get_context("spawn")
+        ports, self.stop = context.Queue(), context.Event()
+        self.process = context.Process(target=_serve_receiver, args=(ports, self.stop), daemon=True)
+        self.process.start()
+        self.port = ports.get(timeout=60)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def count(self) -> int:
+        import httpx
+
+        return httpx.get(f"{self.url}/count", timeout=30).json()["count"]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.process.join(timeout=10)
 
 
 # --- environment: a bench database and Redis db, Django set up on them --------------------
@@ -91,6 +133,8 @@ def free_port() -> int:
 
 
 def prepare_environment(redis_db: int) -> dict[str, str]:
+    """The bench database's URL and Redis database in the environment of this process and the
+    servers' (the database itself is made afresh for each variant by `fresh_database`)."""
     from urllib.parse import urlsplit, urlunsplit
 
     data_dir = Path(os.environ.get("CADRE_DATA_DIR", ROOT / "var")).resolve()
@@ -99,18 +143,7 @@ def prepare_environment(redis_db: int) -> dict[str, str]:
         from cadre.runtime.embedded import start_postgres
 
         database_url = start_postgres(data_dir)
-    import psycopg
-
-    parts = urlsplit(database_url)
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(
-        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
-    ) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone()
-        if exists:
-            conn.execute(f"DROP DATABASE {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    bench_url = urlunsplit(parts._replace(path=f"/{BENCH_DB}"))
+    bench_url = urlunsplit(urlsplit(database_url)._replace(path=f"/{BENCH_DB}"))
 
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
@@ -133,11 +166,30 @@ def prepare_environment(redis_db: int) -> dict[str, str]:
             "LOG_FORMAT": "text",
             "PYTHONUNBUFFERED": "1",
             "CADRE_CACHE_PREFIX": "cadre-bench",
+            # As `cadre up` does: the Celery worker skips Django's system checks.
+            "CELERY_SKIP_CHECKS": "1",
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "platform")]),
         }
     )
     os.environ.update(env)
     return env
+
+
+def fresh_database(env: dict) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    if "django" in sys.modules:
+        from django.db import connections
+
+        connections.close_all()
+    admin_url = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path="/postgres"))
+    with psycopg.connect(
+        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
+    ) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
 
 
 def create_objects(receiver_url: str) -> dict:
@@ -186,8 +238,14 @@ def create_objects(receiver_url: str) -> dict:
 # --- servers ----------------------------------------------------------------------------------
 
 
-def start_servers(env: dict, port: int, web_workers: int, concurrency: int) -> list:
+def start_servers(
+    env: dict, port: int, web_workers: int, concurrency: int, source: Path, worker_nice: int = 0
+) -> list:
     python = sys.executable
+    env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(source), str(source / "platform")]),
+    }
     commands = [
         [
             python,
@@ -207,6 +265,7 @@ def start_servers(env: dict, port: int, web_workers: int, concurrency: int) -> l
             "warning",
         ],
         [
+            *(["nice", "-n", str(worker_nice)] if worker_nice else []),
             python,
             "-m",
             "celery",
@@ -227,7 +286,7 @@ def start_servers(env: dict, port: int, web_workers: int, concurrency: int) -> l
         ],
     ]
     children = [
-        subprocess.Popen(command, cwd=ROOT, env=env, process_group=0)  # noqa: S603
+        subprocess.Popen(command, cwd=source, env=env, process_group=0)  # noqa: S603
         for command in commands
     ]
     import httpx
@@ -249,10 +308,40 @@ def start_servers(env: dict, port: int, web_workers: int, concurrency: int) -> l
     return children
 
 
+def wait_for_worker(timeout: float = 240) -> None:
+    """Until the Celery worker answers a ping (it imports Django, slowly on a busy machine)."""
+    from cadre.celery import app
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if app.control.ping(timeout=1.0):
+            return
+    raise SystemExit("the Celery worker did not become ready")
+
+
+def cpu_seconds(child) -> float:
+    """CPU time (user + system) used so far by a server and all its processes."""
+    import psutil
+
+    try:
+        root = psutil.Process(child.pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def stop_servers(children: list) -> None:
-    for child in children:
+    for child in children:  # the main process: it stops its own workers
         if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
+            os.kill(child.pid, signal.SIGTERM)
     for child in children:
         try:
             child.wait(timeout=20)
@@ -446,13 +535,14 @@ class Load:
             "elapsed": elapsed, "throughput": len(latencies) / elapsed,
             "p50": pct(ordered, 0.50), "p95": pct(ordered, 0.95), "p99": pct(ordered, 0.99),
             "max": ordered[-1] * 1000 if ordered else 0, "lag_p99": pct(sorted(lags), 0.99),
-            "statuses": statuses, "errors": errors,
+            "statuses": statuses, "errors": errors, "latencies": latencies,
         }  # fmt: skip
 
 
-async def run_load(port, paths, rates, duration, duplicate_ratio, connections):
+async def run_load(port, paths, rates, duration, duplicate_ratio, connections, after_warm_up):
     load = Load("127.0.0.1", port, paths, duplicate_ratio, connections)
     await load.step(50, 2)  # warm-up: connections and the connector caches in each worker
+    after_warm_up()
     results = []
     for rate in rates:
         results.append(await load.step(rate, duration))
@@ -477,6 +567,125 @@ def wait_for_drain(connector_ids: list[int], timeout: float) -> float:
     return -1
 
 
+def run_variant(name: str, source: Path, args, env: dict, receiver: Receiver) -> dict:
+    """One full run against the Cadre in `source`: fresh database, servers, load, drain, counts."""
+    from datetime import UTC, datetime
+
+    rates = [int(rate) for rate in args.rates.split(",")]
+    fresh_database(env)
+    objects = create_objects(receiver.url)
+    sends_before = receiver.count
+    port = free_port()
+    load_before = os.getloadavg()[0]
+    children = start_servers(
+        env, port, args.web_workers, args.worker_concurrency, source, args.worker_nice
+    )
+    marks: dict[str, object] = {}
+
+    def after_warm_up() -> None:
+        marks["began"] = datetime.now(UTC)
+        marks["web"], marks["worker"] = cpu_seconds(children[0]), cpu_seconds(children[1])
+
+    try:
+        wait_for_worker()
+        load, results = asyncio.run(
+            run_load(
+                port, objects, rates, args.duration, args.duplicates, args.connections,
+                after_warm_up,
+            )
+        )  # fmt: skip
+        ended = datetime.now(UTC)
+        web_cpu = cpu_seconds(children[0]) - marks["web"]
+        drained = wait_for_drain(objects["ids"], args.drain_timeout)
+        worker_cpu = cpu_seconds(children[1]) - marks["worker"]
+    finally:
+        stop_servers(children)
+    began = marks["began"]
+
+    from django.db.models import Count, Max, Min
+
+    from connectors.models import InboundEvent, OutboundMessage
+
+    events = InboundEvent.objects.filter(connector_id__in=objects["ids"])
+    keys = events.values("connector_id", "event_key").annotate(n=Count("id"))
+    replies = OutboundMessage.objects.filter(connector_id__in=objects["ids"])
+    per_event = replies.values("inbound_event_id").annotate(n=Count("id"))
+    done = events.exclude(processed_at=None)
+    window = done.aggregate(first=Min("received_at"), last=Max("processed_at"))
+    load_seconds = (ended - began).total_seconds()
+    unique_sent = len(set(load.sent_unique))
+    stored = events.count()
+    processed = done.count()
+    requests = sum(len(r["latencies"]) for r in results)
+    processed_after_warm_up = done.filter(received_at__gte=began).count()
+    return {
+        "name": name,
+        "web_cpu_ms": 1000 * web_cpu / max(1, requests),
+        "worker_cpu_ms": 1000 * worker_cpu / max(1, processed_after_warm_up),
+        "source": str(source),
+        "results": results,
+        "load_average": (load_before, os.getloadavg()[0]),
+        "unique_sent": unique_sent,
+        "stored": stored,
+        "lost": max(0, unique_sent - stored),
+        "stored_twice": sum(1 for row in keys if row["n"] > 1),
+        "by_status": dict(events.values_list("status").annotate(n=Count("id"))),
+        "max_attempts": events.aggregate(m=Max("attempts"))["m"],
+        "replies_sent": replies.filter(status="sent").count(),
+        "answered_twice": sum(1 for row in per_event if row["n"] > 1),
+        "http_sends": receiver.count - sends_before,
+        "drained": drained,
+        "processed": processed,
+        "processed_rate_load": done.filter(processed_at__lte=ended).count() / load_seconds,
+        "backlog_at_end": events.filter(received_at__lte=ended)
+        .exclude(processed_at__lte=ended)
+        .count(),
+        "processed_rate_overall": (
+            processed / (window["last"] - window["first"]).total_seconds() if processed > 1 else 0.0
+        ),
+    }
+
+
+def report(run: dict, args) -> None:
+    print(
+        f"\n[{run['name']}] {run['source']}: {args.web_workers} uvicorn workers, celery "
+        f"concurrency {args.worker_concurrency} (nice {args.worker_nice}), {os.cpu_count()} CPUs, "
+        f"{args.duplicates:.0%} duplicates, load average {run['load_average'][0]:.1f} before / "
+        f"{run['load_average'][1]:.1f} after"
+    )
+    print(
+        f"{'rate/s':>7} {'requests':>9} {'dups':>6} {'ack/s':>8} {'p50 ms':>8} "
+        f"{'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'lag p99':>8}  statuses"
+    )
+    for r in run["results"]:
+        print(
+            f"{r['rate']:>7} {r['requests']:>9} {r['duplicates']:>6} {r['throughput']:>8.1f} "
+            f"{r['p50']:>8.1f} {r['p95']:>8.1f} {r['p99']:>8.1f} {r['max']:>8.1f} "
+            f"{r['lag_p99']:>8.1f}  "
+            f"{r['statuses']} errors={r['errors']}"
+        )
+    print(
+        f"end to end: unique events sent {run['unique_sent']} (incl. the warm-up), stored "
+        f"{run['stored']}, lost {run['lost']}, stored twice {run['stored_twice']}"
+    )
+    print(
+        f"processing: {run['by_status']}, max attempts per event {run['max_attempts']}, "
+        f"replies sent {run['replies_sent']}, events answered twice {run['answered_twice']}, "
+        f"HTTP sends received {run['http_sends']}, drained in {run['drained']:.1f}s after the "
+        "load"
+    )
+    print(
+        f"worker: {run['processed_rate_load']:.1f} events/s processed during the load, backlog "
+        f"{run['backlog_at_end']} at its end; {run['processed_rate_overall']:.1f} events/s from "
+        "the first event received to the last processed"
+    )
+    print(
+        f"cpu: web servers {run['web_cpu_ms']:.2f} ms per request, worker "
+        f"{run['worker_cpu_ms']:.2f} ms per event processed (all processes of each, after the "
+        "warm-up; independent of the machine's other load, unlike the latencies)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="100,200,300,400")
@@ -487,63 +696,31 @@ def main() -> None:
     parser.add_argument("--redis-db", type=int, default=13)
     parser.add_argument("--connections", type=int, default=64, help="keep-alive connections")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--worker-nice",
+        type=int,
+        default=0,
+        help="run the Celery worker at this niceness: on one small machine the acknowledgements "
+        "(the platforms' deadline) then come before the backlog",
+    )
+    parser.add_argument(
+        "--baseline-source",
+        type=Path,
+        help="another copy of Cadre to run the same load against first (fresh database)",
+    )
     args = parser.parse_args()
-    rates = [int(rate) for rate in args.rates.split(",")]
 
-    load_before = os.getloadavg()
     receiver = Receiver()
     env = prepare_environment(args.redis_db)
-    objects = create_objects(receiver.url)
-    port = free_port()
-    children = start_servers(env, port, args.web_workers, args.worker_concurrency)
+    variants = [("current", ROOT)]
+    if args.baseline_source:
+        variants.insert(0, ("baseline", args.baseline_source.resolve()))
     try:
-        load, results = asyncio.run(
-            run_load(port, objects, rates, args.duration, args.duplicates, args.connections)
-        )
-        drained = wait_for_drain(objects["ids"], args.drain_timeout)
+        runs = [run_variant(name, source, args, env, receiver) for name, source in variants]
     finally:
-        stop_servers(children)
-
-    from django.db.models import Count, Max
-
-    from connectors.models import InboundEvent, OutboundMessage
-
-    print(
-        f"\nconnectors_load: {args.web_workers} uvicorn workers, celery concurrency "
-        f"{args.worker_concurrency}, {os.cpu_count()} CPUs, {args.duplicates:.0%} duplicates, "
-        f"load average before {load_before[0]:.1f} / after {os.getloadavg()[0]:.1f}"
-    )
-    print(
-        f"{'rate/s':>7} {'requests':>9} {'dups':>6} {'ack/s':>8} {'p50 ms':>8} "
-        f"{'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'lag p99':>8}  statuses"
-    )
-    for r in results:
-        print(
-            f"{r['rate']:>7} {r['requests']:>9} {r['duplicates']:>6} {r['throughput']:>8.1f} "
-            f"{r['p50']:>8.1f} {r['p95']:>8.1f} {r['p99']:>8.1f} {r['max']:>8.1f} "
-            f"{r['lag_p99']:>8.1f}  "
-            f"{r['statuses']} errors={r['errors']}"
-        )
-    events = InboundEvent.objects.filter(connector_id__in=objects["ids"])
-    unique_sent = len(set(load.sent_unique))
-    stored = events.count()
-    keys = events.values("connector_id", "event_key").annotate(n=Count("id"))
-    stored_twice = sum(1 for row in keys if row["n"] > 1)
-    by_status = dict(events.values_list("status").annotate(n=Count("id")))
-    max_attempts = events.aggregate(m=Max("attempts"))["m"]
-    replies = OutboundMessage.objects.filter(connector_id__in=objects["ids"])
-    sent_replies = replies.filter(status="sent").count()
-    per_event = replies.values("inbound_event_id").annotate(n=Count("id"))
-    answered_twice = sum(1 for row in per_event if row["n"] > 1)
-    print(
-        f"end to end: unique events sent {unique_sent} (incl. the warm-up), stored "
-        f"{stored}, lost {max(0, unique_sent - stored)}, stored twice {stored_twice}"
-    )
-    print(
-        f"processing: {by_status}, max attempts per event {max_attempts}, replies sent "
-        f"{sent_replies}, events answered twice {answered_twice}, HTTP sends received "
-        f"{receiver.count}, drained in {drained:.1f}s after the load"
-    )
+        receiver.close()
+    for run in runs:
+        report(run, args)
 
 
 if __name__ == "__main__":

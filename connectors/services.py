@@ -238,19 +238,21 @@ class Stored:
 def inbound_store(
     connector: Connector, events: list[ParsedEvent], *, notify_refusals: bool = False
 ) -> list[Stored]:
-    """Insert each event once (ON CONFLICT DO NOTHING) and enqueue the new ones on commit.
+    """Insert each event once (ON CONFLICT DO NOTHING) and ask for a drain on commit.
 
     Concurrent deliveries of one event race on the unique (connector, event_key) index:
-    exactly one insert returns an id, so exactly one task is enqueued. A card click is checked
-    (token, clicker, single use) in the same transaction, so the worker only ever sees
-    accepted clicks; a refused one is answered in the ack or, with `notify_refusals`, by a
-    notice task.
+    exactly one insert returns an id, and the worker's drain claims each stored event once
+    (`connectors.dispatch.inbound_drain`). A card click is checked (token, clicker, single
+    use) in the same transaction, so the worker only ever sees accepted clicks; a refused one
+    is answered in the ack or, with `notify_refusals`, by a notice task.
     """
     from connectors.decisions import card_action_received
-    from connectors.tasks import decision_refused_notice, inbound_message_received
+    from connectors.dispatch import drain_request
+    from connectors.tasks import decision_refused_notice
 
     now = timezone.now()
     stored: list[Stored] = []
+    to_process = False
     # One plain message needs one statement: in autocommit the INSERT commits by itself (one
     # round trip instead of BEGIN/INSERT/COMMIT) and on_commit runs right after it.
     single = len(events) == 1 and events[0].kind != "card_action"
@@ -281,13 +283,13 @@ def inbound_store(
             if event_id is None:
                 continue
             if decision is None or decision.accepted:
-                transaction.on_commit(
-                    lambda event_id=event_id: inbound_message_received.delay(event_id)
-                )
+                to_process = True
             elif notify_refusals:
                 transaction.on_commit(
                     lambda event_id=event_id: decision_refused_notice.delay(event_id)
                 )
+        if to_process:  # one request for the whole request's events, after they are visible
+            transaction.on_commit(drain_request)
     if any(item.event_id for item in stored):
         _touch_last_event(connector, now)
     return stored
@@ -507,4 +509,205 @@ def outbound_mark(
         message.error = error[:300]
     message.save(
         update_fields=["attempts", "status", "sent_at", "platform_message_id", "error", "body"]
+    )
+
+
+# --- console: selectors, credential test, the unmapped-user queue -------------------------
+
+
+def connector_list(actor: Actor):
+    """The connectors the actor manages, with the size of each one's unmapped-user queue."""
+    from django.db.models import Count
+
+    return (
+        Connector.objects.restrict(actor, "manage")
+        .annotate(unmapped_waiting=Count("unmapped", filter=Q(unmapped__resolved_at__isnull=True)))
+        .order_by("name", "pk")
+    )
+
+
+def connector_recent_failures(connector: Connector, *, limit: int = 10) -> list:
+    """The latest inbound events that failed, newest first (the connector page's health)."""
+    from connectors.models import InboundEvent
+
+    return list(
+        InboundEvent.objects.filter(connector=connector, status=InboundEvent.Status.FAILED)
+        .only("id", "event_key", "kind", "sender_id", "received_at", "attempts", "error")
+        .order_by("-received_at")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class CredentialCheck:
+    """The outcome of testing a connector's credentials against the platform."""
+
+    ok: bool
+    message: str
+    host: str = ""
+    reachable: bool = True
+
+
+def _credentials_probe(transport) -> tuple[str, str]:
+    """Call the platform's token/auth endpoint once: (what was called, what it said)."""
+    platform = transport.platform
+    if platform == "slack":
+        # Bot tokens do not expire, so there is no token endpoint: auth.test checks the token.
+        data = transport.call("POST", "/auth.test")
+        who = " in ".join(part for part in (data.get("user"), data.get("team")) if part)
+        return transport.url("/auth.test"), f"Slack accepted the bot token ({who or 'ok'})."
+    if platform == "webhook":
+        # A webhook has no platform to authenticate to: send a signed ping to the callback URL.
+        url = transport.settings.get("callback_url", "")
+        if not url:
+            raise InvalidInput(
+                "This webhook has no callback URL to test.",
+                details={"callback_url": ["Set a callback URL to send replies to."]},
+            )
+        transport._post({"type": "ping", "to": {"id": "", "type": "user"}, "text": "ping"})
+        return url, "The callback URL accepted a signed ping."
+    transport.fetch_token()  # Feishu tenant_access_token, WeCom gettoken, DingTalk accessToken
+    return transport.base_url, "The platform issued an access token for these credentials."
+
+
+def connector_test_credentials(
+    *, actor: Actor, connector: Connector, client=None, timeout: float = 10.0
+) -> CredentialCheck:
+    """Ask the platform whether the stored credentials work; the outcome is audited.
+
+    The network call happens outside any transaction (it may take seconds); only the audit
+    event is written in one. An unreachable platform (offline machine, DNS failure, refused
+    connection) is reported as such, not as a failure of the credentials.
+    """
+    import importlib
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    from connectors.transport import TransportError
+
+    actor.require("connector.manage", connector)
+    _platform_class(connector.platform)
+    # The platform package's TRANSPORT class, as the connector base class finds it.
+    module = importlib.import_module(f"connectors.{connector.platform}.transport")
+    transport = module.TRANSPORT(connector, client=client or httpx.Client(timeout=timeout))
+    # One attempt: a person is waiting for the answer, and retrying a refused connection or
+    # a wrong secret tells them nothing new.
+    transport.max_attempts = 1
+    host = urlsplit(transport.base_url or transport.settings.get("callback_url", "")).netloc
+    try:
+        target, message = _credentials_probe(transport)
+        host = urlsplit(target).netloc or host
+        result = CredentialCheck(True, message, host)
+    except TransportError as error:
+        network = error.status is None and error.retryable and str(error).startswith("network")
+        if network:
+            result = CredentialCheck(
+                False,
+                f"Could not reach {host}: {str(error).removeprefix('network error: ')}. Check "
+                "that this server can reach the platform (firewall, proxy, DNS).",
+                host,
+                reachable=False,
+            )
+        else:
+            result = CredentialCheck(False, f"The platform refused the credentials: {error}", host)
+    except KeyError as error:
+        result = CredentialCheck(
+            False, f"The credentials or the platform's answer lack {error.args[0]!r}.", host
+        )
+    except InvalidInput as error:
+        result = CredentialCheck(False, error.message, host)
+    finally:
+        if client is None:
+            transport.client.close()
+    with transaction.atomic():
+        audit.record(
+            actor=actor,
+            action="connector.test_credentials",
+            target=connector,
+            changes={
+                "ok": result.ok,
+                "reachable": result.reachable,
+                "host": result.host,
+                "result": result.message[:300],
+            },
+        )
+    return result
+
+
+def unmapped_queue(actor: Actor, connector: Connector):
+    """Platform users waiting to be mapped (or dismissed) on this connector, latest first."""
+    return UnmappedIdentity.objects.restrict(actor, "manage").filter(
+        connector=connector, resolved_at__isnull=True
+    )
+
+
+@transaction.atomic
+def unmapped_identity_map(
+    *, actor: Actor, unmapped: UnmappedIdentity, member: Member
+) -> IMIdentity:
+    """Link a queued platform user to a member; the next message reaches the member's agent."""
+    connector = unmapped.connector
+    actor.require("connector.manage", connector)
+    if member.organization_id != connector.organization_id:
+        raise InvalidInput("That member belongs to another organization.")
+    if member.status != Member.Status.ACTIVE:
+        raise InvalidInput(
+            f"{member.display_name} is not active.",
+            details={"member": ["Choose an active member."]},
+        )
+    existing = (
+        IMIdentity.objects.filter(
+            organization_id=connector.organization_id,
+            platform=connector.platform,
+            platform_user_id=unmapped.platform_user_id,
+            tenant_key="",
+        )
+        .select_related("member")
+        .first()
+    )
+    if existing is not None and existing.member_id != member.pk:
+        raise Conflict(
+            f"This account is already mapped to {existing.member.display_name}.",
+            details={"member": ["Unlink it on that member's page first."]},
+        )
+    identity = existing
+    if identity is None:
+        try:
+            with transaction.atomic():
+                identity = IMIdentity.objects.create(
+                    organization_id=connector.organization_id,
+                    member=member,
+                    platform=connector.platform,
+                    platform_user_id=unmapped.platform_user_id,
+                    display_name=unmapped.display_name[:150],
+                )
+        except IntegrityError:
+            raise Conflict("This account was mapped by someone else meanwhile.") from None
+        audit.record(
+            actor=actor,
+            action="member.identity_add",
+            target=member,
+            after={
+                "platform": connector.platform,
+                "platform_user_id": unmapped.platform_user_id,
+                "matched_by": "unmapped queue",
+                "connector": connector.pk,
+            },
+        )
+    unmapped.resolved_at = timezone.now()
+    unmapped.save(update_fields=["resolved_at"])
+    return identity
+
+
+@transaction.atomic
+def unmapped_identity_dismiss(*, actor: Actor, unmapped: UnmappedIdentity) -> None:
+    """Take a platform user off the queue without mapping them (they return if they write)."""
+    actor.require("connector.manage", unmapped.connector)
+    unmapped.resolved_at = timezone.now()
+    unmapped.save(update_fields=["resolved_at"])
+    audit.record(
+        actor=actor,
+        action="connector.unmapped_dismiss",
+        target=unmapped.connector,
+        changes={"platform_user_id": unmapped.platform_user_id},
     )

@@ -1,4 +1,8 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: HTTP through Django, websockets through Channels.
+
+IM platform callbacks (/connectors/<platform>/<public id>/events) are answered by the
+connectors' inbound edge in front of Django: the hot path skips the middleware stack.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +18,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from cadre.routing import websocket_urlpatterns  # noqa: E402
+from connectors.views import InboundEdge  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": InboundEdge(django_application),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -170,10 +170,17 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa: E402
+from cadre.skills.schedule import BEAT_SCHEDULE as SKILLS_BEAT_SCHEDULE  # noqa: E402
 
 CELERY_BEAT_SCHEDULE: dict = {
     **MEMORY_BEAT_SCHEDULE,
+    **SKILLS_BEAT_SCHEDULE,
     "connectors-prune": {"task": "connectors.tasks.inbound_events_prune", "schedule": 86400},
+    "connectors-drain": {"task": "connectors.tasks.inbound_events_drain", "schedule": 60.0},
+    "connectors-agent-messages": {
+        "task": "connectors.tasks.agent_messages_deliver_queued",
+        "schedule": 15.0,
+    },
     "agents-waits-expire": {"task": "cadre.agents.tasks.waits_expire", "schedule": 60.0},
     "agents-runs-requeue": {"task": "cadre.agents.tasks.runs_requeue_stale", "schedule": 300.0},
     "governance-confirmations-expire": {
@@ -184,9 +191,16 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "cadre.governance.tasks.alerts_evaluate",
         "schedule": 60.0,
     },
+    # Safety net: seals audit events whose on-commit seal task never ran.
+    "governance-audit-seal": {"task": "cadre.governance.tasks.audit_seal", "schedule": 30.0},
+    "hub-upload-tickets-purge": {"task": "hub.tasks.upload_tickets_purge", "schedule": 600.0},
 }
 # The Celery queue agent runs are sent to (a separate worker pool can serve it).
 CADRE_AGENT_QUEUE = env_str("CADRE_AGENT_QUEUE", "celery")
+# Subscriptions between agents: runs one publish may start, and hops before a chain of
+# publications stops (a cycle A -> B -> A ends there).
+CADRE_SUBSCRIPTION_MAX_FANOUT = 10
+CADRE_SUBSCRIPTION_MAX_HOPS = 4
 CELERY_TIMEZONE = "UTC"
 
 # --- Django -------------------------------------------------------------------------------
@@ -314,6 +328,9 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "cadre@localhost")
 
 CADRE_INVITATION_DAYS = env_int("CADRE_INVITATION_DAYS", 7, minimum=1)
+# Alert webhooks never reach internal addresses (SSRF) except these host names, IP addresses or
+# networks (comma-separated; "*" allows every internal destination).
+CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS", [])
 CADRE_API_KEY_LAST_USED_INTERVAL = 60  # seconds between last_used_at writes for one key
 
 # --- API ----------------------------------------------------------------------------------
