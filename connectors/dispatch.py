@@ -105,6 +105,7 @@ def parsed(event: InboundEvent) -> ParsedEvent:
         thread_ref=payload.get("thread_ref", ""),
         action=payload.get("action", {}),
         context=payload.get("context", {}),
+        attachments=payload.get("attachments", []),
     )
 
 
@@ -220,8 +221,19 @@ def start_run(event: InboundEvent, member, message: ParsedEvent, batch: Batch | 
             title=message.text[:80],
         )
     actor = system_actor(connector.organization, label=f"connector {connector.name}")
+    # Files arrive as lines of the text (the model sees them) and as references on the run
+    # (`connectors.attachments.attachment_download(event, index)` fetches one on demand).
+    attachments = [
+        {**attachment, "inbound_event": event.pk, "index": index}
+        for index, attachment in enumerate(message.attachments)
+    ]
     return run_start(
-        actor=actor, agent=agent, text=message.text, session=session, channel=connector.platform
+        actor=actor,
+        agent=agent,
+        text=message.text,
+        session=session,
+        channel=connector.platform,
+        attachments=attachments,
     )
 
 

@@ -18,6 +18,7 @@ from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
 from connectors.models import InboundEvent
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.tests.helpers import make_connector
+from connectors.tests.test_end_to_end import bob_agent  # noqa: F401  (fixture)
 from connectors.transport import TransportError
 from connectors.wecom.tests.fake_api import CORP_ID, CORP_SECRET, FakeWeCom
 
@@ -339,3 +340,28 @@ def test_slack_file_is_fetched_from_its_private_url_with_the_bot_token(alice, fa
     assert attachment_download(event, 0).content == PDF
     [fetch] = fake_api.calls("/files/F1")
     assert fetch.headers["authorization"] == f"Bearer {BOT_TOKEN}"
+
+
+# --- into the run: the agent gets the file's description and a reference to fetch it ----------
+
+
+def test_a_file_message_reaches_the_agents_run_with_a_reference_to_fetch_it(
+    feishu_connector,
+    bob,
+    bob_agent,  # noqa: F811  (the end-to-end fixture, imported above)
+):
+    from cadre.agents.models import Run
+    from connectors import dispatch
+    from tests.factories import IMIdentityFactory
+
+    IMIdentityFactory(member=bob, platform="feishu", platform_user_id="ou_bob")
+    event = store(
+        feishu_connector, feishu_message("file", {"file_key": "file_v2_7", "file_name": "q3.pdf"})
+    )
+    dispatch.process_inbound_event(event.pk)
+
+    run = Run.objects.get(agent=bob_agent)
+    assert run.input["text"] == "[Attached file: q3.pdf (application/pdf)]"
+    [reference] = run.input["attachments"]
+    assert (reference["key"], reference["name"]) == ("file_v2_7", "q3.pdf")
+    assert (reference["inbound_event"], reference["index"]) == (event.pk, 0)

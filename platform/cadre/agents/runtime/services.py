@@ -70,8 +70,11 @@ def run_start(
     channel: str = "console",
     event: dict | None = None,
     trigger: str = "message",
+    attachments: list[dict] | None = None,
 ) -> Run:
-    """Accept a message (or an event) for an agent and queue its run."""
+    """Accept a message (or an event) for an agent and queue its run. `attachments`: files
+    that came with an IM message (their descriptions; the connectors download them on demand).
+    """
     _check_can_run(actor, agent)
     check_runnable(agent)
     if not text.strip() and event is None:
@@ -99,7 +102,11 @@ def run_start(
         version_id=agent.version_id,
         trace_id=current_trace_id() or uuid.uuid4().hex,
         trigger=trigger,
-        input={"text": text, **({"event": event} if event is not None else {})},
+        input={
+            "text": text,
+            **({"event": event} if event is not None else {}),
+            **({"attachments": attachments} if attachments else {}),
+        },
         grants=grants_for_version(agent.version),
     )
     Run.objects.filter(pk=run.pk).update(root_id=run.pk)
