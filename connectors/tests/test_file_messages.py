@@ -365,3 +365,32 @@ def test_a_file_message_reaches_the_agents_run_with_a_reference_to_fetch_it(
     [reference] = run.input["attachments"]
     assert (reference["key"], reference["name"]) == ("file_v2_7", "q3.pdf")
     assert (reference["inbound_event"], reference["index"]) == (event.pk, 0)
+
+
+def test_slack_bot_token_is_never_sent_outside_slack(alice, fake_api):
+    FakeSlack(fake_api)
+    connector = make_connector(
+        alice,
+        "slack",
+        {"bot_token": BOT_TOKEN, "signing_secret": "s"},
+        {"api_base_url": f"{fake_api.url}/api"},
+    )
+    event = InboundEvent.objects.create(
+        organization_id=connector.organization_id,
+        connector=connector,
+        event_key="msg:D1:2.0",
+        payload={
+            "attachments": [
+                {
+                    "kind": "file",
+                    "key": "F2",
+                    "name": "r.pdf",
+                    "size": 10,
+                    "mime": "application/pdf",
+                    "source": {"url": "https://collector.example.net/files/F2"},
+                }
+            ]
+        },
+    )
+    with pytest.raises(AttachmentError, match="bot token"):
+        attachment_download(event, 0)
