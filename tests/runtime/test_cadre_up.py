@@ -148,6 +148,9 @@ def test_cadre_up_serves_stops_cleanly_and_restarts_fast(data_dir, tmp_path, rec
 
         groups = children_of_run(data_dir)
         assert len(groups) == 3  # web, worker, beat
+        record = json.loads((data_dir / "run" / "cadre-up.json").read_text())
+        niceness = {c["name"]: psutil.Process(c["pid"]).nice() for c in record["children"]}
+        assert niceness["worker"] > niceness["web"]  # background work yields to requests
         assert all(psutil.pid_exists(pid) for pid in groups)
         assert embedded.postgres_processes(data_dir)
         first.wait_for("ready.")  # the Celery worker has forked its pool

@@ -424,13 +424,20 @@ def _stream_workers() -> list:
         connections.close_all()
 
 
+# The worker runs a little below the web server: on a small machine a burst of background
+# work (agent runs, drains) must not delay acknowledging the IM platforms or serving pages.
+NICENESS = {"worker": 5}
+
+
 def _spawn(name: str, command: list[str], env: dict[str, str]) -> Child:
+    niceness = NICENESS.get(name, 0)
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
         command,
         cwd=_working_dir(),
         env=env,
         stdin=subprocess.DEVNULL,  # children sit outside the terminal's foreground group
         process_group=0,  # own group: Ctrl-C reaches only us, and we stop them in order
+        preexec_fn=(lambda: os.nice(niceness)) if niceness else None,
     )
     return Child(name, process)
 
