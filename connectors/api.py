@@ -6,6 +6,7 @@ Everything here needs `connector.manage` (owners and IT admins): credentials are
 
 from __future__ import annotations
 
+import django_filters
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
@@ -158,12 +159,25 @@ class UnmappedIdentitySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class UnmappedIdentityFilter(django_filters.FilterSet):
+    waiting = django_filters.BooleanFilter(
+        field_name="resolved_at",
+        lookup_expr="isnull",
+        label="true: still waiting to be mapped or dismissed; false: resolved",
+    )
+
+    class Meta:
+        model = UnmappedIdentity
+        fields = ["connector", "waiting"]
+
+
 class UnmappedIdentityViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ManageOnly):
-    """Platform users who wrote but match no member: map them with /im-identities/."""
+    """Platform users who wrote but match no member: map them with /im-identities/ (or in the
+    console). `?waiting=true` lists the queue: those not yet mapped or dismissed."""
 
     model = UnmappedIdentity
     serializer_class = UnmappedIdentitySerializer
-    filterset_fields = ["connector"]
+    filterset_class = UnmappedIdentityFilter
 
 
 router = SimpleRouter()

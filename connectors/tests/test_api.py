@@ -93,3 +93,25 @@ def test_unmapped_queue_lists_platform_users_without_a_member(alice, client_for)
     )
     rows = client.get("/api/v1/unmapped-identities/").json()["results"]
     assert [row["platform_user_id"] for row in rows] == ["ou_42"]
+
+
+def test_unmapped_queue_filter_leaves_out_resolved_users(alice, client_for):
+    from django.utils import timezone
+
+    client = client_for(alice)
+    connector = Connector.objects.get(pk=_create(client).json()["id"])
+    for user, resolved in (("ou_waiting", None), ("ou_mapped", timezone.now())):
+        UnmappedIdentity.objects.create(
+            organization=alice.organization,
+            connector=connector,
+            platform_user_id=user,
+            resolved_at=resolved,
+        )
+
+    def users(query: str) -> list[str]:
+        rows = client.get(f"/api/v1/unmapped-identities/{query}").json()["results"]
+        return sorted(row["platform_user_id"] for row in rows)
+
+    assert users("?waiting=true") == ["ou_waiting"]
+    assert users("?waiting=false") == ["ou_mapped"]
+    assert users("") == ["ou_mapped", "ou_waiting"]
