@@ -24,15 +24,20 @@ def retry_transient_sends():
         raise
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(RetryableSend,),
-    retry_backoff=2,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=8,
-)
+# How a task that sends to a platform retries: transient failures (5xx, 429, network) back
+# off exponentially with jitter, up to about half an hour in all.
+SEND_RETRIES = {
+    "bind": True,
+    "acks_late": True,
+    "autoretry_for": (RetryableSend,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 300,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
+
+
+@shared_task(**SEND_RETRIES)
 def inbound_message_received(self, event_id: int) -> str:
     """The hand-off from the inbound edge: process one stored event (exactly once)."""
     from connectors.dispatch import process_inbound_event
@@ -50,15 +55,7 @@ def inbound_events_drain() -> int:
     return inbound_drain()
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(RetryableSend,),
-    retry_backoff=2,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=8,
-)
+@shared_task(**SEND_RETRIES)
 def confirmation_cards_send(self, confirmation_id: str) -> int:
     """Deliver a confirmation's cards (governance enqueues this with the confirmation id)."""
     from connectors.decisions import cards_send
@@ -87,15 +84,7 @@ def decision_refused_notice(self, event_id: int) -> None:
         notice(event_id)
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(RetryableSend,),
-    retry_backoff=2,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=8,
-)
+@shared_task(**SEND_RETRIES)
 def deliver_run_reply(self, run_id: int) -> None:
     """A run started from an IM message finished: send its reply (the runtime enqueues this)."""
     from connectors.dispatch import run_reply
@@ -127,18 +116,7 @@ def inbound_events_prune(days: int = 14) -> int:
     return deleted
 
 
-AGENT_MESSAGE_MAX_RETRIES = 8
-
-
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(RetryableSend,),
-    retry_backoff=2,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=AGENT_MESSAGE_MAX_RETRIES,
-)
+@shared_task(**SEND_RETRIES)
 def agent_message_deliver(self, message_id: int) -> str:
     """Deliver a message an agent sent with `im_send` (agents' OutboundMessage) once per
     recipient; a retry skips recipients already sent. Returns the message's status."""
@@ -150,7 +128,7 @@ def agent_message_deliver(self, message_id: int) -> str:
     except agent_messages.DeliveryBusy:
         return "busy"  # another worker holds it and will finish it
     except RetryableSend as error:
-        if self.request.retries >= AGENT_MESSAGE_MAX_RETRIES:
+        if self.request.retries >= SEND_RETRIES["max_retries"]:
             return agent_messages.finish(message_id, [f"gave up after retries: {error}"])
         raise
 

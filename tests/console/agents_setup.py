@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures imported from tests.agents.conftest are parameters here
 """Fixtures for the console's agents pages: a published sales template dispatched to alice's
 and bob's position (hooks that load the embedding model are off, as in tests/agents)."""
 
@@ -7,8 +8,15 @@ import pytest
 from django.test import Client
 
 from cadre.agents import services
-from cadre.tenancy.actors import member_actor
-from tests.factories import PositionFactory
+
+# The runtime tests' own fixtures; this module adds the console's template and deployment.
+from tests.agents.conftest import (  # noqa: F401 - fixtures re-exported to the page tests
+    bob_agent,
+    owner,
+    publish,
+    published,
+    sales,
+)
 
 TOOLS = {
     "memory_search": {"risk": "low", "confirmation": "never"},
@@ -25,21 +33,6 @@ def client(member) -> Client:
     browser = Client()
     browser.force_login(member.user)
     return browser
-
-
-def publish(actor, version):
-    services.version_submit(actor=actor, version=version)
-    return services.version_publish(actor=actor, version=version, reason="ready")
-
-
-@pytest.fixture
-def owner(alice):
-    return member_actor(alice)
-
-
-@pytest.fixture
-def sales(org_a):
-    return PositionFactory(organization=org_a, name="Sales", code="sales")
 
 
 @pytest.fixture
@@ -59,22 +52,12 @@ def template(owner):
 
 
 @pytest.fixture
-def published(owner, template):
-    return publish(owner, template.versions.get())
-
-
-@pytest.fixture
 def deployment(owner, template, published, sales, alice, bob):
     alice.positions.add(sales)
     bob.positions.add(sales)
     return services.deployment_create(
         actor=owner, name="Sales agents", template=template, version=published, positions=[sales]
     )
-
-
-@pytest.fixture
-def bob_agent(deployment, bob):
-    return deployment.agents.get(member=bob)
 
 
 @pytest.fixture
