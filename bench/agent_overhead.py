@@ -7,7 +7,11 @@ queueing, the Celery hop, hooks (input policy, context base, memory retrieval wi
 embedding and ContextRecord), the model step, step/event persistence and completion.
 
 Each session is a member chatting with their own agent: send a message, wait for the reply,
-think for --think seconds, send the next. Real Celery workers (prefork, --workers processes)
+think, send the next. Think times are drawn uniformly from 0.5x to 1.5x --think (mean
+--think) and each session's first message comes at a random moment within one think time —
+people do not type in lockstep; without it every session sends at the same instant and each
+"wave" of 50 runs queues behind itself. The draws are seeded, so both paths and every
+invocation see the same arrival pattern. Real Celery workers (prefork, --workers processes)
 on Redis, against a separate database (`cadre_agents_bench` on the same PostgreSQL) and a
 separate Redis database.
 
@@ -189,6 +193,25 @@ def stop_workers(child: subprocess.Popen) -> None:
         os.killpg(child.pid, signal.SIGKILL)
 
 
+def cpu_snapshot(worker_group: int) -> dict[str, float]:
+    """CPU seconds so far: the Celery workers (their process group) and the database server
+    (every process named postgres), read from /proc; the harness from its own clock."""
+    workers = database = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        if int(fields[2]) == worker_group:
+            workers += seconds
+        elif name == "postgres":
+            database += seconds
+    return {"workers": workers, "database": database, "harness": time.process_time()}
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     index = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
@@ -197,6 +220,9 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def drive(agents: list, sessions: int, messages: int, think: float, timeout: float) -> dict:
     """Closed loop: each session sends, waits for its reply, thinks, sends again."""
+    import random
+
+    draw = random.Random(sessions * 1000 + messages)  # a load pattern, the same every time
     from django.utils import timezone
 
     from cadre.agents.models import Run
@@ -208,6 +234,9 @@ def drive(agents: list, sessions: int, messages: int, think: float, timeout: flo
         agent.pk: {"sent": 0, "run": None, "accepted": None, "next_at": 0.0, "session": None}
         for agent in active
     }
+    begin = time.monotonic()
+    for slot in state.values():  # staggered first messages
+        slot["next_at"] = begin + draw.uniform(0, think)
     latencies: list[float] = []
     failures = 0
     started = time.monotonic()
@@ -238,7 +267,7 @@ def drive(agents: list, sessions: int, messages: int, think: float, timeout: flo
                 latencies.append((finished_at - slot["accepted"]).total_seconds() * 1000)
             else:
                 failures += 1
-            slot.update(run=None, next_at=time.monotonic() + think)
+            slot.update(run=None, next_at=time.monotonic() + draw.uniform(0.5, 1.5) * think)
         time.sleep(0.02)  # the harness polls too: keep its own CPU out of the figures
     elapsed = time.monotonic() - started
     return {
@@ -284,11 +313,11 @@ def main() -> None:
         print("path=full: every built-in hook; path=bare: the same runtime, hooks off (baseline)")
         for sessions in args.sessions:
             for path in ("full", "bare"):
-                report(
-                    path,
-                    sessions,
-                    drive(fleets[path], sessions, args.messages, args.think, args.timeout),
-                )
+                before = cpu_snapshot(worker.pid)
+                result = drive(fleets[path], sessions, args.messages, args.think, args.timeout)
+                after = cpu_snapshot(worker.pid)
+                result["cpu"] = {name: after[name] - before[name] for name in before}
+                report(path, sessions, result)
     finally:
         stop_workers(worker)
 
@@ -305,6 +334,12 @@ def report(path: str, sessions: int, result: dict) -> None:
         f"throughput={len(values) / result['elapsed']:.1f}/s "
         f"failed={result['failures']} unfinished={result['unfinished']}"
     )
+    if "cpu" in result:  # CPU per completed run while measuring (after-run work may lag)
+        cpu = {name: seconds / len(values) * 1000 for name, seconds in result["cpu"].items()}
+        print(
+            f"    cpu_ms_per_run workers={cpu['workers']:.1f} database={cpu['database']:.1f} "
+            f"harness={cpu['harness']:.1f} total={sum(cpu.values()):.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
 
@@ -19,3 +19,13 @@ def _instrument_worker(**_kwargs) -> None:
     from cadre.observability import instrument_celery
 
     instrument_celery()
+
+
+@task_prerun.connect(weak=False)
+@task_postrun.connect(weak=False)
+def _database_connections(**_kwargs) -> None:
+    """Around each task, what Django does around each request: close the connections that
+    are too old (CONN_MAX_AGE), broken, or left outside autocommit; keep the others."""
+    from django.db import close_old_connections
+
+    close_old_connections()

@@ -168,6 +168,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Celery's Django fixup closes every database connection before and after each task unless
+# this is set; then it closes them every this many tasks instead. Workers keep their
+# connections like the web process does, by DATABASES' CONN_MAX_AGE and health checks
+# (cadre/celery.py runs Django's close_old_connections around each task): opening a
+# connection per task cost a run about a fork of PostgreSQL, a login and a type lookup.
+CELERY_DB_REUSE_MAX = 10_000
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa: E402
 from cadre.skills.schedule import BEAT_SCHEDULE as SKILLS_BEAT_SCHEDULE  # noqa: E402
