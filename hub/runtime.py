@@ -215,10 +215,17 @@ def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: in
     from hub.distribution import installs_sync
 
     config = config or {}
-    installs = list(
-        SkillInstall.objects.filter(agent=agent).select_related(
-            "package__namespace", "version__package__namespace"
+    # Most runs' agents have no skill installed: a plain lookup says so far more cheaply
+    # than the joined one below.
+    installed = SkillInstall.objects.filter(agent=agent).exists()
+    installs = (
+        list(
+            SkillInstall.objects.filter(agent=agent).select_related(
+                "package__namespace", "version__package__namespace"
+            )
         )
+        if installed
+        else []
     )
     # The run's pinned version (already loaded with the run) names the template's skills.
     template_skills = getattr(run, "version", None) or agent.version

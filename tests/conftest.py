@@ -3,7 +3,11 @@ in organization B. alice owns A; bob is an employee of A; charlie owns B (an out
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from celery.signals import task_postrun
+from django.db import connections
 from rest_framework.test import APIClient
 
 from cadre.tenancy import services
@@ -11,6 +15,16 @@ from cadre.tenancy.actors import member_actor
 from tests.factories import MemberFactory, OrganizationFactory
 
 PASSWORD = "correct-horse-battery-9"
+
+
+@task_postrun.connect(weak=False)
+def _close_test_worker_connections(sender=None, **_kwargs) -> None:
+    """Tests run Celery workers in a thread (celery.contrib.testing): a worker keeps its
+    connections between tasks, and a thread's would outlive the test and hold the test
+    database open at teardown. Close them after each task such a worker runs."""
+    eager = getattr(getattr(sender, "request", None), "is_eager", False)
+    if not eager and threading.current_thread() is not threading.main_thread():
+        connections.close_all()
 
 
 @pytest.fixture

@@ -23,9 +23,12 @@ def _instrument_worker(**_kwargs) -> None:
 
 @task_prerun.connect(weak=False)
 @task_postrun.connect(weak=False)
-def _database_connections(**_kwargs) -> None:
-    """Around each task, what Django does around each request: close the connections that
-    are too old (CONN_MAX_AGE), broken, or left outside autocommit; keep the others."""
+def _database_connections(sender=None, **_kwargs) -> None:
+    """Around each task a worker runs, what Django does around each request: close the
+    connections that are too old (CONN_MAX_AGE), broken, or left outside autocommit; keep
+    the others. A task run eagerly (in the caller's process) leaves the caller's alone."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
     from django.db import close_old_connections
 
     close_old_connections()

@@ -112,9 +112,8 @@ def test_unconfigured_points_run_the_default_hooks():
     assert [h.name for h, _ in hooks_for({"on_init": []}, "on_init")] == []
 
 
-def test_crash_inside_a_hook_step_replays_earlier_hooks_once(owner, bob):
-    CALLS.clear()
-    agent = _agent_with_hooks(
+def _two_hook_agent(owner, bob):
+    return _agent_with_hooks(
         owner,
         bob,
         {
@@ -122,11 +121,33 @@ def test_crash_inside_a_hook_step_replays_earlier_hooks_once(owner, bob):
             "assemble_context": [{"name": "memory_retrieval", "enabled": False}],
         },
     )
-    run = runtime.run_start(actor=member_actor(bob), agent=agent, text="hi")
+
+
+def test_crash_inside_a_hook_runs_the_hooks_before_the_model_again(owner, bob):
+    # Hooks are recorded with the model call's start: a crash before it loses them (they only
+    # read and decide), and the next attempt runs them again from the start.
+    CALLS.clear()
+    run = runtime.run_start(actor=member_actor(bob), agent=_two_hook_agent(owner, bob), text="hi")
     with engine.crash_after("hook", "on_init:test_second"), pytest.raises(engine.SimulatedCrash):
         engine.run_execute(run.pk)
+    assert not run.steps.exists()
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert CALLS == ["first", "second:None", "second:None"]  # the completed one ran once
+    assert CALLS == ["first", "second:None", "first", "second:None"]
+    names = list(run.steps.order_by("id").values_list("name", flat=True))
+    assert names[:2] == ["on_init:test_first", "on_init:test_second"]
+    assert names.count("on_init:test_first") == 1
+
+
+def test_crash_after_the_model_call_started_replays_its_hooks(owner, bob):
+    CALLS.clear()
+    run = runtime.run_start(actor=member_actor(bob), agent=_two_hook_agent(owner, bob), text="hi")
+    with engine.crash_after("model_call"), pytest.raises(engine.SimulatedCrash):
+        engine.run_execute(run.pk)
+    # The hooks were committed with the model call's start, before the crash.
+    assert run.steps.filter(kind="hook", status="completed").count() >= 2
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    assert CALLS == ["first", "second:None"]  # replayed from their stored outputs
+    assert run.steps.get(kind="model_call").attempts == 2
 
 
 def test_on_spawn_cannot_widen_the_childs_grants(owner, bob, alice, deployment):

@@ -299,6 +299,9 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 _WORD = re.compile(
     r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]"
 )
+# The two halves of _WORD, counted separately by estimate_tokens (in C, not per word).
+_LATIN_WORD = re.compile(r"[A-Za-z0-9_]+")
+_SYMBOL = re.compile(r"[^\sA-Za-z0-9_\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 
 
 def estimate_tokens(text: str) -> int:
@@ -310,9 +313,11 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     cjk = len(_CJK.findall(text))
-    words = _WORD.findall(text)
-    latin = sum(1 for word in words if word[0].isalnum() or word[0] == "_")
-    symbols = len(words) - latin
+    # (a symbol that is a letter or digit of another script counts as a word)
+    others = _SYMBOL.findall(text)
+    lettered = sum(1 for char in others if char.isalnum()) if not text.isascii() else 0
+    latin = len(_LATIN_WORD.findall(text)) + lettered
+    symbols = len(others) - lettered
     return cjk + math.ceil(latin * 4 / 3) + symbols
 
 

@@ -164,12 +164,12 @@ def skill_backflow(run, config: dict) -> dict:
     confirmed = _confirm_by_reply(run)
     if confirmed is not None:
         return confirmed
+    correction = run.input.get("text", "")
+    if not drafting.is_correction(correction):  # (only a correction makes a proposal)
+        return {"proposal": None, "reason": "no correction in the message"}
     existing = SkillProposal.objects.filter(run=run).first()
     if existing is not None:  # a redelivered task: the proposal is already there
         return {"proposal": existing.pk}
-    correction = run.input.get("text", "")
-    if not drafting.is_correction(correction):
-        return {"proposal": None, "reason": "no correction in the message"}
     previous = _previous_run(run)
     if previous is None:
         return {"proposal": None, "reason": "no earlier answer in the conversation to improve"}

@@ -52,10 +52,10 @@ def memory_retrieval(ctx, config: dict) -> dict:
             status=Memory.Status.ACTIVE,
         ).exists()
         if not has_memories:  # nothing to find: skip embedding the query, still record it
-            with bookkeeping():
-                record = context_record_write(
-                    actor=ctx.actor, query=ctx.input_text, hits=[], on_behalf_of=on_behalf_of
-                )
+            # (one insert, committed by itself)
+            record = context_record_write(
+                actor=ctx.actor, query=ctx.input_text, hits=[], on_behalf_of=on_behalf_of
+            )
             return {"memories": [], "context_record": record.pk}
         with bookkeeping():  # the search and its ContextRecord: one non-durable commit
             result = memory_search(

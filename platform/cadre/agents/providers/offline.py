@@ -191,8 +191,17 @@ def answer_from_context(question: str, context: str) -> str:
     best.sort(reverse=True)
     if not best:
         return "I have nothing in my context about that."
-    lines = [text for _, _, text in best[:3]]
+    # Each line cut at ANSWER_LINE_CHARS: an answer that quoted earlier answers whole would
+    # grow with every turn of the conversation.
+    lines = [_clip(text, ANSWER_LINE_CHARS) for _, _, text in best[:3]]
     return "From my context: " + " / ".join(lines)
+
+
+ANSWER_LINE_CHARS = 240
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 class OfflineProvider(ModelProvider):

@@ -1,7 +1,10 @@
 """The asynchronous hooks after a completed run: process_memory, compact, post_process.
 
 Each hook is a persisted step keyed `run:<id>:after:<point>:<hook>`; a redelivered task skips
-the hooks that completed and runs the rest.
+the hooks that completed and runs the rest. The hooks' steps and events are written together,
+completed, once the last hook returned (one commit for the lot): if the worker dies before,
+the redelivered task runs them again, which they allow — memory writing merges a memory it
+already holds, skill backflow finds the proposal it already made.
 """
 
 from __future__ import annotations
@@ -9,54 +12,87 @@ from __future__ import annotations
 import logging
 import time
 
-from django.db.models import Max
 from django.utils import timezone
 
 from cadre.agents.hooks.registry import ASYNC_POINTS, hooks_for
-from cadre.agents.models import Run, Step
-from cadre.agents.runtime.engine import _run_lock, _trace, emit
+from cadre.agents.models import Run, RunEvent, Step
+from cadre.agents.runtime.engine import _run_lock, _trace, bookkeeping, load_run
 
 logger = logging.getLogger(__name__)
 
 
 def run_after_hooks(run_id: int) -> list[str]:
-    run = Run.objects.select_related("agent", "version", "member").filter(pk=run_id).first()
+    run = load_run(run_id)
     if run is None or run.status != Run.Status.COMPLETED:
         return []
-    done = []
+    hooks = [
+        (point, hook, config)
+        for point in ASYNC_POINTS
+        for hook, config in hooks_for(run.version.hooks, point)
+    ]
+    if not hooks:
+        return []
     with _run_lock(run.pk) as locked, _trace(run):
         if not locked:
             from cadre.agents.runtime.engine import RunBusy
 
             raise RunBusy(run.pk)
-        for point in ASYNC_POINTS:
-            for hook, config in hooks_for(run.version.hooks, point):
-                key = f"run:{run.pk}:after:{point}:{hook.name}"
-                step = Step.objects.filter(idempotency_key=key).first()
-                if step is not None and step.status == Step.Status.COMPLETED:
-                    continue
-                if step is None:
-                    index = (run.steps.aggregate(top=Max("index"))["top"] or 0) + 1
-                    step = Step.objects.create(
-                        run=run,
-                        index=index,
-                        kind=Step.Kind.HOOK,
-                        name=f"{point}:{hook.name}",
-                        idempotency_key=key,
-                    )
-                started = time.monotonic()
-                try:
-                    output = hook.fn(run, config) or {}
-                    status = Step.Status.COMPLETED
-                except Exception as error:  # one failing hook does not block the others
-                    logger.exception("hook %s:%s failed for run %s", point, hook.name, run.pk)
-                    output = {"error": f"{type(error).__name__}: {error}"}
-                    status = Step.Status.FAILED
-                step.status = status
-                step.output = output
-                step.completed_at = timezone.now()
-                step.duration_ms = int((time.monotonic() - started) * 1000)
+        known = {
+            step.idempotency_key: step
+            for step in run.steps.only(
+                "id", "run_id", "index", "name", "idempotency_key", "status", "started_at"
+            )
+        }
+        next_index = max((step.index for step in known.values()), default=0) + 1
+        new_steps: list[Step] = []
+        updated: list[Step] = []
+        events: list[RunEvent] = []
+        done: list[str] = []
+        for point, hook, config in hooks:
+            key = f"run:{run.pk}:after:{point}:{hook.name}"
+            step = known.get(key)
+            if step is not None and step.status == Step.Status.COMPLETED:
+                continue
+            started_at = timezone.now()
+            started = time.monotonic()
+            try:
+                output = hook.fn(run, config) or {}
+                status = Step.Status.COMPLETED
+            except Exception as error:  # one failing hook does not block the others
+                logger.exception("hook %s:%s failed for run %s", point, hook.name, run.pk)
+                output = {"error": f"{type(error).__name__}: {error}"}
+                status = Step.Status.FAILED
+            fields = {
+                "status": status,
+                "output": output,
+                "completed_at": timezone.now(),
+                "duration_ms": int((time.monotonic() - started) * 1000),
+            }
+            if step is None:  # the usual case: one insert, finished
+                step = Step(
+                    run_id=run.pk,
+                    index=next_index,
+                    kind=Step.Kind.HOOK,
+                    name=f"{point}:{hook.name}",
+                    idempotency_key=key,
+                    started_at=started_at,
+                    **fields,
+                )
+                next_index += 1
+                new_steps.append(step)
+            else:  # recorded (failed) by an earlier attempt
+                for name, value in fields.items():
+                    setattr(step, name, value)
+                updated.append(step)
+            events.append(
+                RunEvent(run_id=run.pk, kind="hook", data={"name": step.name, "status": status})
+            )
+            done.append(step.name)
+        if not done:
+            return done
+        with bookkeeping():
+            Step.objects.bulk_create(new_steps)
+            for step in updated:
                 step.save(update_fields=["status", "output", "completed_at", "duration_ms"])
-                emit(run.pk, "hook", {"name": step.name, "status": status})
-                done.append(step.name)
+            RunEvent.objects.bulk_create(events)
     return done

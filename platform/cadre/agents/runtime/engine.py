@@ -239,13 +239,16 @@ def emit(run_id: int, kind: str, data: dict | None = None) -> None:
 
 
 class RunContext:
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, *, first_attempt: bool = False):
         self.run = run
         self.agent = run.agent
         self.version = run.version
         self.member = run.member
         self.actor = agent_actor(self.agent)
-        self.steps = {step.index: step for step in run.steps.select_related("wait")}
+        # A run's first attempt has no steps yet: nothing to replay, nothing to load.
+        self.steps = (
+            {} if first_attempt else {step.index: step for step in run.steps.select_related("wait")}
+        )
         self.next_index = 0
         self.step_index = 0
         self.tokens_in = 0
@@ -256,7 +259,9 @@ class RunContext:
         # The input as the model may see it (masked by the input policy), once on_init ran.
         self.model_text: str | None = None
         self._policy_chain = None
-        # A model call's completion and events waiting for the run's next write (see `step`).
+        # Completed hooks, a model call's completion and their events, waiting for the run's
+        # next write (see `step`).
+        self._pending_new: list[Step] = []
         self._pending_done: list[Step] = []
         self._pending_events: list[RunEvent] = []
 
@@ -363,17 +368,24 @@ class RunContext:
         "cost",
     )
 
-    def flush(self) -> None:
-        """Write what is waiting to be recorded (inside the caller's transaction): a model
-        call's completion and its event."""
+    def flush(self, events: list[RunEvent] = ()) -> None:
+        """Write what is waiting to be recorded (inside the caller's transaction): completed
+        hooks, a model call's completion, their events, then `events`."""
+        if self._pending_new:
+            Step.objects.bulk_create(self._pending_new)
         for step in self._pending_done:
             step.save(update_fields=self._DONE_FIELDS)
-        if self._pending_events:
-            RunEvent.objects.bulk_create(self._pending_events)
-        self._pending_done, self._pending_events = [], []
+        events = [*self._pending_events, *events]
+        if events:
+            RunEvent.objects.bulk_create(events)
+        self._pending_new, self._pending_done, self._pending_events = [], [], []
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending_new or self._pending_done or self._pending_events)
 
     def _flush_now(self) -> None:
-        if self._pending_done or self._pending_events:
+        if self.has_pending:
             with bookkeeping():
                 self.flush()
 
@@ -383,12 +395,13 @@ class RunContext:
         `perform` returns the output dict; a "_usage" entry ({input_tokens, output_tokens,
         cost}) is moved onto the step's token and cost columns.
 
-        Model and tool calls are written `started` before their work; a hook is written once,
-        when it completed (it has no effect outside the run to account for). A model call's
-        completion is recorded with the run's next write — the next step, a wait or the
-        finish, which follow at once — one commit fewer per turn; if the worker dies in
-        between, the redelivered run asks the model again (a tool call's effect never
-        repeats: it is keyed and recorded durably by the executor).
+        Model and tool calls are written `started` before their work. A hook is written
+        once, completed, with the run's next write (the next model or tool call, a wait or
+        the finish, which follow at once): the hooks before a model call share its commit.
+        A model call's completion is recorded the same way. If the worker dies in between,
+        the redelivered run does that work again — hooks only read and decide (what they
+        record on the side, policy decisions and context records, is recorded again), and a
+        tool call's effect never repeats: it is keyed and recorded durably by the executor.
         """
         index = self.next_index
         self.next_index += 1
@@ -410,9 +423,11 @@ class RunContext:
             )
         else:
             with bookkeeping():
-                self.flush()
                 if slow:  # slow, or with effects: beat the heart, check for cancellation
                     self._check_not_cancelled()
+                if self._pending_new:  # earlier steps first: ids follow the run's order
+                    Step.objects.bulk_create(self._pending_new)
+                    self._pending_new = []
                 if step is None:
                     step = Step.objects.create(
                         run_id=self.run.pk,
@@ -427,12 +442,14 @@ class RunContext:
                     step.attempts += 1
                     step.started_at = timezone.now()
                     step.save(update_fields=["attempts", "started_at"])
-                if slow:
-                    emit(
-                        self.run.pk,
-                        "step",
-                        {"index": index, "kind": kind, "name": name, "status": "started"},
+                started = [
+                    RunEvent(
+                        run_id=self.run.pk,
+                        kind="step",
+                        data={"index": index, "kind": kind, "name": name, "status": "started"},
                     )
+                ]
+                self.flush(started if slow else [])
         started = time.monotonic()
         with tracer().start_as_current_span(
             f"agent.{kind}",
@@ -463,18 +480,17 @@ class RunContext:
                 "duration_ms": step.duration_ms,
             },
         )
-        if kind == Step.Kind.MODEL_CALL:  # recorded with the run's next write
+        if step.pk is None:  # a hook: inserted, completed, with the run's next write
+            self._pending_new.append(step)
+            self.steps[index] = step
+            self._pending_events.append(event)
+        elif kind == Step.Kind.MODEL_CALL:  # recorded with the run's next write
             self._pending_done.append(step)
             self._pending_events.append(event)
         else:
             with bookkeeping():
-                self.flush()
-                if step.pk is None:  # a hook: one insert, already completed
-                    step.save(force_insert=True)
-                    self.steps[index] = step
-                else:
-                    step.save(update_fields=self._DONE_FIELDS)
-                event.save()
+                self.flush([event])
+                step.save(update_fields=self._DONE_FIELDS)
         self._count(step)
         return output
 
@@ -836,8 +852,6 @@ def _finish(
     display = ctx.reidentify(text) if ctx is not None and text and not run.parent_id else text
     now = timezone.now()
     with bookkeeping():
-        if ctx is not None:
-            ctx.flush()
         fields = {"status": status, "finished_at": now, "heartbeat_at": now}
         if ctx is not None:
             fields.update(
@@ -859,6 +873,8 @@ def _finish(
             fields["error"] = error[:4000]
         updated = Run.objects.filter(pk=run.pk).exclude(status__in=Run.TERMINAL).update(**fields)
         if not updated:
+            if ctx is not None:
+                ctx.flush()
             return
         for name, value in fields.items():
             setattr(run, name, value)
@@ -880,8 +896,32 @@ def _finish(
                 data={"status": status, **({"error": error} if error else {})},
             )
         )
-        RunEvent.objects.bulk_create(events)
+        if ctx is not None:
+            ctx.flush(events)
+        else:
+            RunEvent.objects.bulk_create(events)
         on_run_finished(run)
+
+
+def load_run(run_id: int, *related: str) -> Run | None:
+    """The run with what executing it reads: its organization, agent, member and version
+    (and `related`). The agent's organization and member are the run's own rows, shared
+    rather than joined again — every join more costs PostgreSQL more planning than the
+    lookup itself."""
+    found = list(
+        Run.objects.select_related("organization", "agent", "member", "version", *related)
+        .filter(pk=run_id)
+        .order_by()[:1]
+    )
+    if not found:
+        return None
+    run = found[0]
+    agent = run.agent
+    if agent.organization_id == run.organization_id:
+        agent.organization = run.organization
+    if agent.member_id == run.member_id:
+        agent.member = run.member
+    return run
 
 
 def run_execute(run_id: int) -> str:
@@ -889,19 +929,7 @@ def run_execute(run_id: int) -> str:
     with _run_lock(run_id) as locked:
         if not locked:
             raise RunBusy(run_id)
-        run = (
-            Run.objects.select_related(
-                "organization",
-                "agent__deployment",
-                "agent__organization",
-                "agent__member",
-                "member",
-                "version",
-                "session",
-            )
-            .filter(pk=run_id)
-            .first()
-        )
+        run = load_run(run_id, "agent__deployment")
         if run is None or run.is_terminal:
             return run.status if run else "missing"
         refusal = _refusal(run)
@@ -909,15 +937,22 @@ def run_execute(run_id: int) -> str:
             _finish(run, None, Run.Status.CANCELLED, error=refusal)
             return run.status
         now = timezone.now()
-        with bookkeeping():
-            Run.objects.filter(pk=run.pk).update(
-                status=Run.Status.RUNNING,
-                attempts=run.attempts + 1,
-                heartbeat_at=now,
-                started_at=run.started_at or now,
+        # One statement, committed at once (the attempt counts even if this worker dies); its
+        # event goes with the run's next write.
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.RUNNING,
+            attempts=run.attempts + 1,
+            heartbeat_at=now,
+            started_at=run.started_at or now,
+        )
+        ctx = RunContext(run, first_attempt=run.attempts == 0)
+        ctx._pending_events.append(
+            RunEvent(
+                run_id=run.pk,
+                kind="status",
+                data={"status": Run.Status.RUNNING, "attempt": run.attempts + 1},
             )
-            emit(run.pk, "status", {"status": Run.Status.RUNNING, "attempt": run.attempts + 1})
-        ctx = RunContext(run)
+        )
         with (
             _trace(run),
             tracer().start_as_current_span(
@@ -938,7 +973,10 @@ def run_execute(run_id: int) -> str:
             except NonDeterministicReplay as error:
                 _finish(run, ctx, Run.Status.FAILED, error=f"cannot resume: {error}")
                 return Run.Status.FAILED
-            except (ProviderError, OperationalError):
+            except ProviderError:
+                ctx._flush_now()  # the retry replays the hooks that completed
+                raise  # transient: the task retries and the run resumes where it stopped
+            except OperationalError:
                 raise  # transient: the task retries and the run resumes where it stopped
             except Exception as error:  # a bug or bad data: fail visibly, do not retry forever
                 logger.exception("run %s failed", run.pk)

@@ -239,6 +239,8 @@ def memory_add_from_messages(
         else SourceKind.MODEL_INFERENCE
     )
     written = []
+    if not candidates:
+        return ExtractionResult(written, extractor=extractor.name, candidates=0)
     with transaction.atomic():
         for candidate in candidates:
             ref = dict(source_ref or {})
