@@ -15,6 +15,11 @@ invocation see the same arrival pattern. Real Celery workers (prefork, --workers
 on Redis, against a separate database (`cadre_agents_bench` on the same PostgreSQL) and a
 separate Redis database.
 
+Under each figure, the CPU spent per completed run while measuring: the worker processes,
+the bench database's PostgreSQL backends and the harness (which starts the runs, as the web
+process would, and polls). After-run hooks queued at the lowest priority may still be
+running when a measurement ends; their CPU then counts in the next one.
+
     .venv/bin/python bench/agent_overhead.py                      # 1, 10, 50 sessions
     .venv/bin/python bench/agent_overhead.py --sessions 50 --messages 10 --workers 4
     .venv/bin/python bench/agent_overhead.py --no-memory          # without memory retrieval
@@ -193,23 +198,35 @@ def stop_workers(child: subprocess.Popen) -> None:
         os.killpg(child.pid, signal.SIGKILL)
 
 
-def cpu_snapshot(worker_group: int) -> dict[str, float]:
-    """CPU seconds so far: the Celery workers (their process group) and the database server
-    (every process named postgres), read from /proc; the harness from its own clock."""
-    workers = database = 0.0
+def cpu_snapshot(worker_group: int) -> dict:
+    """CPU seconds so far: the Celery workers (their process group), each PostgreSQL backend
+    of the bench database (by pid, so one that ends in between is left out rather than
+    subtracted), and the harness from its own clock; read from /proc."""
+    workers, backends = 0.0, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
+            command = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
         fields = text.rsplit(")", 1)[1].split()
         seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         if int(fields[2]) == worker_group:
             workers += seconds
-        elif name == "postgres":
-            database += seconds
-    return {"workers": workers, "database": database, "harness": time.process_time()}
+        elif command.startswith(b"postgres:") and BENCH_DB.encode() in command:
+            backends[int(stat.parent.name)] = seconds
+    return {"workers": workers, "database": backends, "harness": time.process_time()}
+
+
+def cpu_used(before: dict, after: dict) -> dict[str, float]:
+    database = sum(
+        seconds - before["database"].get(pid, 0.0) for pid, seconds in after["database"].items()
+    )
+    return {
+        "workers": after["workers"] - before["workers"],
+        "database": database,
+        "harness": after["harness"] - before["harness"],
+    }
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -316,7 +333,7 @@ def main() -> None:
                 before = cpu_snapshot(worker.pid)
                 result = drive(fleets[path], sessions, args.messages, args.think, args.timeout)
                 after = cpu_snapshot(worker.pid)
-                result["cpu"] = {name: after[name] - before[name] for name in before}
+                result["cpu"] = cpu_used(before, after)
                 report(path, sessions, result)
     finally:
         stop_workers(worker)
