@@ -24,6 +24,7 @@ import re
 import time
 from datetime import UTC, datetime
 from functools import cache, partial
+from operator import itemgetter
 from typing import Any
 
 from django.core.cache import cache as django_cache
@@ -57,9 +58,42 @@ SEAL_MARGIN = 0.1
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe copy (dates, UUIDs, decimals become strings) with secret-named keys redacted."""
+    """JSON-safe copy (dates, UUIDs, decimals become strings) with secret-named keys redacted.
+
+    Values made of JSON's own types only (the usual changes) skip the JSON round trip."""
+    try:
+        return _plain_copy(value)
+    except _NotPlain:
+        pass
     value = json.loads(json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False))
     return _redact(value)
+
+
+class _NotPlain(Exception):
+    """A value other than JSON's own types: `_plain` takes the JSON round trip."""
+
+
+def _plain_copy(value: Any) -> Any:
+    """`_redact` of a value made of JSON's own types only (exactly dict with str keys, list,
+    str, int, float, bool, None): what the JSON round trip would give, without it. Raises
+    _NotPlain on anything else (tuples, subclasses such as enums, dates...)."""
+    kind = type(value)
+    if kind is str:
+        return value.replace("\x00", "")
+    if kind is dict:
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copy[key.replace("\x00", "")] = (
+                REDACTED if _SECRET_NAME.search(key) else _plain_copy(item)
+            )
+        return copy
+    if kind is list:
+        return [_plain_copy(item) for item in value]
+    if value is None or kind is int or kind is bool or kind is float:
+        return value
+    raise _NotPlain
 
 
 def _text(value: str) -> str:
@@ -143,6 +177,50 @@ def _lock_head(organization_id: int) -> AuditChainHead:
     return head.get()
 
 
+def _event_values(
+    *, actor, action, target, before, after, reason, organization, changes
+) -> tuple[Any, dict[str, Any]]:
+    """The organization and the column values (by attname) of a new, unsealed event."""
+    organization = organization or getattr(actor, "organization", None)
+    if organization is None:
+        organization = getattr(target, "organization", None)
+    if organization is None:
+        raise ValueError("audit.record needs an organization (from the actor or the target)")
+    target_type, target_id, target_label = _target_parts(target)
+    context = current_request()
+    values = {
+        **_UNSEALED,
+        "organization_id": organization.pk,
+        "created_at": timezone.now(),
+        # str() as the fields' own preparation does (a no-op on the usual str)
+        "actor_type": str(getattr(actor, "kind", "system")),
+        "actor_id": str(getattr(actor, "actor_id", "")),
+        "actor_label": _text(str(getattr(actor, "label", "")))[:200],
+        "action": str(action),
+        "target_type": target_type,
+        "target_id": target_id,
+        "target_label": target_label,
+        "changes": _plain(changes) if changes is not None else diff_summary(before, after),
+        "reason": _text(reason or ""),
+        "request_id": _text(context.request_id)[:64] if context else "",
+        "trace_id": current_trace_id(),
+        "ip": _stored_ip(context.ip) if context else None,
+        "user_agent": _text(context.user_agent or "")[:400] if context else "",
+    }
+    return organization, values
+
+
+def _instance(organization, values: dict[str, Any], db: str | None = None) -> AuditEvent:
+    """The AuditEvent of these values, with its organization cached as `AuditEvent(
+    organization=...)` does: unsaved, or the row just inserted in database `db`."""
+    if db is None:
+        event = AuditEvent(*_ROW(values))
+    else:  # positional, as the ORM builds the instances it loads
+        event = AuditEvent.from_db(db, _ATTNAMES, _ROW(values))
+    _ORGANIZATION_FIELD.set_cached_value(event, organization)
+    return event
+
+
 def new_event(
     *,
     actor,
@@ -155,29 +233,17 @@ def new_event(
     changes: dict | None = None,
 ) -> AuditEvent:
     """The unsaved, unsealed event `record` inserts (arguments as for `record`)."""
-    organization = organization or getattr(actor, "organization", None)
-    if organization is None:
-        organization = getattr(target, "organization", None)
-    if organization is None:
-        raise ValueError("audit.record needs an organization (from the actor or the target)")
-    target_type, target_id, target_label = _target_parts(target)
-    context = current_request()
-    return AuditEvent(
-        organization=organization,
-        created_at=timezone.now(),
-        actor_type=getattr(actor, "kind", "system"),
-        actor_id=getattr(actor, "actor_id", ""),
-        actor_label=_text(str(getattr(actor, "label", "")))[:200],
-        action=action,
-        target_type=target_type,
-        target_id=target_id,
-        target_label=target_label,
-        changes=_plain(changes) if changes is not None else diff_summary(before, after),
-        reason=_text(reason or ""),
-        request_id=_text(context.request_id)[:64] if context else "",
-        trace_id=current_trace_id(),
-        ip=_stored_ip(context.ip) if context else None,
-        user_agent=_text(context.user_agent or "")[:400] if context else "",
+    return _instance(
+        *_event_values(
+            actor=actor,
+            action=action,
+            target=target,
+            before=before,
+            after=after,
+            reason=reason,
+            organization=organization,
+            changes=changes,
+        )
     )
 
 
@@ -200,7 +266,7 @@ def record(
     hash chain within about a second (`seal`), and `sequence`, `prev_hash` and `hash` are set
     then.
     """
-    event = new_event(
+    organization, values = _event_values(
         actor=actor,
         action=action,
         target=target,
@@ -210,30 +276,40 @@ def record(
         organization=organization,
         changes=changes,
     )
-    params = [
-        field.get_db_prep_save(getattr(event, field.attname), connection) for field in _INSERTED
-    ]
-    with connection.cursor() as cursor:
+    params = list(_PARAMS(values))
+    params[_CHANGES_PARAM] = json.dumps(params[_CHANGES_PARAM], ensure_ascii=False)
+    db = transaction.get_connection()
+    with db.cursor() as cursor:
         cursor.execute(_insert_statement(), params)
-        event.pk = cursor.fetchone()[0]
-    event._state.adding, event._state.db = False, connection.alias
+        values["id"] = cursor.fetchone()[0]
+    event = _instance(organization, values, db.alias)
     # Robust: the change is committed by then; a broker hiccup must not fail the caller, and
     # the beat safety net seals whatever no task picked up.
-    transaction.on_commit(partial(_seal_soon, event.organization_id), robust=True)
+    db.on_commit(partial(_seal_soon, values["organization_id"]), robust=True)
     return event
 
 
-# The INSERT is built once from the model instead of compiled by the ORM on every call: the
-# compilation cost the writer about a third of its CPU time per event (issue #5 benchmark), and
-# every service pays it on every change. Values are prepared by the fields as the ORM does.
-_INSERTED = tuple(field for field in AuditEvent._meta.concrete_fields if not field.primary_key)
+# The INSERT is written once from the model instead of compiled by the ORM on every call, and
+# its values are the plain Python values above (only `changes` is dumped, to JSON): building a
+# model instance, preparing each value through its field and the JSON round trip of plain
+# changes cost the writer about a quarter of its CPU time per event (issue #5 benchmark), and
+# every service pays it on every change. The chain fields are not inserted: NULL until sealed.
+_ATTNAMES = tuple(field.attname for field in AuditEvent._meta.concrete_fields)
+_UNSEALED = {"id": None, "sequence": None, "prev_hash": None, "hash": None}
+_INSERTED = tuple(attname for attname in _ATTNAMES if attname not in _UNSEALED)
+_ROW, _PARAMS = itemgetter(*_ATTNAMES), itemgetter(*_INSERTED)
+_CHANGES_PARAM = _INSERTED.index("changes")
+_ORGANIZATION_FIELD = AuditEvent._meta.get_field("organization")
+# Values are passed as they are, so a column of another type needs its cast here.
+_CASTS = {"changes": "::jsonb", "ip": "::inet"}
 
 
 @cache
 def _insert_statement() -> str:
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(field.column) for field in _INSERTED)
-    placeholders = ", ".join(["%s"] * len(_INSERTED))
+    fields = {field.attname: field for field in AuditEvent._meta.concrete_fields}
+    columns = ", ".join(quote(fields[attname].column) for attname in _INSERTED)
+    placeholders = ", ".join(f"%s{_CASTS.get(attname, '')}" for attname in _INSERTED)
     return (  # names from the model only, values as parameters
         f"INSERT INTO {quote(AuditEvent._meta.db_table)} ({columns}) "  # noqa: S608
         f"VALUES ({placeholders}) RETURNING {quote(AuditEvent._meta.pk.column)}"
@@ -251,13 +327,16 @@ def _seal_soon(organization_id: int) -> None:
     within the window, so one task per window and organization is enough: the first process to
     claim the window (a Redis key) enqueues it, everyone else does nothing.
     """
+    window = int(time.time() // SEAL_WINDOW)
+    # Checked first, as almost every commit finds its window claimed: reading Celery's
+    # settings costs the writer more than all of record's own work. Only the branch that
+    # enqueues claims a window, so an app that is eager (tests) seals on every commit.
+    if _due_window.get(organization_id) == window:
+        return
     from cadre.governance.tasks import audit_seal
 
     if audit_seal.app.conf.task_always_eager:
         audit_seal.delay(organization_id)  # runs here and now
-        return
-    window = int(time.time() // SEAL_WINDOW)
-    if _due_window.get(organization_id) == window:
         return
     _due_window[organization_id] = window
     if not django_cache.add(f"audit:seal:{organization_id}:{window}", 1, timeout=60):
