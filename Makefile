@@ -19,12 +19,12 @@ UP_ARGS ?=
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test install frontend test-tools lint clean
+.PHONY: up test install frontend test-tools chromium lint clean
 
 up: install
 	$(BIN)/cadre up $(UP_ARGS)
 
-test: install test-tools
+test: install test-tools chromium
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
 	exit $$status
@@ -73,6 +73,19 @@ frontend:
 # The real ClawHub CLI, used by the Hub's compatibility tests.
 test-tools:
 	$(call npm_install,hub/tests/clawhub,the ClawHub CLI compatibility tests)
+
+# The browser tests (tests/console/test_browser_chat.py) drive Debian's Chromium through
+# Playwright, which never downloads a browser; without it they are skipped.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ]; then \
+			echo "apt-get install chromium (the browser tests)"; \
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
+		else \
+			echo "make: $(CHROMIUM) not found (apt-get install chromium): the browser tests will be skipped" >&2; \
+		fi; \
+	fi
 
 lint: install
 	$(BIN)/ruff check .

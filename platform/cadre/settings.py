@@ -157,7 +157,12 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": "cadre:channels"},
+        # channels_redis waits for messages in 5 s blocking reads; redis-py's own default
+        # socket timeout (5 s) would cut them and drop every idle websocket.
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "prefix": "cadre:channels",
+        },
     }
 }
 

@@ -20,6 +20,9 @@
     var socket = null;
     var retries = 0;
     var after = null;
+    // The user's bubble of a message sent over the socket, until the server accepts it
+    // ("accepted") or refuses it ("error"): a refused message is marked and its text returned.
+    var pending = null;
 
     function scrollDown() { log.scrollTop = log.scrollHeight; }
 
@@ -137,13 +140,28 @@
       } else if (frame.type === "event") {
         onEvent(frame);
       } else if (frame.type === "accepted") {
+        if (pending) { pending.node.classList.remove("pending"); pending = null; }
         bubble(frame.run);
         scrollDown();
       } else if (frame.type === "decided") {
         markDecided(frame.confirmation);
       } else if (frame.type === "error") {
-        setStatus(frame.message || "Error");
+        if (pending) {
+          refused(pending, frame.message || "Error");
+          pending = null;
+        } else {
+          setStatus(frame.message || "Error");
+        }
       }
+    }
+
+    // A message the server refused: its bubble says so and the text goes back to the field.
+    function refused(message, reason) {
+      message.node.classList.remove("pending");
+      message.node.classList.add("failed");
+      setMeta(message.node, "Not sent: " + reason);
+      var field = form && form.querySelector("textarea[name=text]");
+      if (field && !field.value) field.value = message.text;
     }
 
     function connect() {
@@ -183,7 +201,9 @@
         if (!send({ type: "message", text: text })) return;  // falls back to posting
         event.preventDefault();
         removeEmptyNote();
-        log.appendChild(element("div", "bubble user", text));
+        var node = element("div", "bubble user pending", text);
+        log.appendChild(node);
+        pending = { node: node, text: text };
         field.value = "";
         scrollDown();
       });
