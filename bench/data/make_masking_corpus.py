@@ -7,8 +7,17 @@ next to near-misses that must not be detected (bad checksums, impossible birth d
 numbers, timestamps, versions, hashes, UUIDs, placeholders).
 
 Span conventions (docs/masking.md): the whole value for personal data; for SECRET the whole
-token (provider keys, JWTs, PEM blocks, connection strings) or only the value of a
+token (provider keys, JWTs, PEM/PGP blocks, connection strings) or only the value of a
 `key=value` / `"key": "value"` / `密码：value` pair.
+
+After the shuffled main corpus come the "formats" lines (`format_lines`, own random stream so
+the lines before them do not change): full-width digits and separators, 400/800 numbers
+without separators, `86` + mobile, dotted mobiles, 15-digit first-generation IDs, cards in
+double-space and 6-12 groups, lower-case and dash-grouped IBANs, French/German passports,
+passport vs SSN numbers side by side, PGP private keys, `密码是：…` / `密码 …` / `密码…`,
+"the password for X is …", Hugging Face tokens, `client_secret: <random letters>`, short
+symbol passwords, `mysql -p…`, letter-only SMTP 授权码, unsigned (`alg: none`) JWTs — and their
+near-misses (密码错误/重置/找回, `icon@2x.png`, order and part numbers, 港澳通行证, IMEIs).
 
     .venv/bin/python bench/data/make_masking_corpus.py [--out FILE] [--seed N]
 """
@@ -735,6 +744,215 @@ def generate(seed: int = SEED) -> list[Line]:
     lines.extend(mixed_line(m) for _ in range(450))
     lines.extend(negative_line(m) for _ in range(700))
     m.r.shuffle(lines)
+    return lines + format_lines()
+
+
+# --- formats (own random stream, appended after the main corpus) ------------------------------
+
+FULL_WIDTH = str.maketrans("0123456789-+X", "０１２３４５６７８９－＋Ｘ")
+PW_SYMBOLS = "!@#$%^&*_-+"
+AREAS_IN_BRACKETS = ("010", "021", "0755", "0571")
+LETTER_PAIRS = tuple(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase)
+
+
+def id15(m: Maker) -> str:
+    """First-generation 15-digit ID: area code, YYMMDD (19YY), 3-digit sequence; no check."""
+    birth = m._birth()
+    while not birth.startswith("19"):
+        birth = m._birth()
+    return m.r.choice(m.DIVISIONS) + birth[2:] + m.digits(3)
+
+
+def imei(m: Maker) -> str:
+    body = m.r.choice(["35", "86", "01"]) + m.digits(12)
+    return body + luhn_check_digit(body)
+
+
+def pgp_block(m: Maker) -> str:
+    alphabet = string.ascii_letters + string.digits + "+/"
+    lines = [m.alnum(64, alphabet) for _ in range(m.r.randint(2, 5))]
+    checksum = "=" + m.alnum(4, alphabet)
+    body = "\n".join(lines)
+    return (
+        f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{body}\n{checksum}\n"
+        "-----END PGP PRIVATE KEY BLOCK-----"
+    )
+
+
+def short_password(m: Maker) -> str:
+    """5-7 characters, at least three classes (upper, lower, symbol, digit): `Ms@#1`."""
+    core = m.r.choice(string.ascii_uppercase) + m.r.choice(string.ascii_lowercase)
+    tail = "".join(m.r.choice(PW_SYMBOLS + string.digits) for _ in range(m.r.randint(2, 4)))
+    return core + m.r.choice(PW_SYMBOLS) + tail + m.r.choice(string.digits)
+
+
+def random_letters(m: Maker, n: int) -> str:
+    """Mixed-case letters, at least a third upper case (a generated client secret)."""
+    while True:
+        value = "".join(m.r.choice(string.ascii_letters) for _ in range(n))
+        if sum(c.isupper() for c in value) * 3 >= n and sum(c.islower() for c in value) >= 2:
+            return value
+
+
+def hf_token(m: Maker) -> str:
+    return "hf_" + random_letters(m, 34)
+
+
+def unsigned_jwt(m: Maker) -> str:
+    header = m._b64url({"alg": "none"})
+    payload = m._b64url({"sub": str(m.r.randint(1, 99999)), "iat": m.r.randint(1.6e9, 1.8e9)})
+    return f"{header}.{payload}."
+
+
+def iban_dashes(m: Maker) -> str:
+    compact = m._iban_compact()
+    return "-".join(compact[i : i + 4] for i in range(0, len(compact), 4))
+
+
+def service_number(m: Maker) -> str:
+    body = m.r.choice(["400", "800"]) + m.digits(7, "123456789")
+    style = m.r.random()
+    if style < 0.5:
+        return body
+    if style < 0.75:
+        return f"{body[:3]}-{body[3:7]}-{body[7:]}"
+    return f"{body[:4]}-{body[4:7]}-{body[7:]}"
+
+
+def mobile_digits(m: Maker) -> str:
+    return m.r.choice(m.MOBILE_PREFIXES) + m.digits(8)
+
+
+def card_double_space(m: Maker) -> str:
+    number = m._card_number()
+    while len(number) != 16:
+        number = m._card_number()
+    return "  ".join(number[i : i + 4] for i in range(0, 16, 4))
+
+
+def card_6_rest(m: Maker) -> str:
+    """A 19-digit UnionPay card as BIN + account (6-13), or an 18-digit one (6-12)."""
+    if m.r.random() < 0.5:
+        number = m._card_number()
+        while len(number) != 19:
+            number = m._card_number()
+    else:
+        body = m.r.choice(["622202", "622848", "621700"]) + m.digits(11)
+        number = body + luhn_check_digit(body)
+    return f"{number[:6]} {number[6:]}"
+
+
+FORMAT_TEMPLATES: list[tuple[str, dict[str, Callable[[Maker], str]], str | None]] = [
+    # (template with [[V]], {slot: maker}, entity type of V or None for a near-miss)
+    ("客服热线[[V]]，工作日9点到18点", {"V": service_number}, "CN_PHONE"),
+    ("Hotline: [[V]]", {"V": service_number}, "CN_PHONE"),
+    ("手机[[V]]（带国家码）", {"V": lambda m: "86" + mobile_digits(m)}, "CN_PHONE"),
+    (
+        "手机 [[V]]",
+        {"V": lambda m: (lambda d: f"{d[:3]}.{d[3:7]}.{d[7:]}")(mobile_digits(m))},
+        "CN_PHONE",
+    ),
+    ("电话[[V]]，请回电", {"V": lambda m: mobile_digits(m).translate(FULL_WIDTH)}, "CN_PHONE"),
+    (
+        "电话：[[V]]",
+        {"V": lambda m: (lambda d: f"{d[:3]}－{d[3:7]}－{d[7:]}")(mobile_digits(m))},
+        "CN_PHONE",
+    ),
+    (
+        "电话：[[V]]",
+        {"V": lambda m: (lambda d: f"{d[:3]}\u3000{d[3:7]}\u3000{d[7:]}")(mobile_digits(m))},
+        "CN_PHONE",
+    ),
+    (
+        "前台[[V]]转总机",
+        {"V": lambda m: f"（{m.r.choice(AREAS_IN_BRACKETS)}）{m.digits(8, '2345678')}"},
+        "CN_PHONE",
+    ),
+    ("身份证号：[[V]]。", {"V": lambda m: m.cn_id().upper().translate(FULL_WIDTH)}, "CN_ID"),
+    ("老身份证号[[V]]（15位）", {"V": id15}, "CN_ID"),
+    ("ID card (old format) [[V]]", {"V": id15}, "CN_ID"),
+    (
+        "银行卡号：[[V]]",
+        {"V": lambda m: m._card_number().translate(FULL_WIDTH)},
+        "PAYMENT_CARD",
+    ),
+    ("card [[V]]", {"V": card_double_space}, "PAYMENT_CARD"),
+    ("银行卡[[V]]", {"V": card_6_rest}, "PAYMENT_CARD"),
+    ("iban: [[V]]", {"V": lambda m: m._iban_compact().lower()}, "IBAN"),
+    ("IBAN [[V]]", {"V": iban_dashes}, "IBAN"),
+    (
+        "Numéro de passeport : [[V]]",
+        {"V": lambda m: m.digits(2) + m.r.choice(LETTER_PAIRS) + m.digits(5)},
+        "PASSPORT",
+    ),
+    (
+        "Reisepass Nr. [[V]]",
+        {"V": lambda m: m.r.choice("CFGHJK") + m.alnum(8, "CFGHJKLMNPRTVWXYZ0123456789")},
+        "PASSPORT",
+    ),
+    ("gpg导出的私钥：\n[[V]]", {"V": pgp_block}, "SECRET"),
+    ("登录密码是：[[V]]", {"V": lambda m: m.password()}, "SECRET"),
+    ("账号 root 密码 [[V]]", {"V": lambda m: m.password()}, "SECRET"),
+    ("服务器[[IP]]，账号admin，密码[[V]]", {"V": lambda m: m.password()}, "SECRET"),
+    ("The password for the VPN is [[V]]", {"V": lambda m: m.password()}, "SECRET"),
+    ("the password to the guest wifi is [[V]]", {"V": lambda m: m.password()}, "SECRET"),
+    ("我把key先贴这里：[[V]]", {"V": hf_token}, "SECRET"),
+    ("client_secret: [[V]]", {"V": lambda m: random_letters(m, m.r.randint(20, 32))}, "SECRET"),
+    ("passwd: [[V]]", {"V": short_password}, "SECRET"),
+    ("mysql -h db.internal -u root -p[[V]] crm", {"V": lambda m: m.password()}, "SECRET"),
+    (
+        "QQ邮箱SMTP授权码：[[V]]",
+        {"V": lambda m: "".join(m.r.choice(string.ascii_lowercase) for _ in range(16))},
+        "SECRET",
+    ),
+    ("unsigned jwt [[V]]", {"V": unsigned_jwt}, "SECRET"),
+    # near-misses
+    ("密码错误，请重试", {}, None),
+    ("密码重置链接已发送到您的邮箱", {}, None),
+    ("请通过密码找回功能重新设置", {}, None),
+    ("密码长度8-16位，需包含字母和数字", {}, None),
+    ("密码使用SHA256加密存储", {}, None),
+    ("The password for this account is required", {}, None),
+    ("图标文件 icon-home@2x.png 和 banner@2x.jpg 已上传", {}, None),
+    ("订单号：[[N]]（系统生成）", {"N": mobile_digits}, None),
+    ("零件编号 [[N]] 缺货", {"N": lambda m: m.ssn()}, None),
+    (
+        "港澳通行证[[N]]，不是护照",
+        {"N": lambda m: m.r.choice("CHM") + m.digits(8)},
+        None,
+    ),
+    ("设备IMEI [[N]] 已登记", {"N": imei}, None),
+]
+
+
+def passport_and_ssn(m: Maker) -> Line:
+    """The nearest keyword before a bare 9-digit number decides its type."""
+    passport = m.digits(9, "123456789")
+    ssn_digits = "".join(m.ssn_parts())
+    if m.r.random() < 0.5:
+        template = "SSN [[S]], passport [[P]], email [[E]]"
+        slots = {"S": lambda: (m.ssn(), "US_SSN")}
+    else:
+        template = "passport [[P]], SSN [[S]]"
+        slots = {"S": lambda: (ssn_digits, "US_SSN")}
+    slots["P"] = lambda: (passport, "PASSPORT")
+    slots["E"] = lambda: (m.email(), "EMAIL")
+    return fill(template, slots)
+
+
+def format_lines(seed: int = SEED + 1, count: int = 440) -> list[Line]:
+    m = Maker(random.Random(seed))
+    lines: list[Line] = []
+    for index in range(count):
+        if index % 12 == 11:
+            lines.append(passport_and_ssn(m))
+            continue
+        template, makers, entity_type = m.r.choice(FORMAT_TEMPLATES)
+        slots = {name: (lambda make=make: (make(m), None)) for name, make in makers.items()}
+        if "V" in makers:
+            slots["V"] = lambda make=makers["V"], t=entity_type: (make(m), t)
+        slots["IP"] = lambda: (m.ipv4(), "IP_ADDRESS")
+        lines.append(fill(template, slots))
     return lines
 
 

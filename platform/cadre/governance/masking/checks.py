@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import unicodedata
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
@@ -35,13 +36,17 @@ IBAN_LENGTHS = {
 
 
 def digits_of(text: str) -> str:
-    return "".join(ch for ch in text if ch.isdigit())
+    """The decimal digits of `text` as ASCII (full-width digits included, as 0-9)."""
+    if text.isascii():
+        return "".join(ch for ch in text if ch.isdigit())
+    return "".join(str(unicodedata.decimal(ch)) for ch in text if ch.isdecimal())
 
 
 def luhn_valid(number: str) -> bool:
+    """Luhn over decimal digits of any script (`int()`, never `ord() - 48`)."""
     total = 0
     for index, ch in enumerate(reversed(number)):
-        digit = ord(ch) - 48
+        digit = int(ch)
         if index % 2:
             digit *= 2
             if digit > 9:
@@ -94,9 +99,21 @@ def payment_card_valid(text: str) -> bool:
     # the rare 13-digit cards (a tenth of which a barcode check would also pass).
     if len(number) == 13 and text.isdigit() and ean13_valid(number):
         return False
-    # An 18-digit number laid out like a resident ID (province + birth date) is an ID, valid
-    # or not: a mistyped ID must not come back as a card.
-    return not (len(number) == 18 and text.isdigit() and cn_id_shape(number))
+    # An 18-digit number laid out like a resident ID (province + birth date; contiguous or
+    # split 6-12 / 6-8-4 as IDs are written) is an ID, valid or not: a mistyped ID must not
+    # come back as a card.
+    return not (len(number) == 18 and _id_layout(text) and cn_id_shape(number))
+
+
+def _id_layout(text: str) -> bool:
+    """Separators only where an ID has them: after the area code and after the birth date."""
+    position, breaks = 0, set()
+    for ch in text:
+        if ch.isdigit():
+            position += 1
+        else:
+            breaks.add(position)
+    return breaks <= {6, 14}
 
 
 def cn_id_check_char(first17: str) -> str:
@@ -117,8 +134,19 @@ def cn_id_shape(number: str) -> bool:
     return number[:2] in CN_PROVINCES and _birth_date_ok(number[6:14])
 
 
+def cn_id15_valid(text: str) -> bool:
+    """15-digit first-generation ID (issued until 2004, no check digit): province and a real
+    birth date 19YYMMDD — too weak alone, so the recognizer also wants an ID keyword nearby."""
+    value = digits_of(text)
+    if len(value) != 15:
+        return False
+    return value[:2] in CN_PROVINCES and _birth_date_ok("19" + value[6:12])
+
+
 def cn_id_valid(text: str) -> bool:
     """18-character resident ID: province, real birth date, ISO 7064 MOD 11-2 check char."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)  # full-width digits and X
     value = text.replace(" ", "").upper()
     if len(value) != 18 or not value[:17].isdigit():
         return False

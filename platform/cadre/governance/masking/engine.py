@@ -26,6 +26,7 @@ from cadre.governance.masking.recognizers import (
     CadreRecognizer,
     Detection,
     builtin_recognizers,
+    fold_width,
     resolve_overlaps,
 )
 from cadre.governance.masking.vault import EphemeralVault, Vault
@@ -51,15 +52,20 @@ class MaskingEngine:
 
         `entities` limits the types (built-in or organization-defined); `organization` adds
         that organization's own patterns and dictionaries.
+
+        Built-in recognizers scan the text with full-width digits, letters and U+3000 folded to
+        ASCII (`fold_width`: same length, so the spans are offsets into `text` itself);
+        organization rules see the text as written.
         """
         if not text:
             return []
         wanted = set(entities) if entities is not None else None
-        lowered = text.lower()
+        folded = fold_width(text)
+        lowered = folded.lower()
         candidates: list[Detection] = []
         for recognizer in self.recognizers:
             if wanted is None or recognizer.entity in wanted:
-                candidates.extend(recognizer.scan(text, lowered))
+                candidates.extend(recognizer.scan(folded, lowered))
         if organization is not None:
             from cadre.governance.masking.rules import rules_for
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -148,6 +149,8 @@ def partial(entity_type: str, value: str) -> str:
 
 def normalize(entity_type: str, value: str) -> str:
     """The canonical form of a value, so `138 1234 5678` and `+86 13812345678` are one person."""
+    # Full-width forms are the same value (full-width digits of a phone are that phone).
+    value = unicodedata.normalize("NFKC", value)
     if entity_type in ("CN_PHONE", "PAYMENT_CARD", "US_SSN"):
         digits = digits_of(value)
         if entity_type == "CN_PHONE":

@@ -10,13 +10,21 @@ docs/masking.md has the measurements behind this design.
 
 Boundaries are lookarounds on ASCII letters and digits, never `\\b`: CJK characters are `\\w`,
 so `\\b` would miss `手机13812345678`; these patterns find the number and leave the Chinese out.
+
+Full-width characters (`１３８１２３４５６７８`, `133－1779－9444`, `152　8024　0883`) are folded to
+ASCII before scanning (`fold_width`): each is one code point and so is its ASCII twin, so the
+offsets found on the folded text are the offsets in the original, and the span keeps the
+original characters.
 """
 
-# ruff: noqa: RUF001, RUF003 - Chinese text and its full-width punctuation are the point
+# ruff: noqa: RUF001, RUF002, RUF003 - Chinese text and its full-width punctuation are the point
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +48,25 @@ TYPE_PRIORITY = {name: index for index, name in enumerate(
      "IP_ADDRESS")
 )}  # fmt: skip
 CUSTOM_PRIORITY = len(TYPE_PRIORITY)
+
+# Full-width digits and Latin letters (U+FF10-FF19, FF21-FF3A, FF41-FF5A), the ideographic
+# space (U+3000) and the full-width signs that occur inside values (＋ － ． ＠ ＿) fold to ASCII
+# for detection. Full-width sentence punctuation (，：；（）…) is left as it is: the patterns
+# already treat it as text around a value, and folding it would change every Chinese message.
+_FOLD = {0x3000: " ", 0xFF0B: "+", 0xFF0D: "-", 0xFF0E: ".", 0xFF20: "@", 0xFF3F: "_"}
+_FOLD.update({code: chr(code - 0xFEE0) for code in range(0xFF10, 0xFF1A)})
+_FOLD.update({code: chr(code - 0xFEE0) for code in range(0xFF21, 0xFF3B)})
+_FOLD.update({code: chr(code - 0xFEE0) for code in range(0xFF41, 0xFF5B)})
+_NEEDS_FOLD = re.compile("[\u3000\uff0b\uff0d\uff0e\uff10-\uff19\uff20-\uff3a\uff3f\uff41-\uff5a]")
+
+
+def fold_width(text: str) -> str:
+    """`text` with full-width digits, letters, value signs and U+3000 as ASCII; same length,
+    same offsets (one code point for one). Returns `text` itself when there is nothing to fold."""
+    if text.isascii() or _NEEDS_FOLD.search(text) is None:
+        return text
+    return text.translate(_FOLD)
+
 
 _L = r"(?<![0-9A-Za-z])"  # not glued to an ASCII letter or digit on the left
 _R = r"(?![0-9A-Za-z])"  # ... nor on the right; CJK text on either side is fine
@@ -72,7 +99,9 @@ class CadreRecognizer:
     `span_group` names the regex group that is the reported span (e.g. only the value of
     `password=…`). `context` words within `window` characters make a match count when
     `context_required`; text just before a match that ends with `negative_context` (a regex)
-    rejects it.
+    rejects it. `rival_context` words belong to another kind of number: when the keyword
+    nearest before the match (or, with none before, nearest after it) is a rival, the match is
+    not this type (`SSN 290-12-6062, passport 779080417`: the 9 digits belong to "passport").
     """
 
     def __init__(
@@ -91,6 +120,7 @@ class CadreRecognizer:
         window: int = 48,
         negative_context: str | None = None,
         negative_window: int = 24,
+        rival_context: Sequence[str] = (),
     ):
         self.name = name
         self.supported_entities = [entity]
@@ -107,6 +137,13 @@ class CadreRecognizer:
         # A regex that, matching the end of the text just before a match, rejects it.
         self.negative_context = re.compile(negative_context) if negative_context else None
         self.negative_window = negative_window
+        self.rival_words = tuple(word.lower() for word in rival_context)
+        # One alternation of every keyword (no lookarounds, so the regex engine skips ahead to
+        # their first characters); which side a hit is on comes from `keyword_side`.
+        self.keyword_side = {word: False for word in self.context_words}
+        self.keyword_side.update({word: True for word in self.rival_words})
+        self.keywords = _alternation(self.keyword_side)
+        self.context_regex = _alternation(self.context_words)
         self.compiled = [re.compile(regex, flags) for _, regex in patterns]
 
     # --- Presidio interface ------------------------------------------------------------------
@@ -119,13 +156,37 @@ class CadreRecognizer:
     def analyze(self, text: str, entities=None, nlp_artifacts=None) -> list[Detection]:
         if entities and self.entity not in entities:
             return []
+        text = fold_width(text)
         return self.scan(text, text.lower())
 
     # --- the fast path -----------------------------------------------------------------------
 
-    def _near(self, lowered: str, start: int, end: int, words: tuple[str, ...]) -> bool:
-        window = lowered[max(0, start - self.window) : end + self.window // 2]
-        return any(word in window for word in words)
+    def _near(self, lowered: str, start: int, end: int) -> bool:
+        """A context word within `window` characters before or `window // 2` after the match;
+        an ASCII word not as the tail of a longer word (`ssn` is not in "className")."""
+        low, high = max(0, start - self.window), end + self.window // 2
+        return any(
+            self._is_word(lowered, hit) for hit in self.context_regex.finditer(lowered, low, high)
+        )
+
+    def _rival_wins(self, lowered: str, start: int, end: int) -> bool:
+        """The nearest keyword before the match (else the nearest after it) is a rival's.
+        An ASCII keyword must not be the tail of a longer word (`ssn` is not in "Passnummer")."""
+        nearest = None
+        for hit in self.keywords.finditer(lowered, max(0, start - self.window), start):
+            if self._is_word(lowered, hit):
+                nearest = hit
+        if nearest is None:
+            for hit in self.keywords.finditer(lowered, end, end + self.window // 2):
+                if self._is_word(lowered, hit):
+                    nearest = hit
+                    break
+        return nearest is not None and self.keyword_side[nearest.group()]
+
+    @staticmethod
+    def _is_word(lowered: str, hit: re.Match) -> bool:
+        start = hit.start()
+        return not (hit.group()[0].isascii() and start and "a" <= lowered[start - 1] <= "z")
 
     def scan(self, text: str, lowered: str) -> list[Detection]:
         if self.literals and not any(literal in text for literal in self.literals):
@@ -145,13 +206,13 @@ class CadreRecognizer:
                 value = text[start:end]
                 if self.validator is not None and not self.validator(value, text, start, end):
                     continue
-                if self.context_required and not self._near(
-                    lowered, start, end, self.context_words
-                ):
+                if self.context_required and not self._near(lowered, start, end):
                     continue
                 if self.negative_context is not None and self.negative_context.search(
                     lowered, max(0, start - self.negative_window), start
                 ):
+                    continue
+                if self.rival_words and self._rival_wins(lowered, start, end):
                     continue
                 found.append(Detection(start, end, self.entity, self.score, self.name))
         return found
@@ -169,19 +230,30 @@ class TrailingPunctuationRecognizer(CadreRecognizer):
         return start, end
 
 
+_DASHED_IBAN = re.compile(r"^[A-Za-z0-9]{4}(?:-[A-Za-z0-9]{4})*(?:-[A-Za-z0-9]{1,3})?$")
+
+
 class CadreIbanRecognizer(CadreRecognizer):
-    """IBAN: the country's registered length decides where a spaced IBAN ends; mod-97 check."""
+    """IBAN: the country's registered length decides where a grouped IBAN ends (groups split by
+    spaces or dashes); mod-97 check. Upper case anywhere; lower or mixed case only within
+    `window` characters after the word "IBAN" (a lower-case run passing mod-97 by chance is far
+    likelier without it)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.any_case = re.compile(self.patterns[0][1], re.I)
 
     def scan(self, text: str, lowered: str) -> list[Detection]:
         found: list[Detection] = []
-        for match in self.compiled[0].finditer(text):
+        keyword = "iban" in lowered
+        for match in (self.any_case if keyword else self.compiled[0]).finditer(text):
             start = match.start()
-            expected = checks.IBAN_LENGTHS.get(text[start : start + 2])
+            expected = checks.IBAN_LENGTHS.get(text[start : start + 2].upper())
             if expected is None:
                 continue
             count, end = 0, start
             for index in range(start, match.end()):
-                if text[index] != " ":
+                if text[index] not in " -":
                     count += 1
                     if count == expected:
                         end = index + 1
@@ -190,9 +262,21 @@ class CadreIbanRecognizer(CadreRecognizer):
                 end < len(text) and text[end].isalnum() and text[end].isascii()
             ):
                 continue
-            if checks.iban_valid(text[start:end].replace(" ", "")):
+            value = text[start:end]
+            if "-" in value and not _DASHED_IBAN.match(value):
+                continue  # dashes only between groups of four, never mixed with spaces
+            if not value.isupper() and "iban" not in lowered[max(0, start - self.window) : start]:
+                continue
+            if checks.iban_valid(value.replace(" ", "").replace("-", "")):
                 found.append(Detection(start, end, self.entity, self.score, self.name))
         return found
+
+
+def _alternation(words: Iterable[str]) -> re.Pattern:
+    """Literal words, longest first; no lookarounds, so the regex engine skips ahead to their
+    first characters."""
+    words = sorted(words, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, words)) if words else "(?!)")
 
 
 # --- validators --------------------------------------------------------------------------------
@@ -200,6 +284,10 @@ class CadreIbanRecognizer(CadreRecognizer):
 
 def _cn_id(value: str, text: str, start: int, end: int) -> bool:
     return checks.cn_id_valid(value)
+
+
+def _cn_id15(value: str, text: str, start: int, end: int) -> bool:
+    return checks.cn_id15_valid(value)
 
 
 def _card(value: str, text: str, start: int, end: int) -> bool:
@@ -224,7 +312,11 @@ _DIGIT_GROUPS = re.compile(r"\d+")
 
 
 def _phone(value: str, text: str, start: int, end: int) -> bool:
-    """Not a slice of a longer digit-group run laid out like a card (`6258 0720 4090 1236`)."""
+    """Not a slice of a longer digit-group run laid out like a card (`6258 0720 4090 1236`),
+    nor a 400/800 "number" whose last seven digits are one digit repeated (`4000000000`)."""
+    digits = checks.digits_of(value)
+    if digits[:3] in ("400", "800") and len(set(digits[3:])) == 1:
+        return False
     left, right = start, end
     while left >= 2 and text[left - 1] in " -" and text[left - 2].isdigit():
         left -= 2
@@ -240,8 +332,41 @@ def _phone(value: str, text: str, start: int, end: int) -> bool:
     return not (len(groups) >= 3 and all(size == 4 for size in groups[:-1]))
 
 
-def _has_digit(value: str, text: str, start: int, end: int) -> bool:
-    return any(ch.isdigit() for ch in value)
+_PROVIDER_PREFIX = re.compile(
+    r"^(?:sk-ant-(?:[a-z]+\d*-)?|sk-(?:proj-|svcacct-|admin-)?|gh[pousr]_|github_pat_|glpat-"
+    r"|xox[abposr]-|xapp-|https://hooks\.slack\.com/services/|AIza|(?:sk|rk)_(?:live|test)_"
+    r"|whsec_|hf_|LTAI|AKID)"
+)
+_AWS_KEY_ID = re.compile(r"^(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}$")
+
+
+def _provider_key(value: str, text: str, start: int, end: int) -> bool:
+    """The random part after the provider's prefix has a digit or both cases.
+
+    Per provider, not "a digit anywhere": a Hugging Face token is `hf_` + 34 letters (the
+    gitleaks/detect-secrets rule), and a random 24-character Stripe key has no digit one time in
+    seventy. Mixed case is what a word or a kebab-case name (`sk-some-long-name-here`) lacks.
+    An AWS key id (fixed prefix, exactly 16 upper-case letters and digits) needs nothing more.
+    """
+    if _AWS_KEY_ID.match(value):
+        return True
+    prefix = _PROVIDER_PREFIX.match(value)
+    body = value[prefix.end() :] if prefix else value
+    return any(ch.isdigit() for ch in body) or (
+        any(ch.isupper() for ch in body) and any(ch.islower() for ch in body)
+    )
+
+
+def _jwt(value: str, text: str, start: int, end: int) -> bool:
+    """A JWT with an empty signature (`eyJ….eyJ….`) only when its header says `"alg":"none"`."""
+    if not value.endswith("."):
+        return True
+    header = value.split(".", 1)[0]
+    try:
+        decoded = base64.urlsafe_b64decode(header + "=" * (-len(header) % 4))
+    except (ValueError, binascii.Error):
+        return False
+    return b'"none"' in decoded.lower().replace(b" ", b"")
 
 
 def _mixed_key(value: str, text: str, start: int, end: int) -> bool:
@@ -260,11 +385,47 @@ _CODE_VALUE = re.compile(
 )
 
 
+def _char_classes(value: str) -> int:
+    """How many of lower case, upper case, digit and other (symbol) `value` uses."""
+    lower = upper = digit = other = False
+    for ch in value:
+        if ch.islower():
+            lower = True
+        elif ch.isupper():
+            upper = True
+        elif ch.isdigit():
+            digit = True
+        else:
+            other = True
+    return lower + upper + digit + other
+
+
+def _random_letters(value: str) -> bool:
+    """A letters-only token that is not a word: ≥ 10 ASCII letters, at least a quarter of them
+    upper case and some lower case (`apLxcADpNjEcTEKpJTdjjune`, not `JavaScriptDeveloper`)."""
+    if len(value) < 10 or not (value.isascii() and value.isalpha()):
+        return False
+    upper = sum(ch.isupper() for ch in value)
+    return upper >= 3 and upper * 4 >= len(value) and len(value) - upper >= 2
+
+
+def _credential_like(value: str) -> bool:
+    """Looks like a credential rather than a word of prose: ≥ 6 characters with a digit or a
+    symbol (`Hunter2!`), ≥ 5 using three of lower/upper/digit/symbol (`Ms@#1`), or a random
+    mixed-case letter token (`apLxcADpNjEcTEKpJTdjjune`). Never a URL."""
+    if "://" in value:
+        return False
+    if len(value) >= 6 and any(not ch.isalpha() for ch in value):
+        return True
+    return (len(value) >= 5 and _char_classes(value) >= 3) or _random_letters(value)
+
+
 def _secret_value(value: str, text: str, start: int, end: int) -> bool:
     """A plausible secret value: not a placeholder, not code, and, after a bare `:`, not a word.
 
     A colon or "is" also introduces prose ("password: please reset it", "the password is
-    required"), so an unquoted value there must look like a credential (a digit or a symbol).
+    required"), so an unquoted value there must look like a credential (`_credential_like`);
+    after `=` or in quotes anything that is not a placeholder or code counts.
     """
     if len(value) < 4 or _PLACEHOLDER_VALUE.match(value) or _CODE_VALUE.match(value):
         return False
@@ -274,16 +435,59 @@ def _secret_value(value: str, text: str, start: int, end: int) -> bool:
     quoted = before.endswith(('"', "'"))
     prose = before.rstrip().endswith((":", "：", " is", " was"))
     if prose and not quoted:
-        return len(value) >= 6 and any(not ch.isalpha() for ch in value)
+        return _credential_like(value)
     return True
 
 
+def _mysql_password(value: str, text: str, start: int, end: int) -> bool:
+    """`mysql … -pSECRET`: lower-case `-p` glued to the value (`-P3306` is the port)."""
+    head = text[max(0, start - 3) : start].rstrip("\"'")
+    return head.endswith("-p") and not _PLACEHOLDER_VALUE.match(value)
+
+
+# "SHA256", "RSA-2048", "AES_256", "8-16": an algorithm or a length, not a password.
+_NOT_A_PASSWORD = re.compile(r"^(?:[A-Z]{2,6}[-_]?\d{1,4}|\d{1,3}(?:[-~]\d{1,3})?)$")
+
+
 def _chinese_secret_value(value: str, text: str, start: int, end: int) -> bool:
-    return (
-        len(value) >= 4
-        and not _PLACEHOLDER_VALUE.match(value)
-        and any(not ch.isalpha() for ch in value)
-    )
+    """`密码：…` / `密码是…`: any non-placeholder value with a digit or a symbol (or a
+    random-looking letter code, e.g. a 16-letter SMTP 授权码).
+
+    `密码 Passw0rd@88` / `密码Passw0rd@88` (nothing but spaces between keyword and value) is
+    stricter: ≥ 6 characters of two or more classes, not an algorithm name or a length, and
+    ending the phrase (followed by space, punctuation or the end, not glued to more Chinese:
+    `密码MD5加密` is about hashing).
+    """
+    if len(value) < 4 or _PLACEHOLDER_VALUE.match(value):
+        return False
+    index = start
+    while index > 0 and text[index - 1] in " \t":
+        index -= 1
+    if index > 0 and text[index - 1] in ":：=是为":
+        if any(not ch.isalpha() for ch in value) or _random_letters(value):
+            return True
+        return len(value) >= 12 and value.isascii() and value.islower()
+    if end < len(text) and not (text[end].isspace() or unicodedata.category(text[end])[0] == "P"):
+        return False
+    if value[0] == "." or ("." in value and value.rsplit(".", 1)[1] in _FILE_EXTENSIONS):
+        return False  # `密码.numbers`, `密码表.xlsx`: a file name
+    return len(value) >= 6 and _char_classes(value) >= 2 and not _NOT_A_PASSWORD.match(value)
+
+
+# Never top-level domains (checked against the IANA root zone): `icon@2x.png` is an image.
+# Not listed because they ARE TLDs: zip, mov, app, dev, md, py, rs, sh, so, java, mobi.
+_FILE_EXTENSIONS = frozenset({
+    "png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "tif", "tiff", "heic", "avif",
+    "psd", "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "txt", "csv", "json", "xml",
+    "yml", "yaml", "htm", "html", "css", "js", "ts", "jsx", "tsx", "vue", "log", "bak", "tmp",
+    "exe", "dll", "apk", "dmg", "iso", "rar", "gz", "tgz", "tar", "wav", "avi", "mkv", "webm",
+    "flv", "ogg",
+})  # fmt: skip
+
+
+def _email(value: str, text: str, start: int, end: int) -> bool:
+    """Not a file name (`banner@2x.jpg`, `jquery@3.6.0.min.js`): the TLD is no file extension."""
+    return value.rsplit(".", 1)[1].lower() not in _FILE_EXTENSIONS
 
 
 def _bearer(value: str, text: str, start: int, end: int) -> bool:
@@ -293,33 +497,48 @@ def _bearer(value: str, text: str, start: int, end: int) -> bool:
 # --- patterns ----------------------------------------------------------------------------------
 
 _CN_AREA = r"(?:10|2\d|[3-9]\d{2})"
+# 138 1234 5678, 138-1234-5678, 138.1234.5678 (dots only as both separators), +86/0086/86-
+# or a bare 86 glued to the number (8613812345678).
 CN_MOBILE = (
-    r"(?<![0-9A-Za-z+])(?:(?:\+|00)86[ -]?|86-)?"
-    r"1[3-9]\d(?:[ -]?\d{4}){2}" + _R
+    r"(?<![0-9A-Za-z+])(?:(?:\+|00)86[ -]?|86-?)?"
+    r"1[3-9]\d(?:(?:[ -]?\d{4}){2}|\.\d{4}\.\d{4}(?!\.\d))" + _R
 )
 CN_LANDLINE = (
     r"(?<![0-9A-Za-z+])(?:(?:\+|00)86[ -]?"
     + _CN_AREA
-    + r"|\(0"
+    + r"|[(（]0"
     + _CN_AREA
-    + r"\)|0"
+    + r"[)）]|0"
     + _CN_AREA
     + r")[ -]?\d{3,4}[ -]?\d{4}"
     + _R
 )
-CN_SERVICE_NUMBER = _L + r"[48]00[ -]\d{3}[ -]\d{4}" + _R
+# 400/800 + 7 digits: 400-820-8820, 400-6818-978, 4006-818-978, 4008208820.
+CN_SERVICE_NUMBER = (
+    _L + r"[48]00(?:[ -]?\d{3}[ -]?\d{4}|[ -]?\d{4}[ -]?\d{3}|\d[ -]\d{3}[ -]\d{3})" + _R
+)
+# "订单号13361890954", "order no. 4008208820": a number introduced as an order, a tracking or
+# an invoice number is not a phone.
+PHONE_NEGATIVE_BEFORE = (
+    r"(?:订单|单号|流水号|编号|工单|运单|发票|order|invoice|tracking)"
+    r"(?:[ \t]*(?:no\.?|number|id|#))?[ \t]*[:：#=]?[ \t]*$"
+)
 CN_ID = (
     r"[1-9](?<![0-9A-Za-z][1-9])\d{5} ?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])"
     r"(?:0[1-9]|[12]\d|3[01]) ?\d{3}[\dXx]" + _R
 )
+# First-generation 15-digit ID (area, YYMMDD, sequence; no check digit): only with a keyword.
+CN_ID15 = r"[1-9](?<![0-9A-Za-z][1-9])\d{7}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}" + _R
 # Written to start with a digit (not a lookbehind) so the regex engine can skip to digits.
+# Groups split by one space, two spaces or a dash (the same separator throughout). Not the
+# continuation of a decimal number (`12.584360 82917467979`: a timestamp's fraction).
 CARD = (
-    r"\d(?<![0-9A-Za-z]\d)(?<!\d[ -]\d)(?:"
+    r"\d(?<![0-9A-Za-z]\d)(?<!\d[ .-]\d)(?<!\d  \d)(?:"
     r"\d{11,18}"
-    r"|\d{3}([ -])\d{4}\1\d{4}(?:\1\d{1,4}(?:\1\d{1,3})?)?"  # 4-4-4[-4[-3]]
-    r"|\d{3}([ -])\d{6}\2\d{4,5}"  # Amex 4-6-5, Diners 4-6-4
-    r"|\d{5}([ -])\d{13}"  # 6-13
-    r")(?![0-9A-Za-z]|[ -]\d)"
+    r"|\d{3}( {1,2}|-)\d{4}\1\d{4}(?:\1\d{1,4}(?:\1\d{1,3})?)?"  # 4-4-4[-4[-3]]
+    r"|\d{3}( {1,2}|-)\d{6}\2\d{4,5}"  # Amex 4-6-5, Diners 4-6-4
+    r"|(?<=6)\d{5}( {1,2}|-)\d{12,13}"  # 6-12, 6-13: a 6… bank BIN, then the account
+    r")(?![0-9A-Za-z]|[ -]\d|  \d)"
 )
 EMAIL = (
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
@@ -338,10 +557,29 @@ VERSION_BEFORE = (
     r"[ \t]*(?:[:：=#]|is|为|是)?[ \t]*$"
 )
 CN_PASSPORT = r"[EG](?<![0-9A-Za-z][EG])(?:\d{8}|(?<=E)[A-HJ-NP-Z]\d{7})" + _R
-GENERIC_PASSPORT = _L + r"(?:[A-Z]{1,2}\d{6,8}|\d{9}|[A-Z]\d{7}[A-Z])" + _R
+# US/UK 9 digits, letter(s) + digits, letter-7 digits-letter; France 2 digits-2 letters-5 digits;
+# Germany 9 characters from its vowel-free alphabet (C F G H J K L M N P R T V W X Y Z 0-9).
+GENERIC_PASSPORT = (  # first character, then what may follow it (the engine skips ahead)
+    r"[0-9A-Z](?<![0-9A-Za-z][0-9A-Z])(?:(?<=[A-Z])(?:[A-Z]?\d{6,8}|\d{7}[A-Z])"
+    r"|(?<=\d)(?:\d{8}|\d[A-Z]{2}\d{5})|(?<=[CFGHJK])[CFGHJKLMNPRTVWXYZ0-9]{8})" + _R
+)
+PASSPORT_WORDS = (
+    "passport", "护照", "passeport", "pasaporte", "reisepass", "パスポート", "旅券",
+    "travel document",
+)  # fmt: skip
+SSN_WORDS = ("ssn", "social security", "社会安全号", "社保号")
+# Other documents whose numbers look like passport numbers: nearer than "passport", they win.
+OTHER_DOCUMENT_WORDS = (
+    "通行证", "回乡证", "台胞证", "驾驶证", "驾照", "driver's licen", "driving licen",
+)  # fmt: skip
 SSN = r"\d(?<![0-9A-Za-z-]\d)\d{2}-\d{2}-\d{4}(?![0-9A-Za-z]|-\d)"
+# "零件编号 382-26-8784", "SKU 599-76-4801": a part, order or model number, not an SSN.
+SSN_NEGATIVE_BEFORE = (
+    r"(?:编号|型号|料号|零件号?|订单号?|单号|part|sku|model|item|order|invoice)"
+    r"(?:[ \t]*(?:no\.?|number|#))?[ \t]*[:：#=]?[ \t]*$"
+)
 SSN_CONTEXT = _L + r"(?:\d{3} \d{2} \d{4}|\d{9})" + _R
-IBAN = r"[A-Z](?<![0-9A-Za-z][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){10,34}"
+IBAN = r"[A-Z](?<![0-9A-Za-z][A-Z])[A-Z]\d{2}(?:[ -]?[A-Z0-9]){10,34}"
 
 _TOKEN_L = r"(?<![A-Za-z0-9_-])"
 _TOKEN_R = r"(?![A-Za-z0-9_-])"
@@ -355,12 +593,13 @@ PROVIDER_KEYS = (
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}"  # Slack webhook
     r"|AIza[0-9A-Za-z_-]{35}"  # Google
     r"|(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[0-9A-Za-z]{24,}"  # Stripe
-    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face (34 letters, or letters and digits)
     r"|LTAI[A-Za-z0-9]{12,20}"  # Alibaba Cloud AccessKey id
     r"|AKID[A-Za-z0-9]{32})"  # Tencent Cloud SecretId
      + _TOKEN_R
 )
-JWT = _TOKEN_L + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _TOKEN_R
+# The signature may be empty for `"alg": "none"` (validator), then the span ends with the dot.
+JWT = _TOKEN_L + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?:[A-Za-z0-9_-]{8,})?" + _TOKEN_R
 PEM = (
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[\s\S]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -378,8 +617,11 @@ _SECRET_KEYS = (
 # A bare value ends at whitespace, quotes, separators — and at `&name=` (the next URL parameter).
 _VALUE = r"(?:[^\s\"',;&，。；、）」]|&(?![A-Za-z_][A-Za-z0-9_]*=)){1,300}"
 # "my password is Hunter2!": prose, so the value must look like a credential (validator).
+# "The password for the VPN is Qwer@88": up to four words after for/of/to/on/at.
 PASSWORD_IS = (
-    r"(?i)(?<![a-z])(?:password|passwd|passcode|pwd)[ \t]+(?:is|was)[ \t]+(?:(?P<q>[\"'])"
+    r"(?i)(?<![a-z])(?:password|passwd|passcode|pwd)"
+    r"(?:[ \t]+(?:for|of|to|on|at)(?:[ \t]+[^\s,;!?\"'()]{1,60}){1,4}?)?"
+    r"[ \t]+(?:is|was)[ \t]+(?:(?P<q>[\"'])"
     r"(?P<quoted>[^\"'\r\n]{1,300})(?P=q)|(?P<bare>" + _VALUE + r"))"
 )
 KEY_VALUE = (
@@ -391,9 +633,15 @@ CLI_FLAG = (
     r"(?i)(?<![A-Za-z0-9_-])--(?:password|passwd|pass|token|api-key|secret)[= ]"
     r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)|(?P<bare>" + _VALUE + r"))"
 )
+# 密码：v, 密码是v, 密码是：v, 密码为 v — and 密码 v / 密码v (validator: must look like one).
 CHINESE_KEY_VALUE = (
-    r"(?:密码|口令|密钥|秘钥|令牌|授权码)[ \t]*(?:[:：=]|是|为)[ \t]*"
+    r"(?:密码|口令|密钥|秘钥|令牌|授权码)(?:[ \t]*(?:是|为)?[ \t]*[:：=]|[ \t]*(?:是|为))?[ \t]*"
     r"(?P<bare>[!#-&(-+\--:<-~]{1,200})"
+)
+# mysql/mysqldump/mysqladmin … -pSECRET (the value glued to -p; `-p` alone prompts).
+MYSQL_PASSWORD = (
+    r"(?<![a-z0-9_-])mysql(?:dump|admin|sh)?[ \t][^\n|;&]*?(?<=[ \t])-p"
+    r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)|(?P<bare>[^\s\"']{1,300}))"
 )
 BEARER = (
     r"(?i)(?<![A-Za-z0-9])(?:bearer|authorization:\s*(?:basic|token))\s+"
@@ -429,6 +677,8 @@ class _SecretValueRecognizer(TrailingPunctuationRecognizer):
         self.lower_compiled = [re.compile(c.pattern.removeprefix("(?i)")) for c in self.compiled]
 
     def scan(self, text: str, lowered: str) -> list[Detection]:
+        if len(self.literals) == 1 and self.literals[0] not in lowered:
+            return []  # one keyword: a substring test is cheaper than the anchor regex
         if len(lowered) == len(text):
             subject, patterns = lowered, self.lower_compiled
         else:
@@ -456,16 +706,20 @@ def builtin_recognizers() -> list[CadreRecognizer]:
     """Fresh instances of every built-in recognizer (the engine builds them once)."""
     return [
         CadreRecognizer(name="cn_mobile", entity="CN_PHONE", patterns=[("mobile", CN_MOBILE)],
-                        score=0.85, validator=_phone),
+                        score=0.85, validator=_phone, negative_context=PHONE_NEGATIVE_BEFORE),
         CadreRecognizer(name="cn_landline", entity="CN_PHONE",
                         patterns=[("landline", CN_LANDLINE), ("service", CN_SERVICE_NUMBER)],
-                        score=0.75, validator=_phone),
+                        score=0.75, validator=_phone, negative_context=PHONE_NEGATIVE_BEFORE),
         CadreRecognizer(name="cn_resident_id", entity="CN_ID", patterns=[("id18", CN_ID)],
                         score=1.0, validator=_cn_id),
+        CadreRecognizer(name="cn_resident_id15", entity="CN_ID", patterns=[("id15", CN_ID15)],
+                        score=1.0, validator=_cn_id15,
+                        context=("身份证", "证件", "id card", "identity card", "resident id"),
+                        context_required=True),
         CadreRecognizer(name="payment_card", entity="PAYMENT_CARD", patterns=[("card", CARD)],
                         score=1.0, validator=_card),
         CadreRecognizer(name="email", entity="EMAIL", patterns=[("email", EMAIL)], score=0.9,
-                        literals=("@",)),
+                        literals=("@",), validator=_email),
         CadreRecognizer(name="ipv4", entity="IP_ADDRESS", patterns=[("ipv4", IPV4)], score=0.8,
                         validator=_ipv4,
                         literals=(".",), negative_context=VERSION_BEFORE),
@@ -475,22 +729,21 @@ def builtin_recognizers() -> list[CadreRecognizer]:
                         score=0.75),
         CadreRecognizer(name="passport_in_context", entity="PASSPORT",
                         patterns=[("generic", GENERIC_PASSPORT)], score=0.7,
-                        context=("passport", "护照", "passeport", "pasaporte", "reisepass",
-                                 "パスポート", "旅券", "travel document"),
-                        context_required=True),
+                        context=PASSPORT_WORDS, context_required=True,
+                        rival_context=SSN_WORDS + OTHER_DOCUMENT_WORDS),
         CadreRecognizer(name="us_ssn", entity="US_SSN", patterns=[("ssn", SSN)], score=0.85,
-                        literals=("-",), validator=_ssn),
+                        literals=("-",), validator=_ssn, negative_context=SSN_NEGATIVE_BEFORE),
         CadreRecognizer(name="us_ssn_in_context", entity="US_SSN",
                         patterns=[("ssn_bare", SSN_CONTEXT)], score=0.7, validator=_ssn,
-                        context=("ssn", "social security", "社会安全号", "社保号"),
-                        context_required=True),
+                        context=SSN_WORDS, context_required=True, rival_context=PASSPORT_WORDS),
         CadreIbanRecognizer(name="iban", entity="IBAN", patterns=[("iban", IBAN)], score=1.0),
         CadreRecognizer(name="provider_key", entity="SECRET",
-                        patterns=[("provider", PROVIDER_KEYS)], score=1.0, validator=_has_digit),
+                        patterns=[("provider", PROVIDER_KEYS)], score=1.0, validator=_provider_key),
         CadreRecognizer(name="jwt", entity="SECRET", patterns=[("jwt", JWT)], score=1.0,
-                        literals=("eyJ",)),
+                        literals=("eyJ",), validator=_jwt),
+        # "PRIVATE KEY", not "PRIVATE KEY-----": a PGP header ends "PRIVATE KEY BLOCK-----".
         CadreRecognizer(name="pem_private_key", entity="SECRET", patterns=[("pem", PEM)],
-                        score=1.0, literals=("PRIVATE KEY-----",)),
+                        score=1.0, literals=("PRIVATE KEY",)),
         TrailingPunctuationRecognizer(name="connection_string", entity="SECRET",
                                       patterns=[("uri", CONNECTION_STRING)], score=1.0,
                                       flags=re.I, literals=("://",)),
@@ -503,6 +756,9 @@ def builtin_recognizers() -> list[CadreRecognizer]:
                                patterns=[("key_value_zh", CHINESE_KEY_VALUE)], score=1.0,
                                validator=_chinese_secret_value,
                                literals=("密码", "口令", "密钥", "秘钥", "令牌", "授权码")),
+        _SecretValueRecognizer(name="mysql_cli_password", entity="SECRET",
+                               patterns=[("mysql_p", MYSQL_PASSWORD)], score=1.0,
+                               validator=_mysql_password, literals=("mysql",)),
         _SecretValueRecognizer(name="bearer_token", entity="SECRET",
                                patterns=[("bearer", BEARER)], score=1.0, validator=_bearer,
                                literals=("bearer", "authorization")),
