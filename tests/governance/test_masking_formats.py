@@ -13,6 +13,7 @@ from cadre.governance.masking.engine import get_engine
 from cadre.governance.masking.policy import normalize, partial
 from cadre.governance.masking.recognizers import builtin_recognizers, fold_width
 from cadre.governance.masking.vault import EphemeralVault
+from tests.governance.test_masking_engine import found
 
 PGP_BLOCK = (
     "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
@@ -21,10 +22,6 @@ PGP_BLOCK = (
     "=0EA6\n"
     "-----END PGP PRIVATE KEY BLOCK-----"
 )
-
-
-def found(text: str) -> list[tuple[str, str]]:
-    return [(d.type, text[d.start : d.end]) for d in get_engine().analyze(text)]
 
 
 POSITIVES = [

@@ -178,7 +178,15 @@ def _lock_head(organization_id: int) -> AuditChainHead:
 
 
 def _event_values(
-    *, actor, action, target, before, after, reason, organization, changes
+    *,
+    actor,
+    action: str,
+    target=None,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason: str = "",
+    organization=None,
+    changes: dict | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The organization and the column values (by attname) of a new, unsealed event."""
     organization = organization or getattr(actor, "organization", None)
@@ -221,30 +229,9 @@ def _instance(organization, values: dict[str, Any], db: str | None = None) -> Au
     return event
 
 
-def new_event(
-    *,
-    actor,
-    action: str,
-    target=None,
-    before: dict | None = None,
-    after: dict | None = None,
-    reason: str = "",
-    organization=None,
-    changes: dict | None = None,
-) -> AuditEvent:
-    """The unsaved, unsealed event `record` inserts (arguments as for `record`)."""
-    return _instance(
-        *_event_values(
-            actor=actor,
-            action=action,
-            target=target,
-            before=before,
-            after=after,
-            reason=reason,
-            organization=organization,
-            changes=changes,
-        )
-    )
+def new_event(**arguments) -> AuditEvent:
+    """The unsaved, unsealed event `record` inserts (keyword arguments as for `record`)."""
+    return _instance(*_event_values(**arguments))
 
 
 def record(
