@@ -7,3 +7,7 @@ class GovernanceConfig(AppConfig):
     name = "cadre.governance"
     label = "governance"
     verbose_name = "Governance"
+
+    def ready(self) -> None:
+        # The built-in policy plugins register themselves on import.
+        from cadre.governance.policy import plugins  # noqa: F401

@@ -47,23 +47,16 @@ def hook(point: str, name: str, *, default: bool = True, description: str = ""):
     return decorate
 
 
-def _load_builtins() -> None:
-    from cadre.agents.hooks import builtins  # noqa: F401  (registers on import)
-
-
 def hook_names(point: str) -> set[str]:
-    _load_builtins()
     return set(_REGISTRY.get(point, {}))
 
 
 def registered(point: str) -> list[Hook]:
-    _load_builtins()
     return list(_REGISTRY[point].values())
 
 
 def hooks_for(configured: dict, point: str) -> list[tuple[Hook, dict]]:
     """The enabled hooks of one point, in the template's order, with their config."""
-    _load_builtins()
     entries = (configured or {}).get(point)
     if entries is None:
         return [(h, {}) for h in _REGISTRY[point].values() if h.default]

@@ -50,20 +50,13 @@ def register(tool: Tool) -> Tool:
     return tool
 
 
-def _load_builtins() -> None:
-    from cadre.agents.tools import builtins  # noqa: F401  (registers on import)
-
-
 def get(name: str) -> Tool | None:
-    _load_builtins()
     return _REGISTRY.get(name)
 
 
 def tool_names() -> set[str]:
-    _load_builtins()
     return set(_REGISTRY)
 
 
 def all_tools() -> list[Tool]:
-    _load_builtins()
     return sorted(_REGISTRY.values(), key=lambda tool: tool.name)

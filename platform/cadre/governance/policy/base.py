@@ -9,7 +9,7 @@
             ...
             return Decision.deny("why")
 
-    register(MyPlugin())
+    register(MyPlugin())  # in a module that the app's `ready()` imports
 
 Stages: "input" (model input: the inbound message), "retrieved" (memories, documents and tool
 results about to enter the context), "tool_call" (a tool call the model asked for, payload
@@ -130,14 +130,8 @@ def unregister(name: str) -> None:
 
 
 def get(name: str) -> Plugin | None:
-    _load_builtins()
     return _REGISTRY.get(name)
 
 
 def all_plugins() -> list[Plugin]:
-    _load_builtins()
     return sorted(_REGISTRY.values(), key=lambda plugin: plugin.name)
-
-
-def _load_builtins() -> None:
-    from cadre.governance.policy import plugins  # noqa: F401  (registers on import)
