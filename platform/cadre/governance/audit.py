@@ -32,7 +32,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
-from cadre.governance.models import AuditChainHead, AuditEvent
+from cadre.governance.audit_models import AuditChainHead, AuditEvent
 from cadre.observability import current_request, current_trace_id
 
 GENESIS_HASH = "0" * 64
