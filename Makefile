@@ -16,15 +16,19 @@ checksum = $(shell (sha256sum $(1) 2>/dev/null || shasum -a 256 $(1)) | cut -c1-
 # Re-installs only when pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(call checksum,pyproject.toml)
 UP_ARGS ?=
+# The layers contract ([tool.importlinter] in pyproject.toml). platform/ is a source root: the
+# PYTHONPATH makes grimp analyse this checkout's packages (not an editable install elsewhere).
+LINT_IMPORTS := PYTHONPATH=platform:. $(BIN)/lint-imports --no-cache
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test install frontend test-tools chromium lint clean
+.PHONY: up test contract install frontend test-tools chromium lint clean
 
 up: install
 	$(BIN)/cadre up $(UP_ARGS)
 
 test: install test-tools chromium
+	$(LINT_IMPORTS)
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
 	exit $$status
@@ -90,6 +94,11 @@ chromium:
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(LINT_IMPORTS)
+
+# The layers contract alone.
+contract: install
+	$(LINT_IMPORTS)
 
 # Build and tool caches only: the data in CADRE_DATA_DIR (./var) and .venv stay.
 # A full reset is `rm -rf .venv var` (that deletes the embedded database).
