@@ -7,3 +7,11 @@ class ConnectorsConfig(AppConfig):
     name = "connectors"
     label = "connectors"
     verbose_name = "Connectors"
+
+    def ready(self) -> None:
+        from cadre.checks import APP_CHECKS
+        from cadre.governance.notifications import ALERT_CHANNELS
+        from connectors import alerts, health
+
+        APP_CHECKS.register("connectors", health.doctor_checks)
+        ALERT_CHANNELS.register("im", alerts.alert_im_deliver)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cadre.checks import FAIL, OK, WARN, Check
 from connectors.base import registry
 from connectors.models import Connector
 
@@ -42,11 +43,10 @@ def connector_health(connector: Connector) -> Health:
     return Health("ok", f"{platform.label}, last event {last}")
 
 
-def doctor_checks() -> list:
-    """One check per active connector whose mode needs an SDK extra that is not installed,
-    and per connector with recent failures or signature rejections."""
-    from cadre.runtime.doctor import FAIL, OK, WARN, Check
-
+def doctor_checks() -> list[Check]:
+    """One check per active connector (registered in cadre.checks.APP_CHECKS): FAIL when its
+    mode needs an SDK extra that is not installed, WARN on recent failures or signature
+    rejections."""
     statuses = {"ok": OK, "warn": WARN, "fail": FAIL}
     checks = []
     for connector in Connector.objects.filter(status=Connector.Status.ACTIVE):

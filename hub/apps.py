@@ -17,5 +17,12 @@ class HubConfig(AppConfig):
         # per-file upload URLs (/api/v1/hub/uploads/<ticket>) get their own limit.
         BodySizeLimitMiddleware.overrides["/api/v1/hub/publish/"] = UPLOAD_BODY_LIMIT
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
-        # Registers the `assemble_context` hook that loads installed skills into runs.
-        from hub import runtime  # noqa: F401
+        from cadre.agents.services import AGENTS_PROVISIONED
+        from cadre.governance.alerts import ALERT_EVALUATORS
+        from hub import runtime  # noqa: F401 - registers the hook loading installed skills
+        from hub.distribution import installs_sync
+        from hub.outcomes import skill_version_drop_alerts
+
+        # Provisioned agents get their template version's skills; hub evaluates skill drops.
+        AGENTS_PROVISIONED.register(installs_sync)
+        ALERT_EVALUATORS.register("skill_version_drop", skill_version_drop_alerts)

@@ -3,9 +3,10 @@ and a newly published (or re-tagged) version reaches the agents whose policy acc
 
 A template version lists `{"package": "@ns/name", "range": "^1.2" | "tag": "stable",
 "policy": "auto" | "manual" | "pinned"}`. When an agent is created or rolled onto another
-template version, `installs_sync` resolves each reference to a version (`SkillInstall`). When a
-version is published or a dist-tag moves, `version_distribute` applies the policy to every
-install whose range or tag now selects it:
+template version, `installs_sync` (an AGENTS_PROVISIONED listener of cadre.agents.services)
+resolves each reference to a version (`SkillInstall`). When a version is published or a
+dist-tag moves, `version_distribute` applies the policy to every install whose range or tag now
+selects it:
 
     auto     a patch of the installed minor is applied; a minor or major update is offered
     manual   every update is offered (`pending_version`), applied by `install_apply_update`
@@ -227,11 +228,6 @@ def installs_sync(*, agent_ids: Iterable[int], actor: Actor | None = None) -> in
             },
         )
     return len(events) + len(removed)
-
-
-def installs_sync_deployment(deployment) -> int:
-    """Every agent of a deployment (the hook called when agents are created)."""
-    return installs_sync(agent_ids=deployment.agents.values_list("pk", flat=True))
 
 
 # --- a new version or a moved tag --------------------------------------------------------

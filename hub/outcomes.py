@@ -152,3 +152,25 @@ def version_success_drops(
                     }
                 )
     return drops
+
+
+def skill_version_drop_alerts(rule, now) -> list[tuple[str, int, str, dict]]:
+    """The `skill_version_drop` alert rule kind (registered in governance's ALERT_EVALUATORS):
+    one firing per version that `version_success_drops` reports."""
+    params = rule.params
+    drops = version_success_drops(
+        rule.organization,
+        min_uses=int(params.get("min_uses", 20)),
+        drop=float(params.get("drop", 0.2)),
+        days=int(params.get("days", 30)),
+    )
+    return [
+        (
+            f"skill:{d['skill']}@{d['version']}",
+            d["uses"],
+            f"Skill {d['skill']} {d['version']} succeeds {d['success_rate']:.0%}, "
+            f"down from {d['previous_success_rate']:.0%} in {d['previous_version']}",
+            d,
+        )
+        for d in drops
+    ]

@@ -160,6 +160,17 @@ def test_doctor_reports_a_missing_extra_for_long_connection_mode(alice):
     assert checks["connector webhook test"].status == "OK"
 
 
+def test_doctor_runs_the_connector_checks_that_connectors_registers(alice):
+    from cadre.checks import APP_CHECKS
+    from cadre.runtime.doctor import run_checks
+    from connectors.health import doctor_checks
+
+    make_connector(alice, "webhook", {"signing_secret": "s"})
+    assert APP_CHECKS.get("connectors") is doctor_checks
+    [check] = [c for c in run_checks() if c.name == "connector webhook test"]
+    assert check.status == "OK"
+
+
 def test_prune_keeps_recent_and_unhandled_events(alice):
     from datetime import timedelta
 

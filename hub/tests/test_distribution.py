@@ -208,3 +208,25 @@ def test_installs_api_lists_own_agents_and_applies_updates_for_managers(
     assert again.status_code == 409 and again.json()["error"]["code"] == "no_pending_update"
     back = client_for(alice).post(url + "rollback/", {"reason": "regression"}, format="json")
     assert back.status_code == 200 and back.json()["version"] == "1.0.0"
+
+
+def test_agents_get_no_installs_when_nothing_listens_for_provisioned_agents(alice, bob):
+    publish(alice, version="1.0.0")
+    assert distribution.installs_sync in list(agents.AGENTS_PROVISIONED)
+    with agents.AGENTS_PROVISIONED.overridden():
+        agent = _deployed(alice, bob, "auto")
+    assert agent.version.skills and not SkillInstall.objects.filter(agent=agent).exists()
+    assert not AuditEvent.objects.filter(action="hub.install.sync").exists()
+
+
+def test_a_rollout_tells_the_provisioned_listeners_which_agents_moved(alice, bob):
+    template = template_with_skills(alice, [{"package": PDF, "range": "^1.0.0"}])
+    deployment, by_member = deploy(alice, template, bob)
+    actor = member_actor(alice)
+    draft = agents.version_draft(actor=actor, template=template)
+    draft = agents.version_submit(actor=actor, version=draft)
+    draft = agents.version_publish(actor=actor, version=draft, reason="v2")
+    told: list[list[int]] = []
+    with agents.AGENTS_PROVISIONED.overridden([lambda *, agent_ids: told.append(agent_ids)]):
+        agents.rollout_start(actor=actor, deployment=deployment, version=draft)
+    assert told == [[by_member[bob.pk].pk]]

@@ -156,3 +156,24 @@ def test_a_small_dip_does_not_fire_the_drop_alert(alice, bob, agent):
     _record_outcomes(bob, agent, first, ["success"] * 9 + ["failure"])  # 90 %
     _record_outcomes(bob, agent, second, ["success"] * 8 + ["failure"] * 2)  # 80 %
     assert alerts.alert_rule_evaluate(rule) == []
+
+
+def test_without_hub_evaluating_it_the_drop_rule_never_fires(alice, bob, agent):
+    first = publish(alice, version="1.0.1")
+    second = publish(alice, version="1.0.2")
+    rule = alerts.alert_rule_create(
+        actor=member_actor(alice),
+        name="skill drop",
+        kind="skill_version_drop",
+        params={"min_uses": 10, "drop": 0.2},
+    )
+    _record_outcomes(bob, agent, first, ["success"] * 9 + ["failure"])  # 90 %
+    _record_outcomes(bob, agent, second, ["success"] * 5 + ["failure"] * 5)  # 50 %
+    assert alerts.ALERT_EVALUATORS.get("skill_version_drop") is outcomes.skill_version_drop_alerts
+    others = {k: v for k, v in alerts.ALERT_EVALUATORS.items() if k != "skill_version_drop"}
+    with alerts.ALERT_EVALUATORS.overridden(others):
+        assert alerts.alert_rule_evaluate(rule) == []
+    rule.refresh_from_db()
+    assert rule.last_evaluated_at is None and not rule.alerts.exists()
+    [alert] = alerts.alert_rule_evaluate(rule)  # with hub's evaluator
+    assert alert.details["version"] == "1.0.2"

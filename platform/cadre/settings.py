@@ -203,7 +203,7 @@ CELERY_BEAT_SCHEDULE: dict = {
         "schedule": 60.0,
     },
     # Safety net: seals audit events whose on-commit seal task never ran.
-    "governance-audit-seal": {"task": "cadre.governance.tasks.audit_seal", "schedule": 30.0},
+    "governance-audit-seal": {"task": "cadre.governance.audit_tasks.audit_seal", "schedule": 30.0},
     "hub-upload-tickets-purge": {"task": "hub.tasks.upload_tickets_purge", "schedule": 600.0},
 }
 # The Celery queue agent runs are sent to (a separate worker pool can serve it).

@@ -232,6 +232,23 @@ def test_new_alert_is_emailed_and_posted_to_a_signed_webhook(alice, settings, we
     assert len(mail.outbox) == 1 and len(received) == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_alert_with_an_im_channel_fires_when_no_im_delivery_is_registered(alice, bob, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    rule = _rule(
+        alice,
+        "denied_spike",
+        {"threshold": 0},
+        channels=[{"kind": "im", "members": [bob.pk]}, {"kind": "email", "to": ["soc@acme"]}],
+    )
+    _denials(alice.organization, 1)
+    built_in = {k: v for k, v in notifications.ALERT_CHANNELS.items() if k != "im"}
+    with notifications.ALERT_CHANNELS.overridden(built_in):
+        [alert] = alerts.alert_rule_evaluate(rule)  # both channels notified on commit
+        assert notifications.alert_deliver(alert_id=alert.pk, channel_index=0) == "skipped"
+    assert len(mail.outbox) == 1  # the email channel still delivered
+
+
 def test_api_alerts(alice, bob, charlie, make_member, client_for):
     rule = _rule(
         alice,

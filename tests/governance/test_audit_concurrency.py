@@ -172,7 +172,7 @@ def test_one_seal_task_per_window_is_enqueued_after_commits(monkeypatch, org_a):
     """Many commits in one window enqueue one task, due after the window: it sees them all."""
     from django.core.cache import cache
 
-    from cadre.governance.tasks import audit_seal
+    from cadre.governance.audit_tasks import audit_seal
 
     enqueued: list[datetime] = []
     monkeypatch.setattr(audit_seal, "apply_async", lambda args, eta: enqueued.append(eta))
@@ -200,7 +200,7 @@ def test_one_seal_task_per_window_is_enqueued_after_commits(monkeypatch, org_a):
 
 
 def test_beat_seals_every_organization_with_unsealed_events(settings, org_a, org_b):
-    from cadre.governance.tasks import audit_seal
+    from cadre.governance.audit_tasks import audit_seal
 
     entry = settings.CELERY_BEAT_SCHEDULE["governance-audit-seal"]
     assert entry["task"] == audit_seal.name

@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, models
 
+from cadre.checks import APP_CHECKS, Check
 from cadre.crypto import EncryptedTextField
 from cadre.runtime.doctor import FAIL, OK, WARN, run_checks
 
@@ -72,6 +73,19 @@ def test_doctor_passes_on_the_test_environment():
     assert passed
     assert "OK    database" in output
     assert "0 FAIL" in output
+
+
+@pytest.mark.django_db
+def test_doctor_runs_the_checks_apps_register_and_none_when_none_are():
+    with APP_CHECKS.overridden():
+        platform_only = run_checks()
+    assert [check for check in platform_only if check.status == FAIL] == []
+    assert not [check for check in platform_only if check.name.startswith("connector ")]
+    found = Check(FAIL, "sample app", "its table is empty", "add a row")
+    with APP_CHECKS.overridden({"sample": lambda: [found]}):
+        checks = run_checks()
+    assert checks[-1] == found
+    assert [check.name for check in checks[:-1]] == [check.name for check in platform_only]
 
 
 def test_doctor_fails_when_a_stored_value_cannot_be_decrypted(secret_notes, settings):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from cadre.agents.models import (
 )
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
+from cadre.ports import Listeners
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department, Member, Position, department_subtree_ids
 
@@ -37,6 +39,11 @@ CONFIRMATION_POLICIES = ("never", "high_risk", "always")
 MEMORY_SCOPES = ("agent", "user", "position", "department", "organization")
 PROVIDER_KINDS = tuple(ModelProviderConfig.Kind.values)
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)?)\s*\}\}")
+
+# Told `agent_ids=[...]` in the transaction that gives agents their template version (a
+# deployment's agents are created or synced, a rollout moves agents to another version), so
+# what follows the version comes along: hub registers installing the version's skills.
+AGENTS_PROVISIONED: Listeners[Callable[..., object]] = Listeners("agents provisioned")
 
 
 def _same_org(actor: Actor, *objects) -> None:
@@ -456,9 +463,7 @@ def _agents_for(deployment: Deployment, version: TemplateVersion) -> list[Agent]
         for member in members
     ]
     Agent.objects.bulk_create(agents, ignore_conflicts=True)
-    from hub.distribution import installs_sync_deployment
-
-    installs_sync_deployment(deployment)  # the new agents' skills, resolved per their ranges
+    AGENTS_PROVISIONED.notify(agent_ids=list(deployment.agents.values_list("pk", flat=True)))
     return agents
 
 
@@ -570,11 +575,9 @@ def deployment_stop(*, actor: Actor, deployment: Deployment, reason: str = "") -
 
 
 def _set_version(agents, version: TemplateVersion) -> int:
-    from hub.distribution import installs_sync
-
     ids = list(agents.values_list("pk", flat=True))
     moved = Agent.objects.filter(pk__in=ids).update(version=version)
-    installs_sync(agent_ids=ids)  # the agents' skills follow the version's references
+    AGENTS_PROVISIONED.notify(agent_ids=ids)
     return moved
 
 

@@ -21,6 +21,9 @@ Rule kinds and their params:
     audit_action_rate    any audit action prefix per actor            action, threshold
     skill_version_drop   a Hub skill version's success rate at least  drop (0.2), min_uses
                          `drop` below the previous version's           (20), days (30)
+                         (evaluated by hub, see ALERT_EVALUATORS)
+
+Notifications go to each channel of the rule (see notifications.ALERT_CHANNELS).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter, defaultdict
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.db import transaction
@@ -45,6 +49,7 @@ from cadre.governance.models import (
     Confirmation,
     PolicyDecision,
 )
+from cadre.ports import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +65,14 @@ RULE_KINDS = (
 )
 CHANNEL_KINDS = ("email", "webhook", "im")
 
+# Rule kind -> evaluate(rule, now) -> [(group key, count, title, details)] that fired. The
+# kinds below are registered here; hub registers skill_version_drop (its skill versions'
+# success rates). A rule whose kind nobody evaluates never fires.
+Evaluator = Callable[[AlertRule, datetime], list[tuple[str, int, str, dict]]]
+ALERT_EVALUATORS: Registry[Evaluator] = Registry("alert evaluators")
 
-# --- rule kinds: each returns [(group key, count, title, details)] that fired ---------------
+
+# --- rule kinds ------------------------------------------------------------------------------
 
 
 def _since(rule: AlertRule, now):
@@ -247,38 +258,13 @@ def _audit_action_rate(rule, now):
     ]
 
 
-def _skill_version_drop(rule, now):
-    from hub.outcomes import version_success_drops
-
-    params = rule.params
-    drops = version_success_drops(
-        rule.organization,
-        min_uses=int(params.get("min_uses", 20)),
-        drop=float(params.get("drop", 0.2)),
-        days=int(params.get("days", 30)),
-    )
-    return [
-        (
-            f"skill:{d['skill']}@{d['version']}",
-            d["uses"],
-            f"Skill {d['skill']} {d['version']} succeeds {d['success_rate']:.0%}, "
-            f"down from {d['previous_success_rate']:.0%} in {d['previous_version']}",
-            d,
-        )
-        for d in drops
-    ]
-
-
-EVALUATORS = {
-    "high_risk_requests": _high_risk_requests,
-    "denied_spike": _denied_spike,
-    "bulk_exports": _bulk_exports,
-    "off_hours": _off_hours,
-    "signature_failures": _signature_failures,
-    "skill_success_drop": _skill_success_drop,
-    "audit_action_rate": _audit_action_rate,
-    "skill_version_drop": _skill_version_drop,
-}
+ALERT_EVALUATORS.register("high_risk_requests", _high_risk_requests)
+ALERT_EVALUATORS.register("denied_spike", _denied_spike)
+ALERT_EVALUATORS.register("bulk_exports", _bulk_exports)
+ALERT_EVALUATORS.register("off_hours", _off_hours)
+ALERT_EVALUATORS.register("signature_failures", _signature_failures)
+ALERT_EVALUATORS.register("skill_success_drop", _skill_success_drop)
+ALERT_EVALUATORS.register("audit_action_rate", _audit_action_rate)
 
 
 # --- evaluation -----------------------------------------------------------------------------
@@ -294,7 +280,11 @@ def alert_rule_evaluate(rule: AlertRule, now=None) -> list[Alert]:
 
     now = now or timezone.now()
     touched = []
-    for group, count, title, details in EVALUATORS[rule.kind](rule, now):
+    evaluate = ALERT_EVALUATORS.get(rule.kind)
+    if evaluate is None:
+        # The app that evaluates this kind is not installed: the rule never fires.
+        return []
+    for group, count, title, details in evaluate(rule, now):
         digest = fingerprint(rule, group)
         with transaction.atomic():
             existing = (

@@ -33,6 +33,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from cadre.governance.audit_models import AuditChainHead, AuditEvent
+from cadre.governance.audit_tasks import audit_seal
 from cadre.observability import current_request, current_trace_id
 
 GENESIS_HASH = "0" * 64
@@ -320,8 +321,6 @@ def _seal_soon(organization_id: int) -> None:
     # enqueues claims a window, so an app that is eager (tests) seals on every commit.
     if _due_window.get(organization_id) == window:
         return
-    from cadre.governance.tasks import audit_seal
-
     if audit_seal.app.conf.task_always_eager:
         audit_seal.delay(organization_id)  # runs here and now
         return

@@ -1,4 +1,5 @@
-"""Alert notification channels: email (Django's backend), signed webhook, IM via connectors.
+"""Alert notification channels: email (Django's backend) and signed webhook built in, others
+(IM) registered by the apps that deliver them in `ALERT_CHANNELS`.
 
 A webhook receives the alert as JSON with
     X-Cadre-Timestamp: <unix seconds>
@@ -23,6 +24,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from urllib.parse import urlsplit
@@ -31,10 +33,17 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import NoReverseMatch, reverse
 
+from cadre.crypto import decrypt
 from cadre.errors import InvalidInput
 from cadre.governance.models import Alert
+from cadre.ports import Registry
 
 logger = logging.getLogger(__name__)
+
+# Channel kind -> deliver(alert, channel) -> outcome ("email", "refused", ...). Email and webhook
+# are registered below; connectors registers "im". A channel whose kind nobody delivers is
+# skipped: a rule may name IM members on an installation without connectors.
+ALERT_CHANNELS: Registry[Callable[[Alert, dict], str]] = Registry("alert channels")
 
 WEBHOOK_TIMEOUT = 10
 WEBHOOK_SCHEMES = ("http", "https")
@@ -241,41 +250,29 @@ def send_webhook(url: str, secret: str, payload: dict) -> int:
     return response.status
 
 
-def send_im(alert: Alert, member_ids: list[int]) -> int:
-    """Text the alert to members through their IM connector (0 if connectors are absent)."""
-    try:
-        from connectors.dispatch import send
-        from connectors.models import Connector
-    except ImportError:
-        return 0
-    from cadre.tenancy.models import IMIdentity
-
-    connectors = {
-        c.platform: c
-        for c in Connector.objects.filter(
-            organization_id=alert.organization_id, status=Connector.Status.ACTIVE
-        )
-    }
-    sent = 0
-    identities = IMIdentity.objects.filter(
-        organization_id=alert.organization_id,
-        member_id__in=member_ids,
-        platform__in=list(connectors),
+def _deliver_email(alert: Alert, channel: dict) -> str:
+    send_mail(
+        subject=f"[Cadre {alert.severity}] {alert.title}",
+        message=json.dumps(alert_payload(alert), ensure_ascii=False, indent=2),
+        from_email=None,
+        recipient_list=list(channel.get("to", [])),
     )
-    done: set[int] = set()
-    for identity in identities:
-        if identity.member_id in done:
-            continue
-        send(
-            connectors[identity.platform],
-            kind="text",
-            recipient=identity.platform_user_id,
-            body={"text": f"[{alert.severity.upper()}] {alert.title}"},
-            idempotency_key=f"alert:{alert.pk}:{identity.member_id}",
-        )
-        done.add(identity.member_id)
-        sent += 1
-    return sent
+    return "email"
+
+
+def _deliver_webhook(alert: Alert, channel: dict) -> str:
+    secret = decrypt(channel["secret"]) if channel.get("secret") else ""
+    try:
+        send_webhook(channel["url"], secret, alert_payload(alert))
+    except WebhookRefused as refused:
+        # Not retried: the destination is not allowed (the rule needs another URL).
+        logger.warning("alert %s: webhook refused: %s", alert.pk, refused.message)
+        return "refused"
+    return "webhook"
+
+
+ALERT_CHANNELS.register("email", _deliver_email)
+ALERT_CHANNELS.register("webhook", _deliver_webhook)
 
 
 def alert_deliver(*, alert_id: int, channel_index: int) -> str:
@@ -284,27 +281,7 @@ def alert_deliver(*, alert_id: int, channel_index: int) -> str:
     if alert is None or alert.rule is None or channel_index >= len(alert.rule.channels):
         return "skipped"
     channel = alert.rule.channels[channel_index]
-    payload = alert_payload(alert)
-    if channel["kind"] == "email":
-        send_mail(
-            subject=f"[Cadre {alert.severity}] {alert.title}",
-            message=json.dumps(payload, ensure_ascii=False, indent=2),
-            from_email=None,
-            recipient_list=list(channel.get("to", [])),
-        )
-        return "email"
-    if channel["kind"] == "webhook":
-        from cadre.crypto import decrypt
-
-        secret = decrypt(channel["secret"]) if channel.get("secret") else ""
-        try:
-            send_webhook(channel["url"], secret, payload)
-        except WebhookRefused as refused:
-            # Not retried: the destination is not allowed (the rule needs another URL).
-            logger.warning("alert %s: webhook refused: %s", alert.pk, refused.message)
-            return "refused"
-        return "webhook"
-    if channel["kind"] == "im":
-        send_im(alert, [int(pk) for pk in channel.get("members", [])])
-        return "im"
-    return "skipped"
+    deliver = ALERT_CHANNELS.get(channel["kind"])
+    if deliver is None:
+        return "skipped"
+    return deliver(alert, channel)

@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import OperationalError
 
-
-@shared_task(
-    autoretry_for=(ConnectionError, OSError, OperationalError),
-    retry_backoff=True,
-    retry_jitter=True,
-    max_retries=5,
-)
-def audit_seal(organization_id: int | None = None) -> int:
-    """Seal committed audit events into their hash chain: one organization's (enqueued after
-    its commits) or every organization's (beat safety net). Idempotent; returns how many."""
-    from cadre.governance.audit import seal
-
-    return seal(organization=organization_id)
+# The sealing task lives beside audit, which enqueues it and so must not import this module;
+# imported here because the worker registers the tasks it finds in each app's tasks module.
+from cadre.governance.audit_tasks import audit_seal  # noqa: F401
 
 
 @shared_task(

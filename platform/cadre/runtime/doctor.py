@@ -2,20 +2,20 @@
 
 Each check gives OK, WARN (works, but not as it should in production) or FAIL (something will
 break); FAIL lines make the command exit non-zero. Checks that need the database are skipped
-when it cannot be reached, since their answers would only repeat that failure.
+when it cannot be reached, since their answers would only repeat that failure. Apps add their
+own checks (connectors: each active connector's health) to `cadre.checks.APP_CHECKS`.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-OK, WARN, FAIL = "OK", "WARN", "FAIL"
+from cadre.checks import APP_CHECKS, FAIL, OK, WARN, Check
 
 MIN_POSTGRES = 150000  # server_version_num of PostgreSQL 15
 MIN_PGVECTOR = (0, 7)
@@ -29,14 +29,6 @@ OPTIONAL_EXTRAS: tuple[tuple[str, str, str, bool], ...] = (
     ("dingtalk_stream", "dingtalk", "DingTalk stream mode", False),
     ("slack_sdk", "slack", "Slack", False),
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    status: str
-    name: str
-    detail: str
-    fix: str = ""
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -329,9 +321,8 @@ def run_checks() -> list[Check]:
         checks.append(frontend)
     checks.extend(check_optional_extras())
     if tables_ready:
-        from connectors.health import doctor_checks as connector_checks
-
-        checks.extend(connector_checks())
+        for _app, app_checks in APP_CHECKS.items():
+            checks.extend(app_checks())
     return checks
 
 
