@@ -1,4 +1,4 @@
-"""IM connectors: Feishu/Lark, WeCom, DingTalk, Slack, webhooks (built in their own issue)."""
+"""IM connectors: Feishu/Lark, WeCom, DingTalk, Slack, webhooks."""
 
 from django.apps import AppConfig
 
@@ -7,3 +7,9 @@ class ConnectorsConfig(AppConfig):
     name = "connectors"
     label = "connectors"
     verbose_name = "Connectors"
+
+    def ready(self) -> None:
+        from connectors import decisions, delivery
+
+        delivery.register()  # each platform: an IM platform and the runtime's delivery channel
+        decisions.register()  # confirmation cards: sent when created, updated when decided
