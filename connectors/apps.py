@@ -1,4 +1,4 @@
-"""IM connectors: Feishu/Lark, WeCom, DingTalk, Slack, webhooks (built in their own issue)."""
+"""IM connectors: Feishu/Lark, WeCom, DingTalk, Slack, webhooks."""
 
 from django.apps import AppConfig
 
@@ -11,7 +11,9 @@ class ConnectorsConfig(AppConfig):
     def ready(self) -> None:
         from cadre.checks import APP_CHECKS
         from cadre.governance.notifications import ALERT_CHANNELS
-        from connectors import alerts, health
+        from connectors import alerts, decisions, delivery, health
 
+        delivery.register()  # each platform: an IM platform and the runtime's delivery channel
+        decisions.register()  # confirmation cards: sent when created, updated when decided
         APP_CHECKS.register("connectors", health.doctor_checks)
         ALERT_CHANNELS.register("im", alerts.alert_im_deliver)

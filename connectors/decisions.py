@@ -10,8 +10,10 @@ and the expiry; the nonce is inserted into `DecisionTokenUse` (unique) when used
 works once. A click from anyone else, a reused token or an expired confirmation is refused with
 a message the clicker sees. After a decision every copy of the card is updated.
 
-Governance provides the confirmation object (see `ConfirmationLike`) and the decide call
-(`cadre.governance.confirmations.confirmation_decide`, looked up at run time).
+Governance owns the confirmation (see `ConfirmationLike`) and decides it
+(`cadre.governance.confirmations.confirmation_decide`); it tells the connectors of a new
+confirmation and of each decision through its `on_created` / `on_decided` listeners
+(`cards_for_created`, `cards_for_decided`, registered in `ConnectorsConfig.ready()`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from cadre.errors import CadreError
+from cadre.governance.confirmations import (
+    APPROVE,
+    REJECT,
+    confirmation_decide,
+    on_created,
+    on_decided,
+)
 from connectors.base import DecisionOutcome, ParsedEvent, constant_time_equal
 from connectors.models import Connector, DecisionTokenUse, InboundEvent, OutboundMessage
 
@@ -37,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 TOKEN_FIELD = "cadre_token"
 DECISION_FIELD = "decision"
-APPROVE, REJECT = "approve", "reject"
 
 
 class ConfirmationLike(Protocol):
@@ -203,43 +212,22 @@ def card_action_received(
 
 
 def decision_apply(event: InboundEvent) -> str:
-    """Worker part of a click: hand the decision on, then update every copy of the card.
-
-    A runtime wait ("wait:<id>") is resumed through the agents runtime; any other reference
-    goes to governance's `confirmation_decide` once that exists.
-    """
+    """Worker part of a click: hand the decision to governance, then update every copy of
+    the card."""
     action = event.payload.get("action", {})
     decision = str(action.get(DECISION_FIELD, ""))
     claim = read_decision_token(str(action.get(TOKEN_FIELD, "")), now=event.received_at)
     member = event.member
-    via = event.connector.platform
-    if claim.confirmation_ref.startswith(WAIT_PREFIX):
-        _resume_wait(claim.confirmation_ref, member, decision, via)
-    else:
-        try:
-            from cadre.governance import confirmations  # the governance issue provides this
-        except ImportError:
-            confirmations = None
-        decide = getattr(confirmations, "confirmation_decide", None)
-        if decide is None:
-            logger.warning(
-                "connectors: governance has no confirmation_decide yet; decision on "
-                "%s recorded only in DecisionTokenUse",
-                claim.confirmation_ref,
-            )
-        else:
-            from cadre.errors import CadreError
-
-            try:
-                decide(
-                    confirmation_id=claim.confirmation_ref,
-                    decider=member,
-                    decision=decision,
-                    via=via,
-                )
-            except CadreError as error:
-                # Already decided, expired, or this person may no longer decide: say so.
-                return f"refused: {error.message}"
+    try:
+        confirmation_decide(
+            confirmation_id=claim.confirmation_ref,
+            decider=member,
+            decision=decision,
+            via=event.connector.platform,
+        )
+    except CadreError as error:
+        # Already decided, expired, or this person may no longer decide: say so.
+        return f"refused: {error.message}"
     cards_mark_decided(
         claim.confirmation_ref,
         decided_by=member.display_name,
@@ -249,83 +237,49 @@ def decision_apply(event: InboundEvent) -> str:
     return decision
 
 
-# --- runtime waits as confirmations (until governance's Confirmation model lands) ---------
-
-WAIT_PREFIX = "wait:"
-
-
-@dataclass
-class WaitConfirmation:
-    """A run paused on a confirmation (agents' Wait), seen as a ConfirmationLike."""
-
-    wait: Any
-
-    @property
-    def pk(self) -> str:
-        return f"{WAIT_PREFIX}{self.wait.pk}"
-
-    @property
-    def title(self) -> str:
-        return f"Confirm: {self.wait.details.get('tool', 'action')}"
-
-    @property
-    def summary(self) -> str:
-        details = self.wait.details or {}
-        arguments = details.get("arguments") or {}
-        shown = ", ".join(f"{key}: {value}" for key, value in arguments.items())
-        return (
-            f"Your agent wants to run **{details.get('tool', 'an action')}** "
-            f"(risk: {details.get('risk', 'high')}).\n{shown}"
-        )[:1500]
-
-    @property
-    def expires_at(self) -> datetime:
-        return self.wait.deadline or (timezone.now() + timezone.timedelta(hours=24))
-
-    def decider_members(self):
-        # The person the agent acts for decides, as in the console's chat; governance's
-        # routing rules (approvers by role) replace this when they land.
-        member = self.wait.run.member
-        return [member] if member.status == "active" else []
-
-
-def wait_confirmation(ref: str) -> WaitConfirmation | None:
-    from cadre.agents.models import Wait
-
-    try:
-        wait = Wait.objects.select_related("run__member").get(pk=int(ref[len(WAIT_PREFIX) :]))
-    except (ValueError, Wait.DoesNotExist):
-        return None
-    return WaitConfirmation(wait)
-
-
-def _resume_wait(ref: str, member, decision: str, via: str) -> None:
-    from cadre.agents.runtime.services import run_resume
-    from cadre.errors import Conflict
-    from cadre.tenancy.actors import member_actor
-
-    confirmation = wait_confirmation(ref)
-    if confirmation is None:
-        return
-    wait = confirmation.wait
-    try:
-        run_resume(
-            actor=member_actor(member),
-            run=wait.run,
-            key=wait.key,
-            payload={
-                "approved": decision == APPROVE,
-                "decided_by": member.pk,
-                "via": via,
-                "reason": f"{'approved' if decision == APPROVE else 'rejected'} by "
-                f"{member.display_name} in {via}",
-            },
-        )
-    except Conflict:
-        logger.info("connectors: %s was already resolved", ref)
-
-
 # --- sending and updating cards -------------------------------------------------------------
+
+
+def confirmation_card(confirmation: ConfirmationLike, decider) -> dict:
+    """Platform-neutral card content for one decider (each platform renders it). The
+    approve/reject values carry the decider's signed single-use token."""
+    content = card_content(confirmation, decider.pk)
+    return {
+        "confirmation_id": confirmation.pk,
+        "title": content.title,
+        "summary": content.summary,
+        "fields": [{"label": label, "value": value} for label, value in content.details],
+        "expires_at": content.expires_at.isoformat(),
+        "actions": [
+            {"id": APPROVE, "label": "Approve", "style": "primary", "value": content.approve_value},
+            {"id": REJECT, "label": "Reject", "style": "danger", "value": content.reject_value},
+        ],
+    }
+
+
+def cards_for_created(confirmation: ConfirmationLike) -> int:
+    """Governance's `on_created` listener: send the new confirmation's cards; how many."""
+    return len(cards_send(confirmation))
+
+
+def cards_for_decided(confirmation, actor) -> None:
+    """Governance's `on_decided` listener: once the decision commits, update the cards of a
+    confirmation decided elsewhere (console, API, expiry, cancel). A decision taken on a card
+    is followed by `decision_apply`'s own update."""
+    if str(confirmation.decided_via).startswith("im:"):
+        return
+    ref, decision = str(confirmation.pk), confirmation.status
+    decided_by = str(confirmation.decided_by_id or "system")
+
+    def update() -> None:
+        try:
+            cards_mark_decided(
+                ref, decided_by=decided_by, decision=decision, decided_at=timezone.now()
+            )
+        except Exception:  # a card left showing its buttons must not fail the decision
+            logger.warning("confirmation %s: cards not updated", ref, exc_info=True)
+
+    transaction.on_commit(update)
 
 
 def cards_send(
@@ -406,3 +360,9 @@ def cards_mark_decided(
         )
         updated += 1
     return updated
+
+
+def register() -> None:
+    """Listen to governance's confirmations (called by `ConnectorsConfig.ready()`)."""
+    on_created.register(cards_for_created)
+    on_decided.register(cards_for_decided)

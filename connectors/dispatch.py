@@ -32,6 +32,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from cadre.agents.runtime.delivery import Reply
 from connectors import services
 from connectors.base import ParsedEvent, platform_for, registry
 from connectors.models import Connector, InboundEvent, OutboundMessage
@@ -626,20 +627,6 @@ def deliver_reply(
     return reply_text(event, text, markdown=markdown, key=key or f"reply:{event.pk}")
 
 
-def confirmation_lookup(confirmation_id: str):
-    """The confirmation by id: a runtime wait ("wait:<id>") or governance's confirmation."""
-    from connectors.decisions import WAIT_PREFIX, wait_confirmation
-
-    if confirmation_id.startswith(WAIT_PREFIX):
-        return wait_confirmation(confirmation_id)
-    try:
-        from cadre.governance import confirmations
-    except ImportError:
-        return None
-    getter = getattr(confirmations, "confirmation_get", None)
-    return getter(confirmation_id) if getter is not None else None
-
-
 def decision_refused_notice(event_id: int) -> None:
     event = InboundEvent.objects.select_related("connector").get(pk=event_id)
     message = parsed(event)
@@ -660,24 +647,23 @@ def decision_refused_notice(event_id: int) -> None:
     )
 
 
-def run_reply(run_id: int) -> OutboundMessage | None:
+def run_reply(reply: Reply) -> OutboundMessage | None:
     """Send a finished run's reply to the chat its message came from (once per run).
 
-    Called by the agents runtime when a run started from a connector finishes (task
-    `connectors.tasks.deliver_run_reply`).
+    The agents runtime hands it over when a run started from a connector finishes (through
+    the delivery channel the connectors register, task `connectors.tasks.deliver_run_reply`).
     """
-    from cadre.agents.models import Run
-
-    event = InboundEvent.objects.filter(run_ref=str(run_id)).select_related("connector").first()
+    event = (
+        InboundEvent.objects.filter(run_ref=str(reply.run_id)).select_related("connector").first()
+    )
     if event is None:
         return None
-    run = Run.objects.get(pk=run_id)
-    if run.status == "completed":
-        text = run.output.get("text", "")
-    elif run.status in ("failed", "cancelled"):
+    if reply.status == "completed":
+        text = reply.text
+    elif reply.status in ("failed", "cancelled"):
         text = "Sorry, I could not finish that. Please try again later."
     else:
         return None
     if not text:
         return None
-    return reply_text(event, text, key=f"run:{run_id}", markdown=False)
+    return reply_text(event, text, key=f"run:{reply.run_id}", markdown=False)

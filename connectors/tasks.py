@@ -37,15 +37,6 @@ SEND_RETRIES = {
 }
 
 
-@shared_task(**SEND_RETRIES)
-def inbound_message_received(self, event_id: int) -> str:
-    """The hand-off from the inbound edge: process one stored event (exactly once)."""
-    from connectors.dispatch import process_inbound_event
-
-    with retry_transient_sends():
-        return process_inbound_event(event_id)
-
-
 @shared_task(acks_late=True)
 def inbound_events_drain() -> int:
     """Process the stored inbound events in batches until none is queued (exactly once each:
@@ -53,19 +44,6 @@ def inbound_events_drain() -> int:
     from connectors.dispatch import inbound_drain
 
     return inbound_drain()
-
-
-@shared_task(**SEND_RETRIES)
-def confirmation_cards_send(self, confirmation_id: str) -> int:
-    """Deliver a confirmation's cards (governance enqueues this with the confirmation id)."""
-    from connectors.decisions import cards_send
-    from connectors.dispatch import confirmation_lookup
-
-    confirmation = confirmation_lookup(confirmation_id)
-    if confirmation is None:
-        return 0
-    with retry_transient_sends():
-        return len(cards_send(confirmation))
 
 
 @shared_task(
@@ -85,12 +63,14 @@ def decision_refused_notice(self, event_id: int) -> None:
 
 
 @shared_task(**SEND_RETRIES)
-def deliver_run_reply(self, run_id: int) -> None:
-    """A run started from an IM message finished: send its reply (the runtime enqueues this)."""
+def deliver_run_reply(self, reply: dict) -> None:
+    """A run started from an IM message finished: send its reply (`Reply.to_dict()`, handed
+    over by the runtime's delivery channel)."""
+    from cadre.agents.runtime.delivery import Reply
     from connectors.dispatch import run_reply
 
     with retry_transient_sends():
-        run_reply(run_id)
+        run_reply(Reply.from_dict(reply))
 
 
 @shared_task(ignore_result=True)

@@ -112,3 +112,17 @@ def test_capabilities_are_declared_per_platform():
     assert caps["feishu"].long_connection and caps["dingtalk"].long_connection
     assert not caps["wecom"].threads and caps["slack"].threads
     assert all(c.cards for c in caps.values())
+
+
+def test_card_listeners_and_delivery_channels_are_registered_once():
+    from cadre import im
+    from cadre.agents.runtime.delivery import channels
+    from cadre.governance.confirmations import on_created, on_decided
+    from connectors import delivery
+
+    assert list(on_created).count(decisions.cards_for_created) == 1
+    assert list(on_decided).count(decisions.cards_for_decided) == 1
+    assert sorted(channels) == sorted(registry()) == sorted(im.platforms)
+    assert all(channels.get(name) is delivery.CHANNEL for name in channels)
+    assert im.platforms.get("feishu") == "Feishu / Lark"
+    assert ("wecom", "WeCom") in im.platform_choices()

@@ -2,9 +2,9 @@
 the fake platform API; a high-risk tool call → card sent → signed card click → approved → the
 tool executes once → every card copy updated; replays and strangers refused.
 
-Tasks run eagerly on commit (the same code a worker runs). The agents runtime does not yet call
-`connectors.dispatch.run_reply` when a run finishes nor send cards when a run pauses: the tests
-make those two calls where the runtime will (see docs/connectors.md, "Hand-off").
+Tasks run eagerly on commit (the same code a worker runs): the runtime hands the finished run's
+reply to the connectors' delivery channel, and governance tells the connectors of the new
+confirmation, whose cards they send (see docs/connectors.md, "Hand-off").
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from django.test import Client
 from cadre.agents import services as agent_services
 from cadre.agents.models import OutboundMessage as AgentOutbound
 from cadre.agents.models import Run, Wait
+from cadre.agents.runtime.delivery import Reply
 from cadre.tenancy.actors import member_actor
-from connectors import decisions, dispatch
+from connectors import dispatch, tasks
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
 from connectors.feishu.tests.fake_api import APP_ID, FakeFeishu
 from connectors.feishu.tests.fake_api import APP_SECRET as FEISHU_SECRET
-from connectors.models import ConnectorNotice, InboundEvent, UnmappedIdentity
+from connectors.models import ConnectorNotice, InboundEvent, OutboundMessage, UnmappedIdentity
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.tests.helpers import make_connector, webhook_post
 from connectors.wecom import crypto as wecom_crypto
@@ -459,11 +460,19 @@ def test_message_runs_the_agent_and_the_reply_reaches_the_platform(
     run = Run.objects.get(pk=int(event.run_ref))
     assert run.status == Run.Status.COMPLETED
     assert run.session.channel == driver.platform
-    with django_capture_on_commit_callbacks(execute=True):
-        dispatch.run_reply(run.pk)  # the runtime's on-finish hook (see module docstring)
-        dispatch.run_reply(run.pk)  # a redelivered hook sends nothing more
-    replies = driver.replies()
+    replies = driver.replies()  # handed over by the runtime when the run finished
     assert len(replies) == 1 and replies[0].startswith("[offline model]")
+    reply = Reply(
+        run_id=run.pk,
+        session_id=run.session_id,
+        channel=run.session.channel,
+        conversation=run.session.external_id,
+        status=run.status,
+        text=run.output["text"],
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.deliver_run_reply.delay(reply.to_dict())  # a redelivered hand-off
+    assert driver.replies() == replies  # sends nothing more
 
 
 def test_redelivered_message_starts_one_run(
@@ -510,10 +519,8 @@ def test_high_risk_tool_call_is_confirmed_on_a_card_and_runs_once(
     run = Run.objects.get(pk=int(event.run_ref))
     assert run.status == Run.Status.WAITING
     wait = Wait.objects.get(run=run, kind="confirmation")
-    # The runtime's on-pause hook (see module docstring): the card goes to the decider.
-    with django_capture_on_commit_callbacks(execute=True):
-        sent = decisions.cards_send(decisions.WaitConfirmation(wait))
-    assert len(sent) == 1
+    # Governance created the confirmation: its card went to the decider, once.
+    assert OutboundMessage.objects.filter(kind="card").count() == 1
     value = driver.approve_value()
 
     # Someone else pressing bob's button is refused, visibly, and changes nothing.

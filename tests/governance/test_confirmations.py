@@ -398,11 +398,12 @@ def test_api_visibility_and_unauthorized_decider(alice, bob, charlie, make_membe
 
 
 def test_card_content_carries_a_single_use_token_per_decider(bob):
+    from connectors.decisions import confirmation_card, read_decision_token
+
     confirmation = _confirm(bob)
-    card = confirmations.confirmation_card(confirmation, bob)
+    card = confirmation_card(confirmation, bob)
     assert card["title"] == "Confirm: im_send (high risk)"
     assert {a["id"] for a in card["actions"]} == {"approve", "reject"}
-    from connectors.decisions import read_decision_token
 
     claim = read_decision_token(card["actions"][0]["value"]["cadre_token"])
     assert claim.confirmation_ref == str(confirmation.pk) and claim.decider_id == bob.pk

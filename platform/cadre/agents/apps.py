@@ -1,4 +1,4 @@
-"""Role templates, deployments and the agent runtime (built in its own issue)."""
+"""Role templates, deployments and the agent runtime."""
 
 from django.apps import AppConfig
 
@@ -9,6 +9,11 @@ class AgentsConfig(AppConfig):
     verbose_name = "Agents"
 
     def ready(self) -> None:
-        # The built-in hooks and tools register themselves on import.
         from cadre.agents.hooks import builtins  # noqa: F401
+        from cadre.agents.runtime.services import confirmation_decided
         from cadre.agents.tools import builtins as tools  # noqa: F401
+        from cadre.governance.confirmations import on_decided
+
+        # The built-in hooks and tools register themselves on import; a decided confirmation
+        # resumes the run paused on it.
+        on_decided.register(confirmation_decided)

@@ -2,10 +2,12 @@
 
 A decision is a conditional UPDATE … WHERE status = 'pending' AND expires_at > now() on a row
 already locked by the deciding transaction: of two deciders at once exactly one decides, the
-other gets a Conflict naming the outcome. The run is resumed (`run_resume`, which resolves
-the runtime's Wait and requeues the run) inside the same transaction as the decision, so a
-worker dying around it either loses both or keeps both; the tool then executes once because
-its step and ToolEffect record are keyed by the step's idempotency key.
+other gets a Conflict naming the outcome. The `on_decided` listeners are told inside the same
+transaction as the decision: the agents runtime resumes the paused run with the `Decision`
+(resolving its Wait and requeueing it), so a worker dying around it either loses both or keeps
+both; the tool then executes once because its step and ToolEffect record are keyed by the
+step's idempotency key. The `on_created` listeners are told of each new confirmation from a
+worker after it commits (the connectors send its cards).
 
 Who decides is a rule per risk level (organization setting "confirmation_rules" overrides
 DEFAULT_RULES):
@@ -21,16 +23,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from cadre import im
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.governance.models import Confirmation, ConfirmationVote
 from cadre.governance.risk import RiskAssessment
+from cadre.ports import Listeners
 from cadre.tenancy.models import Member
 
 logger = logging.getLogger(__name__)
@@ -43,8 +48,15 @@ DEFAULT_RULES: dict[str, dict] = {
 FALLBACK_ROLES = ("it_admin", "owner")
 APPROVE, REJECT = "approve", "reject"
 _DECISIONS = {"approve": APPROVE, "approved": APPROVE, "reject": REJECT, "rejected": REJECT}
-IM_PLATFORMS = ("feishu", "wecom", "dingtalk", "slack", "webhook")
 GROUP_PREFIX = "confirmations"
+
+# Told (from a worker, after commit) of each new confirmation still pending; returns how many
+# cards it sent. The connectors send the cards.
+on_created: Listeners[Callable[[Confirmation], int]] = Listeners("confirmation created")
+# Told of each decision (approved, rejected, expired, cancelled) with the actor who took it,
+# inside the deciding transaction. The agents runtime resumes the run; the connectors update
+# the cards.
+on_decided: Listeners[Callable[[Confirmation, object], None]] = Listeners("confirmation decided")
 
 
 def group_name(organization_id: int) -> str:
@@ -233,7 +245,7 @@ def _get(confirmation_id, organization=None) -> Confirmation:
 
 def _via(via: str) -> str:
     via = (via or "").lower()
-    if via in IM_PLATFORMS:
+    if via in im.platforms:
         return f"im:{via}"
     if via in ("console", "api", "im", "system") or via.startswith("im:"):
         return via[:16]
@@ -330,8 +342,7 @@ def confirmation_decide(
         after={"status": status, "decided_via": via},
         reason=reason,
     )
-    _resume(confirmation, decider_actor)
-    _after_commit(confirmation, "decided")
+    _decided(confirmation, decider_actor)
     return confirmation
 
 
@@ -346,40 +357,68 @@ def _approved_enough(confirmation: Confirmation) -> bool:
     return True
 
 
-def _resume(confirmation: Confirmation, actor) -> None:
-    """Hand the outcome to the paused run (same transaction: decision and resume commit
-    together). Without a run (or runtime) there is nothing to resume."""
-    if not confirmation.run_id:
-        return
-    try:
-        from cadre.agents.models import Run
-        from cadre.agents.runtime.services import run_resume
-    except ImportError:
-        return
-    run = Run.objects.filter(pk=confirmation.run_id, organization=confirmation.organization).first()
-    if run is None:
-        return
-    approved = confirmation.status == Confirmation.Status.APPROVED
-    payload = {
-        "approved": approved,
-        "decision": confirmation.status,
-        "confirmation": confirmation.pk,
-        "decided_by": confirmation.decided_by_id,
-        "via": confirmation.decided_via,
-        "reason": confirmation.decision_reason
-        or (
+@dataclass(frozen=True)
+class Decision:
+    """What a run paused on a confirmation is resumed with (its Wait's payload, as a dict).
+
+    A wait resolved otherwise (the run API, an expired wait: `{"timeout": true, …}`) reads as
+    a Decision too; what is missing is not an approval."""
+
+    approved: bool
+    status: str = ""  # approved, rejected, expired, cancelled
+    confirmation: int | None = None
+    decided_by: int | None = None
+    via: str = ""
+    reason: str = ""
+    timeout: bool = False
+
+    @classmethod
+    def of(cls, confirmation: Confirmation) -> Decision:
+        reason = confirmation.decision_reason or (
             f"{confirmation.status} by {confirmation.decided_by}"
             if confirmation.decided_by_id
             else f"the confirmation {confirmation.status}"
-        ),
-    }
-    try:
-        run_resume(
-            actor=actor, run=run, payload=payload, key=confirmation.wait_key or str(confirmation.pk)
         )
-    except Conflict:
-        # The run no longer waits (cancelled, or its own wait timed out): the decision stands.
-        logger.info("confirmation %s: run %s is not waiting", confirmation.pk, run.pk)
+        return cls(
+            approved=confirmation.status == Confirmation.Status.APPROVED,
+            status=confirmation.status,
+            confirmation=confirmation.pk,
+            decided_by=confirmation.decided_by_id,
+            via=confirmation.decided_via,
+            reason=reason,
+        )
+
+    def to_dict(self) -> dict:
+        data = {
+            "approved": self.approved,
+            "decision": self.status,
+            "confirmation": self.confirmation,
+            "decided_by": self.decided_by,
+            "via": self.via,
+            "reason": self.reason,
+        }
+        if self.timeout:
+            data["timeout"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Decision:
+        return cls(
+            approved=bool(data.get("approved")),
+            status=str(data.get("decision") or ""),
+            confirmation=data.get("confirmation"),
+            decided_by=data.get("decided_by"),
+            via=str(data.get("via") or ""),
+            reason=str(data.get("reason") or ""),
+            timeout=bool(data.get("timeout")),
+        )
+
+
+def _decided(confirmation: Confirmation, actor) -> None:
+    """Tell the decision listeners (same transaction: the run resumes with the decision) and
+    the live queue (after commit)."""
+    on_decided.notify(confirmation, actor)
+    _after_commit(confirmation, "decided")
 
 
 # --- expire and cancel ----------------------------------------------------------------------
@@ -404,8 +443,7 @@ def _expire_one(pk: int, now) -> bool:
             after={"status": Confirmation.Status.EXPIRED},
             reason="expired: treated as rejected, nothing was executed",
         )
-        _resume(confirmation, actor)
-        _after_commit(confirmation, "decided")
+        _decided(confirmation, actor)
     return True
 
 
@@ -449,12 +487,11 @@ def confirmation_cancel(*, actor, confirmation: Confirmation, reason: str = "") 
         after={"status": Confirmation.Status.CANCELLED},
         reason=reason,
     )
-    _resume(confirmation, actor)
-    _after_commit(confirmation, "decided")
+    _decided(confirmation, actor)
     return confirmation
 
 
-# --- surfaces: live queue, IM cards ---------------------------------------------------------
+# --- surfaces: live queue, card listeners ---------------------------------------------------
 
 
 def queue_item(confirmation: Confirmation) -> dict:
@@ -493,62 +530,17 @@ def _after_commit(confirmation: Confirmation, event: str) -> None:
                 )
         except Exception:  # a live view missing an update must not fail the decision
             logger.warning("confirmation %s: live update not sent", item["id"], exc_info=True)
-        if event == "decided" and not str(item["decided_via"]).startswith("im:"):
-            # A decision taken on a card is followed by the connectors' own card update.
-            _update_cards(item)
 
     transaction.on_commit(push)
 
 
-def _update_cards(item: dict) -> None:
-    try:
-        from connectors.decisions import cards_mark_decided
-    except ImportError:
-        return
-    try:
-        cards_mark_decided(
-            str(item["id"]),
-            decided_by=str(item["decided_by"] or "system"),
-            decision=item["status"],
-            decided_at=timezone.now(),
-        )
-    except Exception:
-        logger.warning("confirmation %s: cards not updated", item["id"], exc_info=True)
-
-
-def confirmation_card(confirmation: Confirmation, decider: Member) -> dict:
-    """Platform-neutral card content for one decider (connectors render it per platform). The
-    approve/reject values carry the decider's signed single-use token (connectors.decisions)."""
-    from connectors.decisions import card_content
-
-    content = card_content(
-        confirmation, decider.pk, title=confirmation.title, details=confirmation.details_for_card
-    )
-    return {
-        "confirmation_id": confirmation.pk,
-        "title": content.title,
-        "summary": content.summary,
-        "fields": [{"label": label, "value": value} for label, value in content.details],
-        "expires_at": content.expires_at.isoformat(),
-        "actions": [
-            {"id": APPROVE, "label": "Approve", "style": "primary", "value": content.approve_value},
-            {"id": REJECT, "label": "Reject", "style": "danger", "value": content.reject_value},
-        ],
-    }
-
-
 def confirmation_send_cards(*, confirmation_id: int) -> int:
-    """Deliver the card to each decider through a card-capable connector (if any)."""
+    """Have a new confirmation's cards sent (the task `confirmation_notify` calls this after
+    commit): every `on_created` listener is told while it is pending; returns the cards sent."""
     confirmation = Confirmation.objects.filter(pk=confirmation_id).first()
     if confirmation is None or not confirmation.is_pending:
         return 0
-    try:
-        from connectors.decisions import cards_send
-    except ImportError:
-        return 0
-    return len(
-        cards_send(confirmation, title=confirmation.title, details=confirmation.details_for_card)
-    )
+    return sum(sent or 0 for sent in on_created.notify(confirmation))
 
 
 # --- the runtime's entry point --------------------------------------------------------------

@@ -527,7 +527,7 @@ class RunContext:
                     input=details,
                     status=Step.Status.WAITING,
                 )
-                wait = Wait.objects.create(
+                Wait.objects.create(
                     organization_id=self.run.organization_id,
                     run_id=self.run.pk,
                     step=step,
@@ -537,13 +537,6 @@ class RunContext:
                     deadline=timezone.now() + timedelta(seconds=timeout_seconds),
                     on_timeout=on_timeout,
                 )
-                if kind == Wait.Kind.CONFIRMATION:
-                    # Deciders get the confirmation as an IM card where a connector serves them.
-                    from connectors.tasks import confirmation_cards_send
-
-                    # A governance Confirmation is the card's subject when there is one.
-                    ref = str(details.get("confirmation") or f"wait:{wait.pk}")
-                    transaction.on_commit(lambda ref=ref: confirmation_cards_send.delay(ref))
             self.steps[index] = step
             emit(
                 self.run.pk,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from datetime import timedelta
@@ -10,12 +11,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from cadre.agents.models import Agent, Deployment, Run, Session, Wait
+from cadre.agents.runtime import delivery
 from cadre.agents.runtime.engine import emit, grants_for_version
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
+from cadre.governance.confirmations import Decision
+from cadre.governance.models import Confirmation
 from cadre.observability import current_trace_id
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Member
+
+logger = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 32_000
 _FINISHED_KEY = re.compile(r"^run:(\d+):finished$")
@@ -26,9 +32,6 @@ def enqueue(run_id: int) -> None:
     from cadre.agents.tasks import run_execute
 
     transaction.on_commit(lambda: run_execute.apply_async((run_id,), queue=queue_name()))
-
-
-IM_CHANNELS = ("feishu", "wecom", "dingtalk", "slack", "webhook")
 
 
 # Redis broker priorities run 0 (first) to 9 (last); tasks without one count as 0.
@@ -160,10 +163,8 @@ def _resolve(wait: Wait, payload: dict, status: str = Wait.Status.RESOLVED) -> b
 
 @transaction.atomic
 def run_resume(*, actor: Actor, run: Run, payload: dict, key: str | None = None) -> Wait:
-    """Resolve the run's pending wait (the one with `key`, or the only one) with `payload`.
-
-    The governance issue's confirmations call this with {"approved": bool, "reason": ...}.
-    """
+    """Resolve the run's pending wait (the one with `key`, or the only one) with `payload`
+    (a decided confirmation's is `Decision.to_dict()`, see `confirmation_decided`)."""
     waits = Wait.objects.select_for_update().filter(run=run, status=Wait.Status.PENDING)
     if key is not None:
         waits = waits.filter(key=key)
@@ -182,6 +183,28 @@ def run_resume(*, actor: Actor, run: Run, payload: dict, key: str | None = None)
         organization=run.organization,
     )
     return wait
+
+
+def confirmation_decided(confirmation: Confirmation, actor: Actor) -> None:
+    """Governance's decision listener: resume the run paused on the confirmation, in the
+    deciding transaction (decision and resume commit together). Without a run (or with a
+    run no longer waiting: cancelled, or its own wait timed out) the decision stands alone."""
+    if not confirmation.run_id:
+        return
+    run = Run.objects.filter(
+        pk=confirmation.run_id, organization_id=confirmation.organization_id
+    ).first()
+    if run is None:
+        return
+    try:
+        run_resume(
+            actor=actor,
+            run=run,
+            payload=Decision.of(confirmation).to_dict(),
+            key=confirmation.wait_key or str(confirmation.pk),
+        )
+    except Conflict:
+        logger.info("confirmation %s: run %s is not waiting", confirmation.pk, run.pk)
 
 
 @transaction.atomic
@@ -225,10 +248,16 @@ def on_run_finished(run: Run) -> None:
                     (run.pk,), queue=queue_name(), priority=AFTER_RUN_PRIORITY
                 )
             )
-        if run.session.channel in IM_CHANNELS:
-            from connectors.tasks import deliver_run_reply
-
-            transaction.on_commit(lambda: deliver_run_reply.delay(run.pk))
+        delivery.reply_deliver(
+            delivery.Reply(
+                run_id=run.pk,
+                session_id=run.session_id,
+                channel=run.session.channel,
+                conversation=run.session.external_id,
+                status=run.status,
+                text=run.output.get("text", ""),
+            )
+        )
 
 
 def finished_payload(run: Run) -> dict:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cadre.agents.models import AgentTask, OutboundMessage
+from cadre.agents.runtime import delivery
 from cadre.agents.tools.registry import Tool, register
 from cadre.tenancy.models import Member
 
@@ -173,13 +174,9 @@ def _im_send(ctx, args: dict) -> dict:
         channel=ctx.run.session.channel,
         idempotency_key=ctx.key,
     )
-    # Delivered by the connectors once the effect is recorded (the executor's transaction);
-    # a scheduled sweep picks up any message whose task was lost.
-    from django.db import transaction
-
-    from connectors.tasks import agent_message_deliver
-
-    transaction.on_commit(lambda: agent_message_deliver.delay(message.pk))
+    # Handed to a delivery channel once the effect is recorded (the executor's transaction);
+    # the connectors' scheduled sweep picks up any message whose delivery was lost.
+    delivery.message_deliver(message.pk, message.channel)
     return {"message_id": message.pk, "recipients": recipients, "status": message.status}
 
 

@@ -18,6 +18,7 @@ from cadre.agents.providers.base import ToolCall
 from cadre.agents.tools import registry
 from cadre.agents.tools.builtins import ToolFailed
 from cadre.governance import audit
+from cadre.governance.confirmations import Decision, tool_call_gate
 
 
 @dataclass
@@ -111,8 +112,6 @@ def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
     The template's rule adds to it: `always` asks every time, `high_risk` asks when the tool
     itself declares the call high-risk; the organization's risk rules can ask on their own
     (many recipients, deletions, exports, payments) whatever the template says."""
-    from cadre.governance.confirmations import tool_call_gate
-
     policy = rule.get("confirmation", "never")
     return tool_call_gate(
         organization=ctx.run.organization,
@@ -175,7 +174,7 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
     if gate["action"] == "deny":
         return _denied(ctx, call, gate["reason"] or "the policy chain denied this call")
     if gate["action"] == "confirm":
-        decision = ctx.wait(
+        resolution = ctx.wait(
             "confirmation",
             gate["wait_key"],
             {
@@ -188,21 +187,20 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
             timeout_seconds=int(rule.get("confirmation_timeout_seconds", 24 * 3600)),
             on_timeout=rule.get("on_timeout", "continue"),
         )
-        if decision.get("timeout"):
+        decision = Decision.from_dict(resolution)
+        if decision.timeout:
             return ctx.step(
                 Step.Kind.TOOL_CALL,
                 call.name,
                 {"arguments": call.arguments},
                 lambda step: refusal("not_confirmed", "the confirmation timed out"),
             )
-        if not decision.get("approved"):
+        if not decision.approved:
             return ctx.step(
                 Step.Kind.TOOL_CALL,
                 call.name,
                 {"arguments": call.arguments},
-                lambda step: refusal(
-                    "rejected", decision.get("reason") or "the action was rejected"
-                ),
+                lambda step: refusal("rejected", decision.reason or "the action was rejected"),
             )
 
     if call.name == "await_event":
