@@ -32,7 +32,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from connectors import services
+from connectors import identities, services
 from connectors.base import ParsedEvent, platform_for, registry
 from connectors.models import Connector, InboundEvent, OutboundMessage
 from connectors.threadpool import ConnectionThreads
@@ -289,10 +289,10 @@ def _process(event: InboundEvent, batch: Batch) -> str:
         message = parsed(event)
         member = _resolve_sender(connector, message, batch)
         if member is None:
-            services.unmapped_record(connector, message)
+            identities.unmapped_record(connector, message)
             reply_text(
                 event,
-                services.UNMAPPED_REPLY,
+                identities.UNMAPPED_REPLY,
                 key=f"unmapped:{event.pk}",
                 transport=batch.transport(connector),
             )
@@ -503,7 +503,7 @@ def _resolve_sender(connector: Connector, message: ParsedEvent, batch: Batch | N
 
 
 def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: Batch):
-    member = services.identity_resolve(
+    member = identities.identity_resolve(
         connector,
         platform_user_id=message.sender_id,
         tenant_key=message.tenant_key,
@@ -525,7 +525,7 @@ def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: 
     message.sender_name = message.sender_name or profile.get("name", "")
     if not (message.sender_email or message.sender_mobile):
         return None
-    return services.identity_resolve(
+    return identities.identity_resolve(
         connector,
         platform_user_id=message.sender_id,
         tenant_key=message.tenant_key,
