@@ -618,14 +618,6 @@ def reply_text(
     )
 
 
-def deliver_reply(
-    inbound_event_id: int, text: str, *, markdown: bool = False, key: str = ""
-) -> OutboundMessage:
-    """The runtime's way to answer a message it was handed (idempotent per key)."""
-    event = InboundEvent.objects.select_related("connector").get(pk=inbound_event_id)
-    return reply_text(event, text, markdown=markdown, key=key or f"reply:{event.pk}")
-
-
 def confirmation_lookup(confirmation_id: str):
     """The confirmation by id: a runtime wait ("wait:<id>") or governance's confirmation."""
     from connectors.decisions import WAIT_PREFIX, wait_confirmation
