@@ -18,4 +18,4 @@ class HubConfig(AppConfig):
         BodySizeLimitMiddleware.overrides["/api/v1/hub/publish/"] = UPLOAD_BODY_LIMIT
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
         # Registers the `assemble_context` hook that loads installed skills into runs.
-        from hub import runtime  # noqa: F401
+        from hub import hooks  # noqa: F401
