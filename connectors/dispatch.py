@@ -33,7 +33,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from cadre.agents.runtime.delivery import Reply
-from connectors import services
+from connectors import identities, services
 from connectors.base import ParsedEvent, platform_for, registry
 from connectors.models import Connector, InboundEvent, OutboundMessage
 from connectors.threadpool import ConnectionThreads
@@ -290,10 +290,10 @@ def _process(event: InboundEvent, batch: Batch) -> str:
         message = parsed(event)
         member = _resolve_sender(connector, message, batch)
         if member is None:
-            services.unmapped_record(connector, message)
+            identities.unmapped_record(connector, message)
             reply_text(
                 event,
-                services.UNMAPPED_REPLY,
+                identities.UNMAPPED_REPLY,
                 key=f"unmapped:{event.pk}",
                 transport=batch.transport(connector),
             )
@@ -504,7 +504,7 @@ def _resolve_sender(connector: Connector, message: ParsedEvent, batch: Batch | N
 
 
 def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: Batch):
-    member = services.identity_resolve(
+    member = identities.identity_resolve(
         connector,
         platform_user_id=message.sender_id,
         tenant_key=message.tenant_key,
@@ -526,7 +526,7 @@ def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: 
     message.sender_name = message.sender_name or profile.get("name", "")
     if not (message.sender_email or message.sender_mobile):
         return None
-    return services.identity_resolve(
+    return identities.identity_resolve(
         connector,
         platform_user_id=message.sender_id,
         tenant_key=message.tenant_key,
@@ -619,12 +619,6 @@ def reply_text(
     )
 
 
-def deliver_reply(
-    inbound_event_id: int, text: str, *, markdown: bool = False, key: str = ""
-) -> OutboundMessage:
-    """The runtime's way to answer a message it was handed (idempotent per key)."""
-    event = InboundEvent.objects.select_related("connector").get(pk=inbound_event_id)
-    return reply_text(event, text, markdown=markdown, key=key or f"reply:{event.pk}")
 
 
 def decision_refused_notice(event_id: int) -> None:
