@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from cadre.agents.hooks.registry import hook
-from cadre.agents.providers import ProviderError
 from cadre.errors import CadreError
+from cadre.llm import ProviderError
 from cadre.skills import drafting
 
 logger = logging.getLogger(__name__)

@@ -34,9 +34,9 @@ from cadre.agents.models import (
     Step,
     Wait,
 )
-from cadre.agents.providers.base import ChatResult, ProviderError, provider_for
 from cadre.agents.runtime import context as context_assembly
 from cadre.agents.tools import registry as tool_registry
+from cadre.llm import ChatResult, ProviderError, provider_for
 from cadre.memory.models import Scope, scope_key
 from cadre.observability import tracer
 from cadre.tenancy.actors import Actor
