@@ -1,4 +1,4 @@
-"""IM connectors: Feishu/Lark, WeCom, DingTalk, Slack, webhooks (built in their own issue)."""
+"""IM connectors: Feishu/Lark, WeCom, DingTalk, Slack, webhooks."""
 
 from django.apps import AppConfig
 
@@ -7,3 +7,10 @@ class ConnectorsConfig(AppConfig):
     name = "connectors"
     label = "connectors"
     verbose_name = "Connectors"
+
+    def ready(self) -> None:
+        from cadre import im
+        from connectors.base import registry
+
+        for platform in registry().values():
+            im.platforms.register(platform.name, platform.label)

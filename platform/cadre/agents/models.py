@@ -12,6 +12,7 @@ from django.utils import timezone
 from cadre.agents import live
 from cadre.crypto import EncryptedTextField
 from cadre.errors import Conflict
+from cadre.im import platform_choices
 from cadre.tenancy.models import Department, Member, Position, TenantModel
 
 HOOK_POINTS = (
@@ -198,6 +199,11 @@ class ModelProviderConfig(TenantModel):
 
 
 # --- dispatch -------------------------------------------------------------------------------
+
+
+def channel_choices() -> list[tuple[str, str]]:
+    """Where a deployment's agents talk with their members: the console and each IM platform."""
+    return [("console", "Console chat"), *platform_choices()]
 
 
 class Deployment(TenantModel):

@@ -15,6 +15,7 @@ from django.utils.text import slugify
 
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
+from cadre.im import platforms
 from cadre.tenancy.actors import Actor, system_actor
 from cadre.tenancy.models import (
     ApiKey,
@@ -655,10 +656,10 @@ def im_identity_create(
     display_name: str = "",
 ) -> IMIdentity:
     actor.require("member.manage", member)
-    if platform not in IMIdentity.Platform.values:
+    if platform not in platforms:
         raise InvalidInput(
             f"Unknown platform {platform!r}.",
-            details={"platform": [f"Choose from {', '.join(IMIdentity.Platform.values)}."]},
+            details={"platform": [f"Choose from {', '.join(platforms)}."]},
         )
     identity = IMIdentity(
         organization=actor.organization,
