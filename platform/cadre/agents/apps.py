@@ -1,4 +1,4 @@
-"""Role templates, deployments and the agent runtime (built in its own issue)."""
+"""Role templates, deployments and the agent runtime."""
 
 from django.apps import AppConfig
 

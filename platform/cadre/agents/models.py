@@ -573,7 +573,7 @@ class RunEvent(models.Model):
         return f"{self.run_id}:{self.kind}"
 
 
-# --- what built-in tools produce (until connectors and the task app land) -------------------
+# --- what built-in tools produce -----------------------------------------------------------
 
 
 class OutboundMessage(TenantModel):
