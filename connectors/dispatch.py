@@ -619,8 +619,6 @@ def reply_text(
     )
 
 
-
-
 def decision_refused_notice(event_id: int) -> None:
     event = InboundEvent.objects.select_related("connector").get(pk=event_id)
     message = parsed(event)

@@ -624,7 +624,7 @@ def model_side(record: dict) -> str:
 
 
 def _skill_descriptions(version) -> list[dict]:
-    # The Hub lands in its own issue: until then a skill is its reference.
+    # The template's skill references; the Hub's assemble_context hook supplies installed ones.
     return [
         {
             "name": skill["package"],

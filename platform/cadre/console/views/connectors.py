@@ -26,6 +26,7 @@ from cadre.console.views.connectors_setup import (
     setup_guide,
 )
 from cadre.errors import CadreError
+from cadre.im import platform_choices, platforms
 from cadre.tenancy.models import IMIdentity
 from connectors import identities, selectors, services
 from connectors import identity_import as importer
@@ -50,7 +51,7 @@ def _platforms() -> list[dict]:
             "extra": extra_for(name),
             "capabilities": platforms[name].capabilities,
         }
-        for name, label in Connector.Platform.choices
+        for name, label in platform_choices()
         if name in platforms
     ]
 
@@ -90,7 +91,7 @@ def connector_create(request):
     context = {
         "chooser": chooser,
         "platform": platform,
-        "platform_label": Connector.Platform(platform).label if platform else "",
+        "platform_label": platforms.get(platform) if platform else "",
         "extra": extra_for(platform) if platform else None,
         "form": form,
         "platforms": _platforms(),

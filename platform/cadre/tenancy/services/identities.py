@@ -6,6 +6,7 @@ from django.db import transaction
 
 from cadre.errors import InvalidInput
 from cadre.governance import audit
+from cadre.im import platforms
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import IMIdentity, Member
 from cadre.tenancy.services.common import save_unique
@@ -22,10 +23,10 @@ def im_identity_create(
     display_name: str = "",
 ) -> IMIdentity:
     actor.require("member.manage", member)
-    if platform not in IMIdentity.Platform.values:
+    if platform not in platforms:
         raise InvalidInput(
             f"Unknown platform {platform!r}.",
-            details={"platform": [f"Choose from {', '.join(IMIdentity.Platform.values)}."]},
+            details={"platform": [f"Choose from {', '.join(platforms)}."]},
         )
     identity = IMIdentity(
         organization=actor.organization,
