@@ -1,5 +1,4 @@
-"""Governance control APIs: audit exports and policy chains (confirmations and alerts live in
-api_confirmations.py and api_alerts.py)."""
+"""Governance control APIs: audit exports, policy chains and the installed policy plugins."""
 
 from __future__ import annotations
 

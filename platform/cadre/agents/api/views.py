@@ -1,5 +1,5 @@
-"""Agents REST API under /api/v1/: templates and versions, presets, providers, deployments,
-rollouts, agents, sessions, runs (with an SSE stream of run events) and event triggers."""
+"""Agents REST views: templates and versions, presets, providers, deployments, rollouts, agents,
+sessions, runs (with an SSE stream of run events) and event triggers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import django_filters
 from asgiref.sync import sync_to_async
 from django.db.models import Count, Prefetch
 from django.http import StreamingHttpResponse
-from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, renderers, status
@@ -19,12 +18,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
-from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from cadre.agents import serializers as s
 from cadre.agents import services
-from cadre.agents.api_subscriptions import AgentSubscriptionViewSet
 from cadre.agents.models import (
     Agent,
     AgentTemplate,
@@ -538,21 +535,3 @@ class TriggerInboundView(APIView):
             result, status=status.HTTP_200_OK if result["duplicate"] else status.HTTP_202_ACCEPTED
         )
 
-
-router = SimpleRouter()
-router.register("templates", TemplateViewSet, basename="agent-template")
-router.register("template-versions", TemplateVersionViewSet, basename="template-version")
-router.register("model-providers", ProviderConfigViewSet, basename="model-provider")
-router.register("deployments", DeploymentViewSet, basename="deployment")
-router.register("rollouts", RolloutViewSet, basename="rollout")
-router.register("agents", AgentViewSet, basename="agent")
-router.register("sessions", SessionViewSet, basename="session")
-router.register("runs", RunViewSet, basename="run")
-router.register("triggers", EventTriggerViewSet, basename="event-trigger")
-router.register("agent-subscriptions", AgentSubscriptionViewSet, basename="agent-subscription")
-
-urlpatterns = [
-    path("template-presets/", PresetView.as_view(), name="template-presets"),
-    path("triggers/<int:trigger_id>/events/", TriggerInboundView.as_view(), name="trigger-inbound"),
-    *router.urls,
-]
