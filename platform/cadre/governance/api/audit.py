@@ -38,4 +38,3 @@ class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     model = AuditEvent
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilter
-
