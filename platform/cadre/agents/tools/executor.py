@@ -124,7 +124,7 @@ def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
         agent_id=ctx.agent.pk,
         run_id=ctx.run.pk,
         step_index=step.index,
-        policy_chain_id=getattr(ctx.version, "policy_chain_id", None),
+        policy_chain_id=ctx.version.policy_chain_id,
         conversation_key=f"session:{ctx.run.session_id}",
         trace_id=ctx.run.trace_id,
         always_confirm=policy == "always" or (policy == "high_risk" and risk == "high"),
