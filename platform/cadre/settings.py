@@ -371,6 +371,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two choice sets behind fields named "scope": each keeps a stable component name.
+    "ENUM_NAME_OVERRIDES": {
+        "ScopeEnum": "cadre.memory.models.Scope",
+        "PolicyChainScopeEnum": "cadre.governance.models.PolicyChain.Scope",
+    },
 }
 
 # --- observability ------------------------------------------------------------------------

@@ -233,7 +233,7 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
             organization=o.organization, requested_by=o, formats=["jsonl"]
         ),
         PolicyChain: lambda o: PolicyChain.objects.get_or_create(
-            organization=o.organization, template=None
+            organization=o.organization, scope="organization"
         )[0],
         Confirmation: lambda o: Confirmation.objects.create(
             organization=o.organization,

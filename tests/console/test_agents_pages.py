@@ -97,7 +97,6 @@ def _edit_data(version, **changes) -> dict:
         "tool_permissions": json.dumps(version.tool_permissions),
         "memory_policy": json.dumps(version.memory_policy),
         "hooks": json.dumps(version.hooks),
-        "governance_policy_ref": version.governance_policy_ref,
         "change_note": "",
     }
     data.update(changes)

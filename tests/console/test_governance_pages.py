@@ -9,6 +9,7 @@ import logging
 import pytest
 from django.urls import reverse
 
+from cadre.agents.template_policy import template_policy_chain
 from cadre.governance import policy
 from cadre.governance.masking.services import masking_rule_create
 from cadre.governance.models import AuditEvent, MaskingRule, PolicyChain, PseudonymMapping
@@ -32,9 +33,20 @@ PAGES = [
 
 @pytest.fixture
 def template(org_a):
-    from cadre.agents.models import AgentTemplate
+    from cadre.agents.models import AgentTemplate, TemplateVersion
 
-    return AgentTemplate.objects.create(organization=org_a, name="Sales assistant", code="sales")
+    template = AgentTemplate.objects.create(
+        organization=org_a, name="Sales assistant", code="sales"
+    )
+    TemplateVersion.objects.create(
+        organization=org_a, template=template, number=1, name=template.name
+    )
+    return template
+
+
+def _chain_id(template) -> int | None:
+    chain = template_policy_chain(template) if template is not None else None
+    return chain.pk if chain is not None else None
 
 
 def _tool_call(org, tool: str, template=None):
@@ -42,7 +54,7 @@ def _tool_call(org, tool: str, template=None):
         organization=org,
         stage="tool_call",
         payload={"tool": tool, "arguments": {}, "risk": "low"},
-        template_id=template.pk if template else None,
+        chain_id=_chain_id(template),
     )
 
 
@@ -51,7 +63,10 @@ def _edit(client, **data):
 
 
 def _version(org, template=None) -> int:
-    chain = PolicyChain.objects.filter(organization=org, template=template).first()
+    if template is not None:
+        chain = template_policy_chain(template)
+    else:
+        chain = PolicyChain.objects.filter(organization=org, scope="organization").first()
     return chain.version if chain else 0
 
 
@@ -87,7 +102,7 @@ def test_outsider_gets_404_for_another_organizations_template_chain(charlie, bro
     assert client.get(reverse("console:policies"), {"template": template.pk}).status_code == 404
     posted = _edit(client, template=template.pk, version=0, op="add", plugin="tool_access")
     assert posted.status_code == 404
-    assert not PolicyChain.objects.filter(template=template).exists()
+    assert not PolicyChain.objects.filter(scope="template").exists()
 
 
 # --- policy chain editor ------------------------------------------------------------------
@@ -114,7 +129,7 @@ def test_adding_a_plugin_changes_what_the_chain_decides(alice, org_a, browser):
     denied = _tool_call(org_a, "crm_delete")
     assert denied.action == "deny" and "denied by policy" in denied.reason
     assert _tool_call(org_a, "calendar_read").action == "allow"
-    chain = PolicyChain.objects.get(organization=org_a, template=None)
+    chain = PolicyChain.objects.get(organization=org_a, scope="organization")
     # the default plugins were kept, the new one appended
     assert [entry["plugin"] for entry in chain.plugins] == [
         "masking",
@@ -139,7 +154,7 @@ def test_disabling_enabling_reordering_and_removing_a_plugin(alice, org_a, brows
     assert _tool_call(org_a, "crm_delete").action == "require_confirmation"
     assert _edit(client, version=2, op="down", index=1).status_code == 302  # last: no move
     assert _edit(client, version=3, op="up", index=1).status_code == 302
-    chain = PolicyChain.objects.get(organization=org_a, template=None)
+    chain = PolicyChain.objects.get(organization=org_a, scope="organization")
     assert [entry["config"] for entry in chain.plugins] == [
         {"confirm": ["crm_*"]},
         {"deny": ["crm_*"]},
@@ -229,7 +244,7 @@ def test_a_template_adds_plugins_after_the_organizations_and_the_page_says_so(
     assert response.status_code == 302
     assert response["Location"] == f"{reverse('console:policies')}?template={template.pk}"
     with_template = policy.evaluate(
-        organization=org_a, stage="output", payload="10% discount", template_id=template.pk
+        organization=org_a, stage="output", payload="10% discount", chain_id=_chain_id(template)
     )
     assert with_template.action == "deny" and with_template.reason == "no discounts"
     assert policy.evaluate(organization=org_a, stage="output", payload="10% discount").allowed

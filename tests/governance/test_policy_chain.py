@@ -11,8 +11,8 @@ from cadre.governance.policy.services import policy_chain_set
 from cadre.tenancy.actors import member_actor
 
 
-def _chain(alice, plugins, template=None):
-    return policy_chain_set(actor=member_actor(alice), plugins=plugins, template=template)
+def _chain(alice, plugins):
+    return policy_chain_set(actor=member_actor(alice), plugins=plugins)
 
 
 def _tool(name, **arguments):
@@ -240,23 +240,29 @@ def test_plugins_run_in_order_each_seeing_the_previous_payload(alice, test_plugi
 
 
 def test_template_chain_runs_after_the_organization_chain(alice, test_plugins):
-    from cadre.agents.models import AgentTemplate
-    from tests.factories import OrganizationFactory  # noqa: F401  (cast available)
+    from cadre.agents.models import AgentTemplate, TemplateVersion
+    from cadre.agents.template_policy import template_policy_chain_set
 
     template = AgentTemplate.objects.create(
         organization=alice.organization, name="Sales", code="sales"
     )
-    _chain(alice, [{"plugin": "tool_access", "config": {"deny": ["shell"]}}])
-    _chain(
-        alice, [{"plugin": "tool_access", "config": {"deny": ["crm_export"]}}], template=template
+    TemplateVersion.objects.create(
+        organization=alice.organization, template=template, number=1, name="Sales"
     )
+    _chain(alice, [{"plugin": "tool_access", "config": {"deny": ["shell"]}}])
+    template_chain = template_policy_chain_set(
+        actor=member_actor(alice),
+        template=template,
+        plugins=[{"plugin": "tool_access", "config": {"deny": ["crm_export"]}}],
+    )
+    assert template.versions.get().policy_chain == template_chain
     org = alice.organization
     assert (
         policy.evaluate(
             organization=org,
             stage="tool_call",
             payload=_tool("crm_export"),
-            template_id=template.pk,
+            chain_id=template_chain.pk,
         ).action
         == policy.DENY
     )
@@ -270,11 +276,11 @@ def test_template_chain_runs_after_the_organization_chain(alice, test_plugins):
     )
     assert (
         policy.evaluate(
-            organization=org, stage="tool_call", payload=_tool("shell"), template_id=template.pk
+            organization=org, stage="tool_call", payload=_tool("shell"), chain_id=template_chain.pk
         ).action
         == policy.DENY
     )
-    assert policy.resolve_chain(org, template.pk).version == 10_001
+    assert policy.resolve_chain(org, template_chain.pk).version == 10_001
 
 
 def test_invalid_configuration_is_refused_with_the_entry(alice):
@@ -354,3 +360,35 @@ def test_runtime_input_hook_entry_point_masks_and_records(bob, bob_agent):
     result = policy.policy_check_input(run=run, text=run.input["text"])
     assert result["action"] == "modify" and "13812345678" not in result["text"]
     assert PolicyDecision.objects.get(run_id=run.pk).plugin == "masking"
+
+
+def test_api_template_chain_links_every_version_and_runs_for_its_agents(
+    owner, alice, bob, charlie, template, published, bob_agent, client_for
+):
+    from cadre.agents.models import Run
+    from cadre.agents.runtime import services as runtime
+
+    url = f"/api/v1/templates/{template.pk}/policy-chain/"
+    assert client_for(alice).get(url).json()["version"] == 0
+    response = client_for(alice).put(
+        url,
+        {
+            "plugins": [
+                {
+                    "plugin": "content_rules",
+                    "config": {
+                        "rules": [{"pattern": "secret", "action": "deny", "reason": "no secrets"}]
+                    },
+                }
+            ]
+        },
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["scope"] == "template" and response.json()["version"] == 1
+    assert set(template.versions.values_list("policy_chain", flat=True)) == {response.json()["id"]}
+    assert client_for(bob).get(url).status_code in (403, 404)
+    assert client_for(charlie).get(url).status_code == 404
+    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="tell me the secret")
+    run = Run.objects.get(pk=run.pk)  # as the worker loads it
+    assert policy.policy_check_input(run=run, text=run.input["text"])["action"] == "deny"

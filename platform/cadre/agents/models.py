@@ -95,7 +95,6 @@ class TemplateVersion(TenantModel):
         "tool_permissions",
         "memory_policy",
         "hooks",
-        "governance_policy_ref",
     )
 
     template = models.ForeignKey(AgentTemplate, on_delete=models.CASCADE, related_name="versions")
@@ -118,8 +117,15 @@ class TemplateVersion(TenantModel):
     memory_policy = models.JSONField(default=dict, blank=True)
     # {"<hook point>": [{"name": str, "enabled": bool, "config": {...}}, ...]}
     hooks = models.JSONField(default=dict, blank=True)
-    # The governance policy chain this role runs under (the policy model lands separately).
-    governance_policy_ref = models.CharField(max_length=128, blank=True)
+    # The template chain that runs after the organization's chain (shared by the template's
+    # versions; not content: editing the chain applies to published versions too).
+    policy_chain = models.ForeignKey(
+        "governance.PolicyChain",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
     change_note = models.TextField(blank=True)
     # Set when the version was drafted from uploaded documents (see services.template_generate).
     generated_from = models.JSONField(default=dict, blank=True)

@@ -49,7 +49,7 @@ class TemplateVersionSerializer(serializers.ModelSerializer):
             "tool_permissions",
             "memory_policy",
             "hooks",
-            "governance_policy_ref",
+            "policy_chain",
             "change_note",
             "generated_from",
             "created_at",
@@ -81,7 +81,6 @@ class TemplateVersionUpdateSerializer(serializers.Serializer):
     tool_permissions = serializers.DictField(required=False)
     memory_policy = serializers.DictField(required=False)
     hooks = serializers.DictField(required=False)
-    governance_policy_ref = serializers.CharField(max_length=128, allow_blank=True, required=False)
     change_note = serializers.CharField(allow_blank=True, required=False, max_length=4000)
 
 
@@ -445,3 +444,90 @@ class EventTriggerCreatedSerializer(EventTriggerSerializer):
 
     class Meta(EventTriggerSerializer.Meta):
         fields = [*EventTriggerSerializer.Meta.fields, "secret"]
+
+
+# --- a run's call chain (cadre/agents/call_chain.py) -------------------------------------
+
+
+class CallChainMemorySerializer(serializers.Serializer):
+    memory = serializers.IntegerField()
+    version = serializers.IntegerField()
+    rank = serializers.IntegerField()
+    score = serializers.FloatField()
+    tokens = serializers.IntegerField()
+
+
+class CallChainEventSerializer(serializers.Serializer):
+    """One thing a run did; the fields after `step` depend on `kind` (absent otherwise)."""
+
+    KINDS = ("inbound", "policy", "context", *Step.Kind.values, "confirmation", "reply")
+
+    kind = serializers.ChoiceField(choices=KINDS)
+    at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True, help_text="The run's step index")
+    # inbound
+    trigger = serializers.CharField(required=False)
+    # inbound (the run's input) and steps (what the step was given)
+    input = serializers.JSONField(required=False)
+    # policy
+    stage = serializers.CharField(required=False)
+    plugin = serializers.CharField(required=False)
+    action = serializers.CharField(required=False)
+    reason = serializers.CharField(required=False)
+    # context: the memories sent to the model
+    query = serializers.CharField(required=False)
+    tokens = serializers.IntegerField(required=False)
+    memories = CallChainMemorySerializer(many=True, required=False)
+    # steps: model calls, tool calls, hooks, waits
+    name = serializers.CharField(required=False)
+    status = serializers.CharField(required=False, help_text="Step or confirmation status")
+    tokens_in = serializers.IntegerField(required=False)
+    tokens_out = serializers.IntegerField(required=False)
+    error = serializers.CharField(required=False)
+    effect = serializers.JSONField(
+        required=False, allow_null=True, help_text="A tool call's recorded side effect"
+    )
+    # steps (what the step returned) and reply (the run's output)
+    output = serializers.JSONField(required=False)
+    # confirmation
+    confirmation = serializers.IntegerField(required=False)
+    tool = serializers.CharField(required=False)
+    summary = serializers.CharField(required=False)
+    risk = serializers.CharField(required=False)
+    decided_via = serializers.CharField(required=False)
+    decided_by = serializers.IntegerField(required=False, allow_null=True)
+
+
+class CallChainRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    trace_id = serializers.CharField()
+    agent = serializers.IntegerField()
+    member = serializers.IntegerField()
+    session = serializers.IntegerField()
+    parent = serializers.IntegerField(allow_null=True)
+    depth = serializers.IntegerField()
+    trigger = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+    audit_events = serializers.IntegerField(help_text="Audit events whose target is this run")
+
+
+class CallChainRunEventsSerializer(serializers.Serializer):
+    run = CallChainRunSerializer()
+    events = CallChainEventSerializer(many=True)
+
+
+class CallChainSerializer(CallChainRunEventsSerializer):
+    trace_id = serializers.CharField()
+    children = CallChainRunEventsSerializer(
+        many=True, help_text="Delegated runs at any depth, parents first (those you may see)"
+    )
+    hidden_children = serializers.IntegerField(
+        help_text="Delegated runs in the chain you may not see"
+    )

@@ -229,6 +229,7 @@ def version_draft(
         template=template,
         number=number,
         created_by=actor.member,
+        policy_chain_id=source.policy_chain_id if source else None,
         **(source.content() if source else {"name": template.name}),
     )
     version.save()

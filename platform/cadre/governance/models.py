@@ -147,13 +147,16 @@ class AuditExport(TenantModel):
 
 
 class PolicyChain(TenantModel):
-    """The ordered plugins of an organization (template = None) or of one role template."""
+    """An ordered list of policy plugins: the organization's own chain (one per organization)
+    or a template chain, which role template versions link to and which runs after it."""
 
     resource = "policy"
 
-    template = models.ForeignKey(
-        "agents.AgentTemplate", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
+    class Scope(models.TextChoices):
+        ORGANIZATION = "organization", "Organization"
+        TEMPLATE = "template", "Template"
+
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ORGANIZATION)
     # [{"plugin": "masking", "enabled": true, "config": {...}}, ...] in evaluation order.
     plugins = models.JSONField(default=list, blank=True)
     version = models.PositiveIntegerField(default=1)
@@ -163,15 +166,17 @@ class PolicyChain(TenantModel):
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["organization", "template"]
+        ordering = ["organization", "scope", "pk"]
         constraints = [
             models.UniqueConstraint(
-                "organization", "template", name="policychain_unique_scope", nulls_distinct=False
+                "organization",
+                condition=Q(scope="organization"),
+                name="policychain_one_per_organization",
             )
         ]
 
     def __str__(self) -> str:
-        return f"policy chain {self.organization_id}/{self.template_id or '*'} v{self.version}"
+        return f"policy chain {self.organization_id}/{self.scope}:{self.pk} v{self.version}"
 
 
 class PolicyDecision(TenantModel):

@@ -283,7 +283,7 @@ class RunContext:
             from cadre.governance.policy import resolve_chain
 
             self._policy_chain = resolve_chain(
-                self.run.organization, getattr(self.version, "template_id", None)
+                self.run.organization, getattr(self.version, "policy_chain_id", None)
             )
         return self._policy_chain
 

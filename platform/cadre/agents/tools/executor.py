@@ -123,7 +123,7 @@ def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
         agent_id=ctx.agent.pk,
         run_id=ctx.run.pk,
         step_index=step.index,
-        template_id=ctx.agent.deployment.template_id,
+        policy_chain_id=ctx.version.policy_chain_id,
         conversation_key=f"session:{ctx.run.session_id}",
         trace_id=ctx.run.trace_id,
         always_confirm=policy == "always" or (policy == "high_risk" and risk == "high"),

@@ -139,9 +139,6 @@ class VersionForm(forms.Form):
         help_text='Per hook point, in order: {"assemble_context": [{"name": "memory_retrieval", '
         '"enabled": true}]}',
     )
-    governance_policy_ref = forms.CharField(
-        label="Governance policy", max_length=128, required=False
-    )
     change_note = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Change note"
     )

@@ -1,6 +1,7 @@
 """Agents & sessions in the console: find agents by member, position or template version; an
 agent's sessions; a session's transcript — each run with its steps (model calls, tool calls,
-hooks, waits), tool effects, confirmations, context records, usage, cost and trace id."""
+hooks, waits), tool effects, confirmations, context records, usage, cost and trace id; a run's
+call chain (what it did in order, and the runs it delegated to, under one trace id)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
 from cadre.agents import selectors
-from cadre.agents.models import Agent, Session
+from cadre.agents.call_chain import run_call_chain
+from cadre.agents.models import Agent, Run, Session
 from cadre.console.views.agents_forms import AgentFilterForm
 from cadre.console.views.base import paginate, query_without_page, require_permission
 
@@ -77,8 +79,40 @@ def session_detail(request, pk: int):
     )
 
 
+@require_permission()
+def run_call_chain_view(request, pk: int):
+    """Readable by whoever may read the run: `agent.view`, or the member whose agent it is."""
+    run = get_object_or_404(
+        Run.objects.restrict(request.actor, "view").select_related("agent", "member", "session"),
+        pk=pk,
+    )
+    chain = run_call_chain(request.actor, run)
+    agents = {
+        agent.pk: agent
+        for agent in Agent.objects.filter(
+            organization=run.organization_id,
+            pk__in={run.agent_id, *(child["run"]["agent"] for child in chain["children"])},
+        ).select_related("member")
+    }
+    sections = [
+        {**section, "agent": agents.get(section["run"]["agent"])}
+        for section in (chain, *chain["children"])
+    ]
+    return render(
+        request,
+        "console/agents/agents/call_chain.html",
+        {
+            "run": run,
+            "chain": chain,
+            "sections": sections,
+            "may_view_transcript": request.actor.may("agent.view"),
+        },
+    )
+
+
 urlpatterns = [
     path("agents/", agent_list, name="agents"),
     path("agents/<int:pk>/", agent_detail, name="agent"),
     path("sessions/<int:pk>/", session_detail, name="session"),
+    path("runs/<int:pk>/call-chain/", run_call_chain_view, name="run_call_chain"),
 ]

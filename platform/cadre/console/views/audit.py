@@ -7,6 +7,7 @@ from datetime import datetime, time, timedelta
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, render
 
+from cadre.agents.call_chain import call_chain_runs
 from cadre.console.forms import AuditFilterForm, organization_zone
 from cadre.console.views.base import paginate, query_without_page, require_permission
 from cadre.governance.models import AuditEvent
@@ -47,16 +48,37 @@ def audit_list(request):
                     data["until"] + timedelta(days=1), time.min, tzinfo=zone
                 )
             )
+    page = paginate(request, events, per_page=PAGE_SIZE)
+    page.object_list = list(page.object_list)
     return render(
         request,
         "console/audit/list.html",
         {
             "filters": filters,
-            "page": paginate(request, events, per_page=PAGE_SIZE),
+            "page": page,
+            "call_chains": _call_chains(actor, page.object_list),
             "query": query_without_page(request),
             "filtered": any(request.GET.get(name) for name in filters.fields),
         },
     )
+
+
+def _call_chains(actor, events) -> dict[int, int]:
+    """{event id: run id} for the events whose run the actor may open the call chain of: the
+    run an event is about, or else the first run of the event's trace."""
+    runs, traces = call_chain_runs(
+        actor,
+        run_ids=[event.target_id for event in events if event.target_type == "run"],
+        trace_ids=[event.trace_id for event in events],
+    )
+    links = {}
+    for event in events:
+        about_run = event.target_type == "run" and event.target_id.isdigit()
+        if about_run and int(event.target_id) in runs:
+            links[event.pk] = int(event.target_id)
+        elif event.trace_id in traces:
+            links[event.pk] = traces[event.trace_id]
+    return links
 
 
 def _change_rows(changes: dict) -> list[dict]:
@@ -86,6 +108,7 @@ def audit_detail(request, pk: int):
         {
             "event": event,
             "rows": rows,
+            "call_chain_run": _call_chains(request.actor, [event]).get(event.pk),
             # Changes recorded in another shape (a service passing `changes=`) are shown raw.
             "raw_changes": event.changes if event.changes and not rows else None,
         },

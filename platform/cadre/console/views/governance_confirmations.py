@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from cadre.agents.call_chain import call_chain_runs
 from cadre.console.views.base import (
     denied,
     paginate,
@@ -161,6 +162,7 @@ def _detail_context(request, confirmation: Confirmation, form: DecisionForm | No
         "deciders": [deciders[pk] for pk in confirmation.decider_ids if pk in deciders],
         "votes": list(confirmation.votes.select_related("member")),
         "agent": agent,
+        "may_open_run": bool(call_chain_runs(actor, run_ids=[confirmation.run_id])[0]),
         "may_decide": _may_decide(actor.member, confirmation, voted, now),
         "voted": confirmation.pk in voted,
         "overdue": confirmation.is_pending and confirmation.expires_at <= now,

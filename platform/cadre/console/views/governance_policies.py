@@ -15,6 +15,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from cadre.agents.models import TemplateVersion
+from cadre.agents.template_policy import (
+    template_policy_chain,
+    template_policy_chain_set,
+    template_resolved_chain,
+)
 from cadre.console.forms import add_service_error
 from cadre.console.views.base import denied, require_permission
 from cadre.console.views.governance_forms import MaskingBenchForm, MaskingRuleForm
@@ -23,7 +29,7 @@ from cadre.governance.masking import services as masking_services
 from cadre.governance.masking.policy import MaskingPolicy
 from cadre.governance.masking.services import PREVIEW_PERMISSIONS, masking_preview
 from cadre.governance.models import MaskingRule, PolicyChain
-from cadre.governance.policy import STAGES, all_plugins, get, resolve_chain
+from cadre.governance.policy import STAGES, all_plugins, get
 from cadre.governance.policy.chain import DEFAULT_PLUGINS
 from cadre.governance.policy.services import policy_chain_set
 
@@ -50,7 +56,10 @@ def _template_or_404(actor, raw):
 
 
 def _stored_chain(actor, template) -> PolicyChain | None:
-    return PolicyChain.objects.restrict(actor, "manage").filter(template=template).first()
+    if template is not None:
+        return template_policy_chain(template)
+    chains = PolicyChain.objects.restrict(actor, "manage")
+    return chains.filter(scope=PolicyChain.Scope.ORGANIZATION).first()
 
 
 def _current_plugins(chain: PolicyChain | None, template) -> list[dict]:
@@ -108,7 +117,7 @@ def _entries(plugins: list[dict], errors: dict, drafts: dict) -> list[dict]:
 
 def _effective(actor, template) -> list[dict]:
     """What a template's agents (or, without one, every agent) run, entry by entry."""
-    resolved = resolve_chain(actor.organization, template.pk if template else None)
+    resolved = template_resolved_chain(actor.organization, template)
     organization_chain = _stored_chain(actor, None)
     own = len(organization_chain.plugins) if organization_chain else len(DEFAULT_PLUGINS)
     source = "organization" if organization_chain else "default"
@@ -132,9 +141,9 @@ def _chain_context(request, template, *, errors=None, drafts=None, error=None) -
     chain = _stored_chain(actor, template)
     templates = list(_templates(actor))
     with_own = set(
-        PolicyChain.objects.restrict(actor, "manage")
-        .exclude(template=None)
-        .values_list("template_id", flat=True)
+        TemplateVersion.objects.filter(
+            organization=actor.organization, policy_chain__isnull=False
+        ).values_list("template_id", flat=True)
     )
     plugins = all_plugins()
     return {
@@ -243,9 +252,11 @@ def policy_chain_edit(request):
             return _config_error(request, template, operation, slot, problem, text)
         post.update(plugin=name, config=config)
     try:
-        saved = policy_chain_set(
-            actor=actor, plugins=_apply(operation, plugins, index, post), template=template
-        )
+        changed = _apply(operation, plugins, index, post)
+        if template is not None:
+            saved = template_policy_chain_set(actor=actor, template=template, plugins=changed)
+        else:
+            saved = policy_chain_set(actor=actor, plugins=changed)
     except CadreError as error:
         detail = (error.details or {}).get("plugins")
         if isinstance(detail, dict) and operation in ("add", "save"):
@@ -277,7 +288,7 @@ def _config_error(request, template, operation, slot, problem, text):
 
 def _masking_config(actor, template) -> tuple[dict | None, bool]:
     """(the masking plugin's settings in the chain the template runs, whether it is on)."""
-    resolved = resolve_chain(actor.organization, template.pk if template else None)
+    resolved = template_resolved_chain(actor.organization, template)
     for entry in resolved.plugins:
         if entry.get("plugin") == "masking" and entry.get("enabled", True):
             return dict(entry.get("config") or {}), True

@@ -80,7 +80,6 @@ class PolicyContext:
     agent_id: int | None = None
     run_id: int | None = None
     step_index: int | None = None
-    template_id: int | None = None
     conversation_key: str = ""  # masking pseudonyms are scoped to it
     trace_id: str = ""
     extra: dict = field(default_factory=dict)

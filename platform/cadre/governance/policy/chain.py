@@ -1,4 +1,4 @@
-"""Evaluating the policy chain: organization plugins first, then the template's, in order.
+"""Evaluating the policy chain: organization plugins first, then a template chain's, in order.
 
 Each enabled plugin that handles the stage sees the payload as modified by the ones before
 it. Strictest decision wins (deny > require_confirmation > modify > allow); a deny stops the
@@ -78,21 +78,24 @@ class ChainResult:
 @dataclass
 class ResolvedChain:
     plugins: list[dict]
-    version: int  # organization version * 10,000 + template version (display only)
+    version: int  # organization version * 10,000 + template chain version (display only)
     chain_ids: list[int]
 
 
-def resolve_chain(organization, template_id: int | None = None) -> ResolvedChain:
-    """The organization's chain (or the default) followed by the template's chain."""
-    scope = Q(template__isnull=True) | (Q(template_id=template_id) if template_id else Q(pk=None))
+def resolve_chain(organization, chain_id: int | None = None) -> ResolvedChain:
+    """The organization's chain (or the default) followed by template chain `chain_id` (the
+    one a role template version links to)."""
+    scope = Q(scope=PolicyChain.Scope.ORGANIZATION)
+    if chain_id:
+        scope |= Q(scope=PolicyChain.Scope.TEMPLATE, pk=chain_id)
     chains = {
-        chain.template_id: chain
+        chain.scope: chain
         for chain in PolicyChain.objects.filter(organization=organization).filter(scope)
     }
-    organization_chain = chains.get(None)
+    organization_chain = chains.get(PolicyChain.Scope.ORGANIZATION)
     plugins = list(organization_chain.plugins) if organization_chain else list(DEFAULT_PLUGINS)
     version = (organization_chain.version if organization_chain else 0) * 10_000
-    template_chain = chains.get(template_id) if template_id else None
+    template_chain = chains.get(PolicyChain.Scope.TEMPLATE)
     if template_chain is not None:
         plugins += list(template_chain.plugins)
         version += template_chain.version
@@ -105,7 +108,7 @@ def evaluate(
     organization,
     stage: str,
     payload: Any,
-    template_id: int | None = None,
+    chain_id: int | None = None,
     member_id: int | None = None,
     agent_id: int | None = None,
     run_id: int | None = None,
@@ -122,7 +125,7 @@ def evaluate(
         from cadre.observability import current_trace_id
 
         trace_id = current_trace_id()
-    chain = chain or resolve_chain(organization, template_id)
+    chain = chain or resolve_chain(organization, chain_id)
     current = payload
     decisions: list[Decision] = []
     final_action, final_reason, retry_after = ALLOW, "", None
@@ -145,7 +148,6 @@ def evaluate(
                 agent_id=agent_id,
                 run_id=run_id,
                 step_index=step_index,
-                template_id=template_id,
                 conversation_key=conversation_key,
                 trace_id=trace_id,
             )
@@ -266,7 +268,7 @@ def policy_check_run(*, run, stage: str, text: str, step_index: int = 0, chain=N
         organization=run.organization,
         stage=stage,
         payload=text,
-        template_id=getattr(run.version, "template_id", None),
+        chain_id=getattr(run.version, "policy_chain_id", None),
         member_id=run.member_id,
         agent_id=run.agent_id,
         run_id=run.pk,

@@ -1,4 +1,5 @@
-"""Write paths of the policy chain: replace an organization's or a template's plugin list."""
+"""Write paths of the policy chain: replace the plugin list of the organization's chain or of a
+template chain, create a template chain."""
 
 from __future__ import annotations
 
@@ -52,23 +53,39 @@ def validate_plugins(plugins) -> list[dict]:
 
 
 @transaction.atomic
-def policy_chain_set(*, actor, plugins, template=None) -> PolicyChain:
-    """Replace the plugin list of the organization's chain (or `template`'s); bumps version."""
+def policy_chain_set(*, actor, plugins, chain: PolicyChain | None = None) -> PolicyChain:
+    """Replace the plugin list of the organization's chain (or of template chain `chain`);
+    bumps its version. The organization's chain is created on its first write."""
     actor.require("policy.manage")
-    if template is not None and template.organization_id != actor.organization.pk:
-        raise InvalidInput("unknown template", details={"template": ["Unknown template."]})
+    if chain is not None and chain.organization_id != actor.organization.pk:
+        raise InvalidInput("unknown policy chain", details={"chain": ["Unknown policy chain."]})
     clean = validate_plugins(plugins)
-    scope = {"template_id": template.pk} if template is not None else {"template_id__isnull": True}
-    chain = (
-        PolicyChain.objects.select_for_update()
-        .filter(organization=actor.organization, **scope)
-        .order_by("pk")
-        .first()
-    )
+    chains = PolicyChain.objects.select_for_update().filter(organization=actor.organization)
+    if chain is not None:
+        chain = chains.get(pk=chain.pk)
+    else:
+        chain = chains.filter(scope=PolicyChain.Scope.ORGANIZATION).first()
     before = {"plugins": chain.plugins, "version": chain.version} if chain else None
     if chain is None:
-        chain = PolicyChain(organization=actor.organization, template=template, version=0)
-    chain.plugins = clean
+        chain = PolicyChain(
+            organization=actor.organization, scope=PolicyChain.Scope.ORGANIZATION, version=0
+        )
+    return _chain_save(actor=actor, chain=chain, plugins=clean, before=before)
+
+
+@transaction.atomic
+def policy_chain_create(*, actor, plugins) -> PolicyChain:
+    """A new template chain (version 1) for role template versions to link to."""
+    actor.require("policy.manage")
+    clean = validate_plugins(plugins)
+    chain = PolicyChain(
+        organization=actor.organization, scope=PolicyChain.Scope.TEMPLATE, version=0
+    )
+    return _chain_save(actor=actor, chain=chain, plugins=clean, before=None)
+
+
+def _chain_save(*, actor, chain: PolicyChain, plugins: list[dict], before) -> PolicyChain:
+    chain.plugins = plugins
     chain.version += 1
     chain.updated_by = actor.member
     chain.updated_at = timezone.now()

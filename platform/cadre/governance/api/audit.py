@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import django_filters
 from rest_framework import mixins, serializers
-from rest_framework.routers import SimpleRouter
 
 from cadre.api.viewsets import TenantViewSet
 from cadre.governance.models import AuditEvent
@@ -39,8 +38,3 @@ class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     model = AuditEvent
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilter
-
-
-router = SimpleRouter()
-router.register("audit-events", AuditEventViewSet, basename="audit-event")
-urlpatterns = router.urls

@@ -1,5 +1,5 @@
-"""Agents REST API under /api/v1/: templates and versions, presets, providers, deployments,
-rollouts, agents, sessions, runs (with an SSE stream of run events) and event triggers."""
+"""Agents REST views: templates and versions, presets, providers, deployments, rollouts, agents,
+sessions, runs (with an SSE stream of run events) and event triggers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import django_filters
 from asgiref.sync import sync_to_async
 from django.db.models import Count, Prefetch
 from django.http import StreamingHttpResponse
-from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, renderers, status
@@ -19,12 +18,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
-from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from cadre.agents import serializers as s
 from cadre.agents import services
-from cadre.agents.api_subscriptions import AgentSubscriptionViewSet
+from cadre.agents.call_chain import run_call_chain
 from cadre.agents.models import (
     Agent,
     AgentTemplate,
@@ -42,8 +40,11 @@ from cadre.agents.models import (
 from cadre.agents.runtime import services as runtime
 from cadre.agents.runtime import triggers
 from cadre.agents.selectors import USAGE_GROUPS, usage_summary
+from cadre.agents.template_policy import template_policy_chain, template_policy_chain_set
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
+from cadre.governance.api.controls import PolicyChainSerializer, PolicyChainWriteSerializer
+from cadre.governance.models import PolicyChain
 
 STREAM_POLL_SECONDS = 0.2
 STREAM_MAX_SECONDS = 300
@@ -77,6 +78,8 @@ class TemplateViewSet(
     model = AgentTemplate
     serializer_class = s.TemplateSerializer
     filterset_fields = ["code", "is_archived", "preset"]
+    # Any template the actor can see; the chain itself needs `policy.manage` (checked inside).
+    action_verbs = {"policy_chain": "view"}
 
     def base_queryset(self):
         return AgentTemplate.objects.prefetch_related(
@@ -141,6 +144,37 @@ class TemplateViewSet(
             notes=serializer.validated_data.get("notes", ""),
         )
         return Response(s.TemplateVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=PolicyChainWriteSerializer,
+        responses=PolicyChainSerializer,
+        description="The template's policy chain (run after the organization's); "
+        "PUT replaces its plugin list (the first PUT creates it). Needs `policy.manage`.",
+    )
+    @action(detail=True, methods=["get", "put"], url_path="policy-chain")
+    def policy_chain(self, request, pk=None):
+        template = self.get_object()
+        self.actor.require("policy.manage")
+        if request.method == "PUT":
+            incoming = PolicyChainWriteSerializer(data=request.data)
+            incoming.is_valid(raise_exception=True)
+            chain = template_policy_chain_set(
+                actor=self.actor, template=template, plugins=incoming.validated_data["plugins"]
+            )
+            return Response(PolicyChainSerializer(chain).data)
+        chain = template_policy_chain(template)
+        if chain is not None:
+            return Response(PolicyChainSerializer(chain).data)
+        return Response(
+            {
+                "id": None,
+                "scope": PolicyChain.Scope.TEMPLATE,
+                "plugins": [],
+                "version": 0,
+                "updated_by": None,
+                "updated_at": None,
+            }
+        )
 
 
 class TemplateVersionViewSet(
@@ -443,6 +477,17 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             raise InvalidInput(f"by must be one of {', '.join(sorted(USAGE_GROUPS))}.")
         return Response(s.UsageSerializer(usage_summary(self.actor, by=by), many=True).data)
 
+    @extend_schema(
+        responses=s.CallChainSerializer,
+        description="Everything the run did, in order (input, policy decisions, memories "
+        "sent, model calls, tool calls and results, confirmations, reply), then the runs it "
+        "delegated to, under one trace id. Readable by whoever may read the run.",
+    )
+    @action(detail=True, methods=["get"], url_path="call-chain")
+    def call_chain(self, request, pk=None):
+        chain = run_call_chain(self.actor, self.get_object())
+        return Response(s.CallChainSerializer(chain).data)
+
     @extend_schema(request=s.ReasonSerializer, responses=s.RunSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
@@ -537,22 +582,3 @@ class TriggerInboundView(APIView):
         return Response(
             result, status=status.HTTP_200_OK if result["duplicate"] else status.HTTP_202_ACCEPTED
         )
-
-
-router = SimpleRouter()
-router.register("templates", TemplateViewSet, basename="agent-template")
-router.register("template-versions", TemplateVersionViewSet, basename="template-version")
-router.register("model-providers", ProviderConfigViewSet, basename="model-provider")
-router.register("deployments", DeploymentViewSet, basename="deployment")
-router.register("rollouts", RolloutViewSet, basename="rollout")
-router.register("agents", AgentViewSet, basename="agent")
-router.register("sessions", SessionViewSet, basename="session")
-router.register("runs", RunViewSet, basename="run")
-router.register("triggers", EventTriggerViewSet, basename="event-trigger")
-router.register("agent-subscriptions", AgentSubscriptionViewSet, basename="agent-subscription")
-
-urlpatterns = [
-    path("template-presets/", PresetView.as_view(), name="template-presets"),
-    path("triggers/<int:trigger_id>/events/", TriggerInboundView.as_view(), name="trigger-inbound"),
-    *router.urls,
-]

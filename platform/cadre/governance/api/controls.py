@@ -1,5 +1,4 @@
-"""Governance control APIs: audit exports and policy chains (confirmations and alerts live in
-api_confirmations.py and api_alerts.py)."""
+"""Governance control APIs: audit exports, policy chains and the installed policy plugins."""
 
 from __future__ import annotations
 
@@ -118,8 +117,8 @@ class PolicyChainSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = PolicyChain
-        fields = ["id", "template", "plugins", "version", "updated_by", "updated_at"]
-        read_only_fields = ["id", "template", "version", "updated_by", "updated_at"]
+        fields = ["id", "scope", "plugins", "version", "updated_by", "updated_at"]
+        read_only_fields = ["id", "scope", "version", "updated_by", "updated_at"]
 
 
 class PolicyChainWriteSerializer(serializers.Serializer):
@@ -143,48 +142,26 @@ class PolicyChainViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
             return PolicyChain.objects.none()
         return PolicyChain.objects.restrict(self.actor, "manage")
 
-    def _template(self, request):
-        template_id = request.query_params.get("template")
-        if not template_id:
-            return None
-        from cadre.agents.models import AgentTemplate
-
-        template = (
-            AgentTemplate.objects.filter(
-                organization=self.actor.organization, pk=template_id
-            ).first()
-            if template_id.isdigit()
-            else None
-        )
-        if template is None:
-            from rest_framework.exceptions import NotFound
-
-            raise NotFound("No such template.")
-        return template
-
     @extend_schema(request=PolicyChainWriteSerializer, responses=PolicyChainSerializer)
     @action(detail=False, methods=["get", "put"], url_path="current")
     def current(self, request):
-        """GET the chain of the organization (or of ?template=ID); PUT its plugin list."""
-        template = self._template(request)
+        """GET the organization's chain (the default one before the first write); PUT its
+        plugin list. A template's chain is at /templates/{id}/policy-chain/."""
         if request.method == "PUT":
             incoming = PolicyChainWriteSerializer(data=request.data)
             incoming.is_valid(raise_exception=True)
-            chain = policy_chain_set(
-                actor=self.actor, plugins=incoming.validated_data["plugins"], template=template
-            )
+            chain = policy_chain_set(actor=self.actor, plugins=incoming.validated_data["plugins"])
             return Response(PolicyChainSerializer(chain).data)
         chain = PolicyChain.objects.filter(
-            organization=self.actor.organization, template=template
+            organization=self.actor.organization, scope=PolicyChain.Scope.ORGANIZATION
         ).first()
         if chain is not None:
             return Response(PolicyChainSerializer(chain).data)
-        resolved = resolve_chain(self.actor.organization) if template is None else None
         return Response(
             {
                 "id": None,
-                "template": template.pk if template else None,
-                "plugins": resolved.plugins if resolved else [],
+                "scope": PolicyChain.Scope.ORGANIZATION,
+                "plugins": resolve_chain(self.actor.organization).plugins,
                 "version": 0,
                 "updated_by": None,
                 "updated_at": None,

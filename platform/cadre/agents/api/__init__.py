@@ -1,0 +1,1 @@
+"""Agents REST API under /api/v1/ (routes in `urls.py`)."""

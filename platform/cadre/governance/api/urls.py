@@ -1,0 +1,22 @@
+"""Governance API routes under /api/v1/: audit events and exports, policy chains,
+confirmations, alerts."""
+
+from __future__ import annotations
+
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from cadre.governance.api import alerts, audit, confirmations, controls
+
+router = SimpleRouter()
+router.register("audit-events", audit.AuditEventViewSet, basename="audit-event")
+router.register("audit-exports", controls.AuditExportViewSet, basename="audit-export")
+router.register("policy-chains", controls.PolicyChainViewSet, basename="policy-chain")
+router.register("confirmations", confirmations.ConfirmationViewSet, basename="confirmation")
+router.register("alert-rules", alerts.AlertRuleViewSet, basename="alert-rule")
+router.register("alerts", alerts.AlertViewSet, basename="alert")
+
+urlpatterns = [
+    path("policy-plugins/", controls.PolicyPluginListView.as_view(), name="policy-plugins"),
+    *router.urls,
+]
