@@ -604,11 +604,11 @@ def run_variant(name: str, source: Path, args, env: dict, receiver: Receiver) ->
 
     from django.db.models import Count, Max, Min
 
-    from connectors.models import InboundEvent, OutboundMessage
+    from connectors.models import Delivery, InboundEvent
 
     events = InboundEvent.objects.filter(connector_id__in=objects["ids"])
     keys = events.values("connector_id", "event_key").annotate(n=Count("id"))
-    replies = OutboundMessage.objects.filter(connector_id__in=objects["ids"])
+    replies = Delivery.objects.filter(connector_id__in=objects["ids"])
     per_event = replies.values("inbound_event_id").annotate(n=Count("id"))
     done = events.exclude(processed_at=None)
     window = done.aggregate(first=Min("received_at"), last=Max("processed_at"))

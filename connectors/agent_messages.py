@@ -1,8 +1,8 @@
-"""Delivery of the messages agents send with the `im_send` tool (agents' `OutboundMessage`).
+"""Delivery of the messages agents send with the `im_send` tool (`AgentMessage`).
 
 The tool stores what to send (`recipients`: `{"member": id}` or `{"group": "<chat>"}`, and the
 text); `agent_message_deliver` sends it through the right connector, one platform message per
-recipient, each recorded as a connectors `OutboundMessage` under the key
+recipient, each recorded as a connectors `Delivery` under the key
 `agent-message:<message id>:<recipient index>`:
 
 - a member is reached through their `IMIdentity` on a platform with an active connector — the
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
+from cadre.agents.models import AgentMessage
 from connectors.base import registry
-from connectors.models import Connector
-from connectors.models import OutboundMessage as Delivery
+from connectors.models import Connector, Delivery
 from connectors.transport import TransportError
 
 logger = logging.getLogger(__name__)
@@ -156,8 +156,6 @@ def deliver(message_id: int) -> str:
     `TransportError` when a platform failed transiently (the task retries; recipients already
     sent are skipped).
     """
-    from cadre.agents.models import OutboundMessage as AgentMessage
-
     message = AgentMessage.objects.select_related("run__session").filter(pk=message_id).first()
     if message is None or message.status != AgentMessage.Status.QUEUED:
         return message.status if message is not None else "missing"
@@ -166,7 +164,6 @@ def deliver(message_id: int) -> str:
 
 
 def _deliver_locked(message) -> str:
-    from cadre.agents.models import OutboundMessage as AgentMessage
     from connectors.dispatch import send
 
     message.refresh_from_db(fields=["status"])
@@ -228,8 +225,6 @@ def _deliver_locked(message) -> str:
 
 def finish(message_id: int, problems: list[str]) -> str:
     """Record the message's outcome: sent when nothing went wrong, else failed."""
-    from cadre.agents.models import OutboundMessage as AgentMessage
-
     status = AgentMessage.Status.FAILED if problems else AgentMessage.Status.SENT
     AgentMessage.objects.filter(pk=message_id, status=AgentMessage.Status.QUEUED).update(
         status=status

@@ -41,7 +41,7 @@ from cadre.governance.confirmations import (
     on_decided,
 )
 from connectors.base import DecisionOutcome, ParsedEvent, constant_time_equal
-from connectors.models import Connector, DecisionTokenUse, InboundEvent, OutboundMessage
+from connectors.models import Connector, DecisionTokenUse, Delivery, InboundEvent
 
 logger = logging.getLogger(__name__)
 
@@ -284,13 +284,13 @@ def cards_for_decided(confirmation, actor) -> None:
 
 def cards_send(
     confirmation: ConfirmationLike, *, title: str = "", details: list[tuple[str, str]] | None = None
-) -> list[OutboundMessage]:
+) -> list[Delivery]:
     """Send the confirmation card to every decider reachable through a card-capable connector."""
     from cadre.tenancy.models import IMIdentity
     from connectors.base import platform_for
     from connectors.dispatch import send
 
-    sent: list[OutboundMessage] = []
+    sent: list[Delivery] = []
     deciders = list(confirmation.decider_members())
     if not deciders:
         return sent
@@ -316,7 +316,7 @@ def cards_send(
             platform = platform_for(connector)
             content = card_content(confirmation, decider.pk, title=title, details=details)
             card = platform.render_confirmation_card(content)
-            message = send(
+            delivery = send(
                 connector,
                 kind="card",
                 recipient=identity.platform_user_id,
@@ -325,7 +325,7 @@ def cards_send(
                 f"{identity.platform}",
                 confirmation_ref=content.confirmation_ref,
             )
-            sent.append(message)
+            sent.append(delivery)
             break  # one card per decider: their first reachable platform
     return sent
 
@@ -337,8 +337,8 @@ def cards_mark_decided(
     from connectors.base import platform_for
 
     updated = 0
-    copies = OutboundMessage.objects.filter(
-        confirmation_ref=confirmation_ref, kind="card", status=OutboundMessage.Status.SENT
+    copies = Delivery.objects.filter(
+        confirmation_ref=confirmation_ref, kind="card", status=Delivery.Status.SENT
     ).select_related("connector")
     for copy in copies:
         platform = platform_for(copy.connector)

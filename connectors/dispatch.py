@@ -35,7 +35,7 @@ from django.utils import timezone
 from cadre.agents.runtime.delivery import Reply
 from connectors import identities, services
 from connectors.base import ParsedEvent, platform_for, registry
-from connectors.models import Connector, InboundEvent, OutboundMessage
+from connectors.models import Connector, Delivery, InboundEvent
 from connectors.threadpool import ConnectionThreads
 from connectors.transport import Recipient, Transport, TransportError
 
@@ -552,9 +552,9 @@ def send(
     inbound_event_id: int | None = None,
     context: dict | None = None,
     transport: Transport | None = None,
-) -> OutboundMessage:
+) -> Delivery:
     """Send once per idempotency key (a retried task does not send twice) and log the result."""
-    message, pending = services.outbound_claim(
+    message, pending = services.claim_delivery(
         connector,
         idempotency_key=idempotency_key,
         kind=kind,
@@ -581,9 +581,9 @@ def send(
         else:
             result = transport.send_text(to, body["text"], context=context)
     except TransportError as error:
-        services.outbound_mark(message, sent=False, error=str(error))
+        services.mark_delivery(message, sent=False, error=str(error))
         raise
-    services.outbound_mark(
+    services.mark_delivery(
         message, sent=True, platform_message_id=result.message_id, extra=result.extra
     )
     return message
@@ -596,7 +596,7 @@ def reply_text(
     key: str,
     markdown: bool = False,
     transport: Transport | None = None,
-) -> OutboundMessage:
+) -> Delivery:
     """Answer an inbound message where it came from (same chat, thread when supported)."""
     message = parsed(event)
     if message.chat_type == "group" and message.chat_id:
@@ -639,7 +639,7 @@ def decision_refused_notice(event_id: int) -> None:
     )
 
 
-def run_reply(reply: Reply) -> OutboundMessage | None:
+def run_reply(reply: Reply) -> Delivery | None:
     """Send a finished run's reply to the chat its message came from (once per run).
 
     The agents runtime hands it over when a run started from a connector finishes (through

@@ -136,7 +136,7 @@ class InboundEvent(models.Model):
         return f"{self.connector_id}:{self.event_key}"
 
 
-class OutboundMessage(models.Model):
+class Delivery(models.Model):
     """A message or card sent (or to be sent) through a connector: one row per idempotency key."""
 
     class Status(models.TextChoices):
@@ -145,7 +145,7 @@ class OutboundMessage(models.Model):
         FAILED = "failed", "Failed"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="outbound")
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="deliveries")
     idempotency_key = models.CharField(max_length=191)
     kind = models.CharField(max_length=16, default="text")  # text, markdown, card, card_update
     recipient = models.CharField(max_length=191, blank=True)  # user or chat id on the platform
@@ -167,9 +167,7 @@ class OutboundMessage(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(
-                "connector", "idempotency_key", name="outboundmessage_unique_key"
-            ),
+            models.UniqueConstraint("connector", "idempotency_key", name="delivery_unique_key"),
         ]
 
     def __str__(self) -> str:

@@ -1,4 +1,4 @@
-"""Connector writes: configuration (audited), health counters, outbound log, credential tests."""
+"""Connector writes: configuration (audited), health counters, deliveries, credential tests."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from cadre.governance import audit
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department, Member, Position
 from connectors.base import registry
-from connectors.models import Connector, ConnectorBinding, OutboundMessage
+from connectors.models import Connector, ConnectorBinding, Delivery
 
 CONNECTOR_FIELDS = ("name", "platform", "status", "settings")
 
@@ -214,10 +214,10 @@ def record_failure(connector: Connector, message: str) -> None:
     )
 
 
-# --- outbound log --------------------------------------------------------------------------
+# --- deliveries ----------------------------------------------------------------------------
 
 
-def outbound_claim(
+def claim_delivery(
     connector: Connector,
     *,
     idempotency_key: str,
@@ -228,9 +228,9 @@ def outbound_claim(
     thread_ref: str = "",
     confirmation_ref: str = "",
     inbound_event_id: int | None = None,
-) -> tuple[OutboundMessage, bool]:
-    """The outbound row for this key; (row, True) when it still has to be sent."""
-    message, _ = OutboundMessage.objects.get_or_create(
+) -> tuple[Delivery, bool]:
+    """The delivery for this key; (delivery, True) when it still has to be sent."""
+    delivery, _ = Delivery.objects.get_or_create(
         connector=connector,
         idempotency_key=idempotency_key[:191],
         defaults={
@@ -244,28 +244,28 @@ def outbound_claim(
             "inbound_event_id": inbound_event_id,
         },
     )
-    return message, message.status != OutboundMessage.Status.SENT
+    return delivery, delivery.status != Delivery.Status.SENT
 
 
-def outbound_mark(
-    message: OutboundMessage,
+def mark_delivery(
+    delivery: Delivery,
     *,
     sent: bool,
     platform_message_id: str = "",
     error: str = "",
     extra: dict | None = None,
 ) -> None:
-    message.attempts += 1
+    delivery.attempts += 1
     if sent:
-        message.status = OutboundMessage.Status.SENT
-        message.sent_at = timezone.now()
-        message.platform_message_id = platform_message_id[:191]
+        delivery.status = Delivery.Status.SENT
+        delivery.sent_at = timezone.now()
+        delivery.platform_message_id = platform_message_id[:191]
         if extra:
-            message.body = {**message.body, "_delivery": extra}
+            delivery.body = {**delivery.body, "_delivery": extra}
     else:
-        message.status = OutboundMessage.Status.FAILED
-        message.error = error[:300]
-    message.save(
+        delivery.status = Delivery.Status.FAILED
+        delivery.error = error[:300]
+    delivery.save(
         update_fields=["attempts", "status", "sent_at", "platform_message_id", "error", "body"]
     )
 

@@ -98,7 +98,7 @@ def inbound_events_prune(days: int = 14) -> int:
 
 @shared_task(**SEND_RETRIES)
 def agent_message_deliver(self, message_id: int) -> str:
-    """Deliver a message an agent sent with `im_send` (agents' OutboundMessage) once per
+    """Deliver a message an agent sent with `im_send` (an `AgentMessage`) once per
     recipient; a retry skips recipients already sent. Returns the message's status."""
     from connectors import agent_messages
 
@@ -121,7 +121,7 @@ def agent_messages_deliver_queued(max_age_hours: int = 24, limit: int = 500) -> 
 
     from django.utils import timezone
 
-    from cadre.agents.models import OutboundMessage as AgentMessage
+    from cadre.agents.models import AgentMessage
 
     since = timezone.now() - timedelta(hours=max_age_hours)
     queued = list(

@@ -7,13 +7,12 @@ import pytest
 from django.core.cache import cache
 
 from cadre.agents import services as agent_services
-from cadre.agents.models import OutboundMessage as AgentMessage
-from cadre.agents.models import Session
+from cadre.agents.models import AgentMessage, Session
 from cadre.agents.runtime.services import run_start
 from cadre.tenancy.actors import member_actor, system_actor
 from connectors import agent_messages, services
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
-from connectors.models import OutboundMessage
+from connectors.models import Delivery
 from connectors.tasks import agent_message_deliver, agent_messages_deliver_queued
 from connectors.tests.helpers import make_connector
 from connectors.transport import TransportError
@@ -97,7 +96,7 @@ def test_member_gets_the_message_through_their_im_identity_once(agent, bob, fake
     assert sent_to(feishu) == [("open_id", "ou_bob", "The report is ready.")]
     message.refresh_from_db()
     assert message.status == AgentMessage.Status.SENT
-    row = OutboundMessage.objects.get(idempotency_key=f"agent-message:{message.pk}:0")
+    row = Delivery.objects.get(idempotency_key=f"agent-message:{message.pk}:0")
     assert (row.connector_id, row.recipient, row.status) == (connector.pk, "ou_bob", "sent")
     assert row.platform_message_id.startswith("om_")
 
@@ -125,7 +124,7 @@ def test_retry_after_a_transient_failure_sends_only_the_recipients_not_yet_sent(
     assert raised.value.retryable
     message.refresh_from_db()
     assert message.status == AgentMessage.Status.QUEUED
-    group_row = OutboundMessage.objects.get(idempotency_key=f"agent-message:{message.pk}:1")
+    group_row = Delivery.objects.get(idempotency_key=f"agent-message:{message.pk}:1")
     assert group_row.status == "failed" and group_row.attempts == 1
 
     assert agent_messages.deliver(message.pk) == AgentMessage.Status.SENT
@@ -158,7 +157,7 @@ def test_member_without_an_im_account_fails_the_message_and_nothing_is_sent(
 
     assert agent_messages.deliver(message.pk) == AgentMessage.Status.FAILED
     assert feishu.sent() == []
-    assert not OutboundMessage.objects.exists()
+    assert not Delivery.objects.exists()
 
 
 def test_run_from_an_im_chat_sends_through_that_chats_connector(agent, bob, fake_api, feishu):
@@ -183,7 +182,7 @@ def test_run_from_an_im_chat_sends_through_that_chats_connector(agent, bob, fake
 
     assert agent_messages.deliver(message.pk) == AgentMessage.Status.SENT
 
-    rows = OutboundMessage.objects.filter(idempotency_key__startswith="agent-message:")
+    rows = Delivery.objects.filter(idempotency_key__startswith="agent-message:")
     assert {(row.connector_id, row.recipient, row.recipient_type) for row in rows} == {
         (second.pk, "ou_bob", "user"),
         (second.pk, "oc_here", "chat"),
@@ -197,7 +196,7 @@ def test_group_listed_in_a_binding_goes_through_that_connector(agent, alice, fak
     message = agent_message(agent, [{"group": "oc_sales"}])
 
     assert agent_messages.deliver(message.pk) == AgentMessage.Status.SENT
-    assert OutboundMessage.objects.get().connector_id == bound.pk
+    assert Delivery.objects.get().connector_id == bound.pk
 
 
 def test_unknown_group_with_several_connectors_fails_with_a_reason(agent, fake_api, feishu):

@@ -12,7 +12,7 @@ from cadre.governance.models import Alert
 from cadre.tenancy.actors import member_actor
 from connectors import alerts as connector_alerts
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
-from connectors.models import OutboundMessage
+from connectors.models import Delivery
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory
 
@@ -60,7 +60,7 @@ def test_an_im_alert_channel_texts_each_member_with_an_identity_once(im_alert, b
     assert notifications.alert_deliver(alert_id=im_alert.pk, channel_index=0) == "im"
     assert notifications.alert_deliver(alert_id=im_alert.pk, channel_index=0) == "im"  # retried
     assert texts(feishu) == [("ou_bob", "[CRITICAL] Spike of denied requests: 30")]
-    row = OutboundMessage.objects.get()
+    row = Delivery.objects.get()
     assert row.idempotency_key == f"alert:{im_alert.pk}:{bob.pk}"
 
 
@@ -68,4 +68,4 @@ def test_without_im_delivery_registered_an_im_channel_is_skipped(im_alert, feish
     built_in = {k: v for k, v in notifications.ALERT_CHANNELS.items() if k != "im"}
     with notifications.ALERT_CHANNELS.overridden(built_in):
         assert notifications.alert_deliver(alert_id=im_alert.pk, channel_index=0) == "skipped"
-    assert texts(feishu) == [] and not OutboundMessage.objects.exists()
+    assert texts(feishu) == [] and not Delivery.objects.exists()

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from connectors import dispatch, inbound
 from connectors.base import ParsedEvent
-from connectors.models import InboundEvent, OutboundMessage
+from connectors.models import Delivery, InboundEvent
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory
 
@@ -95,7 +95,7 @@ def test_retryable_failure_waits_for_its_backoff_then_is_answered_once(
     assert dispatch.inbound_drain() == 1
     event.refresh_from_db()
     assert (event.status, event.attempts) == ("unmapped", 2)
-    assert OutboundMessage.objects.get(inbound_event_id=event_id).status == "sent"
+    assert Delivery.objects.get(inbound_event_id=event_id).status == "sent"
     assert len(fake_api.calls("/callback")) == 2  # the failed attempt and the one that worked
 
 
@@ -163,6 +163,6 @@ def test_concurrent_drains_never_share_an_event(alice, bob, fake_api):
     assert sum(counts) == 40
     events = InboundEvent.objects.filter(pk__in=ids)
     assert {(e.status, e.attempts) for e in events} == {("processed", 1)}
-    assert OutboundMessage.objects.filter(inbound_event_id__in=ids).count() == 40
+    assert Delivery.objects.filter(inbound_event_id__in=ids).count() == 40
     assert len(fake_api.calls("/callback")) == 40
     dispatch._drain_flag_clear()

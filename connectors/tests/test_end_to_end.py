@@ -20,15 +20,14 @@ import pytest
 from django.test import Client
 
 from cadre.agents import services as agent_services
-from cadre.agents.models import OutboundMessage as AgentOutbound
-from cadre.agents.models import Run, Wait
+from cadre.agents.models import AgentMessage, Run, Wait
 from cadre.agents.runtime.delivery import Reply
 from cadre.tenancy.actors import member_actor
 from connectors import dispatch, tasks
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
 from connectors.feishu.tests.fake_api import APP_ID, FakeFeishu
 from connectors.feishu.tests.fake_api import APP_SECRET as FEISHU_SECRET
-from connectors.models import ConnectorNotice, InboundEvent, OutboundMessage, UnmappedIdentity
+from connectors.models import ConnectorNotice, Delivery, InboundEvent, UnmappedIdentity
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.tests.helpers import make_connector, webhook_post
 from connectors.wecom import crypto as wecom_crypto
@@ -520,7 +519,7 @@ def test_high_risk_tool_call_is_confirmed_on_a_card_and_runs_once(
     assert run.status == Run.Status.WAITING
     wait = Wait.objects.get(run=run, kind="confirmation")
     # Governance created the confirmation: its card went to the decider, once.
-    assert OutboundMessage.objects.filter(kind="card").count() == 1
+    assert Delivery.objects.filter(kind="card").count() == 1
     value = driver.approve_value()
 
     # Someone else pressing bob's button is refused, visibly, and changes nothing.
@@ -541,13 +540,13 @@ def test_high_risk_tool_call_is_confirmed_on_a_card_and_runs_once(
         assert response.json()["toast"]["type"] == "success"
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED
-    assert AgentOutbound.objects.filter(run=run).count() == 1  # the tool ran once
+    assert AgentMessage.objects.filter(run=run).count() == 1  # the tool ran once
     assert len(driver.updates()) == 1  # the card now shows who decided
 
     # A replayed click (same token, new delivery) is refused and runs nothing again.
     with django_capture_on_commit_callbacks(execute=True):
         assert driver.click(connector, value, driver.user_id, "click-2").status_code == 200
-    assert AgentOutbound.objects.filter(run=run).count() == 1
+    assert AgentMessage.objects.filter(run=run).count() == 1
     refused = InboundEvent.objects.filter(kind="card_action", status="ignored")
     assert refused.count() == 2
     assert {e.error.split(" ")[0] for e in refused} <= {"Only", "This"}

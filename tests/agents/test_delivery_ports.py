@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents import tasks
-from cadre.agents.models import OutboundMessage, Run, Session
+from cadre.agents.models import AgentMessage, Run, Session
 from cadre.agents.runtime import delivery, engine
 from cadre.agents.runtime import services as runtime
 from cadre.governance import confirmations
@@ -111,7 +111,7 @@ def test_an_agent_message_is_handed_to_a_channel_once_after_commit(
         assert fake.messages == []
         for callback in callbacks:
             callback()
-    message = OutboundMessage.objects.get(run=run)
+    message = AgentMessage.objects.get(run=run)
     # From the console: the message still goes out, through an IM channel.
     assert fake.messages == [message.pk]
 
@@ -121,7 +121,7 @@ def test_an_agent_message_with_no_channel_stays_queued(bob, bob_agent, org_a):
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="send hello to Carol")
     with delivery.channels.overridden():
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert OutboundMessage.objects.get(run=run).status == OutboundMessage.Status.QUEUED
+    assert AgentMessage.objects.get(run=run).status == AgentMessage.Status.QUEUED
 
 
 def test_a_confirmation_raised_by_a_run_sends_its_cards_once(

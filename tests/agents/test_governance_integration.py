@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cadre.agents.models import OutboundMessage, Run, Step, Wait
+from cadre.agents.models import AgentMessage, Run, Step, Wait
 from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
 from cadre.governance import confirmations
@@ -37,14 +37,14 @@ def test_high_risk_send_waits_for_a_governance_confirmation_then_sends_once(bob,
     wait = Wait.objects.get(run=run)
     assert wait.key == confirmation.wait_key
     assert wait.details["confirmation"] == confirmation.pk
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
 
     confirmations.confirmation_decide(
         confirmation=confirmation, actor=member_actor(bob), decision="approve", via="console"
     )
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED  # a redelivery changes nothing
-    assert OutboundMessage.objects.count() == 1
+    assert AgentMessage.objects.count() == 1
     # Replaying never re-created the confirmation: the gate's verdict is a stored step.
     assert Confirmation.objects.filter(run_id=run.pk).count() == 1
     assert run.steps.filter(kind=Step.Kind.HOOK, name="policy:im_send").count() == 1
@@ -57,7 +57,7 @@ def test_a_policy_deny_refuses_the_tool_and_the_model_is_told(alice, bob, bob_ag
     )
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="send hello to Alice")
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
     assert not Confirmation.objects.exists()
     refused = run.steps.get(kind=Step.Kind.TOOL_CALL)
     assert "denied by policy" in str(refused.output)

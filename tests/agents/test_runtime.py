@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from cadre.agents import services
-from cadre.agents.models import AgentTask, OutboundMessage, Run, RunEvent, Step, ToolEffect, Wait
+from cadre.agents.models import AgentMessage, AgentTask, Run, RunEvent, Step, ToolEffect, Wait
 from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
 from cadre.tenancy.actors import member_actor, system_actor
@@ -114,9 +114,9 @@ def test_crash_after_sending_a_message_sends_it_once(bob, bob_agent, alice):
     run = start(bob, bob_agent, "send the quote is ready to Alice")
     with engine.crash_after("tool_call"), pytest.raises(engine.SimulatedCrash):
         engine.run_execute(run.pk)
-    assert OutboundMessage.objects.count() == 1
+    assert AgentMessage.objects.count() == 1
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    message = OutboundMessage.objects.get()
+    message = AgentMessage.objects.get()
     assert message.recipients == [{"member": alice.pk, "name": "Alice"}]
     assert message.text == "the quote is ready"
 
@@ -184,10 +184,10 @@ def test_high_risk_message_pauses_for_confirmation_then_sends(bob, bob_agent, or
     assert wait.kind == "confirmation" and wait.details["risk"] == "high"
     # The wait is keyed by the governance gate step before it (its Confirmation too).
     assert wait.key == f"run:{run.pk}:step:3:confirmation"
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
     runtime.run_resume(actor=system_actor(org_a), run=run, payload={"approved": True})
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert len(OutboundMessage.objects.get().recipients) == 6
+    assert len(AgentMessage.objects.get().recipients) == 6
 
 
 def test_rejected_confirmation_does_nothing_and_tells_the_model(bob, bob_agent, org_a):
@@ -197,7 +197,7 @@ def test_rejected_confirmation_does_nothing_and_tells_the_model(bob, bob_agent, 
         actor=system_actor(org_a), run=run, payload={"approved": False, "reason": "too broad"}
     )
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
     run.refresh_from_db()
     assert "too broad" in run.output["text"]
 

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from cadre.agents.models import OutboundMessage, Run
+from cadre.agents.models import AgentMessage, Run
 from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
 from cadre.governance import confirmations
@@ -61,7 +61,7 @@ def test_approving_in_the_console_resumes_the_run_and_the_send_happens_once(
     bob, bob_agent, org_a, browser
 ):
     run, confirmation = _paused_run(bob, bob_agent, org_a)
-    assert bob.pk in confirmation.decider_ids and not OutboundMessage.objects.exists()
+    assert bob.pk in confirmation.decider_ids and not AgentMessage.objects.exists()
     client = browser(bob)
     response = _decide(client, confirmation, reason="fine for this list")
     assert response.status_code == 302
@@ -72,13 +72,13 @@ def test_approving_in_the_console_resumes_the_run_and_the_send_happens_once(
     assert confirmation.decision_reason == "fine for this list"
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED  # a redelivery changes nothing
-    assert OutboundMessage.objects.count() == 1
+    assert AgentMessage.objects.count() == 1
     # A second click (another tab) is refused and sends nothing more.
     again = _decide(client, confirmation)
     assert again.status_code == 409
     assert "already approved" in again.content.decode()
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert OutboundMessage.objects.count() == 1
+    assert AgentMessage.objects.count() == 1
     assert AuditEvent.objects.filter(action="confirmation.approve").count() == 1
 
 
@@ -86,7 +86,7 @@ def test_rejecting_in_the_console_resumes_the_run_without_the_send(bob, bob_agen
     run, confirmation = _paused_run(bob, bob_agent, org_a)
     assert _decide(browser(bob), confirmation, "reject", "too broad").status_code == 302
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
     run.refresh_from_db()
     assert "too broad" in run.output["text"]
 

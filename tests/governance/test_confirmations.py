@@ -313,7 +313,7 @@ def _paused_run(bob, bob_agent, org_a, text):
 
 
 def test_approval_resumes_the_run_and_the_call_runs_once_despite_a_crash(bob, bob_agent, org_a):
-    from cadre.agents.models import OutboundMessage, Run
+    from cadre.agents.models import AgentMessage, Run
     from cadre.agents.runtime import engine
     from tests.factories import MemberFactory
 
@@ -327,12 +327,12 @@ def test_approval_resumes_the_run_and_the_call_runs_once_despite_a_crash(bob, bo
     with engine.crash_after("tool_call"), pytest.raises(engine.SimulatedCrash):
         engine.run_execute(run.pk)  # the worker dies right after the send
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED  # the redelivered task
-    assert OutboundMessage.objects.count() == 1
-    assert len(OutboundMessage.objects.get().recipients) == 6
+    assert AgentMessage.objects.count() == 1
+    assert len(AgentMessage.objects.get().recipients) == 6
 
 
 def test_rejection_resumes_the_run_with_a_refusal_the_model_sees(bob, bob_agent, org_a):
-    from cadre.agents.models import OutboundMessage, Run
+    from cadre.agents.models import AgentMessage, Run
     from cadre.agents.runtime import engine
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
@@ -340,13 +340,13 @@ def test_rejection_resumes_the_run_with_a_refusal_the_model_sees(bob, bob_agent,
         confirmation=confirmation, decider=bob, decision="reject", via="api", reason="too broad"
     )
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
     run.refresh_from_db()
     assert "too broad" in run.output["text"]
 
 
 def test_expiry_resumes_the_run_as_rejected(bob, bob_agent, org_a):
-    from cadre.agents.models import OutboundMessage, Run
+    from cadre.agents.models import AgentMessage, Run
     from cadre.agents.runtime import engine
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
@@ -355,7 +355,7 @@ def test_expiry_resumes_the_run_as_rejected(bob, bob_agent, org_a):
     )
     assert confirmations.confirmations_expire() == 1
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert not OutboundMessage.objects.exists()
+    assert not AgentMessage.objects.exists()
 
 
 # --- API ----------------------------------------------------------------------------------

@@ -469,7 +469,7 @@ class Step(models.Model):
 class ToolEffect(TenantModel):
     """The record that a tool call's side effect happened, keyed by its idempotency key.
 
-    For side effects inside the database (an outbound message row, a task) the effect and
+    For side effects inside the database (an agent message, a task) the effect and
     this record commit together, so a retried call returns the stored result instead.
     """
 
@@ -579,11 +579,11 @@ class RunEvent(models.Model):
         return f"{self.run_id}:{self.kind}"
 
 
-# --- what built-in tools produce -----------------------------------------------------------
+# --- what built-in tools write: agents' messages and tasks -----------------------------------
 
 
-class OutboundMessage(TenantModel):
-    """A message an agent sends to members or groups; connectors deliver it."""
+class AgentMessage(TenantModel):
+    """A message an agent sends to members or groups (the `im_send` tool); connectors deliver it."""
 
     resource = "agent"
 

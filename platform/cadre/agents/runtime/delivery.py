@@ -39,7 +39,7 @@ class Reply:
 @dataclass(frozen=True)
 class Channel:
     """One platform's delivery: `reply` sends a run's reply; `message` sends an agent message
-    (agents' OutboundMessage id) to its recipients."""
+    (an `AgentMessage` id) to its recipients."""
 
     reply: Callable[[Reply], object]
     message: Callable[[int], object]

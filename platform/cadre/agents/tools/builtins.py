@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from cadre.agents.models import AgentTask, OutboundMessage
+from cadre.agents.models import AgentMessage, AgentTask
 from cadre.agents.runtime import delivery
 from cadre.agents.tools.registry import Tool, register
 from cadre.tenancy.models import Member
@@ -163,7 +163,7 @@ def _resolve_recipients(ctx, names: list) -> list[dict]:
 
 def _im_send(ctx, args: dict) -> dict:
     recipients = _resolve_recipients(ctx, args["to"])
-    message = OutboundMessage.objects.create(
+    message = AgentMessage.objects.create(
         organization_id=ctx.run.organization_id,
         run=ctx.run,
         agent=ctx.agent,
