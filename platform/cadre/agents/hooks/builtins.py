@@ -101,7 +101,8 @@ def memory_retrieval(ctx, config: dict) -> dict:
     "them with provenance under the agent's writable scopes.",
 )
 def memory_write(run, config: dict) -> dict:
-    from cadre.agents.runtime.engine import agent_actor, model_side
+    from cadre.agents.runtime.engine import model_side
+    from cadre.agents.runtime.grants import agent_actor
     from cadre.memory import services as memory_services
     from cadre.memory.models import scope_parts
 
