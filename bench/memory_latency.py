@@ -91,8 +91,8 @@ def load(corpus: Corpus, scale: int, orgs: int) -> dict:
     from django.utils import timezone
     from pgvector.psycopg import register_vector
 
-    from cadre.memory import search
     from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
+    from cadre.memory.text import lexical_document
     from cadre.tenancy.models import Organization
 
     model, _ = EmbeddingModel.objects.get_or_create(
@@ -134,7 +134,7 @@ def load(corpus: Corpus, scale: int, orgs: int) -> dict:
                         scope_id=scope_id,
                         scope_key=scope if scope_id is None else f"{scope}:{scope_id}",
                         content=content,
-                        search_text=search.lexical_document(content),
+                        search_text=lexical_document(content),
                         content_hash=str(position),
                         observed_at=observed,
                         created_at=observed,

@@ -4,7 +4,7 @@ vector-only and Cadre's hybrid search, side by side, through the product's searc
     python bench/memory_retrieval.py --data ../shared/bench/locomo-dev.json
 
 Each dialog turn becomes one Memory (scope agent:<n> per conversation, `observed_at` = the
-session date, `search_text` = search.lexical_document), embedded with embed_memories under the
+session date, `search_text` = text.lexical_document), embedded with embed_memories under the
 configured model. Each question (category 5 and evidence-less ones skipped) is searched within
 its own conversation's scope. stdout gets exactly one line per method:
 
@@ -80,8 +80,9 @@ def turn_content(turn: dict) -> str:
 def load(data: list[dict], organization, embed_batch: int) -> dict[int, dict[int, str]]:
     """Write every turn as a Memory (once per database) and embed them; return, per scope id,
     memory id -> dia_id."""
-    from cadre.memory import embeddings, search
+    from cadre.memory import embeddings
     from cadre.memory.models import Memory, Scope
+    from cadre.memory.text import lexical_document
 
     by_scope: dict[int, dict[int, str]] = {}
     for number, sample in enumerate(data, start=1):
@@ -111,7 +112,7 @@ def load(data: list[dict], organization, embed_batch: int) -> dict[int, dict[int
                         kind="fact",
                         content=content,
                         attributes=attributes,
-                        search_text=search.lexical_document(content, attributes),
+                        search_text=lexical_document(content, attributes),
                         source_kind="import",
                         author_label=turn["speaker"],
                         observed_at=moment,

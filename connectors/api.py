@@ -14,7 +14,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
+from cadre.api.fields import RegisteredChoiceField
 from cadre.api.viewsets import TenantViewSet
+from cadre.im import platform_choices
 from cadre.tenancy.api.serializers import TenantPrimaryKeyRelatedField
 from cadre.tenancy.models import Department, Member, Position
 from connectors import services
@@ -39,7 +41,7 @@ class ConnectorSerializer(serializers.ModelSerializer):
 
 
 class ConnectorCreateSerializer(serializers.Serializer):
-    platform = serializers.ChoiceField(choices=Connector.Platform.choices)
+    platform = RegisteredChoiceField(choices=platform_choices)
     name = serializers.CharField(max_length=150)
     credentials = serializers.DictField(child=serializers.CharField(max_length=4096))
     settings = serializers.DictField(required=False)

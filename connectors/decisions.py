@@ -168,7 +168,7 @@ def card_action_received(
         if decision not in (APPROVE, REJECT):
             raise DecisionRefused("This button is not valid.")
         claim = read_decision_token(token)
-        from connectors.services import identity_resolve
+        from connectors.identities import identity_resolve
 
         member = identity_resolve(
             connector, platform_user_id=event.sender_id, tenant_key=event.tenant_key

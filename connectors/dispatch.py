@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cadre.agents.runtime.delivery import Reply
-from connectors import services
+from connectors import identities, services
 from connectors.base import ParsedEvent
 from connectors.models import InboundEvent, OutboundMessage
 from connectors.sending import send, transport_for
@@ -81,10 +81,10 @@ def process_claimed(event: InboundEvent, batch: Batch) -> str:
         message = parsed(event)
         member = resolve_sender(connector, message, batch)
         if member is None:
-            services.unmapped_record(connector, message)
+            identities.unmapped_record(connector, message)
             reply_text(
                 event,
-                services.UNMAPPED_REPLY,
+                identities.UNMAPPED_REPLY,
                 key=f"unmapped:{event.pk}",
                 transport=batch.transport(connector),
             )
@@ -148,14 +148,6 @@ def reply_text(
         context=message.context,
         transport=transport,
     )
-
-
-def deliver_reply(
-    inbound_event_id: int, text: str, *, markdown: bool = False, key: str = ""
-) -> OutboundMessage:
-    """The runtime's way to answer a message it was handed (idempotent per key)."""
-    event = InboundEvent.objects.select_related("connector").get(pk=inbound_event_id)
-    return reply_text(event, text, markdown=markdown, key=key or f"reply:{event.pk}")
 
 
 def decision_refused_notice(event_id: int) -> None:

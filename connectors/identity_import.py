@@ -21,8 +21,8 @@ from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import IMIdentity, Member
+from connectors.identities import phone_digits
 from connectors.models import Connector, UnmappedIdentity
-from connectors.services import _digits
 
 MAX_BYTES = 1024 * 1024
 MAX_ROWS = 5000
@@ -164,7 +164,7 @@ def _members_by_keys(actor: Actor, records: list[dict]) -> dict[str, dict[str, l
         if member.employee_no:
             index["employee_no"].setdefault(member.employee_no, []).append(member)
         if member.mobile:
-            index["mobile"].setdefault(_digits(member.mobile), []).append(member)
+            index["mobile"].setdefault(phone_digits(member.mobile), []).append(member)
     return index
 
 
@@ -175,7 +175,9 @@ def _resolve_member(record: dict, index: dict, row: ImportRow) -> None:
         value = record.get(key, "")
         if not value:
             continue
-        lookup = value.lower() if key == "email" else _digits(value) if key == "mobile" else value
+        lookup = (
+            value.lower() if key == "email" else phone_digits(value) if key == "mobile" else value
+        )
         candidates = index[key].get(lookup, [])
         if not candidates:
             row.errors.append(f"No member with {label} {value}.")

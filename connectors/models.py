@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from cadre.crypto import EncryptedTextField
+from cadre.im import platform_choices
 from cadre.tenancy.models import Department, Member, Organization, Position, TenantModel
 
 
@@ -23,18 +24,11 @@ class Connector(TenantModel):
 
     resource = "connector"
 
-    class Platform(models.TextChoices):
-        FEISHU = "feishu", "Feishu / Lark"
-        WECOM = "wecom", "WeCom"
-        DINGTALK = "dingtalk", "DingTalk"
-        SLACK = "slack", "Slack"
-        WEBHOOK = "webhook", "Webhook"
-
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"
         DISABLED = "disabled", "Disabled"
 
-    platform = models.CharField(max_length=16, choices=Platform.choices)
+    platform = models.CharField(max_length=16, choices=platform_choices)
     name = models.CharField(max_length=150)
     public_id = models.CharField(max_length=32, unique=True, default=new_public_id)
     # JSON object of secrets (app secret, signing secret, AES keys), encrypted at rest.

@@ -1,34 +1,20 @@
-"""Write paths for connectors: configuration (audited), inbound storage, identity, outbound log."""
+"""Connector writes: configuration (audited), health counters, outbound log, credential tests."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
-from cadre.tenancy.actors import Actor, system_actor
-from cadre.tenancy.models import Department, IMIdentity, Member, Position
-from connectors.base import DecisionOutcome, ParsedEvent, registry
-from connectors.models import (
-    Connector,
-    ConnectorBinding,
-    ConnectorNotice,
-    OutboundMessage,
-    UnmappedIdentity,
-)
-
-logger = logging.getLogger(__name__)
+from cadre.tenancy.actors import Actor
+from cadre.tenancy.models import Department, Member, Position
+from connectors.base import registry
+from connectors.models import Connector, ConnectorBinding, OutboundMessage
 
 CONNECTOR_FIELDS = ("name", "platform", "status", "settings")
 
@@ -216,101 +202,6 @@ def binding_delete(*, actor: Actor, binding: ConnectorBinding) -> None:
     binding.delete()
 
 
-# --- inbound: the hot path ------------------------------------------------------------------
-
-_INSERT_EVENT = (
-    "INSERT INTO connectors_inboundevent (organization_id, connector_id, event_key, kind, "
-    "sender_id, chat_id, payload, status, received_at, attempts, error, run_ref) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued', %s, 0, '', '') "
-    "ON CONFLICT (connector_id, event_key) DO NOTHING RETURNING id"
-)
-
-HEALTH_WRITE_INTERVAL = 5  # seconds between last_event_at writes for one connector
-
-
-@dataclass(frozen=True)
-class Stored:
-    event: ParsedEvent
-    event_id: int | None  # None: a duplicate of an event already stored
-    decision: DecisionOutcome | None = None  # card clicks: what the clicker is told
-
-
-def inbound_store(
-    connector: Connector, events: list[ParsedEvent], *, notify_refusals: bool = False
-) -> list[Stored]:
-    """Insert each event once (ON CONFLICT DO NOTHING) and ask for a drain on commit.
-
-    Concurrent deliveries of one event race on the unique (connector, event_key) index:
-    exactly one insert returns an id, and the worker's drain claims each stored event once
-    (`connectors.drain.inbound_drain`). A card click is checked (token, clicker, single
-    use) in the same transaction, so the worker only ever sees accepted clicks; a refused one
-    is answered in the ack or, with `notify_refusals`, by a notice task.
-    """
-    from connectors.decisions import card_action_received
-    from connectors.drain import drain_request
-    from connectors.tasks import decision_refused_notice
-
-    now = timezone.now()
-    stored: list[Stored] = []
-    to_process = False
-    # One plain message needs one statement: in autocommit the INSERT commits by itself (one
-    # round trip instead of BEGIN/INSERT/COMMIT) and on_commit runs right after it.
-    single = len(events) == 1 and events[0].kind != "card_action"
-    with (
-        contextlib.nullcontext() if single else transaction.atomic(),
-        connection.cursor() as cursor,
-    ):
-        for event in events:
-            cursor.execute(
-                _INSERT_EVENT,
-                [
-                    connector.organization_id,
-                    connector.pk,
-                    event.event_key[:191],
-                    event.kind,
-                    event.sender_id[:191],
-                    event.chat_id[:191],
-                    json.dumps(event.payload(), ensure_ascii=False),
-                    now,
-                ],
-            )
-            row = cursor.fetchone()
-            event_id = row[0] if row else None
-            decision = None
-            if event.kind == "card_action":
-                decision = card_action_received(connector, event, event_id)
-            stored.append(Stored(event, event_id, decision))
-            if event_id is None:
-                continue
-            if decision is None or decision.accepted:
-                to_process = True
-            elif notify_refusals:
-                transaction.on_commit(
-                    lambda event_id=event_id: decision_refused_notice.delay(event_id)
-                )
-        if to_process:  # one request for the whole request's events, after they are visible
-            transaction.on_commit(drain_request)
-    if any(item.event_id for item in stored):
-        _touch_last_event(connector, now)
-    return stored
-
-
-_health_written: dict[int, float] = {}  # connector id -> monotonic time of this process' write
-
-
-def _touch_last_event(connector: Connector, now) -> None:
-    """Health: last_event_at, written at most every few seconds per process, conditionally
-    (concurrent requests do not queue on the connector row)."""
-    clock = time.monotonic()
-    if clock - _health_written.get(connector.pk, -HEALTH_WRITE_INTERVAL) < HEALTH_WRITE_INTERVAL:
-        return
-    _health_written[connector.pk] = clock
-    threshold = now - timedelta(seconds=HEALTH_WRITE_INTERVAL)
-    Connector.objects.filter(
-        Q(last_event_at__isnull=True) | Q(last_event_at__lt=threshold), pk=connector.pk
-    ).update(last_event_at=now)
-
-
 def record_signature_rejection(connector: Connector) -> None:
     Connector.objects.filter(pk=connector.pk).update(
         signature_rejections=F("signature_rejections") + 1
@@ -321,139 +212,6 @@ def record_failure(connector: Connector, message: str) -> None:
     Connector.objects.filter(pk=connector.pk).update(
         failures=F("failures") + 1, last_failure=message[:300], last_failure_at=timezone.now()
     )
-
-
-# --- identity -----------------------------------------------------------------------------
-
-
-def _digits(value: str) -> str:
-    digits = re.sub(r"\D", "", value or "")
-    # +86 138… and 138… are the same phone: compare national numbers (last 11 digits).
-    return digits[-11:] if len(digits) > 11 else digits
-
-
-def identity_resolve(
-    connector: Connector,
-    *,
-    platform_user_id: str,
-    tenant_key: str = "",
-    email: str = "",
-    mobile: str = "",
-    display_name: str = "",
-) -> Member | None:
-    """The active member behind a platform user: IM identity first, then email, then mobile.
-
-    A match by email or mobile is remembered as an IMIdentity (audited), so the next message
-    resolves by platform user id.
-    """
-    identity = (
-        IMIdentity.objects.filter(
-            organization_id=connector.organization_id,
-            platform=connector.platform,
-            platform_user_id=platform_user_id,
-            tenant_key__in={tenant_key, ""},
-            member__status=Member.Status.ACTIVE,
-        )
-        .select_related("member")
-        .order_by("-tenant_key")
-        .first()
-    )
-    if identity is not None:
-        return identity.member
-    members = Member.objects.filter(
-        organization_id=connector.organization_id, status=Member.Status.ACTIVE
-    )
-    member = None
-    if email:
-        member = members.filter(email__iexact=email.strip()).first()
-    if member is None and mobile and len(_digits(mobile)) >= 7:
-        wanted = _digits(mobile)
-        candidates = [
-            m
-            for m in members.exclude(mobile="").only("id", "mobile")
-            if _digits(m.mobile) == wanted
-        ]
-        if len(candidates) == 1:
-            member = members.get(pk=candidates[0].pk)
-    if member is None:
-        return None
-    _identity_link(
-        connector,
-        member,
-        platform_user_id,
-        tenant_key,
-        display_name,
-        "email" if email and member.email.lower() == email.strip().lower() else "mobile",
-    )
-    return member
-
-
-def _identity_link(
-    connector: Connector,
-    member: Member,
-    platform_user_id: str,
-    tenant_key: str,
-    display_name: str,
-    matched_by: str,
-) -> None:
-    try:
-        with transaction.atomic():
-            IMIdentity.objects.create(
-                organization_id=connector.organization_id,
-                member=member,
-                platform=connector.platform,
-                tenant_key=tenant_key,
-                platform_user_id=platform_user_id,
-                display_name=display_name[:150],
-            )
-            audit.record(
-                actor=system_actor(connector.organization, label=f"connector {connector.name}"),
-                action="member.identity_add",
-                target=member,
-                after={
-                    "platform": connector.platform,
-                    "platform_user_id": platform_user_id,
-                    "matched_by": matched_by,
-                },
-            )
-    except IntegrityError:
-        pass  # linked concurrently by another worker
-
-
-UNMAPPED_REPLY = (
-    "Hello! I could not find your account in Cadre yet, so I cannot start your assistant. "
-    "Your administrator has been notified and will link your account shortly."
-)
-
-
-@transaction.atomic
-def unmapped_record(connector: Connector, event: ParsedEvent) -> UnmappedIdentity:
-    """Queue an unknown platform user for the console; notify admins on first sight."""
-    now = timezone.now()
-    row, created = UnmappedIdentity.objects.get_or_create(
-        connector=connector,
-        platform_user_id=event.sender_id[:191],
-        defaults={
-            "organization_id": connector.organization_id,
-            "display_name": event.sender_name[:150],
-            "email": event.sender_email[:254],
-            "mobile": event.sender_mobile[:32],
-        },
-    )
-    if created:
-        ConnectorNotice.objects.create(
-            organization_id=connector.organization_id,
-            connector=connector,
-            kind=ConnectorNotice.Kind.UNMAPPED_USER,
-            message=f"{event.sender_name or event.sender_id} wrote to {connector.name} but is "
-            "not linked to any member. Link the account in Connectors → Identities.",
-            details={"platform_user_id": event.sender_id, "email": event.sender_email},
-        )
-    else:
-        UnmappedIdentity.objects.filter(pk=row.pk).update(
-            last_seen_at=now, message_count=F("message_count") + 1, resolved_at=None
-        )
-    return row
 
 
 # --- outbound log --------------------------------------------------------------------------
@@ -512,29 +270,7 @@ def outbound_mark(
     )
 
 
-# --- console: selectors, credential test, the unmapped-user queue -------------------------
-
-
-def connector_list(actor: Actor):
-    """The connectors the actor manages, with the size of each one's unmapped-user queue."""
-    from django.db.models import Count
-
-    return (
-        Connector.objects.restrict(actor, "manage")
-        .annotate(unmapped_waiting=Count("unmapped", filter=Q(unmapped__resolved_at__isnull=True)))
-        .order_by("name", "pk")
-    )
-
-
-def connector_recent_failures(connector: Connector, *, limit: int = 10) -> list:
-    """The latest inbound events that failed, newest first (the connector page's health)."""
-    from connectors.models import InboundEvent
-
-    return list(
-        InboundEvent.objects.filter(connector=connector, status=InboundEvent.Status.FAILED)
-        .only("id", "event_key", "kind", "sender_id", "received_at", "attempts", "error")
-        .order_by("-received_at")[:limit]
-    )
+# --- credential test -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -632,82 +368,3 @@ def connector_test_credentials(
             },
         )
     return result
-
-
-def unmapped_queue(actor: Actor, connector: Connector):
-    """Platform users waiting to be mapped (or dismissed) on this connector, latest first."""
-    return UnmappedIdentity.objects.restrict(actor, "manage").filter(
-        connector=connector, resolved_at__isnull=True
-    )
-
-
-@transaction.atomic
-def unmapped_identity_map(
-    *, actor: Actor, unmapped: UnmappedIdentity, member: Member
-) -> IMIdentity:
-    """Link a queued platform user to a member; the next message reaches the member's agent."""
-    connector = unmapped.connector
-    actor.require("connector.manage", connector)
-    if member.organization_id != connector.organization_id:
-        raise InvalidInput("That member belongs to another organization.")
-    if member.status != Member.Status.ACTIVE:
-        raise InvalidInput(
-            f"{member.display_name} is not active.",
-            details={"member": ["Choose an active member."]},
-        )
-    existing = (
-        IMIdentity.objects.filter(
-            organization_id=connector.organization_id,
-            platform=connector.platform,
-            platform_user_id=unmapped.platform_user_id,
-            tenant_key="",
-        )
-        .select_related("member")
-        .first()
-    )
-    if existing is not None and existing.member_id != member.pk:
-        raise Conflict(
-            f"This account is already mapped to {existing.member.display_name}.",
-            details={"member": ["Unlink it on that member's page first."]},
-        )
-    identity = existing
-    if identity is None:
-        try:
-            with transaction.atomic():
-                identity = IMIdentity.objects.create(
-                    organization_id=connector.organization_id,
-                    member=member,
-                    platform=connector.platform,
-                    platform_user_id=unmapped.platform_user_id,
-                    display_name=unmapped.display_name[:150],
-                )
-        except IntegrityError:
-            raise Conflict("This account was mapped by someone else meanwhile.") from None
-        audit.record(
-            actor=actor,
-            action="member.identity_add",
-            target=member,
-            after={
-                "platform": connector.platform,
-                "platform_user_id": unmapped.platform_user_id,
-                "matched_by": "unmapped queue",
-                "connector": connector.pk,
-            },
-        )
-    unmapped.resolved_at = timezone.now()
-    unmapped.save(update_fields=["resolved_at"])
-    return identity
-
-
-@transaction.atomic
-def unmapped_identity_dismiss(*, actor: Actor, unmapped: UnmappedIdentity) -> None:
-    """Take a platform user off the queue without mapping them (they return if they write)."""
-    actor.require("connector.manage", unmapped.connector)
-    unmapped.resolved_at = timezone.now()
-    unmapped.save(update_fields=["resolved_at"])
-    audit.record(
-        actor=actor,
-        action="connector.unmapped_dismiss",
-        target=unmapped.connector,
-        changes={"platform_user_id": unmapped.platform_user_id},
-    )

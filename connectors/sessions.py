@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from connectors import services
+from connectors import identities
 from connectors.base import ParsedEvent
 from connectors.models import Connector, InboundEvent
 from connectors.sending import transport_for
@@ -139,7 +139,7 @@ def resolve_sender(connector: Connector, message: ParsedEvent, batch: Batch | No
 
 
 def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: Batch):
-    member = services.identity_resolve(
+    member = identities.identity_resolve(
         connector,
         platform_user_id=message.sender_id,
         tenant_key=message.tenant_key,
@@ -161,7 +161,7 @@ def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: 
     message.sender_name = message.sender_name or profile.get("name", "")
     if not (message.sender_email or message.sender_mobile):
         return None
-    return services.identity_resolve(
+    return identities.identity_resolve(
         connector,
         platform_user_id=message.sender_id,
         tenant_key=message.tenant_key,

@@ -41,6 +41,7 @@ from connectors.base import (
     SignatureInvalid,
     registry,
 )
+from connectors.inbound import inbound_store
 from connectors.models import Connector
 from connectors.threadpool import ConnectionThreads
 
@@ -138,9 +139,7 @@ def inbound_handle(platform: str, public_id: str, request: InboundRequest) -> Re
 
     decisions: dict[str, DecisionOutcome] = {}
     if events:
-        stored = services.inbound_store(
-            connector, events, notify_refusals=not adapter.ack_shows_decisions
-        )
+        stored = inbound_store(connector, events, notify_refusals=not adapter.ack_shows_decisions)
         decisions = {item.event.event_key: item.decision for item in stored if item.decision}
     return adapter.acknowledge(verified, events, decisions)
 

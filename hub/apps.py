@@ -19,7 +19,7 @@ class HubConfig(AppConfig):
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
         from cadre.agents.services import AGENTS_PROVISIONED
         from cadre.governance.alerts import ALERT_EVALUATORS
-        from hub import runtime  # noqa: F401 - registers the hook loading installed skills
+        from hub import hooks  # noqa: F401 - registers the hook loading installed skills
         from hub.distribution import installs_sync
         from hub.outcomes import skill_version_drop_alerts
 

@@ -1,4 +1,4 @@
-"""Upload tickets of the ClawHub-compatible publish flow, and their periodic cleanup.
+"""Upload tickets of the ClawHub-compatible publish flow: asking, uploading, publishing, cleanup.
 
 `clawhub publish` asks for one ticket per file (`POST /api/v1/skills/-/upload-url`), sends the
 file's bytes to the ticket's URL, then publishes the version from the tickets
@@ -14,21 +14,125 @@ and the publish that used them is audited on its own.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from datetime import datetime
+import secrets
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
+from cadre.errors import InvalidInput, NotFound
 from cadre.governance import audit
-from cadre.tenancy.actors import system_actor
+from cadre.tenancy.actors import Actor, system_actor
 from cadre.tenancy.models import Organization
+from hub import services
+from hub.bundles import LIMITS, bundle_from_files, content_type_for, safe_path
 from hub.models import UploadTicket
 
 logger = logging.getLogger(__name__)
 
 UPLOAD_TICKET_MINUTES = 30
 PURGE_BATCH = 5000  # tickets per organization and transaction; the rest go in the next batch
+
+
+def upload_ticket_create(
+    *, actor: Actor, path: str, size, sha256: str, content_type: str = ""
+) -> UploadTicket:
+    """A ticket for one file of a coming publish: its path, size and SHA-256 announced."""
+    actor.require("skill.publish")
+    path = safe_path(path)
+    sha256 = sha256.lower()
+    if not isinstance(size, int) or size < 0 or size > LIMITS.max_file_bytes:
+        raise InvalidInput(f"size must be 0..{LIMITS.max_file_bytes} bytes.")
+    if len(sha256) != 64:
+        raise InvalidInput("sha256 must be 64 hex characters.")
+    # Expired and abandoned tickets are removed by the beat task `upload_tickets_purge`.
+    return UploadTicket.objects.create(
+        organization=actor.organization,
+        ticket=secrets.token_urlsafe(24),
+        path=path,
+        size=size,
+        sha256=sha256,
+        content_type=(content_type or content_type_for(path))[:128],
+        created_by=actor.member,
+        expires_at=timezone.now() + timedelta(minutes=UPLOAD_TICKET_MINUTES),
+    )
+
+
+def upload_ticket_receive(
+    *, actor: Actor, ticket: str, read: Callable[[int], bytes]
+) -> UploadTicket:
+    """Store one ticketed file's bytes, read with `read(limit)` while the ticket is locked."""
+    actor.require("skill.publish")
+    with transaction.atomic():
+        found = (
+            UploadTicket.objects.select_for_update()
+            .filter(organization=actor.organization, ticket=ticket, expires_at__gt=timezone.now())
+            .first()
+        )
+        if found is None:
+            raise NotFound("Upload ticket not found or expired.")
+        content = read(LIMITS.max_file_bytes + 1)
+        if len(content) != found.size:
+            raise InvalidInput(f"Expected {found.size} bytes, got {len(content)}.")
+        if hashlib.sha256(content).hexdigest() != found.sha256:
+            raise InvalidInput("The uploaded bytes do not match the announced sha256.")
+        found.content, found.uploaded_at = content, timezone.now()
+        found.save(update_fields=["content", "uploaded_at"])
+    return found
+
+
+def upload_tickets_publish(
+    *,
+    actor: Actor,
+    slug: str,
+    version: str,
+    files: list,
+    namespace: str | None = None,
+    changelog: str = "",
+    display_name: str = "",
+    tags: list[str] | tuple[str, ...] = (),
+) -> services.PublishOutcome:
+    """Publish a version from uploaded files (`{path, uploadTicket}` each), then consume
+    their tickets."""
+    if len(files) > LIMITS.max_files:
+        raise InvalidInput(f"At most {LIMITS.max_files} files.")
+    tickets = {
+        ticket.ticket: ticket
+        for ticket in UploadTicket.objects.filter(
+            organization=actor.organization,
+            ticket__in=[
+                str(f.get("uploadTicket") or f.get("storageId"))
+                for f in files
+                if isinstance(f, dict)
+            ],
+            uploaded_at__isnull=False,
+            expires_at__gt=timezone.now(),
+        )
+    }
+    contents: dict[str, bytes] = {}
+    for entry in files:
+        if not isinstance(entry, dict):
+            raise InvalidInput("Each file is an object.")
+        ticket = tickets.get(str(entry.get("uploadTicket") or entry.get("storageId")))
+        if ticket is None or ticket.path != entry.get("path"):
+            raise InvalidInput(f"No finished upload for {entry.get('path')!r}.")
+        contents[ticket.path] = bytes(ticket.content)
+    bundle = bundle_from_files(contents, folder_name=slug)
+    outcome = services.package_publish(
+        actor=actor,
+        bundle=bundle,
+        version=version,
+        namespace=namespace,
+        name=slug,
+        changelog=changelog,
+        display_name=display_name,
+        tags=tags,
+    )
+    UploadTicket.objects.filter(pk__in=[t.pk for t in tickets.values()]).delete()
+    return outcome
 
 
 def expired_tickets(now: datetime | None = None):

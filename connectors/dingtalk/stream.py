@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from connectors import services
+from connectors import inbound
 from connectors.base import InboundRequest, PayloadInvalid, Verified, platform_for
 from connectors.models import Connector
 
@@ -34,7 +34,7 @@ def receive(connector_id: int, data: dict) -> dict:
     except PayloadInvalid as error:
         logger.warning("connectors: unreadable DingTalk stream message: %s", error)
         return {"ok": False, "error": str(error)}
-    stored = services.inbound_store(connector, [event], notify_refusals=False)[0]
+    stored = inbound.inbound_store(connector, [event], notify_refusals=False)[0]
     if stored.decision is not None:
         return {
             "cardUpdateOptions": {"updateCardDataByKey": True},

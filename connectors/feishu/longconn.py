@@ -4,7 +4,7 @@
 and secret, then holds a websocket to it and reconnects by itself. Each event arrives as a frame
 carrying the same JSON an HTTP callback would (in plaintext: the connection is authenticated by
 the app credentials over TLS, so there is no signature to check). `receive` puts it through the
-HTTP path's own `FeishuPlatform.parse` and `services.inbound_store` — de-duplication on the
+HTTP path's own `FeishuPlatform.parse` and `inbound.inbound_store` — de-duplication on the
 event id, single-use card tokens, the task enqueued on commit — and the frame's answer carries
 what the HTTP acknowledgement would (a card click's toast). A failure to store answers the frame
 with an error, so Feishu delivers the event again.
@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from connectors import services
+from connectors import inbound
 from connectors.base import InboundRequest, PayloadInvalid, Verified, platform_for
 from connectors.models import Connector
 
@@ -56,7 +56,7 @@ def receive(connector_id: int, data: dict) -> dict:
         return {}
     if not events:
         return {}
-    stored = services.inbound_store(connector, events, notify_refusals=False)
+    stored = inbound.inbound_store(connector, events, notify_refusals=False)
     decisions = {item.event.event_key: item.decision for item in stored if item.decision}
     reply = platform.acknowledge(verified, events, decisions)
     return json.loads(reply.body or b"{}")

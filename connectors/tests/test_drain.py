@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from connectors import drain, services
+from connectors import drain, inbound
 from connectors.base import ParsedEvent
 from connectors.models import InboundEvent, OutboundMessage
 from connectors.tests.helpers import make_connector
@@ -38,7 +38,7 @@ def store(connector, count: int, *, sender: str = "u-bob", prefix: str = "evt") 
         event = ParsedEvent(
             event_key=f"{prefix}-{number}", sender_id=sender, chat_id="c-1", text=f"hello {number}"
         )
-        ids += [item.event_id for item in services.inbound_store(connector, [event])]
+        ids += [item.event_id for item in inbound.inbound_store(connector, [event])]
     return ids
 
 

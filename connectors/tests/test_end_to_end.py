@@ -502,7 +502,7 @@ def test_unmapped_user_gets_a_polite_reply_and_admins_a_notice(
     assert InboundEvent.objects.get(kind="message").status == "unmapped"
     assert UnmappedIdentity.objects.get().platform_user_id == stranger
     assert ConnectorNotice.objects.filter(kind="unmapped_user").count() == 1
-    assert driver.replies() == [dispatch.services.UNMAPPED_REPLY]
+    assert driver.replies() == [dispatch.identities.UNMAPPED_REPLY]
     assert not Run.objects.exists()
 
 

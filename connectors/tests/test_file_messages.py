@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from connectors import services
+from connectors import inbound
 from connectors.attachments import AttachmentError, AttachmentTooLarge, attachment_download
 from connectors.base import InboundRequest, Verified, platform_for
 from connectors.dingtalk import stream
@@ -29,7 +29,7 @@ PDF = b"%PDF-1.7 quarterly report" * 10
 
 def store(connector, data) -> InboundEvent:
     events = platform_for(connector).parse(Verified(data, REQUEST))
-    [stored] = services.inbound_store(connector, events)
+    [stored] = inbound.inbound_store(connector, events)
     return InboundEvent.objects.get(pk=stored.event_id)
 
 

@@ -10,7 +10,7 @@ from cadre.agents.models import Run
 from cadre.errors import Conflict, InvalidInput
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IMIdentity, Member
-from connectors import services
+from connectors import identities, selectors
 from connectors.identity_import import MAX_ROWS, identity_import_apply, identity_import_plan
 from connectors.models import InboundEvent, UnmappedIdentity
 from connectors.tests.helpers import make_connector, webhook_post
@@ -51,7 +51,7 @@ def test_members_are_found_by_email_employee_number_or_mobile(alice, make_member
     result = identity_import_apply(actor=member_actor(alice), connector=slack, data=text.encode())
     assert result.created == 3
     assert IMIdentity.objects.get(platform_user_id="U01").display_name == "Dana"
-    assert services.identity_resolve(slack, platform_user_id="U03") == by_mobile
+    assert identities.identity_resolve(slack, platform_user_id="U03") == by_mobile
 
 
 def test_every_bad_row_is_reported_with_its_line(alice, bob, make_member, slack):
@@ -137,7 +137,7 @@ def test_mapping_conflicts_with_an_account_already_mapped_to_someone_else(
         organization=alice.organization, connector=slack, platform_user_id="U7"
     )
     with pytest.raises(Conflict):
-        services.unmapped_identity_map(actor=member_actor(alice), unmapped=row, member=bob)
+        identities.unmapped_identity_map(actor=member_actor(alice), unmapped=row, member=bob)
     row.refresh_from_db()
     assert row.resolved_at is None
 
@@ -176,10 +176,10 @@ def test_a_mapped_user_next_message_reaches_the_members_agent(
 
     assert message("evt-1").status == "unmapped"
     queued = UnmappedIdentity.objects.get(connector=connector)
-    assert list(services.unmapped_queue(member_actor(alice), connector)) == [queued]
+    assert list(selectors.unmapped_queue(member_actor(alice), connector)) == [queued]
 
-    services.unmapped_identity_map(actor=member_actor(alice), unmapped=queued, member=bob)
-    assert not services.unmapped_queue(member_actor(alice), connector).exists()
+    identities.unmapped_identity_map(actor=member_actor(alice), unmapped=queued, member=bob)
+    assert not selectors.unmapped_queue(member_actor(alice), connector).exists()
 
     event = message("evt-2")
     assert event.status == "processed" and event.member_id == bob.pk

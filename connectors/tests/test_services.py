@@ -9,7 +9,7 @@ from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IMIdentity
-from connectors import services
+from connectors import identities, services
 from connectors.base import ParsedEvent
 from connectors.models import ConnectorNotice, UnmappedIdentity
 from connectors.tests.helpers import make_connector
@@ -98,12 +98,14 @@ def test_binding_refuses_objects_of_another_organization(alice, charlie):
 def test_identity_resolves_by_platform_user_id_first(alice, bob):
     connector = make_connector(alice, "feishu", CREDS)
     IMIdentityFactory(member=bob, platform="feishu", platform_user_id="ou_bob")
-    assert services.identity_resolve(connector, platform_user_id="ou_bob") == bob
+    assert identities.identity_resolve(connector, platform_user_id="ou_bob") == bob
 
 
 def test_identity_resolves_by_email_then_remembers_the_link(alice, bob):
     connector = make_connector(alice, "feishu", CREDS)
-    member = services.identity_resolve(connector, platform_user_id="ou_new", email="BOB@acme.test")
+    member = identities.identity_resolve(
+        connector, platform_user_id="ou_new", email="BOB@acme.test"
+    )
     assert member == bob
     assert IMIdentity.objects.filter(member=bob, platform_user_id="ou_new").exists()
     assert AuditEvent.objects.filter(action="member.identity_add").exists()
@@ -112,7 +114,9 @@ def test_identity_resolves_by_email_then_remembers_the_link(alice, bob):
 def test_identity_resolves_by_mobile_with_country_code(alice, make_member):
     carol = make_member(display_name="Carol", mobile="138-0013-8000")
     connector = make_connector(alice, "feishu", CREDS)
-    member = services.identity_resolve(connector, platform_user_id="ou_c", mobile="+86 13800138000")
+    member = identities.identity_resolve(
+        connector, platform_user_id="ou_c", mobile="+86 13800138000"
+    )
     assert member == carol
 
 
@@ -120,7 +124,7 @@ def test_identity_never_crosses_organizations(alice, charlie):
     connector = make_connector(alice, "feishu", CREDS)
     IMIdentityFactory(member=charlie, platform="feishu", platform_user_id="ou_charlie")
     assert (
-        services.identity_resolve(
+        identities.identity_resolve(
             connector, platform_user_id="ou_charlie", email="charlie@globex.test"
         )
         is None
@@ -132,14 +136,14 @@ def test_deactivated_member_does_not_resolve(alice, bob):
     IMIdentityFactory(member=bob, platform="feishu", platform_user_id="ou_bob")
     bob.status = "deactivated"
     bob.save()
-    assert services.identity_resolve(connector, platform_user_id="ou_bob") is None
+    assert identities.identity_resolve(connector, platform_user_id="ou_bob") is None
 
 
 def test_unmapped_user_is_queued_once_and_admins_notified_once(alice):
     connector = make_connector(alice, "feishu", CREDS)
     event = ParsedEvent(event_key="e", sender_id="ou_x", sender_name="Xavier")
-    services.unmapped_record(connector, event)
-    services.unmapped_record(connector, event)
+    identities.unmapped_record(connector, event)
+    identities.unmapped_record(connector, event)
     row = UnmappedIdentity.objects.get()
     assert (row.platform_user_id, row.message_count) == ("ou_x", 2)
     assert ConnectorNotice.objects.filter(kind="unmapped_user").count() == 1

@@ -10,15 +10,9 @@ shows as its error message. Timestamps are milliseconds since the epoch, as Claw
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-from datetime import timedelta
-
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Prefetch
 from django.http import HttpResponse, JsonResponse
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
@@ -27,11 +21,10 @@ from rest_framework.views import APIView
 from cadre.api.permissions import IsOrganizationActor
 from cadre.errors import InvalidInput, NotFound
 from cadre.tenancy.authentication import ApiKeyAuthentication, SessionAuthentication
-from hub import selectors, services
+from hub import selectors, services, uploads
 from hub.api.views import integrity_headers, version_bundle
-from hub.bundles import LIMITS, bundle_from_files, content_type_for, safe_path, write_zip
-from hub.models import DistTag, SkillPackage, SkillVersion, UploadTicket
-from hub.uploads import UPLOAD_TICKET_MINUTES
+from hub.bundles import write_zip
+from hub.models import DistTag, SkillPackage, SkillVersion
 
 
 class ClawHubUploadUrl(serializers.Serializer):
@@ -277,42 +270,17 @@ class SkillsView(ClawHubView):
         files = data.get("files")
         if not slug or not version or not isinstance(files, list) or not files:
             raise InvalidInput("slug, version and files are required.")
-        if len(files) > LIMITS.max_files:
-            raise InvalidInput(f"At most {LIMITS.max_files} files.")
-        tickets = {
-            ticket.ticket: ticket
-            for ticket in UploadTicket.objects.filter(
-                organization=request.actor.organization,
-                ticket__in=[
-                    str(f.get("uploadTicket") or f.get("storageId"))
-                    for f in files
-                    if isinstance(f, dict)
-                ],
-                uploaded_at__isnull=False,
-                expires_at__gt=timezone.now(),
-            )
-        }
-        contents: dict[str, bytes] = {}
-        for entry in files:
-            if not isinstance(entry, dict):
-                raise InvalidInput("Each file is an object.")
-            ticket = tickets.get(str(entry.get("uploadTicket") or entry.get("storageId")))
-            if ticket is None or ticket.path != entry.get("path"):
-                raise InvalidInput(f"No finished upload for {entry.get('path')!r}.")
-            contents[ticket.path] = bytes(ticket.content)
-        bundle = bundle_from_files(contents, folder_name=slug)
         tags = [t for t in data.get("tags") or [] if isinstance(t, str) and t != "latest"]
-        outcome = services.package_publish(
+        outcome = uploads.upload_tickets_publish(
             actor=request.actor,
-            bundle=bundle,
+            slug=slug,
             version=version,
+            files=files,
             namespace=str(data.get("ownerHandle") or "") or None,
-            name=slug,
             changelog=str(data.get("changelog") or ""),
             display_name=str(data.get("displayName") or ""),
             tags=tags,
         )
-        UploadTicket.objects.filter(pk__in=[t.pk for t in tickets.values()]).delete()
         published = outcome.version.status == SkillVersion.Status.PUBLISHED
         return Response(
             {
@@ -331,25 +299,14 @@ class UploadUrlView(ClawHubView):
         operation_id="clawhub_upload_url", request=ClawHubUploadUrl, responses={200: dict}
     )
     def post(self, request):
-        request.actor.require("skill.publish")
         data = request.data if isinstance(request.data, dict) else {}
-        path = safe_path(str(data.get("path") or ""))
-        size, sha256 = data.get("size"), str(data.get("sha256") or "").lower()
-        if not isinstance(size, int) or size < 0 or size > LIMITS.max_file_bytes:
-            raise InvalidInput(f"size must be 0..{LIMITS.max_file_bytes} bytes.")
-        if len(sha256) != 64:
-            raise InvalidInput("sha256 must be 64 hex characters.")
-        ticket = UploadTicket.objects.create(
-            organization=request.actor.organization,
-            ticket=secrets.token_urlsafe(24),
-            path=path,
-            size=size,
-            sha256=sha256,
-            content_type=str(data.get("contentType") or content_type_for(path))[:128],
-            created_by=request.actor.member,
-            expires_at=timezone.now() + timedelta(minutes=UPLOAD_TICKET_MINUTES),
+        ticket = uploads.upload_ticket_create(
+            actor=request.actor,
+            path=str(data.get("path") or ""),
+            size=data.get("size"),
+            sha256=str(data.get("sha256") or ""),
+            content_type=str(data.get("contentType") or ""),
         )
-        # Expired and abandoned tickets are removed by the beat task `upload_tickets_purge`.
         upload_url = f"{settings.CADRE_BASE_URL}/api/v1/hub/uploads/{ticket.ticket}"
         return Response({"uploadUrl": upload_url, "uploadTicket": ticket.ticket})
 
@@ -363,26 +320,9 @@ class UploadView(ClawHubView):
         responses={200: dict},
     )
     def post(self, request, ticket):
-        request.actor.require("skill.publish")
-        with transaction.atomic():
-            found = (
-                UploadTicket.objects.select_for_update()
-                .filter(
-                    organization=request.actor.organization,
-                    ticket=ticket,
-                    expires_at__gt=timezone.now(),
-                )
-                .first()
-            )
-            if found is None:
-                raise NotFound("Upload ticket not found or expired.")
-            content = request._request.read(LIMITS.max_file_bytes + 1)
-            if len(content) != found.size:
-                raise InvalidInput(f"Expected {found.size} bytes, got {len(content)}.")
-            if hashlib.sha256(content).hexdigest() != found.sha256:
-                raise InvalidInput("The uploaded bytes do not match the announced sha256.")
-            found.content, found.uploaded_at = content, timezone.now()
-            found.save(update_fields=["content", "uploaded_at"])
+        found = uploads.upload_ticket_receive(
+            actor=request.actor, ticket=ticket, read=request._request.read
+        )
         return Response({"storageId": found.ticket})
 
 

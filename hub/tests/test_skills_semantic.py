@@ -11,7 +11,7 @@ from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
 from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor
-from hub import runtime as skills_runtime
+from hub import hooks as skill_hooks
 from hub.models import SkillUsage
 from hub.tests.agent_setup import deploy, template_with_skills
 from hub.tests.factories import publish
@@ -76,8 +76,8 @@ def _run(bob, agent, text: str) -> Run:
 
 
 def _shares_no_word(text: str, name: str) -> bool:
-    words = skills_runtime._words(text)
-    return skills_runtime.lexical_score(words, name, SKILLS[name][0]) == 0
+    words = skill_hooks._words(text)
+    return skill_hooks.lexical_score(words, name, SKILLS[name][0]) == 0
 
 
 def _bodies(run) -> dict[str, tuple[bool, str]]:
@@ -145,13 +145,13 @@ UNRELATED = [
 
 def _scores(text: str) -> dict[str, float]:
     described = [f"@acme/{name}: {description}" for name, (description, _) in SKILLS.items()]
-    scores = skills_runtime._semantic_scores(text, described)
+    scores = skill_hooks._semantic_scores(text, described)
     assert scores is not None, "the local embedding model is not available"
     return dict(zip(SKILLS, scores, strict=True))
 
 
 def test_the_threshold_separates_paraphrases_from_unrelated_requests():
-    threshold = skills_runtime.SEMANTIC_THRESHOLD
+    threshold = skill_hooks.SEMANTIC_THRESHOLD
     for name, text in PARAPHRASES:
         assert _shares_no_word(text, name), text
         scores = _scores(text)

@@ -13,8 +13,9 @@ from cadre.agents import services
 from cadre.agents.models import Run, ToolEffect
 from cadre.agents.runtime import crashpoints, engine
 from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.context import ContextPieces, estimate_tokens, fit
+from cadre.agents.runtime.context import ContextPieces, fit
 from cadre.agents.tools.builtins import host_allowed
+from cadre.llm import estimate_tokens
 from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import publish
 

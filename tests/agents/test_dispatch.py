@@ -11,6 +11,7 @@ from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance.models import AuditEvent
+from cadre.tenancy import services as tenancy_services
 from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import publish
 from tests.factories import MemberFactory
@@ -142,6 +143,27 @@ def test_deactivating_a_member_stops_their_agents_and_runs(
     assert AuditEvent.objects.filter(action="agent.stop", target_id=str(bob_agent.pk)).exists()
     with pytest.raises(Conflict):
         runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="again")
+
+
+def test_member_deactivation_stops_their_agents_through_the_registered_listener(
+    owner, deployment, bob, bob_agent
+):
+    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hello")
+    tenancy_services.member_deactivate(actor=owner, member=bob, reason="left")
+    bob_agent.refresh_from_db()
+    run.refresh_from_db()
+    assert bob_agent.status == Agent.Status.STOPPED and bob_agent.stop_reason == "left"
+    assert run.status == Run.Status.CANCELLED
+
+
+def test_member_deactivation_with_no_listener_stops_no_agent(owner, deployment, bob, bob_agent):
+    with tenancy_services.member_deactivated.overridden():
+        tenancy_services.member_deactivate(actor=owner, member=bob)
+    bob.refresh_from_db()
+    bob_agent.refresh_from_db()
+    assert bob.status == "deactivated"
+    assert bob_agent.status == Agent.Status.ACTIVE
+    assert not AuditEvent.objects.filter(action="agent.stop").exists()
 
 
 def test_runtime_refuses_to_run_for_a_deactivated_member(deployment, bob, bob_agent):

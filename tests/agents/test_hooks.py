@@ -107,7 +107,7 @@ def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
 
 def test_unconfigured_points_run_the_default_hooks():
     assert [h.name for h, _ in hooks_for({}, "on_init")] == ["input_policy"]
-    # "skills" is the Hub's hook (hub/runtime.py): installed skills into the context.
+    # "skills" is the Hub's hook (hub/hooks.py): installed skills into the context.
     assert [h.name for h, _ in hooks_for({}, "assemble_context")] == ["memory_retrieval", "skills"]
     assert [h.name for h, _ in hooks_for({"on_init": []}, "on_init")] == []
 

@@ -10,13 +10,13 @@ from django.db import connection
 
 from cadre.agents import services
 from cadre.agents.models import Run
-from cadre.agents.providers import ToolCall
-from cadre.agents.providers.anthropic import AnthropicProvider
-from cadre.agents.providers.offline import OfflineProvider
-from cadre.agents.providers.openai_compatible import OpenAICompatibleProvider
 from cadre.agents.runtime import crashpoints, engine
 from cadre.agents.runtime import services as runtime
 from cadre.governance.models import AuditEvent
+from cadre.llm import ToolCall
+from cadre.llm.anthropic import AnthropicProvider
+from cadre.llm.offline import OfflineProvider
+from cadre.llm.openai_compatible import OpenAICompatibleProvider
 from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import publish
 from tests.agents.fake_models import FakeModelServer
@@ -150,7 +150,7 @@ def test_anthropic_streaming_text_and_tool_use():
 
 
 def test_anthropic_merges_tool_results_into_one_user_turn():
-    from cadre.agents.providers.anthropic import to_anthropic
+    from cadre.llm.anthropic import to_anthropic
 
     system, messages = to_anthropic(
         [

@@ -89,31 +89,6 @@ def test_outsider_gets_404_for_other_org_pages(alice, charlie, browser):
     assert "This page does not exist" in page
 
 
-@pytest.mark.parametrize(
-    ("area", "url_name"),
-    [
-        ("templates", "console:templates"),
-        ("deployments", "console:deployments"),
-        ("agents", "console:agents"),
-        ("chat", "console:chat"),
-        ("hub", "console:hub"),
-        ("reviews", "console:skill_reviews"),
-        ("confirmations", "console:confirmations"),
-        ("policies", "console:policies"),
-        ("alerts", "console:alerts"),
-        ("connectors", "console:connectors"),
-    ],
-)
-def test_an_area_with_a_built_page_sends_there(alice, browser, area, url_name):
-    response = browser(alice).get(reverse("console:area", args=[area]))
-    assert response.status_code == 302
-    assert response["Location"] == reverse(url_name)
-
-
-def test_unknown_area_is_404(alice, browser):
-    assert browser(alice).get(reverse("console:area", args=["nonsense"])).status_code == 404
-
-
 def test_user_without_membership_is_told_so(browser, db):
     from tests.factories import UserFactory
 

@@ -11,6 +11,7 @@ from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IMIdentity
 from connectors import services
+from connectors.identities import identity_resolve
 from connectors.models import UnmappedIdentity
 
 pytestmark = pytest.mark.django_db
@@ -112,7 +113,7 @@ def test_mapping_a_queued_user_removes_them_from_the_queue(alice, bob, browser, 
     assert row.resolved_at is not None
     page = client.get(identities).content.decode()
     assert "Nobody is waiting." in page
-    assert services.identity_resolve(feishu, platform_user_id="ou_newbie") == bob
+    assert identity_resolve(feishu, platform_user_id="ou_newbie") == bob
     assert AuditEvent.objects.filter(action="member.identity_add", target_id=str(bob.pk)).exists()
 
 

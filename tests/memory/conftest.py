@@ -123,15 +123,17 @@ class FakeModelServer:
 
 @pytest.fixture
 def fake_model(monkeypatch):
-    """Start a fake model server answering with `answer`; CADRE_MEMORY_LLM_* point at it."""
+    """Start a fake model server answering with `answer`; memory's provider configuration
+    (CADRE_MEMORY_PROVIDER_*) points at it."""
     servers = []
 
     def start(answer):
         server = FakeModelServer(answer)
         servers.append(server)
-        monkeypatch.setenv("CADRE_MEMORY_LLM_BASE_URL", server.base_url)
-        monkeypatch.setenv("CADRE_MEMORY_LLM_MODEL", "fake-memory-model")
-        monkeypatch.setenv("CADRE_MEMORY_LLM_API_KEY", "sk-test-key")
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_KIND", "openai_compatible")
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_BASE_URL", server.base_url)
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_MODEL", "fake-memory-model")
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_API_KEY", "sk-test-key")
         return server
 
     yield start

@@ -15,6 +15,7 @@ from django.db import connection
 
 from cadre.memory import embeddings, search
 from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
+from cadre.memory.text import lexical_document
 
 FAKE_DIMENSION = 8
 
@@ -111,7 +112,7 @@ def remember(org, content: str, scope_key: str = "agent:1", **fields) -> Memory:
         scope_id=1,
         scope_key=scope_key,
         content=content,
-        search_text=search.lexical_document(content),
+        search_text=lexical_document(content),
         content_hash=hashlib.sha256(content.encode()).hexdigest(),
         **fields,
     )

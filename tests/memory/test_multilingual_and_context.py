@@ -4,9 +4,9 @@ recall, and a search made for a model call leaves a ContextRecord that traces bo
 
 from __future__ import annotations
 
+from cadre.llm import estimate_tokens
 from cadre.memory import selectors, services
 from cadre.memory.models import ContextRecord, ContextRecordItem
-from cadre.memory.selectors import estimate_tokens
 from tests.memory.conftest import actor
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from cadre.memory import embeddings, search
 from cadre.memory.models import Memory, MemoryEmbedding
+from cadre.memory.text import lexical_document
 from tests.factories import OrganizationFactory
 
 
@@ -26,7 +27,7 @@ def remember(org, content: str, *, scope_key: str = "agent:1", **fields) -> Memo
         scope_key=scope_key,
         content=content,
         attributes=attributes,
-        search_text=search.lexical_document(content, attributes),
+        search_text=lexical_document(content, attributes),
         content_hash=hashlib.sha256(content.encode()).hexdigest(),
         **fields,
     )
@@ -46,9 +47,7 @@ def find(org, query: str, *, mode: str = "lexical", scope_keys=("agent:1",), **k
 
 
 def test_lexical_document_segments_chinese_and_keeps_english_tokens():
-    document = search.lexical_document(
-        "每周一把周报发给李伟, Q3预算 Review!", {"speaker": "Zhang San"}
-    )
+    document = lexical_document("每周一把周报发给李伟, Q3预算 Review!", {"speaker": "Zhang San"})
     tokens = document.split()
     for token in ("周报", "发给", "李伟", "q3", "预算", "review", "zhang", "san"):
         assert token in tokens
@@ -56,7 +55,7 @@ def test_lexical_document_segments_chinese_and_keeps_english_tokens():
 
 
 def test_lexical_document_adds_date_words_from_attributes():
-    document = search.lexical_document("Went hiking", {"session_date": "2023-05-08T13:56:00"})
+    document = lexical_document("Went hiking", {"session_date": "2023-05-08T13:56:00"})
     assert {"may", "2023", "8"} <= set(document.split())
 
 

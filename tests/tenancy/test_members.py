@@ -162,6 +162,30 @@ def test_deactivation_revokes_pending_invitations(alice):
     assert invitation.state == "revoked"
 
 
+def test_deactivation_works_without_listeners_and_tells_each_in_its_transaction(alice, bob):
+    with services.member_deactivated.overridden():
+        services.member_deactivate(actor=member_actor(alice), member=bob)
+    bob.refresh_from_db()
+    assert bob.status == "deactivated"
+
+    told = []
+    carol = MemberFactory(organization=alice.organization)
+    with services.member_deactivated.overridden([lambda **kw: told.append(kw)]):
+        services.member_deactivate(actor=member_actor(alice), member=carol, reason="left")
+    assert [(kw["member"].pk, kw["reason"]) for kw in told] == [(carol.pk, "left")]
+
+    def refuse(**kw):
+        raise Conflict("no")
+
+    dave = MemberFactory(organization=alice.organization)
+    with services.member_deactivated.overridden([refuse]), pytest.raises(Conflict):
+        services.member_deactivate(actor=member_actor(alice), member=dave)
+    dave.refresh_from_db()
+    assert dave.status == Member.Status.ACTIVE
+    deactivations = AuditEvent.objects.filter(action="member.deactivate", target_id=str(dave.pk))
+    assert not deactivations.exists()
+
+
 def test_cannot_deactivate_yourself(alice, make_member, client_for):
     make_member(roles=["owner"])
     response = client_for(alice).post(f"/api/v1/members/{alice.pk}/deactivate/", {}, format="json")

@@ -2,11 +2,11 @@
 their own agents, live.
 
 Connect: the signed-in member must own the session (another member's session, or another
-organization's, is refused with close code 4404; no sign-in, 4401). The consumer then forwards
-the session's run events — the same `RunEvent` rows the SSE endpoint of the runs API streams —
-as they are written, by polling them (the runtime writes rows, it does not push to a group):
-every POLL_ACTIVE_SECONDS while a run of the session is unfinished, every POLL_IDLE_SECONDS
-otherwise, one indexed query on the newest events each time.
+organization's, is refused with close code 4404; no sign-in, 4401). The consumer then joins the
+session's group (`cadre.agents.live`), reads the session's `RunEvent` rows after its cursor once
+to catch up (the `after` query parameter on a reconnect), and afterwards forwards the events the
+runtime pushes to the group as they commit — the same rows the SSE endpoint of the runs API
+streams. The cursor drops what was already sent, so nothing arrives twice or out of order.
 
 Frames sent:
     {"type": "ready", "session": id, "after": last event id already known}
@@ -25,19 +25,14 @@ Frames received:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-logger = logging.getLogger(__name__)
+from cadre.agents.live import event_frame, session_group
 
-POLL_ACTIVE_SECONDS = 0.2
-POLL_IDLE_SECONDS = 1.5
-MAX_EVENTS_PER_POLL = 200
+CATCH_UP_PAGE = 200
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 
@@ -111,41 +106,35 @@ def _confirmation_item(confirmation, member_id: int) -> dict:
 
 
 @database_sync_to_async
-def _events_after(session_id: int, member_id: int, after: int) -> tuple[list[dict], bool]:
-    """New events of the session's runs (oldest first) and whether a run is unfinished."""
-    from cadre.agents.models import Run, RunEvent
-    from cadre.governance.models import Confirmation
+def _events_after(session_id: int, member_id: int, after: int) -> list[dict]:
+    """Up to CATCH_UP_PAGE events of the session's runs after `after`, oldest first."""
+    from cadre.agents.models import RunEvent
 
     # `id > after` keeps the scan to the newest rows of the table; the join narrows them to
     # this session.
-    events = list(
-        RunEvent.objects.filter(id__gt=after, run__session_id=session_id).order_by("id")[
-            :MAX_EVENTS_PER_POLL
-        ]
-    )
-    wanted = {
-        event.data.get("details", {}).get("confirmation")
-        for event in events
-        if event.kind == "wait" and isinstance(event.data.get("details"), dict)
-    } - {None}
-    confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)}
+    events = RunEvent.objects.filter(id__gt=after, run__session_id=session_id).order_by("id")
+    return _frames([event_frame(event) for event in events[:CATCH_UP_PAGE]], member_id)
+
+
+def _frames(events: list[dict], member_id: int) -> list[dict]:
+    """Socket frames for events; a `wait` on a confirmation carries the confirmation."""
+    from cadre.governance.models import Confirmation
+
+    wanted = {_confirmation_id(event) for event in events} - {None}
+    confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)} if wanted else {}
     frames = []
     for event in events:
-        frame = {
-            "type": "event",
-            "id": event.pk,
-            "run": event.run_id,
-            "kind": event.kind,
-            "data": event.data,
-        }
-        details = event.data.get("details") if event.kind == "wait" else None
-        if isinstance(details, dict) and details.get("confirmation") in confirmations:
-            frame["confirmation"] = _confirmation_item(
-                confirmations[details["confirmation"]], member_id
-            )
+        frame = {"type": "event", **event}
+        confirmation = confirmations.get(_confirmation_id(event))
+        if confirmation is not None:
+            frame["confirmation"] = _confirmation_item(confirmation, member_id)
         frames.append(frame)
-    active = Run.objects.filter(session_id=session_id).exclude(status__in=Run.TERMINAL).exists()
-    return frames, active
+    return frames
+
+
+def _confirmation_id(event: dict):
+    details = event["data"].get("details") if event["kind"] == "wait" else None
+    return details.get("confirmation") if isinstance(details, dict) else None
 
 
 @database_sync_to_async
@@ -208,29 +197,38 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.member_id = opened["member"]
         self.session_id = opened["session"]
         self.after = opened["after"]
+        # Joined before catching up: what commits meanwhile is queued, not lost.
+        self.group = session_group(self.session_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_json({"type": "ready", "session": self.session_id, "after": self.after})
-        self.poller = asyncio.create_task(self._poll())
+        while True:
+            frames = await _events_after(self.session_id, self.member_id, self.after)
+            await self._forward(frames)
+            if len(frames) < CATCH_UP_PAGE:
+                break
 
     async def disconnect(self, code):
-        poller = getattr(self, "poller", None)
-        if poller is not None:
-            poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await poller
+        group = getattr(self, "group", None)
+        if group is not None:
+            await self.channel_layer.group_discard(group, self.channel_name)
 
-    async def _poll(self) -> None:
-        while True:
-            try:
-                frames, active = await _events_after(self.session_id, self.member_id, self.after)
-            except Exception:  # a database hiccup must not end the conversation's stream
-                logger.warning("chat session %s: polling failed", self.session_id, exc_info=True)
-                frames, active = [], False
-            for frame in frames:
+    async def run_events(self, message):
+        """Events the runtime pushed to the session's group (see cadre.agents.live)."""
+        fresh = [event for event in message["events"] if event["id"] > self.after]
+        if not fresh:
+            return
+        if any(_confirmation_id(event) is not None for event in fresh):
+            frames = await database_sync_to_async(_frames)(fresh, self.member_id)
+        else:
+            frames = [{"type": "event", **event} for event in fresh]
+        await self._forward(frames)
+
+    async def _forward(self, frames: list[dict]) -> None:
+        for frame in frames:
+            if frame["id"] > self.after:  # sent once, in id order
                 self.after = frame["id"]
                 await self.send_json(frame)
-            if len(frames) < MAX_EVENTS_PER_POLL:
-                await asyncio.sleep(POLL_ACTIVE_SECONDS if active else POLL_IDLE_SECONDS)
 
     async def receive_json(self, content, **kwargs):
         from cadre.errors import CadreError

@@ -22,9 +22,9 @@ from django.db import transaction
 
 from cadre.agents import services
 from cadre.agents.models import AgentTemplate, ModelProviderConfig, TemplateVersion
-from cadre.agents.providers.base import ProviderError, provider_for
 from cadre.errors import InvalidInput
 from cadre.governance import audit
+from cadre.llm import ProviderError, provider_for
 from cadre.tenancy.actors import Actor
 
 MAX_FILE_BYTES = 5 * 1024 * 1024

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cadre.agents import live
 from cadre.crypto import EncryptedTextField
 from cadre.errors import Conflict
+from cadre.im import platform_choices
 from cadre.tenancy.models import Department, Member, Position, TenantModel
 
 HOOK_POINTS = (
@@ -197,6 +199,11 @@ class ModelProviderConfig(TenantModel):
 
 
 # --- dispatch -------------------------------------------------------------------------------
+
+
+def channel_choices() -> list[tuple[str, str]]:
+    """Where a deployment's agents talk with their members: the console and each IM platform."""
+    return [("console", "Console chat"), *platform_choices()]
 
 
 class Deployment(TenantModel):
@@ -515,6 +522,39 @@ class Wait(TenantModel):
         return _own_agents(actor, permission, "run__member_id")
 
 
+class RunEventQuerySet(models.QuerySet):
+    """Events written through it are pushed to their sessions' live groups once committed
+    (`cadre.agents.live`), so no writer of events can leave a chat without them."""
+
+    def create(self, **kwargs):
+        event = super().create(**kwargs)
+        self._publish_on_commit([event])
+        return event
+
+    def bulk_create(self, objs, *args, **kwargs):
+        created = super().bulk_create(objs, *args, **kwargs)
+        self._publish_on_commit(created)
+        return created
+
+    def _publish_on_commit(self, events) -> None:
+        frames = [live.event_frame(event) for event in events if event.pk is not None]
+        if frames:
+            transaction.on_commit(lambda: live.publish(_by_session(frames)), using=self.db)
+
+
+def _by_session(frames: list[dict]) -> dict[int, list[dict]]:
+    sessions = dict(
+        Run.objects.filter(pk__in={frame["run"] for frame in frames}).values_list(
+            "pk", "session_id"
+        )
+    )
+    grouped: dict[int, list[dict]] = {}
+    for frame in sorted(frames, key=lambda frame: frame["id"]):
+        if frame["run"] in sessions:
+            grouped.setdefault(sessions[frame["run"]], []).append(frame)
+    return grouped
+
+
 class RunEvent(models.Model):
     """What a run did, in order (by id: the SSE event id), for streaming and the console."""
 
@@ -522,6 +562,8 @@ class RunEvent(models.Model):
     kind = models.CharField(max_length=24)  # status, step, delta, reply, error
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = RunEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
@@ -531,7 +573,7 @@ class RunEvent(models.Model):
         return f"{self.run_id}:{self.kind}"
 
 
-# --- what built-in tools produce (until connectors and the task app land) -------------------
+# --- what built-in tools produce -----------------------------------------------------------
 
 
 class OutboundMessage(TenantModel):

@@ -17,7 +17,9 @@ from cadre.agents.models import (
     Step,
     TemplateVersion,
     Wait,
+    channel_choices,
 )
+from cadre.api.fields import RegisteredChoiceField
 from cadre.api.viewsets import TenantRelatedFieldMixin
 from cadre.tenancy.models import Department, Member, Position
 
@@ -209,9 +211,7 @@ class DeploymentCreateSerializer(serializers.Serializer):
     )
     members = TenantPrimaryKeyRelatedField(queryset=Member.objects.all(), many=True, required=False)
     channels = serializers.ListField(
-        child=serializers.ChoiceField(
-            choices=["console", "feishu", "wecom", "dingtalk", "slack", "webhook"]
-        ),
+        child=RegisteredChoiceField(choices=channel_choices),
         required=False,
         default=["console"],
     )

@@ -738,7 +738,7 @@ def agents_stop_for_member(
 ) -> int:
     """Stop every active agent of a member and cancel their unfinished runs.
 
-    Called by the member deactivation service, in its transaction.
+    A listener of `tenancy.services.member_deactivated`, called in the deactivation's transaction.
     """
     if member.organization_id != getattr(actor.organization, "pk", None):
         raise NotPermitted("That member belongs to another organization.")

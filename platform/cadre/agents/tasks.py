@@ -7,8 +7,8 @@ import logging
 from celery import shared_task
 from django.db import OperationalError
 
-from cadre.agents.providers.base import ProviderError
 from cadre.agents.runtime.engine import RunBusy
+from cadre.llm import ProviderError
 
 logger = logging.getLogger(__name__)
 

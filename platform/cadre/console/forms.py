@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from cadre.console.department_tree import department_choices
 from cadre.errors import CadreError
-from cadre.tenancy.models import Department, IMIdentity, Member, Position
+from cadre.im import platform_choices
+from cadre.tenancy.models import Department, Member, Position
 from cadre.tenancy.roles import ROLES, SCOPES
 
 
@@ -144,7 +145,7 @@ class DeactivateForm(forms.Form):
 
 
 class IdentityForm(forms.Form):
-    platform = forms.ChoiceField(choices=IMIdentity.Platform.choices)
+    platform = forms.ChoiceField(choices=platform_choices)
     platform_user_id = forms.CharField(
         label="Platform user id",
         max_length=191,

@@ -1,4 +1,4 @@
-"""Audit trail (and, with their issue, masking, policy chain, confirmations, alerting, export)."""
+"""Audit trail, masking, policy chain, confirmations, alerting and export."""
 
 from django.apps import AppConfig
 

@@ -1,4 +1,4 @@
-"""Governed long-term memory (built in its own issue)."""
+"""Governed long-term memory."""
 
 from django.apps import AppConfig
 

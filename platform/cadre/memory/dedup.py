@@ -5,7 +5,7 @@ Funnel, within one scope (services.memory_dedup runs it):
 1. exact — SHA-256 of the normalized content equals an active memory's (done at write time);
 2. near — cosine similarity ≥ NEAR_THRESHOLD among the top NEAR_CANDIDATES active memories of
    the same scope under the active embedding model;
-3. judge — the model (CADRE_MEMORY_LLM_BASE_URL) or the rule judge decides.
+3. judge — memory's model (`extraction.memory_model`) or the rule judge decides.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Protocol
 
-from cadre.memory.extraction import LLMConfig, ModelError, chat_json, llm_config
+from cadre.llm import ModelProvider, ProviderError, chat_json
+from cadre.memory.extraction import memory_model
 from cadre.memory.models import Memory, MemoryEmbedding, SourceKind
 
 NEAR_THRESHOLD = 0.75  # MemOS local plugin: candidates at cosine >= 0.75 go to the judge
@@ -318,8 +319,8 @@ statement should replace the older). "new": anything else."""
 class ModelJudge:
     name = "model"
 
-    def __init__(self, config: LLMConfig):
-        self.config = config
+    def __init__(self, model: ModelProvider):
+        self.model = model
 
     def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision:
         if not candidates:
@@ -329,13 +330,13 @@ class ModelJudge:
             for c in candidates
         )
         answer = chat_json(
-            self.config,
+            self.model,
             JUDGE_PROMPT,
             f"NEW ({memory.kind}): {memory.content}\nCANDIDATES:\n{listing}",
         )
         decision = str(answer.get("decision", "")).lower()
         if decision not in (DUPLICATE, UPDATE, NEW):
-            raise ModelError(f"judge answered an unknown decision {decision!r}")
+            raise ProviderError(f"judge answered an unknown decision {decision!r}")
         target = None
         if decision != NEW:
             by_id = {c.memory.pk: c for c in candidates}
@@ -344,13 +345,13 @@ class ModelJudge:
             except (TypeError, ValueError):
                 chosen = None
             if chosen is None:
-                raise ModelError("judge named no valid candidate")
+                raise ProviderError("judge named no valid candidate")
             target = chosen.memory
             similarity = chosen.similarity
         else:
             similarity = None
         reason = str(answer.get("reason", ""))[:500]
-        return Decision(decision, target, reason, f"model:{self.config.model}", similarity)
+        return Decision(decision, target, reason, f"model:{self.model.model}", similarity)
 
 
 class FallbackJudge:
@@ -361,7 +362,7 @@ class FallbackJudge:
     def judge(self, memory: Memory, candidates: list[Candidate]) -> Decision:
         try:
             return self.primary.judge(memory, candidates)
-        except ModelError as error:
+        except ProviderError as error:
             decision = RuleJudge().judge(memory, candidates)
             decision.judge = "rules (model failed)"
             decision.reason = f"{decision.reason}; model error: {str(error)[:200]}"
@@ -369,7 +370,7 @@ class FallbackJudge:
 
 
 def judge() -> Judge:
-    config = llm_config()
-    if config is None:
+    model = memory_model()
+    if model is None:
         return RuleJudge()
-    return FallbackJudge(ModelJudge(config))
+    return FallbackJudge(ModelJudge(model))

@@ -1,23 +1,30 @@
 """Turning conversation messages into memory candidates: rules by default, a model if configured.
 
-`extractor()` returns the model-based extractor when CADRE_MEMORY_LLM_BASE_URL is set (an
-OpenAI-compatible `/chat/completions` endpoint, with CADRE_MEMORY_LLM_MODEL and
-CADRE_MEMORY_LLM_API_KEY), and the rule-based one otherwise. Until the agents issue brings the
-platform's single model-provider interface, `chat_json` below is the one place memory talks to a
-model; it is meant to be replaced by that interface, not copied.
+`extractor()` returns the model-based extractor when memory has a model — a provider
+configuration read from CADRE_MEMORY_PROVIDER_KIND, _BASE_URL, _MODEL, _API_KEY and _TIMEOUT
+(see docs/configuration.md) — and the rule-based one otherwise. `memory_model()` is the one
+place memory gets its model; extraction, the dedup judge and feedback call it through
+`cadre.llm.chat_json`.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
-
 from cadre.env import env_int, env_secret, env_str, env_url
+from cadre.llm import (
+    ModelProvider,
+    ProviderConfig,
+    ProviderError,
+    chat_json,
+    provider_config_from_env,
+    provider_for,
+)
 from cadre.memory.models import Kind
 
 logger = logging.getLogger(__name__)
@@ -42,66 +49,60 @@ class Extractor(Protocol):
     def extract(self, messages: list[dict]) -> list[Candidate]: ...
 
 
-# --- the model client (OpenAI-compatible chat completions) --------------------------------
+# --- memory's model ------------------------------------------------------------------------
+
+PROVIDER_PREFIX = "CADRE_MEMORY_PROVIDER"
+# Deprecated: an OpenAI-compatible endpoint only. Still read for one release, with a warning;
+# the CADRE_MEMORY_PROVIDER_* configuration wins when both are set.
+LEGACY_VARIABLES = (
+    "CADRE_MEMORY_LLM_BASE_URL",
+    "CADRE_MEMORY_LLM_MODEL",
+    "CADRE_MEMORY_LLM_API_KEY",
+    "CADRE_MEMORY_LLM_TIMEOUT",
+)
 
 
-@dataclass(frozen=True)
-class LLMConfig:
-    base_url: str
-    model: str
-    api_key: str | None
-    timeout: float
-
-
-def llm_config() -> LLMConfig | None:
-    """Read at call time so a deployment (or a test) can switch the model path on and off."""
-    base_url = env_url("CADRE_MEMORY_LLM_BASE_URL", schemes=("http", "https"))
-    if not base_url:
-        return None
-    return LLMConfig(
-        base_url=base_url.rstrip("/"),
-        model=env_str("CADRE_MEMORY_LLM_MODEL", "gpt-4o-mini"),
-        api_key=env_secret("CADRE_MEMORY_LLM_API_KEY"),
-        timeout=float(env_int("CADRE_MEMORY_LLM_TIMEOUT", 30, minimum=1)),
+@functools.cache
+def _warn_legacy(names: tuple[str, ...], ignored: bool) -> None:
+    """Logged once per process for each set of old variables."""
+    logger.warning(
+        "%s %s deprecated and will stop being read in the next release; %s"
+        "set CADRE_MEMORY_PROVIDER_KIND=openai_compatible with CADRE_MEMORY_PROVIDER_BASE_URL, "
+        "_MODEL, _API_KEY and _TIMEOUT instead",
+        ", ".join(names),
+        "is" if len(names) == 1 else "are",
+        "they are ignored because CADRE_MEMORY_PROVIDER_KIND is set; " if ignored else "",
     )
 
 
-class ModelError(Exception):
-    """The model answered badly (HTTP error, no JSON, wrong shape)."""
+def _legacy_config() -> ProviderConfig | None:
+    base_url = env_url("CADRE_MEMORY_LLM_BASE_URL", schemes=("http", "https"))
+    if not base_url:
+        return None
+    return ProviderConfig(
+        kind="openai_compatible",
+        base_url=base_url.rstrip("/"),
+        default_model=env_str("CADRE_MEMORY_LLM_MODEL", "gpt-4o-mini"),
+        api_key=env_secret("CADRE_MEMORY_LLM_API_KEY") or "",
+        timeout_seconds=env_int("CADRE_MEMORY_LLM_TIMEOUT", 30, minimum=1),
+    )
 
 
-def chat_json(config: LLMConfig, system: str, user: str) -> dict:
-    """One chat completion asking for a JSON object; returns the parsed object."""
-    headers = {"Content-Type": "application/json"}
-    if config.api_key:
-        headers["Authorization"] = f"Bearer {config.api_key}"
-    body = {
-        "model": config.model,
-        "temperature": 0,
-        "response_format": {"type": "json_object"},
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-    }
-    try:
-        response = httpx.post(
-            f"{config.base_url}/chat/completions",
-            json=body,
-            headers=headers,
-            timeout=config.timeout,
-        )
-        response.raise_for_status()
-        text = response.json()["choices"][0]["message"]["content"]
-    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as error:
-        raise ModelError(f"model call failed: {error}") from error
-    text = (text or "").strip()
-    if text.startswith("```"):
-        text = re.sub(r"^```(?:json)?\s*|\s*```$", "", text)
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise ModelError("model answer is not JSON") from error
-    if not isinstance(value, dict):
-        raise ModelError("model answer is not a JSON object")
-    return value
+def memory_provider_config() -> ProviderConfig | None:
+    """Read at call time so a deployment (or a test) can switch the model path on and off."""
+    config = provider_config_from_env(PROVIDER_PREFIX, default_timeout=30)
+    legacy = tuple(
+        name for name in LEGACY_VARIABLES if os.environ.get(name) or os.environ.get(f"{name}_FILE")
+    )
+    if legacy:
+        _warn_legacy(legacy, config is not None)
+    return config if config is not None else _legacy_config()
+
+
+def memory_model() -> ModelProvider | None:
+    """The provider memory's extraction, dedup judge and feedback use; None: rules only."""
+    config = memory_provider_config()
+    return None if config is None else provider_for({}, config)
 
 
 # --- rule-based extraction -----------------------------------------------------------------
@@ -221,18 +222,18 @@ Answer with a JSON object: {"memories": [{"kind": one of "fact", "preference", "
 class ModelExtractor:
     name = "model"
 
-    def __init__(self, config: LLMConfig):
-        self.config = config
+    def __init__(self, model: ModelProvider):
+        self.model = model
 
     def extract(self, messages: list[dict]) -> list[Candidate]:
         transcript = "\n".join(
             f"[{index}] {message.get('role', 'user')}: {message.get('content', '')}"
             for index, message in enumerate(messages)
         )
-        answer = chat_json(self.config, EXTRACTION_PROMPT, transcript)
+        answer = chat_json(self.model, EXTRACTION_PROMPT, transcript)
         items = answer.get("memories")
         if not isinstance(items, list):
-            raise ModelError("model answer has no 'memories' list")
+            raise ProviderError("model answer has no 'memories' list")
         found = []
         for item in items:
             if not isinstance(item, dict):
@@ -252,7 +253,7 @@ class ModelExtractor:
                     kind=kind,
                     content=content,
                     confidence=confidence,
-                    attributes={"model": self.config.model},
+                    attributes={"model": self.model.model},
                 )
             )
         return found
@@ -268,14 +269,14 @@ class FallbackExtractor:
     def extract(self, messages: list[dict]) -> list[Candidate]:
         try:
             return self.primary.extract(messages)
-        except ModelError as error:
+        except ProviderError as error:
             logger.warning("memory extraction model failed, using rules: %s", error)
             self.name = "rules (model failed)"
             return RuleExtractor().extract(messages)
 
 
 def extractor() -> Extractor:
-    config = llm_config()
-    if config is None:
+    model = memory_model()
+    if model is None:
         return RuleExtractor()
-    return FallbackExtractor(ModelExtractor(config))
+    return FallbackExtractor(ModelExtractor(model))

@@ -36,7 +36,6 @@ from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
 
 logger = logging.getLogger(__name__)
 
-lexical_document = memory_text.lexical_document
 tokenize = memory_text.tokenize
 
 MODES = ("hybrid", "lexical", "vector")

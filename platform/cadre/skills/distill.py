@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from cadre.agents.providers import ProviderError
+from cadre.llm import ProviderError
 from cadre.skills import drafting
 
 CLUSTER_SIMILARITY = 0.55  # cosine similarity for joining a cluster (all-MiniLM-L6-v2 scale)

@@ -1,7 +1,7 @@
 """Skill drafts: spotting an employee's correction, drafting SKILL.md (by the model when one is
 configured, else deterministically from the text, clearly marked), and the skills model.
 
-The model is the platform's one model-provider interface (`cadre.agents.providers`): for a
+The model is the platform's one model-provider interface (`cadre.llm`): for a
 conversation, the provider of the agent's template; otherwise the organization's
 `{"skills": {"provider_config": <id>, "model": "..."}}` setting. The offline provider is not a
 model for this purpose: drafts and checks then fall back to rules and say so.
@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from cadre.agents.providers import ModelProvider, ProviderError, provider_for
+from cadre.llm import ModelProvider, ProviderError, provider_for
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from cadre.agents.hooks.registry import hook
-from cadre.agents.providers import ProviderError
 from cadre.errors import CadreError
+from cadre.llm import ProviderError
 from cadre.skills import drafting
 
 logger = logging.getLogger(__name__)
@@ -44,21 +44,16 @@ def _latest(package, fallback=None):
 def _skills_in_context(run, previous) -> list:
     """(package, latest published version) of the skills in the answer's context: the Hub's
     record of what the runs loaded when it has one, else the template's skill references."""
-    from hub.models import SkillPackage
+    from hub.models import SkillPackage, SkillUsage
 
     found: dict[int, tuple] = {}
-    try:
-        from hub.models import SkillUsage
-    except ImportError:  # a Hub without usage records: the references below
-        SkillUsage = None
-    if SkillUsage is not None:
-        usages = SkillUsage.objects.filter(
-            run_id__in=[previous.pk, run.pk], loaded=True
-        ).select_related("version__package__namespace")
-        for usage in usages:
-            latest = _latest(usage.version.package, usage.version)
-            if latest is not None:
-                found.setdefault(usage.package_id, (usage.version.package, latest))
+    usages = SkillUsage.objects.filter(
+        run_id__in=[previous.pk, run.pk], loaded=True
+    ).select_related("version__package__namespace")
+    for usage in usages:
+        latest = _latest(usage.version.package, usage.version)
+        if latest is not None:
+            found.setdefault(usage.package_id, (usage.version.package, latest))
     if found:
         return list(found.values())
     for entry in run.version.skills or []:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from cadre.agents.providers import ProviderError
+from cadre.llm import ProviderError
 from cadre.skills import drafting
 
 WEIGHTS = {

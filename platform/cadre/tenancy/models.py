@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from cadre.im import platform_choices
 from cadre.tenancy.querysets import TenantQuerySet
 from cadre.tenancy.roles import ROLE_CHOICES
 
@@ -234,15 +235,8 @@ class IMIdentity(TenantModel):
 
     resource = "member"
 
-    class Platform(models.TextChoices):
-        FEISHU = "feishu", "Feishu / Lark"
-        WECOM = "wecom", "WeCom"
-        DINGTALK = "dingtalk", "DingTalk"
-        SLACK = "slack", "Slack"
-        WEBHOOK = "webhook", "Webhook"
-
     member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="im_identities")
-    platform = models.CharField(max_length=16, choices=Platform.choices)
+    platform = models.CharField(max_length=16, choices=platform_choices)
     # The platform's tenant (Feishu tenant key, WeCom corp id, Slack team id); blank if single.
     tenant_key = models.CharField(max_length=128, blank=True)
     platform_user_id = models.CharField(max_length=191)

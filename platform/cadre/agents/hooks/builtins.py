@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
     "on_init",
     "input_policy",
     description="Apply the organization's policy chain to the input "
-    "(masking first). A no-op until the governance policy chain is installed.",
+    "(masking first). A no-op when no plugin of the chain checks input.",
 )
 def input_policy(ctx, config: dict) -> dict:
     # The verdict ("result") is applied by the runtime: a denial ends the run with a visible

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-try:
-    from cadre.memory.selectors import estimate_tokens
-except ImportError:  # pragma: no cover - the memory app is always installed in practice
-
-    def estimate_tokens(text: str) -> int:
-        return (len(text) + 3) // 4
+from cadre.llm import estimate_tokens
 
 
 @dataclass

@@ -13,9 +13,9 @@ from django.db import transaction
 
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import Agent, Run, Session, Step, ToolEffect
-from cadre.agents.providers.base import ToolCall
 from cadre.agents.runtime.grants import grants_for_version, narrow_grants
 from cadre.governance import audit
+from cadre.llm import ToolCall
 
 MAX_DEPTH = 3  # root run is depth 0
 MAX_FANOUT = 5  # delegations per run

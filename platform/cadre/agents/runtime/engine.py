@@ -32,7 +32,6 @@ from cadre.agents.models import (
     RunEvent,
     Step,
 )
-from cadre.agents.providers.base import ChatResult, ProviderError, provider_for
 from cadre.agents.runtime import context as context_assembly
 from cadre.agents.runtime.finish import finish_run
 from cadre.agents.runtime.grants import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
@@ -44,6 +43,7 @@ from cadre.agents.runtime.run_context import (
     RunStopped,
 )
 from cadre.agents.tools import registry as tool_registry
+from cadre.llm import ChatResult, ProviderError, provider_for
 from cadre.observability import tracer
 from cadre.tenancy.models import Member
 
@@ -117,7 +117,7 @@ def model_side(record: dict) -> str:
 
 
 def _skill_descriptions(version) -> list[dict]:
-    # The Hub lands in its own issue: until then a skill is its reference.
+    # The template's skill references; the Hub's assemble_context hook supplies installed ones.
     return [
         {
             "name": skill["package"],

@@ -31,10 +31,8 @@ class ToolFailed(Exception):
 
 
 def _memory_search(ctx, args: dict) -> dict:
-    try:
-        from cadre.memory.selectors import memory_search
-    except ImportError as error:  # the memory app is built in its own issue
-        raise ToolFailed("memory_unavailable", f"memory search is not available: {error}") from None
+    from cadre.memory.selectors import memory_search
+
     result = memory_search(
         actor=ctx.actor,
         query=args["query"],

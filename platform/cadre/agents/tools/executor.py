@@ -14,11 +14,11 @@ import jsonschema
 from django.db import IntegrityError, transaction
 
 from cadre.agents.models import Step, ToolEffect
-from cadre.agents.providers.base import ToolCall
 from cadre.agents.tools import registry
 from cadre.agents.tools.builtins import ToolFailed
 from cadre.governance import audit
 from cadre.governance.confirmations import Decision, tool_call_gate
+from cadre.llm import ToolCall
 
 
 @dataclass

@@ -8,19 +8,10 @@ import json
 from django import forms
 
 from cadre.agents import services
-from cadre.agents.models import Agent, Rollout, TemplateVersion
+from cadre.agents.models import Agent, Rollout, TemplateVersion, channel_choices
 from cadre.agents.runtime.services import MAX_INPUT_CHARS
 from cadre.console.forms import ActorFormMixin, _department_field
 from cadre.tenancy.models import Department, Member, Position
-
-CHANNEL_CHOICES = [
-    ("console", "Console chat"),
-    ("feishu", "Feishu / Lark"),
-    ("wecom", "WeCom"),
-    ("dingtalk", "DingTalk"),
-    ("slack", "Slack"),
-    ("webhook", "Webhook"),
-]
 
 # The structured fields of a version, edited as JSON, with the shape each must have.
 JSON_FIELDS = {
@@ -217,7 +208,7 @@ class DeploymentForm(ActorFormMixin, forms.Form):
     )
     members = forms.ModelMultipleChoiceField(queryset=Member.objects.none(), required=False)
     channels = forms.MultipleChoiceField(
-        choices=CHANNEL_CHOICES, initial=["console"], widget=forms.CheckboxSelectMultiple
+        choices=channel_choices, initial=["console"], widget=forms.CheckboxSelectMultiple
     )
 
     def __init__(self, *args, **kwargs):

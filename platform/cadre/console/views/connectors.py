@@ -26,9 +26,10 @@ from cadre.console.views.connectors_setup import (
     setup_guide,
 )
 from cadre.errors import CadreError
+from cadre.im import platform_choices, platforms
 from cadre.tenancy.models import IMIdentity
+from connectors import identities, selectors, services
 from connectors import identity_import as importer
-from connectors import services
 from connectors.base import registry
 from connectors.health import connector_health
 from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
@@ -50,14 +51,14 @@ def _platforms() -> list[dict]:
             "extra": extra_for(name),
             "capabilities": platforms[name].capabilities,
         }
-        for name, label in Connector.Platform.choices
+        for name, label in platform_choices()
         if name in platforms
     ]
 
 
 @require_permission(PERMISSION)
 def connector_list(request):
-    connectors = list(services.connector_list(request.actor))
+    connectors = list(selectors.connector_list(request.actor))
     rows = [{"connector": c, "health": connector_health(c)} for c in connectors]
     return render(request, "console/connectors/list.html", {"rows": rows})
 
@@ -90,7 +91,7 @@ def connector_create(request):
     context = {
         "chooser": chooser,
         "platform": platform,
-        "platform_label": Connector.Platform(platform).label if platform else "",
+        "platform_label": platforms.get(platform) if platform else "",
         "extra": extra_for(platform) if platform else None,
         "form": form,
         "platforms": _platforms(),
@@ -108,8 +109,8 @@ def _detail_context(request, connector: Connector, **extra) -> dict:
         "guide": setup_guide(connector),
         "health": connector_health(connector),
         "extra": extra_for(connector.platform),
-        "failures": services.connector_recent_failures(connector),
-        "unmapped_waiting": services.unmapped_queue(request.actor, connector).count(),
+        "failures": selectors.connector_recent_failures(connector),
+        "unmapped_waiting": selectors.unmapped_queue(request.actor, connector).count(),
         "binding_count": connector.bindings.count(),
         "mode": (connector.settings or {}).get("mode", "webhook"),
         "tab": "overview",
@@ -268,7 +269,7 @@ def _identities_context(request, connector: Connector, **extra) -> dict:
         page=paginate(request, identities),
         query=query_without_page(request),
         q=term,
-        queue=list(services.unmapped_queue(request.actor, connector)[:100]),
+        queue=list(selectors.unmapped_queue(request.actor, connector)[:100]),
         import_form=extra.pop("import_form", None) or IdentityImportForm(),
         **extra,
     )
@@ -365,7 +366,7 @@ def unmapped_map(request, pk: int, unmapped_pk: int):
     if request.method == "POST" and form.is_valid():
         member = form.cleaned_data["member"]
         try:
-            services.unmapped_identity_map(actor=request.actor, unmapped=unmapped, member=member)
+            identities.unmapped_identity_map(actor=request.actor, unmapped=unmapped, member=member)
         except CadreError as error:
             add_service_error(form, error)
         else:
@@ -389,7 +390,7 @@ def unmapped_dismiss(request, pk: int, unmapped_pk: int):
     connector = _connector(request, pk)
     unmapped = _unmapped(request, connector, unmapped_pk)
     try:
-        services.unmapped_identity_dismiss(actor=request.actor, unmapped=unmapped)
+        identities.unmapped_identity_dismiss(actor=request.actor, unmapped=unmapped)
     except CadreError as error:
         messages.error(request, error.message)
     else:

@@ -13,9 +13,9 @@ from cadre.console.views.connectors_setup import (
     extra_for,
     setting_fields,
 )
+from cadre.im import platform_choices
 from cadre.tenancy.models import Department, Member, Position
 from connectors.identity_import import MAX_BYTES
-from connectors.models import Connector
 
 CREDENTIAL_PREFIX = "credential_"
 SETTING_PREFIX = "setting_"
@@ -61,7 +61,7 @@ def _setting_field(setting) -> forms.Field:
 
 
 class PlatformChoiceForm(forms.Form):
-    platform = forms.ChoiceField(choices=Connector.Platform.choices)
+    platform = forms.ChoiceField(choices=platform_choices)
 
 
 class ConnectorForm(forms.Form):

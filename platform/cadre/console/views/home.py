@@ -1,4 +1,4 @@
-"""The overview page, the organization switcher and the not-yet-built areas."""
+"""The overview page and the organization switcher."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from cadre.console.navigation import AREAS, NAVIGATION, areas_for
-from cadre.console.views.base import denied, require_permission
+from cadre.console.views.base import require_permission
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.middleware import SESSION_KEY, memberships
 from cadre.tenancy.models import ApiKey, Department, Member, Position
-from cadre.tenancy.roles import PERMISSIONS
 
 RECENT_EVENTS = 8
 
@@ -22,7 +20,7 @@ RECENT_EVENTS = 8
 @require_permission()
 def home(request):
     actor = request.actor
-    context: dict = {"areas": areas_for(actor)}
+    context: dict = {}
     if actor.may("member.view"):
         by_status = dict(
             Member.objects.restrict(actor, "view")
@@ -75,21 +73,3 @@ def switch_organization(request):
     # Not back to the page we came from: its objects belong to the previous organization
     # and would be 404 in this one.
     return redirect("console:home")
-
-
-@require_permission()
-def area(request, area: str):
-    spec = AREAS.get(area)
-    if spec is None:
-        raise Http404("No such area.")
-    for item in NAVIGATION:
-        if item.area == area:
-            url, built = item.resolve()
-            if built:
-                return redirect(url)
-    if not request.actor.may(spec.permission):
-        description = PERMISSIONS.get(spec.permission, spec.permission)
-        return denied(
-            request, f"This area needs the “{description}” permission ({spec.permission})."
-        )
-    return render(request, "console/area.html", {"area": spec})

@@ -17,8 +17,8 @@ from cadre.console.views.base import (
 )
 from cadre.errors import CadreError, NotFound
 from hub import distribution, outcomes, selectors
+from hub.hooks import verify_installed
 from hub.models import DistTag, SkillInstall, SkillPackage
-from hub.runtime import verify_installed
 
 MAX_FILE_SHOWN = 256 * 1024
 

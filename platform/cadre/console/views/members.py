@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from cadre.agents.selectors import agent_find
 from cadre.console.forms import (
     DeactivateForm,
     IdentityForm,
@@ -85,6 +86,9 @@ def member_list(request):
     return render(request, template, context)
 
 
+MEMBER_AGENTS = 20
+
+
 def _detail_context(request, member: Member, identity_form: IdentityForm | None = None) -> dict:
     can_manage = request.actor.can("member.manage", member)
     return {
@@ -92,6 +96,8 @@ def _detail_context(request, member: Member, identity_form: IdentityForm | None 
         "positions": list(member.positions.all()),
         "identities": list(member.im_identities.all()),
         "reports": list(member.reports.exclude(status=Member.Status.DEACTIVATED)[:20]),
+        # The member's agents the viewer may see (all of them with agent.view).
+        "agents": list(agent_find(request.actor, member_id=member.pk)[:MEMBER_AGENTS]),
         "can_manage": can_manage,
         "identity_form": (identity_form or IdentityForm()) if can_manage else None,
         "role_labels": {name: role.label for name, role in ROLES.items()},

@@ -30,12 +30,6 @@ NEAR_REASON = "near duplicate of"
 # --- small helpers --------------------------------------------------------------------------
 
 
-def lexical_document(content: str, attributes: dict | None) -> str:
-    from cadre.memory import search
-
-    return search.lexical_document(content, attributes)
-
-
 def audit_view(memory: Memory) -> dict:
     """What the audit log may know about a memory: never its text."""
     return {

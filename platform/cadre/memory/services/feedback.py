@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from opentelemetry import trace
 
+from cadre.llm import ProviderError, chat_json
 from cadre.memory import dedup, selectors
+from cadre.memory.extraction import memory_model
 from cadre.memory.models import (
     Kind,
     Memory,
@@ -60,19 +62,17 @@ corrected fact in the user's language}. Use an empty list when none is affected.
 
 def _feedback_affected(statement: str, hits: list) -> tuple[list, str, str]:
     """(affected hits, new content, judge name) — by the model if configured, else by rules."""
-    from cadre.memory.extraction import ModelError, chat_json, llm_config
-
-    config = llm_config()
-    if config is not None and hits:
+    model = memory_model()
+    if model is not None and hits:
         listing = "\n".join(f"- id {h.memory.pk}: {h.memory.content}" for h in hits)
         try:
             answer = chat_json(
-                config, FEEDBACK_PROMPT, f"CORRECTION: {statement}\nMEMORIES:\n{listing}"
+                model, FEEDBACK_PROMPT, f"CORRECTION: {statement}\nMEMORIES:\n{listing}"
             )
             ids = {int(i) for i in answer.get("affected") or []}
             content = str(answer.get("content") or statement).strip() or statement
-            return [h for h in hits if h.memory.pk in ids], content, f"model:{config.model}"
-        except (ModelError, TypeError, ValueError):
+            return [h for h in hits if h.memory.pk in ids], content, f"model:{model.model}"
+        except (ProviderError, TypeError, ValueError):
             pass  # fall through to rules
     return _rule_affected(statement, hits), statement, "rules"
 

@@ -35,13 +35,13 @@ from cadre.memory.services.common import (
     clean_tags,
     default_expiry,
     enqueue_enrich,
-    lexical_document,
     lock,
     require_modify,
     require_write,
     resolve_write_scope,
     write_version,
 )
+from cadre.memory.text import lexical_document
 
 tracer = trace.get_tracer(__name__)
 

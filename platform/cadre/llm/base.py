@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from cadre.ports import Registry
+
 
 class ProviderError(Exception):
     """The model endpoint failed (network, status, malformed answer); the step may retry."""
@@ -139,22 +141,56 @@ class ModelProvider:
         return result
 
 
-def provider_for(model_settings: dict, config=None) -> ModelProvider:
-    """The provider for a template's model settings and an optional ModelProviderConfig."""
-    from cadre.agents.providers.anthropic import AnthropicProvider
-    from cadre.agents.providers.offline import OfflineProvider
-    from cadre.agents.providers.openai_compatible import OpenAICompatibleProvider
+# Provider kinds by name. The built-in adapters load their SDK on first use; a deployment (or a
+# test) may register another kind, a callable taking ModelProvider's keyword arguments.
+PROVIDERS: Registry[Callable[..., ModelProvider]] = Registry("model providers")
 
+
+def _offline(**options) -> ModelProvider:
+    from cadre.llm.offline import OfflineProvider
+
+    return OfflineProvider(**options)
+
+
+def _openai_compatible(**options) -> ModelProvider:
+    from cadre.llm.openai_compatible import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider(**options)
+
+
+def _anthropic(**options) -> ModelProvider:
+    from cadre.llm.anthropic import AnthropicProvider
+
+    return AnthropicProvider(**options)
+
+
+PROVIDERS.register("offline", _offline)
+PROVIDERS.register("openai_compatible", _openai_compatible)
+PROVIDERS.register("anthropic", _anthropic)
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """A model endpoint: what an organization's ModelProviderConfig row holds, for code that
+    has no row (memory's model, read from the environment). `provider_for` takes either."""
+
+    kind: str
+    base_url: str = ""
+    api_key: str = ""
+    default_model: str = ""
+    parameters: dict = field(default_factory=dict)
+    timeout_seconds: float = 60
+
+
+def provider_for(model_settings: dict, config=None) -> ModelProvider:
+    """The provider for model settings ({"provider", "model", "parameters"}) and an optional
+    provider configuration (a ProviderConfig or an agents ModelProviderConfig row)."""
     kind = config.kind if config is not None else model_settings.get("provider", "offline")
-    classes = {
-        "offline": OfflineProvider,
-        "openai_compatible": OpenAICompatibleProvider,
-        "anthropic": AnthropicProvider,
-    }
-    if kind not in classes:
+    factory = PROVIDERS.get(kind)
+    if factory is None:
         raise ProviderError(f"unknown provider kind {kind!r}")
     parameters = {**(config.parameters if config else {}), **model_settings.get("parameters", {})}
-    return classes[kind](
+    return factory(
         model=model_settings.get("model")
         or (config.default_model if config else "")
         or "offline-1",

@@ -12,7 +12,8 @@ import json
 import re
 from collections.abc import Iterator
 
-from cadre.agents.providers.base import ChatDelta, ChatResult, ModelProvider, ToolCall, Usage
+from cadre.llm.base import ChatDelta, ChatResult, ModelProvider, ToolCall, Usage
+from cadre.llm.tokens import estimate_tokens
 
 LABEL = "[offline model]"
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}|[\u3400-\u9fff]")
@@ -53,10 +54,6 @@ _STOP = {
     "we",
     "our",
 }
-
-
-def estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
 
 
 def _words(text: str) -> set[str]:

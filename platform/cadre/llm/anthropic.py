@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import anthropic
 
-from cadre.agents.providers.base import (
+from cadre.llm.base import (
     ChatDelta,
     ChatResult,
     ModelProvider,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import openai
 
-from cadre.agents.providers.base import (
+from cadre.llm.base import (
     ChatDelta,
     ChatResult,
     ModelProvider,

@@ -26,6 +26,7 @@ from django.db import transaction
 from cadre import signing
 from cadre.agents.hooks import builtins  # noqa: F401 - registered first: a stable default order
 from cadre.agents.hooks.registry import hook
+from cadre.llm import estimate_tokens
 from hub.bundles import fingerprint as compute_fingerprint
 from hub.integrity import signed_payload
 from hub.models import SkillBlob, SkillFile, SkillInstall, SkillUsage, SkillVersion
@@ -204,12 +205,6 @@ def _semantic_scores(text: str, descriptions: list[str]) -> list[float] | None:
 # --- the hook ----------------------------------------------------------------------------
 
 
-def _estimate_tokens(text: str) -> int:
-    from cadre.agents.runtime.context import estimate_tokens
-
-    return estimate_tokens(text)
-
-
 def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: int = 8000) -> dict:
     """Load the agent's installed skills for `run` and record them; the hook's output."""
     from hub.distribution import installs_sync
@@ -284,7 +279,7 @@ def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: in
                 skill["relevance"], skill["score"] = "semantic", similarity
     room = int(config.get("body_tokens", context_tokens // 4))
     for skill in sorted(loaded, key=lambda s: -s["score"]):
-        cost = _estimate_tokens(skill["body"]) + 8
+        cost = estimate_tokens(skill["body"]) + 8
         skill["with_body"] = bool(skill["relevance"] and skill["body"] and cost <= room)
         if skill["with_body"]:
             room -= cost

@@ -1,0 +1,73 @@
+"""Audit export: a time range of the audit log as JSONL / CSV / OCSF, in a signed bundle.
+
+Rows are streamed in keyset pages (`sequence > last` on the organization's unique
+(organization, sequence) index), so memory stays bounded whatever the range and no long
+transaction holds a snapshot open while progress is reported. Free text (labels, reason and
+every string inside `changes`) passes through the masking engine unless the export is made
+with `mask=False`.
+
+A bundle is a directory `DATA_DIR/exports/<org>/<export id>/` (downloaded as a tar streamed
+on the fly):
+
+    audit.jsonl          one event per line: the audit columns + hash and prev_hash
+    audit.csv            the same columns, `changes` as JSON text
+    audit.ocsf.jsonl     OCSF 1.1 "API Activity" (class 6003) events, one per line
+    manifest.json        rows, range, filters, chain heads, SHA-256 and block hashes per file
+    manifest.sig         base64 Ed25519 signature of manifest.json's exact bytes
+
+`verify_bundle` (and `manage.py audit_export_verify`) checks all of it offline.
+
+The package is split by concern; import from `cadre.governance.export`.
+"""
+
+from __future__ import annotations
+
+from cadre.governance.export.bundle import (
+    BundleResult,
+    HashedWriter,
+    remove_bundle,
+    tar_bundle,
+    tar_stream,
+    write_bundle,
+)
+from cadre.governance.export.formats import FILE_NAMES, FORMATS, ocsf_event
+from cadre.governance.export.jobs import (
+    FILTER_FIELDS,
+    audit_export_create,
+    audit_export_run,
+    bundle_directory,
+    export_directory,
+)
+from cadre.governance.export.rows import (
+    COLUMNS,
+    TextMasker,
+    export_rows,
+    masked,
+    stream_events_jsonl,
+)
+from cadre.governance.export.verify import Problem, VerifyReport, verify_bundle
+
+__all__ = [
+    "COLUMNS",
+    "FILE_NAMES",
+    "FILTER_FIELDS",
+    "FORMATS",
+    "BundleResult",
+    "HashedWriter",
+    "Problem",
+    "TextMasker",
+    "VerifyReport",
+    "audit_export_create",
+    "audit_export_run",
+    "bundle_directory",
+    "export_directory",
+    "export_rows",
+    "masked",
+    "ocsf_event",
+    "remove_bundle",
+    "stream_events_jsonl",
+    "tar_bundle",
+    "tar_stream",
+    "verify_bundle",
+    "write_bundle",
+]

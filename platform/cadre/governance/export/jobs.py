@@ -1,0 +1,202 @@
+"""Export jobs: requesting an export (audited, queued) and writing its bundle in the worker."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.errors import InvalidInput, NotPermitted
+from cadre.governance import audit
+from cadre.governance.export.bundle import MANIFEST, write_bundle
+from cadre.governance.export.formats import FORMATS
+from cadre.governance.export.rows import export_rows, iso
+from cadre.governance.models import AuditChainHead, AuditEvent, AuditExport
+
+FILTER_FIELDS = ("action", "actor_type", "actor_id", "target_type", "target_id", "trace_id")
+
+
+def export_directory(export: AuditExport) -> Path:
+    return Path(settings.DATA_DIR) / "exports" / export.organization.slug / str(export.pk)
+
+
+def _clean_filters(filters: dict | None) -> dict:
+    filters = dict(filters or {})
+    unknown = sorted(set(filters) - set(FILTER_FIELDS))
+    if unknown:
+        raise InvalidInput(
+            f"unknown filter {unknown[0]!r}",
+            details={"filters": [f"Allowed: {', '.join(FILTER_FIELDS)}."]},
+        )
+    clean = {}
+    for name, value in filters.items():
+        if not isinstance(value, str) or not value or len(value) > 200:
+            raise InvalidInput(
+                f"filter {name!r} must be a non-empty string",
+                details={"filters": [f"{name}: a non-empty string of at most 200 characters"]},
+            )
+        clean[name] = value
+    return clean
+
+
+@transaction.atomic
+def audit_export_create(
+    *,
+    actor,
+    formats: Iterable[str] = ("jsonl",),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    filters: dict | None = None,
+    mask: bool = True,
+) -> AuditExport:
+    """Queue an export job (the Celery task `audit_export_run` writes it)."""
+    actor.require("audit.export")
+    formats = list(dict.fromkeys(formats))
+    if not formats or any(fmt not in FORMATS for fmt in formats):
+        raise InvalidInput(
+            "formats must be a non-empty list of jsonl, csv, ocsf",
+            details={"formats": [f"Choose from {', '.join(FORMATS)}."]},
+        )
+    if since and until and since >= until:
+        raise InvalidInput("since must be before until", details={"since": ["after until"]})
+    if not mask and not actor.has("policy.manage"):
+        # Unmasked free text is what the masking policy exists to keep in; only those who
+        # govern that policy may take it out.
+        raise NotPermitted("An unmasked export needs the 'policy.manage' permission.")
+    export = AuditExport.objects.create(
+        organization=actor.organization,
+        requested_by=actor.member,
+        formats=formats,
+        since=since,
+        until=until or timezone.now(),
+        filters=_clean_filters(filters),
+        mask=mask,
+    )
+    audit.record(
+        actor=actor,
+        action="audit.export_requested",
+        target=export,
+        changes={
+            "formats": formats,
+            "since": since.isoformat() if since else None,
+            "until": export.until.isoformat(),
+            "filters": export.filters,
+            "mask": mask,
+        },
+    )
+    from cadre.governance.tasks import audit_export_run
+
+    transaction.on_commit(lambda: audit_export_run.delay(export.pk))
+    return export
+
+
+def audit_export_run(*, export_id: int) -> AuditExport:
+    """Write the bundle of one export. Idempotent: a completed export is returned as is, a
+    running one whose worker died is written again from scratch (same range, same rows)."""
+    from cadre.tenancy.actors import system_actor
+
+    export = AuditExport.objects.select_related("organization").get(pk=export_id)
+    if export.status == AuditExport.Status.COMPLETED:
+        return export
+    organization = export.organization
+    # Events committed before now are sealed into the chain first: the export holds the chain.
+    audit.seal(organization=organization)
+    head = AuditChainHead.objects.filter(organization=organization).first()
+    max_sequence = head.sequence if head is not None else 0
+    base = AuditEvent.objects.filter(organization=organization, sequence__lte=max_sequence)
+    if export.since:
+        base = base.filter(created_at__gte=export.since)
+    if export.until:
+        base = base.filter(created_at__lt=export.until)
+    total = base.filter(**_orm_filters(export.filters)).count()
+    AuditExport.objects.filter(pk=export.pk).update(
+        status=AuditExport.Status.RUNNING,
+        started_at=timezone.now(),
+        total_rows=total,
+        rows_written=0,
+        error="",
+    )
+    directory = export_directory(export)
+    if directory.exists():
+        shutil.rmtree(directory)
+
+    def progress(rows: int) -> None:
+        AuditExport.objects.filter(pk=export.pk).update(rows_written=rows)
+
+    try:
+        result = write_bundle(
+            directory,
+            export_rows(
+                organization,
+                since=export.since,
+                until=export.until,
+                filters=export.filters,
+                max_sequence=max_sequence,
+            ),
+            formats=export.formats,
+            organization=organization,
+            mask=export.mask,
+            description={
+                "export_id": export.pk,
+                "range": {
+                    "since": iso(export.since) if export.since else None,
+                    "until": iso(export.until) if export.until else None,
+                },
+                "filters": export.filters,
+            },
+            on_progress=progress,
+        )
+    except Exception as error:
+        AuditExport.objects.filter(pk=export.pk).update(
+            status=AuditExport.Status.FAILED, error=str(error)[:2000], finished_at=timezone.now()
+        )
+        raise
+    with transaction.atomic():
+        AuditExport.objects.filter(pk=export.pk).update(
+            status=AuditExport.Status.COMPLETED,
+            rows_written=result.rows,
+            bundle_path=str(directory.relative_to(settings.DATA_DIR)),
+            manifest={k: v for k, v in result.manifest.items() if k != "files"}
+            | {
+                "files": [
+                    {k: v for k, v in f.items() if k != "block_sha256"}
+                    for f in result.manifest["files"]
+                ]
+            },
+            finished_at=timezone.now(),
+        )
+        audit.record(
+            actor=system_actor(organization, label="audit export"),
+            action="audit.export_completed",
+            target=("auditexport", export.pk),
+            organization=organization,
+            changes={
+                "rows": result.rows,
+                "files": {f["name"]: f["sha256"] for f in result.manifest["files"]},
+            },
+        )
+    export.refresh_from_db()
+    return export
+
+
+def _orm_filters(filters: dict) -> dict:
+    clean = {}
+    for name, value in (filters or {}).items():
+        if name == "action" and str(value).endswith("."):
+            clean["action__startswith"] = value
+        else:
+            clean[name] = value
+    return clean
+
+
+def bundle_directory(export: AuditExport) -> Path | None:
+    """The finished bundle's directory, or None (not finished, or removed from disk)."""
+    if export.status != AuditExport.Status.COMPLETED or not export.bundle_path:
+        return None
+    path = Path(settings.DATA_DIR) / export.bundle_path
+    return path if (path / MANIFEST).exists() else None

@@ -1,0 +1,34 @@
+"""The one model client (kernel): providers behind one interface — OpenAI-compatible,
+Anthropic, offline — their configuration, JSON answers and the token estimator."""
+
+from __future__ import annotations
+
+from cadre.llm.base import (
+    PROVIDERS,
+    ChatDelta,
+    ChatResult,
+    ModelProvider,
+    ProviderConfig,
+    ProviderError,
+    ToolCall,
+    Usage,
+    provider_for,
+)
+from cadre.llm.config import provider_config_from_env
+from cadre.llm.structured import chat_json
+from cadre.llm.tokens import estimate_tokens
+
+__all__ = [
+    "PROVIDERS",
+    "ChatDelta",
+    "ChatResult",
+    "ModelProvider",
+    "ProviderConfig",
+    "ProviderError",
+    "ToolCall",
+    "Usage",
+    "chat_json",
+    "estimate_tokens",
+    "provider_config_from_env",
+    "provider_for",
+]

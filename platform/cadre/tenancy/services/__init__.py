@@ -1,0 +1,76 @@
+"""Write paths for tenancy. Each service checks the actor's permission and audits itself.
+
+The package is split by concern; import from `cadre.tenancy.services`.
+"""
+
+from __future__ import annotations
+
+from cadre.tenancy.services.api_keys import (
+    API_KEY_PREFIX,
+    api_key_create,
+    api_key_hash,
+    api_key_parse,
+    api_key_revoke,
+    api_key_touch,
+)
+from cadre.tenancy.services.grants import object_grant, object_grant_revoke
+from cadre.tenancy.services.identities import im_identity_create, im_identity_delete
+from cadre.tenancy.services.invitations import (
+    invitation_accept,
+    invitation_lookup,
+    invitation_revoke,
+    member_invite,
+)
+from cadre.tenancy.services.members import (
+    MEMBER_FIELDS,
+    member_create,
+    member_deactivate,
+    member_deactivated,
+    member_reactivate,
+    member_update,
+)
+from cadre.tenancy.services.organizations import (
+    DEPARTMENT_FIELDS,
+    ORGANIZATION_FIELDS,
+    POSITION_FIELDS,
+    department_archive,
+    department_create,
+    department_update,
+    organization_create,
+    organization_update,
+    position_create,
+    position_update,
+)
+
+__all__ = [
+    "API_KEY_PREFIX",
+    "DEPARTMENT_FIELDS",
+    "MEMBER_FIELDS",
+    "ORGANIZATION_FIELDS",
+    "POSITION_FIELDS",
+    "api_key_create",
+    "api_key_hash",
+    "api_key_parse",
+    "api_key_revoke",
+    "api_key_touch",
+    "department_archive",
+    "department_create",
+    "department_update",
+    "im_identity_create",
+    "im_identity_delete",
+    "invitation_accept",
+    "invitation_lookup",
+    "invitation_revoke",
+    "member_create",
+    "member_deactivate",
+    "member_deactivated",
+    "member_invite",
+    "member_reactivate",
+    "member_update",
+    "object_grant",
+    "object_grant_revoke",
+    "organization_create",
+    "organization_update",
+    "position_create",
+    "position_update",
+]

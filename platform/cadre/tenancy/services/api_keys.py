@@ -1,0 +1,120 @@
+"""API keys: `cadre_<prefix>_<secret>` tokens, created once, stored as a hash."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.errors import Conflict, InvalidInput, NotPermitted
+from cadre.governance import audit
+from cadre.tenancy.actors import Actor
+from cadre.tenancy.models import ApiKey
+from cadre.tenancy.roles import SCOPES, permissions_for_roles, permissions_for_scopes
+from cadre.tenancy.services.common import hash_token
+
+API_KEY_PREFIX = "cadre"
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def api_key_parse(token: str) -> tuple[str, str] | None:
+    """`cadre_<prefix>_<secret>` → (prefix, token) or None when malformed."""
+    parts = token.split("_", 2)
+    if (
+        len(parts) != 3
+        or parts[0] != API_KEY_PREFIX
+        or len(parts[1]) != 8
+        or not set(parts[1]) <= _HEX
+        or not parts[2]
+        or len(token) > 200
+        or not token.isascii()
+        or not token.isprintable()
+    ):
+        return None
+    return parts[1], token
+
+
+def api_key_hash(token: str) -> str:
+    return hash_token(token)
+
+
+@transaction.atomic
+def api_key_create(
+    *,
+    actor: Actor,
+    name: str,
+    scopes: list[str],
+    expires_at=None,
+) -> tuple[ApiKey, str]:
+    """Create a key; the secret is returned here once and only its hash is kept."""
+    actor.require("apikey.manage")
+    if actor.member is None or actor.kind != "member":
+        raise NotPermitted("API keys are created by a signed-in member.")
+    unknown = [scope for scope in scopes if scope not in SCOPES]
+    if unknown or not scopes:
+        raise InvalidInput(
+            "Choose at least one known scope."
+            if not unknown
+            else f"Unknown scope(s): {', '.join(unknown)}.",
+            details={"scopes": [f"Choose from: {', '.join(SCOPES)}"]},
+        )
+    beyond = permissions_for_scopes(scopes) - permissions_for_roles(actor.member.roles)
+    if beyond:
+        raise NotPermitted(
+            "A key cannot have permissions you do not have: " + ", ".join(sorted(beyond)),
+            details={"scopes": ["Exceeds your own permissions."]},
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput(
+            "The expiry must be in the future.", details={"expires_at": ["Must be in the future."]}
+        )
+    prefix = secrets.token_hex(4)
+    token = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey.objects.create(
+        organization=actor.organization,
+        name=name.strip() or "API key",
+        prefix=prefix,
+        key_hash=hash_token(token),
+        scopes=sorted(set(scopes)),
+        created_by=actor.member,
+        expires_at=expires_at,
+    )
+    audit.record(
+        actor=actor,
+        action="apikey.create",
+        target=key,
+        after={"name": key.name, "prefix": prefix, "scopes": key.scopes, "expires_at": expires_at},
+    )
+    return key, token
+
+
+@transaction.atomic
+def api_key_revoke(*, actor: Actor, key: ApiKey) -> ApiKey:
+    actor.require("apikey.manage")
+    if key.revoked_at is not None:
+        raise Conflict("The key is already revoked.", code="already_revoked")
+    key.revoked_at = timezone.now()
+    key.revoked_by = actor.member
+    key.save(update_fields=["revoked_at", "revoked_by"])
+    audit.record(
+        actor=actor,
+        action="apikey.revoke",
+        target=key,
+        before={"state": "active"},
+        after={"state": "revoked"},
+    )
+    return key
+
+
+def api_key_touch(key: ApiKey, ip: str | None) -> None:
+    """Record use, at most once a minute per key (not audited: it is not a change of state)."""
+    now = timezone.now()
+    interval = timedelta(seconds=settings.CADRE_API_KEY_LAST_USED_INTERVAL)
+    if key.last_used_at is None or now - key.last_used_at >= interval:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now, last_used_ip=ip)
+        key.last_used_at, key.last_used_ip = now, ip

@@ -1,0 +1,60 @@
+"""IM identities: which platform account belongs to which member."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from cadre.errors import InvalidInput
+from cadre.governance import audit
+from cadre.im import platforms
+from cadre.tenancy.actors import Actor
+from cadre.tenancy.models import IMIdentity, Member
+from cadre.tenancy.services.common import save_unique
+
+
+@transaction.atomic
+def im_identity_create(
+    *,
+    actor: Actor,
+    member: Member,
+    platform: str,
+    platform_user_id: str,
+    tenant_key: str = "",
+    display_name: str = "",
+) -> IMIdentity:
+    actor.require("member.manage", member)
+    if platform not in platforms:
+        raise InvalidInput(
+            f"Unknown platform {platform!r}.",
+            details={"platform": [f"Choose from {', '.join(platforms)}."]},
+        )
+    identity = IMIdentity(
+        organization=actor.organization,
+        member=member,
+        platform=platform,
+        platform_user_id=platform_user_id.strip(),
+        tenant_key=tenant_key,
+        display_name=display_name,
+    )
+    save_unique(
+        identity, "This platform account is already mapped to a member.", "platform_user_id"
+    )
+    audit.record(
+        actor=actor,
+        action="member.identity_add",
+        target=member,
+        after={"platform": platform, "platform_user_id": identity.platform_user_id},
+    )
+    return identity
+
+
+@transaction.atomic
+def im_identity_delete(*, actor: Actor, identity: IMIdentity) -> None:
+    actor.require("member.manage", identity.member)
+    audit.record(
+        actor=actor,
+        action="member.identity_remove",
+        target=identity.member,
+        before={"platform": identity.platform, "platform_user_id": identity.platform_user_id},
+    )
+    identity.delete()

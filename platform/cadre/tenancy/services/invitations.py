@@ -1,0 +1,150 @@
+"""Invitations: inviting someone to the console, accepting and revoking the link."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.errors import Conflict, InvalidInput
+from cadre.governance import audit
+from cadre.tenancy.actors import Actor, member_actor
+from cadre.tenancy.models import Department, Invitation, Member, Position, User
+from cadre.tenancy.services.common import hash_token
+from cadre.tenancy.services.members import member_create
+
+
+@transaction.atomic
+def member_invite(
+    *,
+    actor: Actor,
+    email: str,
+    display_name: str = "",
+    roles: list[str] | None = None,
+    department: Department | None = None,
+    positions: list[Position] | None = None,
+    member: Member | None = None,
+) -> tuple[Member, Invitation, str]:
+    """Invite someone to the console: returns the member, the invitation and the link token."""
+    email = email.strip().lower()
+    if not email:
+        raise InvalidInput("An invitation needs an email.", details={"email": ["Required."]})
+    if member is None:
+        member = Member.objects.filter(organization=actor.organization, email=email).first()
+    if member is None:
+        member = member_create(
+            actor=actor,
+            display_name=display_name or email.split("@")[0],
+            email=email,
+            department=department,
+            positions=positions,
+            roles=roles,
+            status=Member.Status.INVITED,
+        )
+    else:
+        actor.require("member.manage", member)
+        if member.user_id is not None:
+            raise Conflict("This member can already sign in.", code="already_member")
+        if member.status == Member.Status.DEACTIVATED:
+            raise Conflict("Reactivate the member before inviting them.", code="deactivated")
+        if not member.email:
+            member.email = email
+            member.save(update_fields=["email"])
+    member.invitations.filter(accepted_at=None, revoked_at=None).update(revoked_at=timezone.now())
+    token = secrets.token_urlsafe(32)
+    invitation = Invitation.objects.create(
+        organization=actor.organization,
+        member=member,
+        email=email,
+        token_hash=hash_token(token),
+        invited_by=actor.member or member,
+        expires_at=timezone.now() + timedelta(days=settings.CADRE_INVITATION_DAYS),
+    )
+    audit.record(
+        actor=actor,
+        action="member.invite",
+        target=member,
+        after={"email": email, "expires_at": invitation.expires_at},
+    )
+    return member, invitation, token
+
+
+def invitation_lookup(token: str) -> Invitation | None:
+    return (
+        Invitation.objects.select_related("member", "organization")
+        .filter(token_hash=hash_token(token))
+        .first()
+    )
+
+
+@transaction.atomic
+def invitation_accept(
+    *,
+    token: str,
+    password: str | None,
+    display_name: str = "",
+    user: User | None = None,
+) -> Member:
+    """Accept an invitation: an existing signed-in user, or a new user with a password."""
+    invitation = (
+        Invitation.objects.select_for_update()
+        .select_related("member", "organization")
+        .filter(token_hash=hash_token(token))
+        .first()
+    )
+    if invitation is None or invitation.state != "pending":
+        state = invitation.state if invitation else "unknown"
+        raise InvalidInput(f"This invitation link is {state}.", code=f"invitation_{state}")
+    member = invitation.member
+    if member.status == Member.Status.DEACTIVATED:
+        raise InvalidInput("This membership was deactivated.", code="invitation_revoked")
+    if user is None:
+        user = User.objects.filter(email=invitation.email).first()
+        if user is not None:
+            raise Conflict(
+                "An account with this email exists: sign in, then open the link.",
+                code="sign_in_first",
+            )
+        candidate = User(email=invitation.email, display_name=display_name)
+        try:
+            validate_password(password or "", user=candidate)
+        except ValidationError as error:
+            raise InvalidInput(error.messages[0], details={"password": error.messages}) from None
+        user = User.objects.create_user(invitation.email, password, display_name=display_name)
+    if Member.objects.filter(organization=invitation.organization, user=user).exists():
+        raise Conflict("You are already a member of this organization.", code="already_member")
+    member.user = user
+    member.status = Member.Status.ACTIVE
+    if display_name:
+        member.display_name = display_name
+    member.save(update_fields=["user", "status", "display_name"])
+    invitation.accepted_at = timezone.now()
+    invitation.save(update_fields=["accepted_at"])
+    audit.record(
+        actor=member_actor(member),
+        action="member.invitation_accept",
+        target=member,
+        after={"status": member.status},
+    )
+    return member
+
+
+@transaction.atomic
+def invitation_revoke(*, actor: Actor, invitation: Invitation) -> Invitation:
+    actor.require("member.manage", invitation.member)
+    if invitation.state != "pending":
+        raise Conflict(f"The invitation is already {invitation.state}.", code="not_pending")
+    invitation.revoked_at = timezone.now()
+    invitation.save(update_fields=["revoked_at"])
+    audit.record(
+        actor=actor,
+        action="member.invitation_revoke",
+        target=invitation.member,
+        after={"invitation": invitation.pk},
+    )
+    return invitation

@@ -1,0 +1,219 @@
+"""Members: adding, changing, deactivating and reactivating them; owner protections."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.errors import Conflict, InvalidInput, NotPermitted
+from cadre.governance import audit
+from cadre.ports import Listeners
+from cadre.tenancy.actors import Actor
+from cadre.tenancy.models import Department, Member, Position
+from cadre.tenancy.services.common import check_roles, same_org, save_unique, snapshot
+
+# Told when a member is deactivated, inside the deactivation's transaction, as
+# ``listener(actor=..., member=..., reason=...)``: a listener that raises rolls it back.
+member_deactivated: Listeners = Listeners("member_deactivated")
+
+MEMBER_FIELDS = (
+    "display_name",
+    "email",
+    "mobile",
+    "employee_no",
+    "title",
+    "department",
+    "manager",
+    "roles",
+    "status",
+)
+
+
+def _member_snapshot(member: Member) -> dict:
+    data = snapshot(member, MEMBER_FIELDS)
+    data["positions"] = sorted(member.positions.values_list("pk", flat=True)) if member.pk else []
+    return data
+
+
+def _acts_as_owner(actor: Actor) -> bool:
+    """Owners (and the system) may touch the owner role; an API key acts as its creator."""
+    if actor.kind == "system":
+        return True
+    member = actor.member
+    return member is not None and member.is_active and "owner" in member.roles
+
+
+def _check_role_change(actor: Actor, old: list[str], new: list[str]) -> None:
+    if sorted(old) == sorted(new):
+        return
+    actor.require("member.assign_roles")
+    if ("owner" in old) != ("owner" in new) and not _acts_as_owner(actor):
+        raise NotPermitted("Only an owner can grant or remove the owner role.")
+
+
+def _check_owner_target(actor: Actor, member: Member, verb: str) -> None:
+    """Deactivating or reactivating an owner changes who owns the organization."""
+    if "owner" in member.roles and not _acts_as_owner(actor):
+        raise NotPermitted(f"Only an owner can {verb} an owner.")
+
+
+def _ensure_an_owner_remains(member: Member, leaving: bool) -> None:
+    if not leaving or "owner" not in member.roles:
+        return
+    # Lock every active owner row: two owners removing each other at the same moment queue
+    # here, and the second sees the first one gone (so the organization keeps an owner).
+    owners = list(
+        Member.objects.select_for_update()
+        .filter(
+            organization_id=member.organization_id,
+            status=Member.Status.ACTIVE,
+            roles__contains=["owner"],
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if not [pk for pk in owners if pk != member.pk]:
+        raise Conflict("The organization must keep at least one active owner.", code="last_owner")
+
+
+def _apply_member_links(actor, member, department, manager, positions) -> None:
+    same_org(actor, department, manager, *(positions or []))
+    if department is not None and department.is_archived:
+        raise InvalidInput("The department is archived.", details={"department": ["Archived."]})
+    if manager is not None and member.pk and manager.pk == member.pk:
+        raise InvalidInput(
+            "A member cannot be their own manager.", details={"manager": ["Choose someone else."]}
+        )
+
+
+@transaction.atomic
+def member_create(
+    *,
+    actor: Actor,
+    display_name: str,
+    email: str = "",
+    mobile: str = "",
+    employee_no: str = "",
+    title: str = "",
+    department: Department | None = None,
+    manager: Member | None = None,
+    positions: list[Position] | None = None,
+    roles: list[str] | None = None,
+    status: str = Member.Status.ACTIVE,
+) -> Member:
+    """Add a member directly (e.g. an employee who will only chat in IM); no login yet."""
+    same_org(actor, department)
+    if department is not None:
+        actor.require("member.manage", department)
+    else:
+        actor.require("member.manage")
+    roles = check_roles(roles or ["employee"])
+    _check_role_change(actor, ["employee"], roles)
+    member = Member(
+        organization=actor.organization,
+        display_name=display_name.strip(),
+        email=email.strip().lower(),
+        mobile=mobile,
+        employee_no=employee_no,
+        title=title,
+        department=department,
+        manager=manager,
+        roles=roles,
+        status=status,
+    )
+    _apply_member_links(actor, member, department, manager, positions)
+    save_unique(member, "A member with this email exists.", "email")
+    if positions:
+        member.positions.set(positions)
+    audit.record(actor=actor, action="member.create", target=member, after=_member_snapshot(member))
+    return member
+
+
+@transaction.atomic
+def member_update(
+    *, actor: Actor, member: Member, positions: list[Position] | None = None, **fields
+) -> Member:
+    actor.require("member.manage", member)
+    before = _member_snapshot(member)
+    if "roles" in fields:
+        fields["roles"] = check_roles(fields["roles"])
+        _check_role_change(actor, member.roles, fields["roles"])
+        _ensure_an_owner_remains(member, "owner" not in fields["roles"])
+    if "department" in fields:
+        # Moving a member: the actor must manage the destination (org-wide for "none").
+        same_org(actor, fields["department"])
+        if fields["department"] is not None:
+            actor.require("member.manage", fields["department"])
+        else:
+            actor.require("member.manage")
+    if "status" in fields:
+        raise InvalidInput("Use deactivate or reactivate to change a member's status.")
+    _apply_member_links(actor, member, fields.get("department"), fields.get("manager"), positions)
+    for name, value in fields.items():
+        if name not in MEMBER_FIELDS:
+            raise InvalidInput(f"Field {name!r} cannot be changed.")
+        if name == "email":
+            value = value.strip().lower()
+        setattr(member, name, value)
+    if fields:
+        save_unique(member, "A member with this email exists.", "email", update_fields=list(fields))
+    if positions is not None:
+        member.positions.set(positions)
+    audit.record(
+        actor=actor,
+        action="member.update",
+        target=member,
+        before=before,
+        after=_member_snapshot(member),
+    )
+    return member
+
+
+@transaction.atomic
+def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Member:
+    """Stop a member: sign-ins, API keys and agents stop at once; history stays."""
+    actor.require("member.manage", member)
+    if member.status == Member.Status.DEACTIVATED:
+        raise Conflict("The member is already deactivated.", code="already_deactivated")
+    if actor.member is not None and actor.member.pk == member.pk:
+        raise Conflict("You cannot deactivate yourself.", code="self")
+    _check_owner_target(actor, member, "deactivate")
+    _ensure_an_owner_remains(member, True)
+    before = {"status": member.status}
+    member.status = Member.Status.DEACTIVATED
+    member.deactivated_at = timezone.now()
+    member.save(update_fields=["status", "deactivated_at"])
+    member.invitations.filter(accepted_at=None, revoked_at=None).update(revoked_at=timezone.now())
+    # Their agents stop at once (agents registers a listener that cancels their open runs).
+    member_deactivated.notify(actor=actor, member=member, reason=reason or "member deactivated")
+    audit.record(
+        actor=actor,
+        action="member.deactivate",
+        target=member,
+        before=before,
+        after={"status": member.status},
+        reason=reason,
+    )
+    return member
+
+
+@transaction.atomic
+def member_reactivate(*, actor: Actor, member: Member) -> Member:
+    actor.require("member.manage", member)
+    if member.status != Member.Status.DEACTIVATED:
+        raise Conflict("The member is not deactivated.", code="not_deactivated")
+    _check_owner_target(actor, member, "reactivate")
+    # Active again, login or not: an IM-only employee needs no login to use their agents, and
+    # deactivation revoked any pending invitation, so "invited" would be a dead end (a new
+    # invitation can still be sent to an active member without a login).
+    member.status = Member.Status.ACTIVE
+    member.deactivated_at = None
+    member.save(update_fields=["status", "deactivated_at"])
+    audit.record(
+        actor=actor,
+        action="member.reactivate",
+        target=member,
+        before={"status": "deactivated"},
+        after={"status": member.status},
+    )
+    return member
