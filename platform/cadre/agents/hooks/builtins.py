@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from cadre.agents.hooks.registry import hook
+from cadre.agents.runtime.records import bookkeeping
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ def input_policy(ctx, config: dict) -> dict:
 def memory_retrieval(ctx, config: dict) -> dict:
     if not ctx.input_text.strip() or not ctx.read_scope_keys():
         return {"memories": []}
-    from cadre.agents.runtime.engine import bookkeeping
-
     try:
         from cadre.memory.models import Memory
         from cadre.memory.selectors import context_record_write, memory_search

@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from decimal import Decimal
 
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from cadre.agents.hooks.registry import hooks_for
@@ -35,6 +35,7 @@ from cadre.agents.models import (
 from cadre.agents.runtime import context as context_assembly
 from cadre.agents.runtime.finish import finish_run
 from cadre.agents.runtime.grants import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
+from cadre.agents.runtime.records import bookkeeping, emit
 from cadre.agents.runtime.run_context import (
     NonDeterministicReplay,
     RunContext,
@@ -53,30 +54,6 @@ LOCK_NAMESPACE = 71001  # pg advisory lock class for runs
 DEFAULT_CONTEXT_TOKENS = 8_000
 RECENT_TURNS = 12
 DELTA_FLUSH_SECONDS = 0.1
-
-
-# --- events and bookkeeping --------------------------------------------------------------
-
-
-@contextmanager
-def bookkeeping():
-    """A transaction for the runtime's own progress records (steps, events, run status).
-
-    It commits without waiting for the WAL flush (`synchronous_commit` off for this
-    transaction only): other sessions see it at once and a killed worker loses nothing; only
-    a crash of PostgreSQL itself can lose its last fraction of a second, and then the lost
-    steps are executed again — tool side effects still happen once, because their ToolEffect
-    records (and waits) commit with full durability. One commit fewer to wait for per write
-    is most of a run's overhead on a busy disk.
-    """
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
-
-
-def emit(run_id: int, kind: str, data: dict | None = None) -> None:
-    RunEvent.objects.create(run_id=run_id, kind=kind, data=data or {})
 
 
 # --- the loop -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from cadre.agents.models import Agent, Run, RunEvent
+from cadre.agents.runtime.records import bookkeeping
 from cadre.agents.runtime.run_context import RunContext
 
 
@@ -19,7 +20,6 @@ def finish_run(
     error: str = "",
     refused: str = "",
 ) -> None:
-    from cadre.agents.runtime.engine import bookkeeping  # engine imports this module
     from cadre.agents.runtime.services import on_run_finished
 
     # The transcript keeps what the employee wrote and is shown (originals); the model's side

@@ -15,6 +15,7 @@ from django.utils import timezone
 from cadre.agents.models import Run, RunEvent, Step, Wait
 from cadre.agents.runtime.crashpoints import maybe_crash
 from cadre.agents.runtime.grants import agent_actor, scope_keys_for
+from cadre.agents.runtime.records import bookkeeping, emit
 from cadre.observability import tracer
 
 
@@ -201,8 +202,6 @@ class RunContext:
         return bool(self._pending_new or self._pending_done or self._pending_events)
 
     def _flush_now(self) -> None:
-        from cadre.agents.runtime.engine import bookkeeping  # engine imports this module
-
         if self.has_pending:
             with bookkeeping():
                 self.flush()
@@ -221,8 +220,6 @@ class RunContext:
         record on the side, policy decisions and context records, is recorded again), and a
         tool call's effect never repeats: it is keyed and recorded durably by the executor.
         """
-        from cadre.agents.runtime.engine import bookkeeping  # engine imports this module
-
         index = self.next_index
         self.next_index += 1
         self.step_index = index
@@ -327,8 +324,6 @@ class RunContext:
         """A wait step: pause the run until its Wait is resolved (or expires); then return
         the resolution payload ({"timeout": true, …} when it expired and the policy is
         "continue")."""
-        from cadre.agents.runtime.engine import emit  # engine imports this module
-
         index = self.next_index
         self.next_index += 1
         self.step_index = index
