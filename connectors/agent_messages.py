@@ -164,7 +164,7 @@ def deliver(message_id: int) -> str:
 
 
 def _deliver_locked(message) -> str:
-    from connectors.dispatch import send
+    from connectors.sending import send
 
     message.refresh_from_db(fields=["status"])
     if message.status != AgentMessage.Status.QUEUED:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cadre.governance.models import Alert
 from cadre.tenancy.models import IMIdentity
-from connectors.dispatch import send
 from connectors.models import Connector
+from connectors.sending import send
 
 
 def alert_im_deliver(alert: Alert, channel: dict) -> str:

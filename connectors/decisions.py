@@ -288,7 +288,7 @@ def cards_send(
     """Send the confirmation card to every decider reachable through a card-capable connector."""
     from cadre.tenancy.models import IMIdentity
     from connectors.base import platform_for
-    from connectors.dispatch import send
+    from connectors.sending import send
 
     sent: list[Delivery] = []
     deciders = list(confirmation.decider_members())

@@ -39,12 +39,12 @@ def inbound_store(
 
     Concurrent deliveries of one event race on the unique (connector, event_key) index:
     exactly one insert returns an id, and the worker's drain claims each stored event once
-    (`connectors.dispatch.inbound_drain`). A card click is checked (token, clicker, single
+    (`connectors.drain.inbound_drain`). A card click is checked (token, clicker, single
     use) in the same transaction, so the worker only ever sees accepted clicks; a refused one
     is answered in the ack or, with `notify_refusals`, by a notice task.
     """
     from connectors.decisions import card_action_received
-    from connectors.dispatch import drain_request
+    from connectors.drain import drain_request
     from connectors.tasks import decision_refused_notice
 
     now = timezone.now()

@@ -41,7 +41,7 @@ SEND_RETRIES = {
 def inbound_events_drain() -> int:
     """Process the stored inbound events in batches until none is queued (exactly once each:
     every batch is claimed in one statement). The inbound edge asks for one after each commit."""
-    from connectors.dispatch import inbound_drain
+    from connectors.drain import inbound_drain
 
     return inbound_drain()
 

@@ -32,7 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from cadre.api.errors import envelope
 from cadre.observability import tracer
-from connectors import dispatch, services
+from connectors import drain, services
 from connectors.base import (
     DecisionOutcome,
     InboundRequest,
@@ -160,7 +160,7 @@ def _in_pool(platform: str, public_id: str, request: InboundRequest) -> Reply:
             tracer().start_as_current_span(
                 "connectors.inbound", attributes={"cadre.connector.platform": platform}
             ),
-            dispatch.drain_requests_deferred() as deferred,
+            drain.drain_requests_deferred() as deferred,
         ):
             return inbound_handle(platform, public_id, request)
     except Exception as error:
@@ -197,7 +197,7 @@ def _drain_soon_job() -> None:
     with _drain_soon_lock:
         _drain_soon_scheduled = False
     try:
-        dispatch.drain_request()
+        drain.drain_request()
     except Exception:
         # The events are stored; the periodic drain (Celery beat) processes them.
         logger.exception("connectors: could not request a drain of the inbound events")

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from connectors import dispatch, inbound
+from connectors import drain, inbound
 from connectors.base import ParsedEvent
 from connectors.models import Delivery, InboundEvent
 from connectors.tests.helpers import make_connector
@@ -48,11 +48,11 @@ def test_drain_processes_every_stored_event_once_across_batches(
     IMIdentityFactory(member=bob, platform="webhook", platform_user_id="u-bob")
     with django_capture_on_commit_callbacks(execute=False):
         ids = store(hook, 7)
-    assert dispatch.inbound_drain(batch_size=3) == 7
+    assert drain.inbound_drain(batch_size=3) == 7
     events = InboundEvent.objects.filter(pk__in=ids)
     assert {(e.status, e.attempts, e.member_id) for e in events} == {("processed", 1, bob.pk)}
     assert len(fake_api.calls("/callback")) == 7  # bob has no agent: told so, once per message
-    assert dispatch.inbound_drain() == 0  # nothing left to claim
+    assert drain.inbound_drain() == 0  # nothing left to claim
 
 
 def test_event_drained_is_skipped_by_the_single_event_task(
@@ -60,8 +60,8 @@ def test_event_drained_is_skipped_by_the_single_event_task(
 ):
     with django_capture_on_commit_callbacks(execute=False):
         [event_id] = store(hook, 1, sender="u-stranger")
-    dispatch.inbound_drain()
-    assert dispatch.process_inbound_event(event_id) == "skipped"
+    drain.inbound_drain()
+    assert drain.process_inbound_event(event_id) == "skipped"
     assert InboundEvent.objects.get(pk=event_id).attempts == 1
     assert len(fake_api.calls("/callback")) == 1
 
@@ -71,7 +71,7 @@ def test_a_batch_resolves_one_sender_once(hook, bob, django_capture_on_commit_ca
     with django_capture_on_commit_callbacks(execute=False):
         store(hook, 6)
     with CaptureQueriesContext(connection) as queries:
-        dispatch.inbound_drain()
+        drain.inbound_drain()
     identity_lookups = [q for q in queries if 'FROM "tenancy_imidentity"' in q["sql"]]
     agent_lookups = [q for q in queries if 'FROM "agents_agent"' in q["sql"]]
     assert len(identity_lookups) == 1
@@ -84,15 +84,15 @@ def test_retryable_failure_waits_for_its_backoff_then_is_answered_once(
     fake_api.fail_next("/callback", 503)
     with django_capture_on_commit_callbacks(execute=False):
         [event_id] = store(hook, 1, sender="u-stranger")
-        dispatch.inbound_drain()
+        drain.inbound_drain()
     event = InboundEvent.objects.get(pk=event_id)
     assert event.status == "processing" and "503" in event.error
-    assert dispatch.inbound_drain() == 0  # still inside its backoff
+    assert drain.inbound_drain() == 0  # still inside its backoff
     # The backoff is over (the claim's date is when it turns stale).
     InboundEvent.objects.filter(pk=event_id).update(
-        claimed_at=timezone.now() - dispatch.CLAIM_STALE_AFTER - timedelta(seconds=1)
+        claimed_at=timezone.now() - drain.CLAIM_STALE_AFTER - timedelta(seconds=1)
     )
-    assert dispatch.inbound_drain() == 1
+    assert drain.inbound_drain() == 1
     event.refresh_from_db()
     assert (event.status, event.attempts) == ("unmapped", 2)
     assert Delivery.objects.get(inbound_event_id=event_id).status == "sent"
@@ -102,17 +102,17 @@ def test_retryable_failure_waits_for_its_backoff_then_is_answered_once(
 def test_event_failing_every_attempt_ends_failed(
     hook, fake_api, django_capture_on_commit_callbacks
 ):
-    fake_api.fail_next("/callback", 503, times=dispatch.MAX_ATTEMPTS)
+    fake_api.fail_next("/callback", 503, times=drain.MAX_ATTEMPTS)
     with django_capture_on_commit_callbacks(execute=False):
         [event_id] = store(hook, 1, sender="u-stranger")
-        for _ in range(dispatch.MAX_ATTEMPTS):
+        for _ in range(drain.MAX_ATTEMPTS):
             InboundEvent.objects.filter(pk=event_id).update(
-                claimed_at=timezone.now() - dispatch.CLAIM_STALE_AFTER - timedelta(seconds=1)
+                claimed_at=timezone.now() - drain.CLAIM_STALE_AFTER - timedelta(seconds=1)
             )
-            dispatch.inbound_drain()
+            drain.inbound_drain()
     event = InboundEvent.objects.get(pk=event_id)
-    assert (event.status, event.attempts) == ("failed", dispatch.MAX_ATTEMPTS)
-    assert dispatch.inbound_drain() == 0
+    assert (event.status, event.attempts) == ("failed", drain.MAX_ATTEMPTS)
+    assert drain.inbound_drain() == 0
 
 
 def test_drain_requests_are_coalesced_while_one_drain_waits(hook):
@@ -124,16 +124,16 @@ def test_drain_requests_are_coalesced_while_one_drain_waits(hook):
 
     before_task_publish.connect(count, weak=False)
     try:
-        dispatch._drain_flag_clear()
-        dispatch.drain_request()
-        dispatch.drain_request()  # the first drain has not started: it will see this too
+        drain._drain_flag_clear()
+        drain.drain_request()
+        drain.drain_request()  # the first drain has not started: it will see this too
         assert len(published) == 1
-        dispatch._drain_flag_clear()  # what a drain does when it starts
-        dispatch.drain_request()
+        drain._drain_flag_clear()  # what a drain does when it starts
+        drain.drain_request()
         assert len(published) == 2
     finally:
         before_task_publish.disconnect(count)
-        dispatch._drain_flag_clear()
+        drain._drain_flag_clear()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -143,19 +143,19 @@ def test_concurrent_drains_never_share_an_event(alice, bob, fake_api):
         alice, "webhook", {"signing_secret": "s"}, {"callback_url": f"{fake_api.url}/callback"}
     )
     IMIdentityFactory(member=bob, platform="webhook", platform_user_id="u-bob")
-    dispatch._drain_flag_clear()
+    drain._drain_flag_clear()
     ids = store(hook, 40)
     barrier = threading.Barrier(4)
     counts: list[int] = []
 
-    def drain():
+    def drain_in_thread():
         barrier.wait()
         try:
-            counts.append(dispatch.inbound_drain(batch_size=4))
+            counts.append(drain.inbound_drain(batch_size=4))
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=drain) for _ in range(4)]
+    threads = [threading.Thread(target=drain_in_thread) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -165,4 +165,4 @@ def test_concurrent_drains_never_share_an_event(alice, bob, fake_api):
     assert {(e.status, e.attempts) for e in events} == {("processed", 1)}
     assert Delivery.objects.filter(inbound_event_id__in=ids).count() == 40
     assert len(fake_api.calls("/callback")) == 40
-    dispatch._drain_flag_clear()
+    drain._drain_flag_clear()

@@ -351,14 +351,14 @@ def test_a_file_message_reaches_the_agents_run_with_a_reference_to_fetch_it(
     bob_agent,  # noqa: F811  (the end-to-end fixture, imported above)
 ):
     from cadre.agents.models import Run
-    from connectors import dispatch
+    from connectors import drain
     from tests.factories import IMIdentityFactory
 
     IMIdentityFactory(member=bob, platform="feishu", platform_user_id="ou_bob")
     event = store(
         feishu_connector, feishu_message("file", {"file_key": "file_v2_7", "file_name": "q3.pdf"})
     )
-    dispatch.process_inbound_event(event.pk)
+    drain.process_inbound_event(event.pk)
 
     run = Run.objects.get(agent=bob_agent)
     assert run.input["text"] == "[Attached file: q3.pdf (application/pdf)]"

@@ -203,7 +203,7 @@ def test_edge_event_is_processed_and_answered_once(edge, hook, celery_eager, fak
 def test_edge_asks_for_one_drain_after_answering_several_events(edge, hook):
     from celery.signals import before_task_publish
 
-    from connectors import dispatch
+    from connectors import drain
 
     published: list[str] = []
 
@@ -211,7 +211,7 @@ def test_edge_asks_for_one_drain_after_answering_several_events(edge, hook):
         if sender == "connectors.tasks.inbound_events_drain":
             published.append(sender)
 
-    dispatch._drain_flag_clear()
+    drain._drain_flag_clear()
     before_task_publish.connect(count, weak=False)
     try:
         for number in range(3):
@@ -220,7 +220,7 @@ def test_edge_asks_for_one_drain_after_answering_several_events(edge, hook):
         views.edge_threads_stop()  # waits for the drain requests queued behind the answers
     finally:
         before_task_publish.disconnect(count)
-        dispatch._drain_flag_clear()
+        drain._drain_flag_clear()
     # No drain has started in between (no worker here): one task will see all three.
     assert published == ["connectors.tasks.inbound_events_drain"]
     assert InboundEvent.objects.filter(connector=hook, status="queued").count() == 3

@@ -11,7 +11,7 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import Run, ToolEffect
-from cadre.agents.runtime import engine
+from cadre.agents.runtime import crashpoints, engine
 from cadre.agents.runtime import services as runtime
 from cadre.agents.runtime.context import ContextPieces, fit
 from cadre.agents.tools.builtins import host_allowed
@@ -128,7 +128,7 @@ def test_http_tool_calls_allowed_hosts_once_with_the_idempotency_key(owner, bob)
         allowed = runtime.run_start(
             actor=member_actor(bob), agent=agent, text=f"fetch http://{echo.host}/status"
         )
-        with engine.crash_after("tool_call"), pytest.raises(engine.SimulatedCrash):
+        with crashpoints.crash_after("tool_call"), pytest.raises(crashpoints.SimulatedCrash):
             engine.run_execute(allowed.pk)
         assert engine.run_execute(allowed.pk) == Run.Status.COMPLETED
         assert len(echo.requests) == 1  # recorded before the crash: not repeated

@@ -7,7 +7,7 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import Run, Wait
-from cadre.agents.runtime import delegation, engine
+from cadre.agents.runtime import crashpoints, delegation, engine, run_context
 from cadre.agents.runtime import services as runtime
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
@@ -129,7 +129,10 @@ def test_a_child_finishing_before_the_parent_waits_still_wakes_it(bob, alice, de
         agent=bob_agent,
         text=f"ask agent {alice_agent.pk}: standard discount?",
     )
-    with engine.crash_after("tool_call", "delegate"), pytest.raises(engine.SimulatedCrash):
+    with (
+        crashpoints.crash_after("tool_call", "delegate"),
+        pytest.raises(crashpoints.SimulatedCrash),
+    ):
         engine.run_execute(run.pk)
     child = Run.objects.get(parent=run)
     assert engine.run_execute(child.pk) == Run.Status.COMPLETED  # before the parent's wait
@@ -159,7 +162,7 @@ def test_only_memories_the_sender_can_read_are_shared(bob, alice, deployment, or
     mine = memory(f"user:{bob.pk}", "ACME wants delivery by Friday")
     theirs = memory(f"user:{alice.pk}", "Alice's private note")
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="x")
-    ctx = engine.RunContext(run)
+    ctx = run_context.RunContext(run)
     shared = delegation._shared_memories(ctx, [mine.pk, theirs.pk])
     assert [m["id"] for m in shared] == [mine.pk]
     assert alice_agent.pk != bob_agent.pk

@@ -8,7 +8,7 @@ import pytest
 from cadre.agents import services
 from cadre.agents.hooks.registry import hook, hooks_for
 from cadre.agents.models import Run, Step
-from cadre.agents.runtime import delegation, engine
+from cadre.agents.runtime import crashpoints, delegation, engine, grants
 from cadre.agents.runtime import services as runtime
 from cadre.agents.runtime.after import run_after_hooks
 from cadre.tenancy.actors import member_actor
@@ -128,7 +128,10 @@ def test_crash_inside_a_hook_runs_the_hooks_before_the_model_again(owner, bob):
     # read and decide), and the next attempt runs them again from the start.
     CALLS.clear()
     run = runtime.run_start(actor=member_actor(bob), agent=_two_hook_agent(owner, bob), text="hi")
-    with engine.crash_after("hook", "on_init:test_second"), pytest.raises(engine.SimulatedCrash):
+    with (
+        crashpoints.crash_after("hook", "on_init:test_second"),
+        pytest.raises(crashpoints.SimulatedCrash),
+    ):
         engine.run_execute(run.pk)
     assert not run.steps.exists()
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
@@ -141,7 +144,7 @@ def test_crash_inside_a_hook_runs_the_hooks_before_the_model_again(owner, bob):
 def test_crash_after_the_model_call_started_replays_its_hooks(owner, bob):
     CALLS.clear()
     run = runtime.run_start(actor=member_actor(bob), agent=_two_hook_agent(owner, bob), text="hi")
-    with engine.crash_after("model_call"), pytest.raises(engine.SimulatedCrash):
+    with crashpoints.crash_after("model_call"), pytest.raises(crashpoints.SimulatedCrash):
         engine.run_execute(run.pk)
     # The hooks were committed with the model call's start, before the crash.
     assert run.steps.filter(kind="hook", status="completed").count() >= 2
@@ -181,7 +184,7 @@ def test_narrowing_keeps_the_stricter_rule():
         "write_scopes": [],
         "budget": {"max_steps": 3},
     }
-    child = engine.narrow_grants(
+    child = grants.narrow_grants(
         parent,
         {
             "tools": {

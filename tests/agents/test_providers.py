@@ -10,7 +10,7 @@ from django.db import connection
 
 from cadre.agents import services
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine
+from cadre.agents.runtime import crashpoints, engine
 from cadre.agents.runtime import services as runtime
 from cadre.governance.models import AuditEvent
 from cadre.llm import ToolCall
@@ -273,7 +273,7 @@ def test_model_call_crash_calls_the_model_again_but_no_step_twice(owner, alice, 
             actor=owner, name="T", template=template, members=[bob]
         ).agents.get()
         run = runtime.run_start(actor=member_actor(bob), agent=agent, text="go")
-        with engine.crash_after("model_call"), pytest.raises(engine.SimulatedCrash):
+        with crashpoints.crash_after("model_call"), pytest.raises(crashpoints.SimulatedCrash):
             engine.run_execute(run.pk)
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     # The interrupted model call was made again (model calls have no side effects) …

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from cadre.agents import services
 from cadre.agents.models import AgentMessage, AgentTask, Run, RunEvent, Step, ToolEffect, Wait
-from cadre.agents.runtime import engine
+from cadre.agents.runtime import crashpoints, engine
 from cadre.agents.runtime import services as runtime
 from cadre.tenancy.actors import member_actor, system_actor
 from tests.factories import MemberFactory
@@ -81,7 +81,7 @@ def test_tool_call_creates_a_task_once(bob, bob_agent):
 )
 def test_crash_after_each_step_type_resumes_without_repeating(bob, bob_agent, kind, text):
     run = start(bob, bob_agent, text)
-    with engine.crash_after(kind), pytest.raises(engine.SimulatedCrash):
+    with crashpoints.crash_after(kind), pytest.raises(crashpoints.SimulatedCrash):
         engine.run_execute(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING  # as a killed worker leaves it
@@ -112,7 +112,7 @@ def test_crash_after_each_step_type_resumes_without_repeating(bob, bob_agent, ki
 
 def test_crash_after_sending_a_message_sends_it_once(bob, bob_agent, alice):
     run = start(bob, bob_agent, "send the quote is ready to Alice")
-    with engine.crash_after("tool_call"), pytest.raises(engine.SimulatedCrash):
+    with crashpoints.crash_after("tool_call"), pytest.raises(crashpoints.SimulatedCrash):
         engine.run_execute(run.pk)
     assert AgentMessage.objects.count() == 1
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
@@ -123,7 +123,7 @@ def test_crash_after_sending_a_message_sends_it_once(bob, bob_agent, alice):
 
 def test_crash_after_a_wait_step_keeps_one_wait_and_resumes_on_the_event(bob, bob_agent, owner):
     run = start(bob, bob_agent, "wait for invoice.paid:INV-7")
-    with engine.crash_after("wait"), pytest.raises(engine.SimulatedCrash):
+    with crashpoints.crash_after("wait"), pytest.raises(crashpoints.SimulatedCrash):
         engine.run_execute(run.pk)
     assert engine.run_execute(run.pk) == Run.Status.WAITING
     assert Wait.objects.count() == 1

@@ -11,7 +11,7 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import AgentSubscription, Run, Step
-from cadre.agents.runtime import engine, subscriptions
+from cadre.agents.runtime import crashpoints, engine, subscriptions
 from cadre.agents.runtime import services as runtime
 from cadre.errors import NotPermitted
 from cadre.governance.models import AuditEvent
@@ -236,8 +236,8 @@ def test_a_replayed_publish_step_delivers_once(cast, bob):
     subscriptions.subscription_create(actor=owner, subscriber=analyst, publisher=tracker)
     run = runtime.run_start(actor=member_actor(bob), agent=tracker, text="publish chips: news")
     with (
-        engine.crash_after("tool_call", "notify_subscribers"),
-        pytest.raises(engine.SimulatedCrash),
+        crashpoints.crash_after("tool_call", "notify_subscribers"),
+        pytest.raises(crashpoints.SimulatedCrash),
     ):
         engine.run_execute(run.pk)
     assert Run.objects.filter(trigger="subscription").count() == 1  # delivered before the crash

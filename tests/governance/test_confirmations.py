@@ -314,7 +314,7 @@ def _paused_run(bob, bob_agent, org_a, text):
 
 def test_approval_resumes_the_run_and_the_call_runs_once_despite_a_crash(bob, bob_agent, org_a):
     from cadre.agents.models import AgentMessage, Run
-    from cadre.agents.runtime import engine
+    from cadre.agents.runtime import crashpoints, engine
     from tests.factories import MemberFactory
 
     names = [
@@ -324,7 +324,7 @@ def test_approval_resumes_the_run_and_the_call_runs_once_despite_a_crash(bob, bo
     confirmations.confirmation_decide(
         confirmation=confirmation, decider=bob, decision="approve", via="console"
     )
-    with engine.crash_after("tool_call"), pytest.raises(engine.SimulatedCrash):
+    with crashpoints.crash_after("tool_call"), pytest.raises(crashpoints.SimulatedCrash):
         engine.run_execute(run.pk)  # the worker dies right after the send
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED  # the redelivered task
     assert AgentMessage.objects.count() == 1
@@ -496,8 +496,8 @@ def test_websocket_streams_the_queue_to_deciders_only(alice, bob, make_member):
 
 
 def test_run_call_chain_links_policy_steps_and_confirmation(bob, bob_agent, org_a, alice, charlie):
-    from cadre.agents.call_chain import run_call_chain
     from cadre.agents.runtime import engine
+    from cadre.governance.selectors import run_call_chain
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
     policy.evaluate(

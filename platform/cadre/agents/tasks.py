@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 def run_execute(self, run_id: int) -> str:
     """Execute or resume a run. Redelivered after a worker crash, it resumes after the last
     completed step; a second delivery while another worker holds the run retries later."""
-    from cadre.agents.runtime import engine
+    from cadre.agents.runtime import engine, finish
 
     try:
         return engine.run_execute(run_id)
@@ -31,7 +31,7 @@ def run_execute(self, run_id: int) -> str:
         raise self.retry(exc=busy, countdown=2) from None
     except (ProviderError, OperationalError) as error:
         if self.request.retries >= self.max_retries:
-            engine.run_fail(run_id, f"gave up after {self.request.retries} retries: {error}")
+            finish.run_fail(run_id, f"gave up after {self.request.retries} retries: {error}")
             return "failed"
         countdown = min(60, 2 ** (self.request.retries + 1))
         raise self.retry(exc=error, countdown=countdown) from None

@@ -150,7 +150,8 @@ def _skill_md_of(version) -> str:
     "and ask them to confirm it (a confirmed change becomes a skill candidate).",
 )
 def skill_backflow(run, config: dict) -> dict:
-    from cadre.agents.runtime.engine import agent_actor, emit
+    from cadre.agents.runtime.grants import agent_actor
+    from cadre.agents.runtime.records import emit
     from cadre.skills import services
     from cadre.skills.models import SkillProposal
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from cadre.agents.hooks.registry import hook
+from cadre.agents.runtime.records import bookkeeping
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ def input_policy(ctx, config: dict) -> dict:
 def memory_retrieval(ctx, config: dict) -> dict:
     if not ctx.input_text.strip() or not ctx.read_scope_keys():
         return {"memories": []}
-    from cadre.agents.runtime.engine import bookkeeping
-
     try:
         from cadre.memory.models import Memory
         from cadre.memory.selectors import context_record_write, memory_search
@@ -101,7 +100,8 @@ def memory_retrieval(ctx, config: dict) -> dict:
     "them with provenance under the agent's writable scopes.",
 )
 def memory_write(run, config: dict) -> dict:
-    from cadre.agents.runtime.engine import agent_actor, model_side
+    from cadre.agents.runtime.engine import model_side
+    from cadre.agents.runtime.grants import agent_actor
     from cadre.memory import services as memory_services
     from cadre.memory.models import scope_parts
 

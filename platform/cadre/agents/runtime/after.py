@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from cadre.agents.hooks.registry import ASYNC_POINTS, hooks_for
 from cadre.agents.models import Run, RunEvent, Step
-from cadre.agents.runtime.engine import _run_lock, _trace, bookkeeping, load_run
+from cadre.agents.runtime.engine import _run_lock, _trace, load_run
+from cadre.agents.runtime.records import bookkeeping
 
 logger = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import Agent, Run, Session, Step, ToolEffect
+from cadre.agents.runtime.grants import grants_for_version, narrow_grants
 from cadre.governance import audit
 from cadre.llm import ToolCall
 
@@ -46,8 +47,6 @@ def _shared_memories(ctx, ids: list[int]) -> list[dict]:
 
 
 def child_grants(parent: Run, target: Agent) -> dict:
-    from cadre.agents.runtime.engine import grants_for_version, narrow_grants
-
     own = grants_for_version(target.version)
     proposed = dict(own)
     for hook, config in hooks_for(parent.version.hooks, "on_spawn"):

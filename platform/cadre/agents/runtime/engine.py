@@ -18,10 +18,9 @@ import json
 import logging
 import time
 from contextlib import contextmanager
-from datetime import timedelta
 from decimal import Decimal
 
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from cadre.agents.hooks.registry import hooks_for
@@ -32,558 +31,29 @@ from cadre.agents.models import (
     Run,
     RunEvent,
     Step,
-    Wait,
 )
 from cadre.agents.runtime import context as context_assembly
+from cadre.agents.runtime.finish import finish_run
+from cadre.agents.runtime.grants import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
+from cadre.agents.runtime.records import bookkeeping, emit
+from cadre.agents.runtime.run_context import (
+    NonDeterministicReplay,
+    RunContext,
+    RunPaused,
+    RunRefused,
+    RunStopped,
+)
 from cadre.agents.tools import registry as tool_registry
 from cadre.llm import ChatResult, ProviderError, provider_for
-from cadre.memory.models import Scope, scope_key
 from cadre.observability import tracer
-from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Member
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAMESPACE = 71001  # pg advisory lock class for runs
-DEFAULT_MAX_STEPS = 12
-DEFAULT_MAX_TOKENS = 200_000
 DEFAULT_CONTEXT_TOKENS = 8_000
-DEFAULT_WAIT_SECONDS = 24 * 3600
 RECENT_TURNS = 12
 DELTA_FLUSH_SECONDS = 0.1
-
-
-class SimulatedCrash(BaseException):
-    """Raised at a crash point in tests: after a step's work, before it is marked completed.
-
-    A BaseException, so no `except Exception` on the way can swallow it — like a killed worker.
-    """
-
-
-class RunPaused(Exception):
-    """The run is waiting (a confirmation or an external event); its worker stops here."""
-
-
-class RunStopped(Exception):
-    """The run must not continue (cancelled, member deactivated, budget spent)."""
-
-    def __init__(self, status: str, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class RunRefused(Exception):
-    """The policy chain refused the input: the run ends with a visible refusal, and nothing
-    reached the model."""
-
-    def __init__(self, reason: str, retry_after: int | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-    @property
-    def reply(self) -> str:
-        if self.retry_after:
-            return (
-                f"I can't take this message right now: {self.reason}. "
-                f"Please try again in {self.retry_after} seconds."
-            )
-        return f"I can't pass this message on to the model: {self.reason}."
-
-
-class NonDeterministicReplay(Exception):
-    """A replayed step does not match what the loop asks for: the run cannot resume safely."""
-
-
-# Test crash points: {(kind, name or None): remaining count}. Empty in production.
-_crash_points: dict[tuple[str, str | None], int] = {}
-
-
-@contextmanager
-def crash_after(kind: str, name: str | None = None, times: int = 1):
-    """Make the next `times` steps of `kind` (and `name`) crash after their work (tests)."""
-    _crash_points[(kind, name)] = times
-    try:
-        yield
-    finally:
-        _crash_points.pop((kind, name), None)
-
-
-def _maybe_crash(kind: str, name: str) -> None:
-    for key in ((kind, name), (kind, None)):
-        remaining = _crash_points.get(key, 0)
-        if remaining > 0:
-            _crash_points[key] = remaining - 1
-            raise SimulatedCrash(f"simulated crash after {kind}:{name}")
-
-
-# --- identity and grants ------------------------------------------------------------------
-
-
-def agent_actor(agent: Agent) -> Actor:
-    """The actor an agent acts as: its own identity, serving its member."""
-    return Actor(
-        kind="agent",
-        organization=agent.organization,
-        permissions=frozenset({"chat.use"}),
-        member=agent.member,
-        agent=agent,
-        label=f"agent {agent.name}",
-    )
-
-
-def grants_for_version(version) -> dict:
-    """What a run of this template version may do (the template's allow-lists and budget)."""
-    settings = version.model_settings or {}
-    budget = {"max_steps": DEFAULT_MAX_STEPS, "max_tokens": DEFAULT_MAX_TOKENS}
-    budget.update(settings.get("budget") or {})
-    policy = version.memory_policy or {}
-    return {
-        "tools": dict(version.tool_permissions or {}),
-        "read_scopes": list(policy.get("read_scopes", ["agent", "user"])),
-        "write_scopes": list(policy.get("write_scopes", ["agent"])),
-        "budget": budget,
-    }
-
-
-_RANK = {"low": 0, "medium": 1, "high": 2}
-_CONFIRM = {"never": 0, "high_risk": 1, "always": 2}
-
-
-def narrow_grants(parent: dict, proposed: dict) -> dict:
-    """`proposed` cut down to `parent`: a subagent can never get more than its parent has."""
-    tools = {}
-    for name, rule in (proposed.get("tools") or {}).items():
-        if name not in parent.get("tools", {}):
-            continue
-        mine = parent["tools"][name]
-        merged = {**mine, **rule}
-        merged["risk"] = max(mine.get("risk", "low"), rule.get("risk", "low"), key=_RANK.get)
-        merged["confirmation"] = max(
-            mine.get("confirmation", "never"), rule.get("confirmation", "never"), key=_CONFIRM.get
-        )
-        if "allowed_hosts" in mine or "allowed_hosts" in rule:
-            merged["allowed_hosts"] = [
-                h for h in rule.get("allowed_hosts", []) if h in mine.get("allowed_hosts", [])
-            ]
-        tools[name] = merged
-    budget = {}
-    for key, value in (parent.get("budget") or {}).items():
-        asked = (proposed.get("budget") or {}).get(key, value)
-        budget[key] = min(value, asked)
-    return {
-        "tools": tools,
-        "read_scopes": [
-            s for s in proposed.get("read_scopes", []) if s in parent.get("read_scopes", [])
-        ],
-        "write_scopes": [
-            s for s in proposed.get("write_scopes", []) if s in parent.get("write_scopes", [])
-        ],
-        "budget": budget,
-        "shared_memories": list(proposed.get("shared_memories", [])),
-    }
-
-
-def scope_keys_for(agent: Agent, scope_types: list[str]) -> list[str]:
-    """Concrete memory scope keys of an agent for scope types ("agent", "user", …)."""
-    from cadre.memory.selectors import _department_chain
-
-    member = agent.member
-    keys: list[str] = []
-    for kind in scope_types:
-        if kind == Scope.AGENT:
-            keys.append(scope_key(Scope.AGENT, agent.pk))
-        elif kind == Scope.USER:
-            keys.append(scope_key(Scope.USER, member.pk))
-        elif kind == Scope.POSITION:
-            keys += [
-                scope_key(Scope.POSITION, pk)
-                for pk in member.positions.values_list("id", flat=True)
-            ]
-        elif kind == Scope.DEPARTMENT:
-            keys += [
-                scope_key(Scope.DEPARTMENT, pk)
-                for pk in _department_chain(agent.organization_id, member.department_id)
-            ]
-        elif kind == Scope.ORGANIZATION:
-            keys.append(scope_key(Scope.ORGANIZATION))
-    return list(dict.fromkeys(keys))
-
-
-# --- events and bookkeeping --------------------------------------------------------------
-
-
-@contextmanager
-def bookkeeping():
-    """A transaction for the runtime's own progress records (steps, events, run status).
-
-    It commits without waiting for the WAL flush (`synchronous_commit` off for this
-    transaction only): other sessions see it at once and a killed worker loses nothing; only
-    a crash of PostgreSQL itself can lose its last fraction of a second, and then the lost
-    steps are executed again — tool side effects still happen once, because their ToolEffect
-    records (and waits) commit with full durability. One commit fewer to wait for per write
-    is most of a run's overhead on a busy disk.
-    """
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
-
-
-def emit(run_id: int, kind: str, data: dict | None = None) -> None:
-    RunEvent.objects.create(run_id=run_id, kind=kind, data=data or {})
-
-
-# --- the execution context ----------------------------------------------------------------
-
-
-class RunContext:
-    def __init__(self, run: Run, *, first_attempt: bool = False):
-        self.run = run
-        self.agent = run.agent
-        self.version = run.version
-        self.member = run.member
-        self.actor = agent_actor(self.agent)
-        # A run's first attempt has no steps yet: nothing to replay, nothing to load.
-        self.steps = (
-            {} if first_attempt else {step.index: step for step in run.steps.select_related("wait")}
-        )
-        self.next_index = 0
-        self.step_index = 0
-        self.tokens_in = 0
-        self.tokens_out = 0
-        self.cost = Decimal(0)
-        self.model_calls = 0
-        self._scope_cache: dict[str, list[str]] = {}
-        # The input as the model may see it (masked by the input policy), once on_init ran.
-        self.model_text: str | None = None
-        self._policy_chain = None
-        # Completed hooks, a model call's completion and their events, waiting for the run's
-        # next write (see `step`).
-        self._pending_new: list[Step] = []
-        self._pending_done: list[Step] = []
-        self._pending_events: list[RunEvent] = []
-
-    @property
-    def input_text(self) -> str:
-        """The input for the model and for retrieval: masked once the input policy ran."""
-        if self.model_text is not None:
-            return self.model_text
-        return _input_for_model(self.run)
-
-    @property
-    def conversation_key(self) -> str:
-        """The masking vault's scope: placeholders are consistent within a session."""
-        return f"session:{self.run.session_id}"
-
-    def policy_chain(self):
-        """The organization's and template's policy chain, resolved once per execution."""
-        if self._policy_chain is None:
-            from cadre.governance.policy import resolve_chain
-
-            self._policy_chain = resolve_chain(
-                self.run.organization, getattr(self.version, "policy_chain_id", None)
-            )
-        return self._policy_chain
-
-    def policy_check(self, stage: str, text: str) -> dict | None:
-        """The chain's verdict on `text` at `stage`, or None when no plugin looks at it.
-        Call it inside a step, so a replayed run reuses the stored verdict."""
-        from cadre.governance.policy import policy_check_run, stage_handled
-
-        chain = self.policy_chain()
-        if not text or not stage_handled(chain, stage):
-            return None
-        return policy_check_run(
-            run=self.run, stage=stage, text=text, step_index=self.step_index, chain=chain
-        )
-
-    def reidentify(self, value):
-        """`value` with this conversation's placeholders replaced by the original values —
-        for what leaves the model's side: tool arguments and the reply the employee sees."""
-        from cadre.governance.masking.policy import PLACEHOLDER
-        from cadre.governance.masking.vault import reidentify
-
-        if isinstance(value, str):
-            if not PLACEHOLDER.search(value):
-                return value
-            return reidentify(
-                value, organization=self.run.organization, conversation_key=self.conversation_key
-            )
-        if isinstance(value, dict):
-            return {key: self.reidentify(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [self.reidentify(item) for item in value]
-        return value
-
-    @property
-    def grants(self) -> dict:
-        return self.run.grants
-
-    def read_scope_keys(self) -> list[str]:
-        if "read" not in self._scope_cache:
-            self._scope_cache["read"] = scope_keys_for(
-                self.agent, self.grants.get("read_scopes", [])
-            )
-        return self._scope_cache["read"]
-
-    def write_scope_key(self, scope: str) -> str | None:
-        if scope not in self.grants.get("write_scopes", []):
-            return None
-        keys = scope_keys_for(self.agent, [scope])
-        return keys[0] if keys else None
-
-    def key(self, index: int) -> str:
-        return f"run:{self.run.pk}:step:{index}"
-
-    # --- steps ------------------------------------------------------------------------
-
-    def _check_not_cancelled(self) -> None:
-        """One query: a heartbeat for the live run, nothing if it was cancelled meanwhile."""
-        alive = (
-            Run.objects.filter(pk=self.run.pk)
-            .exclude(status=Run.Status.CANCELLED)
-            .update(heartbeat_at=timezone.now())
-        )
-        if not alive:
-            raise RunStopped(Run.Status.CANCELLED, "cancelled")
-
-    def _replayed(self, index: int, kind: str, name: str) -> Step | None:
-        existing = self.steps.get(index)
-        if existing is not None and (existing.kind != kind or existing.name != name):
-            raise NonDeterministicReplay(
-                f"step {index} was {existing.kind}:{existing.name}, now {kind}:{name}"
-            )
-        return existing
-
-    # Completion fields a step's final write sets.
-    _DONE_FIELDS = (
-        "status",
-        "output",
-        "completed_at",
-        "duration_ms",
-        "tokens_in",
-        "tokens_out",
-        "cost",
-    )
-
-    def flush(self, events: list[RunEvent] = ()) -> None:
-        """Write what is waiting to be recorded (inside the caller's transaction): completed
-        hooks, a model call's completion, their events, then `events`."""
-        if self._pending_new:
-            Step.objects.bulk_create(self._pending_new)
-        for step in self._pending_done:
-            step.save(update_fields=self._DONE_FIELDS)
-        events = [*self._pending_events, *events]
-        if events:
-            RunEvent.objects.bulk_create(events)
-        self._pending_new, self._pending_done, self._pending_events = [], [], []
-
-    @property
-    def has_pending(self) -> bool:
-        return bool(self._pending_new or self._pending_done or self._pending_events)
-
-    def _flush_now(self) -> None:
-        if self.has_pending:
-            with bookkeeping():
-                self.flush()
-
-    def step(self, kind: str, name: str, payload: dict, perform) -> dict:
-        """Run `perform(step)` as step n, or return step n's stored output if it completed.
-
-        `perform` returns the output dict; a "_usage" entry ({input_tokens, output_tokens,
-        cost}) is moved onto the step's token and cost columns.
-
-        Model and tool calls are written `started` before their work. A hook is written
-        once, completed, with the run's next write (the next model or tool call, a wait or
-        the finish, which follow at once): the hooks before a model call share its commit.
-        A model call's completion is recorded the same way. If the worker dies in between,
-        the redelivered run does that work again — hooks only read and decide (what they
-        record on the side, policy decisions and context records, is recorded again), and a
-        tool call's effect never repeats: it is keyed and recorded durably by the executor.
-        """
-        index = self.next_index
-        self.next_index += 1
-        self.step_index = index
-        step = self._replayed(index, kind, name)
-        if step is not None and step.status == Step.Status.COMPLETED:
-            self._count(step)
-            return step.output
-        slow = kind != Step.Kind.HOOK
-        if step is None and not slow:  # a hook: written once, completed (see below)
-            step = Step(
-                run_id=self.run.pk,
-                index=index,
-                kind=kind,
-                name=name,
-                idempotency_key=self.key(index),
-                input=payload,
-                started_at=timezone.now(),
-            )
-        else:
-            with bookkeeping():
-                if slow:  # slow, or with effects: beat the heart, check for cancellation
-                    self._check_not_cancelled()
-                if self._pending_new:  # earlier steps first: ids follow the run's order
-                    Step.objects.bulk_create(self._pending_new)
-                    self._pending_new = []
-                if step is None:
-                    step = Step.objects.create(
-                        run_id=self.run.pk,
-                        index=index,
-                        kind=kind,
-                        name=name,
-                        idempotency_key=self.key(index),
-                        input=payload,
-                    )
-                    self.steps[index] = step
-                else:  # started before a crash: do it again (effects are keyed, see executor)
-                    step.attempts += 1
-                    step.started_at = timezone.now()
-                    step.save(update_fields=["attempts", "started_at"])
-                started = [
-                    RunEvent(
-                        run_id=self.run.pk,
-                        kind="step",
-                        data={"index": index, "kind": kind, "name": name, "status": "started"},
-                    )
-                ]
-                self.flush(started if slow else [])
-        started = time.monotonic()
-        with tracer().start_as_current_span(
-            f"agent.{kind}",
-            attributes={
-                "cadre.run_id": self.run.pk,
-                "cadre.step": index,
-                "cadre.step_name": name,
-            },
-        ):
-            output = perform(step)
-        _maybe_crash(kind, name)
-        usage = output.pop("_usage", None) or {}
-        step.status = Step.Status.COMPLETED
-        step.output = output
-        step.completed_at = timezone.now()
-        step.duration_ms = int((time.monotonic() - started) * 1000)
-        step.tokens_in = usage.get("input_tokens", 0)
-        step.tokens_out = usage.get("output_tokens", 0)
-        step.cost = Decimal(str(usage.get("cost", 0)))
-        event = RunEvent(
-            run_id=self.run.pk,
-            kind="step",
-            data={
-                "index": index,
-                "kind": kind,
-                "name": name,
-                "status": "completed",
-                "duration_ms": step.duration_ms,
-            },
-        )
-        if step.pk is None:  # a hook: inserted, completed, with the run's next write
-            self._pending_new.append(step)
-            self.steps[index] = step
-            self._pending_events.append(event)
-        elif kind == Step.Kind.MODEL_CALL:  # recorded with the run's next write
-            self._pending_done.append(step)
-            self._pending_events.append(event)
-        else:
-            with bookkeeping():
-                self.flush([event])
-                step.save(update_fields=self._DONE_FIELDS)
-        self._count(step)
-        return output
-
-    def _count(self, step: Step) -> None:
-        self.tokens_in += step.tokens_in
-        self.tokens_out += step.tokens_out
-        self.cost += step.cost
-        if step.kind == Step.Kind.MODEL_CALL:
-            self.model_calls += 1
-
-    def wait(
-        self, kind: str, key: str | None, details: dict, *, timeout_seconds: int, on_timeout: str
-    ) -> dict:
-        """A wait step: pause the run until its Wait is resolved (or expires); then return
-        the resolution payload ({"timeout": true, …} when it expired and the policy is
-        "continue")."""
-        index = self.next_index
-        self.next_index += 1
-        self.step_index = index
-        name = f"{kind}:{details.get('tool', '')}".rstrip(":")
-        step = self._replayed(index, Step.Kind.WAIT, name)
-        if step is not None and step.status == Step.Status.COMPLETED:
-            return step.output
-        self._flush_now()
-        self._check_not_cancelled()
-        if step is None:
-            with transaction.atomic():
-                step = Step.objects.create(
-                    run_id=self.run.pk,
-                    index=index,
-                    kind=Step.Kind.WAIT,
-                    name=name,
-                    idempotency_key=self.key(index),
-                    input=details,
-                    status=Step.Status.WAITING,
-                )
-                Wait.objects.create(
-                    organization_id=self.run.organization_id,
-                    run_id=self.run.pk,
-                    step=step,
-                    kind=kind,
-                    key=key or self.key(index),
-                    details=details,
-                    deadline=timezone.now() + timedelta(seconds=timeout_seconds),
-                    on_timeout=on_timeout,
-                )
-            self.steps[index] = step
-            emit(
-                self.run.pk,
-                "wait",
-                {"index": index, "kind": kind, "key": key or self.key(index), "details": details},
-            )
-        _maybe_crash(Step.Kind.WAIT, name)
-        with transaction.atomic():
-            wait = Wait.objects.select_for_update().get(step_id=step.pk)
-            if wait.status == Wait.Status.PENDING:
-                from cadre.agents.runtime.services import early_resolution
-
-                early = early_resolution(wait)
-                if early is not None:
-                    Wait.objects.filter(pk=wait.pk).update(
-                        status=Wait.Status.RESOLVED, payload=early, resolved_at=timezone.now()
-                    )
-                    wait.status, wait.payload = Wait.Status.RESOLVED, early
-            if wait.status == Wait.Status.PENDING:
-                # Only a run still marked running goes to waiting (not a cancelled one).
-                Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING).update(
-                    status=Run.Status.WAITING
-                )
-        # Raised outside the atomic block, which must commit the status change.
-        if wait.status == Wait.Status.PENDING:
-            raise RunPaused(wait.key)
-        if wait.status == Wait.Status.CANCELLED:
-            raise RunStopped(Run.Status.CANCELLED, "the wait was cancelled")
-        output = dict(wait.payload)
-        if wait.status == Wait.Status.EXPIRED:
-            if wait.on_timeout == Wait.OnTimeout.FAIL:
-                raise RunStopped(Run.Status.FAILED, f"timed out waiting for {wait.key}")
-            if wait.on_timeout == Wait.OnTimeout.CANCEL:
-                raise RunStopped(Run.Status.CANCELLED, f"timed out waiting for {wait.key}")
-            output = {"timeout": True, **output}
-        with transaction.atomic():
-            step.status = Step.Status.COMPLETED
-            step.output = output
-            step.completed_at = timezone.now()
-            step.duration_ms = int((step.completed_at - step.started_at).total_seconds() * 1000)
-            step.save(update_fields=["status", "output", "completed_at", "duration_ms"])
-        emit(
-            self.run.pk,
-            "step",
-            {"index": index, "kind": "wait", "name": name, "status": "completed"},
-        )
-        return output
 
 
 # --- the loop -----------------------------------------------------------------------------
@@ -690,14 +160,6 @@ def _assemble(ctx: RunContext) -> list[dict]:
     budget = int((ctx.version.model_settings or {}).get("context_tokens", DEFAULT_CONTEXT_TOKENS))
     messages, _report = context_assembly.fit(pieces, budget)
     return messages
-
-
-def _input_for_model(run: Run) -> str:
-    text = run.input.get("text", "")
-    event = run.input.get("event")
-    if event is not None:
-        text = (text + "\n" if text else "") + "Event: " + json.dumps(event, ensure_ascii=False)
-    return text
 
 
 def _model_step(
@@ -827,75 +289,6 @@ def _refusal(run: Run) -> str | None:
     return None
 
 
-def _finish(
-    run: Run,
-    ctx: RunContext | None,
-    status: str,
-    *,
-    text: str = "",
-    error: str = "",
-    refused: str = "",
-) -> None:
-    from cadre.agents.runtime.services import on_run_finished
-
-    # The transcript keeps what the employee wrote and is shown (originals); the model's side
-    # (placeholders) is kept next to it for later turns and for memory.
-    # A delegated run's reply goes back to its parent's model, not to a person: it keeps the
-    # placeholders (its session's vault is not the parent's).
-    display = ctx.reidentify(text) if ctx is not None and text and not run.parent_id else text
-    now = timezone.now()
-    with bookkeeping():
-        fields = {"status": status, "finished_at": now, "heartbeat_at": now}
-        if ctx is not None:
-            fields.update(
-                tokens_in=ctx.tokens_in,
-                tokens_out=ctx.tokens_out,
-                cost=ctx.cost,
-                step_count=ctx.next_index,
-            )
-            if ctx.model_text is not None and ctx.model_text != run.input.get("text", ""):
-                fields["input"] = {**run.input, "model_text": ctx.model_text}
-        if status == Run.Status.COMPLETED:
-            fields["output"] = {"text": display}
-            if display != text:
-                fields["output"]["model_text"] = text
-            if refused:
-                fields["output"]["refused"] = refused
-            text = display
-        if error:
-            fields["error"] = error[:4000]
-        updated = Run.objects.filter(pk=run.pk).exclude(status__in=Run.TERMINAL).update(**fields)
-        if not updated:
-            if ctx is not None:
-                ctx.flush()
-            return
-        for name, value in fields.items():
-            setattr(run, name, value)
-        if ctx is not None:
-            from django.db.models import F
-
-            Agent.objects.filter(pk=run.agent_id).update(
-                tokens_in=F("tokens_in") + ctx.tokens_in,
-                tokens_out=F("tokens_out") + ctx.tokens_out,
-                cost=F("cost") + ctx.cost,
-            )
-        events = []
-        if status == Run.Status.COMPLETED:
-            events.append(RunEvent(run_id=run.pk, kind="reply", data={"text": text}))
-        events.append(
-            RunEvent(
-                run_id=run.pk,
-                kind="status",
-                data={"status": status, **({"error": error} if error else {})},
-            )
-        )
-        if ctx is not None:
-            ctx.flush(events)
-        else:
-            RunEvent.objects.bulk_create(events)
-        on_run_finished(run)
-
-
 def load_run(run_id: int, *related: str) -> Run | None:
     """The run with what executing it reads: its organization, agent, member and version
     (and `related`). The agent's organization and member are the run's own rows, shared
@@ -927,7 +320,7 @@ def run_execute(run_id: int) -> str:
             return run.status if run else "missing"
         refusal = _refusal(run)
         if refusal:
-            _finish(run, None, Run.Status.CANCELLED, error=refusal)
+            finish_run(run, None, Run.Status.CANCELLED, error=refusal)
             return run.status
         now = timezone.now()
         # One statement, committed at once (the attempt counts even if this worker dies); its
@@ -958,13 +351,15 @@ def run_execute(run_id: int) -> str:
                 emit(run.pk, "status", {"status": Run.Status.WAITING, "key": str(paused)})
                 return Run.Status.WAITING
             except RunRefused as refused:
-                _finish(run, ctx, Run.Status.COMPLETED, text=refused.reply, refused=refused.reason)
+                finish_run(
+                    run, ctx, Run.Status.COMPLETED, text=refused.reply, refused=refused.reason
+                )
                 return Run.Status.COMPLETED
             except RunStopped as stopped:
-                _finish(run, ctx, stopped.status, error=stopped.message)
+                finish_run(run, ctx, stopped.status, error=stopped.message)
                 return stopped.status
             except NonDeterministicReplay as error:
-                _finish(run, ctx, Run.Status.FAILED, error=f"cannot resume: {error}")
+                finish_run(run, ctx, Run.Status.FAILED, error=f"cannot resume: {error}")
                 return Run.Status.FAILED
             except ProviderError:
                 ctx._flush_now()  # the retry replays the hooks that completed
@@ -973,9 +368,9 @@ def run_execute(run_id: int) -> str:
                 raise  # transient: the task retries and the run resumes where it stopped
             except Exception as error:  # a bug or bad data: fail visibly, do not retry forever
                 logger.exception("run %s failed", run.pk)
-                _finish(run, ctx, Run.Status.FAILED, error=f"{type(error).__name__}: {error}")
+                finish_run(run, ctx, Run.Status.FAILED, error=f"{type(error).__name__}: {error}")
                 return Run.Status.FAILED
-            _finish(run, ctx, Run.Status.COMPLETED, text=text)
+            finish_run(run, ctx, Run.Status.COMPLETED, text=text)
             return Run.Status.COMPLETED
 
 
@@ -996,10 +391,3 @@ def _trace(run: Run):
     )
     with trace.use_span(NonRecordingSpan(span_context), end_on_exit=False):
         yield
-
-
-def run_fail(run_id: int, error: str) -> None:
-    """Give up on a run (retries exhausted)."""
-    run = Run.objects.filter(pk=run_id).first()
-    if run is not None and not run.is_terminal:
-        _finish(run, None, Run.Status.FAILED, error=error)

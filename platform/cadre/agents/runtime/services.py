@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from cadre.agents.models import Agent, Deployment, Run, Session, Wait
 from cadre.agents.runtime import delivery
-from cadre.agents.runtime.engine import emit, grants_for_version
+from cadre.agents.runtime.grants import grants_for_version
+from cadre.agents.runtime.records import emit
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.governance.confirmations import Decision

@@ -28,6 +28,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cadre.agents.models import Agent, AgentSubscription, Deployment, Run, Session
+from cadre.agents.runtime.grants import grants_for_version
+from cadre.agents.runtime.records import emit
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
@@ -307,7 +309,6 @@ def _deliver(
     chain: list[int],
 ) -> Run:
     """Start the subscriber's run for one publication (inside the tool's effect)."""
-    from cadre.agents.runtime.engine import emit, grants_for_version
     from cadre.agents.runtime.services import enqueue
 
     publisher_run = ctx.run
