@@ -146,7 +146,7 @@ def ipv6(rng):
     groups = [f"{rng.randint(0, 0xFFFF):x}" for _ in range(8)]
     style = rng.random()
     if style < 0.3:
-        head = rng.randint(2, 5)
+        head = rng.randint(1, 4)  # 2001:db8: + head groups + :: + one group (at most 7 written)
         return "2001:db8:" + ":".join(groups[:head]) + "::" + groups[7]
     if style < 0.5:
         return "fe80::" + ":".join(groups[:4])
