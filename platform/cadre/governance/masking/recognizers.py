@@ -170,9 +170,12 @@ class CadreRecognizer:
         negative_window: int = 24,
         rival_context: Sequence[str] = (),
         glue: bool = False,
+        precheck: str | None = None,
     ):
         self.name = name
         self.glue = glue
+        # A cheap regex that must find something in the lower-cased text before the patterns run.
+        self.precheck = re.compile(precheck) if precheck else None
         self.supported_entities = [entity]
         self.patterns = list(patterns)
         self.flags = flags
@@ -242,6 +245,8 @@ class CadreRecognizer:
         if self.literals and not any(literal in text for literal in self.literals):
             return []
         if self.context_required and not any(word in lowered for word in self.context_words):
+            return []
+        if self.precheck is not None and self.precheck.search(lowered) is None:
             return []
         found: list[Detection] = []
         for compiled in self.compiled:
@@ -416,6 +421,10 @@ _PROVIDER_PREFIX = re.compile(
     r"|xox[abposr]-|xapp-|https://hooks\.slack\.com/services/|AIza|(?:sk|rk)_(?:live|test)_"
     r"|whsec_|hf_|LTAI|AKID)"
 )
+_GLUABLE_PREFIX = re.compile(
+    r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA|gh[pousr]_|github_pat_|glpat-|xox[abposr]-"
+    r"|xapp-)"
+)
 _AWS_KEY_ID = re.compile(r"^(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}$")
 
 
@@ -426,7 +435,17 @@ def _provider_key(value: str, text: str, start: int, end: int) -> bool:
     gitleaks/detect-secrets rule), and a random 24-character Stripe key has no digit one time in
     seventy. Mixed case is what a word or a kebab-case name (`sk-some-long-name-here`) lacks.
     An AWS key id (fixed prefix, exactly 16 upper-case letters and digits) needs nothing more.
+
+    Left boundary: not glued to a token character; prefixes no word ends with (AWS, GitHub,
+    GitLab, Slack) may follow a letter (`plsghp_…`, `SSNAKIA…`), `sk-` may not
+    (`task-proj-…` is a name).
     """
+    if start:
+        before = text[start - 1]
+        if before.isascii() and (before.isdigit() or before in "_-"):
+            return False
+        if before.isascii() and before.isalpha() and not _GLUABLE_PREFIX.match(value):
+            return False
     if _AWS_KEY_ID.match(value):
         return True
     prefix = _PROVIDER_PREFIX.match(value)
@@ -630,6 +649,8 @@ IPV4 = r"\d(?<![0-9.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![0-9]|\.\d)"
 # when it starts with a digit or has three colons (`IP2001:db8::1`, `IPfe80::1:2:3`), or after
 # a label's colon (`ip:2001:db8::1`, `ip:::ffff:10.0.0.1`). Ends before a non-hex character
 # (`…::1Ticket`, `…::1宕机`).
+# Every IPv6 address has `::` or four hex groups in a row.
+IPV6_HINT = r"::|[0-9a-f]:[0-9a-f]{1,4}:[0-9a-f]{1,4}:[0-9a-f]{1,4}:"
 IPV6 = (
     r"(?:(?<![0-9A-Za-z:.])|(?<=[G-Zg-z])(?=\d|[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){3})"
     r"|(?<=[A-Za-z]:))"
@@ -668,27 +689,23 @@ SSN_NEGATIVE_BEFORE = (
 SSN_CONTEXT = _LD + r"(?:\d{3} \d{2} \d{4}|\d{9})" + _RD
 IBAN = r"[A-Z](?<![0-9][A-Z])[A-Z]\d{2}(?:[ -]?[A-Z0-9]){10,34}"
 
-_TOKEN_L = r"(?<![A-Za-z0-9_-])"
 _TOKEN_R = r"(?![A-Za-z0-9_-])"
-# Prefixes no word ends with may be glued to a word on the left (`pls ghp_…` typed as
-# `plsghp_…`, `SSNAKIA…`); `sk-` may not (`task-proj-…` is a name).
+# The left boundary is checked by the validator (`_provider_key`), so the pattern starts with
+# the prefixes and the regex engine skips ahead to them.
 _TOKEN_L_GLUED = r"(?<![0-9_-])"
 PROVIDER_KEYS = (
-    r"(?:"
-    + _TOKEN_L_GLUED
-    + r"(?:(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}"  # AWS access key id
+    r"(?:(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}"  # AWS access key id
     r"|gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"  # GitHub
     r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})"  # Slack
-    r"|" + _TOKEN_L + r"(?:sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,}"  # Slack
+    r"|sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
     r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}"  # Slack webhook
     r"|AIza[0-9A-Za-z_-]{35}"  # Google
     r"|(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[0-9A-Za-z]{24,}"  # Stripe
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face (34 letters, or letters and digits)
     r"|LTAI[A-Za-z0-9]{12,20}"  # Alibaba Cloud AccessKey id
-    r"|AKID[A-Za-z0-9]{32}))"  # Tencent Cloud SecretId
-     + _TOKEN_R
+    r"|AKID[A-Za-z0-9]{32})" + _TOKEN_R  # Tencent Cloud SecretId
 )
 # The signature may be empty for `"alg": "none"` (validator), then the span ends with the dot.
 JWT = (
@@ -829,7 +846,7 @@ def builtin_recognizers() -> list[CadreRecognizer]:
                         validator=_ipv4,
                         literals=(".",), negative_context=VERSION_BEFORE, glue=True),
         CadreRecognizer(name="ipv6", entity="IP_ADDRESS", patterns=[("ipv6", IPV6)], score=0.8,
-                        literals=(":",), validator=_ipv6, glue=True),
+                        literals=(":",), validator=_ipv6, glue=True, precheck=IPV6_HINT),
         CadreRecognizer(name="cn_passport", entity="PASSPORT", patterns=[("cn", CN_PASSPORT)],
                         score=0.75, validator=_cn_passport, glue=True),
         CadreRecognizer(name="passport_in_context", entity="PASSPORT",
