@@ -662,8 +662,10 @@ VERSION_BEFORE = (
     r"(?:(?:version|release|build|firmware|(?<![a-z])(?:ver\.?|v)|版本号?|固件|内部版本)"
     r"[ \t]*(?:[:：=#]|is|为|是)?[ \t]*|v)$"
 )
-# "1.2.6.9版本", "4.10.2.1 release notes": a version word right after the dotted quad.
-VERSION_AFTER = re.compile(r"[ \t]*(?:版本|version|release)", re.I)
+# "1.2.6.9版本", "4.10.2.1 release notes": a version word right after the dotted quad — unless
+# a dotted version follows the word (`10.1.2.3 release 2.3.4`: the word introduces that one;
+# `7.6.6.7 版本 2026-01-05` is still a version).
+VERSION_AFTER = re.compile(r"[ \t]*(?:版本|version|release)(?![ \t]*[:：=]?[ \t]*v?\d+\.\d)", re.I)
 CN_PASSPORT = r"[EG](?<![0-9A-Za-z][EG])(?:\d{8}|(?<=E)[A-HJ-NP-Z]\d{7})" + _RD
 # US/UK 9 digits, letter(s) + digits, letter-7 digits-letter; France 2 digits-2 letters-5 digits;
 # Germany 9 characters from its vowel-free alphabet (C F G H J K L M N P R T V W X Y Z 0-9).
