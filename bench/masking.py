@@ -1,9 +1,12 @@
 """Precision, recall and latency of the masking engine on a labelled JSONL corpus.
 
     .venv/bin/python bench/masking.py --data bench/data/masking_corpus.jsonl
+    .venv/bin/python bench/masking.py any_labelled_file.jsonl [more.jsonl ...]
 
-Input: one JSON object per line, {"text": "...", "entities": [{"start", "end", "type"}]} with
-types from CN_PHONE, CN_ID, PAYMENT_CARD, EMAIL, IP_ADDRESS, PASSPORT, US_SSN, IBAN, SECRET.
+Input: any labelled JSONL, one object per line: {"text": "...", "gold": [{"start", "end",
+"type"}]} (the key `entities` is read the same way), offsets in Python code points; types from
+CN_PHONE, CN_ID, PAYMENT_CARD, EMAIL, IP_ADDRESS, PASSPORT, US_SSN, IBAN, SECRET (other types
+are ignored). Several files are scored together as one corpus.
 
 Matching rule: a predicted span is a true positive when its type equals a gold span's type and
 the two spans match exactly or overlap with IoU (intersection over union of the character
@@ -74,14 +77,32 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[index]
 
 
-def evaluate(path: Path, *, cpu_time: bool = False, errors: list | None = None) -> dict:
+def gold_spans(line: dict) -> list[dict]:
+    spans = line.get("gold", line.get("entities")) or []
+    return [
+        {"start": int(e["start"]), "end": int(e["end"]), "type": e["type"]}
+        for e in spans
+        if e["type"] in ENTITY_TYPES
+    ]
+
+
+def read_lines(paths: list[Path]) -> list[dict]:
+    return [
+        json.loads(raw)
+        for path in paths
+        for raw in path.read_text(encoding="utf-8").splitlines()
+        if raw.strip()
+    ]
+
+
+def evaluate(
+    path: Path | list[Path], *, cpu_time: bool = False, errors: list | None = None
+) -> dict:
     engine = get_engine()
     clock = time.thread_time if cpu_time else time.perf_counter
     tp, fp, fn = Counter(), Counter(), Counter()
     latencies: list[float] = []
-    lines = [
-        json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip()
-    ]
+    lines = read_lines(path if isinstance(path, list) else [path])
     for line in lines[:50]:  # warm-up: first-call costs are not per-message latency
         engine.analyze(line["text"], entities=ENTITY_TYPES)
     for line in lines:
@@ -90,7 +111,7 @@ def evaluate(path: Path, *, cpu_time: bool = False, errors: list | None = None) 
         detections = engine.analyze(text, entities=ENTITY_TYPES)
         latencies.append((clock() - started) * 1000)
         predicted = [{"start": d.start, "end": d.end, "type": d.type} for d in detections]
-        gold = [e for e in line.get("entities", []) if e["type"] in ENTITY_TYPES]
+        gold = gold_spans(line)
         line_tp, line_fp, line_fn = match(gold, predicted)
         tp += line_tp
         fp += line_fp
@@ -120,7 +141,8 @@ def evaluate(path: Path, *, cpu_time: bool = False, errors: list | None = None) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Masking precision/recall/latency benchmark")
-    parser.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
+    parser.add_argument("files", type=Path, nargs="*", help="labelled JSONL files")
+    parser.add_argument("--data", type=Path, action="append", default=[], help="labelled JSONL")
     parser.add_argument("--cpu-time", action="store_true", help="latency as thread CPU time")
     parser.add_argument(
         "--errors",
@@ -130,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also print up to N mismatching lines to stderr",
     )
     args = parser.parse_args(argv)
+    paths = [*args.data, *args.files]
+    if not paths:
+        parser.error("give one or more labelled JSONL files (positional or --data)")
     errors: list = []
-    result = evaluate(args.data, cpu_time=args.cpu_time, errors=errors)
+    result = evaluate(paths, cpu_time=args.cpu_time, errors=errors)
     for entity_type in (*ENTITY_TYPES, "ALL"):
         row = result[entity_type]
         print(f"{entity_type} precision={row['precision']:.3f} recall={row['recall']:.3f}")

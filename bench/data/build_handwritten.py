@@ -1,12 +1,14 @@
-"""Turn the hand-written `masking_handwritten.txt` ([[TYPE:value]] markup) into JSONL labels.
+"""Turn a hand-written `[[TYPE:value]]` markup file into JSONL labels.
 
-.venv/bin/python bench/data/build_handwritten.py
+.venv/bin/python bench/data/build_handwritten.py                        # masking_handwritten
+.venv/bin/python bench/data/build_handwritten.py masking_im_glue.txt    # -> masking_im_glue.jsonl
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -27,9 +29,10 @@ def convert(line: str) -> dict:
 
 
 def main() -> None:
-    source = (HERE / "masking_handwritten.txt").read_text(encoding="utf-8").splitlines()
+    name = sys.argv[1] if len(sys.argv) > 1 else "masking_handwritten.txt"
+    source = (HERE / name).read_text(encoding="utf-8").splitlines()
     rows = [convert(line) for line in source if line.strip() and not line.startswith("#")]
-    out = HERE / "masking_handwritten.jsonl"
+    out = (HERE / name).with_suffix(".jsonl")
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     print(f"wrote {len(rows)} lines to {out}")
 

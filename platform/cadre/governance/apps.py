@@ -10,4 +10,7 @@ class GovernanceConfig(AppConfig):
 
     def ready(self) -> None:
         # The built-in policy plugins register themselves on import.
+        from cadre.governance.masking.directory import connect_signals
         from cadre.governance.policy import plugins  # noqa: F401
+
+        connect_signals()

@@ -51,7 +51,7 @@ class MaskingEngine:
         """Non-overlapping detections sorted by position.
 
         `entities` limits the types (built-in or organization-defined); `organization` adds
-        that organization's own patterns and dictionaries.
+        that organization's own patterns and dictionaries, and its members (`DIRECTORY`).
 
         Built-in recognizers scan the text with full-width digits, letters and U+3000 folded to
         ASCII (`fold_width`: same length, so the spans are offsets into `text` itself);
@@ -67,11 +67,14 @@ class MaskingEngine:
             if wanted is None or recognizer.entity in wanted:
                 candidates.extend(recognizer.scan(folded, lowered))
         if organization is not None:
+            from cadre.governance.masking.directory import DIRECTORY_TYPE, directory_for
             from cadre.governance.masking.rules import rules_for
 
             for rule in rules_for(organization):
                 if wanted is None or rule.entity_type in wanted:
                     candidates.extend(rule.scan(text))
+            if wanted is None or DIRECTORY_TYPE in wanted:
+                candidates.extend(directory_for(organization).scan(folded, lowered))
         if len(candidates) < 2:
             return candidates
         return resolve_overlaps(candidates, TYPE_PRIORITY)

@@ -27,6 +27,7 @@ PLACEHOLDER_LABELS = {
     "PASSPORT": "PASSPORT",
     "US_SSN": "SSN",
     "IBAN": "IBAN",
+    "DIRECTORY": "MEMBER",
 }
 PLACEHOLDER = re.compile(r"<([A-Z][A-Z0-9_]{0,39})_([1-9][0-9]{0,6})>")
 CUSTOM_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{1,39}$")

@@ -70,6 +70,54 @@ def fold_width(text: str) -> str:
 
 _L = r"(?<![0-9A-Za-z])"  # not glued to an ASCII letter or digit on the left
 _R = r"(?![0-9A-Za-z])"  # ... nor on the right; CJK text on either side is fine
+# Values whose own format is unambiguous (phones, IDs, cards, IPv4, SSNs, IBANs) may be glued
+# to Latin letters as well (`服务器IP10.1.2.3宕机了`, `…1234SSN`): the pattern only refuses a
+# digit next to them, and `glued_ok` refuses a glued run that has digits in it (a hash, a code).
+_LD = r"(?<![0-9])"
+_RD = r"(?![0-9])"
+
+
+def _ascii_alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
+_HEX_LETTERS = frozenset("abcdefABCDEF")
+
+
+def glued_ok(text: str, start: int, end: int) -> bool:
+    """Letters glued to the value are a word, not the middle of a hex string: on each side the
+    run of ASCII letters next to the value, when more ASCII digits follow beyond it, must have
+    a letter outside a-f. `IP10.1.2.3`, `13812345678Supplier`, `…ASAPID5101…` pass;
+    `9fa13812345678`, `13812345678e9` (hex) do not."""
+    index = start
+    while index > 0 and text[index - 1].isascii() and text[index - 1].isalpha():
+        index -= 1
+    if (
+        0 < index < start
+        and _ascii_alnum(text[index - 1])
+        and all(ch in _HEX_LETTERS for ch in text[index:start])
+    ):
+        return False
+    index, size = end, len(text)
+    while index < size and text[index].isascii() and text[index].isalpha():
+        index += 1
+    return not (
+        end < index < size
+        and _ascii_alnum(text[index])
+        and all(ch in _HEX_LETTERS for ch in text[end:index])
+    )
+
+
+def _code_prefix(text: str, start: int) -> bool:
+    """Glued right after 1-3 capital letters that are no phone label (`SF040891304371`,
+    `JD…`): a tracking number or a code, not a phone."""
+    index = start
+    while index > 0 and "A" <= text[index - 1] <= "Z":
+        index -= 1
+    run = text[index:start]
+    if not 1 <= len(run) <= 3 or run in ("TEL", "MOB", "PH"):
+        return False
+    return index == 0 or not (text[index - 1].isascii() and text[index - 1].isalpha())
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +169,13 @@ class CadreRecognizer:
         negative_context: str | None = None,
         negative_window: int = 24,
         rival_context: Sequence[str] = (),
+        glue: bool = False,
+        precheck: str | None = None,
     ):
         self.name = name
+        self.glue = glue
+        # A cheap regex that must find something in the lower-cased text before the patterns run.
+        self.precheck = re.compile(precheck) if precheck else None
         self.supported_entities = [entity]
         self.patterns = list(patterns)
         self.flags = flags
@@ -193,6 +246,8 @@ class CadreRecognizer:
             return []
         if self.context_required and not any(word in lowered for word in self.context_words):
             return []
+        if self.precheck is not None and self.precheck.search(lowered) is None:
+            return []
         found: list[Detection] = []
         for compiled in self.compiled:
             for match in compiled.finditer(text):
@@ -205,6 +260,8 @@ class CadreRecognizer:
                     continue
                 value = text[start:end]
                 if self.validator is not None and not self.validator(value, text, start, end):
+                    continue
+                if self.glue and not glued_ok(text, start, end):
                     continue
                 if self.context_required and not self._near(lowered, start, end):
                     continue
@@ -237,7 +294,11 @@ class CadreIbanRecognizer(CadreRecognizer):
     """IBAN: the country's registered length decides where a grouped IBAN ends (groups split by
     spaces or dashes); mod-97 check. Upper case anywhere; lower or mixed case only within
     `window` characters after the word "IBAN" (a lower-case run passing mod-97 by chance is far
-    likelier without it)."""
+    likelier without it).
+
+    A candidate that is no IBAN gives its characters back: the search resumes one character
+    later (`ID110105… IBANNL54 …`, where `ID11…` is no IBAN), and after an IBAN at its end (an
+    IBAN glued to the next one: `…7810TeamIBANDE05…`)."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -245,31 +306,38 @@ class CadreIbanRecognizer(CadreRecognizer):
 
     def scan(self, text: str, lowered: str) -> list[Detection]:
         found: list[Detection] = []
-        keyword = "iban" in lowered
-        for match in (self.any_case if keyword else self.compiled[0]).finditer(text):
-            start = match.start()
-            expected = checks.IBAN_LENGTHS.get(text[start : start + 2].upper())
-            if expected is None:
-                continue
-            count, end = 0, start
-            for index in range(start, match.end()):
-                if text[index] not in " -":
-                    count += 1
-                    if count == expected:
-                        end = index + 1
-                        break
-            if count != expected or (
-                end < len(text) and text[end].isalnum() and text[end].isascii()
-            ):
-                continue
-            value = text[start:end]
-            if "-" in value and not _DASHED_IBAN.match(value):
-                continue  # dashes only between groups of four, never mixed with spaces
-            if not value.isupper() and "iban" not in lowered[max(0, start - self.window) : start]:
-                continue
-            if checks.iban_valid(value.replace(" ", "").replace("-", "")):
-                found.append(Detection(start, end, self.entity, self.score, self.name))
+        pattern = self.any_case if "iban" in lowered else self.compiled[0]
+        position = 0
+        while (match := pattern.search(text, position)) is not None:
+            position = match.start() + 1
+            detection = self._candidate(text, lowered, match)
+            if detection is not None:
+                found.append(detection)
+                position = detection.end
         return found
+
+    def _candidate(self, text: str, lowered: str, match: re.Match) -> Detection | None:
+        start = match.start()
+        expected = checks.IBAN_LENGTHS.get(text[start : start + 2].upper())
+        if expected is None:
+            return None
+        count, end = 0, start
+        for index in range(start, match.end()):
+            if text[index] not in " -":
+                count += 1
+                if count == expected:
+                    end = index + 1
+                    break
+        if count != expected or not glued_ok(text, start, end):
+            return None
+        value = text[start:end]
+        if "-" in value and not _DASHED_IBAN.match(value):
+            return None  # dashes only between groups of four, never mixed with spaces
+        if not value.isupper() and "iban" not in lowered[max(0, start - self.window) : start]:
+            return None
+        if checks.iban_valid(value.replace(" ", "").replace("-", "")):
+            return Detection(start, end, self.entity, self.score, self.name)
+        return None
 
 
 def _alternation(words: Iterable[str]) -> re.Pattern:
@@ -291,6 +359,9 @@ def _cn_id15(value: str, text: str, start: int, end: int) -> bool:
 
 
 def _card(value: str, text: str, start: int, end: int) -> bool:
+    """Luhn and issuer; not glued to a short capital code (`SF507246596435`: a waybill)."""
+    if start and "A" <= text[start - 1] <= "Z" and _code_prefix(text, start):
+        return False
     return checks.payment_card_valid(value)
 
 
@@ -299,9 +370,20 @@ def _ssn(value: str, text: str, start: int, end: int) -> bool:
 
 
 def _ipv4(value: str, text: str, start: int, end: int) -> bool:
-    return all(
+    """Octets 0-255 without leading zeros; not followed by a version word (`1.2.6.9版本`)."""
+    if not all(
         len(octet) == 1 or (octet[0] != "0" and int(octet) <= 255) for octet in value.split(".")
-    )
+    ):
+        return False
+    return VERSION_AFTER.match(text, end) is None
+
+
+def _cn_passport(value: str, text: str, start: int, end: int) -> bool:
+    """`G12345678Ticket`: glued to letters on the right only after a passport keyword."""
+    if end < len(text) and text[end].isascii() and text[end].isalpha():
+        before = text[max(0, start - 48) : start].lower()
+        return any(word in before for word in PASSPORT_WORDS)
+    return True
 
 
 def _ipv6(value: str, text: str, start: int, end: int) -> bool:
@@ -316,6 +398,8 @@ def _phone(value: str, text: str, start: int, end: int) -> bool:
     nor a 400/800 "number" whose last seven digits are one digit repeated (`4000000000`)."""
     digits = checks.digits_of(value)
     if digits[:3] in ("400", "800") and len(set(digits[3:])) == 1:
+        return False
+    if start and "A" <= text[start - 1] <= "Z" and _code_prefix(text, start):
         return False
     left, right = start, end
     while left >= 2 and text[left - 1] in " -" and text[left - 2].isdigit():
@@ -337,6 +421,10 @@ _PROVIDER_PREFIX = re.compile(
     r"|xox[abposr]-|xapp-|https://hooks\.slack\.com/services/|AIza|(?:sk|rk)_(?:live|test)_"
     r"|whsec_|hf_|LTAI|AKID)"
 )
+_GLUABLE_PREFIX = re.compile(
+    r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA|gh[pousr]_|github_pat_|glpat-|xox[abposr]-"
+    r"|xapp-)"
+)
 _AWS_KEY_ID = re.compile(r"^(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}$")
 
 
@@ -347,7 +435,17 @@ def _provider_key(value: str, text: str, start: int, end: int) -> bool:
     gitleaks/detect-secrets rule), and a random 24-character Stripe key has no digit one time in
     seventy. Mixed case is what a word or a kebab-case name (`sk-some-long-name-here`) lacks.
     An AWS key id (fixed prefix, exactly 16 upper-case letters and digits) needs nothing more.
+
+    Left boundary: not glued to a token character; prefixes no word ends with (AWS, GitHub,
+    GitLab, Slack) may follow a letter (`plsghp_…`, `SSNAKIA…`), `sk-` may not
+    (`task-proj-…` is a name).
     """
+    if start:
+        before = text[start - 1]
+        if before.isascii() and (before.isdigit() or before in "_-"):
+            return False
+        if before.isascii() and before.isalpha() and not _GLUABLE_PREFIX.match(value):
+            return False
     if _AWS_KEY_ID.match(value):
         return True
     prefix = _PROVIDER_PREFIX.match(value)
@@ -500,45 +598,45 @@ _CN_AREA = r"(?:10|2\d|[3-9]\d{2})"
 # 138 1234 5678, 138-1234-5678, 138.1234.5678 (dots only as both separators), +86/0086/86-
 # or a bare 86 glued to the number (8613812345678).
 CN_MOBILE = (
-    r"(?<![0-9A-Za-z+])(?:(?:\+|00)86[ -]?|86-?)?"
-    r"1[3-9]\d(?:(?:[ -]?\d{4}){2}|\.\d{4}\.\d{4}(?!\.\d))" + _R
+    r"(?<![0-9+])(?:(?:\+|00)86[ -]?|86-?)?"
+    r"1[3-9]\d(?:(?:[ -]?\d{4}){2}|\.\d{4}\.\d{4}(?!\.\d))" + _RD
 )
 CN_LANDLINE = (
-    r"(?<![0-9A-Za-z+])(?:(?:\+|00)86[ -]?"
+    r"(?<![0-9+])(?:(?:\+|00)86[ -]?"
     + _CN_AREA
     + r"|[(（]0"
     + _CN_AREA
     + r"[)）]|0"
     + _CN_AREA
     + r")[ -]?\d{3,4}[ -]?\d{4}"
-    + _R
+    + _RD
 )
 # 400/800 + 7 digits: 400-820-8820, 400-6818-978, 4006-818-978, 4008208820.
 CN_SERVICE_NUMBER = (
-    _L + r"[48]00(?:[ -]?\d{3}[ -]?\d{4}|[ -]?\d{4}[ -]?\d{3}|\d[ -]\d{3}[ -]\d{3})" + _R
+    _LD + r"[48]00(?:[ -]?\d{3}[ -]?\d{4}|[ -]?\d{4}[ -]?\d{3}|\d[ -]\d{3}[ -]\d{3})" + _RD
 )
 # "订单号13361890954", "order no. 4008208820": a number introduced as an order, a tracking or
 # an invoice number is not a phone.
 PHONE_NEGATIVE_BEFORE = (
     r"(?:订单|单号|流水号|编号|工单|运单|发票|order|invoice|tracking)"
-    r"(?:[ \t]*(?:no\.?|number|id|#))?[ \t]*[:：#=]?[ \t]*$"
+    r"(?:[ \t]*(?:no\.?|number|id|#))?[ \t]*[:：#=]?[ \t]*[a-z]{0,3}$"
 )
 CN_ID = (
-    r"[1-9](?<![0-9A-Za-z][1-9])\d{5} ?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])"
-    r"(?:0[1-9]|[12]\d|3[01]) ?\d{3}[\dXx]" + _R
+    r"[1-9](?<![0-9][1-9])\d{5} ?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])"
+    r"(?:0[1-9]|[12]\d|3[01]) ?\d{3}[\dXx]" + _RD
 )
 # First-generation 15-digit ID (area, YYMMDD, sequence; no check digit): only with a keyword.
-CN_ID15 = r"[1-9](?<![0-9A-Za-z][1-9])\d{7}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}" + _R
+CN_ID15 = r"[1-9](?<![0-9][1-9])\d{7}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}" + _RD
 # Written to start with a digit (not a lookbehind) so the regex engine can skip to digits.
 # Groups split by one space, two spaces or a dash (the same separator throughout). Not the
 # continuation of a decimal number (`12.584360 82917467979`: a timestamp's fraction).
 CARD = (
-    r"\d(?<![0-9A-Za-z]\d)(?<!\d[ .-]\d)(?<!\d  \d)(?:"
-    r"\d{11,18}"
-    r"|\d{3}( {1,2}|-)\d{4}\1\d{4}(?:\1\d{1,4}(?:\1\d{1,3})?)?"  # 4-4-4[-4[-3]]
+    r"\d(?<![0-9]\d)(?<!\d[ .-]\d)(?<!\d  \d)(?:"
+    r"\d{11,18}(?![0-9]|-\d)"
+    r"|(?:\d{3}( {1,2}|-)\d{4}\1\d{4}(?:\1\d{1,4}(?:\1\d{1,3})?)?"  # 4-4-4[-4[-3]]
     r"|\d{3}( {1,2}|-)\d{6}\2\d{4,5}"  # Amex 4-6-5, Diners 4-6-4
     r"|(?<=6)\d{5}( {1,2}|-)\d{12,13}"  # 6-12, 6-13: a 6… bank BIN, then the account
-    r")(?![0-9A-Za-z]|[ -]\d|  \d)"
+    r")(?![0-9]|[ -]\d|  \d))"
 )
 EMAIL = (
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
@@ -546,22 +644,34 @@ EMAIL = (
 )
 # Octet ranges (0-255, no leading zero) are checked by the validator, so the pattern can
 # start with a digit and the regex engine can skip to digits.
-IPV4 = r"\d(?<![0-9A-Za-z.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![0-9A-Za-z]|\.\d)"
+IPV4 = r"\d(?<![0-9.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![0-9]|\.\d)"
+# Starts after a non-address character, or glued to a word: right after a letter outside a-f
+# when it starts with a digit or has three colons (`IP2001:db8::1`, `IPfe80::1:2:3`), or after
+# a label's colon (`ip:2001:db8::1`, `ip:::ffff:10.0.0.1`). Ends before a non-hex character
+# (`…::1Ticket`, `…::1宕机`).
+# Every IPv6 address has `::` or four hex groups in a row.
+IPV6_HINT = r"::|[0-9a-f]:[0-9a-f]{1,4}:[0-9a-f]{1,4}:[0-9a-f]{1,4}:"
 IPV6 = (
-    r"(?<![0-9A-Za-z:.])(?=[0-9A-Fa-f]*:[0-9A-Fa-f]*:)[0-9A-Fa-f:]{2,39}"
-    r"(?:(?<=:)(?:\d{1,3}\.){3}\d{1,3})?(?![0-9A-Za-z:]|\.\d)"
+    r"(?:(?<![0-9A-Za-z:.])|(?<=[G-Zg-z])(?=\d|[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){3})"
+    r"|(?<=[A-Za-z]:))"
+    r"(?=[0-9A-Fa-f]*:[0-9A-Fa-f]*:)[0-9A-Fa-f:]{2,39}"
+    r"(?:(?<=:)(?:\d{1,3}\.){3}\d{1,3})?(?![0-9A-Fa-f:]|\.\d)"
 )
 # "version 1.2.3.4", "版本号：10.2.0.1": a dotted quad introduced as a version is not an address.
 VERSION_BEFORE = (
-    r"(?:(?<![a-z])(?:version|ver\.?|release|build|firmware|v)|版本号?|固件|内部版本)"
-    r"[ \t]*(?:[:：=#]|is|为|是)?[ \t]*$"
+    r"(?:(?:version|release|build|firmware|(?<![a-z])(?:ver\.?|v)|版本号?|固件|内部版本)"
+    r"[ \t]*(?:[:：=#]|is|为|是)?[ \t]*|v)$"
 )
-CN_PASSPORT = r"[EG](?<![0-9A-Za-z][EG])(?:\d{8}|(?<=E)[A-HJ-NP-Z]\d{7})" + _R
+# "1.2.6.9版本", "4.10.2.1 release notes": a version word right after the dotted quad — unless
+# a dotted version follows the word (`10.1.2.3 release 2.3.4`: the word introduces that one;
+# `7.6.6.7 版本 2026-01-05` is still a version).
+VERSION_AFTER = re.compile(r"[ \t]*(?:版本|version|release)(?![ \t]*[:：=]?[ \t]*v?\d+\.\d)", re.I)
+CN_PASSPORT = r"[EG](?<![0-9A-Za-z][EG])(?:\d{8}|(?<=E)[A-HJ-NP-Z]\d{7})" + _RD
 # US/UK 9 digits, letter(s) + digits, letter-7 digits-letter; France 2 digits-2 letters-5 digits;
 # Germany 9 characters from its vowel-free alphabet (C F G H J K L M N P R T V W X Y Z 0-9).
 GENERIC_PASSPORT = (  # first character, then what may follow it (the engine skips ahead)
     r"[0-9A-Z](?<![0-9A-Za-z][0-9A-Z])(?:(?<=[A-Z])(?:[A-Z]?\d{6,8}|\d{7}[A-Z])"
-    r"|(?<=\d)(?:\d{8}|\d[A-Z]{2}\d{5})|(?<=[CFGHJK])[CFGHJKLMNPRTVWXYZ0-9]{8})" + _R
+    r"|(?<=\d)(?:\d{8}|\d[A-Z]{2}\d{5})|(?<=[CFGHJK])[CFGHJKLMNPRTVWXYZ0-9]{8})" + _RD
 )
 PASSPORT_WORDS = (
     "passport", "护照", "passeport", "pasaporte", "reisepass", "パスポート", "旅券",
@@ -572,50 +682,61 @@ SSN_WORDS = ("ssn", "social security", "社会安全号", "社保号")
 OTHER_DOCUMENT_WORDS = (
     "通行证", "回乡证", "台胞证", "驾驶证", "驾照", "driver's licen", "driving licen",
 )  # fmt: skip
-SSN = r"\d(?<![0-9A-Za-z-]\d)\d{2}-\d{2}-\d{4}(?![0-9A-Za-z]|-\d)"
+SSN = r"\d(?<![0-9-]\d)\d{2}-\d{2}-\d{4}(?![0-9]|-\d)"
 # "零件编号 382-26-8784", "SKU 599-76-4801": a part, order or model number, not an SSN.
 SSN_NEGATIVE_BEFORE = (
     r"(?:编号|型号|料号|零件号?|订单号?|单号|part|sku|model|item|order|invoice)"
     r"(?:[ \t]*(?:no\.?|number|#))?[ \t]*[:：#=]?[ \t]*$"
 )
-SSN_CONTEXT = _L + r"(?:\d{3} \d{2} \d{4}|\d{9})" + _R
-IBAN = r"[A-Z](?<![0-9A-Za-z][A-Z])[A-Z]\d{2}(?:[ -]?[A-Z0-9]){10,34}"
+SSN_CONTEXT = _LD + r"(?:\d{3} \d{2} \d{4}|\d{9})" + _RD
+IBAN = r"[A-Z](?<![0-9][A-Z])[A-Z]\d{2}(?:[ -]?[A-Z0-9]){10,34}"
 
-_TOKEN_L = r"(?<![A-Za-z0-9_-])"
 _TOKEN_R = r"(?![A-Za-z0-9_-])"
+# The left boundary is checked by the validator (`_provider_key`), so the pattern starts with
+# the prefixes and the regex engine skips ahead to them.
+_TOKEN_L_GLUED = r"(?<![0-9_-])"
 PROVIDER_KEYS = (
-    _TOKEN_L + r"(?:sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
-    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
-    r"|(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}"  # AWS access key id
+    r"(?:(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}"  # AWS access key id
     r"|gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"  # GitHub
     r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,}"  # Slack
+    r"|sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
+    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}"  # Slack webhook
     r"|AIza[0-9A-Za-z_-]{35}"  # Google
     r"|(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[0-9A-Za-z]{24,}"  # Stripe
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face (34 letters, or letters and digits)
     r"|LTAI[A-Za-z0-9]{12,20}"  # Alibaba Cloud AccessKey id
-    r"|AKID[A-Za-z0-9]{32})"  # Tencent Cloud SecretId
-     + _TOKEN_R
+    r"|AKID[A-Za-z0-9]{32})" + _TOKEN_R  # Tencent Cloud SecretId
 )
 # The signature may be empty for `"alg": "none"` (validator), then the span ends with the dot.
-JWT = _TOKEN_L + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?:[A-Za-z0-9_-]{8,})?" + _TOKEN_R
+JWT = (
+    _TOKEN_L_GLUED
+    + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?:[A-Za-z0-9_-]{8,})?"
+    + _TOKEN_R
+)
 PEM = (
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[\s\S]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"|(?:(?:\s|\\n)*[A-Za-z0-9+/=:,-]{16,})+)"
 )
+# CJK ideographs, kana, hangul, CJK and full-width punctuation: a bare value or a URI never
+# runs on into them (`password=Qw3rty!明天改`, `…@db:5432/prod银行卡6222…`).
+_CJK = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
 CONNECTION_STRING = (
     r"(?<![A-Za-z0-9+.-])(?:jdbc:)?(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?"
     r"|amqps?|mssql|sqlserver|oracle|clickhouse|cockroachdb|neo4j(?:\+s)?|nats|ldaps?|s?ftp"
-    r"|smtps?|https?|git|ssh|svn)(?:\+[a-z0-9]+)?://[^\s:@/'\"<>]*:[^\s@/'\"<>]+@[^\s'\"<>，。；、）」]+"
+    r"|smtps?|https?|git|ssh|svn)(?:\+[a-z0-9]+)?://[^\s:@/'\"<>]*:[^\s@/'\"<>]+@[^\s'\"<>"
+    + _CJK
+    + r"]+"
 )
 _SECRET_KEYS = (
     r"password|passwd|passphrase|passcode|(?<![a-z])pass|pwd|secret|token|api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?"
     r"|secret[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|credentials?"
 )
-# A bare value ends at whitespace, quotes, separators — and at `&name=` (the next URL parameter).
-_VALUE = r"(?:[^\s\"',;&，。；、）」]|&(?![A-Za-z_][A-Za-z0-9_]*=)){1,300}"
+# A bare value ends at whitespace, quotes, separators, CJK text — and at `&name=` (the next URL
+# parameter).
+_VALUE = r"(?:[^\s\"',;&" + _CJK + r"]|&(?![A-Za-z_][A-Za-z0-9_]*=)){1,300}"
 # "my password is Hunter2!": prose, so the value must look like a credential (validator).
 # "The password for the VPN is Qwer@88": up to four words after for/of/to/on/at.
 PASSWORD_IS = (
@@ -626,11 +747,11 @@ PASSWORD_IS = (
 )
 KEY_VALUE = (
     r"(?i)(?:" + _SECRET_KEYS + r")[\"']?"
-    r"[ \t]*(?:=|:(?!//))[ \t]*(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)"
+    r"[ \t]*(?:=|:(?!//)|：)[ \t]*(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)"
     r"|(?P<bare>" + _VALUE + r"))"
 )
 CLI_FLAG = (
-    r"(?i)(?<![A-Za-z0-9_-])--(?:password|passwd|pass|token|api-key|secret)[= ]"
+    r"(?i)(?<!-)--(?:password|passwd|pass|token|api-key|secret)[= ]"
     r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)|(?P<bare>" + _VALUE + r"))"
 )
 # 密码：v, 密码是v, 密码是：v, 密码为 v — and 密码 v / 密码v (validator: must look like one).
@@ -706,36 +827,41 @@ def builtin_recognizers() -> list[CadreRecognizer]:
     """Fresh instances of every built-in recognizer (the engine builds them once)."""
     return [
         CadreRecognizer(name="cn_mobile", entity="CN_PHONE", patterns=[("mobile", CN_MOBILE)],
-                        score=0.85, validator=_phone, negative_context=PHONE_NEGATIVE_BEFORE),
+                        score=0.85, validator=_phone, negative_context=PHONE_NEGATIVE_BEFORE,
+                        glue=True),
         CadreRecognizer(name="cn_landline", entity="CN_PHONE",
                         patterns=[("landline", CN_LANDLINE), ("service", CN_SERVICE_NUMBER)],
-                        score=0.75, validator=_phone, negative_context=PHONE_NEGATIVE_BEFORE),
+                        score=0.75, validator=_phone, negative_context=PHONE_NEGATIVE_BEFORE,
+                        glue=True),
         CadreRecognizer(name="cn_resident_id", entity="CN_ID", patterns=[("id18", CN_ID)],
-                        score=1.0, validator=_cn_id),
+                        score=1.0, validator=_cn_id, glue=True),
         CadreRecognizer(name="cn_resident_id15", entity="CN_ID", patterns=[("id15", CN_ID15)],
                         score=1.0, validator=_cn_id15,
                         context=("身份证", "证件", "id card", "identity card", "resident id"),
-                        context_required=True),
+                        context_required=True, glue=True),
         CadreRecognizer(name="payment_card", entity="PAYMENT_CARD", patterns=[("card", CARD)],
-                        score=1.0, validator=_card),
+                        score=1.0, validator=_card, glue=True,
+                        negative_context=PHONE_NEGATIVE_BEFORE),
         CadreRecognizer(name="email", entity="EMAIL", patterns=[("email", EMAIL)], score=0.9,
                         literals=("@",), validator=_email),
         CadreRecognizer(name="ipv4", entity="IP_ADDRESS", patterns=[("ipv4", IPV4)], score=0.8,
                         validator=_ipv4,
-                        literals=(".",), negative_context=VERSION_BEFORE),
+                        literals=(".",), negative_context=VERSION_BEFORE, glue=True),
         CadreRecognizer(name="ipv6", entity="IP_ADDRESS", patterns=[("ipv6", IPV6)], score=0.8,
-                        literals=(":",), validator=_ipv6),
+                        literals=(":",), validator=_ipv6, glue=True, precheck=IPV6_HINT),
         CadreRecognizer(name="cn_passport", entity="PASSPORT", patterns=[("cn", CN_PASSPORT)],
-                        score=0.75),
+                        score=0.75, validator=_cn_passport, glue=True),
         CadreRecognizer(name="passport_in_context", entity="PASSPORT",
                         patterns=[("generic", GENERIC_PASSPORT)], score=0.7,
                         context=PASSPORT_WORDS, context_required=True,
-                        rival_context=SSN_WORDS + OTHER_DOCUMENT_WORDS),
+                        rival_context=SSN_WORDS + OTHER_DOCUMENT_WORDS, glue=True),
         CadreRecognizer(name="us_ssn", entity="US_SSN", patterns=[("ssn", SSN)], score=0.85,
-                        literals=("-",), validator=_ssn, negative_context=SSN_NEGATIVE_BEFORE),
+                        literals=("-",), validator=_ssn, negative_context=SSN_NEGATIVE_BEFORE,
+                        glue=True),
         CadreRecognizer(name="us_ssn_in_context", entity="US_SSN",
                         patterns=[("ssn_bare", SSN_CONTEXT)], score=0.7, validator=_ssn,
-                        context=SSN_WORDS, context_required=True, rival_context=PASSPORT_WORDS),
+                        context=SSN_WORDS, context_required=True, rival_context=PASSPORT_WORDS,
+                        glue=True),
         CadreIbanRecognizer(name="iban", entity="IBAN", patterns=[("iban", IBAN)], score=1.0),
         CadreRecognizer(name="provider_key", entity="SECRET",
                         patterns=[("provider", PROVIDER_KEYS)], score=1.0, validator=_provider_key),
