@@ -11,9 +11,10 @@ class ConnectorsConfig(AppConfig):
     def ready(self) -> None:
         from cadre.checks import APP_CHECKS
         from cadre.governance.notifications import ALERT_CHANNELS
-        from connectors import alerts, decisions, delivery, health
+        from connectors import alerts, decisions, delivery, health, proposals
 
         delivery.register()  # each platform: an IM platform and the runtime's delivery channel
         decisions.register()  # confirmation cards: sent when created, updated when decided
+        proposals.register()  # skill proposal cards: sent to the employee, updated when decided
         APP_CHECKS.register("connectors", health.doctor_checks)
         ALERT_CHANNELS.register("im", alerts.alert_im_deliver)

@@ -82,6 +82,12 @@ class CardContent:
     approve_value: dict
     reject_value: dict
     details: list[tuple[str, str]] = field(default_factory=list)
+    # The buttons and the decided state's words: a skill proposal's card (connectors.proposals)
+    # says "Save as skill" / "Dismiss" and "Saved as skill" / "Dismissed".
+    approve_label: str = "Approve"
+    reject_label: str = "Reject"
+    approved_word: str = "Approved"
+    rejected_word: str = "Rejected"
 
 
 def _key() -> bytes:
@@ -205,6 +211,10 @@ def card_action_received(
         )
         return DecisionOutcome(False, str(refusal))
     InboundEvent.objects.filter(pk=event_id).update(member=member)
+    from connectors import proposals
+
+    if proposals.is_proposal_ref(claim.confirmation_ref):
+        return proposals.click_outcome(member, decision)
     word = "Approved" if decision == APPROVE else "Rejected"
     return DecisionOutcome(
         True, f"{word} by {member.display_name}. Recording the decision…", decision
@@ -218,6 +228,10 @@ def decision_apply(event: InboundEvent) -> str:
     decision = str(action.get(DECISION_FIELD, ""))
     claim = read_decision_token(str(action.get(TOKEN_FIELD, "")), now=event.received_at)
     member = event.member
+    from connectors import proposals
+
+    if proposals.is_proposal_ref(claim.confirmation_ref):  # a skill proposal's card
+        return proposals.click_apply(event, claim.confirmation_ref, decision, member)
     try:
         confirmation_decide(
             confirmation_id=claim.confirmation_ref,
@@ -331,9 +345,15 @@ def cards_send(
 
 
 def cards_mark_decided(
-    confirmation_ref: str, *, decided_by: str, decision: str, decided_at: datetime
+    confirmation_ref: str,
+    *,
+    decided_by: str,
+    decision: str,
+    decided_at: datetime,
+    words: tuple[str, str] = ("Approved", "Rejected"),
 ) -> int:
-    """Update every sent copy of the confirmation's card to show who decided and when."""
+    """Update every sent copy of the confirmation's card to show who decided and when
+    (`words`: the decided state of an approve and of a reject)."""
     from connectors.base import platform_for
 
     updated = 0
@@ -350,6 +370,8 @@ def cards_mark_decided(
                 expires_at=decided_at,
                 approve_value={},
                 reject_value={},
+                approved_word=words[0],
+                rejected_word=words[1],
             ),
             decided_by=decided_by,
             decision=decision,

@@ -1,8 +1,10 @@
 """DingTalk interactive cards: the confirmation's card data for a template with two buttons.
 
 The card template (made once in DingTalk's card builder, id in settings.card_template_id) shows
-`title`, `summary`, `details` and `status`, and its buttons send the callback params
-`approve_params` / `reject_params` (JSON strings holding the signed decision token).
+`title`, `summary`, `details` and `status`, its buttons labelled `approve_label` /
+`reject_label` ("Approve" / "Reject", or "Save as skill" / "Dismiss" on a skill proposal's
+card) send the callback params `approve_params` / `reject_params` (JSON strings holding the
+signed decision token).
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ def confirmation_card(card) -> dict:
                 "status": "pending",
                 "approve_params": json.dumps(card.approve_value),
                 "reject_params": json.dumps(card.reject_value),
+                "approve_label": card.approve_label,
+                "reject_label": card.reject_label,
             }
         },
     }
 
 
 def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
-    word = "Approved" if decision == "approve" else "Rejected"
+    word = card.approved_word if decision == "approve" else card.rejected_word
     return {
         "cardData": {
             "cardParamMap": {

@@ -28,13 +28,13 @@ def confirmation_card(card) -> dict:
             "actions": [
                 {
                     "tag": "button",
-                    "text": _text("Approve"),
+                    "text": _text(card.approve_label),
                     "type": "primary",
                     "value": card.approve_value,
                 },
                 {
                     "tag": "button",
-                    "text": _text("Reject"),
+                    "text": _text(card.reject_label),
                     "type": "danger",
                     "value": card.reject_value,
                 },
@@ -53,10 +53,13 @@ def confirmation_card(card) -> dict:
 
 
 def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
-    word = "Approved" if decision == "approve" else "Rejected"
+    word = card.approved_word if decision == "approve" else card.rejected_word
     return {
         "config": {"wide_screen_mode": True, "update_multi": True},
-        "header": {"title": _text(f"{word}"), "template": "green" if word == "Approved" else "red"},
+        "header": {
+            "title": _text(f"{word}"),
+            "template": "green" if decision == "approve" else "red",
+        },
         "elements": [
             {"tag": "div", "text": {"tag": "lark_md", "content": card.summary or " "}},
             {

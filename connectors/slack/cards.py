@@ -29,14 +29,14 @@ def confirmation_card(card) -> dict:
                     "type": "button",
                     "action_id": "cadre_approve",
                     "style": "primary",
-                    "text": {"type": "plain_text", "text": "Approve"},
+                    "text": {"type": "plain_text", "text": card.approve_label},
                     "value": json.dumps(card.approve_value),
                 },
                 {
                     "type": "button",
                     "action_id": "cadre_reject",
                     "style": "danger",
-                    "text": {"type": "plain_text", "text": "Reject"},
+                    "text": {"type": "plain_text", "text": card.reject_label},
                     "value": json.dumps(card.reject_value),
                 },
             ],
@@ -54,7 +54,7 @@ def confirmation_card(card) -> dict:
 
 
 def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
-    word = "Approved" if decision == "approve" else "Rejected"
+    word = card.approved_word if decision == "approve" else card.rejected_word
     line = f"{word} by {decided_by} at {decided_at:%Y-%m-%d %H:%M %Z}".strip()
     return {
         "text": line,

@@ -12,8 +12,8 @@ def confirmation_card(card) -> dict:
         "details": [{"label": label, "value": value} for label, value in card.details],
         "expires_at": card.expires_at.isoformat(),
         "actions": [
-            {"label": "Approve", "style": "primary", "value": card.approve_value},
-            {"label": "Reject", "style": "danger", "value": card.reject_value},
+            {"label": card.approve_label, "style": "primary", "value": card.approve_value},
+            {"label": card.reject_label, "style": "danger", "value": card.reject_value},
         ],
     }
 

@@ -17,12 +17,12 @@ def confirmation_card(card) -> dict:
             {"keyname": label[:5], "value": value[:30]} for label, value in card.details[:6]
         ],
         "button_list": [
-            {"text": "Approve", "style": 1, "key": json.dumps(card.approve_value)},
-            {"text": "Reject", "style": 2, "key": json.dumps(card.reject_value)},
+            {"text": card.approve_label, "style": 1, "key": json.dumps(card.approve_value)},
+            {"text": card.reject_label, "style": 2, "key": json.dumps(card.reject_value)},
         ],
     }
 
 
 def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
-    word = "Approved" if decision == "approve" else "Rejected"
+    word = card.approved_word if decision == "approve" else card.rejected_word
     return {"replace_name": f"{word} by {decided_by} {decided_at:%m-%d %H:%M}"}

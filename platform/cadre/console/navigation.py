@@ -26,6 +26,7 @@ NAVIGATION = [
     NavItem("Chat", "console:chat", "chat.use", "Agents"),
     NavItem("Memory", "console:memory", "chat.use", "Knowledge"),
     NavItem("Skills Hub", "console:hub", "skill.view", "Knowledge"),
+    NavItem("My skill proposals", "console:skill_proposals", "chat.use", "Knowledge"),
     NavItem("Skill reviews", "console:skill_reviews", "skill.review", "Knowledge"),
     NavItem(
         "Confirmations",

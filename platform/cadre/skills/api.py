@@ -387,7 +387,10 @@ class ProposalViewSet(
         incoming = DismissSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         dismissed = services.proposal_dismiss(
-            actor=self.actor, proposal=proposal, reason=incoming.validated_data["reason"]
+            actor=self.actor,
+            proposal=proposal,
+            reason=incoming.validated_data["reason"],
+            via="api" if self.actor.kind == "api_key" else "console",
         )
         return Response(ProposalSerializer(dismissed).data)
 

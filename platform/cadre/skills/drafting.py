@@ -25,17 +25,68 @@ OFFLINE_NOTE = (
 )
 MAX_NAME = 64
 
-# "next time, also include …", "you forgot …", "下次…还要…": the employee improves the output.
-_CORRECTION = re.compile(
-    r"\b(?:next time|from now on|in (?:the )?future|going forward|"
-    r"(?:please |you should |should |must |always |remember to |make sure (?:to |you )?)"
-    r"(?:also |always )?(?:include|add|attach|list|mention|mark|send|check|put)|"
-    r"also (?:include|add|attach|list|mention|mark|send|check|put)|"
-    r"you (?:forgot|missed|left out|didn't include|did not include)|"
-    r"don't forget|do not forget|was missing|is missing|are missing)\b"
-    r"|下次|以后|还要|别忘了|也要|记得|漏了|缺少",
+# --- telling a correction from a preference ----------------------------------------------
+#
+# A correction improves how the agent does a task: it says the last answer lacked something
+# ("you forgot the risks section", "缺少结论"), or it asks for something to be added to that
+# kind of answer from now on ("next time also include the attendee list", "以后每次都加上行动项").
+# A preference is about the person: how they like to be answered (tone, length, format,
+# language), what to call them, facts about them ("my manager is Li Wei"). Preferences belong
+# to memory; only corrections become skill proposals. The reading is made of three signals,
+# not of phrases: an omission in the answer, a standing change ("next time", "always", "以后"),
+# and an addition to the answer's content ("include", "add", "附上").
+
+# The answer left something out or got it wrong (said of the agent or of the answer).
+_OMISSION_EN = re.compile(
+    r"\byou(?:'ve| have)? (?:forgot|forgotten|missed|omitted|skipped|left out|overlooked|"
+    r"neglected|failed to|did ?n[o']t (?:include|add|mention|list|attach|cover|check|cite|"
+    r"give|put|state|show|note)|should(?:'ve| have) (?:included|added|mentioned|listed|"
+    r"attached|covered|checked|cited|noted))\b"
+    r"|\b(?:is|was|are|were|'s) (?:missing|absent|left out|not included|incomplete)\b"
+    r"|\b(?:lacks?|lacking|is missing|was missing)\b"
+    r"|\b(?:should(?:'ve| have) (?:included|added|mentioned|listed|attached|covered|cited))\b"
+    r"|\b(?:there (?:is|was) no|it has no|it had no|doesn'?t have|does not have|"
+    r"didn'?t have|did not have) (?:a |an |the |any )?\w+",
     re.IGNORECASE,
 )
+_OMISSION_ZH = re.compile(
+    r"(?<!我)(?:忘了|忘记了?|漏了|漏掉了?|遗漏了?)"
+    r"|缺少|缺了|少了|不完整|没有(?:写|加|提|列|包括|包含|附|附上|说明|注明)"
+    r"|没(?:写|加|提|列|附)"
+    r"|应该(?:要)?(?:加上|写上|包括|包含|提到|列出|附上)"
+)
+# A standing change: what comes next should be done differently.
+_STANDING_EN = re.compile(
+    r"\b(?:next time|from now on|in (?:the )?future|going forward|always|every time|"
+    r"each time|whenever|from here on|in every)\b",
+    re.IGNORECASE,
+)
+_STANDING_ZH = re.compile(r"下次|以后|今后|每次|每一次|往后|总是|一律|始终")
+# Something added to the answer's content (not a change of its style).
+_ADDITION_EN = re.compile(
+    r"\b(?:include|add|attach|append|insert|cite|cover|mention)\b"
+    r"|\b(?:also|additionally) (?:\w+ )?(?:list|show|provide|note|state|specify|"
+    r"highlight|flag|mark|put|give|check|send|cc|summari[sz]e|link)\b"
+    r"|\b(?:list|show|provide|note|state|specify|highlight|flag|mark|put|give|check|send|"
+    r"link)\b[^.;!?]*\b(?:too|as well)\b",
+    re.IGNORECASE,
+)
+_ADDITION_ZH = re.compile(
+    r"加上|加入|添加|附上|附带|补上|补充|包括|包含|写上|写明|注明|标注|标上|列上|再加|还要加|也要加"
+    r"|(?:还要|也要|别忘了|记得)[^，,。；;！!？?]*(?:写|列|附|加|提|放|说明|标)"  # noqa: RUF001
+)
+
+
+def correction_signals(text: str) -> dict[str, bool]:
+    """The three signals of a correction in `text` (see above)."""
+    text = text or ""
+    return {
+        "omission": bool(_OMISSION_EN.search(text) or _OMISSION_ZH.search(text)),
+        "standing": bool(_STANDING_EN.search(text) or _STANDING_ZH.search(text)),
+        "addition": bool(_ADDITION_EN.search(text) or _ADDITION_ZH.search(text)),
+    }
+
+
 # "yes", "confirm", "save it as a skill", "好的": the employee accepts a pending proposal.
 _AFFIRMATION = re.compile(
     r"^\s*(?:yes|yep|yeah|ok|okay|sure|confirm(?:ed)?|please do|do it|go ahead|save it|"
@@ -127,7 +178,11 @@ STOP_WORDS = frozenset(
 
 
 def is_correction(text: str) -> bool:
-    return bool(_CORRECTION.search(text or ""))
+    """Whether `text` corrects how the agent did its task (a skill lesson), as opposed to a
+    preference or a fact about the person, a plain request or small talk: an omission in the
+    answer, or an addition to the answer's content made a standing rule."""
+    signals = correction_signals(text)
+    return signals["omission"] or (signals["standing"] and signals["addition"])
 
 
 def is_affirmation(text: str) -> bool:
@@ -150,41 +205,67 @@ def clean_line(text: str) -> str:
     return re.sub(r"\s+", " ", text or "").strip()
 
 
-def correction_items(text: str) -> list[str]:
-    """The things the employee asked for, one per step (`the booth budget`, `the follow-up
-    list`), without the lead-in ("next time, also include")."""
-    body = clean_line(text)
-    body = re.sub(
-        r"^(?:(?:next time|from now on|in (?:the )?future|going forward|please|also|and|"
-        r"you (?:forgot|missed|left out)|don't forget|do not forget|remember to|make sure to)"
-        r"[\s,:;]*)+",
-        "",
-        body,
-        flags=re.IGNORECASE,
+_VERBS = "include|add|attach|append|list|mention|mark|send|check|put|cite|cover|insert"
+_LEAD_IN = re.compile(
+    r"^(?:(?:next time|from now on|in (?:the )?future|going forward|every time|each time|"
+    r"please|also|and|always|then|so|"
+    r"you(?:'ve| have)? (?:forgot(?:ten)?|missed|omitted|skipped|left out|overlooked|"
+    r"neglected|failed|did ?n[o']t|should(?:'ve| have))(?: to)?|"
+    r"don't forget(?: to)?|do not forget(?: to)?|remember to|make sure(?: to| you)?)"
+    r"[\s,:;]*)+",
+    re.IGNORECASE,
+)
+# "The summary was missing the action items", "the report lacks a conclusion": the object.
+_MISSING_OBJECT = re.compile(
+    r"\b(?:(?:is|was|are|were) missing|lacks?|lacking|(?:there (?:is|was) no|"
+    r"it (?:has|had) no|does ?n[o']t have|did ?n[o']t have))\s+(.+)",
+    re.IGNORECASE,
+)
+_TRAILING = re.compile(
+    r"(?:\s+(?:too|as well|next time|from now on|in (?:the )?future|going forward|every time|"
+    r"each time|always|again))+$",
+    re.IGNORECASE,
+)
+_PRONOUN = re.compile(r"^(?:one|it|them|that|this|those|these|some|the same)$", re.IGNORECASE)
+
+
+def _clause_items(clause: str) -> list[str]:
+    # "Whenever you draft one, include the agenda": the condition is the skill's "when".
+    clause = re.sub(
+        r"^(?:whenever|when|if|each time|every time)\b[^,]*,\s*", "", clause, flags=re.I
     )
+    missing = _MISSING_OBJECT.search(clause)
+    body = missing.group(1) if missing else _LEAD_IN.sub("", clause)
+    body = re.sub(r"^(?:(?:also|always|please|to)\s+)+", "", body, flags=re.IGNORECASE)
+    verb_match = re.match(rf"({_VERBS})(?:ing|ed|d)?\s+(.*)", body, re.IGNORECASE)
+    verb, rest = (
+        (verb_match.group(1).capitalize(), verb_match.group(2)) if verb_match else ("Include", body)
+    )
+    parts = [p.strip(" .;,!") for p in re.split(r",\s*(?:and\s+)?|\s+and\s+", rest)]
+    items = []
+    for part in parts:
+        part = _TRAILING.sub("", part).strip(" .;,!")
+        # "…; next time also include one": the pronoun repeats what another clause named.
+        if not part or _PRONOUN.match(part) or re.match(r"(?:it|them|one)\b", part, re.I):
+            continue
+        items.append(f"{verb} {part}")
+    return items
+
+
+def correction_items(text: str) -> list[str]:
+    """The things the employee asked for, one per step (`Include the booth budget`,
+    `Include the follow-up list`), without the lead-ins ("next time, also include", "you
+    forgot") and without a clause that only repeats another ("next time also include one")."""
+    body = clean_line(text)
     if re.search(r"[\u3400-\u9fff]", body):  # Chinese: drop the lead-ins, keep the sentence
         body = re.sub(r"^(?:下次|以后|还要|别忘了|也要|记得|请)+", "", body).strip(" ，,。.")  # noqa: RUF001
         return [body or clean_line(text)]
-    body = re.sub(
-        r"^(?:(?:also|always|please|to)\s+)*(include|add|attach|list|mention|mark|send|check|put)"
-        r"\s+",
-        r"\1 ",
-        body,
-        flags=re.IGNORECASE,
-    )
-    verb_match = re.match(
-        r"(include|add|attach|list|mention|mark|send|check|put)\s+(.*)", body, re.IGNORECASE
-    )
-    verb, rest = (
-        (verb_match.group(1).capitalize(), verb_match.group(2))
-        if verb_match
-        else (
-            "Include",
-            body,
-        )
-    )
-    parts = [p.strip(" .;,") for p in re.split(r",\s*(?:and\s+)?|\s+and\s+|;", rest) if p.strip()]
-    return [f"{verb} {part}" for part in parts if part] or [clean_line(text)]
+    items: list[str] = []
+    for clause in re.split(r"(?<=[.;!?])\s+|;\s*|\s+[-–—]+\s+", body):  # noqa: RUF001
+        for item in _clause_items(clause):
+            if item.lower() not in {known.lower() for known in items}:
+                items.append(item)
+    return items or [body]
 
 
 def render_skill_md(*, name: str, description: str, body: str, metadata: dict | None = None) -> str:
@@ -341,8 +422,9 @@ DRAFT_PROMPT = """An employee improved an AI agent's answer. Turn the improvemen
 Agent Skill. Answer with one JSON object: {"is_skill": true|false, "name": lowercase-hyphenated
 name, "description": when to use the skill (one sentence), "steps": [imperative steps],
 "summary": one sentence for the employee saying what the skill change is}. If a CURRENT SKILL
-is given, return its complete improved steps. Answer is_skill false for small talk or one-off
-facts."""
+is given, return its complete improved steps. Answer is_skill false for small talk, one-off
+facts and personal preferences (how the employee likes to be answered, what to call them,
+facts about them): those belong to the employee's memory, not to a team skill."""
 
 
 def model_correction_draft(

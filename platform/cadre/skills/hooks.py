@@ -195,6 +195,9 @@ def skill_backflow(run, config: dict) -> dict:
         "skill_proposal",
         {
             "proposal": proposal.pk,
+            "name": proposal.name,
+            "kind": proposal.kind,
+            "package": proposal.package.full_name if proposal.package else None,
             "summary": proposal.summary,
             "question": "Save this as a skill for your team? Reply “yes, save it” or confirm "
             "it in the console.",

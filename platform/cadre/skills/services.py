@@ -8,6 +8,7 @@ if the Hub refuses (a blocked scan, a taken version), the decision is not record
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import replace
 
 from django.db import transaction
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
+from cadre.ports import Listeners
 from cadre.skills import drafting, scoring, selectors
 from cadre.skills.models import (
     CandidateRevision,
@@ -439,6 +441,15 @@ def candidate_decide(
 
 # --- proposals (backflow) ---------------------------------------------------------------------
 
+# Ports for the layers above (the IM connectors) that bring a proposal to the employee: told of
+# a new pending proposal after it commits (by the `skills.proposal_notify` task; a listener
+# returns how many cards it sent), and of each decision inside its transaction with how it was
+# taken (`via`: "console", "api", "agent_reply", "im:<platform>").
+proposal_created: Listeners[Callable[[SkillProposal], int]] = Listeners("skill proposal created")
+proposal_decided: Listeners[Callable[[SkillProposal, str], None]] = Listeners(
+    "skill proposal decided"
+)
+
 
 @transaction.atomic
 def proposal_create(
@@ -477,7 +488,23 @@ def proposal_create(
         organization=run.organization,
         after={"name": proposal.name, "kind": proposal.kind, "run": run.pk, "by": draft.drafted_by},
     )
+    from cadre.skills.tasks import proposal_notify
+
+    transaction.on_commit(lambda: proposal_notify.delay(proposal.pk))
     return proposal
+
+
+def proposal_send_cards(*, proposal_id: int) -> int:
+    """Tell every `proposal_created` listener of a proposal still pending (the task
+    `proposal_notify` calls this after commit); returns the cards they sent."""
+    proposal = (
+        SkillProposal.objects.select_related("member", "session", "organization")
+        .filter(pk=proposal_id, status=SkillProposal.Status.PENDING)
+        .first()
+    )
+    if proposal is None:
+        return 0
+    return sum(sent or 0 for sent in proposal_created.notify(proposal))
 
 
 def _proposal_files(proposal: SkillProposal) -> dict[str, bytes]:
@@ -535,11 +562,14 @@ def proposal_confirm(*, actor: Actor, proposal: SkillProposal, via: str = "api")
         before={"status": SkillProposal.Status.PENDING},
         after={"status": proposal.status, "candidate": candidate.pk, "via": via},
     )
+    proposal_decided.notify(proposal, via)
     return candidate
 
 
 @transaction.atomic
-def proposal_dismiss(*, actor: Actor, proposal: SkillProposal, reason: str = "") -> SkillProposal:
+def proposal_dismiss(
+    *, actor: Actor, proposal: SkillProposal, reason: str = "", via: str = "console"
+) -> SkillProposal:
     proposal = SkillProposal.objects.select_for_update().get(pk=proposal.pk)
     if actor.member is None or actor.member.pk != proposal.member_id:
         raise NotFound("No such skill proposal.", code="proposal_not_found")
@@ -553,9 +583,10 @@ def proposal_dismiss(*, actor: Actor, proposal: SkillProposal, reason: str = "")
         action="skills.proposal.dismiss",
         target=proposal,
         before={"status": SkillProposal.Status.PENDING},
-        after={"status": proposal.status},
+        after={"status": proposal.status, "via": via},
         reason=reason[:MAX_COMMENT],
     )
+    proposal_decided.notify(proposal, via)
     return proposal
 
 

@@ -1,4 +1,5 @@
-"""Skill lifecycle background work: memory-to-skill distillation per organization."""
+"""Skill lifecycle background work: memory-to-skill distillation per organization, and telling
+the IM connectors of a new skill proposal."""
 
 from __future__ import annotations
 
@@ -31,3 +32,17 @@ def memory_distill(organization_id: int | None = None) -> dict:
             "dropped": sum(1 for r in records if not r.kept),
         }
     return done
+
+
+@shared_task(
+    name="skills.proposal_notify",
+    autoretry_for=(ConnectionError, OSError),
+    retry_backoff=True,
+    retry_jitter=True,
+    max_retries=5,
+)
+def proposal_notify(proposal_id: int) -> int:
+    """Bring a new skill proposal to the employee through the IM connectors (its card)."""
+    from cadre.skills import services
+
+    return services.proposal_send_cards(proposal_id=proposal_id)

@@ -20,6 +20,8 @@ from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 from cadre.governance.confirmations import confirmation_decide
 from cadre.governance.models import Confirmation
+from cadre.skills import selectors as skill_selectors
+from cadre.skills.models import SkillProposal
 
 CONVERSATION_RUNS = 50
 SIDEBAR_SESSIONS = 20
@@ -61,7 +63,21 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
         for confirmation in pending:
             confirmation.can_decide = request.actor.member.pk in confirmation.decider_ids
             by_run.setdefault(confirmation.run_id, []).append(confirmation)
-        turns = [{"run": run, "confirmations": by_run.get(run.pk, [])} for run in runs]
+        # The skill proposals drafted from this person's corrections, still waiting for them.
+        proposals = {
+            proposal.run_id: proposal
+            for proposal in skill_selectors.proposals_for(request.actor).filter(
+                run_id__in=run_ids, status=SkillProposal.Status.PENDING
+            )
+        }
+        turns = [
+            {
+                "run": run,
+                "confirmations": by_run.get(run.pk, []),
+                "proposal": proposals.get(run.pk),
+            }
+            for run in runs
+        ]
         # The websocket streams what happens after this page: events of runs that are still
         # going are sent from their start (the page shows them as in progress).
         open_ids = [run.pk for run in runs if not run.is_terminal]

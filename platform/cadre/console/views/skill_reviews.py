@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from cadre.console.forms import add_service_error
@@ -149,6 +150,16 @@ def proposal_list(request):
     )
 
 
+def _back(request, fallback: str, *args):
+    """Where the page that posted asked to return (the chat's card), else `fallback`."""
+    wanted = request.POST.get("next", "")
+    if wanted and url_has_allowed_host_and_scheme(
+        wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(wanted)
+    return redirect(fallback, *args)
+
+
 def _proposal_or_404(request, pk: int) -> SkillProposal:
     try:
         return selectors.proposal_get(request.actor, pk)
@@ -164,9 +175,9 @@ def proposal_confirm(request, pk: int):
         candidate = services.proposal_confirm(actor=request.actor, proposal=proposal, via="console")
     except CadreError as error:
         messages.error(request, error.message)
-        return redirect("console:skill_proposals")
+        return _back(request, "console:skill_proposals")
     messages.success(request, f"Sent “{candidate.name}” to review. Thank you for teaching it.")
-    return redirect("console:skill_review", pk=candidate.pk)
+    return _back(request, "console:skill_review", candidate.pk)
 
 
 @require_POST
@@ -179,7 +190,7 @@ def proposal_dismiss(request, pk: int):
         messages.error(request, error.message)
     else:
         messages.success(request, "Dismissed: nothing was sent to review.")
-    return redirect("console:skill_proposals")
+    return _back(request, "console:skill_proposals")
 
 
 urlpatterns: list = [

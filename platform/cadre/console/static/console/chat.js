@@ -1,7 +1,9 @@
 // Cadre console chat — streams a conversation over the ws/chat/<session>/ websocket.
 // Without it (or when the socket is closed) the page's forms post as usual and the page
 // reloads; with it, messages and confirmation decisions go over the socket and the agent's
-// reply appears as the run's events arrive.
+// reply appears as the run's events arrive. A skill proposal drafted from the person's
+// correction (`skill_proposal` event) shows as a card whose "Save as skill" / "Dismiss" call
+// the skill proposals API.
 (function () {
   "use strict";
 
@@ -103,6 +105,109 @@
       }
     }
 
+    // --- skill proposals ------------------------------------------------------------------
+
+    function csrfToken() {
+      var input = document.querySelector("input[name=csrfmiddlewaretoken]");
+      return input ? input.value : "";
+    }
+
+    function proposalBox(runId, proposal) {
+      var existing = log.querySelector('[data-proposal="' + proposal.proposal + '"]');
+      if (existing) return existing;
+      var box = element("div", "proposal-box");
+      box.setAttribute("data-proposal", proposal.proposal);
+      box.setAttribute("data-run", runId);
+      box.appendChild(element("strong", "", "Save as a skill?"));
+      box.appendChild(document.createTextNode(" " + (proposal.summary || "")));
+      var what = element("div", "cell-sub");
+      what.appendChild(document.createTextNode(proposal.package ? "New version of " : "New skill "));
+      what.appendChild(element("span", "mono", proposal.package || proposal.name || ""));
+      what.appendChild(document.createTextNode(
+        " · your team's agents learn it once a reviewer approves."));
+      box.appendChild(what);
+      var actions = element("div", "form-actions");
+      [["confirm", "Save as skill", "btn btn-primary btn-small"],
+       ["dismiss", "Dismiss", "btn btn-ghost btn-small"]].forEach(function (spec) {
+        var button = element("button", spec[2], spec[1]);
+        button.type = "button";
+        button.setAttribute("data-proposal-action", spec[0]);
+        actions.appendChild(button);
+      });
+      box.appendChild(actions);
+      var anchor = bubble(runId);
+      var place = anchor;  // after the run's confirmation boxes, if any
+      while (place.nextSibling && place.nextSibling.classList &&
+             place.nextSibling.classList.contains("confirm-box")) {
+        place = place.nextSibling;
+      }
+      anchor.parentNode.insertBefore(box, place.nextSibling);
+      return box;
+    }
+
+    function proposalDecided(box, text, link) {
+      var actions = box.querySelector(".form-actions");
+      if (actions) actions.remove();
+      var old = box.querySelector(".proposal-outcome");
+      if (old) old.remove();
+      var line = element("div", "cell-sub proposal-outcome", text);
+      if (link) {
+        line.appendChild(document.createTextNode(" "));
+        var anchor = element("a", "", "Open the review");
+        anchor.href = link;
+        line.appendChild(anchor);
+      }
+      box.appendChild(line);
+      box.classList.add("decided");
+    }
+
+    function decideProposal(box, action) {
+      var id = box.getAttribute("data-proposal");
+      var api = chat.getAttribute("data-proposals-api");
+      var buttons = box.querySelectorAll("button");
+      Array.prototype.forEach.call(buttons, function (b) { b.disabled = true; });
+      fetch(api + id + "/" + action + "/", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+        body: "{}"
+      }).then(function (response) {
+        return response.json().catch(function () { return {}; }).then(function (body) {
+          if (!response.ok) {
+            var message = (body.error && body.error.message) || ("Error " + response.status);
+            proposalDecided(box, message);
+            return;
+          }
+          if (action === "confirm") {
+            proposalDecided(box, "Saved as a skill: “" + body.name + "” is waiting for review.",
+              chat.getAttribute("data-reviews-url") + body.id + "/");
+          } else {
+            proposalDecided(box, "Dismissed: nothing was sent to review.");
+          }
+        });
+      }).catch(function () {
+        Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
+        setStatus("Could not reach the server; try again.");
+      });
+    }
+
+    log.addEventListener("click", function (event) {
+      var button = event.target.closest && event.target.closest("button[data-proposal-action]");
+      if (!button) return;
+      var box = button.closest("[data-proposal]");
+      if (box) decideProposal(box, button.getAttribute("data-proposal-action"));
+    });
+
+    // The page's own proposal forms (rendered with the conversation) use the API too.
+    log.addEventListener("submit", function (event) {
+      var target = event.target;
+      var action = target.getAttribute && target.getAttribute("data-proposal-action");
+      var box = action && target.closest("[data-proposal]");
+      if (!box || !window.fetch) return;
+      event.preventDefault();
+      decideProposal(box, action);
+    });
+
     function onEvent(frame) {
       var node = bubble(frame.run);
       var data = frame.data || {};
@@ -125,6 +230,8 @@
         if (frame.confirmation) confirmationBox(frame.run, frame.confirmation);
       } else if (frame.kind === "resume") {
         setMeta(node, "Resumed");
+      } else if (frame.kind === "skill_proposal") {
+        proposalBox(frame.run, data);
       }
       scrollDown();
     }
