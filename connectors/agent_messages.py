@@ -13,8 +13,9 @@ recipient, each recorded as a connectors `Delivery` under the key
 
 A retried delivery skips every recipient already sent (on any connector), and a Redis lock keeps
 two concurrent deliveries of one message from both sending; the message's status becomes `sent`
-when every recipient has it, `failed` when one cannot be reached (the reasons are logged and kept
-on the per-recipient rows).
+when every recipient has it, `failed` when one cannot be reached (the reasons are kept on the
+message and on the per-recipient rows, and shown with the tool call in chat, transcript and API).
+`undeliverable` tells the tool call at once when no recipient can be reached at all.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from cadre.agents.models import AgentMessage
+from cadre.agents.runtime import delivery
 from connectors.base import registry
 from connectors.models import Connector, Delivery
 from connectors.transport import TransportError
@@ -149,6 +151,41 @@ def _binds_chat(connector: Connector, chat_id: str) -> bool:
     return any(chat_id in (binding.chat_ids or []) for binding in connector.bindings.all())
 
 
+def undeliverable(message_id: int) -> str:
+    """Why no recipient of the message can be reached, or "" when one may be (the delivery
+    channel's `check`: the tool call then reports `failed` at once instead of `queued`)."""
+    message = AgentMessage.objects.select_related("run__session").filter(pk=message_id).first()
+    if message is None:
+        return ""
+    router = Router(message)
+    if not router.connectors:
+        return (
+            f"no connector for channel {message.channel or '(none)'!r}: "
+            "the organization has no active IM connector"
+        )
+    member_ids = {
+        int(item["member"]) for item in message.recipients if isinstance(item.get("member"), int)
+    }
+    members = router.member_routes(member_ids) if member_ids else {}
+    problems = []
+    for recipient in message.recipients:
+        try:
+            if "member" in recipient:
+                if recipient["member"] in members:
+                    return ""
+                raise Undeliverable(
+                    f"member {recipient.get('name') or recipient['member']} has no IM account "
+                    "on an active connector"
+                )
+            if "group" in recipient:
+                router.group_route(str(recipient["group"]))
+                return ""
+            raise Undeliverable(f"unreadable recipient {recipient!r}")
+        except Undeliverable as error:
+            problems.append(str(error))
+    return "; ".join(problems)
+
+
 def deliver(message_id: int) -> str:
     """Deliver one agent message to every recipient once; returns the message's status.
 
@@ -224,11 +261,9 @@ def _deliver_locked(message) -> str:
 
 
 def finish(message_id: int, problems: list[str]) -> str:
-    """Record the message's outcome: sent when nothing went wrong, else failed."""
+    """Record the message's outcome: sent when nothing went wrong, else failed with the
+    reasons (on the message, its tool effect and its run's chat: `delivery.message_outcome`)."""
     status = AgentMessage.Status.FAILED if problems else AgentMessage.Status.SENT
-    AgentMessage.objects.filter(pk=message_id, status=AgentMessage.Status.QUEUED).update(
-        status=status
-    )
     if problems:
         logger.warning("connectors: agent message %s not delivered: %s", message_id, problems)
-    return status
+    return delivery.message_outcome(message_id, status, "; ".join(problems))

@@ -24,7 +24,13 @@ def message_send(message_id: int) -> None:
     agent_message_deliver.delay(message_id)
 
 
-CHANNEL = delivery.Channel(reply=reply_send, message=message_send)
+def message_check(message_id: int) -> str:
+    from connectors.agent_messages import undeliverable
+
+    return undeliverable(message_id)
+
+
+CHANNEL = delivery.Channel(reply=reply_send, message=message_send, check=message_check)
 
 
 def register() -> None:

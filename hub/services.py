@@ -151,6 +151,10 @@ def _namespace_for_publish(actor: Actor, handle: str | None) -> HubNamespace:
 # --- publish ---------------------------------------------------------------------------------
 
 
+# The review note of a version published without review (version pages say so).
+NO_REVIEW_NOTE = "published without review (reviewer or org policy)"
+
+
 def _may_skip_review(actor: Actor, package: SkillPackage | None) -> bool:
     policy = (actor.organization.settings or {}).get("hub", {})
     if policy.get("publish_without_review"):
@@ -209,8 +213,11 @@ def package_publish(
     display_name: str = "",
     tags: list[str] | tuple[str, ...] = (),
     dry_run: bool = False,
+    review_note: str = "",
 ) -> PublishOutcome:
-    """Upload a version. Invalid or blocked uploads raise (or, with dry_run, report)."""
+    """Upload a version. Invalid or blocked uploads raise (or, with dry_run, report).
+    `review_note` says how a version that publishes at once was reviewed elsewhere (the skill
+    review stages); without it such a version is recorded as published without review."""
     actor.require("skill.publish")
     if actor.member is None:
         raise NotPermitted("Publishing needs a member (a person or their API key).")
@@ -258,6 +265,7 @@ def package_publish(
             display_name=display_name,
             report=report,
             scan=scan,
+            review_note=review_note,
         )
         if outcome.version.status == SkillVersion.Status.PUBLISHED:
             for tag in tags:
@@ -284,6 +292,7 @@ def _create_version(
     display_name,
     report,
     scan,
+    review_note="",
 ) -> SkillVersion:
     space = _namespace_for_publish(actor, namespace)
     package = SkillPackage.objects.select_for_update().filter(namespace=space, name=name).first()
@@ -340,7 +349,7 @@ def _create_version(
         },
     )
     if _may_skip_review(actor, package) and scan.verdict in AUTO_PUBLISH_VERDICTS:
-        _publish(actor, version, note="published without review (reviewer or org policy)")
+        _publish(actor, version, note=review_note or NO_REVIEW_NOTE)
     return version
 
 

@@ -116,12 +116,36 @@ def test_an_agent_message_is_handed_to_a_channel_once_after_commit(
     assert fake.messages == [message.pk]
 
 
-def test_an_agent_message_with_no_channel_stays_queued(bob, bob_agent, org_a):
+def test_an_agent_message_with_no_channel_fails_with_the_reason(bob, bob_agent, org_a):
     MemberFactory(organization=org_a, display_name="Carol")
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="send hello to Carol")
     with delivery.channels.overridden():
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert AgentMessage.objects.get(run=run).status == AgentMessage.Status.QUEUED
+    message = AgentMessage.objects.get(run=run)
+    assert message.status == AgentMessage.Status.FAILED
+    assert message.reason == "no connector for channel 'console'"
+    step = run.steps.get(name="im_send")
+    assert step.output["status"] == "failed"
+    assert step.output["reason"] == "no connector for channel 'console'"
+    run.refresh_from_db()
+    assert '"status": "failed"' in run.output["text"]
+
+
+def test_a_channel_that_cannot_reach_anyone_fails_the_message_without_sending(
+    bob, bob_agent, org_a, django_capture_on_commit_callbacks
+):
+    MemberFactory(organization=org_a, display_name="Carol")
+    fake = FakeChannel()
+    channel = delivery.Channel(
+        reply=fake.replies.append, message=fake.messages.append, check=lambda pk: "nobody home"
+    )
+    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="send hello to Carol")
+    overridden = delivery.channels.overridden({"feishu": channel})
+    with overridden, django_capture_on_commit_callbacks(execute=True):
+        assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    assert fake.messages == []
+    message = AgentMessage.objects.get(run=run)
+    assert (message.status, message.reason) == (AgentMessage.Status.FAILED, "nobody home")
 
 
 def test_a_confirmation_raised_by_a_run_sends_its_cards_once(

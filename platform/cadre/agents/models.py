@@ -598,6 +598,7 @@ class AgentMessage(TenantModel):
     text = models.TextField()
     channel = models.CharField(max_length=24, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    reason = models.TextField(blank=True)  # why it failed (no connector, a platform's refusal)
     idempotency_key = models.CharField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
 

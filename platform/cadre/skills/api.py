@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import django_filters
 from django.urls import path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -51,6 +51,8 @@ class DecisionSerializer(serializers.ModelSerializer):
             "comment",
             "decided_by",
             "decided_by_name",
+            "sole_reviewer",
+            "justification",
             "created_at",
         ]
         read_only_fields = fields
@@ -112,6 +114,15 @@ class DiffFileSerializer(serializers.Serializer):
     lines = serializers.ListField(child=serializers.CharField())
 
 
+class MayDecideSerializer(serializers.Serializer):
+    allowed = serializers.BooleanField()
+    reason = serializers.CharField()
+    sole_reviewer = serializers.BooleanField(
+        help_text="You asked for it and no other member can decide the stage: you may decide "
+        "it, with `sole_reviewer_justification`"
+    )
+
+
 class CandidateDetailSerializer(CandidateSerializer):
     evidence = EvidenceSerializer(many=True, read_only=True)
     decisions = DecisionSerializer(many=True, read_only=True)
@@ -144,14 +155,23 @@ class CandidateDetailSerializer(CandidateSerializer):
         against, rows = selectors.candidate_diff(candidate)
         return {"against": against, "files": DiffFileSerializer(rows, many=True).data}
 
+    @extend_schema_field(MayDecideSerializer)
     def get_may_decide(self, candidate) -> dict:
-        allowed, why = selectors.may_decide(self.context["request"].actor, candidate)
-        return {"allowed": allowed, "reason": why}
+        rule = selectors.decide_rule(self.context["request"].actor, candidate)
+        return {"allowed": rule.allowed, "reason": rule.reason, "sole_reviewer": rule.sole_reviewer}
 
 
 class DecideSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=services.DECISIONS)
     comment = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+    sole_reviewer_justification = serializers.CharField(
+        max_length=4000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Required when you decide your own candidate as sole reviewer "
+        "(`may_decide.sole_reviewer`); audited and shown on the Hub version",
+    )
 
 
 class UploadSerializer(serializers.Serializer):
@@ -315,6 +335,7 @@ class CandidateViewSet(
             candidate=candidate,
             decision=incoming.validated_data["decision"],
             comment=incoming.validated_data["comment"],
+            sole_reviewer_justification=incoming.validated_data["sole_reviewer_justification"],
         )
         return self._detail(decided)
 

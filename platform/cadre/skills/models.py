@@ -20,7 +20,8 @@ class ReviewStage(TenantModel):
 
     A member may decide at the stage when they hold one of `roles`, or hold `permission` on
     the candidate (organization-wide, or through a grant on the candidate's department).
-    The requester never decides at a stage unless `allow_requester` is set.
+    The requester does not decide at a stage unless `allow_requester` is set, or no other
+    member could decide it: then they may, as sole reviewer, with a justification.
     """
 
     resource = "skill"
@@ -188,6 +189,10 @@ class ReviewDecision(models.Model):
     decided_by = models.ForeignKey(
         Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The requester decided their own candidate because no other member could decide the
+    # stage; `justification` is why they did (required then, shown on the Hub version page).
+    sole_reviewer = models.BooleanField(default=False)
+    justification = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

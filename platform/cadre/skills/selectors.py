@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
@@ -96,22 +97,94 @@ def stage_deciders_match(actor, candidate: SkillCandidate, stage: dict, cache=No
     return bool(permission) and _holds(actor, permission, candidate, {} if cache is None else cache)
 
 
-def may_decide(actor, candidate: SkillCandidate, cache: dict | None = None) -> tuple[bool, str]:
-    """(allowed, why not) for deciding the candidate's current stage. Pass one `cache` dict
-    when checking many candidates: grants are then resolved once."""
+@dataclass(frozen=True)
+class DecideRule:
+    """May the actor decide the candidate's current stage, and how.
+
+    `sole_reviewer`: they asked for the skill and nobody else could decide the stage, so they
+    may decide it themself, with a justification that is recorded and shown with the version.
+    """
+
+    allowed: bool
+    reason: str = ""
+    sole_reviewer: bool = False
+
+
+def other_deciders_count(candidate: SkillCandidate, stage: dict, *, excluding: int | None) -> int:
+    """How many active members other than `excluding` meet the stage's rule for the candidate:
+    by a role (the stage's roles, or a role carrying its permission) or by a grant."""
+    from guardian.models import UserObjectPermission
+
+    from cadre.tenancy.actors import member_actor
+    from cadre.tenancy.models import Member
+    from cadre.tenancy.roles import ROLES, grant_codename
+
+    permission = stage.get("permission") or ""
+    roles = set(stage.get("roles") or [])
+    if permission:
+        roles |= {name for name, role in ROLES.items() if permission in role.permissions}
+    members = Member.objects.filter(
+        organization_id=candidate.organization_id, status=Member.Status.ACTIVE
+    ).exclude(pk=excluding)
+    by_role = set(members.filter(roles__overlap=sorted(roles)).values_list("pk", flat=True))
+    by_grant = 0
+    if permission:
+        grantees = UserObjectPermission.objects.filter(
+            permission__codename=grant_codename(permission),
+            content_type__app_label=Department._meta.app_label,
+            content_type__model=Department._meta.model_name,
+        ).values("user_id")
+        for member in (
+            members.filter(user_id__in=grantees)
+            .exclude(pk__in=by_role)
+            .select_related("organization")
+        ):
+            if stage_deciders_match(member_actor(member), candidate, stage):
+                by_grant += 1
+    return len(by_role) + by_grant
+
+
+def decide_rule(actor, candidate: SkillCandidate, cache: dict | None = None) -> DecideRule:
+    """The rule for deciding the candidate's current stage. Pass one `cache` dict when
+    checking many candidates: grants and other deciders are then resolved once."""
+    cache = {} if cache is None else cache
     stage = candidate.current_stage
     if stage is None:
-        return False, f"The candidate is {candidate.get_status_display().lower()}, not in review."
+        return DecideRule(
+            False, f"The candidate is {candidate.get_status_display().lower()}, not in review."
+        )
     if not stage_deciders_match(actor, candidate, stage, cache):
         who = ", ".join(
             [*(f"role {role}" for role in stage.get("roles") or [])]
             + ([f"'{stage['permission']}'"] if stage.get("permission") else [])
         )
-        return False, f"The stage “{stage['name']}” is decided by {who or 'nobody'}."
+        return DecideRule(False, f"The stage “{stage['name']}” is decided by {who or 'nobody'}.")
     is_requester = actor.member is not None and candidate.requested_by_id == actor.member.pk
-    if is_requester and not stage.get("allow_requester"):
-        return False, f"You asked for this skill: someone else decides “{stage['name']}”."
-    return True, ""
+    if not is_requester or stage.get("allow_requester"):
+        return DecideRule(True)
+    key = ("others", candidate.organization_id, candidate.department_id, repr(stage))
+    if key not in cache:
+        cache[key] = other_deciders_count(candidate, stage, excluding=actor.member.pk)
+    others = cache[key]
+    if others:
+        return DecideRule(
+            False,
+            f"You asked for this skill: someone else decides “{stage['name']}” "
+            f"({others} other member{'s' if others != 1 else ''} may).",
+        )
+    return DecideRule(
+        True,
+        f"You asked for this skill and no other member can decide “{stage['name']}”: you may "
+        "decide it as sole reviewer, with a justification (audited, and shown on the Hub "
+        "version page).",
+        sole_reviewer=True,
+    )
+
+
+def may_decide(actor, candidate: SkillCandidate, cache: dict | None = None) -> tuple[bool, str]:
+    """(allowed, why) for deciding the candidate's current stage (see `decide_rule`)."""
+    rule = decide_rule(actor, candidate, cache)
+    return rule.allowed, rule.reason
 
 
 def decidable(actor, candidates: QuerySet[SkillCandidate]) -> QuerySet[SkillCandidate]:
@@ -204,3 +277,58 @@ def previous_files(candidate: SkillCandidate) -> tuple[str, dict[str, bytes]]:
 def candidate_diff(candidate: SkillCandidate) -> tuple[str, list[dict]]:
     label, before = previous_files(candidate)
     return label, files_diff(before, decode_files(candidate.files), label=label)
+
+
+def version_review_record(version) -> dict:
+    """How a Hub version came to be published, as it happened:
+
+    - `stages`: through a skill candidate's review stages; `steps` lists each approval (stage,
+      who, when, comment), a sole-reviewer decision with its justification;
+    - `hub`: approved in the Hub's own review by `by`;
+    - `unreviewed`: published without review (the publisher holds `skill.review`, or the
+      organization publishes without review);
+    - `pending` / `rejected`: not published.
+    """
+    from hub.models import SkillVersion
+    from hub.services import NO_REVIEW_NOTE
+
+    candidate = (
+        SkillCandidate.objects.filter(published_version=version)
+        .select_related("requested_by")
+        .first()
+    )
+    if candidate is not None:
+        decisions = candidate.decisions.filter(
+            revision=candidate.revision, decision="approve"
+        ).select_related("decided_by")
+        steps = [
+            {
+                "stage": decision.stage_name,
+                "by": decision.decided_by,
+                "at": decision.created_at,
+                "comment": decision.comment,
+                "sole_reviewer": decision.sole_reviewer,
+                "justification": decision.justification,
+            }
+            for decision in decisions.order_by("stage_index", "pk")
+        ]
+        return {
+            "kind": "stages",
+            "candidate": candidate,
+            "steps": steps,
+            "sole_reviewer": any(step["sole_reviewer"] for step in steps),
+        }
+    if version.status == SkillVersion.Status.PENDING_REVIEW:
+        return {"kind": "pending"}
+    if version.status == SkillVersion.Status.REJECTED:
+        return {"kind": "rejected", "by": version.reviewed_by, "note": version.review_note}
+    if version.status != SkillVersion.Status.PUBLISHED:
+        return {"kind": version.status}
+    if version.review_note == NO_REVIEW_NOTE:
+        return {"kind": "unreviewed", "by": version.created_by, "at": version.published_at}
+    return {
+        "kind": "hub",
+        "by": version.reviewed_by,
+        "at": version.published_at,
+        "note": version.review_note,
+    }

@@ -352,6 +352,7 @@ def _publish(actor: Actor, candidate: SkillCandidate, comment: str):
     if package is not None and package.organization_id != candidate.organization_id:
         raise Conflict("The target skill belongs to another organization.")
     bundle = bundle_from_files(selectors.decode_files(candidate.files), folder_name=candidate.name)
+    note = review_note(candidate)
     outcome = hub_services.package_publish(
         actor=publisher,
         bundle=bundle,
@@ -359,20 +360,49 @@ def _publish(actor: Actor, candidate: SkillCandidate, comment: str):
         name=candidate.name,
         changelog=(comment or f"From skill candidate {candidate.pk} ({candidate.source})")[:2000],
         display_name=candidate.name.replace("-", " ").capitalize(),
+        review_note=note,
     )
     version = outcome.version
     if version.status == SkillVersion.Status.PENDING_REVIEW:  # a `warn` verdict waits in the Hub
         version = hub_services.version_review(
-            actor=publisher, version=version, approve=True, note="approved by skill review stages"
+            actor=publisher, version=version, approve=True, note=note
         )
     return version
 
 
+def review_note(candidate: SkillCandidate) -> str:
+    """The Hub version's review note: each stage's approval of the current revision, by whom
+    (the one being recorded included), a sole reviewer's justification quoted."""
+    parts = []
+    for decision in candidate.decisions.filter(
+        revision=candidate.revision, decision=ReviewDecision.Decision.APPROVE
+    ).select_related("decided_by"):
+        who = decision.decided_by.display_name if decision.decided_by else "someone"
+        if decision.sole_reviewer:
+            parts.append(
+                f"{decision.stage_name}: decided by the requester {who} as sole reviewer "
+                f"(“{decision.justification}”)"
+            )
+        else:
+            parts.append(f"{decision.stage_name}: approved by {who}")
+    return (f"Skill candidate {candidate.pk} review: " + "; ".join(parts))[:4000]
+
+
 @transaction.atomic
 def candidate_decide(
-    *, actor: Actor, candidate: SkillCandidate, decision: str, comment: str = ""
+    *,
+    actor: Actor,
+    candidate: SkillCandidate,
+    decision: str,
+    comment: str = "",
+    sole_reviewer_justification: str = "",
 ) -> SkillCandidate:
-    """Approve (next stage, or publish at the last), reject, or request changes."""
+    """Approve (next stage, or publish at the last), reject, or request changes.
+
+    The requester decides their own candidate only where the stage allows it, or as sole
+    reviewer when no other member could decide the stage: then `sole_reviewer_justification`
+    is required, and recorded on the decision, in the audit event and on the Hub version.
+    """
     if decision not in DECISIONS:
         raise InvalidInput(
             f"Unknown decision '{decision}'.", details={"decision": [", ".join(DECISIONS)]}
@@ -388,11 +418,21 @@ def candidate_decide(
         .select_related("package", "organization")
         .get(pk=candidate.pk)
     )
-    allowed, why = selectors.may_decide(actor, candidate)
-    if not allowed:
+    rule = selectors.decide_rule(actor, candidate)
+    if not rule.allowed:
         if candidate.current_stage is None:
-            raise Conflict(why, code="not_in_review")
-        raise NotPermitted(why)
+            raise Conflict(rule.reason, code="not_in_review")
+        raise NotPermitted(rule.reason)
+    justification = ""
+    if rule.sole_reviewer:
+        justification = (sole_reviewer_justification or "").strip()[:MAX_COMMENT]
+        if not justification:
+            raise InvalidInput(
+                "You asked for this skill and decide it as sole reviewer: say why no one else "
+                "reviews it.",
+                code="justification_required",
+                details={"sole_reviewer_justification": ["Required to decide as sole reviewer."]},
+            )
     before = _snapshot(candidate)
     stage = candidate.current_stage
     ReviewDecision.objects.create(
@@ -403,6 +443,8 @@ def candidate_decide(
         decision=decision,
         comment=comment,
         decided_by=actor.member,
+        sole_reviewer=rule.sole_reviewer,
+        justification=justification,
     )
     published = None
     if decision == "reject":
@@ -421,13 +463,16 @@ def candidate_decide(
     candidate.save(
         update_fields=["status", "stage_index", "published_version", "package", "updated_at"]
     )
+    after = {**_snapshot(candidate), "stage": stage["name"]}
+    if rule.sole_reviewer:
+        after.update({"sole_reviewer": True, "justification": justification, "comment": comment})
     audit.record(
         actor=actor,
         action=f"skills.candidate.{decision}",
         target=candidate,
         before=before,
-        after={**_snapshot(candidate), "stage": stage["name"]},
-        reason=comment,
+        after=after,
+        reason=justification or comment,
     )
     if published is not None:
         audit.record(

@@ -5,6 +5,11 @@ connectors in their `ready()` under the session channel's name) receives a `Repl
 delivery needs of a finished run, never the `Run` itself — and the id of each message an agent
 sends with `im_send`. Both are handed over once the runtime's transaction commits. A channel with
 nothing registered delivers nothing: the run finishes all the same.
+
+An agent message that no channel can deliver (none registered, or the channel's `check` finds no
+way to reach any recipient) fails at once, with the reason, so the tool's result says so; one
+that fails later is marked by `message_outcome`, which corrects the recorded tool effect and
+tells the chat, so chat, transcript and API never show `queued` for a message that failed.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
+from cadre.agents.models import AgentMessage, RunEvent, ToolEffect
+from cadre.governance import audit
 from cadre.ports import Registry
+from cadre.tenancy.actors import system_actor
 
 
 @dataclass(frozen=True)
@@ -39,10 +47,12 @@ class Reply:
 @dataclass(frozen=True)
 class Channel:
     """One platform's delivery: `reply` sends a run's reply; `message` sends an agent message
-    (an `AgentMessage` id) to its recipients."""
+    (an `AgentMessage` id) to its recipients; `check`, when given, says why a message cannot
+    be delivered at all ("" when it can be tried)."""
 
     reply: Callable[[Reply], object]
     message: Callable[[int], object]
+    check: Callable[[int], str] | None = None
 
 
 channels: Registry[Channel] = Registry("delivery channels")
@@ -60,9 +70,65 @@ def reply_deliver(reply: Reply) -> bool:
 def message_deliver(message_id: int, channel_name: str) -> bool:
     """Hand an agent message to a channel after commit: its session's channel, else any (its
     recipients may be reached on every platform: a message sent from the console goes out
-    too). False when no channel is registered."""
+    too). False, and the message marked failed with the reason, when no channel can
+    deliver it."""
     channel = channels.get(channel_name) or next((entry for _, entry in channels.items()), None)
     if channel is None:
+        message_outcome(
+            message_id, "failed", f"no connector for channel {channel_name or '(none)'!r}"
+        )
+        return False
+    reason = channel.check(message_id) if channel.check is not None else ""
+    if reason:
+        message_outcome(message_id, "failed", reason)
         return False
     transaction.on_commit(lambda: channel.message(message_id))
     return True
+
+
+@transaction.atomic
+def message_outcome(message_id: int, status: str, reason: str = "") -> str:
+    """Record how an agent message ended (`sent` or `failed`, with the reason): on the message,
+    on the tool effect recorded for its `im_send` call, as a live `effect` event of its run
+    (the chat shows it), and in the audit log. A message already decided keeps its outcome;
+    returns the message's status."""
+    message = (
+        AgentMessage.objects.select_for_update()
+        .select_related("organization")
+        .filter(pk=message_id)
+        .first()
+    )
+    if message is None:
+        return "missing"
+    if message.status != AgentMessage.Status.QUEUED:
+        return message.status
+    message.status = status
+    message.reason = reason[:2000] if status == AgentMessage.Status.FAILED else ""
+    message.save(update_fields=["status", "reason"])
+    effect = ToolEffect.objects.select_for_update().filter(key=message.idempotency_key).first()
+    if effect is not None:  # absent while the tool call is still recording it
+        effect.result = {**effect.result, "status": message.status}
+        if message.reason:
+            effect.result["reason"] = message.reason
+        effect.save(update_fields=["result"])
+    if message.run_id is not None:
+        RunEvent.objects.create(
+            run_id=message.run_id,
+            kind="effect",
+            data={
+                "tool": "im_send",
+                "message_id": message.pk,
+                "status": message.status,
+                "reason": message.reason,
+            },
+        )
+    audit.record(
+        actor=system_actor(message.organization, label="agent message delivery"),
+        action=f"agents.message.{message.status}",
+        target=("agentmessage", message.pk, f"agent message {message.pk}"),
+        organization=message.organization,
+        before={"status": AgentMessage.Status.QUEUED},
+        after={"status": message.status, "run": message.run_id},
+        reason=message.reason,
+    )
+    return message.status

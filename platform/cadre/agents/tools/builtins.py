@@ -173,9 +173,14 @@ def _im_send(ctx, args: dict) -> dict:
         idempotency_key=ctx.key,
     )
     # Handed to a delivery channel once the effect is recorded (the executor's transaction);
-    # the connectors' scheduled sweep picks up any message whose delivery was lost.
-    delivery.message_deliver(message.pk, message.channel)
-    return {"message_id": message.pk, "recipients": recipients, "status": message.status}
+    # the connectors' scheduled sweep picks up any message whose delivery was lost. A message
+    # no channel can deliver is failed now, and the result says why.
+    if not delivery.message_deliver(message.pk, message.channel):
+        message.refresh_from_db(fields=["status", "reason"])
+    result = {"message_id": message.pk, "recipients": recipients, "status": message.status}
+    if message.reason:
+        result["reason"] = message.reason
+    return result
 
 
 register(

@@ -12,7 +12,7 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from cadre.agents import selectors
-from cadre.agents.models import Run, RunEvent
+from cadre.agents.models import AgentMessage, Run, RunEvent
 from cadre.agents.runtime import services as runtime
 from cadre.console.forms import add_service_error
 from cadre.console.views.agents_forms import ChatMessageForm
@@ -70,11 +70,19 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
                 run_id__in=run_ids, status=SkillProposal.Status.PENDING
             )
         }
+        failed: dict[int, list] = {}
+        for message in AgentMessage.objects.filter(
+            organization=request.actor.organization,
+            run_id__in=run_ids,
+            status=AgentMessage.Status.FAILED,
+        ).order_by("pk"):
+            failed.setdefault(message.run_id, []).append(message)
         turns = [
             {
                 "run": run,
                 "confirmations": by_run.get(run.pk, []),
                 "proposal": proposals.get(run.pk),
+                "failed_messages": failed.get(run.pk, []),
             }
             for run in runs
         ]

@@ -1,6 +1,7 @@
 """Console pages for the Skills Hub: browse and search skills; a package with its versions,
 dist-tags, installs and success rates; a version's files, scan findings and signature state;
-and distribution — which agents run which version, offered updates to apply, rollbacks."""
+how each version was reviewed; and distribution — which agents run which version, offered
+updates to apply, rollbacks."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from cadre.console.views.base import (
     require_permission,
 )
 from cadre.errors import CadreError, NotFound
+from cadre.skills import selectors as skill_selectors
 from hub import distribution, outcomes, selectors
 from hub.hooks import verify_installed
 from hub.models import DistTag, SkillInstall, SkillPackage
@@ -125,10 +127,17 @@ def hub_version(request, namespace: str, name: str, version: str):
     if found.status == found.Status.PUBLISHED:
         problem, _ = verify_installed(found)
     can_maintain = selectors.can_maintain(request.actor, package)
+    review = skill_selectors.version_review_record(found)
+    candidate = review.get("candidate")
+    review["candidate_visible"] = (
+        candidate is not None
+        and skill_selectors.candidates_visible(request.actor).filter(pk=candidate.pk).exists()
+    )
     return render(
         request,
         "console/hub/version.html",
         {
+            "review": review,
             "package": package,
             "version": found,
             "files": found.files.all(),

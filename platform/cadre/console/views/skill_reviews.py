@@ -1,6 +1,8 @@
 """Console pages for skill candidates and their reviews (routes listed in `urlpatterns`): the
-reviewers' inbox, a candidate's review page (score components, evidence, diff, comments and
-the decision form), and an employee's own proposals to confirm or dismiss."""
+reviewers' inbox, the organization's review stages (edited by policy managers), a candidate's
+review page (score components, evidence, diff, comments and the decision form, with a sole
+reviewer's justification where the requester decides alone), and an employee's own proposals
+to confirm or dismiss."""
 
 from __future__ import annotations
 
@@ -13,10 +15,17 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from cadre.console.forms import add_service_error
-from cadre.console.views.base import paginate, posted, query_without_page, require_permission
-from cadre.errors import CadreError, NotFound
+from cadre.console.views.base import (
+    denied,
+    paginate,
+    posted,
+    query_without_page,
+    require_permission,
+)
+from cadre.errors import CadreError, InvalidInput, NotFound
 from cadre.skills import selectors, services
 from cadre.skills.models import SkillCandidate, SkillProposal
+from cadre.tenancy.roles import PERMISSIONS, ROLE_CHOICES
 
 INBOX_VIEWS = {
     "mine_to_decide": "Waiting for me",
@@ -48,6 +57,95 @@ class DecisionForm(forms.Form):
         max_length=4000,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="Required to reject or request changes; the requester sees it.",
+    )
+
+
+class SoleReviewerDecisionForm(DecisionForm):
+    sole_reviewer_justification = forms.CharField(
+        label="Sole reviewer justification",
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why you decide your own skill: no other member can review this stage. "
+        "Audited, and shown on the Hub version page.",
+    )
+
+
+class StageForm(forms.Form):
+    name = forms.CharField(max_length=100, required=False)
+    roles = forms.MultipleChoiceField(
+        choices=ROLE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    permission = forms.ChoiceField(
+        choices=[("", "—"), *((name, name) for name in PERMISSIONS)], required=False
+    )
+    allow_requester = forms.BooleanField(required=False, label="The requester may decide")
+
+
+StageFormSet = forms.formset_factory(
+    StageForm, extra=1, can_delete=True, max_num=services.MAX_STAGES, validate_max=True
+)
+
+
+def _stage_initial(stages: list[dict]) -> list[dict]:
+    return [
+        {
+            "name": stage["name"],
+            "roles": list(stage.get("roles") or []),
+            "permission": stage.get("permission") or "",
+            "allow_requester": bool(stage.get("allow_requester")),
+        }
+        for stage in stages
+    ]
+
+
+@require_permission(None)
+def review_stages(request):
+    """The organization's review stages; saving replaces them all at once (or none)."""
+    actor = request.actor
+    can_edit = actor.has("policy.manage")
+    if not (can_edit or actor.may("skill.review")):
+        return denied(
+            request, "The review stages are shown to skill reviewers and policy managers."
+        )
+    current = selectors.stages_for(actor.organization)
+    if request.method == "POST" and not can_edit:
+        return denied(request, "Changing the review stages needs the 'policy.manage' permission.")
+    formset = StageFormSet(posted(request), initial=_stage_initial(current), prefix="stages")
+    problems: list[str] = []
+    if request.method == "POST" and formset.is_valid():
+        # An untouched blank row has no cleaned data; a row ticked "remove" is left out.
+        stages = [
+            form.cleaned_data
+            for form in formset.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        try:
+            services.review_stages_set(
+                actor=actor,
+                stages=[{k: v for k, v in stage.items() if k != "DELETE"} for stage in stages],
+            )
+        except InvalidInput as error:
+            problems = list((error.details or {}).get("stages") or [error.message])
+        except CadreError as error:
+            problems = [error.message]
+        else:
+            messages.success(
+                request,
+                f"Saved {len(stages)} review stage{'s' if len(stages) != 1 else ''}. "
+                "Candidates already in review keep the stages they were submitted with.",
+            )
+            return redirect("console:skill_review_stages")
+    return render(
+        request,
+        "console/skill_reviews/stages.html",
+        {
+            "formset": formset,
+            "problems": problems,
+            "stages": current,
+            "can_edit": can_edit,
+            "max_stages": services.MAX_STAGES,
+        },
+        status=400 if request.method == "POST" else 200,
     )
 
 
@@ -100,8 +198,8 @@ def _components(candidate: SkillCandidate) -> list[dict]:
 @require_permission(None)
 def review_detail(request, pk: int):
     candidate = _candidate_or_404(request, pk)
-    allowed, why = selectors.may_decide(request.actor, candidate)
-    form = DecisionForm(posted(request))
+    rule = selectors.decide_rule(request.actor, candidate)
+    form = (SoleReviewerDecisionForm if rule.sole_reviewer else DecisionForm)(posted(request))
     if request.method == "POST" and form.is_valid():
         try:
             services.candidate_decide(
@@ -109,6 +207,9 @@ def review_detail(request, pk: int):
                 candidate=candidate,
                 decision=form.cleaned_data["decision"],
                 comment=form.cleaned_data["comment"],
+                sole_reviewer_justification=form.cleaned_data.get(
+                    "sole_reviewer_justification", ""
+                ),
             )
         except CadreError as error:
             add_service_error(form, error)
@@ -128,8 +229,9 @@ def review_detail(request, pk: int):
             "revisions": candidate.revisions.select_related("created_by"),
             "diff_against": against,
             "diff": diff,
-            "may_decide": allowed,
-            "why_not": why,
+            "may_decide": rule.allowed,
+            "why_not": rule.reason,
+            "sole_reviewer": rule.sole_reviewer,
             "form": form,
             "can_review": request.actor.may("skill.review"),
         },
@@ -195,6 +297,7 @@ def proposal_dismiss(request, pk: int):
 
 urlpatterns: list = [
     path("skills/reviews/", review_inbox, name="skill_reviews"),
+    path("skills/reviews/stages/", review_stages, name="skill_review_stages"),
     path("skills/reviews/<int:pk>/", review_detail, name="skill_review"),
     path("skills/proposals/", proposal_list, name="skill_proposals"),
     path("skills/proposals/<int:pk>/confirm/", proposal_confirm, name="skill_proposal_confirm"),

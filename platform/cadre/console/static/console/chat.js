@@ -69,6 +69,15 @@
       meta.textContent = text;
     }
 
+    // A tool's effect that failed after the reply (an im_send no connector delivered).
+    function effectFailed(node, data) {
+      var id = "effect-" + data.tool + "-" + data.message_id;
+      if (log.querySelector('[data-effect="' + id + '"]')) return;
+      var note = element("div", "effect-failed", data.tool + " failed: " + (data.reason || "not delivered"));
+      note.setAttribute("data-effect", id);
+      node.parentNode.insertBefore(note, node.nextSibling);
+    }
+
     function confirmationBox(runId, confirmation) {
       var existing = log.querySelector('[data-confirmation="' + confirmation.id + '"]');
       if (existing) return existing;
@@ -232,6 +241,8 @@
         setMeta(node, "Resumed");
       } else if (frame.kind === "skill_proposal") {
         proposalBox(frame.run, data);
+      } else if (frame.kind === "effect" && data.status === "failed") {
+        effectFailed(node, data);
       }
       scrollDown();
     }
