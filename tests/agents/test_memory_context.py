@@ -105,7 +105,11 @@ def test_model_extraction_sees_placeholders_and_stores_originals(owner, bob, mon
         [
             {
                 "text": json.dumps(
-                    {"memories": [{"kind": "requirement", "content": "Text the user on <PHONE_1>."}]}
+                    {
+                        "memories": [
+                            {"kind": "requirement", "content": "Text the user on <PHONE_1>."}
+                        ]
+                    }
                 )
             }
         ]

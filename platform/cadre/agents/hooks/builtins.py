@@ -115,8 +115,8 @@ def turn_as_said(run) -> tuple[str, str]:
 
     said, answered = run.input.get("text", ""), run.output.get("text", "")
     if run.parent_id and PLACEHOLDER.search(said):
-        parent_session = type(run).objects.values_list("session_id", flat=True).get(
-            pk=run.parent_id
+        parent_session = (
+            type(run).objects.values_list("session_id", flat=True).get(pk=run.parent_id)
         )
         said = reidentify(
             said, organization=run.organization, conversation_key=f"session:{parent_session}"

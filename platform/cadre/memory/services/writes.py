@@ -25,6 +25,7 @@ from cadre.memory.models import (
     Scope,
     SourceKind,
 )
+from cadre.memory.sensitive import placeholders_in, protect
 from cadre.memory.services.common import (
     EXACT_REASON,
     MAX_CONTENT_CHARS,
@@ -44,7 +45,6 @@ from cadre.memory.services.common import (
     resolve_write_scope,
     write_version,
 )
-from cadre.memory.sensitive import placeholders_in, protect
 from cadre.memory.text import lexical_document
 
 tracer = trace.get_tracer(__name__)
