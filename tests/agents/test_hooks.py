@@ -206,7 +206,7 @@ def test_memory_retrieval_puts_memories_in_context_and_records_them(owner, bob, 
     from cadre.memory.text import lexical_document
 
     content = "Bob prefers oolong tea at customer meetings."
-    Memory.objects.create(
+    memory = Memory.objects.create(
         organization=org_a,
         scope="user",
         scope_id=bob.pk,
@@ -223,11 +223,15 @@ def test_memory_retrieval_puts_memories_in_context_and_records_them(owner, bob, 
     )
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     retrieval = run.steps.get(name="assemble_context:memory_retrieval").output
-    assert [m["content"] for m in retrieval["memories"]] == [content]
-    system = run.steps.get(kind="model_call").input["messages"][0]["content"]
-    assert content in system
-    record = ContextRecord.objects.get(pk=retrieval["context_record"])
-    assert record.run_id == str(run.pk) and record.items.count() == 1
+    # The memory enters the context through the chain's masking ("Bob" is a member's name).
+    assert [m["id"] for m in retrieval["memories"]] == [memory.pk]
+    assert retrieval["memories"][0]["content"] == content.replace("Bob", "<MEMBER_1>")
+    call = run.steps.get(kind="model_call")
+    assert retrieval["memories"][0]["content"] in call.input["messages"][0]["content"]
+    # One record for the model call, listing the memory as sent.
+    record = ContextRecord.objects.get(run_id=str(run.pk))
+    assert (record.kind, record.step_id) == ("model_call", str(call.index))
+    assert [(i.memory_id, i.status) for i in record.items.all()] == [(memory.pk, "sent")]
 
 
 def test_memory_retrieval_with_empty_scopes_still_records_the_context(owner, bob):
@@ -238,5 +242,5 @@ def test_memory_retrieval_with_empty_scopes_still_records_the_context(owner, bob
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     retrieval = run.steps.get(name="assemble_context:memory_retrieval").output
     assert retrieval["memories"] == []
-    record = ContextRecord.objects.get(pk=retrieval["context_record"])
-    assert record.run_id == str(run.pk) and record.items.count() == 0
+    record = ContextRecord.objects.get(run_id=str(run.pk))
+    assert record.kind == "model_call" and record.items.count() == 0

@@ -1,5 +1,6 @@
-"""Masking is applied before the model: the provider, the context record, later turns and
-memory only see placeholders; the employee sees the originals; tools act on the originals;
+"""Masking is applied before the model: the provider, the context record and later turns
+only see placeholders; memory keeps the originals; the employee sees the originals; tools act
+on the originals;
 a refused input never reaches the model; retrieved content and replies pass the chain."""
 
 from __future__ import annotations
@@ -98,12 +99,15 @@ def test_the_model_sees_placeholders_and_the_employee_sees_the_originals(owner, 
     )
     assert queries and all(PHONE not in query for query in queries)
 
-    # Memory is written from the model's side of the turn.
+    # Memory holds what was said (never this session's placeholders), and says it holds
+    # personal data; it is masked again whenever it enters a model's context.
     run_after_hooks(first.pk)
-    contents = " ".join(Memory.objects.values_list("content", flat=True))
-    assert contents, "the turn should have produced a memory"
-    assert PHONE not in contents and EMAIL not in contents
-    assert PLACEHOLDER.search(contents)
+    memories = list(Memory.objects.all())
+    assert memories, "the turn should have produced a memory"
+    contents = " ".join(memory.content for memory in memories)
+    assert PHONE in contents and EMAIL in contents
+    assert not PLACEHOLDER.search(contents)
+    assert {"CN_PHONE", "EMAIL"} <= {t for memory in memories for t in memory.sensitive_types}
 
 
 def test_a_denied_input_is_refused_visibly_and_never_reaches_the_model(owner, bob, alice):

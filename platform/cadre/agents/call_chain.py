@@ -149,6 +149,8 @@ def _context_events(run: Run) -> list[dict]:
             "step": int(record.step_id) if str(record.step_id).isdigit() else None,
             "query": record.query,
             "tokens": record.total_tokens,
+            "record_kind": record.kind,
+            "skills": record.skills,
             "memories": [
                 {
                     "memory": item.memory_id,
@@ -156,6 +158,10 @@ def _context_events(run: Run) -> list[dict]:
                     "rank": item.rank,
                     "score": item.score,
                     "tokens": item.tokens,
+                    "status": item.status,
+                    "source": item.source,
+                    "reason": item.reason,
+                    "components": item.components,
                 }
                 for item in record.items.all()
             ],

@@ -49,6 +49,7 @@ class MemorySerializer(serializers.ModelSerializer):
             "scope_key",
             "kind",
             "content",
+            "sensitive_types",
             "attributes",
             "tags",
             "source_kind",
@@ -302,7 +303,17 @@ class MemoryVersionSerializer(serializers.ModelSerializer):
 class ContextRecordItemSerializer(serializers.ModelSerializer):
     class Meta:
         model = ContextRecordItem
-        fields = ["memory", "memory_version", "rank", "score", "tokens"]
+        fields = [
+            "memory",
+            "memory_version",
+            "rank",
+            "score",
+            "tokens",
+            "status",
+            "source",
+            "reason",
+            "components",
+        ]
         read_only_fields = fields
 
 
@@ -313,6 +324,7 @@ class ContextRecordSerializer(serializers.ModelSerializer):
         model = ContextRecord
         fields = [
             "id",
+            "kind",
             "run_id",
             "step_id",
             "trace_id",
@@ -320,6 +332,7 @@ class ContextRecordSerializer(serializers.ModelSerializer):
             "actor_id",
             "query",
             "total_tokens",
+            "skills",
             "created_at",
             "items",
         ]

@@ -107,7 +107,9 @@ def memory_model() -> ModelProvider | None:
 
 # --- rule-based extraction -----------------------------------------------------------------
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")  # noqa: RUF001
+# A Latin stop ends a sentence only before whitespace: memory reads what was actually said,
+# and "zhang.san@example.com", "v1.2" or "3.5%" are not sentence ends.
+_SENTENCE_END = re.compile(r"(?<=[。！？；])\s*|(?<=[.!?;])\s+|\n+")  # noqa: RUF001
 
 # (rule name, kind, pattern, strip) — `strip` removes a prefix that only asks to remember.
 _RULES: list[tuple[str, str, re.Pattern, bool]] = [

@@ -67,6 +67,10 @@ class Memory(TenantModel):
     scope_key = models.CharField(max_length=48)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FACT)
     content = models.TextField()
+    # The sensitive value types (CN_PHONE, EMAIL, …) the content holds, found by the masking
+    # engine when it was written: memory keeps what was said (never a session's placeholders),
+    # and every path into a model's context masks these values with that session's vault.
+    sensitive_types = ArrayField(models.CharField(max_length=40), default=list, blank=True)
     attributes = models.JSONField(default=dict, blank=True)
     # Lexical document: content (and speaker/date context) segmented for full-text search,
     # so Chinese is split into words (jieba) and mixed-language text is searchable.
@@ -202,17 +206,30 @@ class MemoryEmbedding(models.Model):
 
 
 class ContextRecord(TenantModel):
-    """Which memories (ids, versions, scores, tokens) were sent to one model call."""
+    """What one model call was given: the memories (ids, versions, ranks, scores, tokens) and
+    skill versions sent, and those withheld by policy or dropped by the context budget.
+
+    The runtime writes one `model_call` record per model call. A memory search made through
+    the API on behalf of a caller's model call writes a `search` record of the hits returned.
+    """
 
     resource = "memory"
 
+    class Kind(models.TextChoices):
+        MODEL_CALL = "model_call", "Model call (written by the runtime)"
+        SEARCH = "search", "Search on behalf of a model call"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SEARCH)
     run_id = models.CharField(max_length=64, blank=True)
+    # For a model_call record: the index of the run's model-call step.
     step_id = models.CharField(max_length=64, blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
     actor_type = models.CharField(max_length=16, blank=True)
     actor_id = models.CharField(max_length=64, blank=True)
     query = models.TextField(blank=True)
     total_tokens = models.PositiveIntegerField(default=0)
+    # [{"name", "version", "part": "description" | "body", "status": "sent" | "dropped"}]
+    skills = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -224,18 +241,36 @@ class ContextRecord(TenantModel):
 
 
 class ContextRecordItem(models.Model):
+    class Status(models.TextChoices):
+        SENT = "sent", "Sent to the model"
+        WITHHELD = "withheld", "Withheld by policy"
+        DROPPED = "dropped", "Dropped by the context budget"
+        # Records written before per-call records: a search hit, not known to have been sent.
+        RETURNED = "returned", "Returned by the search (not known to have been sent)"
+
+    class Source(models.TextChoices):
+        RETRIEVAL = "retrieval", "Retrieved for the input"
+        SHARED = "shared", "Shared by the delegating run"
+        TOOL = "tool", "Found by the memory_search tool"
+        SEARCH = "search", "Search through the API"
+
     context = models.ForeignKey(ContextRecord, on_delete=models.CASCADE, related_name="items")
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="context_items")
     memory_version = models.PositiveIntegerField()
     rank = models.PositiveIntegerField()
     score = models.FloatField()
     tokens = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SENT)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.SEARCH)
+    reason = models.CharField(max_length=500, blank=True)
+    # The ranking's parts (lexical/semantic ranks and scores, boosts) for this hit.
+    components = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["context", "rank"]
 
     def __str__(self) -> str:
-        return f"#{self.rank}: memory {self.memory_id} v{self.memory_version}"
+        return f"#{self.rank}: memory {self.memory_id} v{self.memory_version} ({self.status})"
 
 
 class MemoryTask(TenantModel):

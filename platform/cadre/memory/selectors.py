@@ -19,6 +19,8 @@ narrow them (see docs/memory.md, "Who can read what").
 
 from __future__ import annotations
 
+import json
+
 from django.db.models import Q, QuerySet
 from opentelemetry import trace
 
@@ -281,11 +283,15 @@ def context_record_queryset(actor) -> QuerySet[ContextRecord]:
 
 
 def memory_influence(actor, memory_id) -> QuerySet[ContextRecord]:
-    """Every recorded model call that was given this memory: a bad memory's blast radius."""
+    """Every recorded model call that was sent this memory: a bad memory's blast radius.
+
+    Only items recorded as sent count — a memory the policy withheld or the context budget
+    dropped did not reach the model, and records from before per-call records (items
+    `returned`) do not say whether it did."""
     memory = memory_get(actor, memory_id)
     return (
         context_record_queryset(actor)
-        .filter(items__memory=memory)
+        .filter(items__memory=memory, items__status=ContextRecordItem.Status.SENT)
         .distinct()
         .order_by("-created_at", "-id")
     )
@@ -387,7 +393,9 @@ def memory_search(
 
 
 def context_record_write(*, actor, query: str, hits: list, on_behalf_of: dict) -> ContextRecord:
-    """Record which memories (ids, versions, scores, tokens) were sent to one model call.
+    """Record which memories (ids, versions, scores, tokens) a search returned for a caller's
+    model call (`kind="search"`; the runtime records its own model calls exactly, see
+    services.context_record_for_model_call).
 
     An operational record, not an audit event: it holds ids and numbers (and the query, which
     the run already holds); memory text is never copied into it.
@@ -399,6 +407,7 @@ def context_record_write(*, actor, query: str, hits: list, on_behalf_of: dict) -
         items.append((rank, hit, tokens))
     record = ContextRecord.objects.create(
         organization=actor.organization,
+        kind=ContextRecord.Kind.SEARCH,
         run_id=str(on_behalf_of.get("run_id", ""))[:64],
         step_id=str(on_behalf_of.get("step_id", ""))[:64],
         trace_id=str(on_behalf_of.get("trace_id") or current_trace_id())[:32],
@@ -415,6 +424,9 @@ def context_record_write(*, actor, query: str, hits: list, on_behalf_of: dict) -
             rank=rank,
             score=float(hit.score),
             tokens=tokens,
+            status=ContextRecordItem.Status.SENT,
+            source=ContextRecordItem.Source.SEARCH,
+            components=json.loads(json.dumps(hit.components, default=float)),
         )
         for rank, hit, tokens in items
     )

@@ -3,10 +3,10 @@ writing after the run, and the default subagent inheritance."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from cadre.agents.hooks.registry import hook
-from cadre.agents.runtime.records import bookkeeping
 
 logger = logging.getLogger(__name__)
 
@@ -27,70 +27,105 @@ def input_policy(ctx, config: dict) -> dict:
     return {"applied": True, "result": verdict}
 
 
+def memory_for_context(ctx, content: str) -> tuple[str | None, str]:
+    """Memory text as it may enter this run's model context, through the chain's "retrieved"
+    stage: injection heuristics, and masking with this session's vault (the value gets the
+    placeholder the session already uses). (text, "") — or (None, reason) when withheld."""
+    verdict = ctx.policy_check("retrieved", content)
+    if verdict is not None and verdict["action"] in ("deny", "require_confirmation"):
+        return None, verdict["reason"] or "withheld by policy"
+    return (verdict["text"] if verdict else content), ""
+
+
+def shared_memories_for_context(ctx, shared: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The memories a delegating run shared (stored as said), checked like retrieved ones:
+    (those that may enter the context, those withheld)."""
+    kept, withheld = [], []
+    for rank, item in enumerate(shared, start=1):
+        text, reason = memory_for_context(ctx, item.get("content", ""))
+        entry = {"id": item.get("id"), "scope": item.get("scope", ""), "rank": rank}
+        if text is None:
+            withheld.append({**entry, "source": "shared", "reason": reason})
+        else:
+            kept.append({**entry, "content": text})
+    return kept, withheld
+
+
 @hook(
     "assemble_context",
     "memory_retrieval",
-    description="Retrieve memories under the agent's "
-    "scopes for the input and record the ContextRecord.",
+    description="Retrieve memories under the agent's scopes for the input; "
+    "each passes the policy chain (masking) before it joins the context.",
 )
 def memory_retrieval(ctx, config: dict) -> dict:
+    # Which of these the model call is actually given (and which the budget drops) is
+    # recorded per model call, in its ContextRecord (see engine._model_step).
     if not ctx.input_text.strip() or not ctx.read_scope_keys():
         return {"memories": []}
     try:
         from cadre.memory.models import Memory
-        from cadre.memory.selectors import context_record_write, memory_search
+        from cadre.memory.selectors import memory_search
 
-        on_behalf_of = {
-            "run_id": ctx.run.pk,
-            "step_id": ctx.step_index,
-            "trace_id": ctx.run.trace_id,
-        }
         has_memories = Memory.objects.filter(
             organization_id=ctx.run.organization_id,
             scope_key__in=ctx.read_scope_keys(),
             status=Memory.Status.ACTIVE,
         ).exists()
-        if not has_memories:  # nothing to find: skip embedding the query, still record it
-            # (one insert, committed by itself)
-            record = context_record_write(
-                actor=ctx.actor, query=ctx.input_text, hits=[], on_behalf_of=on_behalf_of
-            )
-            return {"memories": [], "context_record": record.pk}
-        with bookkeeping():  # the search and its ContextRecord: one non-durable commit
-            result = memory_search(
-                actor=ctx.actor,
-                query=ctx.input_text,
-                top_k=int(config.get("top_k", 5)),
-                scope_keys=ctx.read_scope_keys(),
-                on_behalf_of=on_behalf_of,
-            )
+        if not has_memories:  # nothing to find: skip embedding the query
+            return {"memories": []}
+        result = memory_search(
+            actor=ctx.actor,
+            query=ctx.input_text,
+            top_k=int(config.get("top_k", 5)),
+            scope_keys=ctx.read_scope_keys(),
+        )
     except Exception as error:  # retrieval failing must not stop the conversation
         logger.warning("memory retrieval failed for run %s: %s", ctx.run.pk, error)
         return {"memories": [], "error": str(error)[:500]}
     memories, withheld = [], []
-    for hit in result.hits:
-        # Retrieved content passes the chain's "retrieved" stage (injection heuristics,
-        # masking) before it joins the context; a denied memory is left out.
-        verdict = ctx.policy_check("retrieved", hit.memory.content)
-        if verdict is not None and verdict["action"] in ("deny", "require_confirmation"):
-            withheld.append({"id": hit.memory.pk, "reason": verdict["reason"]})
-            continue
-        memories.append(
-            {
-                "id": hit.memory.pk,
-                "version": hit.memory.version,
-                "content": verdict["text"] if verdict else hit.memory.content,
-                "scope": hit.memory.scope_key,
-                "score": round(float(hit.score), 4),
-            }
-        )
-    output = {
-        "memories": memories,
-        "context_record": result.context_record.pk if result.context_record else None,
-    }
+    for rank, hit in enumerate(result.hits, start=1):
+        entry = {
+            "id": hit.memory.pk,
+            "version": hit.memory.version,
+            "scope": hit.memory.scope_key,
+            "rank": rank,
+            "score": round(float(hit.score), 4),
+            "components": json.loads(json.dumps(hit.components, default=float)),
+        }
+        # Memory holds what was said; the model gets it masked (or not at all when denied).
+        text, reason = memory_for_context(ctx, hit.memory.content)
+        if text is None:
+            withheld.append({**entry, "source": "retrieval", "reason": reason})
+        else:
+            memories.append({**entry, "content": text})
+    output: dict = {"memories": memories}
     if withheld:
         output["withheld"] = withheld
     return output
+
+
+def turn_as_said(run) -> tuple[str, str]:
+    """A finished run's input and reply as the people involved wrote and read them.
+
+    A person's run keeps the originals (`text`; the model's masked side is `model_text`).
+    A delegated run was written by its parent's model and answers it, so both carry
+    placeholders: the input's from the parent's session, the reply's from its own."""
+    from cadre.governance.masking.policy import PLACEHOLDER
+    from cadre.governance.masking.vault import reidentify
+
+    said, answered = run.input.get("text", ""), run.output.get("text", "")
+    if run.parent_id and PLACEHOLDER.search(said):
+        parent_session = (
+            type(run).objects.values_list("session_id", flat=True).get(pk=run.parent_id)
+        )
+        said = reidentify(
+            said, organization=run.organization, conversation_key=f"session:{parent_session}"
+        )
+    if PLACEHOLDER.search(answered):
+        answered = reidentify(
+            answered, organization=run.organization, conversation_key=f"session:{run.session_id}"
+        )
+    return said, answered
 
 
 @hook(
@@ -100,19 +135,19 @@ def memory_retrieval(ctx, config: dict) -> dict:
     "them with provenance under the agent's writable scopes.",
 )
 def memory_write(run, config: dict) -> dict:
-    from cadre.agents.runtime.engine import model_side
     from cadre.agents.runtime.grants import agent_actor
     from cadre.memory import services as memory_services
     from cadre.memory.models import scope_parts
 
     scope, scope_id = scope_parts(config.get("scope_key") or run.agent.memory_scope_key)
-    # Memory is written from the model's side of the turn: masked placeholders, never the
-    # originals the employee typed or was shown.
+    # Memory is written from the user's side of the turn — what was actually said — never
+    # from the model's placeholders, which mean something only in this session's vault.
+    said, answered = turn_as_said(run)
     written = memory_services.memory_add_from_messages(
         actor=agent_actor(run.agent),
         messages=[
-            {"role": "user", "content": model_side(run.input)},
-            {"role": "assistant", "content": model_side(run.output)},
+            {"role": "user", "content": said},
+            {"role": "assistant", "content": answered},
         ],
         scope=scope,
         scope_id=scope_id,

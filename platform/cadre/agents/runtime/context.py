@@ -16,8 +16,11 @@ class ContextPieces:
     # {"name", "description", "version"?, "body"?}; a hook section carrying "skills" (the Hub's
     # installed, verified skills) replaces these template references (see installed_skills).
     skills: list[dict] = field(default_factory=list)
-    memories: list[dict] = field(default_factory=list)  # ranked {"id", "content", "scope"}
+    # ranked {"id", "content", "scope", "version"?, "rank"?, "score"?, "components"?}
+    memories: list[dict] = field(default_factory=list)
     shared: list[dict] = field(default_factory=list)  # memories explicitly shared by a caller
+    # memories the "retrieved" policy stage kept out: {"id", "reason", "source", …}
+    withheld: list[dict] = field(default_factory=list)
     sections: list[dict] = field(default_factory=list)  # extra {"title", "text"} from hooks
     turns: list[dict] = field(default_factory=list)  # oldest first {"role", "content"}
     input_text: str = ""
@@ -60,7 +63,14 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
     """
     skills, sections = installed_skills(pieces)
     used = estimate_tokens(pieces.agent_md) + estimate_tokens(pieces.input_text) + 16
-    report: dict = {"budget": budget_tokens, "dropped": {}}
+    # "sent"/"dropped_ids": which memories (by id) and skills (by label) made it into the
+    # messages and which the budget left out — what the model call's ContextRecord lists.
+    report: dict = {
+        "budget": budget_tokens,
+        "dropped": {},
+        "sent": {"memories": [], "shared": [], "skills": [], "skill_bodies": []},
+        "dropped_ids": {"memories": [], "shared": [], "skills": [], "skill_bodies": []},
+    }
     blocks: list[tuple[int, str]] = [(0, pieces.agent_md)] if pieces.agent_md else []
 
     def take(order: int, title: str, text: str, *, truncate: bool = False) -> bool:
@@ -82,16 +92,22 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
     if not take(2, "Standard operating procedure (SOP)", pieces.sop, truncate=True):
         report["dropped"]["sop"] = 1
     descriptions = "\n".join(f"- {_skill_label(s)}: {s.get('description', '')}" for s in skills)
+    labels = [_skill_label(s) for s in skills]
     if not take(3, "Skills", descriptions):
         report["dropped"]["skills"] = len(skills)
+        report["dropped_ids"]["skills"] = labels
+    else:
+        report["sent"]["skills"] = labels
     report["skill_bodies"] = []
     for skill in skills:
         if not skill.get("body"):
             continue
         if take(7, f"Skill: {_skill_label(skill)}", skill["body"]):
             report["skill_bodies"].append(_skill_label(skill))
+            report["sent"]["skill_bodies"].append(_skill_label(skill))
         else:
             report["dropped"]["skill_bodies"] = report["dropped"].get("skill_bodies", 0) + 1
+            report["dropped_ids"]["skill_bodies"].append(_skill_label(skill))
     for order, (title, items, key) in enumerate(
         [
             ("Shared with you", pieces.shared, "shared"),
@@ -105,9 +121,11 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
             cost = estimate_tokens(line) + 1
             if used + cost > budget_tokens:
                 report["dropped"][key] = report["dropped"].get(key, 0) + 1
+                report["dropped_ids"][key].append(item.get("id"))
                 continue
             used += cost
             kept.append(line)
+            report["sent"][key].append(item.get("id"))
         if kept:
             used += estimate_tokens(title) + 2
             blocks.append((order, f"# {title}\n" + "\n".join(kept)))
@@ -130,3 +148,87 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
     messages += turns
     messages.append({"role": "user", "content": pieces.input_text})
     return messages, report
+
+
+def context_manifest(pieces: ContextPieces, report: dict) -> dict:
+    """What the assembled context holds, for the model call's ContextRecord: every memory
+    considered, with its rank, score components and whether it was sent, withheld by policy
+    or dropped by the budget; and every skill version offered, sent or dropped."""
+    memories: list[dict] = []
+    for key, source in (("shared", "shared"), ("memories", "retrieval")):
+        sent = set(report["sent"][key])
+        for position, item in enumerate(getattr(pieces, key), start=1):
+            memories.append(
+                {
+                    "id": item.get("id"),
+                    "version": item.get("version"),
+                    "rank": item.get("rank", position),
+                    "score": item.get("score", 0.0),
+                    "components": item.get("components", {}),
+                    "tokens": estimate_tokens(item.get("content", "")),
+                    "source": source,
+                    "status": "sent" if item.get("id") in sent else "dropped",
+                    "reason": "" if item.get("id") in sent else "context budget",
+                }
+            )
+    for item in pieces.withheld:
+        memories.append(
+            {
+                "id": item.get("id"),
+                "version": item.get("version"),
+                "rank": item.get("rank", 0),
+                "score": item.get("score", 0.0),
+                "components": item.get("components", {}),
+                "tokens": 0,
+                "source": item.get("source", "retrieval"),
+                "status": "withheld",
+                "reason": item.get("reason", ""),
+            }
+        )
+    skills_offered, _ = installed_skills(pieces)
+    skills = []
+    for skill in skills_offered:
+        label = _skill_label(skill)
+        entry = {"name": skill["name"], "version": skill.get("version", "")}
+        skills.append(
+            {
+                **entry,
+                "part": "description",
+                "status": "sent" if label in report["sent"]["skills"] else "dropped",
+            }
+        )
+        if skill.get("body"):
+            sent = label in report["sent"]["skill_bodies"]
+            skills.append({**entry, "part": "body", "status": "sent" if sent else "dropped"})
+    return {"memories": memories, "skills": skills}
+
+
+def tool_found_memories(messages: list[dict]) -> list[dict]:
+    """Memories the memory_search tool put in front of the model (its results, as the model
+    read them after the "retrieved" stage), in the order they appear in `messages`."""
+    import json
+
+    found: list[dict] = []
+    for message in messages:
+        if message.get("role") != "tool" or message.get("name") != "memory_search":
+            continue
+        try:
+            result = json.loads(message.get("content") or "{}")
+        except ValueError:
+            continue
+        for rank, item in enumerate(result.get("memories") or [], start=1):
+            if isinstance(item, dict) and isinstance(item.get("id"), int):
+                found.append(
+                    {
+                        "id": item["id"],
+                        "version": item.get("version"),
+                        "rank": rank,
+                        "score": item.get("score", 0.0),
+                        "components": {},
+                        "tokens": estimate_tokens(str(item.get("content", ""))),
+                        "source": "tool",
+                        "status": "sent",
+                        "reason": "",
+                    }
+                )
+    return found

@@ -23,6 +23,7 @@ from decimal import Decimal
 from django.db import OperationalError, connection
 from django.utils import timezone
 
+from cadre.agents.hooks.builtins import shared_memories_for_context
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import (
     Agent,
@@ -45,6 +46,7 @@ from cadre.agents.runtime.run_context import (
 )
 from cadre.agents.tools import registry as tool_registry
 from cadre.llm import ChatResult, ProviderError, provider_for
+from cadre.memory.services import context_record_for_model_call
 from cadre.observability import tracer
 from cadre.tenancy.models import Member
 
@@ -117,7 +119,24 @@ def _apply_input_verdict(ctx: RunContext, output: dict) -> None:
         ctx.model_text = verdict["text"]
 
 
-def _assemble(ctx: RunContext) -> list[dict]:
+def _base(ctx: RunContext) -> dict:
+    # Shared memories are stored as said: checked and masked for this session like retrieved
+    # ones.
+    shared, shared_withheld = shared_memories_for_context(
+        ctx, ctx.run.input.get("shared_memories", [])
+    )
+    return {
+        "agent_md": ctx.version.agent_md,
+        "sop": ctx.version.sop,
+        "user_md": ctx.agent.user_md,
+        "skills": _skill_descriptions(ctx.version),
+        "turns": _recent_turns(ctx.run),
+        "shared": shared,
+        "shared_withheld": shared_withheld,
+    }
+
+
+def _assemble(ctx: RunContext) -> tuple[list[dict], dict]:
     for hook, config in hooks_for(ctx.version.hooks, "on_init"):
         output = ctx.step(
             Step.Kind.HOOK,
@@ -126,19 +145,7 @@ def _assemble(ctx: RunContext) -> list[dict]:
             lambda step, hook=hook, config=config: hook.fn(ctx, config) or {},
         )
         _apply_input_verdict(ctx, output)
-    base = ctx.step(
-        Step.Kind.HOOK,
-        "assemble_context:base",
-        {},
-        lambda step: {
-            "agent_md": ctx.version.agent_md,
-            "sop": ctx.version.sop,
-            "user_md": ctx.agent.user_md,
-            "skills": _skill_descriptions(ctx.version),
-            "turns": _recent_turns(ctx.run),
-            "shared": ctx.run.input.get("shared_memories", []),
-        },
-    )
+    base = ctx.step(Step.Kind.HOOK, "assemble_context:base", {}, lambda step: _base(ctx))
     pieces = context_assembly.ContextPieces(
         agent_md=base["agent_md"],
         sop=base["sop"],
@@ -146,6 +153,7 @@ def _assemble(ctx: RunContext) -> list[dict]:
         skills=base["skills"],
         turns=base["turns"],
         shared=base["shared"],
+        withheld=list(base.get("shared_withheld", [])),
         input_text=ctx.input_text,
     )
     for hook, config in hooks_for(ctx.version.hooks, "assemble_context"):
@@ -156,14 +164,37 @@ def _assemble(ctx: RunContext) -> list[dict]:
             lambda step, hook=hook, config=config: hook.fn(ctx, config) or {},
         )
         pieces.memories += added.get("memories", [])
+        pieces.withheld += added.get("withheld", [])
         pieces.sections += added.get("sections", [])
     budget = int((ctx.version.model_settings or {}).get("context_tokens", DEFAULT_CONTEXT_TOKENS))
-    messages, _report = context_assembly.fit(pieces, budget)
-    return messages
+    messages, report = context_assembly.fit(pieces, budget)
+    return messages, context_assembly.context_manifest(pieces, report)
+
+
+def _record_context(ctx: RunContext, step: Step, manifest: dict, messages: list[dict]) -> None:
+    """The model call's ContextRecord: exactly the memories and skill versions in `messages`,
+    and those withheld or dropped. Written once per model call (a retried call after a crash
+    finds its record)."""
+    with bookkeeping():
+        context_record_for_model_call(
+            actor=ctx.actor,
+            run_id=ctx.run.pk,
+            step_index=step.index,
+            trace_id=ctx.run.trace_id,
+            query=ctx.input_text,
+            memories=[*manifest["memories"], *context_assembly.tool_found_memories(messages)],
+            skills=manifest["skills"],
+            retried=step.attempts > 0,
+        )
 
 
 def _model_step(
-    ctx: RunContext, provider, prices: dict, messages: list[dict], tools: list[dict]
+    ctx: RunContext,
+    provider,
+    prices: dict,
+    messages: list[dict],
+    tools: list[dict],
+    manifest: dict | None = None,
 ) -> ChatResult:
     budget = ctx.grants.get("budget", {})
     if ctx.model_calls >= int(budget.get("max_steps", DEFAULT_MAX_STEPS)):
@@ -174,6 +205,8 @@ def _model_step(
         raise RunStopped(Run.Status.FAILED, "budget exceeded: cost limit reached")
 
     def call(step: Step) -> dict:
+        if manifest is not None:
+            _record_context(ctx, step, manifest, messages)
         # Deltas are written at most every DELTA_FLUSH_SECONDS; an answer that arrives faster
         # (the offline provider, short replies) needs none: the reply event carries it.
         pending: list[str] = []
@@ -236,11 +269,11 @@ def _checked_reply(ctx: RunContext, text: str) -> str:
 def _execute(ctx: RunContext) -> str:
     from cadre.agents.tools.executor import handle_tool_call
 
-    messages = _assemble(ctx)
+    messages, manifest = _assemble(ctx)
     provider, prices = _provider(ctx)
     tools = _tool_specs(ctx)
     while True:
-        result = _model_step(ctx, provider, prices, messages, tools)
+        result = _model_step(ctx, provider, prices, messages, tools, manifest)
         if not result.tool_calls:
             return _checked_reply(ctx, result.text)
         messages.append(

@@ -38,17 +38,15 @@ def _memory_search(ctx, args: dict) -> dict:
         query=args["query"],
         top_k=int(args.get("top_k", 5)),
         scope_keys=ctx.read_scope_keys(),
-        on_behalf_of={
-            "run_id": ctx.run.pk,
-            "step_id": ctx.step_index,
-            "trace_id": ctx.run.trace_id,
-        },
         force=True,
     )
+    # The result passes the "retrieved" stage (masking) before the model reads it; the next
+    # model call's ContextRecord lists these memories as sent (engine._record_context).
     return {
         "memories": [
             {
                 "id": hit.memory.pk,
+                "version": hit.memory.version,
                 "content": hit.memory.content,
                 "scope": hit.memory.scope_key,
                 "score": round(float(hit.score), 4),

@@ -20,6 +20,7 @@ from cadre.memory.services.common import (
     enqueue_enrich,
     resolve_write_scope,
 )
+from cadre.memory.services.context import context_record_for_model_call
 from cadre.memory.services.deletion import (
     BulkDeleteResult,
     memory_delete,
@@ -46,6 +47,7 @@ __all__ = [
     "ExtractionResult",
     "FeedbackResult",
     "audit_view",
+    "context_record_for_model_call",
     "correction_statement",
     "enqueue",
     "enqueue_enrich",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from datetime import datetime, timedelta
 
@@ -12,6 +13,8 @@ from opentelemetry import trace
 
 from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
+from cadre.governance.masking.engine import mask
+from cadre.governance.masking.vault import EphemeralVault
 from cadre.memory import dedup
 from cadre.memory.extraction import extractor as default_extractor
 from cadre.memory.models import (
@@ -22,6 +25,7 @@ from cadre.memory.models import (
     Scope,
     SourceKind,
 )
+from cadre.memory.sensitive import placeholders_in, protect
 from cadre.memory.services.common import (
     EXACT_REASON,
     MAX_CONTENT_CHARS,
@@ -44,6 +48,7 @@ from cadre.memory.services.common import (
 from cadre.memory.text import lexical_document
 
 tracer = trace.get_tracer(__name__)
+logger = logging.getLogger(__name__)
 
 
 # --- add ---------------------------------------------------------------------------------
@@ -80,7 +85,7 @@ def memory_add(
     key = resolve_write_scope(actor, scope, scope_id)
     kind = check_choice(kind, Kind.values, "kind")
     source_kind = check_choice(source_kind, SourceKind.values, "source_kind")
-    content = clean_content(content)
+    content, sensitive_types = protect(clean_content(content), organization=actor.organization)
     attributes = clean_attributes(attributes)
     tags = clean_tags(tags)
     if source_ref is not None and not isinstance(source_ref, dict):
@@ -155,6 +160,7 @@ def memory_add(
         scope_key=key,
         kind=kind,
         content=content,
+        sensitive_types=sensitive_types,
         attributes=attributes,
         search_text=lexical_document(content, attributes),
         source_kind=source_kind,
@@ -232,7 +238,28 @@ def memory_add_from_messages(
             )
     resolve_write_scope(actor, scope, scope_id)  # fail before calling a model
     extractor = extractor or default_extractor()
-    candidates = extractor.extract(messages)
+    vault = EphemeralVault()
+    if not extractor.name.startswith("rules"):
+        # Memory's model reads the conversation with placeholders (numbered for this call
+        # only); what it extracts gets the originals back before it is stored.
+        messages = [
+            {
+                **message,
+                "content": mask(
+                    message["content"], conversation=vault, organization=actor.organization
+                ).text,
+            }
+            for message in messages
+        ]
+    candidates = []
+    for candidate in extractor.extract(messages):
+        candidate.content = vault.reidentify(candidate.content)
+        if placeholders_in(candidate.content):
+            # A placeholder left over from some session's masking means nothing outside it
+            # (and may mean another value in another session): never made durable.
+            logger.info("extracted memory skipped: it holds a session placeholder")
+            continue
+        candidates.append(candidate)
     source_kind = (
         SourceKind.USER_STATEMENT
         if extractor.name.startswith("rules")
@@ -371,9 +398,11 @@ def memory_update(
     old_content, old_attributes, old_status = memory.content, dict(memory.attributes), memory.status
     fields = {"version", "updated_at"}
     if "content" in changes:
-        memory.content = clean_content(changes["content"])
+        memory.content, memory.sensitive_types = protect(
+            clean_content(changes["content"]), organization=memory.organization
+        )
         memory.content_hash = dedup.content_hash(memory.content)
-        fields |= {"content", "content_hash"}
+        fields |= {"content", "content_hash", "sensitive_types"}
     if "attributes" in changes:
         memory.attributes = clean_attributes(changes["attributes"])
         fields.add("attributes")
