@@ -1,4 +1,5 @@
-"""Write paths for memory: add, extract, update, supersede, feedback, dedup, delete, purge.
+"""Write paths for memory: add, extract, update, supersede, feedback, dedup, delete, purge
+(with the redaction of the copies runs hold and the deletion report).
 
 Every state change writes a MemoryVersion (the item's own history, which holds content) and one
 `audit.record` in the same transaction. Audit diffs never carry memory text: they hold ids,
@@ -22,10 +23,13 @@ from cadre.memory.services.common import (
 )
 from cadre.memory.services.deletion import (
     BulkDeleteResult,
+    deletion_report,
     memory_delete,
     memory_delete_by_filter,
     memory_purge,
+    memory_purge_now,
     memory_retention_sweep,
+    run_copies,
 )
 from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
 from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
@@ -47,6 +51,7 @@ __all__ = [
     "FeedbackResult",
     "audit_view",
     "correction_statement",
+    "deletion_report",
     "enqueue",
     "enqueue_enrich",
     "memory_add",
@@ -58,9 +63,11 @@ __all__ = [
     "memory_merge",
     "memory_organize",
     "memory_purge",
+    "memory_purge_now",
     "memory_retention_sweep",
     "memory_supersede",
     "memory_update",
     "resolve_write_scope",
+    "run_copies",
     "tool_trajectory_record",
 ]
