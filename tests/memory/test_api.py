@@ -56,7 +56,9 @@ def test_create_get_search_history_delete_round_trip(bob, client_for, run_async)
     }
 
     with run_async():
-        assert client.delete(f"/api/v1/memories/{memory_id}/").status_code == 204
+        deleted = client.delete(f"/api/v1/memories/{memory_id}/")
+    assert deleted.status_code == 200
+    assert deleted.json()["memory"] == memory_id  # the deletion report
     assert client.get(f"/api/v1/memories/{memory_id}/").status_code == 404
     assert (
         client.post("/api/v1/memories/search/", {"query": "KPI deck"}, format="json").json()["hits"]

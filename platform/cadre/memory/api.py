@@ -1,5 +1,6 @@
 """Memory REST API under /api/v1/: memories (CRUD, search, feedback, bulk delete, history,
-influence), memory-tasks and memory-context-records.
+influence; delete, purge and the deletion report in api_deletion.py), memory-tasks and
+memory-context-records.
 
 Memory is not scoped by an organization-wide permission like other resources: what a caller
 may read is the set of scopes computed from its identity (selectors.readable_scope_keys), so
@@ -25,6 +26,7 @@ from rest_framework.routers import SimpleRouter
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
 from cadre.memory import selectors, services
+from cadre.memory.api_deletion import MemoryDeletionActions
 from cadre.memory.models import (
     ContextRecord,
     ContextRecordItem,
@@ -431,11 +433,11 @@ class MemoryScopedViewSet(TenantViewSet):
         return None  # the services decide who may change what (404 / 403 with a reason)
 
 
-class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
+class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedViewSet):
     model = Memory
     serializer_class = MemorySerializer
     write_actions = frozenset(
-        {"create", "partial_update", "destroy", "feedback", "delete_by_filter"}
+        {"create", "partial_update", "destroy", "purge", "feedback", "delete_by_filter"}
     )
 
     def get_queryset(self):
@@ -576,15 +578,6 @@ class MemoryViewSet(mixins.ListModelMixin, MemoryScopedViewSet):
         response = Response(MemorySerializer(memory).data)
         response["ETag"] = _etag(memory)
         return response
-
-    @extend_schema(
-        responses={204: None},
-        description="Soft delete now (gone from search, "
-        "get, list and context assembly); a purge task removes the content.",
-    )
-    def destroy(self, request, pk=None):
-        services.memory_delete(actor=self.actor, memory=self.get_object())
-        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
         request=SearchRequestSerializer,

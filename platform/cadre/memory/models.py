@@ -105,6 +105,9 @@ class Memory(TenantModel):
     updated_at = models.DateTimeField(default=timezone.now)
     deleted_at = models.DateTimeField(null=True, blank=True)
     purged_at = models.DateTimeField(null=True, blank=True)
+    # The deletion report (ids and counts only, never text): what was removed, which run
+    # copies were redacted, the purge task and audit events (services/deletion.py).
+    deletion = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

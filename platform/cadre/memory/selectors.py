@@ -256,6 +256,23 @@ def memory_get(actor, memory_id) -> Memory:
     return memory
 
 
+def memory_get_for_deletion(actor, memory_id) -> Memory:
+    """A memory in a scope the actor may read, deleted or purged ones included: what deleting
+    and the deletion report address. 404 when the scope is unreadable or in another
+    organization (who may change it is the services' decision)."""
+    try:
+        pk = int(memory_id)
+    except (TypeError, ValueError):
+        raise NotFound("Memory not found.") from None
+    keys = readable_scope_keys(actor)
+    memory = Memory.objects.filter(
+        organization=actor.organization, scope_key__in=keys, pk=pk
+    ).first()
+    if memory is None:
+        raise NotFound("Memory not found.")
+    return memory
+
+
 def memory_history(actor, memory_id) -> QuerySet[MemoryVersion]:
     memory = memory_get(actor, memory_id)
     return MemoryVersion.objects.filter(memory=memory).order_by("version", "id")

@@ -155,16 +155,39 @@ def memory_organize(self, task_id: int) -> dict | None:
 
 @shared_task(name="cadre.memory.tasks.memory_purge", **RETRY)
 def memory_purge(self, task_id: int) -> dict | None:
-    def work(record: MemoryTask) -> dict:
-        from cadre.memory import services
+    """Redact the deleted memories' run copies in batches, then purge their content. While a
+    memory is deferred (more sessions to redact, or a run in progress) the record stays
+    `waiting` with its progress in `result`, and the task sends itself again."""
+    from cadre.memory import services
 
+    record = _begin(task_id)
+    if record is None:
+        return None
+    try:
         ids = [int(pk) for pk in record.params.get("memory_ids", [])]
         result = services.memory_purge(
             organization=record.organization, memory_ids=ids, reason="purge after delete"
         )
-        return {"purged": result["purged"], "embeddings_removed": result["embeddings_removed"]}
-
-    return _run(self, task_id, work)
+    except Exception as error:
+        _fail(self, record, error)
+        raise
+    done = dict(record.result or {})
+    done["purged"] = sorted(set(done.get("purged", [])) | set(result["purged"]))
+    done["embeddings_removed"] = done.get("embeddings_removed", 0) + result["embeddings_removed"]
+    done["deferred"] = result["deferred"]
+    if not result["deferred"]:
+        _finish(record, done)
+        return done
+    record.status = MemoryTask.Status.WAITING
+    record.result = done
+    record.updated_at = timezone.now()
+    record.save(update_fields=["status", "result", "updated_at"])
+    if result["retry_in"] and self.request.is_eager:
+        # In process (tests, CELERY_TASK_ALWAYS_EAGER) there is no later: the retention
+        # sweep resumes deletions that are still waiting after STALE_DELETION.
+        return done
+    memory_purge.apply_async((task_id,), countdown=result["retry_in"] or 0)
+    return done
 
 
 @shared_task(name="cadre.memory.tasks.memory_reembed", **RETRY)

@@ -1,4 +1,5 @@
-"""Write paths for memory: add, extract, update, supersede, feedback, dedup, delete, purge.
+"""Write paths for memory: add, extract, update, supersede, feedback, dedup, delete, purge
+(with the redaction of the copies runs hold and the deletion report).
 
 Every state change writes a MemoryVersion (the item's own history, which holds content) and one
 `audit.record` in the same transaction. Audit diffs never carry memory text: they hold ids,
@@ -23,10 +24,13 @@ from cadre.memory.services.common import (
 from cadre.memory.services.context import context_record_for_model_call
 from cadre.memory.services.deletion import (
     BulkDeleteResult,
+    deletion_report,
     memory_delete,
     memory_delete_by_filter,
     memory_purge,
+    memory_purge_now,
     memory_retention_sweep,
+    run_copies,
 )
 from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
 from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
@@ -49,6 +53,7 @@ __all__ = [
     "audit_view",
     "context_record_for_model_call",
     "correction_statement",
+    "deletion_report",
     "enqueue",
     "enqueue_enrich",
     "memory_add",
@@ -60,9 +65,11 @@ __all__ = [
     "memory_merge",
     "memory_organize",
     "memory_purge",
+    "memory_purge_now",
     "memory_retention_sweep",
     "memory_supersede",
     "memory_update",
     "resolve_write_scope",
+    "run_copies",
     "tool_trajectory_record",
 ]

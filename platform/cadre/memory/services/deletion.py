@@ -1,16 +1,26 @@
-"""Deleting memories (by id, by filter), purging their content, and the retention sweep."""
+"""Deleting memories (by id, by filter), purging their content, redacting the copies runs hold,
+the deletion report, and the retention sweep.
+
+A deletion is verifiable: from the delete on, no read path or index (get, list, search —
+vector and lexical —, history, context assembly) returns the memory; its text is redacted from
+the runs that carried it (through the `run_copies` port, filled by the agents app); the purge
+that removes its content waits until that redaction is complete (the redaction needs the text
+to find it). What was removed and which copies follow their own retention is the deletion
+report, kept on the memory's row (`Memory.deletion`, ids and counts only) and returned by the
+API; the audit events say the same with ids only.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from opentelemetry import trace
 
-from cadre.errors import InvalidInput, NotFound
+from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
 from cadre.memory import selectors
 from cadre.memory.models import (
@@ -27,11 +37,190 @@ from cadre.memory.services.common import (
     require_write,
     write_version,
 )
+from cadre.ports import Registry
 
 tracer = trace.get_tracer(__name__)
 
+# The copies of a memory's text that runs hold, redacted on deletion. The agents app registers
+# its redactor ("runs"): `redact_memory(organization_id=, memory_id=, texts=, marker=,
+# after_session=, limit=)` returning a batch with `.as_dict()`, and `redaction_pending(...)`.
+run_copies: Registry = Registry("memory run copies")
 
-# --- delete, purge, retention ----------------------------------------------------------------
+# Carrier sessions redacted in the request that deletes (the rest by the purge task, in
+# batches of PURGE_BATCH_SESSIONS); a memory's content is purged once its redaction is done.
+INLINE_SESSIONS = 50
+PURGE_BATCH_SESSIONS = 200
+BUSY_RETRY_SECONDS = 60
+# A deletion whose purge has not finished after this long is resumed by the retention sweep.
+STALE_DELETION = timedelta(hours=1)
+REPORT_IDS = 1000  # ids listed per kind of copy; the counts are always complete
+
+REDACTED_KINDS = ("sessions", "runs", "steps", "events", "waits", "context_records")
+
+
+def deletion_marker(memory: Memory) -> str:
+    when = timezone.localtime(memory.deleted_at or timezone.now()).date().isoformat()
+    return f"[memory {memory.pk} deleted on {when}]"
+
+
+# --- the deletion state and report -------------------------------------------------------------
+
+
+def _start_deletion(memory: Memory, *, embeddings_removed: int) -> None:
+    """The deletion record on the row: ids and counts only, never text."""
+    source_run = (memory.source_ref or {}).get("run_id")
+    memory.deletion = {
+        "marker": deletion_marker(memory),
+        "deleted_at": memory.deleted_at.isoformat(),
+        "embeddings_removed": embeddings_removed,
+        "source_run": source_run if isinstance(source_run, int) else None,
+        "audit_events": [],
+        "task": None,
+        "redaction": {
+            "status": "pending",
+            "cursor": 0,
+            "counts": dict.fromkeys(REDACTED_KINDS, 0),
+            **{kind: [] for kind in REDACTED_KINDS},
+            "deferred_runs": [],
+            "sessions_pending": None,
+        },
+    }
+
+
+def _redaction_state(memory: Memory) -> dict:
+    if not memory.deletion:  # deleted before deletion records existed: start from the top
+        _start_deletion(memory, embeddings_removed=0)
+    return memory.deletion["redaction"]
+
+
+def _advance_redaction(memory: Memory, limit: int) -> dict:
+    """Redact up to `limit` more carrier sessions; the state says whether it is complete."""
+    state = _redaction_state(memory)
+    if state["status"] == "complete":
+        return state
+    redactor = run_copies.get("runs")
+    if redactor is None:  # no app records runs: there are no run copies to redact
+        state.update(status="complete", sessions_pending=0, deferred_runs=[])
+        return state
+    texts = [memory.content] if memory.content else []
+    batch = redactor.redact_memory(
+        organization_id=memory.organization_id,
+        memory_id=memory.pk,
+        texts=texts,
+        marker=memory.deletion["marker"],
+        after_session=state["cursor"],
+        limit=limit,
+    ).as_dict()
+    for kind in REDACTED_KINDS:
+        new = [pk for pk in batch[kind] if pk not in set(state[kind])]
+        state["counts"][kind] += len(new)
+        state[kind] = (state[kind] + new)[:REPORT_IDS]
+    state["cursor"] = batch["cursor"]
+    state["deferred_runs"] = batch["deferred_runs"]
+    state["sessions_pending"] = redactor.redaction_pending(
+        organization_id=memory.organization_id, memory_id=memory.pk, after_session=batch["cursor"]
+    )
+    state["status"] = "complete" if batch["done"] else "in_progress"
+    return state
+
+
+def _save_deletion(memory: Memory) -> None:
+    Memory.objects.filter(pk=memory.pk).update(deletion=memory.deletion)
+
+
+def _redaction_audit(state: dict) -> dict:
+    return {
+        "status": state["status"],
+        "counts": state["counts"],
+        "runs": state["runs"],
+        "steps": state["steps"],
+        "events": state["events"],
+        "deferred_runs": state["deferred_runs"],
+    }
+
+
+RETAINED_COPIES = (
+    {
+        "copy": "audit_events",
+        "holds": "ids, scope, kind, status, version, SHA-256 and length of the content; "
+        "never its text",
+        "retention": "the audit log's: hash-chained and never rewritten",
+    },
+    {
+        "copy": "audit_exports",
+        "holds": "audit events only (ids, never the memory's text)",
+        "retention": "bundles already written under DATA_DIR/exports and copies downloaded "
+        "from them are not rewritten; they follow the retention of wherever they were kept",
+    },
+    {
+        "copy": "backups",
+        "holds": "the memory as it was when the backup was taken",
+        "retention": "database backups made before the purge keep it until they age out "
+        "under your backup rotation; Cadre does not rewrite backups",
+    },
+    {
+        "copy": "delivered_messages",
+        "holds": "replies and agent messages already delivered that quoted it",
+        "retention": "the IM platform's (Slack, Feishu/Lark, WeCom, DingTalk) or the "
+        "recipient's; Cadre's own record of the run is redacted",
+    },
+    {
+        "copy": "model_provider",
+        "holds": "model calls already sent to an external model API",
+        "retention": "the provider's data-retention terms; the offline provider keeps nothing",
+    },
+    {
+        "copy": "source_message",
+        "holds": "the message the memory was learned from, as the person wrote it",
+        "retention": "the session's: redaction removes the copies the memory made, not what "
+        "a person said; delete the session to remove it",
+    },
+)
+
+
+def deletion_report(memory: Memory, task: MemoryTask | None = None) -> dict:
+    """What deleting this memory removed and which copies follow their own retention."""
+    deletion = memory.deletion or {}
+    state = deletion.get("redaction") or {}
+    task_id = task.pk if task is not None else deletion.get("task")
+    if task is None and task_id:
+        task = MemoryTask.objects.filter(pk=task_id).first()
+    retained = []
+    for copy in RETAINED_COPIES:
+        entry = dict(copy)
+        if copy["copy"] == "audit_events":
+            entry["ids"] = deletion.get("audit_events", [])
+        if copy["copy"] == "source_message":
+            if not deletion.get("source_run"):
+                continue
+            entry["runs"] = [deletion["source_run"]]
+        retained.append(entry)
+    purged = memory.purged_at is not None
+    return {
+        "memory": memory.pk,
+        "status": "purged" if purged else memory.status,
+        "marker": deletion.get("marker", deletion_marker(memory)),
+        "deleted_at": memory.deleted_at,
+        "purged_at": memory.purged_at,
+        "removed": {
+            "read_paths": ["get", "list", "search", "history", "context_assembly", "export"],
+            "vector_index": {"embeddings_removed": deletion.get("embeddings_removed", 0)},
+            "lexical_index": True,
+            "content": "purged" if purged else "purge_pending",
+        },
+        "redaction": {
+            "status": state.get("status", "pending"),
+            "counts": state.get("counts", {}),
+            **{kind: state.get(kind, []) for kind in REDACTED_KINDS},
+            "deferred_runs": state.get("deferred_runs", []),
+            "sessions_pending": state.get("sessions_pending"),
+        },
+        "task": {"id": task.pk, "kind": task.kind, "status": task.status} if task else None,
+        "retained": retained,
+    }
+
+
+# --- delete --------------------------------------------------------------------------------
 
 
 def soft_delete(actor, memory: Memory, reason: str) -> Memory:
@@ -41,7 +230,9 @@ def soft_delete(actor, memory: Memory, reason: str) -> Memory:
     memory.deleted_at = now
     memory.version += 1
     memory.updated_at = now
-    memory.save(update_fields=["status", "deleted_at", "version", "updated_at"])
+    # The lexical document goes now too (the content stays until the redaction that needs it
+    # is done): neither index can find a deleted memory.
+    memory.search_text = ""
     write_version(
         memory,
         change=MemoryVersion.Change.DELETION,
@@ -51,7 +242,11 @@ def soft_delete(actor, memory: Memory, reason: str) -> Memory:
         new_status=memory.status,
     )
     # Vectors go now, not at purge time: nothing may find a deleted memory by similarity.
-    MemoryEmbedding.objects.filter(memory=memory).delete()
+    embeddings_removed, _ = MemoryEmbedding.objects.filter(memory=memory).delete()
+    _start_deletion(memory, embeddings_removed=embeddings_removed)
+    memory.save(
+        update_fields=["status", "deleted_at", "version", "updated_at", "search_text", "deletion"]
+    )
     return memory
 
 
@@ -67,27 +262,77 @@ def enqueue_purge(organization, ids: list[int], origin: str) -> MemoryTask | Non
     )
 
 
+def _refuse_deleted(actor, memory: Memory, done: str = "deleted") -> None:
+    """A second delete (or purge): a clear conflict for whoever may change the memory, else
+    404; nothing is changed either way."""
+    if not selectors.can_modify(actor, memory):
+        raise NotFound("Memory not found.")
+    when = memory.purged_at if done == "purged" else memory.deleted_at
+    raise Conflict(
+        f"Memory {memory.pk} was already {done} on {timezone.localtime(when).date()}; "
+        f"its deletion report is at /api/v1/memories/{memory.pk}/deletion/.",
+        code=f"already_{done}",
+        details={"memory": memory.pk, "purged": memory.purged_at is not None},
+    )
+
+
 @transaction.atomic
 @tracer.start_as_current_span("memory.delete")
 def memory_delete(*, actor, memory: Memory, reason: str = "") -> Memory:
-    """Soft delete (hidden from search, get, list, export and context assembly at once; its
-    vectors removed), then a purge task removes its content."""
+    """Soft delete (hidden from every read path and both indexes at once), its text redacted
+    from the runs that carried it (the first INLINE_SESSIONS sessions now, the rest by the
+    purge task), then the purge task removes its content. `memory.deletion` is the report."""
     require_write(actor)
     memory = lock(memory)
     if memory.status == Memory.Status.DELETED:
-        raise NotFound("Memory not found.")
+        _refuse_deleted(actor, memory)
     require_modify(actor, memory)
     before = audit_view(memory)
     soft_delete(actor, memory, reason or "deleted")
-    audit.record(
+    state = _advance_redaction(memory, INLINE_SESSIONS)
+    event = audit.record(
         actor=actor,
         action="memory.delete",
         target=memory,
         before=before,
         after=audit_view(memory),
+        changes={
+            "embeddings_removed": memory.deletion["embeddings_removed"],
+            "redaction": _redaction_audit(state),
+        },
         reason="deleted by request" if not reason else "deleted",
     )
-    enqueue_purge(memory.organization, [memory.pk], f"delete:{memory.pk}")
+    task = enqueue_purge(memory.organization, [memory.pk], f"delete:{memory.pk}")
+    memory.deletion["audit_events"].append(event.pk)
+    memory.deletion["task"] = task.pk if task else None
+    _save_deletion(memory)
+    return memory
+
+
+@transaction.atomic
+@tracer.start_as_current_span("memory.purge_now")
+def memory_purge_now(*, actor, memory: Memory, reason: str = "") -> Memory:
+    """Delete (if it is not yet) and purge at once: redaction first, then the content.
+
+    When more carrier sessions remain than one request handles, the purge task finishes the
+    redaction and the purge."""
+    require_write(actor)
+    memory = lock(memory)
+    if memory.purged_at is not None:
+        _refuse_deleted(actor, memory, done="purged")
+    if memory.status != Memory.Status.DELETED:
+        memory = memory_delete(actor=actor, memory=memory, reason=reason or "purged by request")
+    elif not selectors.can_modify(actor, memory):
+        raise NotFound("Memory not found.")
+    memory_purge(
+        organization=memory.organization,
+        memory_ids=[memory.pk],
+        actor=actor,
+        reason=reason or "purged by request",
+    )
+    # Not purged yet: more sessions than one request handles, or a run in progress; the
+    # delete's purge task finishes the redaction, then purges (the report says so).
+    memory.refresh_from_db()
     return memory
 
 
@@ -112,7 +357,8 @@ def memory_delete_by_filter(
     reason: str = "",
 ) -> BulkDeleteResult:
     """Soft-delete every memory the actor may change that matches the filter (at least one
-    criterion), in one transaction and one audit event listing the ids."""
+    criterion), in one transaction and one audit event listing the ids; their run copies are
+    redacted by the purge task, before it purges."""
     require_write(actor)
     if not any([scope_keys, tags, kinds, since, until, conversation_id]):
         raise InvalidInput(
@@ -136,8 +382,9 @@ def memory_delete_by_filter(
             continue
         soft_delete(actor, memory, reason or "deleted by filter")
         deleted.append(memory.pk)
+    event = None
     if deleted:
-        audit.record(
+        event = audit.record(
             actor=actor,
             action="memory.delete_by_filter",
             target=("memory", "filter", f"{len(deleted)} memories"),
@@ -156,17 +403,32 @@ def memory_delete_by_filter(
             reason="delete by filter",
         )
     task = enqueue_purge(actor.organization, deleted, "filter")
+    for memory in Memory.objects.filter(pk__in=deleted):
+        memory.deletion["audit_events"].append(event.pk)
+        memory.deletion["task"] = task.pk if task else None
+        _save_deletion(memory)
     return BulkDeleteResult(deleted=deleted, skipped=skipped, task=task)
+
+
+# --- purge ---------------------------------------------------------------------------------
 
 
 @transaction.atomic
 @tracer.start_as_current_span("memory.purge")
 def memory_purge(
-    *, organization, memory_ids: list[int] | None = None, actor=None, reason: str = "purge"
+    *,
+    organization,
+    memory_ids: list[int] | None = None,
+    actor=None,
+    reason: str = "purge",
+    redaction_sessions: int | None = None,
 ) -> dict:
     """Remove the content of deleted memories for good: text, search document, attributes,
-    tags, hash, history text and vectors. The row (id, scope, kind, dates) stays so records
-    that point at it still resolve. Idempotent. Audited with ids, never content."""
+    tags, hash, history text and vectors — each once its run copies are redacted (up to
+    `redaction_sessions` carrier sessions, PURGE_BATCH_SESSIONS by default, in this call; a
+    memory with more, or with a run still in progress, is `deferred` and purged later). The row (id,
+    scope, kind, dates, deletion report) stays so records that point at it still resolve.
+    Idempotent. Audited with ids, never content."""
     from cadre.tenancy.actors import system_actor
 
     actor = actor or system_actor(organization, label="memory purge")
@@ -177,8 +439,31 @@ def memory_purge(
         queryset = queryset.filter(pk__in=memory_ids)
     rows = list(queryset.order_by("pk"))
     if not rows:
-        return {"purged": [], "embeddings_removed": 0}
-    ids = [row.pk for row in rows]
+        return {"purged": [], "embeddings_removed": 0, "deferred": [], "retry_in": None}
+    ready, deferred, busy = [], [], False
+    budget = PURGE_BATCH_SESSIONS if redaction_sessions is None else redaction_sessions
+    for row in rows:
+        state = _redaction_state(row)
+        before = state["counts"]["sessions"]
+        if state["status"] != "complete" and budget > 0:
+            state = _advance_redaction(row, budget)
+            budget -= max(1, state["counts"]["sessions"] - before)
+        _save_deletion(row)
+        if state["status"] == "complete":
+            ready.append(row)
+        else:
+            deferred.append(row.pk)
+            busy = busy or bool(state["deferred_runs"])
+    result = {
+        "purged": [row.pk for row in ready],
+        "embeddings_removed": 0,
+        "deferred": deferred,
+        # A run in progress: come back in a minute; only the budget ran out: at once.
+        "retry_in": (BUSY_RETRY_SECONDS if busy else 0) if deferred else None,
+    }
+    if not ready:
+        return result
+    ids = result["purged"]
     embeddings_removed, _ = MemoryEmbedding.objects.filter(memory_id__in=ids).delete()
     MemoryVersion.objects.filter(memory_id__in=ids).update(
         old_content="", new_content="", old_attributes={}, new_attributes={}, reason="[purged]"
@@ -195,7 +480,7 @@ def memory_purge(
         provenance=[],
         source_ref={},
     )
-    audit.record(
+    event = audit.record(
         actor=actor,
         action="memory.purge",
         organization=organization,
@@ -215,47 +500,74 @@ def memory_purge(
                 "history_text",
                 "embeddings",
             ],
+            "redaction": {
+                str(row.pk): row.deletion["redaction"]["counts"] for row in ready[:REPORT_IDS]
+            },
         },
         reason=reason,
     )
-    return {"purged": ids, "embeddings_removed": embeddings_removed}
+    for row in ready:
+        row.deletion["audit_events"].append(event.pk)
+        row.deletion["embeddings_removed"] = (
+            row.deletion.get("embeddings_removed", 0) + embeddings_removed
+            if len(ready) == 1
+            else row.deletion.get("embeddings_removed", 0)
+        )
+        _save_deletion(row)
+    result["embeddings_removed"] = embeddings_removed
+    return result
+
+
+# --- retention ------------------------------------------------------------------------------
 
 
 def memory_retention_sweep(*, now: datetime | None = None, batch: int = 500) -> dict:
-    """Delete and purge every memory past its `expires_at`, per organization, in batches."""
+    """Delete and purge every memory past its `expires_at`, per organization, in batches; and
+    resume deletions whose purge has not finished within STALE_DELETION (a lost task)."""
     from cadre.tenancy.actors import system_actor
 
     now = now or timezone.now()
     totals: dict[str, int] = {}
-    expired = Memory.objects.filter(expires_at__lte=now).filter(
+    expired_q = Q(expires_at__lte=now) & (
         ~Q(status=Memory.Status.DELETED) | Q(purged_at__isnull=True)
     )
-    organization_ids = list(expired.values_list("organization_id", flat=True).distinct())
+    stale_q = Q(
+        status=Memory.Status.DELETED, purged_at__isnull=True, deleted_at__lte=now - STALE_DELETION
+    )
+    candidates = Memory.objects.filter(expired_q | stale_q)
+    organization_ids = list(candidates.values_list("organization_id", flat=True).distinct())
     for organization_id in organization_ids:
+        after = 0  # rows deferred by their redaction are not taken again in this sweep
         while True:
             with transaction.atomic():
                 rows = list(
-                    expired.filter(organization_id=organization_id)
+                    candidates.filter(organization_id=organization_id, pk__gt=after)
                     .select_for_update(skip_locked=True)
                     .select_related("organization")
                     .order_by("pk")[:batch]
                 )
                 if not rows:
                     break
+                after = rows[-1].pk
                 organization = rows[0].organization
                 actor = system_actor(organization, label="memory retention")
-                for memory in rows:
+                expired = [row for row in rows if row.expires_at and row.expires_at <= now]
+                for memory in expired:
                     if memory.status != Memory.Status.DELETED:
                         soft_delete(actor, memory, "retention: expired")
-                result = memory_purge(
-                    organization=organization,
-                    memory_ids=[row.pk for row in rows],
-                    actor=actor,
-                    reason="retention: expired",
-                )
-                totals[str(organization_id)] = totals.get(str(organization_id), 0) + len(
-                    result["purged"]
-                )
+                purged = []
+                for group, reason in (
+                    (expired, "retention: expired"),
+                    ([row for row in rows if row not in expired], "purge after delete (resumed)"),
+                ):
+                    if group:
+                        purged += memory_purge(
+                            organization=organization,
+                            memory_ids=[row.pk for row in group],
+                            actor=actor,
+                            reason=reason,
+                        )["purged"]
+                totals[str(organization_id)] = totals.get(str(organization_id), 0) + len(purged)
                 if len(rows) < batch:
                     break
     return {"purged_by_organization": totals, "purged": sum(totals.values())}
