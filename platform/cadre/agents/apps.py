@@ -11,13 +11,16 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         from cadre.agents.hooks import builtins  # noqa: F401
         from cadre.agents.runtime.services import confirmation_decided
+        from cadre.agents.selectors import memory_agent_scopes
         from cadre.agents.services import agents_stop_for_member
         from cadre.agents.tools import builtins as tools  # noqa: F401
         from cadre.governance.confirmations import on_decided
+        from cadre.memory.agent_scopes import lookups as memory_agent_lookups
         from cadre.tenancy.services import member_deactivated
 
         # The built-in hooks and tools register themselves on import; a decided confirmation
         # resumes the run paused on it; a deactivated member's agents stop at once, in the
-        # deactivation's transaction.
+        # deactivation's transaction; memory learns whose agent an agent scope is.
         on_decided.register(confirmation_decided)
         member_deactivated.register(agents_stop_for_member)
+        memory_agent_lookups.register("agents", memory_agent_scopes)
