@@ -97,9 +97,7 @@ def test_the_subject_sees_what_they_told_someone_elses_agent(cast, bob_agent):
     assert selectors.can_modify(actor(dave), memory)
     assert selectors.memory_list(actor(dave), scope_keys=[memory.scope_key]).get() == memory
     assert selectors.memory_get(actor(cast["bob"]), memory.pk) == memory  # the agent's owner
-    assert (memory.scope_key, f"Agent: {bob_agent.name} (Bob)") in selectors.scope_choices(
-        actor(dave)
-    )
+    assert (memory.scope_key, f"Agent: {bob_agent.name}") in selectors.scope_choices(actor(dave))
     # Being the subject of one memory opens nothing else in that scope.
     other = agent_memory(bob_agent, "Bob keeps his pipeline in the CRM")
     assert not selectors.memory_queryset(actor(dave)).filter(pk=other.pk).exists()
@@ -142,7 +140,7 @@ def test_scope_choices_name_every_readable_scope(cast, bob_agent, sales):
     choices = selectors.scope_choices(actor(bob))
     assert choices == [
         (f"user:{bob.pk}", "You"),
-        (f"agent:{bob_agent.pk}", f"Agent: {bob_agent.name} (Bob)"),
+        (f"agent:{bob_agent.pk}", f"Agent: {bob_agent.name}"),
         (f"position:{sales.pk}", "Position: Sales"),
         ("organization", "Organization"),
     ]
@@ -179,11 +177,11 @@ def test_api_lists_agent_memory_for_its_owner_with_a_readable_scope(cast, bob_ag
     rows = api.get("/api/v1/memories/").json()["results"]
     row = next(item for item in rows if item["id"] == memory.pk)
     assert row["scope_key"] == f"agent:{bob_agent.pk}"
-    assert row["scope_label"] == f"Agent: {bob_agent.name} (Bob)"
+    assert row["scope_label"] == f"Agent: {bob_agent.name}"
     assert row["subject"] == cast["bob"].pk
 
     scopes = api.get("/api/v1/memories/scopes/").json()
-    assert {"key": f"agent:{bob_agent.pk}", "label": f"Agent: {bob_agent.name} (Bob)"} in scopes
+    assert {"key": f"agent:{bob_agent.pk}", "label": f"Agent: {bob_agent.name}"} in scopes
     assert scopes[0] == {"key": f"user:{cast['bob'].pk}", "label": "You"}
     filtered = api.get("/api/v1/memories/", {"scope": f"agent:{bob_agent.pk}"}).json()
     assert [item["id"] for item in filtered["results"]] == [memory.pk]
@@ -239,3 +237,12 @@ def test_api_colleague_and_outsider_get_404_and_change_nothing(cast, bob_agent, 
     memory.refresh_from_db()
     assert memory.status == Memory.Status.ACTIVE and memory.version == 1
     assert memory.content.startswith("Quarterly pipeline reviews")
+
+
+def test_an_agent_scope_is_named_after_the_agent_and_its_owner():
+    from cadre.memory.agent_scopes import AgentScope
+
+    assert AgentScope(1, "Sales assistant", 2, "Alice").label == "Agent: Sales assistant (Alice)"
+    assert AgentScope(1, "Sales assistant · Alice", 2, "Alice").label == (
+        "Agent: Sales assistant · Alice"
+    )

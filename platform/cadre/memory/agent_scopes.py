@@ -23,6 +23,9 @@ class AgentScope:
 
     @property
     def label(self) -> str:
+        """ "Agent: Sales assistant (Alice)" — without the owner when the name has it."""
+        if not self.member_name or self.member_name in self.name:
+            return f"Agent: {self.name}"
         return f"Agent: {self.name} ({self.member_name})"
 
 
