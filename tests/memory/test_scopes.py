@@ -53,10 +53,12 @@ def test_an_employee_cannot_read_a_colleagues_personal_memory(chart):
     assert not selectors.memory_list(actor(dave)).filter(pk=secret.pk).exists()
     with pytest.raises(NotFound):
         selectors.memory_history(actor(dave), secret.pk)
-    # Even the owner of the organization does not read personal memory.
-    assert found(chart["alice"], "bonus target") == []
+    # memory.view (an auditor) does not reach personal memory; memory.personal (the owner)
+    # reads it to answer a request, but never gets it in searches (which feed agents).
     with pytest.raises(NotFound):
-        selectors.memory_get(actor(chart["alice"]), secret.pk)
+        selectors.memory_get(actor(chart["auditor"]), secret.pk)
+    assert found(chart["alice"], "bonus target") == []
+    assert selectors.memory_get(actor(chart["alice"]), secret.pk) == secret
     assert found(bob, "bonus target") == [secret.pk]
 
 

@@ -184,3 +184,25 @@ def session_transcript(session) -> list[dict]:
             }
         )
     return transcript
+
+
+def memory_agent_scopes(
+    organization_id: int, *, member_id: int | None = None, agent_ids: list[int] | None = None
+):
+    """Memory's lookup of agent scopes (registered on `cadre.memory.agent_scopes.lookups`):
+    the owner and name of each agent of one member, or of the agents with these ids."""
+    from cadre.agents.models import Agent
+    from cadre.memory.agent_scopes import AgentScope
+
+    agents = Agent.objects.filter(organization_id=organization_id)
+    if member_id is not None:
+        agents = agents.filter(member_id=member_id)
+    if agent_ids is not None:
+        agents = agents.filter(pk__in=agent_ids)
+    rows = agents.order_by("name", "pk").values_list(
+        "pk", "name", "member_id", "member__display_name"
+    )
+    return [
+        AgentScope(agent_id=pk, name=name, member_id=owner, member_name=owner_name or "")
+        for pk, name, owner, owner_name in rows
+    ]

@@ -361,13 +361,11 @@ class MemoryFilterForm(forms.Form):
         required=False, label="Observed to", widget=forms.DateInput(attrs={"type": "date"})
     )
 
-    def __init__(self, *args, scope_keys: list[str], **kwargs):
+    def __init__(self, *args, scope_choices: list[tuple[str, str]], **kwargs):
         from cadre.memory.models import Kind, Memory, SourceKind
 
         super().__init__(*args, **kwargs)
-        self.fields["scope"].choices = [("", "All readable scopes")] + [
-            (key, key) for key in scope_keys
-        ]
+        self.fields["scope"].choices = [("", "All readable scopes"), *scope_choices]
         self.fields["kind"].choices = [("", "Any kind"), *Kind.choices]
         self.fields["source"].choices = [("", "Any source"), *SourceKind.choices]
         self.fields["status"].choices = [

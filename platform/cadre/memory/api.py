@@ -42,6 +42,11 @@ from cadre.memory.models import (
 
 
 class MemorySerializer(serializers.ModelSerializer):
+    scope_label = serializers.SerializerMethodField(
+        help_text='The scope\'s readable name: "You", "Agent: Sales assistant (Alice)", '
+        '"Department: Sales", "Organization".'
+    )
+
     class Meta:
         model = Memory
         fields = [
@@ -49,6 +54,8 @@ class MemorySerializer(serializers.ModelSerializer):
             "scope",
             "scope_id",
             "scope_key",
+            "scope_label",
+            "subject",
             "kind",
             "content",
             "sensitive_types",
@@ -75,6 +82,19 @@ class MemorySerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+
+    def get_scope_label(self, memory) -> str:
+        labels = self.context.get("scope_labels")
+        if labels is None or memory.scope_key not in labels:
+            labels = selectors.scope_labels(
+                memory.organization, [memory.scope_key], viewer=self.context.get("viewer")
+            )
+        return labels[memory.scope_key]
+
+
+class ScopeChoiceSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="user:12, agent:7, department:5, organization")
+    label = serializers.CharField()
 
 
 class MemoryTaskSerializer(serializers.ModelSerializer):
@@ -471,9 +491,39 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     def get_object(self):
         return selectors.memory_get(self.actor, self.kwargs["pk"])
 
-    @extend_schema(parameters=LIST_PARAMETERS)
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False):
+            context["viewer"] = selectors.acting_member(self.actor)
+        return context
+
+    @extend_schema(
+        parameters=LIST_PARAMETERS,
+        description="Every memory the caller may read, newest first: their own, their "
+        "agents', their departments' and positions', the organization's, and any memory "
+        "whose subject they are; admins add what their permissions reach. Filter by "
+        "`scope` (see `scopes/`).",
+    )
     def list(self, request, *args, **kwargs):
-        return super().list(request, *args, **kwargs)
+        page = self.paginate_queryset(self.get_queryset())
+        context = self.get_serializer_context()
+        context["scope_labels"] = selectors.scope_labels(
+            self.actor.organization,
+            sorted({memory.scope_key for memory in page}),
+            viewer=context["viewer"],
+        )
+        return self.get_paginated_response(MemorySerializer(page, many=True, context=context).data)
+
+    @extend_schema(
+        responses=ScopeChoiceSerializer(many=True),
+        description="Every scope the caller may read, with its readable name (the filter's "
+        "options), agent scopes included.",
+    )
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def scopes(self, request):
+        return Response(
+            [{"key": key, "label": label} for key, label in selectors.scope_choices(self.actor)]
+        )
 
     @extend_schema(
         request=MemoryCreateSerializer,
@@ -541,7 +591,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     )
     def retrieve(self, request, pk=None):
         memory = self.get_object()
-        response = Response(MemorySerializer(memory).data)
+        response = Response(MemorySerializer(memory, context=self.get_serializer_context()).data)
         response["ETag"] = _etag(memory)
         return response
 

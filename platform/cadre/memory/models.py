@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
-from cadre.tenancy.models import TenantModel
+from cadre.tenancy.models import Member, TenantModel
 
 
 class Scope(models.TextChoices):
@@ -65,6 +65,11 @@ class Memory(TenantModel):
     # The owner of the scope: a Member (user), Agent, Position or Department id; null for org.
     scope_id = models.BigIntegerField(null=True, blank=True)
     scope_key = models.CharField(max_length=48)
+    # The member the memory is about (who stated it): they see, correct and delete it in
+    # whichever scope it landed — their own, or the agent scope of someone else's agent.
+    subject = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FACT)
     content = models.TextField()
     # The sensitive value types (CN_PHONE, EMAIL, …) the content holds, found by the masking
@@ -115,6 +120,7 @@ class Memory(TenantModel):
             models.Index(fields=["organization", "scope_key", "status"]),
             models.Index(fields=["organization", "content_hash"]),
             models.Index(fields=["organization", "kind"]),
+            models.Index(fields=["organization", "subject"], name="memory_subject_idx"),
             models.Index(
                 fields=["organization", "scope_key", "content_hash"], name="memory_scope_hash_idx"
             ),

@@ -4,17 +4,23 @@ Scopes are computed on the server from the caller's identity; request parameters
 narrow them (see docs/memory.md, "Who can read what").
 
 - Every member reads and writes their own personal memory (`user:<member id>`), the memory
-  of their positions (`position:<id>`), their department *and its ancestors*
-  (`department:<id>` — a rule recorded for "Sales" applies to "Sales / East"; a
-  sub-department's memory is not visible to the parent department), and the organization's.
+  of their own agents (`agent:<id>` of every agent that serves them), the memory of their
+  positions (`position:<id>`), their department *and its ancestors* (`department:<id>` — a
+  rule recorded for "Sales" applies to "Sales / East"; a sub-department's memory is not
+  visible to the parent department), and the organization's.
+- A member also reads, corrects and deletes every memory whose `subject` they are (what they
+  told someone else's agent), in whatever scope it landed.
 - Writes to shared scopes go only to the member's own department (not its ancestors), their
   positions and the organization; correcting or deleting shared memory needs `memory.manage`,
   except that the author of an item may correct their own item.
-- `memory.view` (admins, auditors) adds every department's and position's memory. Nobody
-  reads another member's personal memory through the API, not even an owner.
-- An agent reads its own `agent:<id>` memory plus the scopes of the member it serves.
+- `memory.view` (admins, auditors) adds every department's, position's and agent's memory;
+  `memory.manage` corrects and deletes it. Another member's personal memory needs
+  `memory.personal` (owners and IT admins): to answer an access or deletion request.
+- An agent reads its own `agent:<id>` memory plus the scopes of the member it serves — never
+  a sibling agent's.
 - An API key acts for its creator's scopes and needs the `memory:read` / `memory:write` scope;
-  its `memory.view` / `memory.manage` permissions are its scopes capped by its creator's.
+  its `memory.view` / `memory.manage` permissions are its scopes capped by its creator's
+  (no key scope carries `memory.personal`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from opentelemetry import trace
 
 from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.llm import estimate_tokens
+from cadre.memory.agent_scopes import AgentScope, agent_scopes
 from cadre.memory.models import (
     ContextRecord,
     ContextRecordItem,
@@ -34,13 +41,15 @@ from cadre.memory.models import (
     MemoryVersion,
     Scope,
     scope_key,
+    scope_parts,
 )
 from cadre.observability import current_trace_id
-from cadre.tenancy.models import Department, Position
+from cadre.tenancy.models import Department, Member, Position
 
 SHARED_PREFIXES = ("department:", "position:")
 tracer = trace.get_tracer(__name__)
 HIDDEN_STATUSES = (Memory.Status.DELETED,)
+PERSONAL_PERMISSION = "memory.personal"
 
 
 # --- who may read / write which scopes -----------------------------------------------------
@@ -119,9 +128,64 @@ def readable_scope_keys(actor) -> list[str]:
             .distinct()
         ) or [scope_key(Scope.ORGANIZATION)]
     keys = membership_scope_keys(actor)
+    keys[1:1] = [agent.key for agent in owned_agent_scopes(actor)]  # after "user:<self>"
     if actor.has("memory.view"):
         keys += _all_shared_scope_keys(actor.organization)
     return list(dict.fromkeys(keys))
+
+
+def acting_member(actor) -> Member | None:
+    """The member a person-actor (a member, or an API key for its creator) stands for; None
+    for agents and the system — an agent never gains its owner's view of sibling agents."""
+    if actor is None or actor.kind not in ("member", "api_key") or actor.organization is None:
+        return None
+    member = getattr(actor, "member", None)
+    if member is None or member.organization_id != actor.organization.pk:
+        return None
+    return member
+
+
+def owned_agent_scopes(actor) -> list[AgentScope]:
+    """The agents that serve this person: their memory is the person's to see and change."""
+    member = acting_member(actor)
+    if member is None:
+        return []
+    return agent_scopes(actor.organization.pk, member_id=member.pk)
+
+
+def can_read_scope(actor, key: str) -> bool:
+    """May the actor read (list, filter by) this scope? Beyond `readable_scope_keys`: admins'
+    reach into every agent scope (`memory.view`) and personal scope (`memory.personal`)."""
+    if key in readable_scope_keys(actor):
+        return True
+    if acting_member(actor) is None or not can_read_memory(actor):
+        return False
+    scope, _ = scope_parts(key)
+    return (scope == Scope.AGENT and actor.has("memory.view")) or (
+        scope == Scope.USER and actor.has(PERSONAL_PERMISSION)
+    )
+
+
+def _readable_condition(actor, scope_keys: list[str] | None = None) -> Q | None:
+    """The rows the actor may read (narrowed to `scope_keys` when given), as one condition."""
+    member = acting_member(actor)
+    if scope_keys:
+        requested = list(dict.fromkeys(scope_keys))
+        condition = Q(scope_key__in=[key for key in requested if can_read_scope(actor, key)])
+        if member is not None:
+            condition |= Q(scope_key__in=requested, subject_id=member.pk)
+        return condition
+    keys = readable_scope_keys(actor)
+    if not keys:
+        return None
+    condition = Q(scope_key__in=keys)
+    if member is not None:
+        condition |= Q(subject_id=member.pk)
+        if actor.has("memory.view"):
+            condition |= Q(scope=Scope.AGENT)
+        if actor.has(PERSONAL_PERMISSION):
+            condition |= Q(scope=Scope.USER)
+    return condition
 
 
 def writable_scope_keys(actor) -> list[str]:
@@ -164,6 +228,17 @@ def can_modify(actor, memory: Memory) -> bool:
         return True
     if memory.scope_key in personal_scope_keys(actor):
         return True
+    member = acting_member(actor)
+    if member is not None:
+        if memory.subject_id == member.pk:
+            return True
+        if memory.scope == Scope.AGENT and (
+            actor.has("memory.manage")
+            or memory.scope_key in {agent.key for agent in owned_agent_scopes(actor)}
+        ):
+            return True
+        if memory.scope == Scope.USER and actor.has(PERSONAL_PERMISSION):
+            return True
     if memory.scope_key not in readable_scope_keys(actor):
         return False
     if actor.has("memory.manage"):
@@ -179,8 +254,7 @@ def narrow_scope_keys(actor, requested: list[str] | None) -> list[str]:
     readable = readable_scope_keys(actor)
     if not requested:
         return readable
-    allowed = set(readable)
-    return [key for key in dict.fromkeys(requested) if key in allowed]
+    return [key for key in dict.fromkeys(requested) if can_read_scope(actor, key)]
 
 
 def parse_scope_key(value: str) -> str:
@@ -197,16 +271,92 @@ def parse_scope_key(value: str) -> str:
     return scope_key(scope, int(raw_id))
 
 
+def scope_labels(organization, keys, *, viewer=None) -> dict[str, str]:
+    """Readable names for scope keys: "You", "Member: Bob", "Agent: Sales assistant (Alice)",
+    "Department: Sales", "Position: Account manager", "Organization" (a few queries)."""
+    ids: dict[str, set[int]] = {}
+    for key in keys:
+        scope, scope_id = scope_parts(key)
+        if scope_id is not None:
+            ids.setdefault(scope, set()).add(scope_id)
+    names: dict[str, dict[int, str]] = {
+        Scope.USER: dict(
+            Member.objects.filter(
+                organization=organization, pk__in=ids.get(Scope.USER, ())
+            ).values_list("pk", "display_name")
+        ),
+        Scope.DEPARTMENT: dict(
+            Department.objects.filter(
+                organization=organization, pk__in=ids.get(Scope.DEPARTMENT, ())
+            ).values_list("pk", "name")
+        ),
+        Scope.POSITION: dict(
+            Position.objects.filter(
+                organization=organization, pk__in=ids.get(Scope.POSITION, ())
+            ).values_list("pk", "name")
+        ),
+    }
+    agents = (
+        {
+            agent.agent_id: agent.label
+            for agent in agent_scopes(organization.pk, agent_ids=ids[Scope.AGENT])
+        }
+        if ids.get(Scope.AGENT)
+        else {}
+    )
+    viewer_key = scope_key(Scope.USER, viewer.pk) if viewer is not None else None
+    labels = {}
+    for key in keys:
+        scope, scope_id = scope_parts(key)
+        if key == viewer_key:
+            labels[key] = "You"
+        elif scope == Scope.ORGANIZATION:
+            labels[key] = "Organization"
+        elif scope == Scope.AGENT:
+            labels[key] = agents.get(scope_id, f"Agent {scope_id}")
+        else:
+            title = {"user": "Member", "department": "Department", "position": "Position"}[scope]
+            labels[key] = f"{title}: {names[scope].get(scope_id, scope_id)}"
+    return labels
+
+
+def scope_choices(actor) -> list[tuple[str, str]]:
+    """Every scope the actor may read, with its readable name — the scope filter's options:
+    their own, their agents', their departments' and positions', the organization's; scopes
+    holding memories about them; for admins, the agent (and personal) scopes holding memory."""
+    keys = readable_scope_keys(actor)
+    member = acting_member(actor)
+    if member is not None:
+        rows = Memory.objects.filter(organization=actor.organization).exclude(
+            status__in=HIDDEN_STATUSES
+        )
+        extra = Q(subject_id=member.pk)
+        if actor.has("memory.view"):
+            extra |= Q(scope=Scope.AGENT)
+        if actor.has(PERSONAL_PERMISSION):
+            extra |= Q(scope=Scope.USER)
+        keys += sorted(
+            set(rows.filter(extra).values_list("scope_key", flat=True).distinct()) - set(keys)
+        )
+    labels = scope_labels(actor.organization, keys, viewer=member)
+    return [(key, labels[key]) for key in keys]
+
+
 # --- querysets -------------------------------------------------------------------------
 
 
 def memory_queryset(actor, *, scope_keys: list[str] | None = None) -> QuerySet[Memory]:
-    """Memories the actor may read (never deleted), optionally narrowed to some scopes."""
-    keys = narrow_scope_keys(actor, scope_keys)
-    if not keys:
+    """Memories the actor may read (never deleted), optionally narrowed to some scopes: the
+    readable scopes' items, plus those whose subject the actor is, wherever they are."""
+    if not can_read_memory(actor):
         return Memory.objects.none()
-    return Memory.objects.filter(organization=actor.organization, scope_key__in=keys).exclude(
-        status__in=HIDDEN_STATUSES
+    condition = _readable_condition(actor, scope_keys)
+    if condition is None:
+        return Memory.objects.none()
+    return (
+        Memory.objects.filter(organization=actor.organization)
+        .filter(condition)
+        .exclude(status__in=HIDDEN_STATUSES)
     )
 
 

@@ -137,9 +137,19 @@ def turn_as_said(run) -> tuple[str, str]:
 def memory_write(run, config: dict) -> dict:
     from cadre.agents.runtime.grants import agent_actor
     from cadre.memory import services as memory_services
-    from cadre.memory.models import scope_parts
+    from cadre.memory.models import Scope, scope_parts
 
     scope, scope_id = scope_parts(config.get("scope_key") or run.agent.memory_scope_key)
+    # What the employee states about themselves (preferences, requirements, facts) is theirs:
+    # it goes to their personal scope and follows them to their other agents (those whose
+    # template reads the "user" scope). When someone else speaks to this agent, or the
+    # template keeps it here (`personal_scope: "agent"`), it stays in the agent's scope —
+    # with the speaker as its subject, who sees and can correct it either way.
+    personal = None
+    if config.get("personal_scope", Scope.USER) == Scope.USER and (
+        run.member_id == run.agent.member_id
+    ):
+        personal = (Scope.USER, run.member_id)
     # Memory is written from the user's side of the turn — what was actually said — never
     # from the model's placeholders, which mean something only in this session's vault.
     said, answered = turn_as_said(run)
@@ -151,10 +161,20 @@ def memory_write(run, config: dict) -> dict:
         ],
         scope=scope,
         scope_id=scope_id,
+        personal_scope=personal,
+        subject=run.member,
         conversation_id=str(run.session_id),
         source_ref={"run_id": run.pk, "session_id": run.session_id, "trace_id": run.trace_id},
     )
-    return {"written": len(written), "extractor": getattr(written, "extractor", "")}
+    return {
+        "written": len(written),
+        "extractor": getattr(written, "extractor", ""),
+        # Ids only (the transcript links them); the text stays in memory, where it can be
+        # corrected and deleted.
+        "written_memories": [
+            {"id": memory.pk, "scope": memory.scope_key, "kind": memory.kind} for memory in written
+        ],
+    }
 
 
 @hook(

@@ -56,23 +56,48 @@ def _memory_search(ctx, args: dict) -> dict:
     }
 
 
+def _stated_by_user(ctx, content: str) -> bool:
+    """Did the person say this in the turn ("remember that …")? Then it is their statement,
+    not the model's inference. Compared on the model's side of the input (masked alike)."""
+    from cadre.memory.dedup import normalize_content
+
+    said = normalize_content(getattr(ctx.runtime, "input_text", "") or "")
+    return bool(said) and normalize_content(content) in said
+
+
 def _memory_write(ctx, args: dict) -> dict:
     from cadre.memory import services as memory_services
-    from cadre.memory.models import scope_parts
+    from cadre.memory.models import Scope, scope_key, scope_parts
+    from cadre.memory.services.writes import PERSONAL_KINDS
 
-    scope = args.get("scope", "agent")
-    key = ctx.write_scope_key(scope)
-    if key is None:
-        raise ToolFailed("scope_denied", f"this agent may not write to the {scope!r} scope")
+    kind = args.get("kind", "fact")
+    stated = _stated_by_user(ctx, args["content"])
+    scope = args.get("scope")
+    if (
+        scope is None
+        and stated
+        and kind in PERSONAL_KINDS
+        and ctx.run.member_id == (ctx.agent.member_id)
+    ):
+        # The employee's own words about themselves belong to them: their personal scope,
+        # which their other agents read (as the process_memory hook writes them).
+        key = scope_key(Scope.USER, ctx.run.member_id)
+    else:
+        scope = scope or "agent"
+        key = ctx.write_scope_key(scope)
+        if key is None:
+            raise ToolFailed("scope_denied", f"this agent may not write to the {scope!r} scope")
     scope_name, scope_id = scope_parts(key)
     memory = memory_services.memory_add(
         actor=ctx.actor,
         scope=scope_name,
         scope_id=scope_id,
-        kind=args.get("kind", "fact"),
+        subject=ctx.run.member,
+        kind=kind,
         content=args["content"],
-        # The model chose to remember it: an inference, ranked below the user's own words.
-        source_kind="model_inference",
+        # What the person said is their statement; what the model chose to remember on its
+        # own is an inference, ranked below the person's own words.
+        source_kind="user_statement" if stated else "model_inference",
         source_ref={"run_id": ctx.run.pk, "step": ctx.step_index, "tool_call": ctx.key},
         conversation_id=str(ctx.run.session_id),
     )

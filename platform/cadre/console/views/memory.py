@@ -44,8 +44,7 @@ def memory_list(request):
     if refused:
         return refused
     actor = request.actor
-    scope_keys = selectors.readable_scope_keys(actor)
-    filters = MemoryFilterForm(request.GET or None, scope_keys=scope_keys)
+    filters = MemoryFilterForm(request.GET or None, scope_choices=selectors.scope_choices(actor))
     memories = selectors.memory_list(actor)
     if filters.is_valid():
         data = filters.cleaned_data
@@ -63,16 +62,29 @@ def memory_list(request):
             else None,
             text=data["q"] or None,
         )
+    page = paginate(request, memories)
+    _label_scopes(actor, page.object_list)
     return render(
         request,
         "console/memory/list.html",
         {
             "filters": filters,
-            "page": paginate(request, memories),
+            "page": page,
             "query": query_without_page(request),
             "filtered": any(request.GET.get(name) for name in filters.fields),
         },
     )
+
+
+def _label_scopes(actor, memories) -> None:
+    """Give each memory its scope's readable name ("You", "Agent: Sales assistant (Alice)")."""
+    labels = selectors.scope_labels(
+        actor.organization,
+        sorted({memory.scope_key for memory in memories}),
+        viewer=selectors.acting_member(actor),
+    )
+    for memory in memories:
+        memory.scope_label = labels[memory.scope_key]
 
 
 def _version_rows(versions) -> list[dict]:
@@ -98,6 +110,7 @@ def memory_detail(request, pk: int):
     if refused:
         return refused
     memory = _memory_or_404(request, pk)
+    _label_scopes(request.actor, [memory])
     versions = selectors.memory_history(request.actor, pk)
     records = selectors.memory_influence(request.actor, pk)[:50]
     return render(

@@ -12,46 +12,72 @@ def mark_earlier_items_returned(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0002_provenance_task_params'),
+        ("memory", "0002_provenance_task_params"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='contextrecord',
-            name='kind',
-            field=models.CharField(choices=[('model_call', 'Model call (written by the runtime)'), ('search', 'Search on behalf of a model call')], default='search', max_length=16),
+            model_name="contextrecord",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("model_call", "Model call (written by the runtime)"),
+                    ("search", "Search on behalf of a model call"),
+                ],
+                default="search",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='contextrecord',
-            name='skills',
+            model_name="contextrecord",
+            name="skills",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='contextrecorditem',
-            name='components',
+            model_name="contextrecorditem",
+            name="components",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='contextrecorditem',
-            name='reason',
+            model_name="contextrecorditem",
+            name="reason",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='contextrecorditem',
-            name='source',
-            field=models.CharField(choices=[('retrieval', 'Retrieved for the input'), ('shared', 'Shared by the delegating run'), ('tool', 'Found by the memory_search tool'), ('search', 'Search through the API')], default='search', max_length=16),
+            model_name="contextrecorditem",
+            name="source",
+            field=models.CharField(
+                choices=[
+                    ("retrieval", "Retrieved for the input"),
+                    ("shared", "Shared by the delegating run"),
+                    ("tool", "Found by the memory_search tool"),
+                    ("search", "Search through the API"),
+                ],
+                default="search",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='contextrecorditem',
-            name='status',
-            field=models.CharField(choices=[('sent', 'Sent to the model'), ('withheld', 'Withheld by policy'), ('dropped', 'Dropped by the context budget'), ('returned', 'Returned by the search (not known to have been sent)')], default='sent', max_length=16),
+            model_name="contextrecorditem",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("sent", "Sent to the model"),
+                    ("withheld", "Withheld by policy"),
+                    ("dropped", "Dropped by the context budget"),
+                    ("returned", "Returned by the search (not known to have been sent)"),
+                ],
+                default="sent",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='memory',
-            name='sensitive_types',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=40), blank=True, default=list, size=None),
+            model_name="memory",
+            name="sensitive_types",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.CharField(max_length=40), blank=True, default=list, size=None
+            ),
         ),
         migrations.RunPython(mark_earlier_items_returned, migrations.RunPython.noop),
     ]

@@ -232,6 +232,6 @@ def lock(memory: Memory) -> Memory:
 
 def require_modify(actor, memory: Memory) -> None:
     if not selectors.can_modify(actor, memory):
-        if memory.scope_key not in selectors.readable_scope_keys(actor):
+        if not selectors.memory_queryset(actor).filter(pk=memory.pk).exists():
             raise NotFound("Memory not found.")
         raise NotPermitted("You may not change this memory (shared memory needs memory.manage).")

@@ -46,6 +46,7 @@ from cadre.memory.services.common import (
     write_version,
 )
 from cadre.memory.text import lexical_document
+from cadre.tenancy.models import Member
 
 tracer = trace.get_tracer(__name__)
 logger = logging.getLogger(__name__)
@@ -73,8 +74,12 @@ def memory_add(
     tags: list[str] | None = None,
     conversation_id: str = "",
     confidence: float = 1.0,
+    subject=None,
 ) -> Memory:
     """Write one memory and return it, readable and lexically searchable at once.
+
+    `subject` is the member the memory is about (who stated it); a personal memory's subject
+    is its owner, an agent's memory defaults to the member the agent serves.
 
     An exact duplicate (same normalized content, same scope, still active) is not stored
     twice: the existing item absorbs the new provenance (a `merge` version) and is returned
@@ -108,6 +113,7 @@ def memory_add(
         expires_at, retention_policy = default_expiry(actor.organization, kind, observed_at)
     digest = dedup.content_hash(content)
     scope_name, _, raw_id = key.partition(":")
+    subject_id = _subject_id(actor, scope_name, int(raw_id) if raw_id else None, subject)
     provenance = {
         "source_kind": source_kind,
         "source_ref": source_ref or {},
@@ -158,6 +164,7 @@ def memory_add(
         scope=scope_name,
         scope_id=int(raw_id) if raw_id else None,
         scope_key=key,
+        subject_id=subject_id,
         kind=kind,
         content=content,
         sensitive_types=sensitive_types,
@@ -195,6 +202,23 @@ def memory_add(
     return memory
 
 
+def _subject_id(actor, scope: str, scope_id: int | None, subject) -> int | None:
+    if scope == Scope.USER:
+        return scope_id
+    if subject is not None:
+        subject_id = getattr(subject, "pk", subject)
+        if not Member.objects.filter(organization=actor.organization, pk=subject_id).exists():
+            raise InvalidInput("The subject is not a member of this organization.")
+        return int(subject_id)
+    if scope == Scope.AGENT and actor.kind == "agent" and getattr(actor, "member", None):
+        return actor.member.pk
+    return None
+
+
+# What a person states about themselves and their work: it belongs to them, not to one agent.
+PERSONAL_KINDS = (Kind.FACT, Kind.PREFERENCE, Kind.REQUIREMENT)
+
+
 class ExtractionResult(list):
     """The memories written (it is the list), plus which extractor ran and how many
     candidates it proposed (exact duplicates return the existing item)."""
@@ -219,11 +243,15 @@ def memory_add_from_messages(
     source_ref: dict | None = None,
     tags: list[str] | None = None,
     extractor=None,
+    personal_scope: tuple[str, int | None] | None = None,
+    subject=None,
 ) -> ExtractionResult:  # a list[Memory] with .extractor and .candidates
     """Extract memories from conversation messages and write each (see extraction.py).
 
     Rule-extracted items are the user's own words (`user_statement`); model-extracted items
     are the model's reading of them (`model_inference`), which the conflict rule ranks lower.
+    With `personal_scope` (scope, scope_id), what the person states about themselves (facts,
+    preferences, requirements) is written there and the rest (experience) to `scope`.
     """
     require_write(actor)
     if not isinstance(messages, list) or not messages:
@@ -237,6 +265,8 @@ def memory_add_from_messages(
                 details={"messages": ["{role, content} objects."]},
             )
     resolve_write_scope(actor, scope, scope_id)  # fail before calling a model
+    if personal_scope is not None:
+        resolve_write_scope(actor, *personal_scope)
     extractor = extractor or default_extractor()
     vault = EphemeralVault()
     if not extractor.name.startswith("rules"):
@@ -278,11 +308,17 @@ def memory_add_from_messages(
                 ref["message_index"] = candidate.message_index
                 if message.get("id"):
                     ref["message_id"] = str(message["id"])[:128]
+            target = (
+                personal_scope
+                if personal_scope is not None and candidate.kind in PERSONAL_KINDS
+                else (scope, scope_id)
+            )
             written.append(
                 memory_add(
                     actor=actor,
-                    scope=scope,
-                    scope_id=scope_id,
+                    scope=target[0],
+                    scope_id=target[1],
+                    subject=subject,
                     kind=candidate.kind,
                     content=candidate.content,
                     attributes={**candidate.attributes, "extracted_by": extractor.name},
