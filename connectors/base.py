@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import importlib
 import importlib.util
+import math
 import pkgutil
 import time
 from collections.abc import Mapping
@@ -129,6 +130,29 @@ class DecisionOutcome:
     decision: str = ""
 
 
+def text_field(data: Mapping, key: str, *, where: str = "") -> str:
+    """A string (or integer) id or text of an authentic payload; "" when absent. Any other
+    type is PayloadInvalid (400), not a TypeError deep in the worker."""
+    value = data.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise PayloadInvalid(f"{where}{key} must be a string")
+
+
+def object_field(data: Mapping, key: str, *, where: str = "") -> dict:
+    """A nested object of an authentic payload; {} when absent or empty, else PayloadInvalid."""
+    value = data.get(key)
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise PayloadInvalid(f"{where}{key} must be an object")
+    return value
+
+
 def constant_time_equal(expected: str | bytes, given: str | bytes) -> bool:
     if isinstance(expected, str):
         expected = expected.encode()
@@ -145,6 +169,8 @@ def check_freshness(
         value = float(timestamp)
     except (TypeError, ValueError):
         raise SignatureInvalid("missing or malformed timestamp") from None
+    if not math.isfinite(value):  # float() reads "nan" and "inf", which compare as fresh
+        raise SignatureInvalid("missing or malformed timestamp")
     if milliseconds:
         value /= 1000
     current = time.time() if now is None else now
@@ -170,6 +196,8 @@ class Platform:
     ack_shows_decisions: ClassVar[bool] = True
     # Maximum request body accepted from the platform.
     max_body_bytes: ClassVar[int] = 256 * 1024
+    # Response headers telling the platform not to deliver a refused request again.
+    no_retry_headers: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, connector: Connector, *, credentials: dict | None = None):
         self.connector = connector

@@ -27,10 +27,11 @@ def fake_api():
 
 @pytest.fixture(autouse=True)
 def _fresh_token_cache():
-    """Tokens are cached in Redis: start every test without them."""
+    """Tokens and used DingTalk signs are kept in Redis: start every test without them."""
     client = cache._cache.get_client(write=True)
-    for key in client.scan_iter(match="*connectors:token:*"):
-        client.delete(key)
+    for pattern in ("*connectors:token:*", "*connectors:dingtalk:sign:*"):
+        for key in client.scan_iter(match=pattern):
+            client.delete(key)
     yield
 
 

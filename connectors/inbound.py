@@ -1,9 +1,18 @@
-"""The inbound hot path: store each platform event once (raw SQL) and ask for a drain."""
+"""The inbound hot path: store each platform event once (raw SQL) and ask for a drain.
+
+What is stored is made storable first, whatever an authentic sender put in it: NUL characters
+(which PostgreSQL text and jsonb cannot hold) are removed, lone surrogates (which UTF-8 cannot
+encode) become U+FFFD, nesting deeper than MAX_DEPTH is cut, and an id longer than its column
+is replaced by a prefix and its SHA-256, so two long ids sharing a prefix stay two rows.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +32,55 @@ _INSERT_EVENT = (
 )
 
 HEALTH_WRITE_INTERVAL = 5  # seconds between last_event_at writes for one connector
+ID_COLUMN = 191  # event_key, sender_id, chat_id
+MAX_DEPTH = 32  # nesting kept in the stored payload (card values, contexts)
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(value: str) -> str:
+    """The string without NUL characters, lone surrogates replaced by U+FFFD."""
+    if not _UNSTORABLE.search(value):
+        return value
+    return re.sub("[\ud800-\udfff]", "\ufffd", value.replace("\x00", ""))
+
+
+def storable_id(value: str) -> str:
+    """An id that fits its column: a longer one is a prefix + ':' + its SHA-256 (not a cut,
+    which would merge two ids sharing their first 191 characters)."""
+    value = storable_text(value)
+    if len(value) <= ID_COLUMN:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()
+    return f"{value[: ID_COLUMN - len(digest) - 1]}:{digest}"
+
+
+def _storable(value, depth: int = 0):
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return {}
+        return {storable_text(str(k)): _storable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if depth >= MAX_DEPTH:
+            return []
+        return [_storable(item, depth + 1) for item in value]
+    return value
+
+
+def storable_event(event: ParsedEvent) -> ParsedEvent:
+    """The event with every string storable and its ids within their column."""
+    changes = {}
+    for item in dataclasses.fields(event):
+        value = getattr(event, item.name)
+        if item.name in ("event_key", "sender_id", "chat_id"):
+            cleaned = storable_id(value)
+        else:
+            cleaned = _storable(value)
+        if cleaned != value:
+            changes[item.name] = cleaned
+    return dataclasses.replace(event, **changes) if changes else event
 
 
 @dataclass(frozen=True)
@@ -47,6 +105,7 @@ def inbound_store(
     from connectors.drain import drain_request
     from connectors.tasks import decision_refused_notice
 
+    events = [storable_event(event) for event in events]
     now = timezone.now()
     stored: list[Stored] = []
     to_process = False
@@ -63,10 +122,10 @@ def inbound_store(
                 [
                     connector.organization_id,
                     connector.pk,
-                    event.event_key[:191],
+                    event.event_key,
                     event.kind,
-                    event.sender_id[:191],
-                    event.chat_id[:191],
+                    event.sender_id,
+                    event.chat_id,
                     json.dumps(event.payload(), ensure_ascii=False),
                     now,
                 ],

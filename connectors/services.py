@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from cadre.agents.models import Deployment
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
@@ -50,11 +51,30 @@ def _check_credentials(platform: str, credentials: dict) -> dict:
     return {name: str(value).strip() for name, value in credentials.items() if value}
 
 
+WEBHOOK_ALLOW_SETTING = "CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS"
+
+
 def _check_settings(platform: str, settings: dict | None) -> dict:
-    settings = dict(settings or {})
-    if not isinstance(settings, dict):
+    if settings is not None and not isinstance(settings, dict):
         raise InvalidInput("Settings must be an object.")
+    settings = dict(settings or {})
+    if platform == "webhook" and settings.get("callback_url"):
+        settings["callback_url"] = webhook_callback_checked(settings["callback_url"])
     return settings
+
+
+def webhook_callback_checked(url) -> str:
+    """A webhook connector's callback URL, refused (400 webhook_url_refused) when it is not
+    http(s) or resolves to an internal address — the alert webhooks' SSRF guard, with its own
+    allow-list (CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS). Checked again at every send."""
+    from cadre.governance.notifications import WebhookRefused, validate_webhook_url
+
+    try:
+        return validate_webhook_url(url, allow_setting=WEBHOOK_ALLOW_SETTING)
+    except WebhookRefused as refused:
+        raise WebhookRefused(
+            refused.message, details={"settings": {"callback_url": [refused.message]}}
+        ) from None
 
 
 @transaction.atomic
@@ -164,6 +184,14 @@ def binding_create(
         _same_org(actor, departments),
         _same_org(actor, members),
     )
+    if deployment_id is not None and not (
+        Deployment.objects.filter(pk=deployment_id, organization=actor.organization).exists()
+    ):
+        # Another organization's deployment is as unknown as one that does not exist.
+        raise InvalidInput(
+            "No such deployment.",
+            details={"deployment_id": ["Choose a deployment of your organization."]},
+        )
     binding = ConnectorBinding.objects.create(
         organization=actor.organization,
         connector=connector,

@@ -10,12 +10,16 @@ server that does not mount the edge). Both call `inbound_handle`.
 Nothing slow happens before the answer: a signature check, maybe an AES decryption, the
 connector from an in-process cache, and one INSERT … ON CONFLICT DO NOTHING per event. A bad or
 missing signature is 401 with the API error envelope (never a 500, unlike the Feishu SDK); a
-body over the platform's limit is 413 before it is read in full.
+body over the platform's limit is 413 before it is read in full. An authentic request that
+cannot be read (fields of the wrong type, nesting too deep for the JSON parser) is 400
+`invalid` — with the platform's "do not retry" header where it has one — and stores nothing;
+503 means a dependency (database, Redis) is down and the platform should deliver again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import threading
@@ -29,6 +33,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.http.request import split_domain_port, validate_host
 from django.views.decorators.csrf import csrf_exempt
+from redis.exceptions import RedisError
 
 from cadre.api.errors import envelope
 from cadre.observability import tracer
@@ -127,21 +132,36 @@ def inbound_handle(platform: str, public_id: str, request: InboundRequest) -> Re
             401, "signature_invalid", "The request signature is missing, invalid or expired."
         )
     except PayloadInvalid as error:
-        return _error(400, "invalid", f"Unreadable request: {error}")
+        return _unreadable(adapter, f"Unreadable request: {error}")
+    except RecursionError:
+        return _unreadable(adapter, "Unreadable request: nested too deeply.")
 
-    handshake = adapter.handshake(verified)
-    if handshake is not None:
-        return handshake
     try:
+        handshake = adapter.handshake(verified)
+        if handshake is not None:
+            return handshake
         events = adapter.parse(verified)
     except PayloadInvalid as error:
-        return _error(400, "invalid", f"Unreadable event: {error}")
+        return _unreadable(adapter, f"Unreadable event: {error}")
+    except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as error:
+        # Parsing is a pure function of the authentic payload: whatever it trips on is the
+        # payload's shape (a field of the wrong type), not a reason to make the platform retry.
+        logger.warning("connectors: unreadable %s event: %r", platform, error)
+        return _unreadable(adapter, "Unreadable event: a field has an unexpected type.")
 
     decisions: dict[str, DecisionOutcome] = {}
     if events:
         stored = inbound_store(connector, events, notify_refusals=not adapter.ack_shows_decisions)
         decisions = {item.event.event_key: item.decision for item in stored if item.decision}
     return adapter.acknowledge(verified, events, decisions)
+
+
+def _unreadable(adapter, message: str) -> Reply:
+    """400 `invalid` for an authentic request we cannot read, plus the platform's headers
+    that stop redeliveries (an unreadable event stays unreadable)."""
+    reply = _error(400, "invalid", message)
+    headers = adapter.no_retry_headers
+    return dataclasses.replace(reply, headers=dict(headers)) if headers else reply
 
 
 # --- where the work runs: a few long-lived threads, each with its own connection ---------------
@@ -163,13 +183,17 @@ def _in_pool(platform: str, public_id: str, request: InboundRequest) -> Reply:
             drain.drain_requests_deferred() as deferred,
         ):
             return inbound_handle(platform, public_id, request)
-    except Exception as error:
-        # The database went away: answer 503 so the platform delivers again, and drop this
+    except (DatabaseError, RedisError, OSError) as error:
+        # A dependency went away: answer 503 so the platform delivers again, and drop this
         # thread's connection so the next request reconnects.
-        logger.exception("connectors: the inbound path failed")
+        logger.exception("connectors: a dependency of the inbound path failed")
         if isinstance(error, DatabaseError):
             edge_threads.connection_lost()
         return _error(503, "unavailable", "Temporarily unavailable; deliver again later.")
+    except Exception:
+        # A bug, not an outage: 500, and the log says where.
+        logger.exception("connectors: the inbound path failed")
+        return _error(500, "internal_error", "The event could not be processed.")
     finally:
         if deferred is not None and deferred.wanted:
             _drain_soon()  # queued behind this job: the answer goes out first

@@ -1,8 +1,15 @@
-"""DingTalk inbound: `timestamp` (ms) + `sign` headers, 1-hour window, dedupe on msgId.
+"""DingTalk inbound: `timestamp` (ms) + `sign` headers, 1-hour window, each sign used once.
 
 sign = base64(HMAC-SHA256(app secret, f"{timestamp}\\n{app secret}")). The sign does not cover
-the body, so a captured request could be replayed with another body inside the window: the
-msgId de-duplication is what makes each message count once.
+the body, so whoever captures one request could otherwise send any body under its sign for the
+next hour: a message as any employee, with a sessionWebhook of their choosing. Two defences:
+- a sign is accepted for one body only, per connector, while it is fresh (kept in Redis until
+  its window closes): the same body again is DingTalk redelivering (then msgId de-duplicates),
+  another body under a used sign is 401 and counts as a signature rejection;
+- the sessionWebhook is used for replies only when it is https on DingTalk's host
+  (`connectors.dingtalk.session_webhook`); otherwise replies go through the robot API.
+Stream mode (`connectors_stream`) has neither weakness: DingTalk pushes over a TLS connection
+Cadre opened with the app credentials, and nothing is exposed to the internet.
 """
 
 from __future__ import annotations
@@ -11,7 +18,10 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import time
+
+from django.core.cache import cache
 
 from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
@@ -25,8 +35,12 @@ from connectors.base import (
     Verified,
     check_freshness,
     constant_time_equal,
+    object_field,
+    text_field,
 )
+from connectors.dingtalk.session_webhook import session_webhook_allowed
 
+# DingTalk's documented window: a timestamp more than one hour from now is illegitimate.
 WINDOW = 3600
 
 
@@ -55,9 +69,10 @@ class DingTalkPlatform(Platform):
         check_freshness(timestamp, window=WINDOW, milliseconds=True)
         if not constant_time_equal(sign(self.credentials["app_secret"], timestamp), given):
             raise SignatureInvalid("sign mismatch")
+        claim_sign(self.connector.pk, timestamp, given, request.body)
         try:
             data = json.loads(request.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise PayloadInvalid("body is not JSON") from None
         if not isinstance(data, dict):
             raise PayloadInvalid("body must be a JSON object")
@@ -84,53 +99,95 @@ class DingTalkPlatform(Platform):
             "DingTalk developer console → your app → Robot → message receiving mode: HTTP.",
             f"Message receiving address: {callback_url}",
             "Paste the app's Client ID (AppKey) and Client Secret (AppSecret) here.",
-            "Or choose Stream mode (no public URL): install cadre[dingtalk] and run "
+            "Recommended instead: Stream mode (no public URL, and every message arrives over "
+            "a connection Cadre opens with the app credentials — an HTTP callback's sign does "
+            "not cover the message): install cadre[dingtalk] and run "
             "`python manage.py connectors_stream <connector id>`.",
         ]
 
 
+def claim_sign(connector_id: int, timestamp: str, given: str, body: bytes) -> None:
+    """Accept a (fresh, valid) sign for one body only: SignatureInvalid for another body.
+
+    The same body again is a redelivery (msgId de-duplicates it). The mark lives in the shared
+    cache (Redis) until the sign's window closes; Redis being down is an error (503), never a
+    reason to accept.
+    """
+    digest = hashlib.sha256(given.encode()).hexdigest()[:32]
+    key = f"connectors:dingtalk:sign:{connector_id}:{digest}"
+    body_digest = hashlib.sha256(body).hexdigest()
+    remaining = float(timestamp) / 1000 + WINDOW - time.time()
+    ttl = max(1, math.ceil(remaining) + 1)
+    if cache.add(key, body_digest, ttl):
+        return
+    if cache.get(key) != body_digest:
+        raise SignatureInvalid("this sign was already used for another message")
+
+
 def parse_callback(data: dict) -> ParsedEvent:
-    """A robot message or a card callback (HTTP or stream), as a ParsedEvent."""
+    """A robot message or a card callback (HTTP or stream), as a ParsedEvent (PayloadInvalid
+    for fields of the wrong type)."""
     if "outTrackId" in data:  # interactive card callback
+        out_track_id = text_field(data, "outTrackId")
+        user_id = text_field(data, "userId")
         try:
-            content = json.loads(data.get("content") or "{}")
-        except ValueError:
+            content = json.loads(text_field(data, "content") or "{}")
+        except (ValueError, RecursionError):
             content = {}
-        params = (content.get("cardPrivateData") or {}).get("params") or {}
+        private = object_field(content, "cardPrivateData") if isinstance(content, dict) else {}
+        params = private.get("params") or {}
+        params = params if isinstance(params, dict) else {}
         digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
         return ParsedEvent(
-            event_key=f"card:{data['outTrackId']}:{data.get('userId', '')}:{digest}",
+            event_key=f"card:{out_track_id}:{user_id}:{digest}",
             kind="card_action",
-            sender_id=str(data.get("userId", "")),
-            tenant_key=str(data.get("corpId", "")),
-            message_id=str(data["outTrackId"]),
-            action=params if isinstance(params, dict) else {},
+            sender_id=user_id,
+            tenant_key=text_field(data, "corpId"),
+            message_id=out_track_id,
+            action=params,
         )
-    msg_id = str(data.get("msgId") or "")
+    msg_id = text_field(data, "msgId")
     if not msg_id:
         raise PayloadInvalid("msgId is missing")
+    message_type = text_field(data, "msgtype")
     text = ""
-    if data.get("msgtype") == "text":
-        text = str((data.get("text") or {}).get("content", "")).strip()
+    if message_type == "text":
+        text = text_field(object_field(data, "text"), "content", where="text.").strip()
     files = _attachments(data)
-    group = str(data.get("conversationType")) == "2"
-    context = {"message_type": data.get("msgtype", ""), "robot_code": data.get("robotCode", "")}
-    expires = int(data.get("sessionWebhookExpiredTime") or 0)
-    if data.get("sessionWebhook") and expires > time.time() * 1000:
-        context.update(session_webhook=data["sessionWebhook"], session_webhook_expires=expires)
+    group = text_field(data, "conversationType") == "2"
+    context = {"message_type": message_type, "robot_code": text_field(data, "robotCode")}
+    expires = _milliseconds(data.get("sessionWebhookExpiredTime"))
+    session_webhook = data.get("sessionWebhook")
+    if (
+        session_webhook
+        and expires > time.time() * 1000
+        and session_webhook_allowed(session_webhook)
+    ):
+        context.update(session_webhook=session_webhook, session_webhook_expires=expires)
     return ParsedEvent(
         event_key=msg_id,
         kind="message",
-        sender_id=str(data.get("senderStaffId") or data.get("senderId") or ""),
-        sender_name=str(data.get("senderNick", "")),
-        tenant_key=str(data.get("senderCorpId", "")),
-        chat_id=str(data.get("conversationId", "")),
+        sender_id=text_field(data, "senderStaffId") or text_field(data, "senderId"),
+        sender_name=text_field(data, "senderNick"),
+        tenant_key=text_field(data, "senderCorpId"),
+        chat_id=text_field(data, "conversationId"),
         chat_type="group" if group else "p2p",
         text=with_attachments(text, files),
         attachments=[item.as_dict() for item in files],
         message_id=msg_id,
         context=context,
     )
+
+
+def _milliseconds(value) -> int:
+    """sessionWebhookExpiredTime: an integer (or its digits); 0 when absent."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) < 20:
+        return int(value)
+    raise PayloadInvalid("sessionWebhookExpiredTime must be an integer (milliseconds)")
 
 
 def _attachments(data: dict) -> list[Attachment]:
@@ -142,15 +199,16 @@ def _attachments(data: dict) -> list[Attachment]:
     if isinstance(content, str):
         try:
             content = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):
             content = {}
     if not isinstance(content, dict) or not content.get("downloadCode"):
         return []
+    size = content.get("fileSize", 0)
     return [
         Attachment.of(
             "image" if message_type == "picture" else "file",
-            content["downloadCode"],
-            name=content.get("fileName", ""),
-            size=content.get("fileSize", 0),
+            text_field(content, "downloadCode", where="content."),
+            name=text_field(content, "fileName", where="content."),
+            size=size if isinstance(size, int) and not isinstance(size, bool) else 0,
         )
     ]

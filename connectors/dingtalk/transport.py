@@ -8,6 +8,7 @@ import time
 
 import httpx
 
+from connectors.dingtalk.session_webhook import session_webhook_allowed
 from connectors.transport import (
     RateLimited,
     Recipient,
@@ -88,11 +89,16 @@ class DingTalkTransport(Transport):
         return SendResult(str(data.get("processQueryKey", "")), data)
 
     def _session_webhook(self, context: dict | None) -> str:
+        """The message's live sessionWebhook, if it is DingTalk's (else "": the robot API).
+
+        Checked again here, not only when the callback was parsed: the allow-list may have
+        changed since, and no stored context is trusted to name a destination."""
         context = context or {}
         url = context.get("session_webhook", "")
-        if url and int(context.get("session_webhook_expires", 0)) > time.time() * 1000 + 5000:
-            return url
-        return ""
+        expires = context.get("session_webhook_expires", 0)
+        if not isinstance(expires, int) or expires <= time.time() * 1000 + 5000:
+            return ""
+        return url if session_webhook_allowed(url) else ""
 
     def send_text(self, to: Recipient, text: str, *, context=None) -> SendResult:
         if url := self._session_webhook(context):

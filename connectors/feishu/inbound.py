@@ -26,6 +26,8 @@ from connectors.base import (
     Verified,
     check_freshness,
     constant_time_equal,
+    object_field,
+    text_field,
 )
 from connectors.feishu import crypto
 
@@ -77,7 +79,7 @@ class FeishuPlatform(Platform):
             signed = True
         try:
             outer = json.loads(request.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             if encrypt_key and not signed:
                 raise SignatureInvalid("unsigned, unreadable request") from None
             raise PayloadInvalid("body is not JSON") from None
@@ -89,11 +91,14 @@ class FeishuPlatform(Platform):
                 raise SignatureInvalid("encrypted event but no encrypt key configured")
             try:
                 data = json.loads(crypto.decrypt(encrypt_key, str(outer["encrypt"])))
-            except (crypto.DecryptError, ValueError):
+            except (crypto.DecryptError, ValueError, RecursionError):
                 raise SignatureInvalid("cannot decrypt the event with our key") from None
             if not isinstance(data, dict):
                 raise PayloadInvalid("decrypted event is not an object")
-        token = (data.get("header") or {}).get("token") or data.get("token")
+        header = data.get("header")
+        token = (header.get("token") if isinstance(header, dict) else None) or data.get("token")
+        if token is not None and not isinstance(token, str):
+            token = ""  # not a token: fails the comparison below (or is ignored when signed)
         if signed:
             # The signature proves the sender; a configured token must still match.
             if self.credentials.get("verification_token") and token is not None:
@@ -123,20 +128,23 @@ class FeishuPlatform(Platform):
         raise PayloadInvalid("neither a schema 2.0 nor a 1.0 event")
 
     def _parse_v2(self, data: dict) -> list[ParsedEvent]:
-        header = data.get("header") or {}
-        event = data.get("event") or {}
-        event_id = str(header.get("event_id") or "")
+        header = object_field(data, "header")
+        event = object_field(data, "event")
+        event_id = text_field(header, "event_id", where="header.")
         if not event_id:
             raise PayloadInvalid("header.event_id is missing")
-        event_type = header.get("event_type", "")
-        tenant_key = str(header.get("tenant_key", ""))
+        event_type = text_field(header, "event_type", where="header.")
+        tenant_key = text_field(header, "tenant_key", where="header.")
         if event_type == "im.message.receive_v1":
-            sender = event.get("sender") or {}
-            message = event.get("message") or {}
+            sender = object_field(event, "sender", where="event.")
+            message = object_field(event, "message", where="event.")
             if sender.get("sender_type", "user") != "user":
                 return [ParsedEvent(event_key=event_id, kind="event", tenant_key=tenant_key)]
-            ids = sender.get("sender_id") or {}
-            text = _text_of(message.get("message_type", ""), message.get("content", ""))
+            ids = object_field(sender, "sender_id", where="event.sender.")
+            text = _text_of(
+                text_field(message, "message_type", where="event.message."),
+                text_field(message, "content", where="event.message."),
+            )
             files = self._attachments(message)
             if files is None:  # a file message on a connector that does not take files
                 return [ParsedEvent(event_key=event_id, kind="event", tenant_key=tenant_key)]
@@ -144,34 +152,35 @@ class FeishuPlatform(Platform):
                 ParsedEvent(
                     event_key=event_id,
                     kind="message",
-                    sender_id=str(ids.get("open_id", "")),
+                    sender_id=text_field(ids, "open_id", where="event.sender.sender_id."),
                     tenant_key=tenant_key,
-                    chat_id=str(message.get("chat_id", "")),
+                    chat_id=text_field(message, "chat_id", where="event.message."),
                     chat_type="group" if message.get("chat_type") == "group" else "p2p",
                     text=with_attachments(text, files),
                     attachments=[item.as_dict() for item in files],
-                    message_id=str(message.get("message_id", "")),
-                    thread_ref=str(message.get("root_id") or message.get("message_id", "")),
+                    message_id=text_field(message, "message_id", where="event.message."),
+                    thread_ref=text_field(message, "root_id", where="event.message.")
+                    or text_field(message, "message_id", where="event.message."),
                     context={
-                        "message_type": message.get("message_type", ""),
-                        "user_id": ids.get("user_id", ""),
-                        "union_id": ids.get("union_id", ""),
+                        "message_type": text_field(message, "message_type"),
+                        "user_id": text_field(ids, "user_id", where="event.sender.sender_id."),
+                        "union_id": text_field(ids, "union_id", where="event.sender.sender_id."),
                     },
                 )
             ]
         if event_type == "card.action.trigger":
-            operator = event.get("operator") or {}
-            action = event.get("action") or {}
-            context = event.get("context") or {}
+            operator = object_field(event, "operator", where="event.")
+            action = object_field(event, "action", where="event.")
+            context = object_field(event, "context", where="event.")
             value = action.get("value")
             return [
                 ParsedEvent(
                     event_key=event_id,
                     kind="card_action",
-                    sender_id=str(operator.get("open_id", "")),
+                    sender_id=text_field(operator, "open_id", where="event.operator."),
                     tenant_key=tenant_key,
-                    chat_id=str(context.get("open_chat_id", "")),
-                    message_id=str(context.get("open_message_id", "")),
+                    chat_id=text_field(context, "open_chat_id", where="event.context."),
+                    message_id=text_field(context, "open_message_id", where="event.context."),
                     action=value if isinstance(value, dict) else {},
                 )
             ]
@@ -193,46 +202,47 @@ class FeishuPlatform(Platform):
         if not file_messages_enabled(self):
             return None
         try:
-            content = json.loads(message.get("content") or "{}")
-        except ValueError:
+            content = json.loads(text_field(message, "content") or "{}")
+        except (ValueError, RecursionError):
             content = {}
         if not isinstance(content, dict):
             content = {}
-        key = content.get("image_key") if message_type == "image" else content.get("file_key")
+        key = text_field(content, "image_key" if message_type == "image" else "file_key")
         if not key:
             return []
         return [
             Attachment.of(
                 "image" if message_type == "image" else "file",
                 key,
-                name=content.get("file_name", ""),
-                message_id=message.get("message_id", ""),
+                name=text_field(content, "file_name"),
+                message_id=text_field(message, "message_id"),
             )
         ]
 
     def _parse_v1(self, data: dict) -> list[ParsedEvent]:
         event = data["event"]
-        uuid = str(data.get("uuid") or "")
+        uuid = text_field(data, "uuid")
         if not uuid:
             raise PayloadInvalid("uuid is missing")
         if event.get("type") != "message":
             return [
                 ParsedEvent(
-                    event_key=uuid, kind="event", context={"event_type": event.get("type", "")}
+                    event_key=uuid, kind="event", context={"event_type": text_field(event, "type")}
                 )
             ]
+        text = text_field(event, "text_without_at_bot") or text_field(event, "text")
         return [
             ParsedEvent(
                 event_key=uuid,
                 kind="message",
-                sender_id=str(event.get("open_id", "")),
-                tenant_key=str(event.get("tenant_key", "")),
-                chat_id=str(event.get("open_chat_id", "")),
+                sender_id=text_field(event, "open_id", where="event."),
+                tenant_key=text_field(event, "tenant_key", where="event."),
+                chat_id=text_field(event, "open_chat_id", where="event."),
                 chat_type="group" if event.get("chat_type") == "group" else "p2p",
-                text=str(event.get("text_without_at_bot") or event.get("text") or "").strip(),
-                message_id=str(event.get("open_message_id", "")),
-                thread_ref=str(event.get("open_message_id", "")),
-                context={"message_type": event.get("msg_type", ""), "schema": "1.0"},
+                text=text.strip(),
+                message_id=text_field(event, "open_message_id", where="event."),
+                thread_ref=text_field(event, "open_message_id", where="event."),
+                context={"message_type": text_field(event, "msg_type"), "schema": "1.0"},
             )
         ]
 
@@ -268,7 +278,9 @@ class FeishuPlatform(Platform):
 def _text_of(message_type: str, content: str) -> str:
     try:
         data = json.loads(content) if content else {}
-    except ValueError:
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(data, dict):
         return ""
     if message_type == "text":
         return _MENTION.sub("", str(data.get("text", ""))).strip()
@@ -278,9 +290,10 @@ def _text_of(message_type: str, content: str) -> str:
             or next((v.get("content") for v in data.values() if isinstance(v, dict)), [])
             or []
         )
+        lines = [line for line in body if isinstance(line, list)] if isinstance(body, list) else []
         parts = [
-            str(item.get("text", "")) for line in body for item in line if isinstance(item, dict)
+            str(item.get("text", "")) for line in lines for item in line if isinstance(item, dict)
         ]
-        title = data.get("title", "")
+        title = str(data.get("title") or "")
         return "\n".join(p for p in [title, " ".join(parts).strip()] if p)
     return ""

@@ -25,6 +25,8 @@ from connectors.base import (
     SignatureInvalid,
     Verified,
     constant_time_equal,
+    object_field,
+    text_field,
 )
 
 WINDOW = 60 * 5
@@ -66,6 +68,7 @@ class SlackPlatform(Platform):
     setting_fields = ("api_base_url", "team_id")
     extra = "slack"
     extra_module = "slack_sdk"
+    no_retry_headers = {"X-Slack-No-Retry": "1"}
 
     def verify(self, request: InboundRequest) -> Verified:
         if request.method != "POST":
@@ -84,7 +87,7 @@ class SlackPlatform(Platform):
                 data = json.loads(form.get("payload", ["{}"])[0])
             else:
                 data = json.loads(request.body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise PayloadInvalid("body is neither JSON nor a form payload") from None
         if not isinstance(data, dict):
             raise PayloadInvalid("payload must be an object")
@@ -98,26 +101,26 @@ class SlackPlatform(Platform):
     def parse(self, verified: Verified) -> list[ParsedEvent]:
         data = verified.data
         kind = data.get("type")
-        team = str(
-            (data.get("team") or {}).get("id", "")
+        team = (
+            text_field(data["team"], "id", where="team.")
             if isinstance(data.get("team"), dict)
-            else data.get("team_id", "")
+            else text_field(data, "team_id")
         )
         if kind == "block_actions":
             return self._parse_actions(data, team)
         if kind != "event_callback":
             return []
-        event = data.get("event") or {}
-        event_id = str(data.get("event_id") or "")
+        event = object_field(data, "event")
+        event_id = text_field(data, "event_id")
         if not event_id:
             raise PayloadInvalid("event_id is missing")
-        team = team or str(data.get("team_id", ""))
-        event_type = event.get("type")
+        team = team or text_field(data, "team_id")
+        event_type = text_field(event, "type", where="event.")
         is_user_message = (
             event_type in ("message", "app_mention")
             and not event.get("bot_id")
             and event.get("subtype") in (None, "file_share")
-            and event.get("user")
+            and text_field(event, "user", where="event.")
         )
         if not is_user_message:
             return [
@@ -128,11 +131,13 @@ class SlackPlatform(Platform):
                     context={"event_type": event_type},
                 )
             ]
-        channel = str(event.get("channel", ""))
-        ts = str(event.get("ts", ""))
+        channel = text_field(event, "channel", where="event.")
+        ts = text_field(event, "ts", where="event.")
         direct = event.get("channel_type") == "im"
-        text = _strip_mentions(event.get("text", ""))
+        text = _strip_mentions(text_field(event, "text", where="event."))
         files = []
+        if event.get("files") and not isinstance(event["files"], list):
+            raise PayloadInvalid("event.files must be a list")
         if event.get("files"):
             if file_messages_enabled(self):
                 files = [
@@ -153,40 +158,48 @@ class SlackPlatform(Platform):
             ParsedEvent(
                 event_key=f"msg:{channel}:{ts}" if channel and ts else event_id,
                 kind="message",
-                sender_id=str(event["user"]),
+                sender_id=text_field(event, "user"),
                 tenant_key=team,
                 chat_id=channel,
                 chat_type="p2p" if direct else "group",
                 text=with_attachments(text, files),
                 attachments=[item.as_dict() for item in files],
                 message_id=ts,
-                thread_ref=str(event.get("thread_ts") or ts),
+                thread_ref=text_field(event, "thread_ts", where="event.") or ts,
                 context={"channel": channel, "event_id": event_id},
             )
         ]
 
     def _parse_actions(self, data: dict, team: str) -> list[ParsedEvent]:
-        user = data.get("user") or {}
+        user = object_field(data, "user")
         actions = data.get("actions") or []
+        if not isinstance(actions, list):
+            raise PayloadInvalid("actions must be a list")
         if not actions:
             return []
         action = actions[0]
+        if not isinstance(action, dict):
+            raise PayloadInvalid("actions[0] must be an object")
         try:
-            value = json.loads(action.get("value") or "{}")
-        except ValueError:
+            value = json.loads(text_field(action, "value", where="actions[0].") or "{}")
+        except (ValueError, RecursionError):
             value = {}
-        container = data.get("container") or {}
-        channel = (data.get("channel") or {}).get("id") or container.get("channel_id", "")
+        container = object_field(data, "container")
+        channel = text_field(object_field(data, "channel"), "id", where="channel.") or text_field(
+            container, "channel_id", where="container."
+        )
+        user_id = text_field(user, "id", where="user.")
+        action_ts = text_field(action, "action_ts", where="actions[0].")
         return [
             ParsedEvent(
-                event_key=f"action:{user.get('id', '')}:{action.get('action_ts', '')}",
+                event_key=f"action:{user_id}:{action_ts}",
                 kind="card_action",
-                sender_id=str(user.get("id", "")),
+                sender_id=user_id,
                 tenant_key=team,
-                chat_id=str(channel),
-                message_id=str(container.get("message_ts", "")),
+                chat_id=channel,
+                message_id=text_field(container, "message_ts", where="container."),
                 action=value if isinstance(value, dict) else {},
-                context={"response_url": data.get("response_url", ""), "channel": channel},
+                context={"response_url": text_field(data, "response_url"), "channel": channel},
             )
         ]
 

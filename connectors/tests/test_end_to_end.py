@@ -326,7 +326,14 @@ class DingTalkDriver:
         )
 
     def replies(self):
-        return [r.json()["text"]["content"] for r in self.fake.server.calls("/robot/sendBySession")]
+        # The callback's sessionWebhook is not DingTalk's host (it is this loopback fake), so
+        # Cadre ignores it and answers through the robot API.
+        assert self.fake.server.calls("/robot/sendBySession") == []
+        return [
+            json.loads(r.json()["msgParam"])["content"]
+            for r in self.fake.server.calls("/v1.0/robot/oToMessages/batchSend")
+            if r.json()["msgKey"] == "sampleText"
+        ]
 
     def approve_value(self):
         sent = self.fake.server.calls("/v1.0/card/instances/createAndDeliver")[-1].json()

@@ -224,3 +224,16 @@ def test_edge_asks_for_one_drain_after_answering_several_events(edge, hook):
     # No drain has started in between (no worker here): one task will see all three.
     assert published == ["connectors.tasks.inbound_events_drain"]
     assert InboundEvent.objects.filter(connector=hook, status="queued").count() == 3
+
+
+def test_authentic_but_malformed_events_are_400_not_503_through_the_edge(edge, hook):
+    """Served as in production (edge threads, real commits): a wrong type is the sender's
+    mistake (400), and a NUL in the event is removed before storing, not a database error."""
+    body, headers = signed({**message("evt-typed"), "user": "u-1"})
+    status, _, answer = call(edge, hook.callback_path, body=body, headers=headers)
+    assert (status, json.loads(answer)["error"]["code"]) == (400, "invalid")
+    body, headers = signed({**message("evt\x00nul"), "text": "h\x00i \ud800"})
+    status, _, answer = call(edge, hook.callback_path, body=body, headers=headers)
+    assert status == 200, answer
+    event = InboundEvent.objects.get(connector=hook)
+    assert (event.event_key, event.payload["text"]) == ("evtnul", "hi \ufffd")

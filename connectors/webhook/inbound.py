@@ -23,6 +23,8 @@ from connectors.base import (
     Verified,
     check_freshness,
     constant_time_equal,
+    object_field,
+    text_field,
 )
 
 SIGNATURE_HEADER = "X-Cadre-Signature"
@@ -56,7 +58,7 @@ class WebhookPlatform(Platform):
             raise SignatureInvalid("signature mismatch")
         try:
             data = json.loads(request.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise PayloadInvalid("body is not JSON") from None
         if not isinstance(data, dict):
             raise PayloadInvalid("body must be a JSON object")
@@ -64,11 +66,11 @@ class WebhookPlatform(Platform):
 
     def parse(self, verified: Verified) -> list[ParsedEvent]:
         data = verified.data
-        event_id = str(data.get("event_id") or verified.request.header(EVENT_ID_HEADER))
+        event_id = text_field(data, "event_id") or verified.request.header(EVENT_ID_HEADER)
         if not event_id:
             raise PayloadInvalid("event_id is required")
-        user = data.get("user") or {}
-        chat = data.get("chat") or {}
+        user = object_field(data, "user")
+        chat = object_field(data, "chat")
         kind = "card_action" if data.get("type") == "card_action" else "message"
         if data.get("type") not in (None, "message", "card_action"):
             kind = "event"
@@ -76,15 +78,15 @@ class WebhookPlatform(Platform):
             ParsedEvent(
                 event_key=event_id,
                 kind=kind,
-                sender_id=str(user.get("id", "")),
-                sender_name=str(user.get("name", "")),
-                sender_email=str(user.get("email", "")),
-                sender_mobile=str(user.get("mobile", "")),
-                chat_id=str(chat.get("id", "")),
+                sender_id=text_field(user, "id", where="user."),
+                sender_name=text_field(user, "name", where="user."),
+                sender_email=text_field(user, "email", where="user."),
+                sender_mobile=text_field(user, "mobile", where="user."),
+                chat_id=text_field(chat, "id", where="chat."),
                 chat_type="group" if chat.get("type") == "group" else "p2p",
-                text=str(data.get("text", "")),
-                message_id=str(data.get("message_id", "")),
-                thread_ref=str(data.get("thread_id", "")),
+                text=text_field(data, "text"),
+                message_id=text_field(data, "message_id"),
+                thread_ref=text_field(data, "thread_id"),
                 action=data.get("action") if isinstance(data.get("action"), dict) else {},
             )
         ]

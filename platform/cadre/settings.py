@@ -342,6 +342,13 @@ CADRE_INVITATION_DAYS = env_int("CADRE_INVITATION_DAYS", 7, minimum=1)
 # Alert webhooks never reach internal addresses (SSRF) except these host names, IP addresses or
 # networks (comma-separated; "*" allows every internal destination).
 CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS", [])
+# The same guard for webhook connectors' callback URLs (their own allow-list).
+CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS", [])
+# Hosts whose https:// DingTalk sessionWebhook Cadre replies to (".example.com" = subdomains);
+# any other sessionWebhook in a callback is ignored and the reply goes through the API.
+CADRE_DINGTALK_SESSION_WEBHOOK_HOSTS = env_list(
+    "CADRE_DINGTALK_SESSION_WEBHOOK_HOSTS", ["oapi.dingtalk.com"]
+)
 CADRE_API_KEY_LAST_USED_INTERVAL = 60  # seconds between last_used_at writes for one key
 
 # --- API ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""DingTalk inbound contract: sign, 1-hour window, msgId dedupe, card callbacks."""
+"""DingTalk inbound contract: sign, 1-hour window, single-use sign, msgId dedupe, cards."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def robot_message(msg_id="msgA", text=" hello ", group=False):
         "senderCorpId": "corp-1",
         "conversationType": "2" if group else "1",
         "senderId": "$:LWCP_v1:$abc",
-        "sessionWebhook": "http://127.0.0.1:9/robot/sendBySession",
+        "sessionWebhook": "https://oapi.dingtalk.com/robot/sendBySession?session=abc",
         "text": {"content": text},
         "robotCode": "dingtestkey",
         "msgtype": "text",
@@ -66,7 +66,7 @@ def test_signed_robot_message_is_stored(connector):
     assert post(connector, robot_message()).status_code == 200
     event = InboundEvent.objects.get()
     assert (event.event_key, event.sender_id, event.payload["text"]) == ("msgA", "staff-1", "hello")
-    assert event.payload["context"]["session_webhook"].endswith("/robot/sendBySession")
+    assert event.payload["context"]["session_webhook"].startswith("https://oapi.dingtalk.com/")
 
 
 def test_group_message_keeps_the_conversation(connector):
@@ -91,14 +91,20 @@ def test_sign_older_than_an_hour_is_401(connector):
     assert post(connector, robot_message(), timestamp=old).status_code == 401
 
 
-def test_replayed_sign_with_another_body_is_deduplicated_by_msgid(connector):
+def test_replayed_sign_with_another_body_is_401(connector):
     ts = str(int(time.time() * 1000))
     post(connector, robot_message(text="original"), timestamp=ts)
-    # The sign does not cover the body: a replay inside the window with the same msgId and a
-    # different text must not create a second message.
-    assert post(connector, robot_message(text="tampered"), timestamp=ts).status_code == 200
+    # The sign does not cover the body: the same sign with a different body is refused.
+    assert post(connector, robot_message(text="tampered"), timestamp=ts).status_code == 401
     event = InboundEvent.objects.get()
     assert event.payload["text"] == "original"
+
+
+@pytest.mark.parametrize("timestamp", ["nan", "inf", "-inf", "NaN", "1e400"])
+def test_non_finite_timestamp_is_401(connector, timestamp):
+    response = post(connector, robot_message(), timestamp=timestamp, sign=dingtalk_sign(timestamp))
+    assert response.status_code == 401
+    assert not InboundEvent.objects.exists()
 
 
 def test_message_without_msgid_is_400(connector):

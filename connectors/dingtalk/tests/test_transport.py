@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -46,21 +45,6 @@ def test_401_token_is_refreshed(connector, ding, sleeps):
     ding.valid_tokens.clear()
     DingTalkTransport(connector, sleep=sleeps.append).send_text(Recipient.user("u"), "2")
     assert len(ding.server.calls("/v1.0/oauth2/accessToken")) == 2
-
-
-def test_reply_uses_a_live_session_webhook_without_a_token(connector, ding, sleeps):
-    context = {
-        "session_webhook": f"{ding.url}/robot/sendBySession",
-        "session_webhook_expires": int(time.time() * 1000) + 600_000,
-    }
-    DingTalkTransport(connector, sleep=sleeps.append).send_text(
-        Recipient.user("u"), "via session", context=context
-    )
-    assert ding.server.calls("/robot/sendBySession")[0].json() == {
-        "msgtype": "text",
-        "text": {"content": "via session"},
-    }
-    assert ding.server.calls("/v1.0/oauth2/accessToken") == []
 
 
 def test_throttling_is_retried(connector, ding, sleeps):

@@ -59,11 +59,14 @@ class WebhookRefused(InvalidInput):
 # --- the destination check ------------------------------------------------------------------
 
 
-def _allow_list() -> tuple[bool, set[str], list]:
-    """(everything allowed, host names, networks) from CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS."""
+ALERT_ALLOW_SETTING = "CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS"
+
+
+def _allow_list(setting: str = ALERT_ALLOW_SETTING) -> tuple[bool, set[str], list]:
+    """(everything allowed, host names, networks) from the allow-list setting."""
     names: set[str] = set()
     networks: list = []
-    for entry in getattr(settings, "CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS", []) or []:
+    for entry in getattr(settings, setting, []) or []:
         entry = str(entry).strip().lower()
         if entry == "*":
             return True, names, networks
@@ -79,8 +82,8 @@ def _internal(address) -> bool:
     return not address.is_global or address.is_multicast
 
 
-def _check_addresses(host: str, addresses: list) -> None:
-    everything, names, networks = _allow_list()
+def _check_addresses(host: str, addresses: list, setting: str = ALERT_ALLOW_SETTING) -> None:
+    everything, names, networks = _allow_list(setting)
     if everything or host in names:
         return
     for address in addresses:
@@ -88,9 +91,9 @@ def _check_addresses(host: str, addresses: list) -> None:
             address = address.ipv4_mapped  # ::ffff:10.0.0.1 is 10.0.0.1
         if _internal(address) and not any(address in network for network in networks):
             raise WebhookRefused(
-                f"The webhook host {host!r} resolves to the internal address {address}; alert "
+                f"The webhook host {host!r} resolves to the internal address {address}; "
                 "webhooks may only reach public addresses (an administrator can allow internal "
-                "hosts with CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS).",
+                f"hosts with {setting}).",
                 details={"url": [f"{host} resolves to an internal address ({address})."]},
             )
 
@@ -135,19 +138,20 @@ def _resolve(host: str, port: int) -> list:
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos))
 
 
-def validate_webhook_url(url) -> str:
+def validate_webhook_url(url, *, allow_setting: str = ALERT_ALLOW_SETTING) -> str:
     """Check a webhook URL when a rule is saved; returns it stripped, or raises WebhookRefused
-    (400). A host that does not resolve right now is accepted: the send-time check decides."""
+    (400). A host that does not resolve right now is accepted: the send-time check decides.
+    `allow_setting` names the allow-list (webhook connectors have their own)."""
     _, host, port = _parse(url)
     literal = _literal(host)
     if literal is not None:
-        _check_addresses(host, [literal])
+        _check_addresses(host, [literal], allow_setting)
     else:
         try:
             addresses = _resolve(host, port)
         except (OSError, UnicodeError):
             addresses = []
-        _check_addresses(host, addresses)
+        _check_addresses(host, addresses, allow_setting)
     return url.strip()
 
 
@@ -160,7 +164,7 @@ class WebhookTarget:
     path: str
 
 
-def webhook_target(url: str) -> WebhookTarget:
+def webhook_target(url: str, *, allow_setting: str = ALERT_ALLOW_SETTING) -> WebhookTarget:
     """Resolve and check a webhook URL at send time (DNS errors propagate as OSError, which
     the delivery task retries; an internal destination is WebhookRefused)."""
     scheme, host, port = _parse(url)
@@ -168,7 +172,7 @@ def webhook_target(url: str) -> WebhookTarget:
     addresses = [literal] if literal is not None else _resolve(host, port)
     if not addresses:
         raise OSError(f"{host} has no address")
-    _check_addresses(host, addresses)
+    _check_addresses(host, addresses, allow_setting)
     parts = urlsplit(url.strip())
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return WebhookTarget(scheme, host, port, str(addresses[0]), path)

@@ -93,9 +93,13 @@ SETTING_FIELDS: dict[str, tuple[SettingField, ...]] = {
         SettingField(
             "mode",
             "How events arrive",
+            "Stream mode is recommended: messages arrive over a connection Cadre opens with the "
+            "app credentials, and no public URL is exposed. An HTTP callback's sign covers only "
+            "its timestamp, not the message, so Cadre accepts each sign once and replies only "
+            "through DingTalk's own hosts.",
             choices=(
+                ("stream", "Stream mode (recommended; no public URL needed)"),
                 ("webhook", "HTTP callbacks to this server"),
-                ("stream", "Stream mode (no public URL needed)"),
             ),
         ),
         SettingField("robot_code", "Robot code", "Defaults to the Client ID."),
