@@ -322,3 +322,25 @@ def test_public_key_is_published_without_authentication(client):
     assert body["key_id"] == signing.key_id()
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     assert "/api/v1/audit/public-key/" in schema["paths"]
+
+
+@pytest.mark.django_db
+def test_console_export_page_shows_the_signing_key_and_fingerprint(alice, client_for):
+    from django.urls import reverse
+
+    page = client_for(alice).get(reverse("console:audit_exports"))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert signing.key_id() in text
+    assert signing.public_key_pem().splitlines()[1] in text
+    assert "/api/v1/audit/public-key/" in text
+
+
+@pytest.mark.django_db
+def test_doctor_warns_when_the_app_connects_as_a_superuser_or_owner():
+    from cadre.runtime.doctor import check_database_role
+
+    check = check_database_role()  # the test database's connection is the owner's
+    assert check.status == "WARN"
+    assert "superuser" in check.detail or "owns governance_auditevent" in check.detail
+    assert "DATABASE_OWNER_URL" in check.fix
