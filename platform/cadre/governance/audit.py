@@ -26,8 +26,8 @@ import json
 import logging
 import re
 import time
-from datetime import UTC, datetime
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import cache, partial
 from operator import itemgetter
 from typing import Any
