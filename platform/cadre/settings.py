@@ -75,11 +75,16 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [CADRE_BASE_URL])
 
 # --- services -----------------------------------------------------------------------------
 
+# The application connects as DATABASE_URL's role; DATABASE_OWNER_URL's role owns the schema
+# and runs `migrate` (unset: DATABASE_URL's role does both, which `cadre doctor` warns about:
+# an owner can disable the audit table's triggers). See docs/audit.md.
 DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql"))
+DATABASE_OWNER_URL = env_url("DATABASE_OWNER_URL", schemes=("postgres", "postgresql"))
 if DATABASE_URL is None:
-    from cadre.runtime.embedded import start_postgres
+    from cadre.runtime.embedded import app_role_url, start_postgres
 
-    DATABASE_URL = start_postgres(DATA_DIR)
+    DATABASE_OWNER_URL = start_postgres(DATA_DIR)
+    DATABASE_URL = app_role_url(DATABASE_OWNER_URL)
     DATABASE_EMBEDDED = True
 else:
     DATABASE_EMBEDDED = False
@@ -110,7 +115,18 @@ def _database_from_url(url: str) -> dict:
     }
 
 
-DATABASES = {"default": _database_from_url(DATABASE_URL)}
+# Tests create their database and migrate it as the owner, and run as the owner.
+DATABASES = {
+    "default": _database_from_url(
+        DATABASE_OWNER_URL if TESTING and DATABASE_OWNER_URL else DATABASE_URL
+    )
+}
+# What `migrate` connects as (cadre.runtime's migrate command), and the role every migrate
+# grants the application's privileges to (cadre.runtime.database_roles); None: one role.
+DATABASE_OWNER = _database_from_url(DATABASE_OWNER_URL) if DATABASE_OWNER_URL else None
+DATABASE_APP_ROLE = _database_from_url(DATABASE_URL)["USER"] if DATABASE_OWNER else None
+if DATABASE_OWNER and DATABASE_OWNER["USER"] == DATABASE_APP_ROLE:
+    DATABASE_OWNER = DATABASE_APP_ROLE = None
 
 REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
 if REDIS_URL is None:
@@ -180,6 +196,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 # connection per task cost a run about a fork of PostgreSQL, a login and a type lookup.
 CELERY_DB_REUSE_MAX = 10_000
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# The append-only log of signed audit chain-head digests, outside the database (a relative
+# path is under CADRE_DATA_DIR).
+AUDIT_DIGEST_LOG = DATA_DIR / env_str("CADRE_AUDIT_DIGEST_LOG", "audit-digests.jsonl")
 from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa: E402
 from cadre.skills.schedule import BEAT_SCHEDULE as SKILLS_BEAT_SCHEDULE  # noqa: E402
 
@@ -204,6 +223,11 @@ CELERY_BEAT_SCHEDULE: dict = {
     },
     # Safety net: seals audit events whose on-commit seal task never ran.
     "governance-audit-seal": {"task": "cadre.governance.audit_tasks.audit_seal", "schedule": 30.0},
+    # Signed chain-head digests (docs/audit.md): what a rewrite after the last one is held to.
+    "governance-audit-digest": {
+        "task": "cadre.governance.audit_tasks.audit_digest",
+        "schedule": float(env_int("CADRE_AUDIT_DIGEST_INTERVAL", 300, minimum=10)),
+    },
     "hub-upload-tickets-purge": {"task": "hub.tasks.upload_tickets_purge", "schedule": 600.0},
 }
 # The Celery queue agent runs are sent to (a separate worker pool can serve it).

@@ -1,4 +1,6 @@
-"""The instance's Ed25519 signing key: signs Hub skill versions and audit export manifests.
+"""The instance's Ed25519 signing key: signs Hub skill versions, audit export manifests and the
+audit chain's digests (cadre.governance.audit_digest). It lives outside the database, so a
+database writer cannot sign anything; its public half is published at /api/v1/audit/public-key/.
 
 The key comes from CADRE_SIGNING_KEY / CADRE_SIGNING_KEY_FILE (a PKCS#8 PEM private key) or,
 with neither set, is generated once into DATA_DIR/signing_ed25519.pem (mode 0600) — fine for a
@@ -79,6 +81,15 @@ def public_key() -> Ed25519PublicKey:
     return private_key().public_key()
 
 
+def existing_public_key() -> Ed25519PublicKey | None:
+    """The instance's public key if this machine has the instance key (configured or already
+    generated), else None — never generates one (a verifier on another machine has none)."""
+    configured = env_secret("CADRE_SIGNING_KEY")
+    if configured or (Path(settings.DATA_DIR) / KEY_FILE_NAME).exists():
+        return public_key()
+    return None
+
+
 def _raw_public(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
@@ -90,9 +101,18 @@ def public_key_pem(key: Ed25519PublicKey | None = None) -> str:
     ).decode()
 
 
-def key_id(key: Ed25519PublicKey | None = None) -> str:
-    """SHA-256 (hex) of the raw 32-byte public key."""
+def key_id(key: Ed25519PublicKey | str | None = None) -> str:
+    """SHA-256 (hex) of the raw 32-byte public key (a key object or PEM; default the
+    instance's): the key's fingerprint, computed, never taken from what a document says."""
+    if isinstance(key, (str, bytes)):
+        key = load_public_key(key)
     return hashlib.sha256(_raw_public(key or public_key())).hexdigest()
+
+
+def published_key() -> dict:
+    """What the instance publishes (/api/v1/audit/public-key/, the console's export page)."""
+    key = public_key()
+    return {"algorithm": "Ed25519", "key_id": key_id(key), "public_key_pem": public_key_pem(key)}
 
 
 def sign(data: bytes) -> str:
@@ -101,8 +121,12 @@ def sign(data: bytes) -> str:
 
 
 def load_public_key(pem: str | bytes) -> Ed25519PublicKey:
+    """An Ed25519 public key from PEM; ValueError when it is not one."""
     raw = pem.encode() if isinstance(pem, str) else pem
-    key = serialization.load_pem_public_key(raw)
+    try:
+        key = serialization.load_pem_public_key(raw)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"not a PEM public key ({error})") from None
     if not isinstance(key, Ed25519PublicKey):
         raise ValueError("not an Ed25519 public key")
     return key

@@ -83,7 +83,10 @@ def test_events_are_recorded_unsealed_and_sealed_into_a_contiguous_chain(org_a):
         assert event.prev_hash == previous.hash
     head = AuditChainHead.objects.get(organization=org_a)
     assert (head.sequence, head.hash) == (5, events[-1].hash)
-    assert audit.verify_chain(org_a) == {"ok": True, "checked": 5, "unsealed": 0, "broken": None}
+    assert (
+        audit.verify_chain(org_a).items()
+        >= {"ok": True, "checked": 5, "unsealed": 0, "broken": None}.items()
+    )
     assert "OK, 5 events verified" in _verify("acme")
 
 
@@ -118,9 +121,12 @@ def test_each_organization_has_its_own_chain(org_a, org_b):
 def test_verify_counts_unsealed_events_without_checking_them(org_a):
     _sealed_many(org_a, 3)
     _record_many(org_a, 2)
-    assert audit.verify_chain(org_a) == {"ok": True, "checked": 3, "unsealed": 2, "broken": None}
+    assert (
+        audit.verify_chain(org_a).items()
+        >= {"ok": True, "checked": 3, "unsealed": 2, "broken": None}.items()
+    )
     assert "OK, 3 events verified (2 newer events not sealed yet)" in _verify("acme")
-    assert "OK, 5 events verified\n" in _verify("acme", "--seal")
+    assert "OK, 5 events verified;" in _verify("acme", "--seal")
 
 
 def test_chain_order_lists_unsealed_events_after_sealed_ones_in_insertion_order(org_a):
@@ -324,7 +330,10 @@ def test_ipv6_addresses_survive_the_round_trip_through_the_hash(org_a):
         finally:
             _request_context.reset(token)
     assert audit.seal(organization=org_a) == 4
-    assert audit.verify_chain(org_a) == {"ok": True, "checked": 4, "unsealed": 0, "broken": None}
+    assert (
+        audit.verify_chain(org_a).items()
+        >= {"ok": True, "checked": 4, "unsealed": 0, "broken": None}.items()
+    )
 
 
 def test_nul_characters_in_request_context_do_not_break_recording(org_a):
@@ -346,4 +355,7 @@ def test_member_actor_events_verify(org_a):
     member = MemberFactory(organization=org_a, roles=["owner"])
     audit.record(actor=member_actor(member), action="test.member", target=member)
     audit.seal(organization=org_a)
-    assert audit.verify_chain(org_a) == {"ok": True, "checked": 1, "unsealed": 0, "broken": None}
+    assert (
+        audit.verify_chain(org_a).items()
+        >= {"ok": True, "checked": 1, "unsealed": 0, "broken": None}.items()
+    )

@@ -103,7 +103,10 @@ def test_record_returns_the_row_it_stored(org_a, django_assert_num_queries):
     with django_assert_num_queries(0):
         assert event.organization == org_a  # cached, as AuditEvent(organization=...) has it
     audit.seal(organization=org_a)
-    assert audit.verify_chain(org_a) == {"ok": True, "checked": 1, "unsealed": 0, "broken": None}
+    assert (
+        audit.verify_chain(org_a).items()
+        >= {"ok": True, "checked": 1, "unsealed": 0, "broken": None}.items()
+    )
 
 
 def test_record_stores_changes_cleaned(org_a):

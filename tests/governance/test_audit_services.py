@@ -370,9 +370,12 @@ def test_a_failed_service_leaves_no_gap_in_the_chain(org_a, owner, alice):
         .values_list("sequence", flat=True)
     )
     assert sequences == list(range(1, len(sequences) + 1))
-    assert audit.verify_chain(org_a) == {
-        "ok": True,
-        "checked": len(sequences),
-        "unsealed": 0,
-        "broken": None,
-    }
+    assert (
+        audit.verify_chain(org_a).items()
+        >= {
+            "ok": True,
+            "checked": len(sequences),
+            "unsealed": 0,
+            "broken": None,
+        }.items()
+    )

@@ -68,6 +68,7 @@ def test_export_writes_signed_bundle_that_verifies(alice, data_dir):
         "audit.jsonl",
         "audit.csv",
         "audit.ocsf.jsonl",
+        "digests.jsonl",
     }
     rows = [json.loads(line) for line in (directory / "audit.jsonl").read_text().splitlines()]
     assert [row["sequence"] for row in rows] == list(range(1, 26))

@@ -13,6 +13,9 @@ wait for each other:
 An event that commits late (a lower id than events already sealed) is simply sealed in a later
 batch: the chain order is the sealing order (sequence), never the id, so a sealed chain is never
 rewritten. The database lets exactly that one update through (see migration 0005).
+
+The chain is unkeyed; what anchors it against whoever can write the table are the signed
+digests of its heads (`digest_write`, audit_digest), checked by `verify_chain`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import logging
 import re
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache, partial
 from operator import itemgetter
@@ -32,9 +37,12 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from cadre.governance import audit_digest
 from cadre.governance.audit_models import AuditChainHead, AuditEvent
 from cadre.governance.audit_tasks import audit_seal
 from cadre.observability import current_request, current_trace_id
+
+logger = logging.getLogger(__name__)
 
 GENESIS_HASH = "0" * 64
 REDACTED = "[redacted]"
@@ -404,24 +412,64 @@ def _seal_batch(organization_id: int, batch_size: int) -> int:
 
 
 def verify_chain(organization) -> dict:
-    """Recompute the organization's sealed chain from one consistent snapshot.
+    """Recompute the organization's sealed chain from one consistent snapshot, and check it
+    against the signed digests of its heads (audit_digest): a chain recomputed after a digest
+    was signed differs from it.
 
-    Returns {"ok", "checked", "unsealed", "broken": {...} | None}; `unsealed` counts the events
-    still waiting for their seal (not part of the chain yet, so not checked).
+    Returns {"ok", "checked", "unsealed", "broken": {...} | None, "digests": {...}};
+    `unsealed` counts the events still waiting for their seal (not part of the chain yet, so
+    not checked), `digests` what the digest log anchored (audit_digest.Anchors.summary).
     """
+    anchors = audit_digest.anchors(organization.pk)
+    with _snapshot():
+        return _verify_chain(organization, anchors)
+
+
+@contextmanager
+def _snapshot():
+    """One snapshot for the events and the head: a seal committing meanwhile is either wholly
+    seen or not at all, so it never looks like missing events. (Inside a transaction already,
+    that transaction's view.)"""
     if connection.in_atomic_block:
-        return _verify_chain(organization)
+        yield
+        return
     with transaction.atomic():
-        # One snapshot for the events and the head: a seal committing meanwhile is either
-        # wholly seen or not at all, so it never looks like missing events.
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        return _verify_chain(organization)
+        yield
 
 
-def _verify_chain(organization) -> dict:
-    expected_sequence, previous = 1, GENESIS_HASH
-    checked = 0
+def _walk(organization_id: int, events, sequence: int, previous: str, anchors: dict[int, dict]):
+    """Check `events` (sealed, in sequence order) as the chain from position `sequence` on,
+    linked to `previous`. Returns (checked, last hash, broken or None)."""
+    checked, matched = 0, sequence - 1
+    for event in events:
+        fields = {name: getattr(event, name) for name in _HASHED_FIELDS}
+        anchor = anchors.get(event.sequence)
+        problem = None
+        if event.sequence != sequence:
+            problem = f"event missing at position {sequence}"
+        elif event.prev_hash != previous:
+            problem = "prev_hash does not match the previous event's hash"
+        elif event_hash(organization_id, event.created_at, fields) != event.hash:
+            problem = "content does not match its hash (edited)"
+        elif anchor is not None and anchor["hash"] != event.hash:
+            problem = (
+                f"differs from the digest signed at {anchor['signed_at']}: the chain was "
+                f"rewritten and its hashes recomputed (an event at positions {matched + 1}-"
+                f"{sequence} was changed, removed or inserted)"
+            )
+        if problem:
+            broken = {"event_id": event.pk, "position": sequence, "problem": problem}
+            return checked, previous, broken
+        if anchor is not None:
+            matched = sequence
+        previous, sequence = event.hash, sequence + 1
+        checked += 1
+    return checked, previous, None
+
+
+def _verify_chain(organization, anchors: audit_digest.Anchors) -> dict:
     unsealed = AuditEvent.objects.unsealed().filter(organization=organization).count()
     events = (
         AuditEvent.objects.sealed()
@@ -429,35 +477,89 @@ def _verify_chain(organization) -> dict:
         .order_by("sequence")
         .iterator(2000)
     )
-    for event in events:
-        fields = {name: getattr(event, name) for name in _HASHED_FIELDS}
-        problem = None
-        if event.sequence != expected_sequence:
-            problem = f"event missing at position {expected_sequence}"
-        elif event.prev_hash != previous:
-            problem = "prev_hash does not match the previous event's hash"
-        elif event_hash(organization.pk, event.created_at, fields) != event.hash:
-            problem = "content does not match its hash (edited)"
-        if problem:
-            return {
-                "ok": False,
-                "checked": checked,
-                "unsealed": unsealed,
-                "broken": {"event_id": event.pk, "position": expected_sequence, "problem": problem},
-            }
-        previous, expected_sequence = event.hash, expected_sequence + 1
-        checked += 1
+    result = {"ok": False, "unsealed": unsealed, "digests": anchors.summary()}
+    checked, previous, broken = _walk(organization.pk, events, 1, GENESIS_HASH, anchors.trusted)
+    result["checked"] = checked
+    if broken:
+        return {**result, "broken": broken}
     head = AuditChainHead.objects.filter(organization=organization).first()
     if head is not None and (head.sequence != checked or head.hash != previous):
-        return {
-            "ok": False,
-            "checked": checked,
-            "unsealed": unsealed,
-            "broken": {
-                "event_id": None,
-                "position": checked + 1,
-                "problem": f"chain head is at position {head.sequence}: events after "
-                f"position {checked} are missing",
-            },
-        }
-    return {"ok": True, "checked": checked, "unsealed": unsealed, "broken": None}
+        problem = (
+            f"chain head is at position {head.sequence}: events after position {checked} "
+            "are missing"
+        )
+        return {**result, "broken": {"event_id": None, "position": checked + 1, "problem": problem}}
+    last = anchors.last
+    if last is not None and last["sequence"] > checked:
+        problem = (
+            f"the chain ends at position {checked}, but the digest signed at "
+            f"{last['signed_at']} has it at position {last['sequence']}: events were removed"
+        )
+        return {**result, "broken": {"event_id": None, "position": checked + 1, "problem": problem}}
+    if anchors.invalid:
+        lines = ", ".join(map(str, anchors.invalid[:10]))
+        problem = (
+            f"digest log {audit_digest.log_path()} line(s) {lines}: not a digest of this "
+            "organization signed by the instance key (the log was altered)"
+        )
+        return {**result, "broken": {"event_id": None, "position": None, "problem": problem}}
+    return {**result, "ok": True, "broken": None}
+
+
+class AuditChainBroken(Exception):
+    """The chain no longer extends its last signed digest: no new digest is signed over it."""
+
+
+def digest_write(organization) -> dict | None:
+    """Sign the organization's chain head and append it to the digest log, once the chain
+    from the last signed digest to the head checks out (so a rewritten chain is never signed).
+
+    Returns the new digest, or None when the head has not moved since the last one. Raises
+    AuditChainBroken when the chain does not extend the last digest. Seal first for an
+    up-to-date head (the beat task does).
+    """
+    organization_id = getattr(organization, "pk", organization)
+    last = audit_digest.anchors(organization_id).last
+    with _snapshot():
+        head = AuditChainHead.objects.filter(organization_id=organization_id).first()
+        if head is None or head.sequence == 0:
+            return None
+        if last is not None and (last["sequence"], last["hash"]) == (head.sequence, head.hash):
+            return None
+        sealed = AuditEvent.objects.sealed().filter(organization_id=organization_id)
+        sequence, previous = 1, GENESIS_HASH
+        if last is not None:
+            at_last = sealed.filter(sequence=last["sequence"]).values_list("hash", flat=True)
+            if list(at_last) != [last["hash"]]:
+                raise AuditChainBroken(
+                    f"organization {organization_id}: the event at position {last['sequence']} "
+                    f"no longer has the hash of the digest signed at {last['signed_at']}"
+                )
+            sequence, previous = last["sequence"] + 1, last["hash"]
+        events = sealed.filter(sequence__gte=sequence).order_by("sequence").iterator(2000)
+        checked, previous, broken = _walk(organization_id, events, sequence, previous, {})
+        if broken or sequence + checked - 1 != head.sequence or previous != head.hash:
+            where = broken or {"position": sequence + checked, "problem": "head mismatch"}
+            raise AuditChainBroken(
+                f"organization {organization_id}: chain broken at position "
+                f"{where['position']}: {where['problem']}"
+            )
+    digest = audit_digest.signed(
+        organization_id=organization_id, sequence=head.sequence, hash=head.hash
+    )
+    audit_digest.append(digest)
+    return digest
+
+
+def digest_all() -> dict:
+    """Seal, then sign a digest of every organization's chain head that moved (the beat task).
+    A chain that no longer extends its last digest gets none, and is logged as an error."""
+    written, broken = 0, []
+    for organization_id in AuditChainHead.objects.order_by("pk").values_list("pk", flat=True):
+        seal(organization=organization_id)
+        try:
+            written += digest_write(organization_id) is not None
+        except AuditChainBroken as error:
+            logger.error("audit digest refused: %s", error)
+            broken.append(organization_id)
+    return {"written": written, "broken": broken}

@@ -1,4 +1,5 @@
-"""The audit sealing task, enqueued by `audit` after each commit and run by beat as a net."""
+"""The audit tasks: sealing (enqueued by `audit` after each commit, and by beat as a net) and
+the signed chain-head digests (beat)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,16 @@ def audit_seal(organization_id: int | None = None) -> int:
     from cadre.governance.audit import seal
 
     return seal(organization=organization_id)
+
+
+@shared_task(
+    autoretry_for=(ConnectionError, OSError, OperationalError),
+    retry_backoff=True,
+    retry_jitter=True,
+    max_retries=5,
+)
+def audit_digest() -> dict:
+    """Sign a digest of every organization's chain head into the digest log (beat)."""
+    from cadre.governance.audit import digest_all
+
+    return digest_all()

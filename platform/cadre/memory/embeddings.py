@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import ProgrammingError, connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
@@ -359,13 +359,33 @@ def ensure_index(model: EmbeddingModel) -> str:
                     # CREATE INDEX refuses to run while deferred FK checks are pending in this
                     # transaction: run them now (Django's FKs are all INITIALLY DEFERRED).
                     cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                    cursor.execute(statement)
+                    _create_index(cursor, statement, name, savepoint=True)
                     cursor.execute("SET CONSTRAINTS ALL DEFERRED")
                 else:
-                    cursor.execute(statement)
+                    _create_index(cursor, statement, name, savepoint=False)
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [_advisory_key(name)])
     return name
+
+
+def _create_index(cursor, statement: str, name: str, *, savepoint: bool) -> None:
+    """Run the CREATE INDEX; the application's database role owns no table, so it may be
+    refused: search then scans exactly, and the next `migrate` (as the owner) builds it. In a
+    transaction, a savepoint keeps a refusal from aborting the caller's work."""
+    try:
+        if savepoint:
+            with transaction.atomic():
+                cursor.execute(statement)
+        else:
+            cursor.execute(statement)
+    except ProgrammingError as error:
+        if getattr(error.__cause__, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        logger.warning(
+            "embedding index %s not built: the database role does not own the table; "
+            "run `cadre manage migrate` to build it as the owner",
+            name,
+        )
 
 
 def register_model(id: str, provider: str, name: str, dimension: int) -> EmbeddingModel:

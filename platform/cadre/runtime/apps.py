@@ -9,6 +9,10 @@ class RuntimeConfig(AppConfig):
     verbose_name = "Runtime"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from cadre.observability import configure_tracing
+        from cadre.runtime.database_roles import on_post_migrate
 
         configure_tracing()
+        post_migrate.connect(on_post_migrate, dispatch_uid="cadre.runtime.database_roles")

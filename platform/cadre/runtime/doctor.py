@@ -167,6 +167,50 @@ def check_migrations() -> Check:
     return Check(OK, "migrations", f"all applied ({applied})")
 
 
+def check_database_role() -> Check:
+    """The role the application connects as must not be able to undo the audit trail: no
+    superuser, not the audit table's owner (or a member of its owner), no TRUNCATE or DELETE."""
+    from cadre.governance.audit_models import AuditEvent
+
+    table = AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_user, r.rolsuper, pg_has_role(current_user, c.relowner, 'USAGE'), "
+            "pg_get_userbyid(c.relowner), has_table_privilege(c.oid, 'TRUNCATE'), "
+            "has_table_privilege(c.oid, 'DELETE') "
+            "FROM pg_roles r, pg_class c "
+            "WHERE r.rolname = current_user AND c.oid = to_regclass(%s)",
+            [table],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return Check(FAIL, "database role", f"the audit table {table} is missing")
+    role, superuser, owns, owner, truncate, delete = row
+    problems = []
+    if superuser:
+        problems.append("is a superuser")
+    elif owns:
+        problems.append(f"owns {table}" if role == owner else f"is a member of its owner {owner}")
+    else:
+        problems += [
+            f"may {verb} it"
+            for verb, allowed in (("TRUNCATE", truncate), ("DELETE", delete))
+            if allowed
+        ]
+    if problems:
+        return Check(
+            WARN,
+            "database role",
+            f"the application connects as {role}, which {' and '.join(problems)}: it can "
+            "disable the audit table's triggers or empty it, and rewrite the chain (the "
+            "signed digests still detect a rewrite after the last one)",
+            "create a role that owns nothing for DATABASE_URL and give the owner's URL as "
+            "DATABASE_OWNER_URL: `migrate` then grants the application's role only what it "
+            "needs (docs/audit.md#database-roles)",
+        )
+    return Check(OK, "database role", f"{role}: owns no table, cannot truncate the audit trail")
+
+
 def check_encryption(tables_ready: bool) -> list[Check]:
     from cadre.crypto import stored_values_report
 
@@ -312,6 +356,8 @@ def run_checks() -> list[Check]:
         tables_ready = checks[-1].status == OK
     checks.append(check_redis())
     if database.status != FAIL:
+        if tables_ready:
+            checks.append(check_database_role())
         checks.extend(check_encryption(tables_ready))
     checks.extend(check_generated_secrets())
     checks.append(check_hosts())

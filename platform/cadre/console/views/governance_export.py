@@ -8,6 +8,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
+from cadre import signing
 from cadre.console.forms import add_service_error
 from cadre.console.views.base import paginate, posted, require_permission
 from cadre.console.views.governance_forms import AuditExportForm
@@ -54,6 +55,7 @@ def audit_export_list(request):
             "page": paginate(request, jobs.order_by("-created_at", "-pk")),
             "query": "",
             "can_unmask": actor.has("policy.manage"),
+            "signing_key": signing.published_key(),
         },
         status=status,
     )

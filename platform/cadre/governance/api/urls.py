@@ -18,5 +18,6 @@ router.register("alerts", alerts.AlertViewSet, basename="alert")
 
 urlpatterns = [
     path("policy-plugins/", controls.PolicyPluginListView.as_view(), name="policy-plugins"),
+    path("audit/public-key/", audit.AuditPublicKeyView.as_view(), name="audit-public-key"),
     *router.urls,
 ]

@@ -12,10 +12,12 @@ on the fly):
     audit.jsonl          one event per line: the audit columns + hash and prev_hash
     audit.csv            the same columns, `changes` as JSON text
     audit.ocsf.jsonl     OCSF 1.1 "API Activity" (class 6003) events, one per line
+    digests.jsonl        the organization's signed chain-head digests (audit_digest)
     manifest.json        rows, range, filters, chain heads, SHA-256 and block hashes per file
     manifest.sig         base64 Ed25519 signature of manifest.json's exact bytes
 
-`verify_bundle` (and `manage.py audit_export_verify`) checks all of it offline.
+`verify_bundle` (and `manage.py audit_export_verify`) checks all of it offline, against a key
+it trusts (the instance's, a given PEM, or a pinned key id), never the manifest's own.
 
 The package is split by concern; import from `cadre.governance.export`.
 """

@@ -13,11 +13,13 @@ from pathlib import Path
 from django.utils import timezone
 
 from cadre import signing
+from cadre.governance import audit_digest
 from cadre.governance.export.formats import FILE_NAMES, FORMATS, csv_line, json_line, ocsf_event
 from cadre.governance.export.rows import COLUMNS, TextMasker, iso, masked
 from cadre.governance.models import AuditChainHead
 
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
+DIGESTS = "digests.jsonl"
 BUNDLE_FORMAT = "cadre-audit-export"
 BLOCK_LINES = 1000  # block hashes pinpoint tampering in a file to a 1,000-line block
 PROGRESS_EVERY = 20_000
@@ -111,6 +113,7 @@ def write_bundle(
                 on_progress(count)
     finally:
         files = [writers[fmt].close() for fmt in formats]
+    files.append(_write_digests(directory, organization))
     head = AuditChainHead.objects.filter(organization=organization).first()
     manifest = {
         "format": BUNDLE_FORMAT,
@@ -149,6 +152,18 @@ def write_bundle(
     if on_progress is not None:
         on_progress(count)
     return BundleResult(rows=count, manifest=manifest, directory=directory)
+
+
+def _write_digests(directory: Path, organization) -> dict:
+    """The organization's signed chain-head digests, as in the digest log: a verifier checks
+    the exported rows against them (a chain rewritten after a digest no longer matches it)."""
+    writer = HashedWriter(directory / DIGESTS, DIGESTS, "digests")
+    try:
+        for _number, text in audit_digest.read_lines(organization.pk):
+            writer.write(text.encode("utf-8") + b"\n")
+    finally:
+        entry = writer.close()
+    return entry
 
 
 def tar_stream(directory: Path, *, chunk_size: int = 1 << 20) -> Iterator[bytes]:

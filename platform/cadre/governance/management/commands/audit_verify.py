@@ -10,7 +10,8 @@ from cadre.tenancy.models import Organization
 
 class Command(BaseCommand):
     help = (
-        "Verify the audit hash chain of one organization (or all with --all). Events not "
+        "Verify the audit hash chain of one organization (or all with --all), and that it "
+        "still has the hashes of the signed chain-head digests (AUDIT_DIGEST_LOG). Events not "
         "sealed yet are counted, not checked; --seal seals them first."
     )
 
@@ -40,6 +41,7 @@ class Command(BaseCommand):
             if result["ok"]:
                 self.stdout.write(
                     f"{organization.slug}: OK, {result['checked']} events verified{waiting}"
+                    f"{_anchored(result['digests'])}"
                 )
             else:
                 failed = True
@@ -51,3 +53,14 @@ class Command(BaseCommand):
                 )
         if failed:
             raise CommandError("audit chain verification failed")
+
+
+def _anchored(digests: dict) -> str:
+    last = digests["last"]
+    if last is None:
+        return "; no signed digest yet (only the unkeyed chain was checked)"
+    other = f", {digests['other_key']} by another key not checked" if digests["other_key"] else ""
+    return (
+        f"; {digests['trusted']} signed digest(s) match, the last at position "
+        f"{last['sequence']} ({last['signed_at']}){other}"
+    )
