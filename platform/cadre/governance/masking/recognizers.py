@@ -171,9 +171,13 @@ class CadreRecognizer:
         rival_context: Sequence[str] = (),
         glue: bool = False,
         precheck: str | None = None,
+        keyword_claims: bool = False,
     ):
         self.name = name
         self.glue = glue
+        # A keyword introduces the value that follows it (and a list continuing it), not any
+        # number further on: see `_introduces`.
+        self.keyword_claims = keyword_claims
         # A cheap regex that must find something in the lower-cased text before the patterns run.
         self.precheck = re.compile(precheck) if precheck else None
         self.supported_entities = [entity]
@@ -218,9 +222,17 @@ class CadreRecognizer:
         """A context word within `window` characters before or `window // 2` after the match;
         an ASCII word not as the tail of a longer word (`ssn` is not in "className")."""
         low, high = max(0, start - self.window), end + self.window // 2
-        return any(
-            self._is_word(lowered, hit) for hit in self.context_regex.finditer(lowered, low, high)
-        )
+        for hit in self.context_regex.finditer(lowered, low, high):
+            if not self._is_word(lowered, hit):
+                continue
+            if not self.keyword_claims:
+                return True
+            if hit.end() <= start:
+                if _introduces(lowered, hit.end(), start):
+                    return True
+            elif hit.start() >= end and not _has_own_value(lowered, hit.end()):
+                return True
+        return False
 
     def _rival_wins(self, lowered: str, start: int, end: int) -> bool:
         """The nearest keyword before the match (else the nearest after it) is a rival's.
@@ -340,6 +352,41 @@ class CadreIbanRecognizer(CadreRecognizer):
         return None
 
 
+# A value-like token: letters, digits and dashes, digit groups split by single spaces
+# (`730 11 9557`); it counts as a value with five digits or more (`_value_tokens`).
+_VALUE_TOKEN = re.compile(r"(?<![0-9a-z])[0-9a-z][0-9a-z-]*(?: \d[0-9a-z-]*)*")
+# What may stand between two values of one list: separators, brackets, quotes, spaces.
+_LIST_GAP = re.compile(r"[\s,，、;；/|()（）\[\]「」“”\"'&+]*(?:(?:and|or|和|及|或|与)[\s,，、]*)?")
+
+
+def _value_tokens(lowered: str, low: int, high: int) -> Iterable[re.Match]:
+    for token in _VALUE_TOKEN.finditer(lowered, low, high):
+        if sum(ch.isdigit() for ch in token.group()) >= 5:
+            yield token
+
+
+def _has_own_value(lowered: str, keyword_end: int) -> bool:
+    """A keyword after a match that is followed (after its label words, within 12
+    characters) by a value of its own: `total 249570180件 and SSN 119694519`."""
+    return any(
+        token.start() - keyword_end <= 12
+        for token in _value_tokens(lowered, keyword_end, keyword_end + 40)
+    )
+
+
+def _introduces(lowered: str, keyword_end: int, start: int) -> bool:
+    """The keyword ending at `keyword_end` introduces the value at `start`: no other value
+    stands between them, or the values between form a list with it (`SSN: 123456789,
+    987654321`). `passport: EF6226130, 共749268682件` — the keyword's value is the first one;
+    the 9 digits after it are a count."""
+    last = None
+    for token in _value_tokens(lowered, keyword_end, start):
+        last = token
+    if last is None:
+        return True
+    return _LIST_GAP.fullmatch(lowered, last.end(), start) is not None
+
+
 def _alternation(words: Iterable[str]) -> re.Pattern:
     """Literal words, longest first; no lookarounds, so the regex engine skips ahead to their
     first characters."""
@@ -362,6 +409,10 @@ def _card(value: str, text: str, start: int, end: int) -> bool:
     """Luhn and issuer; not glued to a short capital code (`SF507246596435`: a waybill)."""
     if start and "A" <= text[start - 1] <= "Z" and _code_prefix(text, start):
         return False
+    if end < len(text) and text[end] in "Xx" and len(value) == 17:
+        return False  # 17 digits and an X: a resident ID (one failing its check), not a card
+    if start and _IBAN_SHAPED_BEFORE.search(text, max(0, start - 40), start):
+        return False  # `GB31BARC6391…`: the rest of an IBAN, not a card
     return checks.payment_card_valid(value)
 
 
@@ -391,6 +442,9 @@ def _ipv6(value: str, text: str, start: int, end: int) -> bool:
 
 
 _DIGIT_GROUPS = re.compile(r"\d+")
+# A country code and two check digits, then groups of four (`FR45 `, `NL16SNSB`, `ES60-4623-`):
+# what follows is the rest of an IBAN (one that fails its checksum is still no phone).
+_IBAN_SHAPED_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ -]?[A-Z0-9]{4})*[ -]?$")
 
 
 def _phone(value: str, text: str, start: int, end: int) -> bool:
@@ -399,6 +453,8 @@ def _phone(value: str, text: str, start: int, end: int) -> bool:
     digits = checks.digits_of(value)
     if digits[:3] in ("400", "800") and len(set(digits[3:])) == 1:
         return False
+    if start and _IBAN_SHAPED_BEFORE.search(text, max(0, start - 40), start):
+        return False  # `FR45 0947 5035 2674 …`, `NL16SNSB0236373445`: an account number
     if start and "A" <= text[start - 1] <= "Z" and _code_prefix(text, start):
         return False
     left, right = start, end
@@ -472,11 +528,18 @@ def _mixed_key(value: str, text: str, start: int, end: int) -> bool:
 
 
 _PLACEHOLDER_VALUE = re.compile(
-    r"""^(?:\*+|x{3,}|\.{2,}|…|-+|<[^>]*>?|\[[^\]]*\]?|\$\{[^}]*\}?|\$[A-Za-z_][A-Za-z0-9_]*
-    |%\([^)]*\)s|\{\{.*\}\}|\{[A-Za-z_]+\}|null|none|nil|true|false|undefined|empty|redacted
+    r"""^(?:\*+|x{3,}|\.{2,}|…|-+|<[^>]*>?|\[[^\]]*\]?|\$\{[^}]*\}?|%\([^)]*\)s|\{\{.*\}\}|\{[A-Za-z_]+\}|null|none|nil|true|false|undefined|empty|redacted
     |changeme|change_me|your[_-]?\w*|xxx\w*|\?+|todo|tbd|secret|password|passwd|token)$""",
     re.I | re.X,
 )
+# `$DB_PASSWORD`, `$db_pass`: a variable; `$imuM6h2UewGI` (mixed case) is a password.
+_VARIABLE_VALUE = re.compile(r"^\$(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)$")
+
+
+def _placeholder(value: str) -> bool:
+    return _PLACEHOLDER_VALUE.match(value) is not None or _VARIABLE_VALUE.match(value) is not None
+
+
 _CODE_VALUE = re.compile(
     r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\s*[(\[]"
     r"|(?:os|self|request|req|env|config|settings|process|ctx|args|params|this|cfg)\.)"
@@ -525,7 +588,7 @@ def _secret_value(value: str, text: str, start: int, end: int) -> bool:
     required"), so an unquoted value there must look like a credential (`_credential_like`);
     after `=` or in quotes anything that is not a placeholder or code counts.
     """
-    if len(value) < 4 or _PLACEHOLDER_VALUE.match(value) or _CODE_VALUE.match(value):
+    if len(value) < 4 or _placeholder(value) or _CODE_VALUE.match(value):
         return False
     if value[0] in "/~" and "/" in value[1:]:
         return False  # a path ("pwd: /home/deploy"), not a password
@@ -540,7 +603,7 @@ def _secret_value(value: str, text: str, start: int, end: int) -> bool:
 def _mysql_password(value: str, text: str, start: int, end: int) -> bool:
     """`mysql … -pSECRET`: lower-case `-p` glued to the value (`-P3306` is the port)."""
     head = text[max(0, start - 3) : start].rstrip("\"'")
-    return head.endswith("-p") and not _PLACEHOLDER_VALUE.match(value)
+    return head.endswith("-p") and not _placeholder(value)
 
 
 # "SHA256", "RSA-2048", "AES_256", "8-16": an algorithm or a length, not a password.
@@ -556,7 +619,7 @@ def _chinese_secret_value(value: str, text: str, start: int, end: int) -> bool:
     ending the phrase (followed by space, punctuation or the end, not glued to more Chinese:
     `密码MD5加密` is about hashing).
     """
-    if len(value) < 4 or _PLACEHOLDER_VALUE.match(value):
+    if len(value) < 4 or _placeholder(value):
         return False
     index = start
     while index > 0 and text[index - 1] in " \t":
@@ -594,21 +657,26 @@ def _bearer(value: str, text: str, start: int, end: int) -> bool:
 
 # --- patterns ----------------------------------------------------------------------------------
 
-_CN_AREA = r"(?:10|2\d|[3-9]\d{2})"
 # 138 1234 5678, 138-1234-5678, 138.1234.5678 (dots only as both separators), +86/0086/86-
 # or a bare 86 glued to the number (8613812345678).
 CN_MOBILE = (
     r"(?<![0-9+])(?:(?:\+|00)86[ -]?|86-?)?"
     r"1[3-9]\d(?:(?:[ -]?\d{4}){2}|\.\d{4}\.\d{4}(?!\.\d))" + _RD
 )
+# Two-digit area codes (10, 2x: Beijing, Shanghai, Guangzhou, …) have eight-digit local
+# numbers; three-digit ones seven or eight (`025-3325497` is no number, `0571-8765432` is).
+
+
+def _landline(area: str, local: str) -> str:
+    return r"(?:(?:\+|00)86[ -]?" + area + r"|[(（]0" + area + r"[)）]|0" + area + r")" + local
+
+
 CN_LANDLINE = (
-    r"(?<![0-9+])(?:(?:\+|00)86[ -]?"
-    + _CN_AREA
-    + r"|[(（]0"
-    + _CN_AREA
-    + r"[)）]|0"
-    + _CN_AREA
-    + r")[ -]?\d{3,4}[ -]?\d{4}"
+    r"(?<![0-9+])(?:"
+    + _landline(r"(?:10|2\d)", r"[ -]?\d{4}[ -]?\d{4}")
+    + "|"
+    + _landline(r"[3-9]\d{2}", r"[ -]?\d{3,4}[ -]?\d{4}")
+    + ")"
     + _RD
 )
 # 400/800 + 7 digits: 400-820-8820, 400-6818-978, 4006-818-978, 4008208820.
@@ -653,7 +721,7 @@ IPV4 = r"\d(?<![0-9.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![0-9]|\.\d)"
 IPV6_HINT = r"::|[0-9a-f]:[0-9a-f]{1,4}:[0-9a-f]{1,4}:[0-9a-f]{1,4}:"
 IPV6 = (
     r"(?:(?<![0-9A-Za-z:.])|(?<=[G-Zg-z])(?=\d|[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){3})"
-    r"|(?<=[A-Za-z]:))"
+    r"|(?<=[A-Za-z]:)|(?<=[Ii][Pp])(?=::[0-9A-Fa-f]))"
     r"(?=[0-9A-Fa-f]*:[0-9A-Fa-f]*:)[0-9A-Fa-f:]{2,39}"
     r"(?:(?<=:)(?:\d{1,3}\.){3}\d{1,3})?(?![0-9A-Fa-f:]|\.\d)"
 )
@@ -664,13 +732,16 @@ VERSION_BEFORE = (
 )
 # "1.2.6.9版本", "4.10.2.1 release notes": a version word right after the dotted quad — unless
 # a dotted version follows the word (`10.1.2.3 release 2.3.4`: the word introduces that one;
-# `7.6.6.7 版本 2026-01-05` is still a version).
-VERSION_AFTER = re.compile(r"[ \t]*(?:版本|version|release)(?![ \t]*[:：=]?[ \t]*v?\d+\.\d)", re.I)
+# `7.6.6.7 版本 2026-01-05` is still a version, and so is `7.6.6.7 版本 41.32%`: a percentage
+# is no version).
+VERSION_AFTER = re.compile(
+    r"[ \t]*(?:版本|version|release)(?![ \t]*[:：=]?[ \t]*v?\d+\.\d+(?![\d.]*%))", re.I
+)
 CN_PASSPORT = r"[EG](?<![0-9A-Za-z][EG])(?:\d{8}|(?<=E)[A-HJ-NP-Z]\d{7})" + _RD
 # US/UK 9 digits, letter(s) + digits, letter-7 digits-letter; France 2 digits-2 letters-5 digits;
 # Germany 9 characters from its vowel-free alphabet (C F G H J K L M N P R T V W X Y Z 0-9).
 GENERIC_PASSPORT = (  # first character, then what may follow it (the engine skips ahead)
-    r"[0-9A-Z](?<![0-9A-Za-z][0-9A-Z])(?:(?<=[A-Z])(?:[A-Z]?\d{6,8}|\d{7}[A-Z])"
+    r"[0-9A-Z](?<![0-9A-Za-z][0-9A-Z])(?:(?<=[A-Z])(?:\d{7}[A-Z](?![A-Za-z])|[A-Z]?\d{6,8})"
     r"|(?<=\d)(?:\d{8}|\d[A-Z]{2}\d{5})|(?<=[CFGHJK])[CFGHJKLMNPRTVWXYZ0-9]{8})" + _RD
 )
 PASSPORT_WORDS = (
@@ -731,8 +802,9 @@ CONNECTION_STRING = (
     + r"]+"
 )
 _SECRET_KEYS = (
-    r"password|passwd|passphrase|passcode|(?<![a-z])pass|pwd|secret|token|api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?"
-    r"|secret[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|credentials?"
+    r"password|passwd|passphrase|passcode|(?<![a-z])pass|pwd|secret|token|api[ _-]?key|apikey"
+    r"|access[ _-]?key(?:[ _-]?id)?|secret[ _-]?key|private[ _-]?key|client[ _-]?secret"
+    r"|auth[ _-]?key|app[ _-]?key|credentials?"
 )
 # A bare value ends at whitespace, quotes, separators, CJK text — and at `&name=` (the next URL
 # parameter).
@@ -762,7 +834,7 @@ CHINESE_KEY_VALUE = (
 # mysql/mysqldump/mysqladmin … -pSECRET (the value glued to -p; `-p` alone prompts).
 MYSQL_PASSWORD = (
     r"(?<![a-z0-9_-])mysql(?:dump|admin|sh)?[ \t][^\n|;&]*?(?<=[ \t])-p"
-    r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)|(?P<bare>[^\s\"']{1,300}))"
+    r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\r\n]{1,300})(?P=q)|(?P<bare>" + _VALUE + r"))"
 )
 BEARER = (
     r"(?i)(?<![A-Za-z0-9])(?:bearer|authorization:\s*(?:basic|token))\s+"
@@ -838,7 +910,7 @@ def builtin_recognizers() -> list[CadreRecognizer]:
         CadreRecognizer(name="cn_resident_id15", entity="CN_ID", patterns=[("id15", CN_ID15)],
                         score=1.0, validator=_cn_id15,
                         context=("身份证", "证件", "id card", "identity card", "resident id"),
-                        context_required=True, glue=True),
+                        context_required=True, glue=True, keyword_claims=True),
         CadreRecognizer(name="payment_card", entity="PAYMENT_CARD", patterns=[("card", CARD)],
                         score=1.0, validator=_card, glue=True,
                         negative_context=PHONE_NEGATIVE_BEFORE),
@@ -854,14 +926,15 @@ def builtin_recognizers() -> list[CadreRecognizer]:
         CadreRecognizer(name="passport_in_context", entity="PASSPORT",
                         patterns=[("generic", GENERIC_PASSPORT)], score=0.7,
                         context=PASSPORT_WORDS, context_required=True,
-                        rival_context=SSN_WORDS + OTHER_DOCUMENT_WORDS, glue=True),
+                        rival_context=SSN_WORDS + OTHER_DOCUMENT_WORDS, glue=True,
+                        keyword_claims=True),
         CadreRecognizer(name="us_ssn", entity="US_SSN", patterns=[("ssn", SSN)], score=0.85,
                         literals=("-",), validator=_ssn, negative_context=SSN_NEGATIVE_BEFORE,
                         glue=True),
         CadreRecognizer(name="us_ssn_in_context", entity="US_SSN",
                         patterns=[("ssn_bare", SSN_CONTEXT)], score=0.7, validator=_ssn,
                         context=SSN_WORDS, context_required=True, rival_context=PASSPORT_WORDS,
-                        glue=True),
+                        glue=True, keyword_claims=True),
         CadreIbanRecognizer(name="iban", entity="IBAN", patterns=[("iban", IBAN)], score=1.0),
         CadreRecognizer(name="provider_key", entity="SECRET",
                         patterns=[("provider", PROVIDER_KEYS)], score=1.0, validator=_provider_key),
