@@ -496,8 +496,8 @@ def test_websocket_streams_the_queue_to_deciders_only(alice, bob, make_member):
 
 
 def test_run_call_chain_links_policy_steps_and_confirmation(bob, bob_agent, org_a, alice, charlie):
+    from cadre.agents.call_chain import run_call_chain
     from cadre.agents.runtime import engine
-    from cadre.governance.selectors import run_call_chain
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
     policy.evaluate(
