@@ -124,13 +124,12 @@ def test_below_the_budget_nothing_is_summarised(bob, compact_agent):
 
 
 def test_rerunning_the_compact_hook_keeps_one_summary(bob, compact_agent):
-    runs = talk(bob, compact_agent, CONVERSATION[:5])
+    talk(bob, compact_agent, CONVERSATION[:5])
     last = SessionSummary.objects.latest("created_at")
     count = SessionSummary.objects.count()
     last.run.steps.filter(name__startswith="compact:").delete()
     run_after_hooks(last.run_id)
     assert SessionSummary.objects.count() == count
-    assert runs
 
 
 def test_with_memorys_model_the_summary_comes_from_the_model(bob, compact_agent, monkeypatch):
