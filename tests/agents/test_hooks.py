@@ -99,7 +99,13 @@ def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
     run.refresh_from_db()
     assert "ACME renews in March" in run.output["text"]
     # The async hooks (Celery after the run) are steps too, and run once.
-    assert run_after_hooks(run.pk) == ["process_memory:memory_write", "post_process:test_after"]
+    assert run_after_hooks(run.pk) == [
+        "process_memory:memory_write",
+        "process_memory:experience_record",
+        "compact:memory_dedup",
+        "compact:session_summary",
+        "post_process:test_after",
+    ]
     assert run_after_hooks(run.pk) == []
     assert CALLS[-1] == f"after:{run.pk}"
     assert run.steps.get(name="post_process:test_after").status == Step.Status.COMPLETED
@@ -110,6 +116,11 @@ def test_unconfigured_points_run_the_default_hooks():
     # "skills" is the Hub's hook (hub/hooks.py): installed skills into the context.
     assert [h.name for h, _ in hooks_for({}, "assemble_context")] == ["memory_retrieval", "skills"]
     assert [h.name for h, _ in hooks_for({"on_init": []}, "on_init")] == []
+    assert [h.name for h, _ in hooks_for({}, "process_memory")] == [
+        "memory_write",
+        "experience_record",
+    ]
+    assert [h.name for h, _ in hooks_for({}, "compact")] == ["memory_dedup", "session_summary"]
 
 
 def _two_hook_agent(owner, bob):

@@ -422,6 +422,40 @@ class Run(TenantModel):
         return _own_agents(actor, permission, "member_id")
 
 
+class SessionSummary(TenantModel):
+    """A session's older turns, summarised by the `compact` hook once the history passed the
+    template's budget. Each item keeps its provenance label and the runs (turns) it comes
+    from; the next model call sees the latest summary plus the turns after `through_run`."""
+
+    resource = "agent"
+
+    class Label(models.TextChoices):
+        USER_REQUIREMENT = "user_requirement", "User requirement"
+        MODEL_ASSUMPTION = "model_assumption", "Model assumption"
+        TOOL_FACT = "tool_fact", "Tool fact"
+        SUPERSEDED_PLAN = "superseded_plan", "Superseded plan"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="summaries")
+    # The run whose after-run hook compacted the history (one summary per run at most).
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="session_summary")
+    # The newest turn the summary covers; later turns are sent as they are.
+    through_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    covered_run_ids = models.JSONField(default=list)  # every turn (run id) summarised, in order
+    items = models.JSONField(default=list)  # [{"label", "text", "turn_ids": [run ids]}]
+    text = models.TextField()  # the rendered summary the model reads
+    method = models.CharField(max_length=120)  # "model:<name>" or "rules (offline)"
+    tokens_before = models.PositiveIntegerField(default=0)  # the history it replaced
+    tokens_after = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "-created_at"]
+        indexes = [models.Index(fields=["session", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"summary of session {self.session_id} through run {self.through_run_id}"
+
+
 class Step(models.Model):
     """One persisted unit of a run: a model call, a tool call, a hook or a wait.
 

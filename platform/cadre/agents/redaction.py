@@ -36,7 +36,7 @@ from django.db import transaction
 from django.db.models import Min
 from django.utils import timezone
 
-from cadre.agents.models import Run, RunEvent, Step, Wait
+from cadre.agents.models import Run, RunEvent, SessionSummary, Step, Wait
 from cadre.memory.models import ContextRecord
 
 MIN_TEXT_MATCH = 12
@@ -56,6 +56,7 @@ class RedactionBatch:
     events: list[int] = field(default_factory=list)
     waits: list[int] = field(default_factory=list)
     context_records: list[int] = field(default_factory=list)
+    summaries: list[int] = field(default_factory=list)  # session summaries quoting it
     deferred_runs: list[int] = field(default_factory=list)  # in progress: redacted later
     cursor: int = 0  # the last session handled (sessions are taken in id order)
     done: bool = True  # no session after the cursor is left
@@ -68,6 +69,7 @@ class RedactionBatch:
             "events": self.events,
             "waits": self.waits,
             "context_records": self.context_records,
+            "summaries": self.summaries,
             "deferred_runs": self.deferred_runs,
             "cursor": self.cursor,
             "done": self.done,
@@ -279,6 +281,13 @@ def _redact_session(
             record.query = query
             record.save(update_fields=["query"])
         batch.context_records.append(record.pk)
+    # A session summary (compaction) quotes the turns it covers: it carries the text too.
+    for summary in SessionSummary.objects.select_for_update().filter(run_id__in=run_ids):
+        text, items = redactor.string(summary.text), redactor.value(summary.items)
+        if (text, items) != (summary.text, summary.items):
+            summary.text, summary.items = text, items
+            summary.save(update_fields=["text", "items"])
+            batch.summaries.append(summary.pk)
     batch.runs += sorted(changed_runs)
 
 

@@ -3,6 +3,15 @@
 from django.apps import AppConfig
 
 
+def feedback_verdict(text: str) -> str | None:
+    """The employee's next message as feedback on the previous answer (for its experience)."""
+    from cadre.skills import drafting
+
+    if drafting.is_affirmation(text):
+        return "affirmation"
+    return "correction" if drafting.is_correction(text) else None
+
+
 class SkillsConfig(AppConfig):
     name = "cadre.skills"
     label = "skills"
@@ -10,9 +19,11 @@ class SkillsConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the post_process:skill_backflow hook with the agents' hook registry.
+        from cadre.agents.runtime.experience import FEEDBACK_CLASSIFIERS
         from cadre.api.middleware import BodySizeLimitMiddleware
         from cadre.skills import hooks  # noqa: F401
         from hub.apps import UPLOAD_BODY_LIMIT
 
         # Candidate uploads and resubmissions carry a bundle, as Hub publishes do.
         BodySizeLimitMiddleware.overrides["/api/v1/skills/candidates/"] = UPLOAD_BODY_LIMIT
+        FEEDBACK_CLASSIFIERS.register("skills", feedback_verdict)

@@ -1,5 +1,6 @@
-"""Built-in hooks: the input policy (governance), memory retrieval into the context, memory
-writing after the run, and the default subagent inheritance."""
+"""Built-in hooks: the input policy (governance), memory retrieval into the context, memory and
+experience writing after the run, compaction (dedup and the session summary), and the default
+subagent inheritance."""
 
 from __future__ import annotations
 
@@ -175,6 +176,61 @@ def memory_write(run, config: dict) -> dict:
             {"id": memory.pk, "scope": memory.scope_key, "kind": memory.kind} for memory in written
         ],
     }
+
+
+@hook(
+    "process_memory",
+    "experience_record",
+    description="Record the run's tool calls (arguments, result, outcome) as tool "
+    "trajectories and the finished task (steps, outcome) as an experience; the next "
+    "message's correction or approval becomes that experience's feedback.",
+)
+def experience_record(run, config: dict) -> dict:
+    from cadre.agents.runtime.experience import record_run_experience
+
+    return record_run_experience(run, config)
+
+
+@hook(
+    "compact",
+    "memory_dedup",
+    description="Run memory's dedup funnel (near duplicates, judge, conflict rule) on the "
+    "memories this run wrote, so the next turn reads the merged state.",
+)
+def session_memory_dedup(run, config: dict) -> dict:
+    from cadre.memory import services as memory_services
+    from cadre.memory.models import Kind, Memory
+
+    fresh = (
+        Memory.objects.filter(
+            organization_id=run.organization_id,
+            conversation_id=str(run.session_id),
+            status=Memory.Status.ACTIVE,
+            created_at__gte=run.created_at,
+        )
+        .exclude(kind__in=[Kind.EXPERIENCE, Kind.TOOL_TRAJECTORY])  # one record per run
+        .order_by("pk")
+    )
+    decisions = {}
+    for memory in fresh:
+        outcome = memory_services.memory_dedup(memory=memory)
+        decisions[str(memory.pk)] = {
+            key: outcome[key] for key in ("decision", "kept", "judge") if key in outcome
+        }
+    return {"checked": len(decisions), "decisions": decisions}
+
+
+@hook(
+    "compact",
+    "session_summary",
+    description="When the session's history passes its share of the context budget, "
+    "summarise the older turns with provenance labels (user requirement, model assumption, "
+    "tool fact, superseded plan) and the turns each covers; the next call reads the summary.",
+)
+def session_summary(run, config: dict) -> dict:
+    from cadre.agents.runtime.compaction import session_compact
+
+    return session_compact(run, config)
 
 
 @hook(

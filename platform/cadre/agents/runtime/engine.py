@@ -31,6 +31,7 @@ from cadre.agents.models import (
     ModelProviderConfig,
     Run,
     RunEvent,
+    SessionSummary,
     Step,
 )
 from cadre.agents.runtime import context as context_assembly
@@ -75,14 +76,21 @@ def _provider(ctx: RunContext):
 
 
 def _recent_turns(run: Run) -> list[dict]:
-    previous = (
-        Run.objects.filter(
-            session_id=run.session_id, status=Run.Status.COMPLETED, created_at__lt=run.created_at
-        )
-        .order_by("-created_at")
-        .values_list("input", "output")[:RECENT_TURNS]
+    previous = Run.objects.filter(
+        session_id=run.session_id, status=Run.Status.COMPLETED, created_at__lt=run.created_at
+    )
+    # Turns the `compact` hook summarised are sent as its summary, not as they were.
+    summary = (
+        SessionSummary.objects.filter(session_id=run.session_id, run__created_at__lt=run.created_at)
+        .select_related("through_run")
+        .order_by("-created_at", "-pk")
+        .first()
     )
     turns: list[dict] = []
+    if summary is not None:
+        previous = previous.filter(created_at__gt=summary.through_run.created_at)
+        turns.append({"role": "system", "content": summary.text})
+    previous = previous.order_by("-created_at").values_list("input", "output")[:RECENT_TURNS]
     for run_input, run_output in reversed(list(previous)):
         # What the model saw and said (placeholders), never the re-identified transcript.
         turns.append({"role": "user", "content": model_side(run_input)})

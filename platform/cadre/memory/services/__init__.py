@@ -32,6 +32,12 @@ from cadre.memory.services.deletion import (
     memory_retention_sweep,
     run_copies,
 )
+from cadre.memory.services.experience import (
+    experience_feedback,
+    experience_record,
+    recorded_from_run,
+    without_secrets,
+)
 from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
 from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
 from cadre.memory.services.writes import (
@@ -56,6 +62,8 @@ __all__ = [
     "deletion_report",
     "enqueue",
     "enqueue_enrich",
+    "experience_feedback",
+    "experience_record",
     "memory_add",
     "memory_add_from_messages",
     "memory_dedup",
@@ -69,7 +77,9 @@ __all__ = [
     "memory_retention_sweep",
     "memory_supersede",
     "memory_update",
+    "recorded_from_run",
     "resolve_write_scope",
     "run_copies",
     "tool_trajectory_record",
+    "without_secrets",
 ]

@@ -55,7 +55,7 @@ BUSY_RETRY_SECONDS = 60
 STALE_DELETION = timedelta(hours=1)
 REPORT_IDS = 1000  # ids listed per kind of copy; the counts are always complete
 
-REDACTED_KINDS = ("sessions", "runs", "steps", "events", "waits", "context_records")
+REDACTED_KINDS = ("sessions", "runs", "steps", "events", "waits", "context_records", "summaries")
 
 
 def deletion_marker(memory: Memory) -> str:
@@ -112,9 +112,9 @@ def _advance_redaction(memory: Memory, limit: int) -> dict:
         limit=limit,
     ).as_dict()
     for kind in REDACTED_KINDS:
-        new = [pk for pk in batch[kind] if pk not in set(state[kind])]
-        state["counts"][kind] += len(new)
-        state[kind] = (state[kind] + new)[:REPORT_IDS]
+        new = [pk for pk in batch[kind] if pk not in set(state.get(kind, []))]
+        state["counts"][kind] = state["counts"].get(kind, 0) + len(new)
+        state[kind] = (state.get(kind, []) + new)[:REPORT_IDS]
     state["cursor"] = batch["cursor"]
     state["deferred_runs"] = batch["deferred_runs"]
     state["sessions_pending"] = redactor.redaction_pending(

@@ -26,6 +26,7 @@ from cadre.memory.services.common import (
 from cadre.memory.services.writes import memory_add, memory_supersede, memory_update
 
 tracer = trace.get_tracer(__name__)
+OBSERVATIONS = (Kind.EXPERIENCE, Kind.TOOL_TRAJECTORY)
 
 
 # --- dedup (asynchronous stage) --------------------------------------------------------------
@@ -45,6 +46,10 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
     memory = Memory.objects.select_related("organization").get(pk=memory.pk)
     if memory.status != Memory.Status.ACTIVE:
         return {"decision": "skipped", "reason": f"memory is {memory.status}"}
+    if memory.kind in OBSERVATIONS:
+        # One run's record: two runs that went alike are two cases for distillation, and a
+        # later call does not "update" an earlier one (the exact stage still merges repeats).
+        return {"decision": "skipped", "reason": f"{memory.kind} records are kept one per run"}
     model = embeddings.active_model()
     row = MemoryEmbedding.objects.filter(memory=memory, model=model).first()
     if row is None:
