@@ -13,7 +13,7 @@ from cadre.runtime.health import healthz, readyz
 api_v1 = [
     path("", include("cadre.tenancy.api.urls")),
     path("", include("cadre.governance.api.urls")),
-    path("", include("cadre.memory.api")),
+    path("", include("cadre.memory.api.urls")),
     path("", include("cadre.governance.masking.api")),
     path("", include("cadre.agents.api.urls")),
     path("", include(connectors_urls.api_urlpatterns)),

@@ -1,0 +1,394 @@
+"""The memories endpoints: CRUD, scopes, search, feedback, bulk delete, history, influence
+and dedup stats (delete, purge and the deletion report in `deletion.py`)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from cadre.errors import InvalidInput
+from cadre.memory import selectors, services
+from cadre.memory.api.deletion import MemoryDeletionActions
+from cadre.memory.api.serializers import (
+    ContextRecordSerializer,
+    DeleteByFilterResponseSerializer,
+    DeleteByFilterSerializer,
+    FeedbackRequestSerializer,
+    FeedbackResponseSerializer,
+    ListQuerySerializer,
+    MemoryCreatedSerializer,
+    MemoryCreateSerializer,
+    MemorySerializer,
+    MemoryUpdateSerializer,
+    MemoryVersionSerializer,
+    ScopeChoiceSerializer,
+    SearchRequestSerializer,
+    SearchResponseSerializer,
+    task_ref,
+)
+from cadre.memory.api.viewsets import MemoryScopedViewSet
+from cadre.memory.models import Kind, Memory, SourceKind
+
+LIST_PARAMETERS = [
+    OpenApiParameter(
+        "scope",
+        OpenApiTypes.STR,
+        many=True,
+        description="Scope key(s), e.g. user:12, department:5, organization",
+    ),
+    OpenApiParameter("kind", OpenApiTypes.STR, many=True, enum=Kind.values),
+    OpenApiParameter("tag", OpenApiTypes.STR, many=True, description="All of these tags"),
+    OpenApiParameter("source_kind", OpenApiTypes.STR, many=True, enum=SourceKind.values),
+    OpenApiParameter(
+        "status",
+        OpenApiTypes.STR,
+        many=True,
+        enum=["active", "superseded", "archived"],
+        description="Default: active",
+    ),
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="observed_at >= since"),
+    OpenApiParameter("until", OpenApiTypes.DATETIME, description="observed_at < until"),
+    OpenApiParameter("conversation_id", OpenApiTypes.STR),
+    OpenApiParameter("q", OpenApiTypes.STR, description="Substring of the content"),
+]
+
+
+def _etag(memory: Memory) -> str:
+    return f'"{memory.pk}.{memory.version}"'
+
+
+def _expected_version(request, data) -> int:
+    header = request.headers.get("If-Match", "").strip()
+    if header:
+        value = header.removeprefix("W/").strip('"')
+        _, _, version = value.rpartition(".")
+        if not version.isdigit():
+            raise InvalidInput('If-Match must be the ETag of the memory, e.g. "12.3".')
+        return int(version)
+    if data.get("version") is None:
+        raise InvalidInput(
+            "Send the version you are updating (body 'version' or If-Match).",
+            code="version_required",
+            details={"version": ["Required."]},
+        )
+    return int(data["version"])
+
+
+class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedViewSet):
+    model = Memory
+    serializer_class = MemorySerializer
+    write_actions = frozenset(
+        {"create", "partial_update", "destroy", "purge", "feedback", "delete_by_filter"}
+    )
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Memory.objects.none()
+        if self.action == "list":
+            query = ListQuerySerializer(
+                data={
+                    key: self.request.query_params.getlist(key)
+                    if key in ("scope", "kind", "tag", "source_kind", "status")
+                    else self.request.query_params.get(key)
+                    for key in self.request.query_params
+                }
+            )
+            query.is_valid(raise_exception=True)
+            data = query.validated_data
+            return selectors.memory_list(
+                self.actor,
+                scope_keys=data.get("scope"),
+                kinds=data.get("kind"),
+                tags=data.get("tag"),
+                source_kinds=data.get("source_kind"),
+                statuses=data.get("status"),
+                since=data.get("since"),
+                until=data.get("until"),
+                conversation_id=data.get("conversation_id"),
+                text=data.get("q"),
+            )
+        return selectors.memory_queryset(self.actor)
+
+    def get_object(self):
+        return selectors.memory_get(self.actor, self.kwargs["pk"])
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False):
+            context["viewer"] = selectors.acting_member(self.actor)
+        return context
+
+    @extend_schema(
+        parameters=LIST_PARAMETERS,
+        description="Every memory the caller may read, newest first: their own, their "
+        "agents', their departments' and positions', the organization's, and any memory "
+        "whose subject they are; admins add what their permissions reach. Filter by "
+        "`scope` (see `scopes/`).",
+    )
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        context = self.get_serializer_context()
+        context["scope_labels"] = selectors.scope_labels(
+            self.actor.organization,
+            sorted({memory.scope_key for memory in page}),
+            viewer=context["viewer"],
+        )
+        return self.get_paginated_response(MemorySerializer(page, many=True, context=context).data)
+
+    @extend_schema(
+        responses=ScopeChoiceSerializer(many=True),
+        description="Every scope the caller may read, with its readable name (the filter's "
+        "options), agent scopes included.",
+    )
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def scopes(self, request):
+        return Response(
+            [{"key": key, "label": label} for key, label in selectors.scope_choices(self.actor)]
+        )
+
+    @extend_schema(
+        request=MemoryCreateSerializer,
+        responses={201: MemoryCreatedSerializer, 200: MemoryCreatedSerializer},
+        description="Add one memory (`content`), or extract memories from `messages`. "
+        "The item is stored, readable and lexically searchable when this returns; embedding, "
+        "dedup and organization follow asynchronously (see `task`). An exact duplicate in the "
+        "same scope returns the existing item (200, `dedup: exact_duplicate`). With "
+        "`messages` the answer is {extractor, candidates, memories}.",
+    )
+    def create(self, request):
+        serializer = MemoryCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if data.get("messages"):
+            result = services.memory_add_from_messages(
+                actor=self.actor,
+                messages=[dict(m) for m in data["messages"]],
+                scope=data["scope"],
+                scope_id=data.get("scope_id"),
+                conversation_id=data.get("conversation_id", ""),
+                source_ref=data.get("source_ref"),
+                tags=data.get("tags"),
+            )
+            return Response(
+                {
+                    "extractor": result.extractor,
+                    "candidates": result.candidates,
+                    "memories": MemoryCreatedSerializer(result.memories, many=True).data,
+                },
+                status=status.HTTP_201_CREATED,
+            )
+        fields = {
+            key: data[key]
+            for key in (
+                "scope_id",
+                "attributes",
+                "tags",
+                "source_ref",
+                "observed_at",
+                "valid_from",
+                "valid_to",
+                "expires_at",
+            )
+            if key in data
+        }
+        memory = services.memory_add(
+            actor=self.actor,
+            scope=data["scope"],
+            kind=data["kind"],
+            content=data["content"],
+            source_kind=data["source_kind"],
+            conversation_id=data.get("conversation_id", ""),
+            confidence=data["confidence"],
+            **fields,
+        )
+        code = status.HTTP_200_OK if memory.dedup_decision == "exact_duplicate" else 201
+        response = Response(MemoryCreatedSerializer(memory).data, status=code)
+        response["ETag"] = _etag(memory)
+        return response
+
+    @extend_schema(
+        responses=MemorySerializer,
+        description="One memory. The ETag names its version (send it as If-Match).",
+    )
+    def retrieve(self, request, pk=None):
+        memory = self.get_object()
+        response = Response(MemorySerializer(memory, context=self.get_serializer_context()).data)
+        response["ETag"] = _etag(memory)
+        return response
+
+    @extend_schema(
+        request=MemoryUpdateSerializer,
+        responses=MemorySerializer,
+        parameters=[
+            OpenApiParameter(
+                "If-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="ETag of the version being changed",
+            )
+        ],
+        description="Change a memory if it is still at the version you read (If-Match or "
+        "body `version`); otherwise 409 `version_conflict` and nothing is changed.",
+    )
+    def partial_update(self, request, pk=None):
+        serializer = MemoryUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        expected = _expected_version(request, data)
+        data.pop("version", None)
+        reason = data.pop("reason", "")
+        if not data:
+            raise InvalidInput("Nothing to change.")
+        memory = services.memory_update(
+            actor=self.actor,
+            memory=self.get_object(),
+            expected_version=expected,
+            reason=reason,
+            **data,
+        )
+        response = Response(MemorySerializer(memory).data)
+        response["ETag"] = _etag(memory)
+        return response
+
+    @extend_schema(
+        request=SearchRequestSerializer,
+        responses=SearchResponseSerializer,
+        description="Hybrid search over the scopes the caller may read (computed on "
+        "the server; `scopes` only narrows). Each hit explains its score.",
+    )
+    @action(detail=False, methods=["post"])
+    def search(self, request):
+        serializer = SearchRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        on_behalf_of = None
+        if data.get("run_id"):
+            on_behalf_of = {
+                "run_id": data["run_id"],
+                "step_id": data.get("step_id", ""),
+                "trace_id": data.get("trace_id", ""),
+            }
+        with transaction.atomic():
+            result = selectors.memory_search(
+                actor=self.actor,
+                query=data["query"],
+                top_k=data["top_k"],
+                scope_keys=data.get("scopes"),
+                kinds=data.get("kinds"),
+                tags=data.get("tags"),
+                source_kinds=data.get("source_kinds"),
+                attributes=data.get("attributes"),
+                since=data.get("since"),
+                until=data.get("until"),
+                as_of=data.get("as_of"),
+                conversation_id=data.get("conversation_id"),
+                on_behalf_of=on_behalf_of,
+                force=data["force"],
+            )
+        return Response(
+            {
+                "hits": [
+                    {
+                        "memory": MemorySerializer(hit.memory).data,
+                        "score": hit.score,
+                        "components": hit.components,
+                    }
+                    for hit in result.hits
+                ],
+                "scope_keys": result.scope_keys,
+                "recalled": result.recalled,
+                "context_record_id": result.context_record.pk if result.context_record else None,
+            }
+        )
+
+    @extend_schema(
+        request=FeedbackRequestSerializer,
+        responses=FeedbackResponseSerializer,
+        description="A natural-language correction: the memories it contradicts are "
+        "superseded by the corrected statement (history keeps the old).",
+    )
+    @action(detail=False, methods=["post"])
+    def feedback(self, request):
+        serializer = FeedbackRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = services.memory_feedback(
+            actor=self.actor,
+            text=data["text"],
+            scope_keys=data.get("scopes"),
+            conversation_id=data.get("conversation_id"),
+        )
+        return Response(
+            {
+                "statement": result.statement,
+                "judge": result.judge,
+                "created": MemorySerializer(result.created, many=True).data,
+                "superseded": MemorySerializer(result.superseded, many=True).data,
+                "considered": result.considered,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        request=DeleteByFilterSerializer,
+        responses=DeleteByFilterResponseSerializer,
+        description="Soft-delete every memory you may change matching the filter "
+        "(at least one criterion); a purge task removes their content.",
+    )
+    @action(detail=False, methods=["post"], url_path="delete")
+    def delete_by_filter(self, request):
+        serializer = DeleteByFilterSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = services.memory_delete_by_filter(
+            actor=self.actor,
+            scope_keys=data.get("scopes"),
+            tags=data.get("tags"),
+            kinds=data.get("kinds"),
+            since=data.get("since"),
+            until=data.get("until"),
+            conversation_id=data.get("conversation_id"),
+            reason=data.get("reason", ""),
+        )
+        return Response(
+            {"deleted": result.deleted, "skipped": result.skipped, "task": task_ref(result.task)}
+        )
+
+    @extend_schema(responses=MemoryVersionSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def history(self, request, pk=None):
+        versions = selectors.memory_history(self.actor, pk)
+        return Response(MemoryVersionSerializer(versions, many=True).data)
+
+    @extend_schema(
+        responses=ContextRecordSerializer(many=True),
+        description="Every recorded model call this memory was sent to.",
+    )
+    @action(detail=True, methods=["get"], url_path="context-records")
+    def context_records(self, request, pk=None):
+        records = selectors.memory_influence(self.actor, pk).prefetch_related("items")
+        page = self.paginate_queryset(records)
+        return self.get_paginated_response(ContextRecordSerializer(page, many=True).data)
+
+    @extend_schema(
+        responses=inline_serializer(
+            name="MemoryDedupStats",
+            fields={
+                "received": serializers.IntegerField(),
+                "written": serializers.IntegerField(),
+                "merged_exact": serializers.IntegerField(),
+                "merged_near": serializers.IntegerField(),
+                "compression_rate": serializers.FloatField(),
+            },
+        ),
+        description="Dedup funnel figures for the organization (admins: memory.view).",
+    )
+    @action(detail=False, methods=["get"])
+    def stats(self, request):
+        if not self.actor.has("memory.view"):
+            raise exceptions.PermissionDenied("You do not have the 'memory.view' permission.")
+        return Response(selectors.memory_dedup_stats(self.actor.organization))
