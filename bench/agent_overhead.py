@@ -97,10 +97,10 @@ def prepare_environment() -> dict[str, str]:
     return env
 
 
-# The baseline: the same runtime with every built-in hook off (no input policy, retrieval,
-# skills, memory writing or backflow) — what the governed, learning platform adds on top.
+# The baseline: the same runtime with every built-in hook off (no retrieval, skills, memory
+# writing or backflow) — what the learning platform adds on top. The organization's input
+# policy runs in both: it is the runtime's, not a hook a template can switch off.
 BARE_HOOKS = {
-    "on_init": [{"name": "input_policy", "enabled": False}],
     "assemble_context": [
         {"name": "memory_retrieval", "enabled": False},
         {"name": "skills", "enabled": False},

@@ -1,7 +1,9 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
 IM platform callbacks (/connectors/<platform>/<public id>/events) are answered by the
-connectors' inbound edge in front of Django: the hot path skips the middleware stack.
+connectors' inbound edge in front of Django: the hot path skips the middleware stack (it bounds
+their bodies itself, per platform). Everything else reaches Django through the body limit on the
+bytes received (`cadre.api.middleware.ASGIBodySizeLimit`): a chunked body cannot pass the 413.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from cadre.api.middleware import ASGIBodySizeLimit  # noqa: E402
 from cadre.routing import websocket_urlpatterns  # noqa: E402
 from connectors.views import InboundEdge  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": InboundEdge(django_application),
+        "http": InboundEdge(ASGIBodySizeLimit(django_application)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

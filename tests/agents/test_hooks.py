@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents import services
-from cadre.agents.hooks.registry import hook, hooks_for
+from cadre.agents.hooks.registry import hook, hook_names, hooks_for
 from cadre.agents.models import Run, Step
 from cadre.agents.runtime import crashpoints, delegation, engine, grants
 from cadre.agents.runtime import services as runtime
@@ -75,7 +75,6 @@ def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
             "on_init": [
                 {"name": "test_second", "config": {"flag": 1}},
                 {"name": "test_first"},
-                {"name": "input_policy", "enabled": False},
             ],
             "assemble_context": [
                 {"name": "test_section"},
@@ -89,6 +88,7 @@ def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
     assert CALLS == ["second:1", "first"]
     names = list(run.steps.order_by("index").values_list("name", flat=True))
     assert names == [
+        "input_policy",  # the organization's input gate: the runtime's, before any hook
         "on_init:test_second",
         "on_init:test_first",
         "assemble_context:base",
@@ -112,7 +112,9 @@ def test_hooks_run_in_template_order_and_disabled_ones_are_skipped(owner, bob):
 
 
 def test_unconfigured_points_run_the_default_hooks():
-    assert [h.name for h, _ in hooks_for({}, "on_init")] == ["input_policy"]
+    # The input policy is not a hook: the runtime runs it before on_init (test_input_gate.py).
+    assert [h.name for h, _ in hooks_for({}, "on_init")] == []
+    assert "input_policy" not in hook_names("on_init")
     # "skills" is the Hub's hook (hub/hooks.py): installed skills into the context.
     assert [h.name for h, _ in hooks_for({}, "assemble_context")] == ["memory_retrieval", "skills"]
     assert [h.name for h, _ in hooks_for({"on_init": []}, "on_init")] == []
@@ -148,7 +150,7 @@ def test_crash_inside_a_hook_runs_the_hooks_before_the_model_again(owner, bob):
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     assert CALLS == ["first", "second:None", "first", "second:None"]
     names = list(run.steps.order_by("id").values_list("name", flat=True))
-    assert names[:2] == ["on_init:test_first", "on_init:test_second"]
+    assert names[:3] == ["input_policy", "on_init:test_first", "on_init:test_second"]
     assert names.count("on_init:test_first") == 1
 
 

@@ -33,7 +33,7 @@ def test_offline_reply_answers_from_the_context(bob, bob_agent):
     assert run.output["text"].startswith("[offline model]")
     assert "Standard discount is 5 percent" in run.output["text"]
     assert [(kind, name) for kind, name, *_ in steps_of(run)] == [
-        ("hook", "on_init:input_policy"),
+        ("hook", "input_policy"),
         ("hook", "assemble_context:base"),
         ("model_call", "model"),
     ]

@@ -120,6 +120,8 @@ def validate_content(content: dict) -> dict:
                 if bad:
                     errors["memory_policy"] = f"{key}: unknown scope {bad[0]!r}"
     hooks = content.get("hooks")
+    if isinstance(hooks, dict):
+        hooks = content["hooks"] = _without_input_gate(hooks)
     if hooks is not None:
         if not isinstance(hooks, dict):
             errors["hooks"] = "must be an object keyed by hook point"
@@ -141,6 +143,29 @@ def validate_content(content: dict) -> dict:
     if errors:
         raise InvalidInput(next(iter(errors.values())), details=errors)
     return content
+
+
+def _without_input_gate(hooks: dict) -> dict:
+    """`hooks` without `on_init` entries naming `input_policy`: the organization's input policy
+    is not a hook the template chooses (the runtime always runs it), so an entry asking for it
+    is dropped, and one switching it off is refused — a template can only add policy."""
+    entries = hooks.get("on_init")
+    if not isinstance(entries, list):
+        return hooks
+    kept = []
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("name") == "input_policy":
+            if entry.get("enabled", True) is not True:
+                raise InvalidInput(
+                    "The organization's input policy (masking, injection checks) runs for "
+                    "every agent; a template cannot switch it off. Remove the input_policy "
+                    "entry (a template adds policy through its policy chain).",
+                    code="policy_weakening",
+                    details={"hooks": "on_init: input_policy cannot be disabled"},
+                )
+            continue
+        kept.append(entry)
+    return {**hooks, "on_init": kept}
 
 
 def _content_from(fields: dict) -> dict:

@@ -1,38 +1,195 @@
-"""Reject request bodies over the configured size before anything reads them (413)."""
+"""The request body limit (413), enforced on the bytes actually received, not on what the
+client declares: an ASGI wrapper in front of Django, and Django middleware behind it for the
+servers and test paths that do not mount the wrapper.
+
+`Content-Length` over the limit is refused before anything is read. A body without one
+(`Transfer-Encoding: chunked`) is read at most to the limit, then refused (413) or handed to
+Django with its real length. A body longer than its `Content-Length` never reaches a view: the
+ASGI wrapper refuses it (400), and Django reads no more than the declared length.
+"""
 
 from __future__ import annotations
 
-from django.conf import settings
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
 
-from cadre.api.errors import error_response
+from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
+
+from cadre.api.errors import envelope, error_response
+
+# Paths with their own, larger limits (bundle uploads) register a prefix here.
+BODY_LIMIT_OVERRIDES: dict[str, int] = {}
+
+REPLAY_CHUNK = 64 * 1024
+
+ASGIApp = Callable[
+    [dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]
+]
+
+
+def body_limit_for(path: str) -> int:
+    """The largest request body accepted at `path`, in bytes."""
+    for prefix, limit in BODY_LIMIT_OVERRIDES.items():
+        if path.startswith(prefix):
+            return limit
+    return settings.CADRE_MAX_BODY_BYTES
+
+
+def _too_large(limit: int, size: int | None = None) -> tuple[int, str, str, dict]:
+    said = f"is {size} bytes" if size is not None else f"is larger than {limit} bytes"
+    return (
+        413,
+        "payload_too_large",
+        f"The request body {said}; the limit is {limit} bytes.",
+        {"limit": limit},
+    )
+
+
+_NOT_A_NUMBER = (400, "invalid", "Content-Length is not a number.", {})
+_LONGER_THAN_DECLARED = (400, "invalid", "The request body is longer than its Content-Length.", {})
 
 
 class BodySizeLimitMiddleware:
-    # Paths with their own, larger limits (bundle uploads) register a prefix here.
-    overrides: dict[str, int] = {}
+    """Django's side: the declared length checked, the read bounded by it, and a body without
+    one read at most to the limit (under WSGI or an ASGI server without the wrapper)."""
+
+    # Kept as the registration point the apps use (`overrides[prefix] = limit`).
+    overrides = BODY_LIMIT_OVERRIDES
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def limit_for(self, path: str) -> int:
-        for prefix, limit in self.overrides.items():
-            if path.startswith(prefix):
-                return limit
-        return settings.CADRE_MAX_BODY_BYTES
+        return body_limit_for(path)
 
     def __call__(self, request):
+        limit = self.limit_for(request.path)
         length = request.META.get("CONTENT_LENGTH")
         if length:
             try:
                 size = int(length)
             except ValueError:
-                return error_response(400, "invalid", "Content-Length is not a number.")
-            limit = self.limit_for(request.path)
+                return error_response(*_NOT_A_NUMBER)
+            if size < 0:
+                return error_response(*_NOT_A_NUMBER)
             if size > limit:
-                return error_response(
-                    413,
-                    "payload_too_large",
-                    f"The request body is {size} bytes; the limit is {limit} bytes.",
-                    {"limit": limit},
-                )
+                return error_response(*_too_large(limit, size))
+            # WSGI bounds the stream by the declared length; Django's ASGI request hands over
+            # all it received. Either way nothing past the declared length is read.
+            request._stream = LimitedStream(request._stream, size)
+            return self.get_response(request)
+        # No length declared: read at most one byte past the limit now, and give Django and DRF
+        # the body with its real length (DRF reads a body only when a length is declared).
+        body = request.read(limit + 1)
+        if len(body) > limit:
+            return error_response(*_too_large(limit))
+        request._body = body  # Django's cache of the body: .body, POST and FILES read from it
+        if body:
+            request.META["CONTENT_LENGTH"] = str(len(body))
         return self.get_response(request)
+
+
+class ASGIBodySizeLimit:
+    """The ASGI edge in front of Django: the limit on the `http.request` chunks received.
+
+    With a `Content-Length`: over the limit is 413 at once; otherwise the chunks stream through
+    to Django, counted, and a body that turns out longer than declared is cut off (Django sees
+    a disconnect) and answered 400. Without one (chunked): the body is received here, at most
+    to the limit (spooled to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, as Django does), then
+    refused with 413 before Django sees any of it, or handed on with its real Content-Length.
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        limit = body_limit_for(path)
+        declared = {value for name, value in scope.get("headers", []) if name == b"content-length"}
+        if not declared:
+            return await self._chunked(scope, receive, send, limit)
+        raw = next(iter(declared))
+        if len(declared) > 1 or not raw.isdigit():
+            return await _answer(send, *_NOT_A_NUMBER)
+        size = int(raw)
+        if size > limit:
+            return await _answer(send, *_too_large(limit, size))
+        return await self._counted(scope, receive, send, size)
+
+    async def _counted(self, scope: dict, receive, send, size: int) -> None:
+        state = {"received": 0, "over": False, "started": False}
+
+        async def counted_receive() -> dict:
+            if state["over"]:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                state["received"] += len(message.get("body", b""))
+                if state["received"] > size:
+                    state["over"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracked_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        await self.app(scope, counted_receive, tracked_send)
+        if state["over"] and not state["started"]:
+            await _answer(send, *_LONGER_THAN_DECLARED)
+
+    async def _chunked(self, scope: dict, receive, send, limit: int) -> None:
+        spool = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - closed below
+            max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
+        )
+        try:
+            received = 0
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # the client left: nothing to answer, nothing handed on
+                chunk = message.get("body", b"")
+                received += len(chunk)
+                if received > limit:
+                    return await _answer(send, *_too_large(limit))
+                spool.write(chunk)
+                if not message.get("more_body", False):
+                    break
+            spool.seek(0)
+            headers = [*scope.get("headers", []), (b"content-length", str(received).encode())]
+            replay = {"done": False}
+
+            async def replayed_receive() -> dict:
+                if replay["done"]:
+                    return await receive()  # after the body: the disconnect, when it comes
+                chunk = spool.read(REPLAY_CHUNK)
+                more = spool.tell() < received
+                replay["done"] = not more
+                return {"type": "http.request", "body": chunk, "more_body": more}
+
+            await self.app({**scope, "headers": headers}, replayed_receive, send)
+        finally:
+            spool.close()
+
+
+async def _answer(send, status: int, code: str, message: str, details: dict) -> None:
+    body = json.dumps(envelope(code, message, details)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,6 +1,9 @@
-"""Built-in hooks: the input policy (governance), memory retrieval into the context, memory and
-experience writing after the run, compaction (dedup and the session summary), and the default
-subagent inheritance."""
+"""Built-in hooks: memory retrieval into the context (each memory through the policy chain's
+"retrieved" stage), memory and experience writing after the run, compaction (dedup and the
+session summary), and the default subagent inheritance.
+
+The chain's input stage is not a hook: the runtime runs it for every run (engine._input_gate),
+so no template can switch it off."""
 
 from __future__ import annotations
 
@@ -10,22 +13,6 @@ import logging
 from cadre.agents.hooks.registry import hook
 
 logger = logging.getLogger(__name__)
-
-
-@hook(
-    "on_init",
-    "input_policy",
-    description="Apply the organization's policy chain to the input "
-    "(masking first). A no-op when no plugin of the chain checks input.",
-)
-def input_policy(ctx, config: dict) -> dict:
-    # The verdict ("result") is applied by the runtime: a denial ends the run with a visible
-    # refusal, otherwise the masked text replaces the input for the model, retrieval, the
-    # context record and memory (see engine._apply_input_verdict).
-    verdict = ctx.policy_check("input", ctx.input_text)
-    if verdict is None:
-        return {"applied": False, "reason": "no plugin of the chain checks input"}
-    return {"applied": True, "result": verdict}
 
 
 def memory_for_context(ctx, content: str) -> tuple[str | None, str]:

@@ -115,9 +115,10 @@ def _skill_descriptions(version) -> list[dict]:
 
 
 def _apply_input_verdict(ctx: RunContext, output: dict) -> None:
-    """An on_init hook's input verdict ({"result": {"action", "reason", "text"}}): a refusal
-    ends the run before anything reaches the model; otherwise the (masked) text is what the
-    model, retrieval and memory see from now on."""
+    """An input verdict ({"result": {"action", "reason", "text"}}) — the input gate's, or an
+    on_init hook's that checks the input further: a refusal ends the run before anything
+    reaches the model; otherwise the (masked) text is what the model, retrieval and memory see
+    from now on."""
     verdict = output.get("result") if isinstance(output, dict) else None
     if not isinstance(verdict, dict) or "action" not in verdict:
         return
@@ -144,7 +145,26 @@ def _base(ctx: RunContext) -> dict:
     }
 
 
+def _input_gate(ctx: RunContext) -> None:
+    """The policy chain's input stage, run by the runtime for every run before any hook: the
+    organization's chain always (a template's hooks cannot switch it off), then the template's
+    additions. A refusal ends the run; otherwise the masked text is what everything after sees.
+    Always a step of its own (first), so a replay reuses the verdict and the step list does not
+    depend on the chain."""
+    verdict = ctx.step(
+        Step.Kind.HOOK,
+        "input_policy",
+        {},
+        lambda step: (
+            ctx.policy_check("input", ctx.input_text)
+            or {"applied": False, "reason": "no plugin of the chain checks input"}
+        ),
+    )
+    _apply_input_verdict(ctx, {"result": verdict})
+
+
 def _assemble(ctx: RunContext) -> tuple[list[dict], dict]:
+    _input_gate(ctx)
     for hook, config in hooks_for(ctx.version.hooks, "on_init"):
         output = ctx.step(
             Step.Kind.HOOK,

@@ -1,5 +1,9 @@
 """Write paths of the policy chain: replace the plugin list of the organization's chain or of a
-template chain, create a template chain."""
+template chain, create a template chain.
+
+A template chain only adds: it runs after the organization's chain, which always runs whole, so
+no entry of it can remove or relax an organization plugin. An entry that reads as switching one
+off (a disabled entry naming a plugin the organization runs) is refused, not stored."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from cadre.errors import InvalidInput
 from cadre.governance import audit
 from cadre.governance.models import PolicyChain
 from cadre.governance.policy.base import get
+from cadre.governance.policy.chain import resolve_chain
 
 MAX_PLUGINS = 30
 
@@ -52,6 +57,27 @@ def validate_plugins(plugins) -> list[dict]:
     return clean
 
 
+def refuse_weakening(organization, plugins: list[dict]) -> None:
+    """InvalidInput (`policy_weakening`) when a template chain's entry disables a plugin the
+    organization's chain (or the default one) runs."""
+    enforced = {
+        entry.get("plugin")
+        for entry in resolve_chain(organization).plugins
+        if entry.get("enabled", True)
+    }
+    for index, entry in enumerate(plugins):
+        if not entry["enabled"] and entry["plugin"] in enforced:
+            problem = (
+                f"The organization's chain runs {entry['plugin']} for every agent; a template "
+                "chain can only add plugins, not switch the organization's off."
+            )
+            raise InvalidInput(
+                f"plugins[{index}]: {problem}",
+                code="policy_weakening",
+                details={"plugins": {str(index): [problem]}},
+            )
+
+
 @transaction.atomic
 def policy_chain_set(*, actor, plugins, chain: PolicyChain | None = None) -> PolicyChain:
     """Replace the plugin list of the organization's chain (or of template chain `chain`);
@@ -63,6 +89,8 @@ def policy_chain_set(*, actor, plugins, chain: PolicyChain | None = None) -> Pol
     chains = PolicyChain.objects.select_for_update().filter(organization=actor.organization)
     if chain is not None:
         chain = chains.get(pk=chain.pk)
+        if chain.scope == PolicyChain.Scope.TEMPLATE:
+            refuse_weakening(actor.organization, clean)
     else:
         chain = chains.filter(scope=PolicyChain.Scope.ORGANIZATION).first()
     before = {"plugins": chain.plugins, "version": chain.version} if chain else None
@@ -78,6 +106,7 @@ def policy_chain_create(*, actor, plugins) -> PolicyChain:
     """A new template chain (version 1) for role template versions to link to."""
     actor.require("policy.manage")
     clean = validate_plugins(plugins)
+    refuse_weakening(actor.organization, clean)
     chain = PolicyChain(
         organization=actor.organization, scope=PolicyChain.Scope.TEMPLATE, version=0
     )
