@@ -242,3 +242,18 @@ def test_a_template_chain_adds_policy_but_cannot_switch_the_organizations_off(
     assert PHONE not in json.dumps(server.requests[0]["body"], ensure_ascii=False)
     assert masked.status == Run.Status.COMPLETED
     assert refused.output["refused"]
+
+
+def test_a_run_recorded_with_the_former_input_hook_step_replays():
+    """A run paused before the input gate became the runtime's own step recorded it as
+    `on_init:input_policy`: resuming it replays that step instead of failing the run."""
+    from types import SimpleNamespace
+
+    from cadre.agents.models import Step
+    from cadre.agents.runtime.run_context import NonDeterministicReplay, RunContext
+
+    old = SimpleNamespace(kind=Step.Kind.HOOK, name="on_init:input_policy")
+    context = SimpleNamespace(steps={0: old})
+    assert RunContext._replayed(context, 0, Step.Kind.HOOK, "input_policy") is old
+    with pytest.raises(NonDeterministicReplay):
+        RunContext._replayed(context, 0, Step.Kind.HOOK, "assemble_context:base")

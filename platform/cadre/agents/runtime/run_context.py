@@ -51,6 +51,10 @@ class RunRefused(Exception):
         return f"I can't pass this message on to the model: {self.reason}."
 
 
+# Steps recorded under an earlier name: a run paused before an upgrade resumes with them.
+RENAMED_STEPS = {"on_init:input_policy": "input_policy"}
+
+
 class NonDeterministicReplay(Exception):
     """A replayed step does not match what the loop asks for: the run cannot resume safely."""
 
@@ -168,7 +172,9 @@ class RunContext:
 
     def _replayed(self, index: int, kind: str, name: str) -> Step | None:
         existing = self.steps.get(index)
-        if existing is not None and (existing.kind != kind or existing.name != name):
+        if existing is not None and (
+            existing.kind != kind or RENAMED_STEPS.get(existing.name, existing.name) != name
+        ):
             raise NonDeterministicReplay(
                 f"step {index} was {existing.kind}:{existing.name}, now {kind}:{name}"
             )
