@@ -70,7 +70,9 @@ def _refuse_archived_create(data: dict) -> None:
     so only a true value is refused.
     """
     if data.get("is_archived"):
-        raise ValidationError({"is_archived": ["A new record cannot be archived; create it first."]})
+        raise ValidationError(
+            {"is_archived": ["A new record cannot be archived; create it first."]}
+        )
 
 
 class DepartmentFilter(django_filters.FilterSet):
