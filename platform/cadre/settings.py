@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from csp.constants import NONCE as CSP_NONCE
 from django.core.exceptions import ImproperlyConfigured
 
 from cadre.env import env_bool, env_int, env_list, env_secret, env_str, env_url
@@ -331,7 +332,7 @@ SECURE_HSTS_PRELOAD = False
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
-        "script-src": ["'self'", "'nonce'"],
+        "script-src": ["'self'", CSP_NONCE],
         "style-src": ["'self'", "'unsafe-inline'"],
         "img-src": ["'self'", "data:"],
         "font-src": ["'self'", "data:"],
@@ -421,7 +422,6 @@ REST_FRAMEWORK = {
     "NUM_PROXIES": 1 if CADRE_BEHIND_PROXY else 0,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
-
 
 
 def _rate(name: str, default: str) -> str:
