@@ -117,9 +117,7 @@ def test_admin_unlocks_through_the_api(alice, bob, key_client):
     response = api.post(f"/api/v1/members/{bob.pk}/sign-in-lock/unlock/")
     assert response.status_code == 200, response.content
     assert response.json() == {"locked": False, "failures": 0, "locked_until": None}
-    assert AuditEvent.objects.filter(
-        action="member.signin_unlock", target_id=str(bob.pk)
-    ).exists()
+    assert AuditEvent.objects.filter(action="member.signin_unlock", target_id=str(bob.pk)).exists()
     assert _sign_in(Client(), "bob@acme.test", PASSWORD).status_code == 302
 
 
@@ -143,9 +141,7 @@ def test_wrong_api_keys_get_429_with_retry_after(alice, key_client):
     prefix = valid.split("_")[1]
     statuses = []
     for index in range(300):
-        response = _bearer(f"cadre_{prefix}_wrong{index:04d}", "10.2.0.1").get(
-            "/api/v1/members/"
-        )
+        response = _bearer(f"cadre_{prefix}_wrong{index:04d}", "10.2.0.1").get("/api/v1/members/")
         statuses.append(response.status_code)
     assert set(statuses) == {401, 429}
     limit = int(settings.CADRE_API_THROTTLE_RATES["auth_failure"].split("/")[0])

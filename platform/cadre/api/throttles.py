@@ -142,4 +142,3 @@ def blocked_message(wait: float) -> str:
         "Too many failed authentication attempts from this address. "
         f"Try again in {int(wait + 0.999)} seconds."
     )
-
