@@ -7,6 +7,7 @@ from django.core.cache import cache
 
 from connectors.tests.fakes import FakePlatformServer
 from tests.conftest import (  # noqa: F401 - the shared cast, re-exported as fixtures
+    _fresh_throttles,
     alice,
     bob,
     charlie,

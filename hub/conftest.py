@@ -6,6 +6,7 @@ import pytest
 
 from cadre import signing
 from tests.conftest import (  # noqa: F401 - the shared cast, re-exported as fixtures
+    _fresh_throttles,
     alice,
     bob,
     charlie,

@@ -94,3 +94,19 @@ def key_client(db):
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Sign-in locks and API rate-limit history live in Redis across tests; each test starts
+    with none, so one test's failed attempts from 127.0.0.1 never lock out another's."""
+    from django.core.cache import caches
+
+    from cadre.api.throttles import THROTTLE_CACHE
+
+    throttle_cache = caches[THROTTLE_CACHE]
+    client = throttle_cache._cache.get_client(None, write=True)
+    pattern = throttle_cache.make_key("*")
+    for key in client.scan_iter(match=pattern, count=500):
+        client.delete(key)
+    yield

@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from csp.constants import NONCE as CSP_NONCE
 from django.core.exceptions import ImproperlyConfigured
 
 from cadre.env import env_bool, env_int, env_list, env_secret, env_str, env_url
@@ -167,7 +168,13 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env_str("CADRE_CACHE_PREFIX", "cadre"),
-    }
+    },
+    # Sign-in failures (django-axes) and API rate-limit history: shared by every web process.
+    "throttle": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CADRE_CACHE_PREFIX", "cadre") + "-throttle",
+    },
 }
 
 CHANNEL_LAYERS = {
@@ -252,6 +259,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "guardian",
+    "axes",
+    "csp",
     "django_htmx",
     "channels",
     "cadre.runtime",
@@ -270,6 +279,7 @@ MIDDLEWARE = [
     "cadre.observability.RequestContextMiddleware",
     "cadre.api.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -303,6 +313,8 @@ TEMPLATES = [
 
 AUTH_USER_MODEL = "tenancy.User"
 AUTHENTICATION_BACKENDS = [
+    # First: refuses every password check for a locked account or address (django-axes).
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -325,12 +337,54 @@ ANONYMOUS_USER_NAME = None  # django-guardian: no anonymous user row
 SESSION_COOKIE_SECURE = CADRE_BASE_URL.startswith("https://")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_AGE = env_int("CADRE_SESSION_AGE", 12 * 3600, minimum=300)
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("CADRE_BEHIND_PROXY", False) else None
-)
+CADRE_BEHIND_PROXY = env_bool("CADRE_BEHIND_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if CADRE_BEHIND_PROXY else None
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "cadre.api.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# HSTS only when the instance is served over https: browsers then refuse plain http to this
+# host for CADRE_HSTS_SECONDS (a year by default; 0 switches it off).
+SECURE_HSTS_SECONDS = (
+    env_int("CADRE_HSTS_SECONDS", 365 * 86400, minimum=0) if SESSION_COOKIE_SECURE else 0
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CADRE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = False
+# Content-Security-Policy (django-csp): scripts only from this origin or carrying the
+# response's nonce; no inline scripts or event handlers, no eval, no framing, no plugins.
+# Styles allow inline: the console's style="" attributes cannot carry a nonce, and a browser
+# ignores 'unsafe-inline' once a nonce is listed, so styles get no nonce (docs/operations.md).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", CSP_NONCE],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Sign-in throttling (django-axes on the Redis "throttle" cache): CADRE_SIGNIN_FAILURE_LIMIT
+# failed passwords for one account, or from one address, lock it for CADRE_SIGNIN_LOCK_MINUTES
+# (counted from the last failure; attempts during the lock do not extend it).
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_CACHE = "throttle"
+AXES_FAILURE_LIMIT = env_int("CADRE_SIGNIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = env_int("CADRE_SIGNIN_LOCK_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = False
+AXES_USERNAME_FORM_FIELD = "username"
+AXES_USERNAME_CALLABLE = "cadre.tenancy.services.signin.signin_username"
+AXES_CLIENT_IP_CALLABLE = "cadre.api.throttles.client_ip"
+AXES_VERBOSE = False
+# The console's sign-in view answers a lock itself (429, Retry-After, in words), so axes'
+# middleware, which would replace that page, is not installed.
+SILENCED_SYSTEM_CHECKS = ["axes.W002"]
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
@@ -390,7 +444,34 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "cadre.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "cadre.api.throttles.ApiKeyRateThrottle",
+        "cadre.api.throttles.UserRateThrottle",
+        "cadre.api.throttles.AnonymousRateThrottle",
+    ],
+    # Behind a proxy the client is the address the proxy appended last to X-Forwarded-For.
+    "NUM_PROXIES": 1 if CADRE_BEHIND_PROXY else 0,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+
+def _rate(name: str, default: str) -> str:
+    from cadre.api.throttles import parse_rate
+
+    value = env_str(name, default)
+    try:
+        parse_rate(value)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}: {error}") from None
+    return value
+
+
+# API rate limits (<count>/<period>: 600/minute, 20/5m, 10000/day); 429 + Retry-After beyond.
+CADRE_API_THROTTLE_RATES = {
+    "api_key": _rate("CADRE_API_RATE_KEY", "1200/minute"),
+    "user": _rate("CADRE_API_RATE_USER", "1200/minute"),
+    "anon": _rate("CADRE_API_RATE_ANON", "120/minute"),
+    "auth_failure": _rate("CADRE_API_RATE_AUTH_FAILURE", "30/5m"),
 }
 
 SPECTACULAR_SETTINGS = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 import connectors.urls as connectors_urls
 import hub.urls as hub_urls
@@ -29,7 +29,7 @@ urlpatterns = [
     path("connectors/", include(connectors_urls.urlpatterns)),
     path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api/", api_views.unknown_endpoint),
     path("api/<path:rest>", api_views.unknown_endpoint),
     path("", include("cadre.console.urls")),

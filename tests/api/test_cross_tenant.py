@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
@@ -291,6 +293,11 @@ def test_outsider_cannot_reference_another_orgs_objects_in_relations(world, outs
     assert not Department.objects.filter(organization=world["charlie"].organization).exists()
 
 
+# The sweep itself is hundreds of unauthenticated requests from one address: lift the
+# failed-auth limit (tests/console/test_brute_force.py tests it) so each route answers 401.
+@override_settings(
+    CADRE_API_THROTTLE_RATES={**settings.CADRE_API_THROTTLE_RATES, "auth_failure": "100000/m"}
+)
 def test_unauthenticated_client_gets_401_on_every_api_route(world):
     client = APIClient()
     alice = world["alice"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -21,7 +22,7 @@ from tests.factories import DepartmentFactory, MemberFactory, PositionFactory
 
 def _login(email: str, password: str) -> APIClient:
     client = APIClient()
-    assert client.login(email=email, password=password)
+    assert client.login(request=HttpRequest(), email=email, password=password)
     return client
 
 

@@ -11,6 +11,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from cadre.api.throttles import blocked_message, record_auth_failure
 from cadre.errors import CadreError
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,13 @@ def exception_handler(exc, context):
         exc = exceptions.ValidationError(
             exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         )
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        # Every refused authentication counts against the caller's address; once over the
+        # limit the answer is 429 until the window passes (cadre.api.throttles).
+        request = context.get("request")
+        wait = record_auth_failure(request) if request is not None else None
+        if wait is not None:
+            exc = exceptions.Throttled(wait=wait, detail=blocked_message(wait))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -6,6 +6,7 @@ import hmac
 
 from rest_framework import authentication, exceptions
 
+from cadre.api.throttles import refuse_if_auth_blocked
 from cadre.tenancy.actors import api_key_actor
 from cadre.tenancy.models import ApiKey, Member, Organization
 from cadre.tenancy.services import api_key_hash, api_key_parse, api_key_touch
@@ -35,6 +36,9 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != self.keyword.lower():
             return None
+        # An address past its failed-auth limit may not try keys at all (429, before the
+        # lookup), so a brute force cannot tell a right guess from a wrong one.
+        refuse_if_auth_blocked(request)
         parsed = api_key_parse(token.strip())
         if parsed is None:
             raise exceptions.AuthenticationFailed("Malformed API key.")

@@ -565,6 +565,7 @@ class TriggerInboundView(APIView):
 
     authentication_classes: list = []
     permission_classes: list = []
+    throttle_classes: list = []  # verified by its signature; not anonymous traffic
 
     @extend_schema(
         request=OpenApiTypes.OBJECT,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
@@ -15,13 +17,26 @@ from cadre.console.views.base import posted
 from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.middleware import SESSION_KEY
+from cadre.tenancy.services.signin import signin_lock_wait, signin_username
 
 _BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
 class ConsoleLoginView(LoginView):
+    """Sign in; a locked account or address (django-axes, see cadre.tenancy.services.signin)
+    gets 429 with Retry-After and says so, whatever password was typed."""
+
     template_name = "console/login.html"
     redirect_authenticated_user = True
+
+    def form_invalid(self, form):
+        if not getattr(self.request, "axes_locked_out", False):
+            return super().form_invalid(form)
+        wait = signin_lock_wait(self.request, signin_username(self.request))
+        context = self.get_context_data(form=form, locked_minutes=max(1, math.ceil(wait / 60)))
+        response = self.render_to_response(context, status=429)
+        response["Retry-After"] = str(wait)
+        return response
 
 
 class ConsoleLogoutView(LogoutView):

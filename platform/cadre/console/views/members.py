@@ -22,6 +22,7 @@ from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.models import IMIdentity, Member
 from cadre.tenancy.roles import ROLES
+from cadre.tenancy.services.signin import signin_lock_state, signin_unlock
 
 MEMBER_FIELDS = (
     "display_name",
@@ -102,6 +103,7 @@ def _detail_context(request, member: Member, identity_form: IdentityForm | None 
         "identity_form": (identity_form or IdentityForm()) if can_manage else None,
         "role_labels": {name: role.label for name, role in ROLES.items()},
         "pending_invitation": member.invitations.filter(accepted_at=None, revoked_at=None).first(),
+        "signin_lock": signin_lock_state(member) if member.user_id else None,
     }
 
 
@@ -236,6 +238,19 @@ def member_reactivate(request, pk: int):
         messages.error(request, error.message)
     else:
         messages.success(request, f"{member.display_name} was reactivated.")
+    return redirect("console:member", pk=member.pk)
+
+
+@require_POST
+@require_permission("member.manage")
+def member_signin_unlock(request, pk: int):
+    member = _visible_member(request, pk)
+    try:
+        signin_unlock(actor=request.actor, member=member)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"{member.display_name} can sign in again.")
     return redirect("console:member", pk=member.pk)
 
 

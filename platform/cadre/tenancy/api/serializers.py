@@ -126,6 +126,12 @@ class MemberSerializer(serializers.ModelSerializer):
         return member.user_id is not None
 
 
+class SignInLockSerializer(serializers.Serializer):
+    locked = serializers.BooleanField()
+    failures = serializers.IntegerField(help_text="Failed passwords counted for the account.")
+    locked_until = serializers.DateTimeField(allow_null=True)
+
+
 class MemberInviteSerializer(serializers.Serializer):
     email = serializers.EmailField()
     display_name = serializers.CharField(max_length=150, required=False, allow_blank=True)

@@ -27,6 +27,7 @@ from cadre.tenancy.models import (
     Position,
 )
 from cadre.tenancy.roles import GRANTABLE, ROLES, grant_codename
+from cadre.tenancy.services.signin import signin_lock_state, signin_unlock
 
 
 class OrganizationViewSet(viewsets.ViewSet):
@@ -62,6 +63,18 @@ def _id_filter(field_name: str, label: str):
     return django_filters.NumberFilter(field_name=field_name, label=label)
 
 
+def _refuse_archived_create(data: dict) -> None:
+    """A new department or position starts active; archiving is a later, audited step.
+
+    Form and multipart bodies always carry `is_archived` (an absent HTML checkbox is false),
+    so only a true value is refused.
+    """
+    if data.get("is_archived"):
+        raise ValidationError(
+            {"is_archived": ["A new record cannot be archived; create it first."]}
+        )
+
+
 class DepartmentFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     parent = _id_filter("parent_id", "Parent department id")
@@ -84,8 +97,14 @@ class DepartmentViewSet(
     filterset_class = DepartmentFilter
 
     def perform_create(self, serializer):
+        data = serializer.validated_data
+        _refuse_archived_create(data)
         serializer.instance = services.department_create(
-            actor=self.actor, **serializer.validated_data
+            actor=self.actor,
+            name=data["name"],
+            parent=data.get("parent"),
+            code=data.get("code", ""),
+            description=data.get("description", ""),
         )
 
     def perform_update(self, serializer):
@@ -124,8 +143,14 @@ class PositionViewSet(
     filterset_class = PositionFilter
 
     def perform_create(self, serializer):
+        data = serializer.validated_data
+        _refuse_archived_create(data)
         serializer.instance = services.position_create(
-            actor=self.actor, **serializer.validated_data
+            actor=self.actor,
+            name=data["name"],
+            code=data.get("code", ""),
+            description=data.get("description", ""),
+            department=data.get("department"),
         )
 
     def perform_update(self, serializer):
@@ -180,7 +205,19 @@ class MemberViewSet(
         )
 
     def perform_create(self, serializer):
-        serializer.instance = services.member_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        serializer.instance = services.member_create(
+            actor=self.actor,
+            display_name=data["display_name"],
+            email=data.get("email", ""),
+            mobile=data.get("mobile", ""),
+            employee_no=data.get("employee_no", ""),
+            title=data.get("title", ""),
+            department=data.get("department"),
+            manager=data.get("manager"),
+            positions=data.get("positions"),
+            roles=data.get("roles"),
+        )
 
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)
@@ -194,8 +231,14 @@ class MemberViewSet(
     def invite(self, request):
         serializer = s.MemberInviteSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
         member, invitation, token = services.member_invite(
-            actor=self.actor, **serializer.validated_data
+            actor=self.actor,
+            email=data["email"],
+            display_name=data.get("display_name", ""),
+            roles=data.get("roles"),
+            department=data.get("department"),
+            positions=data.get("positions"),
         )
         return Response(
             {
@@ -223,6 +266,27 @@ class MemberViewSet(
     def reactivate(self, request, pk=None):
         member = services.member_reactivate(actor=self.actor, member=self.get_object())
         return Response(s.MemberSerializer(member).data)
+
+    @extend_schema(
+        responses=s.SignInLockSerializer,
+        description="Whether the member's console sign-in is locked after failed passwords.",
+    )
+    @action(detail=True, methods=["get"], url_path="sign-in-lock")
+    def sign_in_lock(self, request, pk=None):
+        member = self.get_object()
+        self.actor.require("member.manage", member)
+        return Response(s.SignInLockSerializer(signin_lock_state(member)).data)
+
+    @extend_schema(
+        request=None,
+        responses=s.SignInLockSerializer,
+        description="Lift the sign-in lock of the member's account and of the addresses that "
+        "failed against it (audited as member.signin_unlock).",
+    )
+    @action(detail=True, methods=["post"], url_path="sign-in-lock/unlock")
+    def sign_in_unlock(self, request, pk=None):
+        lock = signin_unlock(actor=self.actor, member=self.get_object())
+        return Response(s.SignInLockSerializer(lock).data)
 
 
 class InvitationFilter(django_filters.FilterSet):
@@ -265,8 +329,14 @@ class IMIdentityViewSet(
     filterset_class = IMIdentityFilter
 
     def perform_create(self, serializer):
+        data = serializer.validated_data
         serializer.instance = services.im_identity_create(
-            actor=self.actor, **serializer.validated_data
+            actor=self.actor,
+            member=data["member"],
+            platform=data["platform"],
+            platform_user_id=data["platform_user_id"],
+            tenant_key=data.get("tenant_key", ""),
+            display_name=data.get("display_name", ""),
         )
 
     def perform_destroy(self, instance):
@@ -299,7 +369,13 @@ class ApiKeyViewSet(
     def create(self, request, *args, **kwargs):
         serializer = s.ApiKeyCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        key, secret = services.api_key_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        key, secret = services.api_key_create(
+            actor=self.actor,
+            name=data["name"],
+            scopes=data["scopes"],
+            expires_at=data.get("expires_at"),
+        )
         data = s.ApiKeySerializer(key).data | {"secret": secret}
         return Response(data, status=status.HTTP_201_CREATED)
 

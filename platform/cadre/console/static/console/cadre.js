@@ -1,5 +1,5 @@
 // Cadre console — small first-party behaviours. Everything works without it; it only adds
-// confirmation prompts, copy buttons and closing open menus.
+// confirmation prompts, copy buttons, auto-submitting filters and closing open menus.
 (function () {
   "use strict";
 
@@ -29,6 +29,22 @@
       // Plain-HTTP installs have no Clipboard API: fall back to selecting the text.
       if (source.select) source.select();
       try { document.execCommand("copy"); done(); } catch (e) { /* the text stays selected */ }
+    }
+  });
+
+  // <select data-autosubmit>: submit its form on change (a filter without a button).
+  document.addEventListener("change", function (event) {
+    var field = event.target;
+    if (field.hasAttribute && field.hasAttribute("data-autosubmit") && field.form) {
+      if (field.form.requestSubmit) field.form.requestSubmit(); else field.form.submit();
+    }
+  });
+
+  // <input data-select-on-click>: select the whole value (a secret or a link to copy).
+  document.addEventListener("click", function (event) {
+    var field = event.target;
+    if (field.hasAttribute && field.hasAttribute("data-select-on-click") && field.select) {
+      field.select();
     }
   });
 
