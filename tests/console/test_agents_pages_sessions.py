@@ -127,6 +127,33 @@ def test_session_transcript_lists_the_memories_a_model_call_was_given(alice, bob
     assert "score 0.870" in page
 
 
+def test_a_deleted_memory_shows_as_its_marker_in_the_transcript(alice, bob, bob_agent):
+    """A context record keeps pointing at a deleted memory (ids only): the transcript shows the
+    deletion marker in place of its text and no link to its (404) page."""
+    from cadre.memory import services as memory_services
+
+    run = _run(bob, bob_agent, "hello")
+    memory = memory_services.memory_add(
+        actor=member_actor(bob),
+        scope="user",
+        scope_id=bob.pk,
+        kind="preference",
+        content="Prefers answers in bullet points",
+        source_kind="user_statement",
+    )
+    record = ContextRecord.objects.create(
+        organization=bob.organization, run_id=str(run.pk), step_id="2", query="hello"
+    )
+    ContextRecordItem.objects.create(
+        context=record, memory=memory, memory_version=1, rank=1, score=0.5, tokens=6
+    )
+    memory = memory_services.memory_delete(actor=member_actor(bob), memory=memory)
+    page = client(alice).get(reverse("console:session", args=[run.session_id])).content.decode()
+    assert "Prefers answers in bullet points" not in page
+    assert memory.deletion["marker"] in page
+    assert reverse("console:memory_detail", args=[memory.pk]) not in page
+
+
 def test_session_transcript_shows_a_paused_runs_confirmation(alice, bob, bob_agent):
     run = _run(bob, bob_agent, "send hello to group:all-staff")
     assert run.status == "waiting"

@@ -73,6 +73,19 @@ def test_reviewer_sees_the_inbox_and_decides_on_the_review_page(rita, candidate,
     assert "Clear and useful" in after and "@acme/visit-prep@1.0.0" in after
 
 
+def test_a_published_new_skill_still_reads_as_new_on_its_review_page(rita, candidate, browser):
+    """After publication the candidate names its package: the page must not call it a new
+    version of the package it created, nor diff it against itself."""
+    services.candidate_decide(
+        actor=member_actor(rita), candidate=candidate, decision="approve", comment="Good"
+    )
+    page = browser(rita).get(reverse("console:skill_review", args=[candidate.pk])).content
+    page = page.decode()
+    assert "@acme/visit-prep@1.0.0" in page  # published as
+    assert "new version of" not in page
+    assert "Changes against nothing" in page and "+2. List the attendees" in page
+
+
 def test_the_requester_sees_their_candidate_but_cannot_decide_it(dave, candidate, browser):
     page = browser(dave).get(reverse("console:skill_review", args=[candidate.pk]))
     assert page.status_code == 200

@@ -253,12 +253,17 @@ def files_diff(before: dict[str, bytes], after: dict[str, bytes], *, label: str)
 
 
 def previous_files(candidate: SkillCandidate) -> tuple[str, dict[str, bytes]]:
-    """(label, files) to compare with: the Hub's latest published version of the skill, else
-    the candidate's previous revision, else nothing (every file is new)."""
+    """(label, files) to compare with: the Hub's latest published version of the skill (once
+    published, the version it was based on), else the candidate's previous revision, else
+    nothing (every file is new)."""
     from hub.models import DistTag, SkillVersion
 
     version = None
-    if candidate.package_id is not None:
+    if candidate.published_version_id is not None:
+        # Published: shown against what it was reviewed against (nothing for a new skill),
+        # not against the version it became.
+        version = candidate.base_version
+    elif candidate.package_id is not None:
         tag = (
             DistTag.objects.filter(package_id=candidate.package_id, tag="latest")
             .select_related("version")
