@@ -97,9 +97,9 @@ def start_workers(env: dict, layout: str) -> list[subprocess.Popen]:
 
 
 def stop_workers(children: list[subprocess.Popen]) -> None:
-    for child in children:
+    for child in children:  # warm shutdown: the main process lets running tasks finish
         if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
+            os.kill(child.pid, signal.SIGTERM)
     for child in children:
         try:
             child.wait(timeout=20)
