@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import os
+from fnmatch import fnmatchcase
 
 from celery import Celery
 from celery.signals import task_postrun, task_prerun, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
+
+
+def route_task(name, args, kwargs, options, task=None, **_kw) -> dict | None:
+    """Celery router: the queue of a task's kind of work (settings.CADRE_TASK_QUEUES, then
+    CADRE_QUEUES), read when the task is sent; a task of no listed kind goes to the default
+    queue. A queue given explicitly to apply_async still wins."""
+    from django.conf import settings
+
+    for pattern, kind in settings.CADRE_TASK_QUEUES.items():
+        if fnmatchcase(name, pattern):
+            return {"queue": settings.CADRE_QUEUES[kind]}
+    return None
+
 
 app = Celery("cadre")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from csp.constants import NONCE as CSP_NONCE
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from cadre.env import env_bool, env_int, env_list, env_secret, env_str, env_url
 
@@ -237,8 +238,39 @@ CELERY_BEAT_SCHEDULE: dict = {
     },
     "hub-upload-tickets-purge": {"task": "hub.tasks.upload_tickets_purge", "schedule": 600.0},
 }
-# The Celery queue agent runs are sent to (a separate worker pool can serve it).
-CADRE_AGENT_QUEUE = env_str("CADRE_AGENT_QUEUE", "celery")
+# Celery queues by kind of work (docs/operations.md, "Workers and queues"). A person waits
+# only for `runs` (agent runs and resumes, and the inbound drains that start IM turns);
+# learning from a finished turn (`after`) and sending to IM platforms (`connectors`, whose
+# retries hold a worker for the transport's timeouts while a platform is down) wait in their
+# own lines, served by another worker pool; everything else goes to CELERY_TASK_DEFAULT_QUEUE.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CADRE_QUEUES = {
+    "runs": env_str("CADRE_AGENT_QUEUE", "runs"),
+    "after": env_str("CADRE_AFTER_RUN_QUEUE", "after"),
+    "connectors": env_str("CADRE_CONNECTOR_QUEUE", "connectors"),
+}
+# Which kind of work each task is (task name, or a glob over names; the first match wins).
+# cadre.celery.route_task reads both tables when a task is sent.
+CADRE_TASK_QUEUES = {
+    "cadre.agents.tasks.run_execute": "runs",
+    "connectors.tasks.inbound_events_drain": "runs",
+    "cadre.agents.tasks.run_after": "after",
+    "cadre.memory.tasks.memory_*": "after",
+    "skills.memory_distill": "after",
+    "hub.tasks.package_embed": "after",
+    "connectors.tasks.deliver_run_reply": "connectors",
+    "connectors.tasks.agent_message_deliver": "connectors",
+    "connectors.tasks.decision_refused_notice": "connectors",
+    "cadre.governance.tasks.confirmation_notify": "connectors",
+    "cadre.governance.tasks.alert_notify": "connectors",
+    "skills.proposal_notify": "connectors",
+}
+CELERY_TASK_ROUTES = ("cadre.celery.route_task",)
+# A worker started without -Q consumes every queue (one pool for everything).
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name, "direct"), routing_key=name)
+    for name in dict.fromkeys([CELERY_TASK_DEFAULT_QUEUE, *CADRE_QUEUES.values()])
+]
 # Subscriptions between agents: runs one publish may start, and hops before a chain of
 # publications stops (a cycle A -> B -> A ends there).
 CADRE_SUBSCRIPTION_MAX_FANOUT = 10

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def queue(settings):
     name = f"cadre-agents-priority-{uuid.uuid4().hex[:8]}"  # nobody consumes it
-    settings.CADRE_AGENT_QUEUE = name
+    # One queue for runs and after-run hooks (CADRE_AFTER_RUN_QUEUE set to the runs queue):
+    # the priority alone orders them.
+    settings.CADRE_QUEUES = {**settings.CADRE_QUEUES, "runs": name, "after": name}
     with app.connection_for_write() as connection:
         Queue(name, Exchange(name, "direct"), routing_key=name)(
             connection.default_channel

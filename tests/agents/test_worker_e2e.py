@@ -21,7 +21,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def worker(settings):
     queue = f"cadre-agents-test-{uuid.uuid4().hex[:8]}"  # no other worker takes our tasks
-    settings.CADRE_AGENT_QUEUE = queue
+    # Every kind of work on the test's queue: the one worker consumes them all.
+    settings.CADRE_QUEUES = dict.fromkeys(settings.CADRE_QUEUES, queue)
     app.loader.import_default_modules()
     # Declare the queue (and its binding) before anything is published: on Redis a message
     # routed to a queue nobody declared yet is dropped.

@@ -25,9 +25,10 @@ def wait_for(condition, timeout: float = 90.0) -> bool:
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_enrichment_runs_on_a_real_worker_and_its_status_is_visible(bob):
+def test_enrichment_runs_on_a_real_worker_and_its_status_is_visible(bob, settings):
     queue = f"test-memory-{uuid.uuid4().hex[:8]}"  # never shared with another worker
     celery_app.conf.task_always_eager = False
+    settings.CADRE_QUEUES = dict.fromkeys(settings.CADRE_QUEUES, queue)  # memory tasks: after
     previous_queue = celery_app.conf.task_default_queue
     celery_app.conf.task_default_queue = queue
     try:

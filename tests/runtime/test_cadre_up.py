@@ -147,10 +147,18 @@ def test_cadre_up_serves_stops_cleanly_and_restarts_fast(data_dir, tmp_path, rec
         assert "password" in body.lower()
 
         groups = children_of_run(data_dir)
-        assert len(groups) == 3  # web, worker, beat
+        assert len(groups) == 4  # web, the runs worker, the other worker, beat
         record = json.loads((data_dir / "run" / "cadre-up.json").read_text())
         niceness = {c["name"]: psutil.Process(c["pid"]).nice() for c in record["children"]}
-        assert niceness["worker"] > niceness["web"]  # background work yields to requests
+        # background work yields to requests, learning and sending yield to answering
+        assert niceness["worker"] > niceness["worker-runs"] > niceness["web"]
+        consumed = {}
+        for child in record["children"]:
+            command = psutil.Process(child["pid"]).cmdline()
+            if "worker" in command:
+                consumed[child["name"]] = command[command.index("-Q") + 1].split(",")
+        # every queue has a worker, and agent runs one of their own
+        assert consumed == {"worker-runs": ["runs"], "worker": ["celery", "after", "connectors"]}
         assert all(psutil.pid_exists(pid) for pid in groups)
         assert embedded.postgres_processes(data_dir)
         first.wait_for("ready.")  # the Celery worker has forked its pool

@@ -2,12 +2,13 @@
 
 `cadre up` is a small process supervisor. The parent process starts (or attaches to) the
 embedded PostgreSQL and Redis when DATABASE_URL / REDIS_URL are unset, migrates, creates the
-demo organization, then runs the ASGI server, a Celery worker and Celery beat as children, each
-in its own process group, with the services' URLs in their environment so that they attach to
+demo organization, then runs the ASGI server, two Celery workers (one pool for agent runs, one
+for everything else: docs/operations.md) and Celery beat as children, each in its own process
+group, with the services' URLs in their environment so that they attach to
 the same servers instead of starting their own. Next to them it runs one long-connection worker
 per connector in stream mode (Feishu long connection, DingTalk Stream), re-reading the list
 every few seconds and restarting a worker that dies with a growing delay. Ctrl-C (SIGINT),
-SIGTERM or the death of web, worker or beat stops every child (SIGTERM, then SIGKILL after a
+SIGTERM or the death of web, a worker or beat stops every child (SIGTERM, then SIGKILL after a
 timeout) before the embedded services are released, so nothing is left running. A run file
 under CADRE_DATA_DIR/run lets the next start refuse to run twice on one data folder and clean up
 after a parent killed with SIGKILL.
@@ -370,6 +371,24 @@ def _child_environment(settings) -> dict[str, str]:
     return env
 
 
+def worker_pools(settings) -> list[tuple[str, list[str], int]]:
+    """(child name, queues, processes) of the Celery workers: agent runs get a pool of their
+    own, so a connector retrying an unreachable platform or a burst of after-run learning never
+    takes the worker slot a chat reply needs; the other pool serves every other queue."""
+    runs = settings.CADRE_QUEUES["runs"]
+    others = [settings.CELERY_TASK_DEFAULT_QUEUE, *settings.CADRE_QUEUES.values()]
+    others = [queue for queue in dict.fromkeys(others) if queue != runs]
+    return [("worker-runs", [runs], 2), ("worker", others, 2)]
+
+
+def worker_command(queues: list[str], concurrency: int, hostname: str) -> list[str]:
+    return [
+        sys.executable, "-m", "celery", "-A", "cadre", "worker",
+        "--concurrency", str(concurrency), "-Q", ",".join(queues), "--loglevel", "INFO",
+        "--hostname", f"{hostname}@%h",
+    ]  # fmt: skip
+
+
 def _commands(args, settings) -> list[tuple[str, list[str]]]:
     python = sys.executable
     commands = [
@@ -384,17 +403,10 @@ def _commands(args, settings) -> list[tuple[str, list[str]]]:
         )
     ]  # fmt: skip
     if not args.no_worker:
-        queue = getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None) or "celery"
-        commands.append(
-            (
-                "worker",
-                [
-                    python, "-m", "celery", "-A", "cadre", "worker",
-                    "--concurrency", "2", "-Q", queue, "--loglevel", "INFO",
-                    "--hostname", f"cadre-{os.getpid()}@%h",
-                ],
+        for name, queues, concurrency in worker_pools(settings):
+            commands.append(
+                (name, worker_command(queues, concurrency, f"cadre-{name}-{os.getpid()}"))
             )
-        )  # fmt: skip
     if not args.no_beat:
         commands.append(
             (
@@ -424,9 +436,10 @@ def _stream_workers() -> list:
         connections.close_all()
 
 
-# The worker runs a little below the web server: on a small machine a burst of background
-# work (agent runs, drains) must not delay acknowledging the IM platforms or serving pages.
-NICENESS = {"worker": 5}
+# The workers run below the web server: on a small machine a burst of background work must
+# not delay acknowledging the IM platforms or serving pages. The runs pool sits above the
+# other (a CPU weight about six times as large), so learning and sending yield to answering.
+NICENESS = {"worker-runs": 2, "worker": 10}
 
 
 def _spawn(name: str, command: list[str], env: dict[str, str]) -> Child:
@@ -616,7 +629,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     up.add_argument("--port", type=int, default=8000, help="HTTP port (8000)")
-    up.add_argument("--no-worker", action="store_true", help="do not run a Celery worker")
+    up.add_argument("--no-worker", action="store_true", help="do not run the Celery workers")
     up.add_argument("--no-beat", action="store_true", help="do not run Celery beat")
     up.add_argument(
         "--no-streams",

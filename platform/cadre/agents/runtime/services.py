@@ -32,17 +32,13 @@ def enqueue(run_id: int) -> None:
     """Execute the run in a worker once the current transaction commits."""
     from cadre.agents.tasks import run_execute
 
-    transaction.on_commit(lambda: run_execute.apply_async((run_id,), queue=queue_name()))
+    transaction.on_commit(lambda: run_execute.delay(run_id))  # the `runs` queue (settings)
 
 
-# Redis broker priorities run 0 (first) to 9 (last); tasks without one count as 0.
+# Redis broker priorities run 0 (first) to 9 (last); tasks without one count as 0. The hooks
+# have a queue of their own; where one queue serves both (CADRE_AFTER_RUN_QUEUE set to the
+# runs queue) the priority still puts answering first.
 AFTER_RUN_PRIORITY = 9
-
-
-def queue_name() -> str:
-    from django.conf import settings
-
-    return getattr(settings, "CADRE_AGENT_QUEUE", "celery")
 
 
 def _check_can_run(actor: Actor, agent: Agent) -> None:
@@ -243,11 +239,9 @@ def on_run_finished(run: Run) -> None:
 
         if not run.output.get("refused"):  # a refused input is not a turn to learn from
             # Learning from a turn (memory, compaction, post-processing) yields to answering:
-            # the lowest broker priority, so under load workers take waiting runs first.
+            # the `after` queue, served by another pool than runs, at the lowest priority.
             transaction.on_commit(
-                lambda: run_after.apply_async(
-                    (run.pk,), queue=queue_name(), priority=AFTER_RUN_PRIORITY
-                )
+                lambda: run_after.apply_async((run.pk,), priority=AFTER_RUN_PRIORITY)
             )
         delivery.reply_deliver(
             delivery.Reply(
