@@ -164,7 +164,9 @@ def test_a_send_hanging_on_an_unreachable_platform_does_not_hold_up_a_chat_run(
         app,
         queues=[queues["connectors"], queues["after"]],
         concurrency=1,
-        shutdown_timeout=30,
+        # After the platform lets go it still runs the chat run's after-run hooks (memory
+        # writing loads the embedding model): give it time to finish them before it stops.
+        shutdown_timeout=180,
         **common,
     )
     runs = start_worker(app, queues=[queues["runs"]], concurrency=1, shutdown_timeout=20, **common)
