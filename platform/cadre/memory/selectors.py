@@ -414,10 +414,14 @@ def memory_get_for_deletion(actor, memory_id) -> Memory:
         pk = int(memory_id)
     except (TypeError, ValueError):
         raise NotFound("Memory not found.") from None
-    keys = readable_scope_keys(actor)
-    memory = Memory.objects.filter(
-        organization=actor.organization, scope_key__in=keys, pk=pk
-    ).first()
+    # The same reach as reading (readable scopes, and what the actor is the subject of), with
+    # deleted and purged memories kept: a second delete is a 409, not a 404.
+    condition = _readable_condition(actor, None) if can_read_memory(actor) else None
+    memory = (
+        Memory.objects.filter(organization=actor.organization, pk=pk).filter(condition).first()
+        if condition is not None
+        else None
+    )
     if memory is None:
         raise NotFound("Memory not found.")
     return memory
