@@ -15,8 +15,12 @@ from cadre.tenancy.models import Department, Member, Organization, Position, Ten
 
 
 def new_public_id() -> str:
-    """The unguessable id in a connector's callback URL (128 bits, url-safe)."""
-    return secrets.token_urlsafe(16)
+    """The unguessable id in a connector's callback URL (128 bits, url-safe). It never starts
+    with "-", which a command line would take for an option (`connectors_stream <id>`)."""
+    while True:
+        public_id = secrets.token_urlsafe(16)
+        if not public_id.startswith("-"):
+            return public_id
 
 
 class Connector(TenantModel):

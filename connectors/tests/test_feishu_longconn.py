@@ -224,3 +224,12 @@ def test_stream_command_refuses_unknown_and_http_only_connectors(alice):
         call_command("connectors_stream", "no-such-id")
     with pytest.raises(CommandError, match="no long-connection worker"):
         call_command("connectors_stream", slack.public_id)
+
+
+def test_a_public_id_never_looks_like_a_command_line_option(monkeypatch):
+    """`connectors_stream <id>` failed ("arguments are required") for an id starting with "-"."""
+    from connectors import models
+
+    drawn = iter(["-starts-with-a-dash", "fine-id"])
+    monkeypatch.setattr(models.secrets, "token_urlsafe", lambda _n: next(drawn))
+    assert models.new_public_id() == "fine-id"

@@ -92,7 +92,7 @@ def test_cadre_up_runs_a_long_connection_worker_and_stops_it(data_dir, tmp_path)
 
         record = json.loads((data_dir / "run" / "cadre-up.json").read_text())
         names = [child["name"] for child in record["children"]]
-        assert names == ["web", "worker", "beat", "stream Feishu (long connection)"]
+        assert names == ["web", "worker-runs", "worker", "beat", "stream Feishu (long connection)"]
         groups = [child["pid"] for child in record["children"]]
 
         assert run.stop() == 0

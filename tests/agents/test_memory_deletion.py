@@ -220,12 +220,13 @@ def test_an_outsider_gets_404_and_nothing_is_redacted(
 
 
 def test_a_colleague_cannot_delete_someone_elses_memory(
-    alice, client_for, memory, carried, django_capture_on_commit_callbacks
+    make_member, client_for, memory, carried, django_capture_on_commit_callbacks
 ):
-    """Alice (an owner) reads no one's personal memory: 404, nothing redacted."""
+    """A colleague reads no one else's personal memory: 404, nothing redacted."""
     first, _later = carried
     stored = _session_text(first.session_id)
-    assert client_for(alice).delete(f"/api/v1/memories/{memory.pk}/").status_code == 404
+    colleague = make_member(roles=["employee"])
+    assert client_for(colleague).delete(f"/api/v1/memories/{memory.pk}/").status_code == 404
     assert _session_text(first.session_id) == stored
 
 
