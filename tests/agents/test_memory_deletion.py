@@ -10,7 +10,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from cadre.agents import redaction, services
+from cadre.agents import redaction
 from cadre.agents.models import Run, RunEvent, Step
 from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
@@ -21,7 +21,7 @@ from cadre.memory import services as memory_services
 from cadre.memory.models import ContextRecordItem, Memory, MemoryEmbedding, MemoryTask
 from cadre.memory.services import deletion
 from cadre.tenancy.actors import member_actor
-from tests.agents.conftest import publish
+from tests.agents.test_memory_integration import remembering_agent  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -37,21 +37,9 @@ def eager_celery():
 
 
 @pytest.fixture
-def agent(owner, bob):
+def agent(remembering_agent):  # noqa: F811 (the imported fixture, by name)
     """Bob's agent with the default hooks: memory retrieval on, reading his personal memory."""
-    template = services.template_create(
-        actor=owner,
-        name="Remembering assistant",
-        code="remembering",
-        agent_md="# Persona\nYou help {{member.display_name}}.",
-        model_settings={"provider": "offline", "model": "offline-1"},
-        memory_policy={"read_scopes": ["agent", "user"], "write_scopes": ["agent"]},
-    )
-    publish(owner, template.versions.get())
-    deployment = services.deployment_create(
-        actor=owner, name="remembering", template=template, members=[bob]
-    )
-    return deployment.agents.get()
+    return remembering_agent
 
 
 @pytest.fixture
