@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -92,13 +93,31 @@ else:
     DATABASE_EMBEDDED = False
 
 
+# The web (ASGI) process runs each request's sync code on a thread of its own, and a persistent
+# connection stays with its thread: without a pool it opens connections as new threads come and
+# keeps them, until the server refuses more (FATAL: too many clients already). psycopg's pool
+# holds at most DATABASE_POOL_SIZE per process; a request that waits DATABASE_POOL_TIMEOUT
+# seconds for one gets 503 `database_busy` (cadre.api.views). The web process is the one that
+# imported cadre.asgi before these settings (uvicorn, as `cadre up` and the image run it).
+# Celery workers (prefork: one task per process at a time), beat, management commands and tests
+# use one thread each, so one persistent connection per process (DATABASE_CONN_MAX_AGE) is
+# bounded already; DATABASE_POOL=true/false overrides the choice for every process.
+WEB_PROCESS = "cadre.asgi" in sys.modules
+DATABASE_POOL = env_bool("DATABASE_POOL", WEB_PROCESS)
+DATABASE_POOL_OPTIONS = {
+    "min_size": 1,
+    "max_size": env_int("DATABASE_POOL_SIZE", 10, minimum=1),
+    "timeout": env_int("DATABASE_POOL_TIMEOUT", 10, minimum=1),
+}
+
+
 def _database_from_url(url: str) -> dict:
     parts = urlsplit(url)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     host = query.pop("host", None) or unquote(parts.hostname or "")
-    options = {"pool": {"min_size": 1, "max_size": env_int("DATABASE_POOL_SIZE", 10, minimum=1)}}
-    if env_bool("DATABASE_POOL", False):
-        conn_max_age = 0
+    if DATABASE_POOL:
+        options = {"pool": dict(DATABASE_POOL_OPTIONS)}
+        conn_max_age = 0  # the pool takes a connection back when Django closes it
     else:
         options = {}
         conn_max_age = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
@@ -310,6 +329,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "cadre.observability.RequestContextMiddleware",
     "cadre.api.middleware.BodySizeLimitMiddleware",
+    "cadre.api.errors.DatabaseBusyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -195,3 +195,31 @@ def test_cadre_doctor_reports_a_malformed_setting(tmp_path):
     result = run_doctor(tmp_path, CADRE_ENCRYPTION_KEY="not-a-key")
     assert result.returncode == 1
     assert "FAIL  settings  CADRE_ENCRYPTION_KEY:" in result.stdout
+
+
+@pytest.mark.django_db
+def test_doctor_shows_connections_in_use_against_the_maximum():
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        maximum = int(cursor.fetchone()[0])
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+        )
+        in_use = cursor.fetchone()[0]
+    [check] = by_name(run_checks(), "connections")
+    assert check.status == OK
+    used, available = (int(word) for word in check.detail.split()[0:5:4])
+    assert in_use - 2 <= used <= in_use + 2  # other sessions may come and go meanwhile
+    assert available < maximum  # superusers' reserved slots are not the application's
+    assert check.detail.endswith(f"(max_connections {maximum})")
+
+
+def test_doctor_warns_when_connections_near_the_limit():
+    from cadre.runtime.doctor import connections_verdict
+
+    assert connections_verdict(237, 297, 300).status == OK
+    near = connections_verdict(238, 297, 300)
+    assert near.status == WARN
+    assert near.detail == "238 in use of 297 available (max_connections 300)"
+    assert "DATABASE_POOL_SIZE" in near.fix
+    assert connections_verdict(297, 297, 300).status == WARN

@@ -85,6 +85,24 @@ def test_embedded_postgres_stops_with_its_last_user_and_keeps_data(data_dir):
     assert wait_until(lambda: embedded.postgres_processes(data_dir) == [])
 
 
+SHOW_MAX_CONNECTIONS = """
+import sys
+from pathlib import Path
+import psycopg
+from cadre.runtime import embedded
+url = embedded.start_postgres(Path(sys.argv[1]))
+with psycopg.connect(url) as conn:
+    print(conn.execute("SHOW max_connections").fetchone()[0])
+"""
+
+
+def test_a_fresh_data_folder_has_the_configured_max_connections_from_its_first_start(data_dir):
+    first = run_python(SHOW_MAX_CONNECTIONS, str(data_dir))
+    assert first.stdout.strip() == str(embedded.MAX_CONNECTIONS)
+    # The restarted server is the one pgserver stops when its last user leaves.
+    assert wait_until(lambda: embedded.postgres_processes(data_dir) == [])
+
+
 def test_a_killed_user_does_not_keep_the_server_running_forever(data_dir):
     run_python(CREATE_ROW, str(data_dir))
 

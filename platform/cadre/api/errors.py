@@ -7,6 +7,7 @@ import logging
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
+from psycopg_pool import PoolTimeout, TooManyRequests
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -36,6 +37,46 @@ def envelope(code: str, message: str, details: object | None = None) -> dict:
 
 def error_response(status_code: int, code: str, message: str, details=None) -> JsonResponse:
     return JsonResponse(envelope(code, message, details), status=status_code)
+
+
+DATABASE_BUSY_RETRY_AFTER = 2  # seconds; a pool wait is bounded by DATABASE_POOL_TIMEOUT
+
+
+def database_busy(exc: BaseException | None) -> bool:
+    """Whether `exc` is a request that found no free connection in the database pool (Django
+    wraps psycopg_pool's timeout in its own OperationalError)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, PoolTimeout | TooManyRequests):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def database_busy_response() -> JsonResponse:
+    """503 with a code and Retry-After: the database is up, every pooled connection is in use."""
+    response = error_response(
+        503,
+        "database_busy",
+        "Every database connection is in use; retry in a moment.",
+        {"retry_after": DATABASE_BUSY_RETRY_AFTER},
+    )
+    response["Retry-After"] = str(DATABASE_BUSY_RETRY_AFTER)
+    return response
+
+
+class DatabaseBusyMiddleware:
+    """A view (or DRF's authentication in it) that waited DATABASE_POOL_TIMEOUT for a pooled
+    connection answers 503 `database_busy` with Retry-After instead of a 500."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        return database_busy_response() if database_busy(exception) else None
 
 
 def _message_from(detail: object) -> str:

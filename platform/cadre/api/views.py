@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.shortcuts import render
 
-from cadre.api.errors import error_response
+from cadre.api.errors import database_busy, database_busy_response, error_response
 
 
 def _is_api(request) -> bool:
@@ -36,6 +38,10 @@ def not_found(request, exception=None):
 
 
 def server_error(request):
+    # A middleware that found the connection pool exhausted lands here (views' own errors are
+    # answered by DatabaseBusyMiddleware): a bounded wait is 503, not a server error.
+    if database_busy(sys.exc_info()[1]):
+        return database_busy_response()
     return _page(request, 500, "server_error", "Something went wrong on our side; it is logged.")
 
 

@@ -19,6 +19,7 @@ from cadre.checks import APP_CHECKS, FAIL, OK, WARN, Check
 
 MIN_POSTGRES = 150000  # server_version_num of PostgreSQL 15
 MIN_PGVECTOR = (0, 7)
+CONNECTIONS_WARN_RATIO = 0.8  # of the connections an ordinary role may open
 
 # Optional dependencies: module, pyproject extra that installs it, what needs it.
 OPTIONAL_EXTRAS: tuple[tuple[str, str, str, bool], ...] = (
@@ -68,6 +69,35 @@ def check_database() -> Check:
     if version_num < MIN_POSTGRES:
         return Check(FAIL, "database", detail, "upgrade to PostgreSQL 15 or newer")
     return Check(OK, "database", detail)
+
+
+def connections_verdict(in_use: int, available: int, maximum: int) -> Check:
+    """OK below CONNECTIONS_WARN_RATIO of the connections the application may open, WARN above:
+    past them PostgreSQL refuses logins (FATAL: too many clients already)."""
+    detail = f"{in_use} in use of {available} available (max_connections {maximum})"
+    if in_use >= CONNECTIONS_WARN_RATIO * available:
+        return Check(
+            WARN,
+            "connections",
+            detail,
+            "raise max_connections on the server, or lower what may open connections: "
+            "DATABASE_POOL_SIZE per web process, worker --concurrency (one each), the number "
+            "of replicas (docs/operations.md#database-connections)",
+        )
+    return Check(OK, "connections", detail)
+
+
+def check_connections() -> Check:
+    """Connections open on the server against the most an ordinary role may open."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'), "
+            "current_setting('max_connections')::int, "
+            "current_setting('superuser_reserved_connections')::int, "
+            "coalesce(current_setting('reserved_connections', true), '0')::int"
+        )
+        in_use, maximum, superuser_reserved, reserved = cursor.fetchone()
+    return connections_verdict(in_use, maximum - superuser_reserved - reserved, maximum)
 
 
 def check_extensions() -> list[Check]:
@@ -347,7 +377,7 @@ def run_checks() -> list[Check]:
     checks.append(database)
     tables_ready = False
     if database.status != FAIL:
-        for step in (check_extensions, check_migrations):
+        for step in (check_connections, check_extensions, check_migrations):
             try:
                 result = step()
             except DatabaseError as error:

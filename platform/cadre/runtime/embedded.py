@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import warnings
@@ -75,14 +76,32 @@ def start_postgres(data_dir: Path) -> str:
             server.psql(f"CREATE DATABASE {DATABASE_NAME};")
         found = re.search(r"max_connections=(\d+)", state)
         if found and int(found.group(1)) < MAX_CONNECTIONS:
-            # PostgreSQL's default of 100 connections is tight when the web server, the
-            # worker's pool, beat and test runs share one embedded server. Takes effect from
-            # the server's next start.
-            server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
+            _raise_max_connections(server)
     uri = server.get_uri(database=DATABASE_NAME)
     # pgserver gives postgresql://postgres:@/cadre?host=/socket/dir — keep it as is; Django's
     # settings parser understands the host query parameter.
     return uri
+
+
+def _raise_max_connections(server) -> None:
+    """Set max_connections to MAX_CONNECTIONS, and restart the server now when no other process
+    uses it (a fresh data folder's first start: initdb wrote PostgreSQL's default of 100).
+
+    The web process's pool, each Celery worker process, beat and test runs share one embedded
+    server; 100 is too tight. The setting needs a restart: a server other processes use keeps
+    its value until its next start rather than dropping their connections.
+    """
+    from pgserver._commands import pg_ctl
+    from pgserver.postgres_server import PostgresServer
+
+    server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
+    with PostgresServer._lock:
+        users = server.global_process_id_list.get()
+        if [pid for pid in users if psutil.pid_exists(pid)] != [os.getpid()]:
+            logger.info("embedded PostgreSQL: max_connections applies from its next start")
+            return
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+        server.ensure_postgres_running()  # the same options pgserver started it with
 
 
 def app_role_url(owner_url: str) -> str:
