@@ -239,8 +239,15 @@ def create_objects(receiver_url: str) -> dict:
 
 
 def start_servers(
-    env: dict, port: int, web_workers: int, concurrency: int, source: Path, worker_nice: int = 0
+    env: dict,
+    port: int,
+    web_workers: int,
+    concurrency: int,
+    source: Path,
+    worker_nice: int = 0,
+    worker: bool = True,
 ) -> list:
+    """uvicorn serving cadre.asgi (and a Celery worker unless `worker` is false), ready."""
     python = sys.executable
     env = {
         **env,
@@ -287,7 +294,7 @@ def start_servers(
     ]
     children = [
         subprocess.Popen(command, cwd=source, env=env, process_group=0)  # noqa: S603
-        for command in commands
+        for command in (commands if worker else commands[:1])
     ]
     import httpx
 
@@ -412,10 +419,13 @@ class Connection:
         self.reader = self.writer = None
 
     async def post(self, path: str, body: bytes, headers: dict) -> int:
+        return await self.request("POST", path, body, headers)
+
+    async def request(self, method: str, path: str, body: bytes, headers: dict) -> int:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         head = [
-            f"POST {path} HTTP/1.1",
+            f"{method} {path} HTTP/1.1",
             f"Host: {self.host}:{self.port}",
             f"Content-Length: {len(body)}",
         ]

@@ -173,3 +173,27 @@ def test_the_web_process_holds_at_most_its_pool_and_answers_503_past_the_wait(we
     finally:
         blocker.close()
     assert _server_connections() <= POOL_SIZE
+
+
+def test_a_middleware_that_finds_the_pool_exhausted_answers_503_not_500(rf):
+    from django.db import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    from cadre.api.views import server_error
+
+    try:
+        try:
+            raise PoolTimeout("couldn't get a connection after 1.00 sec")
+        except PoolTimeout as timeout:
+            raise OperationalError(str(timeout)) from timeout
+    except OperationalError:
+        busy = server_error(rf.get("/console/members/"))
+    assert busy.status_code == 503
+    assert busy["Retry-After"] == "2"
+    assert json.loads(busy.content)["error"]["code"] == "database_busy"
+
+    try:
+        raise OperationalError("server closed the connection unexpectedly")
+    except OperationalError:
+        broken = server_error(rf.get("/api/v1/members/"))
+    assert broken.status_code == 500  # a database that is down is not "busy"
