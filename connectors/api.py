@@ -80,7 +80,13 @@ class ConnectorViewSet(
     def create(self, request, *args, **kwargs):
         data = ConnectorCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        connector = services.connector_create(actor=self.actor, **data.validated_data)
+        connector = services.connector_create(
+            actor=self.actor,
+            platform=data.validated_data["platform"],
+            name=data.validated_data["name"],
+            credentials=data.validated_data["credentials"],
+            settings=data.validated_data.get("settings"),
+        )
         return Response(ConnectorSerializer(connector).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ConnectorUpdateSerializer, responses=ConnectorSerializer)
@@ -89,7 +95,11 @@ class ConnectorViewSet(
         data = ConnectorUpdateSerializer(data=request.data, partial=kwargs.get("partial", False))
         data.is_valid(raise_exception=True)
         connector = services.connector_update(
-            actor=self.actor, connector=connector, **data.validated_data
+            actor=self.actor,
+            connector=connector,
+            name=data.validated_data.get("name"),
+            settings=data.validated_data.get("settings"),
+            status=data.validated_data.get("status"),
         )
         return Response(ConnectorSerializer(connector).data)
 
@@ -100,7 +110,7 @@ class ConnectorViewSet(
         data = CredentialsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         connector = services.connector_rotate_credentials(
-            actor=self.actor, connector=connector, **data.validated_data
+            actor=self.actor, connector=connector, credentials=data.validated_data["credentials"]
         )
         return Response(ConnectorSerializer(connector).data)
 
@@ -145,7 +155,17 @@ class BindingViewSet(
         return ConnectorBinding.objects.prefetch_related("positions", "departments", "members")
 
     def perform_create(self, serializer):
-        serializer.instance = services.binding_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        serializer.instance = services.binding_create(
+            actor=self.actor,
+            connector=data["connector"],
+            name=data.get("name", ""),
+            positions=data.get("positions", ()),
+            departments=data.get("departments", ()),
+            members=data.get("members", ()),
+            chat_ids=data.get("chat_ids", ()),
+            deployment_id=data.get("deployment_id"),
+        )
 
     def perform_destroy(self, instance):
         services.binding_delete(actor=self.actor, binding=instance)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+from cadre.agents.models import Run
 from cadre.tenancy.actors import member_actor
 from connectors import services
-from connectors.models import Connector
+from connectors.models import Connector, Delivery, InboundEvent
+from tests.refusals import nothing_changes
 
 
 def make_connector(
@@ -20,6 +22,11 @@ def make_connector(
         credentials=credentials,
         settings=settings or {},
     )
+
+
+def nothing_received(**options):
+    """A refused inbound request stores no event, starts no run and sends nothing back."""
+    return nothing_changes(InboundEvent, Delivery, Run, **options)
 
 
 def webhook_post(

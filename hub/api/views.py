@@ -172,10 +172,15 @@ class PackageDetailView(APIView):
         package = _package(request, namespace, name)
         serializer = s.PackageUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        if "department" in data:
-            data["department"] = _department(request, data["department"])
-        package = services.package_update(actor=request.actor, package=package, **data)
+        data = serializer.validated_data
+        package = services.package_update(
+            actor=request.actor,
+            package=package,
+            visibility=data.get("visibility"),
+            department=_department(request, data.get("department")),
+            display_name=data.get("display_name"),
+            badges=data.get("badges"),
+        )
         return Response(s.PackageDetailSerializer(package, context={"request": request}).data)
 
 

@@ -12,10 +12,11 @@ import pytest
 
 from cadre import signing
 from hub.integrity import verify_files
-from hub.models import SkillVersion
+from hub.models import HubNamespace, SkillBlob, SkillPackage, SkillVersion
 from hub.tests.factories import publish
 from hub.tests.skill_samples import make_tar_gz, make_zip, skill_files
 from tests.factories import DepartmentFactory
+from tests.refusals import nothing_changes
 
 BASE = "/api/v1/hub"
 
@@ -51,7 +52,8 @@ def test_publish_with_a_publish_key_then_read_with_a_read_key(alice, key_client,
     assert detail["owner"]["display_name"] == "Alice"
     versions = reader.get(f"{BASE}/skills/acme/pdf-tools/versions/").json()["results"]
     assert [v["version"] for v in versions] == ["1.0.0"]
-    assert upload(reader, version="1.0.1").status_code == 403
+    with nothing_changes(SkillPackage, SkillVersion, SkillBlob):
+        assert upload(reader, version="1.0.1").status_code == 403
 
 
 def test_raw_tar_gz_body_upload(alice, key_client):
@@ -122,11 +124,12 @@ def test_blocked_upload_shows_findings(alice, client_for):
 
 def test_body_over_the_upload_limit_is_413(alice, key_client):
     client = key_client(alice, ["hub:publish"])
-    response = client.post(
-        f"{BASE}/publish/?version=1.0.0",
-        data=b"x" * (11 * 1024 * 1024),
-        content_type="application/zip",
-    )
+    with nothing_changes(SkillPackage, SkillVersion, SkillBlob):
+        response = client.post(
+            f"{BASE}/publish/?version=1.0.0",
+            data=b"x" * (11 * 1024 * 1024),
+            content_type="application/zip",
+        )
     assert response.status_code == 413
 
 
@@ -277,12 +280,17 @@ def test_search_endpoint(alice, client_for):
 
 
 def test_namespace_creation_needs_a_reviewer(alice, bob, client_for):
-    assert client_for(bob).post(f"{BASE}/namespaces/", {"handle": "acme-sales"}).status_code == 403
+    with nothing_changes(HubNamespace):
+        assert (
+            client_for(bob).post(f"{BASE}/namespaces/", {"handle": "acme-sales"}).status_code == 403
+        )
     response = client_for(alice).post(f"{BASE}/namespaces/", {"handle": "acme-sales"})
     assert response.status_code == 201
-    assert (
-        client_for(alice).post(f"{BASE}/namespaces/", {"handle": "acme-sales"}).status_code == 409
-    )
+    with nothing_changes(HubNamespace):
+        assert (
+            client_for(alice).post(f"{BASE}/namespaces/", {"handle": "acme-sales"}).status_code
+            == 409
+        )
 
 
 @pytest.mark.parametrize("path", ["skills/", "search/?q=pdf"])

@@ -9,8 +9,10 @@ import zipfile
 import pytest
 
 from hub.bundles import fingerprint
+from hub.models import SkillBlob, SkillFile, SkillVersion, UploadTicket
 from hub.tests.factories import publish
 from hub.tests.skill_samples import skill_files
+from tests.refusals import nothing_changes
 
 
 @pytest.fixture
@@ -164,16 +166,18 @@ def test_upload_with_wrong_bytes_is_refused(alice, key_client):
         format="json",
     ).json()
     url = ticket["uploadUrl"].removeprefix("http://testserver")
-    response = client.post(url, data=b"abc", content_type="text/markdown")
+    with nothing_changes(SkillBlob, SkillFile, SkillVersion):
+        response = client.post(url, data=b"abc", content_type="text/markdown")
     assert response.status_code == 400 and "sha256" in response.content.decode()
 
 
 def test_upload_url_needs_the_publish_scope(reader):
-    response = reader.post(
-        "/api/v1/skills/-/upload-url",
-        {"path": "SKILL.md", "size": 1, "sha256": "0" * 64},
-        format="json",
-    )
+    with nothing_changes(UploadTicket):
+        response = reader.post(
+            "/api/v1/skills/-/upload-url",
+            {"path": "SKILL.md", "size": 1, "sha256": "0" * 64},
+            format="json",
+        )
     assert response.status_code == 403
 
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from cadre.agents.models import Agent, Run, TemplateVersion
+from cadre.agents.models import Agent, AgentTemplate, Run, TemplateVersion
 from cadre.agents.runtime import engine
+from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
 
@@ -83,11 +84,14 @@ def test_presets_are_listed(client_for, bob):
 def test_employee_reads_templates_but_cannot_change_them(client_for, bob, template):
     api = client_for(bob)
     assert api.get("/api/v1/templates/").json()["count"] == 1
-    assert (
-        api.post("/api/v1/templates/", {"name": "x", "code": "x"}, format="json").status_code == 403
-    )
+    with nothing_changes(AgentTemplate):
+        assert (
+            api.post("/api/v1/templates/", {"name": "x", "code": "x"}, format="json").status_code
+            == 403
+        )
     version = template.versions.get()
-    assert api.post(f"/api/v1/template-versions/{version.pk}/submit/").status_code == 403
+    with nothing_changes(version):
+        assert api.post(f"/api/v1/template-versions/{version.pk}/submit/").status_code == 403
 
 
 def test_outsider_gets_404_on_templates_agents_and_runs(
@@ -207,7 +211,8 @@ def test_message_run_state_events_and_cancel(client_for, bob, alice, bob_agent, 
     engine.run_execute(waiting["id"])
     cancelled = api.post(f"/api/v1/runs/{waiting['id']}/cancel/", {"reason": "no"}, format="json")
     assert cancelled.json()["status"] == "cancelled"
-    assert api.post(f"/api/v1/runs/{waiting['id']}/cancel/").status_code == 409
+    with nothing_changes(Run.objects.get(pk=waiting["id"])):
+        assert api.post(f"/api/v1/runs/{waiting['id']}/cancel/").status_code == 409
 
 
 def test_confirmation_resume_through_the_api(client_for, bob, alice, bob_agent):

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from cadre.agents.models import Run, TriggerEvent
 from cadre.agents.runtime import engine, triggers
 from cadre.governance.models import AuditEvent
+from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
 
@@ -92,10 +93,12 @@ def test_bad_signature_stale_timestamp_and_unknown_trigger_are_refused(trigger):
 
 
 def test_event_needs_an_id_and_a_known_member(trigger):
-    assert post(trigger, {"type": "x", "data": {}}).status_code == 400
+    with nothing_changes(Run, TriggerEvent):
+        assert post(trigger, {"type": "x", "data": {}}).status_code == 400
     unknown = post(trigger, {"event_id": "e2", "data": {"owner_email": "nobody@acme.test"}})
     assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_member"
-    assert post(trigger, {}, raw=b"not json").status_code == 400
+    with nothing_changes(Run, TriggerEvent):
+        assert post(trigger, {}, raw=b"not json").status_code == 400
 
 
 def test_triggers_api_shows_the_secret_once(client_for, alice, deployment, bob):

@@ -9,6 +9,7 @@ from django.urls import reverse
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.models import IMIdentity, Invitation, Member
 from tests.factories import DepartmentFactory, IMIdentityFactory, MemberFactory
+from tests.refusals import nothing_changes
 
 
 def test_members_list_searches_name_email_and_employee_number(alice, bob, make_member, browser):
@@ -299,9 +300,11 @@ def test_reactivate_restores_a_member(alice, make_member, browser):
 
 def test_reactivate_needs_post(alice, make_member, browser):
     gone = make_member(status=Member.Status.DEACTIVATED)
-    assert (
-        browser(alice).get(reverse("console:member_reactivate", args=[gone.pk])).status_code == 405
-    )
+    with nothing_changes(gone):
+        assert (
+            browser(alice).get(reverse("console:member_reactivate", args=[gone.pk])).status_code
+            == 405
+        )
 
 
 def test_link_and_unlink_im_identity(alice, bob, browser):

@@ -14,6 +14,7 @@ from cadre.governance import confirmations, policy
 from cadre.governance.models import AuditEvent, Confirmation, ConfirmationVote
 from cadre.governance.risk import classify
 from cadre.tenancy.actors import member_actor
+from tests.refusals import nothing_changes
 
 
 @pytest.fixture(autouse=True)
@@ -376,9 +377,10 @@ def test_api_queue_and_decision(alice, bob, make_member, client_for):
     )
     assert response.status_code == 200, response.json()
     assert response.json()["status"] == "approved" and response.json()["decided_via"] == "console"
-    again = client_for(bob).post(
-        f"/api/v1/confirmations/{confirmation.pk}/reject/", {}, format="json"
-    )
+    with nothing_changes(confirmation, ConfirmationVote):
+        again = client_for(bob).post(
+            f"/api/v1/confirmations/{confirmation.pk}/reject/", {}, format="json"
+        )
     assert again.status_code == 409 and again.json()["error"]["code"] == "already_approved"
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 from cadre.governance import audit, export
 from cadre.governance.models import AuditExport
 from cadre.tenancy.actors import member_actor
+from tests.refusals import nothing_changes
 
 
 @pytest.fixture
@@ -307,13 +308,15 @@ def test_api_creates_follows_and_downloads_an_export(alice, client_for, data_dir
 @pytest.mark.django_db
 def test_api_export_permissions(alice, bob, charlie, make_member, client_for):
     job = AuditExport.objects.create(organization=alice.organization, formats=["jsonl"])
-    assert client_for(bob).post("/api/v1/audit-exports/", {}, format="json").status_code == 403
+    with nothing_changes(AuditExport):
+        assert client_for(bob).post("/api/v1/audit-exports/", {}, format="json").status_code == 403
     assert client_for(charlie).get(f"/api/v1/audit-exports/{job.pk}/").status_code == 404
     auditor = make_member(roles=["auditor"])
     assert client_for(auditor).get(f"/api/v1/audit-exports/{job.pk}/").status_code == 200
     not_ready = client_for(auditor).get(f"/api/v1/audit-exports/{job.pk}/download/")
     assert not_ready.status_code == 409
-    bad = client_for(alice).post("/api/v1/audit-exports/", {"formats": ["xml"]}, format="json")
+    with nothing_changes(AuditExport):
+        bad = client_for(alice).post("/api/v1/audit-exports/", {"formats": ["xml"]}, format="json")
     assert bad.status_code == 400
 
 

@@ -9,6 +9,7 @@ from cadre.governance import policy
 from cadre.governance.models import AuditEvent, PolicyChain, PolicyDecision
 from cadre.governance.policy.services import policy_chain_set
 from cadre.tenancy.actors import member_actor
+from tests.refusals import nothing_changes
 
 
 def _chain(alice, plugins):
@@ -333,9 +334,12 @@ def test_api_reads_and_replaces_the_organization_chain(alice, client_for):
     )
     assert response.status_code == 200, response.json()
     assert response.json()["version"] == 1
-    bad = client.put(
-        "/api/v1/policy-chains/current/", {"plugins": [{"plugin": "nope"}]}, format="json"
-    )
+    with nothing_changes(
+        PolicyChain, PolicyChain.objects.get(organization=alice.organization, scope="organization")
+    ):
+        bad = client.put(
+            "/api/v1/policy-chains/current/", {"plugins": [{"plugin": "nope"}]}, format="json"
+        )
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid"
 
 

@@ -8,8 +8,10 @@ import pytest
 
 from cadre.errors import NotFound, NotPermitted
 from cadre.memory import selectors, services
+from cadre.memory.models import Memory
 from cadre.tenancy.actors import Actor
 from tests.memory.conftest import actor
+from tests.refusals import nothing_changes
 
 
 def add(member, content, **fields):
@@ -179,9 +181,10 @@ def test_api_key_sees_only_its_organization_and_needs_memory_scopes(chart, charl
     assert response.status_code == 403
 
     read_only = key_client(chart["alice"], ["memory:read"])
-    response = read_only.post(
-        "/api/v1/memories/", {"content": "x", "scope": "organization"}, format="json"
-    )
+    with nothing_changes(Memory):
+        response = read_only.post(
+            "/api/v1/memories/", {"content": "x", "scope": "organization"}, format="json"
+        )
     assert response.status_code == 403
 
 

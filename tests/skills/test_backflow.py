@@ -17,6 +17,7 @@ from cadre.skills.selectors import decode_files
 from cadre.tenancy.actors import member_actor
 from hub.bundles import bundle_from_files
 from hub.services import package_publish
+from tests.refusals import nothing_changes
 from tests.skills.conftest import make_agent, skill_md
 
 pytestmark = pytest.mark.django_db
@@ -148,6 +149,8 @@ def test_the_employee_can_dismiss_a_proposal_and_nothing_reaches_review(alice, b
     assert not SkillCandidate.objects.exists()
     event = AuditEvent.objects.get(action="skills.proposal.dismiss")
     assert event.reason == "one-off"
-    assert (
-        client_for(bob).post(f"/api/v1/skills/proposals/{proposal.pk}/confirm/").status_code == 409
-    )
+    with nothing_changes(SkillCandidate, proposal):
+        assert (
+            client_for(bob).post(f"/api/v1/skills/proposals/{proposal.pk}/confirm/").status_code
+            == 409
+        )

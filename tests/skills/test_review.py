@@ -16,6 +16,7 @@ from hub.bundles import bundle_from_files, write_zip
 from hub.integrity import signed_payload
 from hub.models import SkillPackage, SkillVersion
 from tests.factories import DepartmentFactory
+from tests.refusals import nothing_changes
 from tests.skills.conftest import skill_md
 
 pytestmark = pytest.mark.django_db
@@ -212,7 +213,8 @@ def test_reject_ends_the_review(cast, client_for):
     created = _upload(client_for(cast["dave"]))
     rejected = _decide(client_for(cast["rita"]), created["id"], "reject", "Duplicate of a skill")
     assert rejected.json()["status"] == "rejected"
-    assert _decide(client_for(cast["ivan"]), created["id"], "approve").status_code == 409
+    with nothing_changes(SkillCandidate.objects.get(pk=created["id"]), ReviewDecision):
+        assert _decide(client_for(cast["ivan"]), created["id"], "approve").status_code == 409
 
 
 def test_a_scan_blocked_candidate_never_publishes(cast, client_for):
@@ -272,7 +274,8 @@ def test_outsiders_and_bad_input_get_clear_errors(cast, client_for, charlie):
     )
     assert invalid.status_code == 400
     assert invalid.json()["error"]["code"] == "invalid_skill"
-    employee = client_for(cast["bob"]).post(
-        "/api/v1/skills/candidates/", {"bundle": _zip("bob-skill")}, format="multipart"
-    )
+    with nothing_changes(SkillCandidate):
+        employee = client_for(cast["bob"]).post(
+            "/api/v1/skills/candidates/", {"bundle": _zip("bob-skill")}, format="multipart"
+        )
     assert employee.status_code == 403

@@ -12,23 +12,10 @@ import pytest
 
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.models import ApiKey, Department, IMIdentity, Invitation, Member, Position
+from tests.api.request_bodies import FORMATS, post_as
 from tests.factories import DepartmentFactory, MemberFactory, PositionFactory
 
-FORMATS = ["json", "form", "multipart"]
 _serial = itertools.count()
-
-
-def _post(client, url, data, body_format):
-    if body_format == "json":
-        return client.post(url, data, format="json")
-    if body_format == "multipart":
-        return client.post(url, data, format="multipart")
-    # application/x-www-form-urlencoded, as an HTML form sends it
-    from urllib.parse import urlencode
-
-    return client.post(
-        url, urlencode(data, doseq=True), content_type="application/x-www-form-urlencoded"
-    )
 
 
 def _payloads(org):
@@ -86,7 +73,7 @@ def test_create_takes_every_body_format(alice, client_for, endpoint, body_format
     data, model, expected = _payloads(alice.organization)[endpoint]
     before = AuditEvent.objects.count()
 
-    response = _post(client_for(alice), f"/api/v1/{endpoint}/", data, body_format)
+    response = post_as(client_for(alice), f"/api/v1/{endpoint}/", data, body_format)
 
     assert response.status_code == 201, response.content
     row = model.objects.get(**expected)
@@ -105,7 +92,7 @@ def test_create_takes_every_body_format(alice, client_for, endpoint, body_format
 def test_a_new_record_cannot_start_archived(alice, client_for, endpoint, body_format):
     model = Department if endpoint == "departments" else Position
     count = model.objects.count()
-    response = _post(
+    response = post_as(
         client_for(alice),
         f"/api/v1/{endpoint}/",
         {"name": "Born archived", "is_archived": "true"},

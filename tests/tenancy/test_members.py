@@ -13,9 +13,10 @@ from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.tenancy import services
 from cadre.tenancy.actors import member_actor
-from cadre.tenancy.models import Invitation, Member
+from cadre.tenancy.models import Department, Invitation, Member
 from tests.conftest import PASSWORD
 from tests.factories import DepartmentFactory, MemberFactory, PositionFactory
+from tests.refusals import nothing_changes
 
 # --- invitations --------------------------------------------------------------------------
 
@@ -74,7 +75,11 @@ def test_revoked_invitation_link_is_refused(alice, client_for):
     with pytest.raises(InvalidInput) as error:
         services.invitation_accept(token=token, password=PASSWORD)
     assert error.value.code == "invitation_revoked"
-    assert client_for(alice).post(f"/api/v1/invitations/{invitation.pk}/revoke/").status_code == 409
+    with nothing_changes(invitation):
+        assert (
+            client_for(alice).post(f"/api/v1/invitations/{invitation.pk}/revoke/").status_code
+            == 409
+        )
 
 
 def test_unknown_invitation_token_is_refused(db):
@@ -116,9 +121,10 @@ def test_existing_account_must_sign_in_to_accept(alice, bob, org_b):
 
 
 def test_inviting_someone_who_can_sign_in_is_a_conflict(alice, bob, client_for):
-    response = client_for(alice).post(
-        "/api/v1/members/invite/", {"email": bob.email}, format="json"
-    )
+    with nothing_changes(Invitation, Member):
+        response = client_for(alice).post(
+            "/api/v1/members/invite/", {"email": bob.email}, format="json"
+        )
     assert response.status_code == 409
 
 
@@ -223,15 +229,18 @@ def test_it_admin_cannot_deactivate_or_reactivate_an_owner(alice, make_member, c
     alice.refresh_from_db()
     assert alice.status == "active"
     dormant = make_member(roles=["owner"], status="deactivated")
-    response = admin_client.post(f"/api/v1/members/{dormant.pk}/reactivate/", {}, format="json")
+    with nothing_changes(dormant):
+        response = admin_client.post(f"/api/v1/members/{dormant.pk}/reactivate/", {}, format="json")
     assert response.status_code == 403
 
 
 def test_deactivating_twice_and_reactivating_an_active_member_conflict(alice, bob, client_for):
     client = client_for(alice)
-    assert client.post(f"/api/v1/members/{bob.pk}/reactivate/").status_code == 409
+    with nothing_changes(bob):
+        assert client.post(f"/api/v1/members/{bob.pk}/reactivate/").status_code == 409
     assert client.post(f"/api/v1/members/{bob.pk}/deactivate/").status_code == 200
-    assert client.post(f"/api/v1/members/{bob.pk}/deactivate/").status_code == 409
+    with nothing_changes(bob):
+        assert client.post(f"/api/v1/members/{bob.pk}/deactivate/").status_code == 409
 
 
 def test_reactivated_member_with_login_is_active_and_signs_in_again(alice, bob, client_for):
@@ -352,9 +361,10 @@ def test_archive_is_refused_with_members_or_children(org_a, alice, client_for):
     assert client.delete(f"/api/v1/departments/{child.pk}/").status_code == 200
     response = client.delete(f"/api/v1/departments/{parent.pk}/")
     assert response.status_code == 200 and response.json()["is_archived"] is True
-    response = client.post(
-        "/api/v1/departments/", {"name": "New", "parent": parent.pk}, format="json"
-    )
+    with nothing_changes(Department):
+        response = client.post(
+            "/api/v1/departments/", {"name": "New", "parent": parent.pk}, format="json"
+        )
     assert response.status_code == 400
 
 
@@ -409,9 +419,13 @@ def test_department_grant_lets_an_employee_manage_members_of_that_subtree(
     response = client.post(f"/api/v1/members/{in_east.pk}/deactivate/", {}, format="json")
     assert response.status_code == 200
 
-    response = client.patch(f"/api/v1/members/{in_support.pk}/", {"title": "Rep"}, format="json")
+    with nothing_changes(in_support):
+        response = client.patch(
+            f"/api/v1/members/{in_support.pk}/", {"title": "Rep"}, format="json"
+        )
     assert response.status_code == 403
-    response = client.post(f"/api/v1/members/{in_support.pk}/deactivate/", {}, format="json")
+    with nothing_changes(in_support):
+        response = client.post(f"/api/v1/members/{in_support.pk}/deactivate/", {}, format="json")
     assert response.status_code == 403
 
 
@@ -423,13 +437,15 @@ def test_department_grantee_creates_members_only_inside_the_subtree(hr_lead, tre
         format="json",
     )
     assert response.status_code == 201, response.content
-    response = client.post(
-        "/api/v1/members/",
-        {"display_name": "Elsewhere", "department": tree["support"].pk},
-        format="json",
-    )
+    with nothing_changes(Member):
+        response = client.post(
+            "/api/v1/members/",
+            {"display_name": "Elsewhere", "department": tree["support"].pk},
+            format="json",
+        )
     assert response.status_code == 403
-    response = client.post("/api/v1/members/", {"display_name": "Nowhere"}, format="json")
+    with nothing_changes(Member):
+        response = client.post("/api/v1/members/", {"display_name": "Nowhere"}, format="json")
     assert response.status_code == 403
 
 
@@ -453,9 +469,10 @@ def test_department_grantee_cannot_move_members_out_of_the_subtree(
 
 def test_department_grantee_cannot_change_roles(org_a, hr_lead, tree, client_for):
     member = MemberFactory(organization=org_a, department=tree["east"])
-    response = client_for(hr_lead).patch(
-        f"/api/v1/members/{member.pk}/", {"roles": ["it_admin"]}, format="json"
-    )
+    with nothing_changes(member):
+        response = client_for(hr_lead).patch(
+            f"/api/v1/members/{member.pk}/", {"roles": ["it_admin"]}, format="json"
+        )
     assert response.status_code == 403
 
 
@@ -464,9 +481,10 @@ def test_revoked_grant_stops_working(org_a, alice, hr_lead, tree, client_for):
     services.object_grant_revoke(
         actor=member_actor(alice), member=hr_lead, permission="member.manage", target=tree["sales"]
     )
-    response = client_for(hr_lead).patch(
-        f"/api/v1/members/{member.pk}/", {"title": "x"}, format="json"
-    )
+    with nothing_changes(member):
+        response = client_for(hr_lead).patch(
+            f"/api/v1/members/{member.pk}/", {"title": "x"}, format="json"
+        )
     assert response.status_code == 403
 
 
@@ -566,9 +584,10 @@ def test_members_cannot_join_an_archived_department(org_a, alice, bob, client_fo
     )
     assert response.status_code == 400
     assert "department" in response.json()["error"]["details"]
-    response = client.patch(
-        f"/api/v1/members/{bob.pk}/", {"department": archived.pk}, format="json"
-    )
+    with nothing_changes(bob):
+        response = client.patch(
+            f"/api/v1/members/{bob.pk}/", {"department": archived.pk}, format="json"
+        )
     assert response.status_code == 400
 
 
@@ -633,11 +652,13 @@ def test_department_manage_grant_allows_sub_departments_only_below_it(
     )
     assert response.status_code == 200
     assert client.post("/api/v1/departments/", {"name": "Top"}, format="json").status_code == 403
-    response = client.post(
-        "/api/v1/departments/", {"name": "X", "parent": tree["support"].pk}, format="json"
-    )
+    with nothing_changes(Department):
+        response = client.post(
+            "/api/v1/departments/", {"name": "X", "parent": tree["support"].pk}, format="json"
+        )
     assert response.status_code == 403
-    response = client.patch(
-        f"/api/v1/departments/{tree['east'].pk}/", {"parent": tree["support"].pk}, format="json"
-    )
+    with nothing_changes(tree["east"]):
+        response = client.patch(
+            f"/api/v1/departments/{tree['east'].pk}/", {"parent": tree["support"].pk}, format="json"
+        )
     assert response.status_code == 403

@@ -89,7 +89,14 @@ class AgentSubscriptionViewSet(
             data=request.data, context={"request": request}
         )
         serializer.is_valid(raise_exception=True)
-        subscription = services.subscription_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        subscription = services.subscription_create(
+            actor=self.actor,
+            subscriber=data["subscriber"],
+            publisher=data["publisher"],
+            topics=data.get("topics"),
+            max_per_hour=data.get("max_per_hour"),
+        )
         return Response(
             AgentSubscriptionSerializer(subscription).data, status=status.HTTP_201_CREATED
         )

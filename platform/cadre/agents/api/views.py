@@ -90,7 +90,16 @@ class TemplateViewSet(
     def create(self, request, *args, **kwargs):
         serializer = s.TemplateCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        template = services.template_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        template = services.template_create(
+            actor=self.actor,
+            name=data["name"],
+            code=data["code"],
+            description=data.get("description", ""),
+            preset=data.get("preset", ""),
+            # `name` here is the template's; its first version takes it too.
+            **_version_content(data, exclude=("name",)),
+        )
         return Response(s.TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={201: s.TemplateVersionSerializer})
@@ -191,7 +200,7 @@ class TemplateVersionViewSet(
         serializer = s.TemplateVersionUpdateSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         version = services.version_update(
-            actor=self.actor, version=version, **serializer.validated_data
+            actor=self.actor, version=version, **_version_content(serializer.validated_data)
         )
         return Response(s.TemplateVersionSerializer(version).data)
 
@@ -209,14 +218,24 @@ class TemplateVersionViewSet(
     def withdraw(self, request, pk=None):
         data = s.ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return self._transition(services.version_withdraw, **data.validated_data)
+        return self._transition(
+            services.version_withdraw, reason=data.validated_data.get("reason", "")
+        )
 
     @extend_schema(request=s.ReasonSerializer, responses=s.TemplateVersionSerializer)
     @action(detail=True, methods=["post"])
     def publish(self, request, pk=None):
         data = s.ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return self._transition(services.version_publish, **data.validated_data)
+        return self._transition(
+            services.version_publish, reason=data.validated_data.get("reason", "")
+        )
+
+
+def _version_content(data: dict, exclude: tuple[str, ...] = ()) -> dict:
+    """The template version content fields the caller sent, by the services' own names."""
+    names = (*TemplateVersion.CONTENT_FIELDS, "change_note")
+    return {name: data[name] for name in names if name in data and name not in exclude}
 
 
 class PresetView(APIView):
@@ -242,8 +261,17 @@ class ProviderConfigViewSet(
     serializer_class = s.ProviderConfigSerializer
 
     def perform_create(self, serializer):
+        data = serializer.validated_data
         serializer.instance = services.provider_config_create(
-            actor=self.actor, **serializer.validated_data
+            actor=self.actor,
+            name=data["name"],
+            kind=data["kind"],
+            base_url=data.get("base_url", ""),
+            api_key=data.get("api_key", ""),
+            default_model=data.get("default_model", ""),
+            parameters=data.get("parameters"),
+            prices=data.get("prices"),
+            timeout_seconds=data.get("timeout_seconds", 60),
         )
 
 
@@ -273,7 +301,18 @@ class DeploymentViewSet(
     def create(self, request, *args, **kwargs):
         serializer = s.DeploymentCreateSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
-        deployment = services.deployment_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        deployment = services.deployment_create(
+            actor=self.actor,
+            name=data["name"],
+            template=data["template"],
+            version=data.get("version"),
+            positions=data.get("positions", ()),
+            departments=data.get("departments", ()),
+            members=data.get("members", ()),
+            channels=data["channels"],
+            policy=data.get("policy"),
+        )
         return Response(s.DeploymentSerializer(deployment).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.RolloutStartSerializer, responses={201: s.RolloutSerializer})
@@ -283,7 +322,10 @@ class DeploymentViewSet(
         serializer = s.RolloutStartSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         rollout = services.rollout_start(
-            actor=self.actor, deployment=deployment, **serializer.validated_data
+            actor=self.actor,
+            deployment=deployment,
+            version=serializer.validated_data["version"],
+            strategy=serializer.validated_data["strategy"],
         )
         return Response(s.RolloutSerializer(rollout).data, status=status.HTTP_201_CREATED)
 
@@ -299,7 +341,9 @@ class DeploymentViewSet(
         data = s.ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         deployment = services.deployment_stop(
-            actor=self.actor, deployment=self.get_object(), **data.validated_data
+            actor=self.actor,
+            deployment=self.get_object(),
+            reason=data.validated_data.get("reason", ""),
         )
         return Response(s.DeploymentSerializer(deployment).data)
 
@@ -326,7 +370,9 @@ class RolloutViewSet(
         data = s.ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         rollout = services.rollout_rollback(
-            actor=self.actor, rollout=self.get_object(), **data.validated_data
+            actor=self.actor,
+            rollout=self.get_object(),
+            reason=data.validated_data.get("reason", ""),
         )
         return Response(s.RolloutSerializer(rollout).data)
 
@@ -493,7 +539,9 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     def cancel(self, request, pk=None):
         data = s.ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = runtime.run_cancel(actor=self.actor, run=self.get_object(), **data.validated_data)
+        run = runtime.run_cancel(
+            actor=self.actor, run=self.get_object(), reason=data.validated_data.get("reason", "")
+        )
         return Response(s.RunSerializer(run).data)
 
     @extend_schema(request=s.RunResumeSerializer, responses=s.WaitSerializer)
@@ -502,7 +550,12 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         run = self.get_object()
         data = s.RunResumeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        wait = runtime.run_resume(actor=self.actor, run=run, **data.validated_data)
+        wait = runtime.run_resume(
+            actor=self.actor,
+            run=run,
+            payload=data.validated_data["payload"],
+            key=data.validated_data.get("key"),
+        )
         wait.refresh_from_db()
         return Response(s.WaitSerializer(wait).data)
 
@@ -554,7 +607,15 @@ class EventTriggerViewSet(
     def create(self, request, *args, **kwargs):
         serializer = s.EventTriggerSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
-        trigger, secret = triggers.trigger_create(actor=self.actor, **serializer.validated_data)
+        data = serializer.validated_data
+        trigger, secret = triggers.trigger_create(
+            actor=self.actor,
+            name=data["name"],
+            deployment=data["deployment"],
+            member=data.get("member"),
+            member_field=data.get("member_field", ""),
+            tolerance_seconds=data.get("tolerance_seconds", 300),
+        )
         data = s.EventTriggerSerializer(trigger).data | {"secret": secret}
         return Response(data, status=status.HTTP_201_CREATED)
 

@@ -65,7 +65,15 @@ class AlertRuleViewSet(
     def create(self, request, *args, **kwargs):
         incoming = AlertRuleWriteSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
-        rule = alerts.alert_rule_create(actor=self.actor, **incoming.validated_data)
+        data = incoming.validated_data
+        rule = alerts.alert_rule_create(
+            actor=self.actor,
+            name=data["name"],
+            kind=data["kind"],
+            params=data["params"],
+            severity=data["severity"],
+            channels=data["channels"],
+        )
         return Response(AlertRuleSerializer(rule).data, status=status.HTTP_201_CREATED)
 
 

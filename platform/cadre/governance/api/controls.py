@@ -84,7 +84,15 @@ class AuditExportViewSet(
     def create(self, request, *args, **kwargs):
         incoming = AuditExportCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
-        job = export.audit_export_create(actor=self.actor, **incoming.validated_data)
+        data = incoming.validated_data
+        job = export.audit_export_create(
+            actor=self.actor,
+            formats=data["formats"],
+            since=data.get("since"),
+            until=data.get("until"),
+            filters=data["filters"],
+            mask=data["mask"],
+        )
         return Response(AuditExportSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={(200, "application/x-tar"): bytes})

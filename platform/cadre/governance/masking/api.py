@@ -96,6 +96,10 @@ class MaskingRuleSerializer(serializers.ModelSerializer):
         validators: list = []  # uniqueness is the service's job (409, not 400)
 
 
+# The fields a rule's services take by the same name as the serializer's.
+RULE_FIELDS = ("name", "entity_type", "kind", "pattern", "is_active")
+
+
 class MaskingRuleViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -116,14 +120,23 @@ class MaskingRuleViewSet(
         return MaskingRule.objects.restrict(self.actor, "manage")
 
     def _fields(self, serializer) -> dict:
-        data = dict(serializer.validated_data)
+        """The rule fields the caller sent, by the services' names (`term_list` is `terms`)."""
+        data = serializer.validated_data
+        fields = {name: data[name] for name in RULE_FIELDS if name in data}
         if "term_list" in data:
-            data["terms"] = data.pop("term_list")
-        return data
+            fields["terms"] = data["term_list"]
+        return fields
 
     def perform_create(self, serializer):
+        fields = self._fields(serializer)
         serializer.instance = services.masking_rule_create(
-            actor=self.actor, **self._fields(serializer)
+            actor=self.actor,
+            name=fields["name"],
+            entity_type=fields["entity_type"],
+            kind=fields["kind"],
+            pattern=fields.get("pattern", ""),
+            terms=fields.get("terms"),
+            is_active=fields.get("is_active", True),
         )
 
     def perform_update(self, serializer):

@@ -237,18 +237,17 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     def partial_update(self, request, pk=None):
         serializer = MemoryUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = serializer.validated_data
         expected = _expected_version(request, data)
-        data.pop("version", None)
-        reason = data.pop("reason", "")
-        if not data:
+        changes = {name: data[name] for name in services.UPDATABLE if name in data}
+        if not changes:
             raise InvalidInput("Nothing to change.")
         memory = services.memory_update(
             actor=self.actor,
             memory=self.get_object(),
             expected_version=expected,
-            reason=reason,
-            **data,
+            reason=data.get("reason", ""),
+            **changes,
         )
         response = Response(MemorySerializer(memory).data)
         response["ETag"] = _etag(memory)

@@ -41,6 +41,7 @@ from cadre.memory.services.experience import (
 from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
 from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
 from cadre.memory.services.writes import (
+    UPDATABLE,
     ExtractionResult,
     memory_add,
     memory_add_from_messages,
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_MESSAGES",
     "MAX_TAGS",
+    "UPDATABLE",
     "BulkDeleteResult",
     "ExtractionResult",
     "FeedbackResult",
