@@ -47,6 +47,7 @@ def test_first_start_seeds_labelled_demo_data_through_audited_services(account):
     owner = owner_of(account)
     agent = Agent.objects.get(member=owner)  # the demo owner has one agent in Chat
     assert account.seed.agent == agent and agent.deployment.template.code == "demo-sales"
+    assert agent.name == f"Sales assistant {MARK} · Demo Admin"  # labelled in Chat too
     employee = Member.objects.get(organization=organization, email=EMPLOYEE_EMAIL)
     assert employee.roles == ["employee"] and employee.status == Member.Status.ACTIVE
     assert employee.user.check_password(account.seed.employee_password)
@@ -171,3 +172,16 @@ def test_demo_reset_removes_exactly_the_demo_data_and_keeps_the_organizations_ow
     assert demo_setup().seed is None
     assert AgentTemplate.objects.filter(organization=organization).count() == 1
     assert DemoData.objects.get(organization=organization).reset_at is not None
+
+
+def test_a_production_first_organization_can_leave_the_demo_data_out(monkeypatch):
+    monkeypatch.setenv("CADRE_DEMO_PASSWORD", PASSPHRASE)
+    out = StringIO()
+    call_command("demo_setup", "--no-demo-data", stdout=out)
+
+    organization = Member.objects.get(email="admin@demo.local").organization
+    assert "Demo data added" not in out.getvalue()
+    assert not AgentTemplate.objects.filter(organization=organization).exists()
+    assert not Memory.objects.filter(organization=organization).exists()
+    assert Member.objects.filter(organization=organization).count() == 1
+    assert not DemoData.objects.filter(organization=organization).exists()

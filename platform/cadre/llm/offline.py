@@ -227,7 +227,8 @@ def answer_from_context(question: str, context: str, tools: list[str] = ()) -> s
     if best:
         # Each line cut at ANSWER_LINE_CHARS, so a reply stays a few lines long.
         quoted = "; ".join(
-            f"{source}: “{_clip(text, ANSWER_LINE_CHARS)}”" for _, _, source, text in best[:3]
+            f"{source}: “{_clip(text, ANSWER_LINE_CHARS).rstrip('.')}”"
+            for _, _, source, text in best[:3]
         )
         retrieved = f"Retrieved for this request: {quoted}."
         would = f"With a model, the agent would answer “{asked}” from these"

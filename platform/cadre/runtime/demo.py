@@ -76,8 +76,9 @@ def _samples(
     return demo_data_seed(organization=organization, owner=owner, provider=provider), provider
 
 
-def demo_setup() -> DemoAccount:
-    """Create the demo organization once; return who signs in to it."""
+def demo_setup(*, samples: bool = True) -> DemoAccount:
+    """Create the demo organization once (with the sample data unless `samples` is False: a
+    production install's first organization); return who signs in to it."""
     email = (env_str("CADRE_DEMO_EMAIL", DEFAULT_EMAIL) or DEFAULT_EMAIL).strip().lower()
     chosen = provider_from_env()  # a misconfigured variable stops here, before any write
     existing = Organization.objects.filter(slug=DEMO_SLUG).first()
@@ -88,7 +89,7 @@ def demo_setup() -> DemoAccount:
             .first()
         )
         # An organization created before the sample data existed gets it once.
-        seed, provider = _samples(existing, owner, chosen) if owner else (None, None)
+        seed, provider = _samples(existing, owner, chosen) if owner and samples else (None, None)
         return DemoAccount(
             existing,
             owner.email if owner else email,
@@ -116,11 +117,11 @@ def demo_setup() -> DemoAccount:
                 department = services.department_create(actor=actor, name=department_name)
                 for position_name in positions:
                     services.position_create(actor=actor, name=position_name, department=department)
-            seed, provider = _samples(organization, owner, chosen)
+            seed, provider = _samples(organization, owner, chosen) if samples else (None, None)
     except Conflict:
         # Another process (a second `cadre up`) created it between our check and our insert.
         if Organization.objects.filter(slug=DEMO_SLUG).exists():
-            return demo_setup()
+            return demo_setup(samples=samples)
         raise
     return DemoAccount(
         organization,
@@ -171,7 +172,8 @@ def _describe_samples(account: DemoAccount, console_url: str) -> list[str]:
     else:
         lines.append(f"  A colleague: {seed.employee_email} (an existing account).")
     if seed.agent is not None:
-        lines.append(f"  Chat with the demo agent: {console_url}chat/agents/{seed.agent.pk}/")
+        chat = f"{console_url.rstrip('/')}/chat/agents/{seed.agent.pk}/"
+        lines.append(f"  Chat with the demo agent: {chat}")
     if account.provider is not None:
         provider = account.provider
         lines.append(f"  Demo agents answer through {provider.name} ({provider.default_model}).")

@@ -177,6 +177,8 @@ def demo_data_seed(
             )
             _record(items, chain)
         version = template.versions.get()
+        if version.name != name:  # a preset's own name would hide the "(demo)" label in Chat
+            version = agents.version_update(actor=actor, version=version, name=name)
         agents.version_submit(actor=actor, version=version)
         agents.version_publish(actor=actor, version=version, reason=f"sample template {MARK}")
         positions = list(
