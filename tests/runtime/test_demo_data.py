@@ -185,3 +185,18 @@ def test_a_production_first_organization_can_leave_the_demo_data_out(monkeypatch
     assert not Memory.objects.filter(organization=organization).exists()
     assert Member.objects.filter(organization=organization).count() == 1
     assert not DemoData.objects.filter(organization=organization).exists()
+
+
+def test_an_organization_in_use_whose_data_clashes_starts_without_the_demo_data(monkeypatch):
+    monkeypatch.setenv("CADRE_DEMO_PASSWORD", PASSPHRASE)
+    demo_setup(samples=False)  # an install from before the demo data
+    owner = Member.objects.get(email="admin@demo.local")
+    agents.template_create(actor=member_actor(owner), name="Theirs", code="demo-sales")
+
+    account = demo_setup()
+
+    assert account.seed is None and "already exists" in account.samples_refused
+    assert "Demo data not added: A template with this code" in "\n".join(describe(account))
+    assert AgentTemplate.objects.filter(organization=owner.organization).count() == 1
+    assert not Member.objects.filter(email=EMPLOYEE_EMAIL).exists()  # nothing half-made
+    assert not DemoData.objects.filter(organization=owner.organization).exists()

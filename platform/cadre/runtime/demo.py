@@ -18,7 +18,7 @@ from django.db import transaction
 
 from cadre.agents.models import ModelProviderConfig
 from cadre.env import env_str
-from cadre.errors import Conflict
+from cadre.errors import CadreError, Conflict
 from cadre.runtime.default_provider import (
     ProviderSettings,
     default_provider_create,
@@ -52,6 +52,7 @@ class DemoAccount:
     password_generated: bool = False
     seed: DemoSeed | None = None  # the sample data, when this run seeded it
     provider: ModelProviderConfig | None = None  # the provider the environment named
+    samples_refused: str = ""  # why an organization in use got no sample data
 
 
 def _demo_password() -> tuple[str, bool]:
@@ -88,8 +89,15 @@ def demo_setup(*, samples: bool = True) -> DemoAccount:
             .order_by("pk")
             .first()
         )
-        # An organization created before the sample data existed gets it once.
-        seed, provider = _samples(existing, owner, chosen) if owner and samples else (None, None)
+        # An organization created before the sample data existed gets it once, unless its own
+        # objects clash with it (a template code, the colleague's e-mail): then the start goes
+        # on without it.
+        seed, provider, refused = None, None, ""
+        if owner is not None and samples:
+            try:
+                seed, provider = _samples(existing, owner, chosen)
+            except CadreError as error:
+                refused = str(error)
         return DemoAccount(
             existing,
             owner.email if owner else email,
@@ -97,6 +105,7 @@ def demo_setup(*, samples: bool = True) -> DemoAccount:
             password=None,
             seed=seed,
             provider=provider,
+            samples_refused=refused,
         )
 
     password, generated = _demo_password()
@@ -162,6 +171,8 @@ def describe(account: DemoAccount, console_url: str = "") -> list[str]:
 
 def _describe_samples(account: DemoAccount, console_url: str) -> list[str]:
     seed = account.seed
+    if account.samples_refused:
+        return [f"Demo data not added: {account.samples_refused}"]
     if seed is None:
         return []
     lines = ["Demo data added (labelled '(demo)'; remove it with: cadre manage demo_reset)."]
