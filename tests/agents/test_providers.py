@@ -223,6 +223,13 @@ def test_offline_reply_says_what_it_is_what_it_retrieved_and_where_to_configure_
     for reply in (refunds.text, shipping.text):
         assert not re.search(r"\[[a-z_]+(:\d+)?#\d*\]", reply), reply
         assert "[agent:" not in reply and "[offline model]" not in reply
+    # A summary of the earlier conversation (a system message) is not quoted back either.
+    summary = {
+        "role": "system",
+        "content": "Summary of the earlier conversation (turn 1).\n- [answer] " + refunds.text,
+    }
+    again = provider.chat([system, summary, {"role": "user", "content": "Who approves refunds?"}])
+    assert again.text.count("Retrieved for this request") == 1
     nothing = provider.chat([system, {"role": "user", "content": "What is the capital of Peru?"}])
     assert "nothing in this agent's SOP, USER.md, skills or memories matches" in nothing.text
     assert "capital of Peru" in nothing.text and nothing.text != refunds.text

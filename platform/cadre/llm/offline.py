@@ -213,13 +213,26 @@ def retrieved_lines(context: str) -> list[tuple[str, str]]:
     return lines
 
 
-def answer_from_context(question: str, context: str, tools: list[str] = ()) -> str:
+def _is_earlier_reply(text: str, earlier: list[str]) -> bool:
+    # A conversation summary (a system message) quotes earlier replies too.
+    return (
+        LABEL in text
+        or "Retrieved for this request" in text
+        or any(text in reply for reply in earlier)
+    )
+
+
+def answer_from_context(
+    question: str, context: str, tools: list[str] = (), earlier: list[str] = ()
+) -> str:
+    """The reply to `question` from the `context` lines, none of them quoting an `earlier`
+    reply of the conversation."""
     wanted = _words(question)
     best: list[tuple[int, int, str, str]] = []
     seen: set[str] = set()
     for order, (source, text) in enumerate(retrieved_lines(context)):
         score = len(wanted & _words(text))
-        if score and text not in seen:
+        if score and text not in seen and not _is_earlier_reply(text, earlier):
             seen.add(text)
             best.append((score, -order, source, text))
     best.sort(reverse=True)
@@ -281,7 +294,10 @@ class OfflineProvider(ModelProvider):
         # The system messages only: the conversation's earlier turns are not knowledge, and
         # quoting earlier replies made every reply repeat the last one.
         context = "\n".join(m["content"] for m in messages if m["role"] == "system")
-        return self._reply(messages, answer_from_context(question, context, sorted(offered)))
+        earlier = [m.get("content") or "" for m in messages if m["role"] == "assistant"]
+        return self._reply(
+            messages, answer_from_context(question, context, sorted(offered), earlier)
+        )
 
     def _reply(
         self, messages: list[dict], text: str, calls: list[ToolCall] | None = None
