@@ -218,7 +218,7 @@ def test_offline_reply_says_what_it_is_what_it_retrieved_and_where_to_configure_
             {"role": "user", "content": "When does the Lisbon office ship orders?"},
         ]
     )
-    assert "memory: “The Lisbon office ships orders on Tuesdays”" in shipping.text
+    assert "memory: “The Lisbon office ships orders on Tuesdays.”" in shipping.text
     assert "manager's approval" not in shipping.text and refunds.text not in shipping.text
     for reply in (refunds.text, shipping.text):
         assert not re.search(r"\[[a-z_]+(:\d+)?#\d*\]", reply), reply

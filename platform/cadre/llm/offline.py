@@ -238,10 +238,10 @@ def answer_from_context(
     best.sort(reverse=True)
     asked = _clip(" ".join(question.split()), QUESTION_CHARS)
     if best:
-        # Each line cut at ANSWER_LINE_CHARS, so a reply stays a few lines long.
+        # Each line cut at ANSWER_LINE_CHARS, so a reply stays a few lines long; otherwise
+        # quoted exactly, so that deleting a memory finds (and redacts) its copy in the reply.
         quoted = "; ".join(
-            f"{source}: “{_clip(text, ANSWER_LINE_CHARS).rstrip('.')}”"
-            for _, _, source, text in best[:3]
+            f"{source}: “{_clip(text, ANSWER_LINE_CHARS)}”" for _, _, source, text in best[:3]
         )
         retrieved = f"Retrieved for this request: {quoted}."
         would = f"With a model, the agent would answer “{asked}” from these"
