@@ -467,7 +467,7 @@ def test_message_runs_the_agent_and_the_reply_reaches_the_platform(
     assert run.status == Run.Status.COMPLETED
     assert run.session.channel == driver.platform
     replies = driver.replies()  # handed over by the runtime when the run finished
-    assert len(replies) == 1 and replies[0].startswith("[offline model]")
+    assert len(replies) == 1 and replies[0].startswith("Offline model: ")
     reply = Reply(
         run_id=run.pk,
         session_id=run.session_id,

@@ -59,7 +59,7 @@ def test_a_run_finishes_with_no_delivery_channel_registered(
     with delivery.channels.overridden(), django_capture_on_commit_callbacks(execute=True):
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     run.refresh_from_db()
-    assert run.status == Run.Status.COMPLETED and run.output["text"].startswith("[offline model]")
+    assert run.status == Run.Status.COMPLETED and run.output["text"].startswith("Offline model: ")
 
 
 def test_the_reply_is_handed_to_its_channel_once_after_commit(

@@ -3,6 +3,7 @@ formats, tool calls and streaming), the offline provider, and provider use insid
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -186,9 +187,52 @@ def test_offline_provider_is_deterministic_labelled_and_rule_based():
     answer = provider.chat(
         [messages[0], {"role": "user", "content": "who approves refunds?"}], tools
     )
-    assert answer.text.startswith("[offline model]") and "manager's approval" in answer.text
+    assert answer.text.startswith("Offline model: ") and "manager's approval" in answer.text
     # A tool the run does not offer is never called.
     assert not provider.chat(messages, [{"name": "task_create"}]).tool_calls
+
+
+def test_offline_reply_says_what_it_is_what_it_retrieved_and_where_to_configure_a_model():
+    provider = OfflineProvider(model="offline-1")
+    system = {
+        "role": "system",
+        "content": "# Standard operating procedure (SOP)\n## Refunds\n"
+        "- Refunds above 500 EUR need a manager's approval.\n"
+        "# Relevant memories\n- [agent:1#7] The Lisbon office ships orders on Tuesdays.\n"
+        "- [user:3#12] Dana prefers invoices as PDF.",
+    }
+    refunds = provider.chat([system, {"role": "user", "content": "Who approves refunds?"}])
+    assert refunds.text.startswith("Offline model: no language model is configured. ")
+    assert "Retrieved for this request: SOP: “Refunds above 500 EUR need a manager's" in (
+        refunds.text
+    )
+    assert refunds.text.endswith("Configure a model under Models.")
+    assert "Who approves refunds?" in refunds.text  # what a model would answer
+    # A second, different question in the same conversation: a different, relevant reply
+    # that does not repeat the first.
+    shipping = provider.chat(
+        [
+            system,
+            {"role": "user", "content": "Who approves refunds?"},
+            {"role": "assistant", "content": refunds.text},
+            {"role": "user", "content": "When does the Lisbon office ship orders?"},
+        ]
+    )
+    assert "memory: “The Lisbon office ships orders on Tuesdays.”" in shipping.text
+    assert "manager's approval" not in shipping.text and refunds.text not in shipping.text
+    for reply in (refunds.text, shipping.text):
+        assert not re.search(r"\[[a-z_]+(:\d+)?#\d*\]", reply), reply
+        assert "[agent:" not in reply and "[offline model]" not in reply
+    # A summary of the earlier conversation (a system message) is not quoted back either.
+    summary = {
+        "role": "system",
+        "content": "Summary of the earlier conversation (turn 1).\n- [answer] " + refunds.text,
+    }
+    again = provider.chat([system, summary, {"role": "user", "content": "Who approves refunds?"}])
+    assert again.text.count("Retrieved for this request") == 1
+    nothing = provider.chat([system, {"role": "user", "content": "What is the capital of Peru?"}])
+    assert "nothing in this agent's SOP, USER.md, skills or memories matches" in nothing.text
+    assert "capital of Peru" in nothing.text and nothing.text != refunds.text
 
 
 # --- inside a run ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def test_offline_reply_answers_from_the_context(bob, bob_agent):
     run = start(bob, bob_agent, "What is the standard discount?")
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     run.refresh_from_db()
-    assert run.output["text"].startswith("[offline model]")
+    assert run.output["text"].startswith("Offline model: ")
     assert "Standard discount is 5 percent" in run.output["text"]
     assert [(kind, name) for kind, name, *_ in steps_of(run)] == [
         ("hook", "input_policy"),

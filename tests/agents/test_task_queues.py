@@ -191,7 +191,7 @@ def test_a_send_hanging_on_an_unreachable_platform_does_not_hold_up_a_chat_run(
             assert accepted.status_code == 202
             run = wait_for(accepted.json()["id"], seconds=120)  # a loaded machine is slow
             assert run.status == Run.Status.COMPLETED, run.error
-            assert run.output["text"].startswith("[offline model]")
+            assert run.output["text"].startswith("Offline model: ")
             # The send is still hanging: the reply did not wait for it.
             message.refresh_from_db()
             assert message.status == AgentMessage.Status.QUEUED

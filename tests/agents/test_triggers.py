@@ -57,7 +57,7 @@ def test_signed_event_starts_a_run_with_the_event_as_input(trigger, bob):
     assert AuditEvent.objects.filter(action="trigger.event", target_id=str(run.pk)).exists()
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     run.refresh_from_db()
-    assert run.output["text"].startswith("[offline model]")
+    assert run.output["text"].startswith("Offline model: ")
 
 
 def test_replayed_event_is_a_no_op(trigger):

@@ -118,7 +118,7 @@ def test_message_over_the_websocket_streams_the_reply(eager, bob, bob_agent):
     assert kinds[0] == "status" and "step" in kinds and "reply" in kinds
     reply = next(f for f in events if f["kind"] == "reply")["data"]["text"]
     assert reply == run.output["text"]
-    assert reply.startswith("[offline model]") and "5 percent" in reply
+    assert reply.startswith("Offline model: ") and "5 percent" in reply
     assert [f["id"] for f in events] == sorted(f["id"] for f in events)
 
 

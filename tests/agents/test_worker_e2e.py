@@ -68,7 +68,7 @@ def test_api_message_runs_in_a_worker_and_replies(worker, client_for, bob, bob_a
     assert accepted.status_code == 202
     run = wait_for(accepted.json()["id"])
     assert run.status == Run.Status.COMPLETED, run.error
-    assert run.output["text"].startswith("[offline model]")
+    assert run.output["text"].startswith("Offline model: ")
     assert "5 percent" in run.output["text"]
     events = sse_events(api.get(f"/api/v1/runs/{run.pk}/events/"))
     assert ("reply", {"kind": "reply", "text": run.output["text"]}) in events

@@ -76,7 +76,7 @@ def test_posting_starts_a_session_and_shows_the_reply(bob, bob_agent):
     assert run.input["text"] == "What is the standard discount?"
     engine.run_execute(run.pk)  # the worker's part, in process
     page = browser.get(response["Location"]).content.decode()
-    assert "[offline model]" in page and "5 percent" in page
+    assert "Offline model: no language model is configured." in page and "5 percent" in page
     assert f'data-ws-path="/ws/chat/{session.pk}/' in page
 
     browser.post(reverse("console:chat_send", args=[session.pk]), {"text": "thanks"})

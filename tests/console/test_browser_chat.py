@@ -171,7 +171,7 @@ def test_a_message_streams_its_reply_without_reloading_and_persists(page, bob, b
     live(page)
     first = agent_bubble(page, 0)
     expect(first.locator(".meta")).to_contain_text("Completed")
-    expect(first).to_contain_text("[offline model]")
+    expect(first).to_contain_text("Offline model: no language model is configured.")
 
     page.evaluate("window.__cadreMarker = 1")
     field = page.locator("#chat-form textarea[name=text]")
@@ -185,7 +185,7 @@ def test_a_message_streams_its_reply_without_reloading_and_persists(page, bob, b
     expect(page.locator("#chat-log .bubble.agent")).to_have_count(2)
     reply = agent_bubble(page)
     expect(reply.locator(".meta")).to_have_text("Completed")
-    expect(reply).to_contain_text("[offline model]")
+    expect(reply).to_contain_text("Offline model: no language model is configured.")
     expect(reply).to_contain_text("5 percent")
     assert page.evaluate("window.__cadreMarker") == 1, "the page reloaded"
     assert page.url.endswith(f"/chat/sessions/{session_id}/")
@@ -234,7 +234,7 @@ def test_the_message_goes_over_the_websocket_not_a_post(page, bob):
     reply = agent_bubble(page)
     expect(page.locator("#chat-log .bubble.agent")).to_have_count(2)
     expect(reply.locator(".meta")).to_have_text("Completed")
-    expect(reply).to_contain_text("[offline model]")
+    expect(reply).to_contain_text("Offline model: no language model is configured.")
 
     assert posts == [], f"the message was posted, not sent over the socket: {posts}"
     assert len(sockets) == 1, [ws.url for ws in sockets]
@@ -252,7 +252,7 @@ def test_the_message_goes_over_the_websocket_not_a_post(page, bob):
     kinds = [f["kind"] for f in events]
     assert "reply" in kinds, kinds
     reply_text = next(f["data"]["text"] for f in events if f["kind"] == "reply")
-    assert reply_text.startswith("[offline model]")
+    assert reply_text.startswith("Offline model: ")
     statuses = [f["data"]["status"] for f in events if f["kind"] == "status"]
     assert statuses[-1] == "completed", statuses
 

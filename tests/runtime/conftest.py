@@ -22,3 +22,20 @@ def data_dir():
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+MODEL_VARIABLES = (
+    "CADRE_MODEL_BASE_URL",
+    "CADRE_MODEL_API_KEY",
+    "CADRE_MODEL_NAME",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_model_from_the_environment(monkeypatch):
+    """The demo set-up reads these on first start: a developer's own key must not leak in."""
+    for name in MODEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(f"{name}_FILE", raising=False)

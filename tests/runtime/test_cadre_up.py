@@ -137,6 +137,10 @@ def test_cadre_up_serves_stops_cleanly_and_restarts_fast(data_dir, tmp_path, rec
         assert f"Console:  {base}/" in output
         assert "admin@demo.local" in output
         assert "password: e2e-demo-passphrase-31" in output
+        # The demo data, with the colleague's sign-in and the way to the demo agent's chat.
+        assert "Demo data added" in output and "employee@demo.local" in output
+        colleague_password = output.split("employee@demo.local")[1].split("password:")[1].split()[0]
+        assert f"Chat with the demo agent: {base}/chat/agents/" in output
 
         assert get(f"{base}/healthz")[0] == 200
         status, body = get(f"{base}/readyz")
@@ -188,6 +192,7 @@ def test_cadre_up_serves_stops_cleanly_and_restarts_fast(data_dir, tmp_path, rec
         assert "No migrations to apply." in output
         assert "Demo organization 'Demo Co' exists" in output
         assert "e2e-demo-passphrase-31" not in output
+        assert "Demo data added" not in output and colleague_password not in output
         assert get(f"{base}/readyz")[0] == 200
         assert second.stop() == 0
     finally:

@@ -144,7 +144,7 @@ def test_genuine_message_with_a_foreign_session_webhook_is_answered_through_the_
     assert attacker.requests == []
     [sent] = ding.server.calls("/v1.0/robot/oToMessages/batchSend")
     assert sent.json()["userIds"] == ["staff-bob"]
-    assert json.loads(sent.json()["msgParam"])["content"].startswith("[offline model]")
+    assert json.loads(sent.json()["msgParam"])["content"].startswith("Offline model: ")
 
 
 @pytest.mark.parametrize(

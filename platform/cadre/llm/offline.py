@@ -1,8 +1,10 @@
-"""The offline provider: deterministic, no network, every reply labelled "[offline model]".
+"""The offline provider: deterministic, no network, every reply saying plainly that no model is set.
 
-It answers from the assembled context (the lines of the system prompt that share the most
-words with the question) and emits tool calls by simple rules, so the platform — tools,
-confirmations, waits, delegation — can be demonstrated and tested without a model.
+It shows what was retrieved for the request (the lines of the assembled context that share the
+most words with the question, named by where they came from: SOP, USER.md, skills, memories),
+says what a configured model would do with them, and emits tool calls by simple rules, so the
+platform — tools, confirmations, waits, delegation — can be demonstrated and tested without a
+model. It never quotes the conversation's earlier replies, nor the context's internal ids.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from collections.abc import Iterator
 from cadre.llm.base import ChatDelta, ChatResult, ModelProvider, ToolCall, Usage
 from cadre.llm.tokens import estimate_tokens
 
-LABEL = "[offline model]"
+LABEL = "Offline model:"
+NOTICE = f"{LABEL} no language model is configured."
+CONFIGURE = "Configure a model under Models."
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}|[\u3400-\u9fff]")
 _STOP = {
     "the",
@@ -175,25 +179,90 @@ def _summarize_tool_result(message: dict) -> str:
     return f"{name} done: {json.dumps(data, ensure_ascii=False, sort_keys=True)[:300]}"
 
 
-def answer_from_context(question: str, context: str) -> str:
-    wanted = _words(question)
-    best: list[tuple[int, int, str]] = []
-    for order, line in enumerate(context.splitlines()):
-        text = line.strip().lstrip("#-*0123456789. ").strip()
-        if len(text) < 3:
+# The context's section titles (cadre.agents.runtime.context) -> how a reply names the source.
+_SOURCES = {
+    "About the user (USER.md)": "USER.md",
+    "Standard operating procedure (SOP)": "SOP",
+    "Skills": "skills",
+    "Shared with you": "shared with you",
+    "Relevant memories": "memory",
+}
+# "[user:3#12]" / "[agent:1#7]" before a memory line: ids for a model to cite, noise to a person.
+_INTERNAL_ID = re.compile(r"\[[a-z_]+(?::\d+)?#\d*\]\s*")
+
+
+def _source_of(heading: str) -> str | None:
+    title = heading.lstrip("#").strip()
+    if title.startswith("Skill: "):
+        return f"skill {title.removeprefix('Skill: ')}"
+    return _SOURCES.get(title)
+
+
+def retrieved_lines(context: str) -> list[tuple[str, str]]:
+    """(source, text) for every line of the context worth quoting, headings left out."""
+    source = "instructions"
+    lines = []
+    for line in context.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            source = _source_of(stripped) or source
             continue
+        text = _INTERNAL_ID.sub("", stripped.lstrip("-*0123456789. ").strip()).strip()
+        if len(text) >= 3:
+            lines.append((source, text))
+    return lines
+
+
+def _is_earlier_reply(text: str, earlier: list[str]) -> bool:
+    # A conversation summary (a system message) quotes earlier replies too.
+    return (
+        LABEL in text
+        or "Retrieved for this request" in text
+        or any(text in reply for reply in earlier)
+    )
+
+
+def answer_from_context(
+    question: str, context: str, tools: list[str] = (), earlier: list[str] = ()
+) -> str:
+    """The reply to `question` from the `context` lines, none of them quoting an `earlier`
+    reply of the conversation."""
+    wanted = _words(question)
+    best: list[tuple[int, int, str, str]] = []
+    seen: set[str] = set()
+    for order, (source, text) in enumerate(retrieved_lines(context)):
         score = len(wanted & _words(text))
-        if score:
-            best.append((score, -order, text))
+        if score and text not in seen and not _is_earlier_reply(text, earlier):
+            seen.add(text)
+            best.append((score, -order, source, text))
     best.sort(reverse=True)
-    if not best:
-        return "I have nothing in my context about that."
-    # Each line cut at ANSWER_LINE_CHARS: an answer that quoted earlier answers whole would
-    # grow with every turn of the conversation.
-    lines = [_clip(text, ANSWER_LINE_CHARS) for _, _, text in best[:3]]
-    return "From my context: " + " / ".join(lines)
+    asked = _clip(" ".join(question.split()), QUESTION_CHARS)
+    if best:
+        # Each line cut at ANSWER_LINE_CHARS, so a reply stays a few lines long; otherwise
+        # quoted exactly, so that deleting a memory finds (and redacts) its copy in the reply.
+        quoted = "; ".join(
+            f"{source}: “{_clip(text, ANSWER_LINE_CHARS)}”" for _, _, source, text in best[:3]
+        )
+        retrieved = f"Retrieved for this request: {quoted}."
+        would = f"With a model, the agent would answer “{asked}” from these"
+    else:
+        retrieved = (
+            "Retrieved for this request: nothing in this agent's SOP, USER.md, skills or "
+            f"memories matches “{asked}”."
+        )
+        would = "With a model, the agent would answer from what it knows"
+    if tools:
+        would += f" and could use its tools ({', '.join(sorted(tools))})"
+    return f"{NOTICE} {retrieved} {would}. {CONFIGURE}"
 
 
+def strip_notice(text: str) -> str:
+    """An offline reply without its fixed opening (what a summary of the turn should keep)."""
+    text = text.removeprefix(NOTICE).removeprefix(LABEL)
+    return text.replace(CONFIGURE, "").strip()
+
+
+QUESTION_CHARS = 120
 ANSWER_LINE_CHARS = 240
 
 
@@ -222,10 +291,12 @@ class OfflineProvider(ModelProvider):
             if match and name in offered:
                 call = ToolCall(id=_call_id(messages, name), name=name, arguments=arguments(match))
                 return self._reply(messages, "", [call])
+        # The system messages only: the conversation's earlier turns are not knowledge, and
+        # quoting earlier replies made every reply repeat the last one.
         context = "\n".join(m["content"] for m in messages if m["role"] == "system")
-        history = "\n".join(m.get("content", "") for m in messages[:-1] if m["role"] != "system")
+        earlier = [m.get("content") or "" for m in messages if m["role"] == "assistant"]
         return self._reply(
-            messages, f"{LABEL} {answer_from_context(question, context + chr(10) + history)}"
+            messages, answer_from_context(question, context, sorted(offered), earlier)
         )
 
     def _reply(

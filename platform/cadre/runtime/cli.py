@@ -544,7 +544,7 @@ def _up(args) -> int:
             f"  Console:  {console_url}",
             f"  API docs: {console_url}api/docs/",
             f"  Data:     {settings.DATA_DIR} ({services})",
-            *("  " + line for line in describe(account)),
+            *("  " + line for line in describe(account, console_url)),
             "Ctrl-C to stop.",
             "",
         ]

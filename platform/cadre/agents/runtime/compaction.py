@@ -21,7 +21,7 @@ from django.db import transaction
 from cadre.agents.models import ModelProviderConfig, Run, SessionSummary, Step
 from cadre.agents.runtime.engine import DEFAULT_CONTEXT_TOKENS, model_side
 from cadre.llm import ModelProvider, ProviderError, chat_json, estimate_tokens, provider_for
-from cadre.llm.offline import LABEL as OFFLINE_LABEL
+from cadre.llm.offline import strip_notice
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,6 @@ _CHANGE_OF_PLAN = re.compile(
 )
 _QUESTION = re.compile(r"[?？]\s*$")  # noqa: RUF001
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")  # noqa: RUF001
-_LABEL_PREFIX = re.compile(rf"^{re.escape(OFFLINE_LABEL)}\s*")
 _WORD = re.compile(r"[a-z0-9]{3,}|[\u3400-\u9fff]", re.IGNORECASE)
 SUPERSEDE_OVERLAP = 0.2
 
@@ -104,7 +103,7 @@ def _tool_facts(run_ids: list[int]) -> dict[int, list[str]]:
 
 
 def _first_sentence(text: str) -> str:
-    text = _LABEL_PREFIX.sub("", " ".join(str(text or "").split()))
+    text = strip_notice(" ".join(str(text or "").split()))
     return _SENTENCE.split(text, maxsplit=1)[0] if text else ""
 
 

@@ -1,4 +1,5 @@
-"""Create the demo organization and its owner once (what `make up` runs on every start)."""
+"""Create the demo organization, its owner and the demo data once (what `make up` runs on every
+start)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from cadre.runtime.demo import demo_setup, describe
 class Command(BaseCommand):
     help = (
         "Create the 'Demo Co' organization (slug demo) with an owner account from "
-        "CADRE_DEMO_EMAIL / CADRE_DEMO_PASSWORD, plus a few departments and positions. "
-        "Idempotent: does nothing when it exists."
+        "CADRE_DEMO_EMAIL / CADRE_DEMO_PASSWORD, plus a few departments and positions and "
+        "labelled demo data (see --no-demo-data). Idempotent: does nothing when it exists."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-demo-data",
+            action="store_true",
+            help="the organization only: no sample templates, agents, colleague, memories, "
+            "skill, policy chain or confirmation (a production install's first organization)",
+        )
+
+    def handle(self, *args, no_demo_data=False, **options):
         try:
-            account = demo_setup()
+            account = demo_setup(samples=not no_demo_data)
         except ImproperlyConfigured as error:
             raise CommandError(str(error)) from None
         for line in describe(account):

@@ -1,0 +1,274 @@
+"""Demo Co's sample data: what a newcomer tries in the first minutes, and its removal.
+
+Seeded once per organization (a DemoData row remembers it, also after a reset), all through the
+apps' services so every object is audited like any other change: published role templates from
+the presets, dispatched so the demo owner has an agent in Chat; a second person (an account
+executive) to try reviews and confirmations with; memories with their provenance; a published
+Hub skill; a template policy chain with masking on; a run waiting on a confirmation. Each object
+is labelled "(demo)" and listed in the DemoData row, so `demo_reset` removes exactly these (and
+what the demo agents produced) and nothing the organization created itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from cadre.agents import services as agents
+from cadre.agents.models import Agent, AgentTemplate, Deployment, ModelProviderConfig
+from cadre.agents.runtime import services as runtime
+from cadre.agents.template_policy import template_policy_chain_set
+from cadre.governance import audit
+from cadre.governance.models import Confirmation, PolicyChain
+from cadre.memory import services as memory
+from cadre.memory.models import Memory
+from cadre.runtime.models import DemoData
+from cadre.tenancy import services as tenancy
+from cadre.tenancy.actors import member_actor, system_actor
+from cadre.tenancy.models import Member, Organization, Position, User
+from hub import services as hub
+from hub.bundles import bundle_from_files
+from hub.models import SkillPackage
+
+MARK = "(demo)"
+NOTE = "Demo data, removed by `cadre manage demo_reset`."
+EMPLOYEE_EMAIL = "employee@demo.local"
+EMPLOYEE_NAME = f"Dana Example {MARK}"
+EMPLOYEE_POSITION = "Account Executive"
+SKILL_NAME = "meeting-brief"
+# The request the demo run makes: the offline model's rule for it calls im_send to a whole
+# group, which the Sales template's tool policy holds for a person's confirmation.
+CONFIRMATION_REQUEST = 'send "the Q3 price list is ready" to group:all-staff'
+
+# (preset, template name, code, who gets an agent: "owner" and/or position names)
+TEMPLATES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("sales", f"Sales assistant {MARK}", "demo-sales", ("owner", EMPLOYEE_POSITION)),
+    ("customer_service", f"Support assistant {MARK}", "demo-support", ("Support Specialist",)),
+    ("it_operations", f"IT assistant {MARK}", "demo-it-ops", ("Site Reliability Engineer",)),
+)
+
+# (scope, kind, content, source_kind, source_ref)
+MEMORIES: tuple[tuple[str, str, str, str, dict], ...] = (
+    (
+        "organization",
+        "requirement",
+        "Demo Co's standard discount is 5 percent; a discount above 10 percent needs the sales "
+        "lead's approval.",
+        "import",
+        {"document": f"Demo Co sales handbook {MARK}", "section": "Pricing"},
+    ),
+    (
+        "organization",
+        "fact",
+        "Demo Co support answers from 08:00 to 18:00 CET on weekdays; urgent tickets go to the "
+        "on-call engineer.",
+        "import",
+        {"document": f"Demo Co support handbook {MARK}", "section": "Hours"},
+    ),
+    (
+        "user",
+        "preference",
+        "The demo admin prefers answers as short bullet points.",
+        "user_statement",
+        {"said_in": f"onboarding chat {MARK}"},
+    ),
+)
+
+SKILL_MD = f"""---
+name: {SKILL_NAME}
+description: Prepare a one-page brief before a customer meeting {MARK}.
+---
+# Meeting brief {MARK}
+
+1. List the account's open quotes, last orders and known contacts.
+2. Note the customer's preferences from memory.
+3. End with the next best action and one question to ask.
+"""
+
+
+@dataclass(frozen=True)
+class DemoSeed:
+    employee_email: str
+    employee_password: str | None  # set only when this run created the account
+    agent: Agent | None  # the owner's demo agent
+
+
+def _record(items: list[dict], obj) -> None:
+    items.append({"type": obj._meta.label_lower, "id": obj.pk})
+
+
+def _model_settings(preset: dict, provider: ModelProviderConfig | None) -> dict:
+    settings = dict(preset.get("model_settings") or {})
+    if provider is not None:
+        settings.update(
+            provider=provider.kind, model=provider.default_model, provider_config=provider.pk
+        )
+    return settings
+
+
+def _employee(owner_actor, items: list[dict]) -> tuple[Member, str | None]:
+    position = Position.objects.filter(
+        organization=owner_actor.organization, name=EMPLOYEE_POSITION
+    ).first()
+    member, _, token = tenancy.member_invite(
+        actor=owner_actor,
+        email=EMPLOYEE_EMAIL,
+        display_name=EMPLOYEE_NAME,
+        roles=["employee"],
+        department=position.department if position else None,
+        positions=[position] if position else None,
+    )
+    existing = User.objects.filter(email=EMPLOYEE_EMAIL).first()
+    password = None if existing else secrets.token_urlsafe(12)
+    member = tenancy.invitation_accept(
+        token=token, password=password, display_name=EMPLOYEE_NAME, user=existing
+    )
+    _record(items, member)
+    if existing is None:
+        _record(items, member.user)
+    return member, password
+
+
+def _skill(owner_actor, items: list[dict]) -> None:
+    outcome = hub.package_publish(
+        actor=owner_actor,
+        bundle=bundle_from_files({"SKILL.md": SKILL_MD.encode()}, folder_name=SKILL_NAME),
+        version="1.0.0",
+        name=SKILL_NAME,
+        changelog=NOTE,
+        display_name=f"Meeting brief {MARK}",
+        review_note=f"sample skill {MARK}",
+    )
+    _record(items, outcome.version.package)
+
+
+@transaction.atomic
+def demo_data_seed(
+    *, organization: Organization, owner: Member, provider: ModelProviderConfig | None = None
+) -> DemoSeed | None:
+    """Seed the sample data once; None when this organization has had it before."""
+    Organization.objects.select_for_update().filter(pk=organization.pk).first()
+    if DemoData.objects.filter(organization=organization).exists():
+        return None
+    actor = member_actor(owner)
+    items: list[dict] = []
+    employee, password = _employee(actor, items)
+    owner_agent = None
+    for preset_key, name, code, targets in TEMPLATES:
+        preset = agents.presets()[preset_key]
+        template = agents.template_create(
+            actor=actor,
+            name=name,
+            code=code,
+            description=f"{preset['description']} {NOTE}",
+            preset=preset_key,
+            model_settings=_model_settings(preset, provider),
+        )
+        _record(items, template)
+        if preset_key == "sales":
+            chain = template_policy_chain_set(
+                actor=actor,
+                template=template,
+                plugins=[{"plugin": "masking", "config": {"default": "pseudonymize"}}],
+            )
+            _record(items, chain)
+        version = template.versions.get()
+        if version.name != name:  # a preset's own name would hide the "(demo)" label in Chat
+            version = agents.version_update(actor=actor, version=version, name=name)
+        agents.version_submit(actor=actor, version=version)
+        agents.version_publish(actor=actor, version=version, reason=f"sample template {MARK}")
+        positions = list(
+            Position.objects.filter(organization=organization, name__in=targets).order_by("pk")
+        )
+        deployment = agents.deployment_create(
+            actor=actor,
+            name=name,
+            template=template,
+            positions=positions,
+            members=[owner] if "owner" in targets else [],
+        )
+        if "owner" in targets:
+            owner_agent = deployment.agents.get(member=owner)
+    for scope, kind, content, source_kind, source_ref in MEMORIES:
+        written = memory.memory_add(
+            actor=actor,
+            scope=scope,
+            kind=kind,
+            content=content,
+            source_kind=source_kind,
+            source_ref={**source_ref, "demo": True},
+            tags=["demo"],
+        )
+        _record(items, written)
+    _skill(actor, items)
+    # Queued now, executed by the runs worker once `cadre up` starts it: the offline model asks
+    # to message the whole staff, and the run waits for the owner's decision.
+    pending = runtime.run_start(actor=actor, agent=owner_agent, text=CONFIRMATION_REQUEST)
+    _record(items, pending)
+    DemoData.objects.create(organization=organization, items=items)
+    audit.record(
+        actor=actor,
+        action="demo.seed",
+        target=organization,
+        after={"items": len(items), "employee": employee.pk},
+    )
+    return DemoSeed(EMPLOYEE_EMAIL, password, owner_agent)
+
+
+@transaction.atomic
+def demo_reset(*, organization: Organization) -> dict[str, int] | None:
+    """Remove the demo data (and what the demo agents produced: their sessions, runs,
+    confirmations and memories); None when there is none. The organization's own data stays."""
+    data = (
+        DemoData.objects.select_for_update()
+        .filter(organization=organization, reset_at=None)
+        .first()
+    )
+    if data is None:
+        return None
+    actor = system_actor(organization, label="demo_reset")
+    templates = AgentTemplate.objects.filter(
+        organization=organization, pk__in=data.ids("agents.agenttemplate")
+    )
+    deployments = Deployment.objects.filter(organization=organization, template__in=templates)
+    agent_ids = list(Agent.objects.filter(deployment__in=deployments).values_list("pk", flat=True))
+    memories = Memory.objects.filter(organization=organization, purged_at=None).filter(
+        Q(pk__in=data.ids("memory.memory")) | Q(scope_key__in=[f"agent:{pk}" for pk in agent_ids])
+    )
+    removed = {"memories": 0}
+    for item in memories.order_by("pk"):
+        memory.memory_purge_now(actor=actor, memory=item, reason=f"demo data removed {MARK}")
+        removed["memories"] += 1
+    confirmations = Confirmation.objects.filter(organization=organization, agent_id__in=agent_ids)
+    removed["confirmations"] = confirmations.count()
+    confirmations.delete()
+    removed["agents"] = len(agent_ids)
+    removed["deployments"] = deployments.count()
+    deployments.delete()
+    removed["templates"] = templates.count()
+    templates.delete()
+    PolicyChain.objects.filter(
+        organization=organization,
+        scope=PolicyChain.Scope.TEMPLATE,
+        pk__in=data.ids("governance.policychain"),
+    ).delete()
+    packages = SkillPackage.objects.filter(
+        organization=organization, pk__in=data.ids("hub.skillpackage")
+    )
+    removed["skills"] = packages.count()
+    packages.delete()
+    members = Member.objects.filter(organization=organization, pk__in=data.ids("tenancy.member"))
+    removed["members"] = members.count()
+    members.delete()
+    # The account the demo created, unless it has since joined another organization.
+    User.objects.filter(pk__in=data.ids("tenancy.user"), memberships__isnull=True).delete()
+    data.reset_at = timezone.now()
+    data.save(update_fields=["reset_at"])
+    audit.record(
+        actor=actor, action="demo.reset", target=organization, changes={"removed": removed}
+    )
+    return removed

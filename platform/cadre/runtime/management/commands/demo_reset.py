@@ -1,0 +1,33 @@
+"""Remove the demo data `make up` seeded into Demo Co, keeping the organization's own data."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from cadre.runtime.demo import DEMO_SLUG
+from cadre.runtime.demo_data import demo_reset
+from cadre.tenancy.models import Organization
+
+
+class Command(BaseCommand):
+    help = (
+        "Remove the sample data labelled '(demo)' (templates, their agents and conversations, "
+        "the demo colleague, sample memories, the sample Hub skill, the demo policy chain). "
+        "Members, templates and everything else the organization created stay."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--organization", default=DEMO_SLUG, help=f"organization slug ({DEMO_SLUG})"
+        )
+
+    def handle(self, *args, organization, **options):
+        found = Organization.objects.filter(slug=organization).first()
+        if found is None:
+            raise CommandError(f"No organization with the slug {organization!r}.")
+        removed = demo_reset(organization=found)
+        if removed is None:
+            self.stdout.write(f"No demo data in {found.name} (never seeded, or removed already).")
+            return
+        summary = ", ".join(f"{count} {name}" for name, count in removed.items())
+        self.stdout.write(f"Demo data removed from {found.name}: {summary}.")
