@@ -8,7 +8,8 @@
   `message_delta` with usage, `message_stop`).
 - `GET /v1/models`: the model list both APIs offer (`{"data": [{"id": ...}]}`).
 Each server answers from a script of turns: {"text": ...} or {"tool_calls": [{"name",
-"arguments"}]}, and records every request (headers and JSON body). Given `api_key`, it refuses
+"arguments"}]}, and records every request (headers and JSON body); `chunk_delay` spaces the
+streamed chunks. Given `api_key`, it refuses
 any other key with a 401 in the API's error shape. `blackhole()` is a port that accepts
 connections and never answers; `closed_port()` one where nothing listens.
 """
@@ -19,6 +20,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODELS = ["fake-chat", "fake-large"]
@@ -31,12 +33,14 @@ class FakeModelServer:
         *,
         api_key: str | None = None,
         models: list[str] | None = None,
+        chunk_delay: float = 0.0,
     ):
         self.script = list(script or [])
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.api_key = api_key
         self.models = list(MODELS if models is None else models)
+        self.chunk_delay = chunk_delay  # seconds between streamed chunks (a model thinking)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -190,6 +194,8 @@ class FakeModelServer:
                 payload["usage"] = usage
             handler.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
             handler.wfile.flush()
+            if self.chunk_delay:
+                time.sleep(self.chunk_delay)
 
         chunk({"role": "assistant", "content": ""})
         for piece in self._pieces(text):
