@@ -253,3 +253,28 @@ def test_a_template_timeout_bounds_the_call(owner, bob_agent, bob):
         config = _add(owner, base_url, timeout_seconds=60)
         _run, status, elapsed = _fail_run(owner, bob_agent, bob, config, timeout_seconds=1)
     assert status == Run.Status.FAILED and elapsed < 3, elapsed
+
+
+# --- API -----------------------------------------------------------------------------------
+
+
+def test_the_api_tests_a_provider_and_sets_the_default(client_for, alice, charlie, make_member):
+    with FakeModelServer([{"text": "ok"}]) as server:
+        config = _add(member_actor(alice), server.base_url, api_key="sk-api-secret")
+        api = client_for(alice)
+        report = api.post(f"/api/v1/model-providers/{config.pk}/test/").json()
+        assert report["ok"] is True and report["models"] == ["fake-chat", "fake-large"]
+    body = api.post(f"/api/v1/model-providers/{config.pk}/default/").json()
+    assert body["is_default"] is True and "sk-api-secret" not in str(body)
+    assert body["api_key_set"] is True
+    outsider = client_for(charlie)
+    for action in ("test", "default"):
+        response = outsider.post(f"/api/v1/model-providers/{config.pk}/{action}/")
+        assert response.status_code == 404, action
+    business_admin = client_for(make_member(roles=["business_admin"]))
+    response = business_admin.post(
+        "/api/v1/model-providers/", {"name": "x", "kind": "offline"}, format="json"
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    assert ModelProviderConfig.objects.count() == 1
