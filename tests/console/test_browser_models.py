@@ -45,7 +45,9 @@ def page(chromium, live_server_url, worker, alice_agent):
         yield page
 
 
-def test_add_a_provider_test_it_make_it_default_and_chat_through_it(page, alice, alice_agent):
+def test_add_a_provider_test_it_make_it_default_and_chat_through_it(
+    page, alice, alice_agent, template
+):
     from cadre.agents.models import ModelProviderConfig, Run
 
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -81,6 +83,22 @@ def test_add_a_provider_test_it_make_it_default_and_chat_through_it(page, alice,
         expect(row.locator(".badge", has_text="Default")).to_be_visible()
         assert ModelProviderConfig.objects.get(name="Loopback vLLM").is_default
         page.screenshot(path=str(SHOTS / "models-default.png"), full_page=True)
+
+        # The template editor offers the provider and its listed models as selects.
+        from cadre.agents import services
+        from cadre.tenancy.actors import member_actor
+
+        draft = services.version_draft(actor=member_actor(alice), template=template)
+        page.goto(f"/templates/{draft.template_id}/v{draft.number}/edit/")
+        provider_select = page.locator("select[name=provider_config]")
+        expect(provider_select.locator("option").first).to_have_text(
+            "Organization default — Loopback vLLM"
+        )
+        model_select = page.locator("select[name=model]")
+        expect(model_select.locator("optgroup")).to_have_attribute("label", "Loopback vLLM")
+        model_select.select_option("fake-large")
+        provider_select.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "models-version-editor.png"))
 
         received: list[str] = []
         page.on(

@@ -181,6 +181,11 @@ def test_the_version_editor_picks_provider_and_model_from_lists(alice, browser, 
         "model": "fake-large",
         "budget": {"max_steps": 6},
     }
+    # The JSON field holds what the selects do not: no provider, no model.
+    form = client.get(url).context["form"]
+    assert form.initial["model_settings"] == {"budget": {"max_steps": 6}}
+    assert form.initial["provider_config"] == str(config.pk)
+    assert form.initial["model"] == "fake-large"
     # A provider of another organization (or made up) is not a choice.
     response = client.post(url, {"name": version.name, "provider_config": "999999"})
     assert response.status_code == 200 and "Select a valid choice" in response.content.decode()

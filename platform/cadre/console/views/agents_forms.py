@@ -156,7 +156,8 @@ class VersionForm(forms.Form):
         required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Change note"
     )
 
-    # The selects write these keys of model_settings; the JSON field holds the rest.
+    # The selects write these keys of model_settings (and "provider", the chosen one's kind);
+    # the JSON field holds the rest.
     SELECTED = ("provider_config", "model")
 
     def __init__(self, *args, organization=None, **kwargs):
@@ -180,6 +181,11 @@ class VersionForm(forms.Form):
                 for config in configs
             ],
         ]
+        # The kind the version names (kept when neither a provider nor a default is chosen).
+        self.named_kind = named = self.initial.get("provider_kind", "offline")
+        if not self.initial.get("provider_config") and default and named != default.kind:
+            # The default does not use a model named for another kind (agents.providers.resolve).
+            self.initial["model"] = ""
         groups = []
         for config in configs:
             names = dict.fromkeys(n for n in [config.default_model, *config.known_models] if n)
@@ -199,6 +205,7 @@ class VersionForm(forms.Form):
         initial["target_positions"] = ", ".join(version.target_positions or [])
         initial["provider_config"] = str(settings.pop("provider_config", "") or "")
         initial["model"] = settings.pop("model", "")
+        initial["provider_kind"] = settings.pop("provider", "offline")
         initial["model_settings"] = settings
         return initial
 
@@ -207,13 +214,12 @@ class VersionForm(forms.Form):
         settings = dict(data.get("model_settings") or {})
         config = self.configs.get(data.pop("provider_config", "") or "")
         model = data.pop("model", "")
-        for key in self.SELECTED:
+        for key in (*self.SELECTED, "provider"):
             settings.pop(key, None)
         # The kind goes with the choice: the default's, when the version relies on it, so that
         # the model chosen from its list is used (see agents.providers.resolve).
         chosen = config or self.default
-        if chosen is not None:
-            settings["provider"] = chosen.kind
+        settings["provider"] = chosen.kind if chosen is not None else self.named_kind
         if config is not None:
             settings["provider_config"] = config.pk
         if model:
