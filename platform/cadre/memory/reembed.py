@@ -86,7 +86,7 @@ def reembed(
 class EmbeddingStatus:
     active: EmbeddingModel | None
     configured_id: str  # the model the environment names (a re-embed moves search to it)
-    target: EmbeddingModel | None  # the model a re-embed fills: configured if known, else active
+    target: EmbeddingModel | None  # the configured model, once registered (a re-embed fills it)
     total: int  # the organization's memories that must carry a vector
     embedded: int  # of those, how many have one under `target`
     task: MemoryTask | None  # the latest re-embed of the organization
@@ -102,10 +102,11 @@ class EmbeddingStatus:
 
 def embedding_status(organization) -> EmbeddingStatus:
     """The embedding model search uses and the share of the organization's memories embedded
-    under the model a re-embed would fill (no model is registered or probed here)."""
+    under the configured model — the one a re-embed fills; none while it is not registered
+    yet. Nothing is registered or probed here."""
     active = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
     configured_id = embeddings.configured().model_id
-    target = EmbeddingModel.objects.filter(pk=configured_id).first() or active
+    target = EmbeddingModel.objects.filter(pk=configured_id).first()
     memories = embeddings.embeddable_memories().filter(organization=organization)
     total = memories.count()
     embedded = 0
