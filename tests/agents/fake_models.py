@@ -6,27 +6,87 @@
 - Anthropic `POST /v1/messages`: JSON answers with `tool_use` blocks, and SSE streaming
   (`message_start`, `content_block_start/delta/stop` with `text_delta` / `input_json_delta`,
   `message_delta` with usage, `message_stop`).
+- `GET /v1/models`: the model list both APIs offer (`{"data": [{"id": ...}]}`).
 Each server answers from a script of turns: {"text": ...} or {"tool_calls": [{"name",
-"arguments"}]}, and records every request (headers and JSON body).
+"arguments"}]}, and records every request (headers and JSON body); `chunk_delay` spaces the
+streamed chunks. Given `api_key`, it refuses
+any other key with a 401 in the API's error shape. `blackhole()` is a port that accepts
+connections and never answers; `closed_port()` one where nothing listens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODELS = ["fake-chat", "fake-large"]
 
 
 class FakeModelServer:
-    def __init__(self, script: list[dict] | None = None):
+    def __init__(
+        self,
+        script: list[dict] | None = None,
+        *,
+        api_key: str | None = None,
+        models: list[str] | None = None,
+        chunk_delay: float = 0.0,
+    ):
         self.script = list(script or [])
         self.requests: list[dict] = []
         self.lock = threading.Lock()
+        self.api_key = api_key
+        self.models = list(MODELS if models is None else models)
+        self.chunk_delay = chunk_delay  # seconds between streamed chunks (a model thinking)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet
                 pass
+
+            def _refused(self) -> bool:
+                if server.api_key is None:
+                    return False
+                sent = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                if self.headers.get("x-api-key", sent) == server.api_key:
+                    return False
+                server._json(
+                    self,
+                    {
+                        "error": {
+                            "message": "Incorrect API key provided.",
+                            "type": "invalid_request_error",
+                            "code": "invalid_api_key",
+                        }
+                    },
+                    status=401,
+                )
+                return True
+
+            def do_GET(self):
+                with server.lock:
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    server.requests.append({"path": self.path, "headers": headers, "body": None})
+                if self._refused():
+                    return
+                if self.path.rstrip("/") == "/v1/models":
+                    server._json(
+                        self,
+                        {
+                            "object": "list",
+                            "data": [
+                                {"id": name, "object": "model", "type": "model", "created": 1}
+                                for name in server.models
+                            ],
+                            "has_more": False,
+                        },
+                    )
+                else:
+                    self.send_response(404)
+                    self.end_headers()
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -34,10 +94,13 @@ class FakeModelServer:
                 with server.lock:
                     headers = {k.lower(): v for k, v in self.headers.items()}
                     server.requests.append({"path": self.path, "headers": headers, "body": body})
+                if self._refused():
+                    return
+                with server.lock:
                     turn = server.script.pop(0) if server.script else {"text": "(no script)"}
-                if self.path.endswith("/chat/completions"):
+                if self.path == "/v1/chat/completions":
                     server.openai(self, body, turn)
-                elif self.path.endswith("/messages"):
+                elif self.path.startswith("/v1/") and self.path.endswith("/messages"):
                     server.anthropic(self, body, turn)
                 else:
                     self.send_response(404)
@@ -131,6 +194,8 @@ class FakeModelServer:
                 payload["usage"] = usage
             handler.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
             handler.wfile.flush()
+            if self.chunk_delay:
+                time.sleep(self.chunk_delay)
 
         chunk({"role": "assistant", "content": ""})
         for piece in self._pieces(text):
@@ -244,3 +309,25 @@ class FakeModelServer:
             {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 9}},
         )
         event("message_stop", {})
+
+
+@contextlib.contextmanager
+def blackhole():
+    """A base URL whose server accepts connections (the kernel's backlog does) and never
+    answers: a request to it waits for its timeout."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        listener.close()
+
+
+def closed_port() -> str:
+    """A base URL on a loopback port nothing listens on: connecting is refused at once."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return f"http://127.0.0.1:{port}/v1"

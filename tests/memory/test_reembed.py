@@ -143,3 +143,46 @@ def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, em
 def test_reembed_of_an_unknown_model_is_a_clear_error(db):
     with pytest.raises(CommandError, match="Unknown embedding model"):
         call_command("memory_reembed", "--model", "openai/nope", stdout=io.StringIO())
+
+
+def test_the_models_page_starts_a_reembed_and_shows_its_coverage(
+    alice, bob, run_async, embedding_server, monkeypatch, client
+):
+    from django.urls import reverse
+
+    from cadre.memory.models import MemoryTask
+    from cadre.memory.reembed import embedding_status
+
+    with run_async():
+        for text in ("The warehouse is in Ningbo", "The CFO is Liu Yang"):
+            services.memory_add(
+                actor=actor(bob),
+                scope="user",
+                kind="fact",
+                content=text,
+                source_kind="user_statement",
+            )
+    local = embeddings.active_model()
+    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "fake-embed-16")
+    monkeypatch.setenv("CADRE_EMBEDDING_DIMENSION", str(DIMENSION))
+    before = embedding_status(bob.organization)
+    assert (before.active, before.configured_id, before.target) == (
+        local,
+        "openai/fake-embed-16",
+        None,
+    )
+    assert (before.embedded, before.total) == (0, 2)
+    client.force_login(alice.user)
+    card = client.get(reverse("console:embeddings")).content.decode()
+    assert "0 of 2 memories embedded (0 %)" in card and "openai/fake-embed-16" in card
+
+    with run_async():
+        assert client.post(reverse("console:embeddings_reembed")).status_code == 302
+    task = MemoryTask.objects.get(kind=MemoryTask.Kind.REEMBED)
+    assert task.status == MemoryTask.Status.COMPLETED, task.error
+    after = embedding_status(bob.organization)
+    assert after.active.pk == "openai/fake-embed-16" and after.active.dimension == DIMENSION
+    assert (after.embedded, after.total, after.coverage) == (2, 2, 1.0)
+    card = client.get(reverse("console:models")).content.decode()
+    assert "2 of 2 memories embedded (100 %)" in card and 'hx-trigger="every 2s"' not in card

@@ -20,8 +20,8 @@ from xml.etree import ElementTree
 
 from django.db import transaction
 
-from cadre.agents import services
-from cadre.agents.models import AgentTemplate, ModelProviderConfig, TemplateVersion
+from cadre.agents import providers, services
+from cadre.agents.models import AgentTemplate, TemplateVersion
 from cadre.errors import InvalidInput
 from cadre.governance import audit
 from cadre.llm import ProviderError, provider_for
@@ -227,11 +227,10 @@ def template_generate(
     texts = [(name, extract_text(name, data)[:MAX_TEXT_CHARS]) for name, data in documents]
     latest = template.versions.order_by("-number").first()
     settings = latest.model_settings if latest else {}
-    config = None
-    if settings.get("provider_config"):
-        config = ModelProviderConfig.objects.filter(
-            pk=settings["provider_config"], organization=template.organization
-        ).first()
+    try:
+        config, settings = providers.resolve(settings, template.organization_id)
+    except providers.ProviderUnavailable:
+        config, settings = None, {"provider": "offline"}
     provider = provider_for(settings, config)
     mode = "offline"
     draft = None

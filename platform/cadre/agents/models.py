@@ -32,6 +32,10 @@ def _own_agents(actor, permission: str, field: str) -> Q | None:
     return None
 
 
+# The start of a run's error when its model endpoint failed (chat.js looks for it too).
+MODEL_FAILURE = "Model provider failed: "
+
+
 # --- templates ------------------------------------------------------------------------------
 
 
@@ -173,7 +177,8 @@ class TemplateVersion(TenantModel):
 
 
 class ModelProviderConfig(TenantModel):
-    """A model endpoint an organization uses; its API key is encrypted at rest."""
+    """A model endpoint an organization uses; its API key is encrypted at rest. The one marked
+    default serves every template version that names no provider configuration."""
 
     resource = "template"
 
@@ -190,14 +195,26 @@ class ModelProviderConfig(TenantModel):
     parameters = models.JSONField(default=dict, blank=True)
     # Prices per million tokens, for cost: {"input": "0.50", "output": "1.50"} (strings: exact).
     prices = models.JSONField(default=dict, blank=True)
+    # The total time one model call may take, retries included.
     timeout_seconds = models.PositiveIntegerField(default=60)
+    preset = models.CharField(max_length=32, blank=True)  # the endpoint preset it started from
+    # What the endpoint listed at its last connection test (the template editor offers them).
+    known_models = models.JSONField(default=list, blank=True)
+    tested_at = models.DateTimeField(null=True, blank=True)
+    is_default = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint("organization", "name", name="modelproviderconfig_unique_name")
+            models.UniqueConstraint("organization", "name", name="modelproviderconfig_unique_name"),
+            models.UniqueConstraint(
+                "organization",
+                condition=Q(is_default=True),
+                name="modelproviderconfig_one_default",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -412,6 +429,11 @@ class Run(TenantModel):
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"
+
+    @property
+    def failed_on_model(self) -> bool:
+        """The run failed because its model endpoint did (the chat points admins to Models)."""
+        return self.status == self.Status.FAILED and self.error.startswith(MODEL_FAILURE)
 
     @property
     def is_terminal(self) -> bool:

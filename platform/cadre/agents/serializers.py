@@ -155,14 +155,27 @@ class ProviderConfigSerializer(serializers.ModelSerializer):
             "parameters",
             "prices",
             "timeout_seconds",
+            "preset",
+            "is_default",
             "is_active",
             "created_at",
         ]
-        read_only_fields = ["id", "is_active", "created_at"]
+        read_only_fields = ["id", "is_default", "is_active", "created_at"]
         validators: list = []
 
     def get_api_key_set(self, obj) -> bool:
         return bool(obj.api_key)
+
+
+class ConnectionReportSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    model = serializers.CharField()
+    latency_ms = serializers.IntegerField(allow_null=True)
+    reply = serializers.CharField(allow_blank=True)
+    models = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(allow_blank=True)
+    warning = serializers.CharField(allow_blank=True)
 
 
 # --- dispatch -------------------------------------------------------------------------------

@@ -22,11 +22,12 @@ from cadre.agents.models import (
     Agent,
     AgentTemplate,
     Deployment,
-    ModelProviderConfig,
     Rollout,
     Run,
     TemplateVersion,
 )
+from cadre.agents.providers import PROVIDER_KINDS
+from cadre.agents.providers import provider_config_create as provider_config_create
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.ports import Listeners
@@ -37,7 +38,6 @@ PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 RISK_LEVELS = ("low", "medium", "high")
 CONFIRMATION_POLICIES = ("never", "high_risk", "always")
 MEMORY_SCOPES = ("agent", "user", "position", "department", "organization")
-PROVIDER_KINDS = tuple(ModelProviderConfig.Kind.values)
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)?)\s*\}\}")
 
 # Told `agent_ids=[...]` in the transaction that gives agents their template version (a
@@ -383,56 +383,6 @@ def version_diff(a: TemplateVersion, b: TemplateVersion) -> dict[str, str]:
         )
         changes[name] = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     return changes
-
-
-# --- model providers ------------------------------------------------------------------------
-
-
-@transaction.atomic
-def provider_config_create(
-    *,
-    actor: Actor,
-    name: str,
-    kind: str,
-    base_url: str = "",
-    api_key: str = "",
-    default_model: str = "",
-    parameters: dict | None = None,
-    prices: dict | None = None,
-    timeout_seconds: int = 60,
-) -> ModelProviderConfig:
-    actor.require("template.manage")
-    if kind not in PROVIDER_KINDS:
-        raise InvalidInput(f"kind must be one of {', '.join(PROVIDER_KINDS)}.")
-    config = ModelProviderConfig(
-        organization=actor.organization,
-        name=name,
-        kind=kind,
-        base_url=base_url,
-        api_key=api_key,
-        default_model=default_model,
-        parameters=parameters or {},
-        prices=prices or {},
-        timeout_seconds=timeout_seconds,
-    )
-    try:
-        with transaction.atomic():
-            config.save()
-    except IntegrityError:
-        raise Conflict("A provider with this name already exists.", code="duplicate") from None
-    audit.record(
-        actor=actor,
-        action="provider.create",
-        target=config,
-        after={
-            "name": name,
-            "kind": kind,
-            "base_url": base_url,
-            "default_model": default_model,
-            "api_key_set": bool(api_key),
-        },
-    )
-    return config
 
 
 # --- deployments ----------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from celery import shared_task
 from django.db import OperationalError
 
 from cadre.agents.runtime.engine import RunBusy
-from cadre.llm import ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -22,14 +21,16 @@ logger = logging.getLogger(__name__)
 )
 def run_execute(self, run_id: int) -> str:
     """Execute or resume a run. Redelivered after a worker crash, it resumes after the last
-    completed step; a second delivery while another worker holds the run retries later."""
+    completed step; a second delivery while another worker holds the run retries later. A
+    model endpoint's failure is not retried here: the model client retried within the call's
+    time budget and the engine failed the run with the endpoint's error."""
     from cadre.agents.runtime import engine, finish
 
     try:
         return engine.run_execute(run_id)
     except engine.RunBusy as busy:
         raise self.retry(exc=busy, countdown=2) from None
-    except (ProviderError, OperationalError) as error:
+    except OperationalError as error:
         if self.request.retries >= self.max_retries:
             finish.run_fail(run_id, f"gave up after {self.request.retries} retries: {error}")
             return "failed"

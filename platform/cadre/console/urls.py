@@ -16,6 +16,7 @@ from cadre.console.views import (
     hub,
     members,
     memory,
+    model_providers,
     organization,
     skill_reviews,
 )
@@ -77,5 +78,6 @@ urlpatterns = [
     *governance.urlpatterns,
     *connectors.urlpatterns,
     *hub.urlpatterns,
+    *model_providers.urlpatterns,
     *skill_reviews.urlpatterns,
 ]

@@ -1,5 +1,6 @@
 """The one model client (kernel): providers behind one interface — OpenAI-compatible,
-Anthropic, offline — their configuration, JSON answers and the token estimator."""
+Anthropic, offline — their configuration and presets, connection tests, JSON answers and the
+token estimator."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from cadre.llm.base import (
     provider_for,
 )
 from cadre.llm.config import provider_config_from_env
+from cadre.llm.presets import ProviderPreset, provider_presets
+from cadre.llm.probe import ConnectionReport, connection_test
 from cadre.llm.structured import chat_json
 from cadre.llm.tokens import estimate_tokens
 
@@ -22,13 +25,17 @@ __all__ = [
     "PROVIDERS",
     "ChatDelta",
     "ChatResult",
+    "ConnectionReport",
     "ModelProvider",
     "ProviderConfig",
     "ProviderError",
+    "ProviderPreset",
     "ToolCall",
     "Usage",
     "chat_json",
+    "connection_test",
     "estimate_tokens",
     "provider_config_from_env",
     "provider_for",
+    "provider_presets",
 ]

@@ -6,7 +6,9 @@ import json
 from collections.abc import Iterator
 
 import anthropic
+import httpx
 
+from cadre.llm import failures
 from cadre.llm.base import (
     ChatDelta,
     ChatResult,
@@ -94,12 +96,30 @@ class AnthropicProvider(ModelProvider):
     kind = "anthropic"
 
     def _client(self) -> anthropic.Anthropic:
+        # No SDK retries: ModelProvider.chat retries within the call's total budget.
         return anthropic.Anthropic(
             api_key=self.api_key or "not-needed",
             base_url=self.base_url or None,
-            timeout=self.timeout,
-            max_retries=1,
+            timeout=self.attempt_timeout(),
+            max_retries=0,
         )
+
+    def _error(self, error: Exception) -> ProviderError:
+        return failures.from_sdk(
+            error,
+            sdk=anthropic,
+            host=failures.host_of(self.base_url, "api.anthropic.com"),
+            model=self.model,
+            timeout=self.timeout,
+        )
+
+    def list_models(self) -> list[str] | None:
+        try:
+            return sorted(model.id for model in self._client().models.list())
+        except anthropic.NotFoundError:
+            return None
+        except (anthropic.AnthropicError, httpx.HTTPError) as error:
+            raise self._error(error) from error
 
     def _request(self, messages, tools, params) -> dict:
         system, converted = to_anthropic(messages)
@@ -118,8 +138,8 @@ class AnthropicProvider(ModelProvider):
     def complete(self, messages: list[dict], tools: list[dict], **params) -> ChatResult:
         try:
             message = self._client().messages.create(**self._request(messages, tools, params))
-        except anthropic.AnthropicError as error:
-            raise ProviderError(f"anthropic endpoint: {error}") from error
+        except (anthropic.AnthropicError, httpx.HTTPError) as error:
+            raise self._error(error) from error
         return _result(message, self.model)
 
     def stream(self, messages: list[dict], tools: list[dict], **params) -> Iterator[ChatDelta]:
@@ -129,6 +149,6 @@ class AnthropicProvider(ModelProvider):
                     if event.type == "text":
                         yield ChatDelta(text=event.text)
                 final = s.get_final_message()
-        except anthropic.AnthropicError as error:
-            raise ProviderError(f"anthropic endpoint: {error}") from error
+        except (anthropic.AnthropicError, httpx.HTTPError) as error:
+            raise self._error(error) from error
         yield ChatDelta(result=_result(final, self.model))

@@ -9,6 +9,8 @@ Tools are {"name", "description", "parameters": <JSON schema>}.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -17,7 +19,25 @@ from cadre.ports import Registry
 
 
 class ProviderError(Exception):
-    """The model endpoint failed (network, status, malformed answer); the step may retry."""
+    """The model endpoint failed (network, status, malformed answer). `reason` names the kind
+    of failure (see cadre.llm.failures); transient ones are retried within the call's budget."""
+
+    def __init__(self, message: str, *, reason: str = "error", status: int | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        from cadre.llm.failures import TRANSIENT
+
+        return self.reason in TRANSIENT
+
+
+# Retries of one model call: at most RETRY_ATTEMPTS tries, waiting about RETRY_BASE_SECONDS,
+# then twice as long each time (with jitter), all within the call's total timeout.
+RETRY_ATTEMPTS = 4
+RETRY_BASE_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -105,8 +125,20 @@ class ModelProvider:
         self.model = model
         self.base_url = base_url
         self.api_key = api_key
+        # The total time one call may take, retries included (the SDK's own retries are off).
         self.timeout = timeout
         self.parameters = parameters or {}
+        self._deadline: float | None = None
+
+    def attempt_timeout(self) -> float:
+        """How long the current attempt may wait: what is left of the call's budget."""
+        if self._deadline is None:
+            return self.timeout
+        return max(0.1, min(self.timeout, self._deadline - time.monotonic()))
+
+    def list_models(self) -> list[str] | None:
+        """The model names the endpoint offers, or None where its API has no such list."""
+        return None
 
     def stream(self, messages: list[dict], tools: list[dict], **params) -> Iterator[ChatDelta]:
         raise NotImplementedError
@@ -129,16 +161,49 @@ class ModelProvider:
         **params,
     ) -> ChatResult:
         params = {**self.parameters, **params}
-        if not stream:
-            return self.complete(messages, tools or [], **params)
-        result = None
-        for delta in self.stream(messages, tools or [], **params):
-            if delta.text and on_delta is not None:
-                on_delta(delta.text)
-            result = delta.result or result
-        if result is None:
-            raise ProviderError("the stream ended without a result")
-        return result
+        started = time.monotonic()
+        self._deadline = started + self.timeout
+        attempt = 0
+        try:
+            while True:
+                attempt += 1
+                streamed = False
+                try:
+                    if not stream:
+                        return self.complete(messages, tools or [], **params)
+                    result = None
+                    for delta in self.stream(messages, tools or [], **params):
+                        if delta.text and on_delta is not None:
+                            streamed = True
+                            on_delta(delta.text)
+                        result = delta.result or result
+                    if result is None:
+                        raise ProviderError("the stream ended without a result")
+                    return result
+                except ProviderError as error:
+                    # Text already shown cannot be taken back: a broken stream is not retried.
+                    pause = RETRY_BASE_SECONDS * 2 ** (attempt - 1) * random.uniform(0.8, 1.2)
+                    if (
+                        not error.transient
+                        or streamed
+                        or attempt >= RETRY_ATTEMPTS
+                        or time.monotonic() + pause >= self._deadline
+                    ):
+                        if attempt == 1:
+                            raise
+                        raise _spent(error, attempt, started) from error
+                    time.sleep(pause)
+        finally:
+            self._deadline = None
+
+
+def _spent(error: ProviderError, attempts: int, started: float) -> ProviderError:
+    elapsed = time.monotonic() - started
+    return ProviderError(
+        f"{error} ({attempts} attempts in {elapsed:.1f} s)",
+        reason=error.reason,
+        status=error.status,
+    )
 
 
 # Provider kinds by name. The built-in adapters load their SDK on first use; a deployment (or a
@@ -183,8 +248,10 @@ class ProviderConfig:
 
 
 def provider_for(model_settings: dict, config=None) -> ModelProvider:
-    """The provider for model settings ({"provider", "model", "parameters"}) and an optional
-    provider configuration (a ProviderConfig or an agents ModelProviderConfig row)."""
+    """The provider for model settings ({"provider", "model", "parameters", "timeout_seconds"})
+    and an optional provider configuration (a ProviderConfig or an agents ModelProviderConfig
+    row). The settings' timeout, when given, bounds each call (retries included) instead of the
+    configuration's."""
     kind = config.kind if config is not None else model_settings.get("provider", "offline")
     factory = PROVIDERS.get(kind)
     if factory is None:
@@ -196,6 +263,8 @@ def provider_for(model_settings: dict, config=None) -> ModelProvider:
         or "offline-1",
         base_url=config.base_url if config else "",
         api_key=config.api_key if config else "",
-        timeout=float(config.timeout_seconds) if config else 60.0,
+        timeout=float(
+            model_settings.get("timeout_seconds") or (config.timeout_seconds if config else 60)
+        ),
         parameters=parameters,
     )

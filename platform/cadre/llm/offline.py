@@ -312,6 +312,9 @@ class OfflineProvider(ModelProvider):
             offline=True,
         )
 
+    def list_models(self) -> list[str]:
+        return ["offline-1"]
+
     def complete(self, messages: list[dict], tools: list[dict], **params) -> ChatResult:
         return self.decide(messages, tools)
 

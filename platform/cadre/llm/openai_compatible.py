@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import httpx
 import openai
 
+from cadre.llm import failures
 from cadre.llm.base import (
     ChatDelta,
     ChatResult,
@@ -94,12 +96,30 @@ class OpenAICompatibleProvider(ModelProvider):
     kind = "openai_compatible"
 
     def _client(self) -> openai.OpenAI:
+        # No SDK retries: ModelProvider.chat retries within the call's total budget.
         return openai.OpenAI(
             api_key=self.api_key or "not-needed",
             base_url=self.base_url or None,
-            timeout=self.timeout,
-            max_retries=1,
+            timeout=self.attempt_timeout(),
+            max_retries=0,
         )
+
+    def _error(self, error: Exception) -> ProviderError:
+        return failures.from_sdk(
+            error,
+            sdk=openai,
+            host=failures.host_of(self.base_url, "api.openai.com"),
+            model=self.model,
+            timeout=self.timeout,
+        )
+
+    def list_models(self) -> list[str] | None:
+        try:
+            return sorted(model.id for model in self._client().models.list())
+        except openai.NotFoundError:
+            return None  # endpoints without /models (some gateways) are still usable
+        except (openai.OpenAIError, httpx.HTTPError) as error:
+            raise self._error(error) from error
 
     def _request(self, messages, tools, params) -> dict:
         request = {"model": self.model, "messages": to_openai_messages(messages)}
@@ -113,8 +133,8 @@ class OpenAICompatibleProvider(ModelProvider):
             response = self._client().chat.completions.create(
                 **self._request(messages, tools, params)
             )
-        except openai.OpenAIError as error:
-            raise ProviderError(f"openai-compatible endpoint: {error}") from error
+        except (openai.OpenAIError, httpx.HTTPError) as error:
+            raise self._error(error) from error
         if not response.choices:
             raise ProviderError("openai-compatible endpoint: no choices in the answer")
         choice = response.choices[0]
@@ -166,8 +186,8 @@ class OpenAICompatibleProvider(ModelProvider):
                         if part.function is not None:
                             slot["name"] += part.function.name or ""
                             slot["args"] += part.function.arguments or ""
-        except openai.OpenAIError as error:
-            raise ProviderError(f"openai-compatible endpoint: {error}") from error
+        except (openai.OpenAIError, httpx.HTTPError) as error:
+            raise self._error(error) from error
         yield ChatDelta(
             result=ChatResult(
                 text="".join(text),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 
-from cadre.agents import services as agents
+from cadre.agents import providers
 from cadre.agents.models import ModelProviderConfig
 from cadre.env import env_secret, env_str, env_url
 from cadre.tenancy.actors import Actor
@@ -64,7 +64,8 @@ def default_provider_create(
     *, actor: Actor, chosen: ProviderSettings | None
 ) -> ModelProviderConfig | None:
     """The provider the environment names, created through the agents service (its key is
-    encrypted like every provider's); an existing one of that name is kept as it is."""
+    encrypted like every provider's) and made the organization's default; an existing one of
+    that name is kept as it is."""
     if chosen is None:
         return None
     existing = ModelProviderConfig.objects.filter(
@@ -72,7 +73,7 @@ def default_provider_create(
     ).first()
     if existing is not None:
         return existing
-    return agents.provider_config_create(
+    config = providers.provider_config_create(
         actor=actor,
         name=chosen.name,
         kind=chosen.kind,
@@ -80,3 +81,4 @@ def default_provider_create(
         api_key=chosen.api_key,
         default_model=chosen.model,
     )
+    return providers.provider_config_set_default(actor=actor, config=config)

@@ -364,18 +364,14 @@ def is_model(provider: ModelProvider | None) -> bool:
 
 
 def model_for_version(version) -> ModelProvider | None:
-    """The template version's own model, or None when it runs the offline provider."""
-    from cadre.agents.models import ModelProviderConfig
+    """The template version's model (its own provider, else the organization's default), or
+    None when it runs the offline provider."""
+    from cadre.agents import providers
 
-    settings = version.model_settings or {}
-    config = None
-    if settings.get("provider_config"):
-        config = ModelProviderConfig.objects.filter(
-            pk=settings["provider_config"], organization_id=version.organization_id, is_active=True
-        ).first()
     try:
+        config, settings = providers.resolve(version.model_settings, version.organization_id)
         provider = provider_for(settings, config)
-    except ProviderError:
+    except (providers.ProviderUnavailable, ProviderError):
         return None
     return provider if is_model(provider) else None
 

@@ -24,6 +24,7 @@ PERMISSIONS: dict[str, str] = {
     "apikey.manage": "Create and revoke API keys",
     "audit.view": "Read the audit log",
     "audit.export": "Export the audit log",
+    "model.manage": "Add model providers and their credentials, test them, set the default",
     "template.view": "See role templates",
     "template.manage": "Edit, review and publish role templates",
     "deployment.manage": "Dispatch, roll out and roll back agents",

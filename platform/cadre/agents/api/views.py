@@ -20,8 +20,8 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cadre.agents import providers, services
 from cadre.agents import serializers as s
-from cadre.agents import services
 from cadre.agents.call_chain import run_call_chain
 from cadre.agents.models import (
     Agent,
@@ -262,7 +262,7 @@ class ProviderConfigViewSet(
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = services.provider_config_create(
+        serializer.instance = providers.provider_config_create(
             actor=self.actor,
             name=data["name"],
             kind=data["kind"],
@@ -272,7 +272,25 @@ class ProviderConfigViewSet(
             parameters=data.get("parameters"),
             prices=data.get("prices"),
             timeout_seconds=data.get("timeout_seconds", 60),
+            preset=data.get("preset", ""),
         )
+
+    @extend_schema(request=None, responses=s.ProviderConfigSerializer)
+    @action(detail=True, methods=["post"], url_path="default")
+    def make_default(self, request, pk=None):
+        config = providers.provider_config_set_default(actor=self.actor, config=self.get_object())
+        return Response(s.ProviderConfigSerializer(config).data)
+
+    @extend_schema(
+        request=None,
+        responses=s.ConnectionReportSerializer,
+        description="Send one tiny request to the endpoint: latency, the models it lists (where "
+        "its API has a list) or the exact error. Changes nothing.",
+    )
+    @action(detail=True, methods=["post"], url_path="test")
+    def connection_test(self, request, pk=None):
+        report = providers.provider_config_test(actor=self.actor, config=self.get_object())
+        return Response(s.ConnectionReportSerializer(report).data)
 
 
 # --- dispatch -------------------------------------------------------------------------------

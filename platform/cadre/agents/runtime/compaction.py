@@ -18,7 +18,8 @@ import re
 
 from django.db import transaction
 
-from cadre.agents.models import ModelProviderConfig, Run, SessionSummary, Step
+from cadre.agents import providers
+from cadre.agents.models import Run, SessionSummary, Step
 from cadre.agents.runtime.engine import DEFAULT_CONTEXT_TOKENS, model_side
 from cadre.llm import ModelProvider, ProviderError, chat_json, estimate_tokens, provider_for
 from cadre.llm.offline import strip_notice
@@ -182,15 +183,10 @@ def summary_model(run: Run) -> ModelProvider | None:
     provider = memory_model()
     if provider is not None:
         return provider
-    settings = run.version.model_settings or {}
-    config = None
-    if settings.get("provider_config"):
-        config = ModelProviderConfig.objects.filter(
-            pk=settings["provider_config"], organization_id=run.organization_id, is_active=True
-        ).first()
     try:
+        config, settings = providers.resolve(run.version.model_settings, run.organization_id)
         provider = provider_for(settings, config)
-    except ProviderError:
+    except (providers.ProviderUnavailable, ProviderError):
         return None
     return None if provider.kind == "offline" else provider
 

@@ -23,12 +23,13 @@ from decimal import Decimal
 from django.db import OperationalError, connection
 from django.utils import timezone
 
+from cadre.agents import providers
 from cadre.agents.hooks.builtins import shared_memories_for_context
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import (
+    MODEL_FAILURE,
     Agent,
     Deployment,
-    ModelProviderConfig,
     Run,
     RunEvent,
     SessionSummary,
@@ -63,15 +64,12 @@ DELTA_FLUSH_SECONDS = 0.1
 
 
 def _provider(ctx: RunContext):
-    settings = ctx.version.model_settings or {}
-    config = None
-    config_id = settings.get("provider_config")
-    if config_id:
-        config = ModelProviderConfig.objects.filter(
-            pk=config_id, organization_id=ctx.run.organization_id, is_active=True
-        ).first()
-        if config is None:
-            raise RunStopped(Run.Status.FAILED, "the template's model provider is not available")
+    try:
+        config, settings = providers.resolve(ctx.version.model_settings, ctx.run.organization_id)
+    except providers.ProviderUnavailable:
+        raise RunStopped(
+            Run.Status.FAILED, f"{MODEL_FAILURE}the template's model provider is not available"
+        ) from None
     return provider_for(settings, config), (config.prices if config else {})
 
 
@@ -422,9 +420,11 @@ def run_execute(run_id: int) -> str:
             except NonDeterministicReplay as error:
                 finish_run(run, ctx, Run.Status.FAILED, error=f"cannot resume: {error}")
                 return Run.Status.FAILED
-            except ProviderError:
-                ctx._flush_now()  # the retry replays the hooks that completed
-                raise  # transient: the task retries and the run resumes where it stopped
+            except ProviderError as error:
+                # The client already retried within the call's time budget: the run fails
+                # now, with the endpoint's own words, rather than after minutes of retries.
+                finish_run(run, ctx, Run.Status.FAILED, error=f"{MODEL_FAILURE}{error}")
+                return Run.Status.FAILED
             except OperationalError:
                 raise  # transient: the task retries and the run resumes where it stopped
             except Exception as error:  # a bug or bad data: fail visibly, do not retry forever

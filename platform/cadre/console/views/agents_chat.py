@@ -8,11 +8,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cadre.agents import selectors
-from cadre.agents.models import AgentMessage, Run, RunEvent
+from cadre.agents.models import MODEL_FAILURE, AgentMessage, Run, RunEvent
 from cadre.agents.runtime import services as runtime
 from cadre.console.forms import add_service_error
 from cadre.console.views.agents_forms import ChatMessageForm
@@ -109,6 +109,9 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
             "after": after,
             "form": form or ChatMessageForm(),
             "runnable": agent.status == agent.Status.ACTIVE,
+            # A run failed by its model endpoint points those who can fix it to Models.
+            "models_url": reverse("console:models") if request.actor.has("model.manage") else "",
+            "model_failure": MODEL_FAILURE,
         },
         status=status,
     )

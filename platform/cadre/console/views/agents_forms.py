@@ -8,7 +8,13 @@ import json
 from django import forms
 
 from cadre.agents import services
-from cadre.agents.models import Agent, Rollout, TemplateVersion, channel_choices
+from cadre.agents.models import (
+    Agent,
+    ModelProviderConfig,
+    Rollout,
+    TemplateVersion,
+    channel_choices,
+)
 from cadre.agents.runtime.services import MAX_INPUT_CHARS
 from cadre.console.forms import ActorFormMixin, _department_field
 from cadre.tenancy.models import Department, Member, Position
@@ -114,11 +120,18 @@ class VersionForm(forms.Form):
         help_text="Placeholders: {{member.display_name}}, {{member.title}}, {{member.email}}, "
         "{{member.department}}, {{member.positions}}, {{organization.name}}.",
     )
+    provider_config = forms.ChoiceField(
+        required=False,
+        label="Model provider",
+        help_text="Providers are added and tested under Models.",
+    )
+    model = forms.ChoiceField(required=False, label="Model")
     model_settings = JSONTextField(
         kind=dict,
         kind_label="an object",
-        help_text='provider, model, parameters, budget — e.g. {"provider": "offline", '
-        '"budget": {"max_steps": 6}}',
+        label="Other model settings",
+        help_text='parameters, budget, timeout_seconds — e.g. {"parameters": {"temperature": '
+        '0.2}, "budget": {"max_steps": 6}}. The provider and model are chosen above.',
     )
     skills = JSONTextField(
         kind=list, kind_label="a list", help_text='[{"package": "acme/crm-notes", "range": "^1"}]'
@@ -143,11 +156,77 @@ class VersionForm(forms.Form):
         required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Change note"
     )
 
+    # The selects write these keys of model_settings (and "provider", the chosen one's kind);
+    # the JSON field holds the rest.
+    SELECTED = ("provider_config", "model")
+
+    def __init__(self, *args, organization=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        configs = list(
+            ModelProviderConfig.objects.filter(organization=organization, is_active=True).order_by(
+                "name", "pk"
+            )
+        )
+        self.configs = {str(config.pk): config for config in configs}
+        self.default = default = next((config for config in configs if config.is_default), None)
+        self.fields["provider_config"].choices = [
+            (
+                "",
+                f"Organization default — {default.name}"
+                if default
+                else "Organization default — none set (the built-in offline model)",
+            ),
+            *[
+                (str(config.pk), f"{config.name} ({config.get_kind_display()})")
+                for config in configs
+            ],
+        ]
+        # The kind the version names (kept when neither a provider nor a default is chosen).
+        self.named_kind = named = self.initial.get("provider_kind", "offline")
+        if not self.initial.get("provider_config") and default and named != default.kind:
+            # The default does not use a model named for another kind (agents.providers.resolve).
+            self.initial["model"] = ""
+        groups = []
+        for config in configs:
+            names = dict.fromkeys(n for n in [config.default_model, *config.known_models] if n)
+            if names:
+                groups.append((config.name, [(name, name) for name in names]))
+        current = self.initial.get("model")
+        if current and not any(current == name for _, group in groups for name, _ in group):
+            groups.append(("In this version", [(current, current)]))
+        self.fields["model"].choices = [("", "The provider's own default model"), *groups]
+
     @classmethod
     def initial_for(cls, version: TemplateVersion) -> dict:
-        initial = {name: getattr(version, name) for name in cls.base_fields}
+        settings = dict(version.model_settings or {})
+        initial = {
+            name: getattr(version, name) for name in cls.base_fields if hasattr(version, name)
+        }
         initial["target_positions"] = ", ".join(version.target_positions or [])
+        initial["provider_config"] = str(settings.pop("provider_config", "") or "")
+        initial["model"] = settings.pop("model", "")
+        initial["provider_kind"] = settings.pop("provider", "offline")
+        initial["model_settings"] = settings
         return initial
+
+    def clean(self):
+        data = super().clean()
+        settings = dict(data.get("model_settings") or {})
+        config = self.configs.get(data.pop("provider_config", "") or "")
+        model = data.pop("model", "")
+        for key in (*self.SELECTED, "provider"):
+            settings.pop(key, None)
+        # The kind goes with the choice: the default's, when the version relies on it, so that
+        # the model chosen from its list is used (see agents.providers.resolve).
+        chosen = config or self.default
+        settings["provider"] = chosen.kind if chosen is not None else self.named_kind
+        if config is not None:
+            settings["provider_config"] = config.pk
+        if model:
+            settings["model"] = model
+        if "model_settings" in data:
+            data["model_settings"] = settings
+        return data
 
     def clean_target_positions(self) -> list[str]:
         raw = self.cleaned_data["target_positions"]

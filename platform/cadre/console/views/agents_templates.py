@@ -160,7 +160,11 @@ def version_edit(request, pk: int, number: int):
             + (" — withdraw it from review first." if version.status == "in_review" else "."),
         )
         return redirect("console:template_version", pk=pk, number=number)
-    form = VersionForm(posted(request), initial=VersionForm.initial_for(version))
+    form = VersionForm(
+        posted(request),
+        initial=VersionForm.initial_for(version),
+        organization=request.actor.organization,
+    )
     if request.method == "POST" and form.is_valid():
         # Compared with the stored values: JSON fields are text in the form, never "unchanged".
         changed = {

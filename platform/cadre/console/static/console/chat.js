@@ -78,6 +78,22 @@
       node.parentNode.insertBefore(note, node.nextSibling);
     }
 
+    // A run its model endpoint failed: those who manage models get a link to the Models page
+    // (the page renders the attribute only for them).
+    function modelsHint(node, error, runId) {
+      var url = chat.getAttribute("data-models-url");
+      var prefix = chat.getAttribute("data-model-failure");
+      if (!url || !prefix || error.indexOf(prefix) !== 0) return;
+      if (log.querySelector('[data-models-hint="' + runId + '"]')) return;
+      var note = element("div", "effect-failed models-hint", "You can fix this: ");
+      var link = element("a", "", "check it under Models");
+      link.setAttribute("href", url);
+      note.appendChild(link);
+      note.appendChild(document.createTextNode("."));
+      note.setAttribute("data-models-hint", runId);
+      node.parentNode.insertBefore(note, node.nextSibling);
+    }
+
     function confirmationBox(runId, confirmation) {
       var existing = log.querySelector('[data-confirmation="' + confirmation.id + '"]');
       if (existing) return existing;
@@ -232,6 +248,7 @@
           textNode(node).data = data.error;
           node.classList.add("failed");
         }
+        if (data.status === "failed" && data.error) modelsHint(node, data.error, frame.run);
       } else if (frame.kind === "step" && data.status === "started") {
         setMeta(node, "Working: " + data.name);
       } else if (frame.kind === "wait") {

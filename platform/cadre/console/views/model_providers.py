@@ -1,0 +1,192 @@
+"""Models in the console: the organization's model providers (add from a preset, edit, test the
+connection, make the default) and the embedding model's coverage with a re-embed. Writes go
+through `cadre.agents.providers` and `cadre.memory.reembed`."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path
+from django.views.decorators.http import require_POST
+
+from cadre.agents import providers
+from cadre.agents.models import ModelProviderConfig
+from cadre.console.forms import add_service_error
+from cadre.console.views.base import posted
+from cadre.console.views.base import require_permission as gate
+from cadre.errors import CadreError
+from cadre.llm import provider_presets
+from cadre.memory.reembed import embedding_status, reembed_start
+
+
+class ProviderForm(forms.Form):
+    name = forms.CharField(max_length=150, help_text="How templates and people see it.")
+    base_url = forms.CharField(
+        max_length=500,
+        required=False,
+        label="Base URL",
+        help_text="The endpoint as the API documents it, usually ending in /v1.",
+    )
+    api_key = forms.CharField(
+        max_length=4000,
+        required=False,
+        label="API key",
+        # Never rendered back: the stored key stays on the server, encrypted.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    default_model = forms.CharField(
+        max_length=200, required=False, label="Model", help_text="Used when a template names none."
+    )
+    timeout_seconds = forms.IntegerField(
+        min_value=1,
+        max_value=600,
+        initial=60,
+        label="Timeout (seconds)",
+        help_text="The longest one model call may take, retries included; then the run fails "
+        "with the provider's error.",
+    )
+
+
+def _provider_or_404(request, pk: int) -> ModelProviderConfig:
+    return get_object_or_404(ModelProviderConfig.objects.restrict(request.actor, "view"), pk=pk)
+
+
+def _page(request, *, report=None, tested=None, status=200):
+    configs = ModelProviderConfig.objects.restrict(request.actor, "view").order_by(
+        "-is_default", "name", "pk"
+    )
+    presets = provider_presets()
+    return render(
+        request,
+        "console/models/page.html",
+        {
+            "providers": configs,
+            "presets": presets.values(),
+            "preset_labels": {key: preset.label for key, preset in presets.items()},
+            "report": report,
+            "tested": tested,
+            "embedding": embedding_status(request.actor.organization),
+            "can_reembed": request.actor.has("memory.manage"),
+        },
+        status=status,
+    )
+
+
+@gate("model.manage")
+def models_page(request):
+    return _page(request)
+
+
+@gate("model.manage")
+def embeddings_card(request):
+    """The embeddings card alone: the page polls it while a re-embed runs."""
+    return render(
+        request,
+        "console/models/_embeddings.html",
+        {
+            "embedding": embedding_status(request.actor.organization),
+            "can_reembed": request.actor.has("memory.manage"),
+        },
+    )
+
+
+@gate("model.manage")
+def provider_create(request):
+    preset = provider_presets().get(request.POST.get("preset") or request.GET.get("preset", ""))
+    if preset is None:
+        return redirect("console:models")
+    initial = {"name": preset.label, "base_url": preset.base_url, "default_model": preset.model}
+    form = ProviderForm(posted(request), initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            config = providers.provider_config_create(
+                actor=request.actor, kind=preset.kind, preset=preset.key, **form.cleaned_data
+            )
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"“{config.name}” was added. Test its connection next.")
+            return redirect("console:models")
+    return render(
+        request,
+        "console/models/form.html",
+        {"form": form, "preset": preset, "config": None},
+        status=400 if form.errors else 200,
+    )
+
+
+@gate("model.manage")
+def provider_edit(request, pk: int):
+    config = _provider_or_404(request, pk)
+    preset = provider_presets().get(config.preset)
+    initial = {
+        name: getattr(config, name) for name in ProviderForm.base_fields if name != "api_key"
+    }
+    form = ProviderForm(posted(request), initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        api_key = data.pop("api_key")
+        try:
+            providers.provider_config_update(
+                actor=request.actor, config=config, api_key=api_key or None, **data
+            )
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"“{data['name']}” was saved.")
+            return redirect("console:models")
+    return render(
+        request,
+        "console/models/form.html",
+        {"form": form, "preset": preset, "config": config},
+        status=400 if form.errors else 200,
+    )
+
+
+@gate("model.manage")
+@require_POST
+def provider_test(request, pk: int):
+    config = _provider_or_404(request, pk)
+    report = providers.provider_config_test(actor=request.actor, config=config)
+    return _page(request, report=report, tested=config)
+
+
+@gate("model.manage")
+@require_POST
+def provider_default(request, pk: int):
+    config = _provider_or_404(request, pk)
+    try:
+        providers.provider_config_set_default(actor=request.actor, config=config)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(
+            request,
+            f"“{config.name}” is the organization's default: templates that name no provider "
+            "use it from their next run.",
+        )
+    return redirect("console:models")
+
+
+@gate("memory.manage")
+@require_POST
+def embeddings_reembed(request):
+    try:
+        task = reembed_start(actor=request.actor)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Re-embedding under {task.params['model_id']} has started.")
+    return redirect("console:models")
+
+
+urlpatterns = [
+    path("models/", models_page, name="models"),
+    path("models/providers/new/", provider_create, name="provider_create"),
+    path("models/providers/<int:pk>/edit/", provider_edit, name="provider_edit"),
+    path("models/providers/<int:pk>/test/", provider_test, name="provider_test"),
+    path("models/providers/<int:pk>/default/", provider_default, name="provider_default"),
+    path("models/embeddings/", embeddings_card, name="embeddings"),
+    path("models/embeddings/reembed/", embeddings_reembed, name="embeddings_reembed"),
+]

@@ -1,0 +1,86 @@
+"""What a failed model call says: the SDKs' errors turned into one plain sentence and a reason.
+
+The openai and anthropic SDKs share the shape of their errors (a connection error, a timeout,
+a status error with `status_code`), so one translation serves both adapters.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+
+from cadre.llm.base import ProviderError
+
+# Reasons a caller may act on; the transient ones are retried within the call's time budget.
+UNREACHABLE = "unreachable"
+TIMEOUT = "timeout"
+UNAUTHORIZED = "unauthorized"
+MODEL_NOT_FOUND = "model_not_found"
+RATE_LIMITED = "rate_limited"
+SERVER_ERROR = "server_error"
+BAD_REQUEST = "bad_request"
+TRANSIENT = frozenset({UNREACHABLE, TIMEOUT, RATE_LIMITED, SERVER_ERROR})
+
+
+def host_of(base_url: str, default: str) -> str:
+    parts = urlsplit(base_url or default)
+    return parts.netloc or parts.path or default
+
+
+def _detail(error: Exception) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if message:
+            return str(message)
+    return str(getattr(error, "message", "") or error)
+
+
+def _root_cause(error: BaseException) -> str:
+    cause = error
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__
+    text = str(cause)
+    return text if text and cause is not error else ""
+
+
+def from_sdk(
+    error: Exception, *, sdk, host: str, model: str, timeout: float | None = None
+) -> ProviderError:
+    """The ProviderError for an SDK exception (`sdk` is the openai or anthropic module)."""
+    # A stream broken after its headers raises httpx's own errors, not the SDK's.
+    if isinstance(error, sdk.APITimeoutError | httpx.TimeoutException):
+        waited = f" after {timeout:g} s" if timeout else ""
+        return ProviderError(f"timed out waiting for {host}{waited}", reason=TIMEOUT)
+    if isinstance(error, sdk.APIConnectionError | httpx.TransportError):
+        cause = _root_cause(error)
+        return ProviderError(
+            f"could not reach host {host}" + (f" ({cause})" if cause else ""), reason=UNREACHABLE
+        )
+    if isinstance(error, sdk.APIStatusError):
+        return from_status(error.status_code, _detail(error), host=host, model=model)
+    return ProviderError(f"{host}: {error}")
+
+
+def from_status(status: int, detail: str, *, host: str, model: str) -> ProviderError:
+    if status in (401, 403):
+        return ProviderError(
+            f"{status} from provider {host}: the API key was refused ({detail})",
+            reason=UNAUTHORIZED,
+            status=status,
+        )
+    if status == 404:
+        return ProviderError(
+            f"model not found: {model!r} at {host} ({detail})",
+            reason=MODEL_NOT_FOUND,
+            status=status,
+        )
+    if status == 429:
+        reason = RATE_LIMITED
+    elif status >= 500:
+        reason = SERVER_ERROR
+    else:
+        reason = BAD_REQUEST
+    return ProviderError(f"{status} from provider {host}: {detail}", reason=reason, status=status)
