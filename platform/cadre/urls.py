@@ -27,6 +27,8 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("api/v1/", include(api_v1)),
     path("connectors/", include(connectors_urls.urlpatterns)),
+    # Memory APIs other clients speak: MemoryClient(host="<CADRE_BASE_URL>/mem0")
+    path("mem0/", include("cadre.memory.compat.urls")),
     path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
