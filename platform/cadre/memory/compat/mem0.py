@@ -40,13 +40,13 @@ def mem0_exception_handler(exc, context):
 # --- request parsing ---------------------------------------------------------------------
 
 
-def _body(request) -> dict:
+def json_body(request) -> dict:
     if not isinstance(request.data, dict):
         raise InvalidInput("The body must be a JSON object.")
     return request.data
 
 
-def _text(value, name: str, *, limit: int = 191) -> str | None:
+def entity_text(value, name: str, *, limit: int = 191) -> str | None:
     if value is None or value == "" or value == "*":
         return None
     if not isinstance(value, str | int) or isinstance(value, bool) or len(str(value)) > limit:
@@ -81,7 +81,7 @@ def _filter_entities(filters) -> dict:
 def _entities(source) -> dict:
     merged = {key: source.get(key) for key in ENTITIES if source.get(key) not in (None, "")}
     merged.update(_filter_entities(source.get("filters")))
-    return {key: _text(merged.get(key), key) for key in ENTITIES}
+    return {key: entity_text(merged.get(key), key) for key in ENTITIES}
 
 
 def member_for(actor, user_id: str) -> Member:
@@ -200,7 +200,7 @@ def _messages(value) -> list[dict]:
     return value
 
 
-def _bool(value, name: str, default: bool) -> bool:
+def flag(value, name: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
@@ -208,7 +208,7 @@ def _bool(value, name: str, default: bool) -> bool:
     return value
 
 
-def _integer(value, name: str, *, default: int, low: int, high: int) -> int:
+def integer(value, name: str, *, default: int, low: int, high: int) -> int:
     if value is None or value == "":
         return default
     try:
@@ -319,8 +319,8 @@ class Ping(Mem0View):
 
 
 def _page(request, queryset, target: Target) -> Response:
-    page = _integer(request.query_params.get("page"), "page", default=1, low=1, high=10**6)
-    size = _integer(
+    page = integer(request.query_params.get("page"), "page", default=1, low=1, high=10**6)
+    size = integer(
         request.query_params.get("page_size"),
         "page_size",
         default=MAX_PAGE_SIZE,
@@ -347,12 +347,12 @@ class Memories(Mem0View):
     DELETE /v1/memories/ (delete all of a user, agent or run)."""
 
     def post(self, request):
-        data = _body(request)
+        data = json_body(request)
         entities = _entities(data)
         target = Target(self.actor, entities)
         scope, scope_id = target.write_scope()
         messages = _messages(data.get("messages"))
-        infer = _bool(data.get("infer"), "infer", True)
+        infer = flag(data.get("infer"), "infer", True)
         metadata = _metadata(data.get("metadata"))
         observed_at = _timestamp(data.get("timestamp"))
         expires_at = _expiration(data.get("expiration_date"))
@@ -465,7 +465,7 @@ class ListMemories(Mem0View):
     read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
 
     def post(self, request):
-        entities = _entities(_body(request))
+        entities = _entities(json_body(request))
         target = Target(self.actor, entities)
         queryset = selectors.memory_list(
             self.actor,
@@ -479,7 +479,7 @@ class Search(Mem0View):
     read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
 
     def post(self, request):
-        data = _body(request)
+        data = json_body(request)
         query = data.get("query")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput(
@@ -487,7 +487,7 @@ class Search(Mem0View):
             )
         entities = _entities(data)
         target = Target(self.actor, entities)
-        top_k = _integer(data.get("top_k"), "top_k", default=10, low=1, high=100)
+        top_k = integer(data.get("top_k"), "top_k", default=10, low=1, high=100)
         threshold = data.get("threshold")
         if threshold is not None and (
             isinstance(threshold, bool)
@@ -498,8 +498,8 @@ class Search(Mem0View):
                 "threshold must be between 0 and 1.", details={"threshold": ["0..1"]}
             )
         # Cadre's search is always hybrid (vector + lexical) and ranks on its own: accepted.
-        _bool(data.get("rerank"), "rerank", False)
-        _bool(data.get("keyword_search"), "keyword_search", False)
+        flag(data.get("rerank"), "rerank", False)
+        flag(data.get("keyword_search"), "keyword_search", False)
         with transaction.atomic():
             result = selectors.memory_search(
                 actor=self.actor,
@@ -522,7 +522,7 @@ class MemoryDetail(Mem0View):
         return Response(memory_out(selectors.memory_get(self.actor, memory_id)))
 
     def put(self, request, memory_id):
-        data = _body(request)
+        data = json_body(request)
         memory = selectors.memory_get(self.actor, memory_id)
         changes: dict = {}
         if data.get("text") is not None:
@@ -584,7 +584,7 @@ class History(Mem0View):
 
 class Feedback(Mem0View):
     def post(self, request):
-        data = _body(request)
+        data = json_body(request)
         memory = selectors.memory_get(self.actor, data.get("memory_id"))
         feedback = data.get("feedback")
         if feedback is not None and (

@@ -1,12 +1,12 @@
-"""Routes of the Mem0-compatible API, mounted at /mem0/ (MemoryClient(host=<base>/mem0))."""
+"""Routes of the compatible memory APIs: Mem0 at /mem0/, MemOS at /memos/."""
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 
-from cadre.memory.compat import mem0
+from cadre.memory.compat import mem0, memos
 
-urlpatterns = [
+mem0_urlpatterns = [
     path("v1/ping/", mem0.Ping.as_view(), name="mem0-ping"),
     path("v1/memories/", mem0.Memories.as_view(), name="mem0-memories"),
     path("v3/memories/add/", mem0.Memories.as_view(), name="mem0-add"),
@@ -21,4 +21,15 @@ urlpatterns = [
     ),
     path("v1/feedback/", mem0.Feedback.as_view(), name="mem0-feedback"),
     re_path(r"^.*$", mem0.Unknown.as_view(), name="mem0-unknown"),
+]
+
+memos_urlpatterns = [
+    path("add/message", memos.AddMessage.as_view(), name="memos-add-message"),
+    path("search/memory", memos.SearchMemory.as_view(), name="memos-search"),
+    path("get/memory", memos.GetMemory.as_view(), name="memos-get"),
+    path("update/memory", memos.UpdateMemory.as_view(), name="memos-update"),
+    path("delete/memory", memos.DeleteMemory.as_view(), name="memos-delete"),
+    path("add/feedback", memos.AddFeedback.as_view(), name="memos-feedback"),
+    path("get/status", memos.GetStatus.as_view(), name="memos-status"),
+    re_path(r"^.*$", memos.Unknown.as_view(), name="memos-unknown"),
 ]
