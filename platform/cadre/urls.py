@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 import connectors.urls as connectors_urls
 import hub.urls as hub_urls
 from cadre.api import views as api_views
+from cadre.memory.compat import urls as memory_compat_urls
 from cadre.runtime.health import healthz, readyz
 
 api_v1 = [
@@ -27,6 +28,10 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("api/v1/", include(api_v1)),
     path("connectors/", include(connectors_urls.urlpatterns)),
+    # Memory APIs other clients speak: MemoryClient(host="<CADRE_BASE_URL>/mem0"),
+    # MemOS plugins with MEMOS_BASE_URL=<CADRE_BASE_URL>/memos
+    path("mem0/", include(memory_compat_urls.mem0_urlpatterns)),
+    path("memos/", include(memory_compat_urls.memos_urlpatterns)),
     path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

@@ -1,0 +1,629 @@
+"""The Mem0 platform API (what mem0ai's MemoryClient calls) on Cadre's memory services."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from django.db import transaction
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cadre.api.errors import exception_handler as cadre_exception_handler
+from cadre.api.permissions import IsOrganizationActor
+from cadre.errors import InvalidInput, NotFound
+from cadre.memory import selectors, services
+from cadre.memory.models import Kind, Memory, Scope, SourceKind, scope_key
+from cadre.tenancy.authentication import ApiKeyAuthentication
+from cadre.tenancy.models import IMIdentity, Member
+
+CLIENT = "mem0"
+ENTITIES = ("user_id", "agent_id", "app_id", "run_id")
+MAX_PAGE_SIZE = 100
+FEEDBACK_VALUES = ("POSITIVE", "NEGATIVE", "VERY_NEGATIVE")
+
+
+class TokenKeyAuthentication(ApiKeyAuthentication):
+    """Cadre API keys sent as Mem0 sends them: `Authorization: Token <key>`."""
+
+    keyword = "Token"
+
+
+def mem0_exception_handler(exc, context):
+    """Cadre's envelope plus Mem0's `detail`, which the client reads for its error message."""
+    response = cadre_exception_handler(exc, context)
+    if response is not None and isinstance(response.data, dict) and "error" in response.data:
+        response.data["detail"] = response.data["error"]["message"]
+    return response
+
+
+# --- request parsing ---------------------------------------------------------------------
+
+
+def json_body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise InvalidInput("The body must be a JSON object.")
+    return request.data
+
+
+def entity_text(value, name: str, *, limit: int = 191) -> str | None:
+    if value is None or value == "" or value == "*":
+        return None
+    if not isinstance(value, str | int) or isinstance(value, bool) or len(str(value)) > limit:
+        raise InvalidInput(f"{name} must be a string.", details={name: ["String."]})
+    return str(value).strip() or None
+
+
+def _filter_entities(filters) -> dict:
+    """Entity ids from Mem0's `filters` ({"user_id": …} or {"AND": [{…}, …]}). Any other
+    criterion is refused: ignoring it would answer more than the client asked for."""
+    if filters is None:
+        return {}
+    if not isinstance(filters, dict):
+        raise InvalidInput("filters must be an object.", details={"filters": ["Object."]})
+    found: dict = {}
+    for key, value in filters.items():
+        if key == "AND" and isinstance(value, list):
+            for part in value:
+                found.update(_filter_entities(part))
+        elif key in ENTITIES:
+            found[key] = value
+        else:
+            raise InvalidInput(
+                f"Unsupported filter {key!r}: Cadre's Mem0 API filters by "
+                "user_id, agent_id, app_id and run_id (combined with AND).",
+                code="unsupported_filter",
+                details={"filters": [key]},
+            )
+    return found
+
+
+def _entities(source) -> dict:
+    merged = {key: source.get(key) for key in ENTITIES if source.get(key) not in (None, "")}
+    merged.update(_filter_entities(source.get("filters")))
+    return {key: entity_text(merged.get(key), key) for key in ENTITIES}
+
+
+def member_for(actor, user_id: str) -> Member:
+    """The member a client's `user_id` names: e-mail, IM user id, employee number or id."""
+    members = Member.objects.filter(organization=actor.organization)
+    member = (
+        members.filter(email__iexact=user_id).first()
+        or members.filter(employee_no=user_id).first()
+        or members.filter(
+            pk__in=IMIdentity.objects.filter(
+                organization=actor.organization, platform_user_id=user_id
+            ).values("member_id")[:1]
+        ).first()
+        or (members.filter(pk=int(user_id)).first() if user_id.isdigit() else None)
+    )
+    if member is None:
+        raise InvalidInput(
+            f"Unknown user_id {user_id!r}: no member of this organization has this e-mail, "
+            "IM user id, employee number or id.",
+            code="unknown_user",
+            details={"user_id": [user_id]},
+        )
+    return member
+
+
+class Target:
+    """Where a request's entities point: the scope to write, the scopes to read."""
+
+    def __init__(self, actor, entities: dict):
+        self.entities = entities
+        self.member = member_for(actor, entities["user_id"]) if entities["user_id"] else None
+        self.agent_id = None
+        if entities["agent_id"]:
+            if not entities["agent_id"].isdigit():
+                raise InvalidInput(
+                    "agent_id must be a Cadre agent id (an integer).",
+                    details={"agent_id": ["Integer."]},
+                )
+            self.agent_id = int(entities["agent_id"])
+
+    def write_scope(self) -> tuple[str, int]:
+        if self.agent_id is not None:
+            return Scope.AGENT, self.agent_id
+        if self.member is not None:
+            return Scope.USER, self.member.pk
+        raise InvalidInput(
+            "Give user_id or agent_id: every memory belongs to someone.",
+            details={"user_id": ["Required."]},
+        )
+
+    def read_scope_keys(self) -> list[str] | None:
+        if self.agent_id is not None:
+            return [scope_key(Scope.AGENT, self.agent_id)]
+        if self.member is not None:
+            return [scope_key(Scope.USER, self.member.pk)]
+        return None
+
+    def matches(self, memory: Memory) -> bool:
+        ref = memory.source_ref or {}
+        app_id = self.entities["app_id"]
+        if self.agent_id is not None and self.member is not None:
+            return memory.subject_id == self.member.pk and (
+                not app_id or ref.get("app_id") == app_id
+            )
+        return not app_id or ref.get("app_id") == app_id
+
+    def narrow(self, queryset):
+        if self.agent_id is not None and self.member is not None:
+            queryset = queryset.filter(subject_id=self.member.pk)
+        if self.entities["app_id"]:
+            queryset = queryset.filter(source_ref__app_id=self.entities["app_id"])
+        return queryset
+
+
+def _timestamp(value) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput("timestamp must be a Unix time.", details={"timestamp": ["Number."]})
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidInput(
+            "timestamp is out of range.", details={"timestamp": ["Range."]}
+        ) from None
+
+
+def _expiration(value) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        day = date.fromisoformat(str(value))
+    except ValueError:
+        raise InvalidInput(
+            "expiration_date must be YYYY-MM-DD.", details={"expiration_date": ["YYYY-MM-DD."]}
+        ) from None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _metadata(value) -> dict | None:
+    if value is not None and not isinstance(value, dict):
+        raise InvalidInput("metadata must be an object.", details={"metadata": ["Object."]})
+    return value
+
+
+def _messages(value) -> list[dict]:
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    elif isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise InvalidInput(
+            "messages must be a non-empty list of {role, content}.",
+            details={"messages": ["Required."]},
+        )
+    return value
+
+
+def flag(value, name: str, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false.", details={name: ["Boolean."]})
+    return value
+
+
+def integer(value, name: str, *, default: int, low: int, high: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} must be an integer.", details={name: ["Integer."]}) from None
+    if isinstance(value, bool) or not low <= number <= high:
+        raise InvalidInput(f"{name} must be between {low} and {high}.", details={name: ["Range."]})
+    return number
+
+
+# --- response shapes ---------------------------------------------------------------------
+
+
+def memory_out(memory: Memory) -> dict:
+    ref = memory.source_ref or {}
+    attributes = memory.attributes or {}
+    return {
+        "id": str(memory.pk),
+        "memory": memory.content,
+        "user_id": ref.get("user_id") or (memory.subject.email if memory.subject_id else None),
+        "agent_id": str(memory.scope_id) if memory.scope == Scope.AGENT else None,
+        "app_id": ref.get("app_id"),
+        "run_id": memory.conversation_id or None,
+        "hash": memory.content_hash,
+        "metadata": attributes.get("metadata", ref.get("metadata")),
+        "categories": [memory.kind],
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.updated_at.isoformat(),
+        "expiration_date": memory.expires_at.date().isoformat() if memory.expires_at else None,
+        "immutable": False,
+        "owner": memory.scope_key,
+    }
+
+
+def _event(memory: Memory) -> dict:
+    event = "NOOP" if getattr(memory, "dedup_decision", "") == "exact_duplicate" else "ADD"
+    return {
+        "id": str(memory.pk),
+        "memory": memory.content,
+        "event": event,
+        "data": {"memory": memory.content},
+    }
+
+
+HISTORY_EVENTS = {
+    "addition": "ADD",
+    "correction": "UPDATE",
+    "merge": "UPDATE",
+    "state_change": "UPDATE",
+    "deletion": "DELETE",
+}
+
+
+# --- views -------------------------------------------------------------------------------
+
+
+class Mem0View(APIView):
+    """Cadre key auth (Token or Bearer), memory scopes of the key enforced, Mem0 errors."""
+
+    authentication_classes = [TokenKeyAuthentication, ApiKeyAuthentication]
+    permission_classes = [IsOrganizationActor]
+    read_only_methods = frozenset({"GET", "HEAD", "OPTIONS"})
+    schema = None  # a compatibility layer: its shape is Mem0's, documented in integrations.md
+
+    def get_exception_handler(self):
+        return mem0_exception_handler
+
+    @property
+    def actor(self):
+        return self.request.actor
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if not selectors.can_read_memory(self.actor):
+            raise exceptions.PermissionDenied("This API key needs the 'memory:read' scope.")
+        if request.method not in self.read_only_methods and not selectors.can_write_memory(
+            self.actor
+        ):
+            raise exceptions.PermissionDenied("This API key needs the 'memory:write' scope.")
+
+    def source_ref(self, entities: dict, metadata: dict | None) -> dict:
+        ref = {"client": CLIENT}
+        stack = self.request.headers.get("X-Mem0-Client", "")
+        if stack:
+            ref["client_stack"] = stack[:200]
+        for key in ("user_id", "app_id"):
+            if entities[key]:
+                ref[key] = entities[key]
+        if metadata:
+            ref["metadata"] = metadata
+        return ref
+
+
+class Ping(Mem0View):
+    def get(self, request):
+        key = self.actor.api_key
+        member = self.actor.member
+        return Response(
+            {
+                "status": "ok",
+                "message": "Cadre memory (Mem0-compatible API)",
+                "org_id": str(self.actor.organization.slug or self.actor.organization.pk),
+                "project_id": f"key-{key.prefix}" if key is not None else "console",
+                "user_email": getattr(member, "email", None) or None,
+            }
+        )
+
+
+def _page(request, queryset, target: Target) -> Response:
+    page = integer(request.query_params.get("page"), "page", default=1, low=1, high=10**6)
+    size = integer(
+        request.query_params.get("page_size"),
+        "page_size",
+        default=MAX_PAGE_SIZE,
+        low=1,
+        high=MAX_PAGE_SIZE,
+    )
+    queryset = target.narrow(queryset).select_related("subject")
+    count = queryset.count()
+    start = (page - 1) * size
+    rows = list(queryset[start : start + size])
+    base = request.build_absolute_uri(request.path)
+    return Response(
+        {
+            "count": count,
+            "next": f"{base}?page={page + 1}&page_size={size}" if start + size < count else None,
+            "previous": f"{base}?page={page - 1}&page_size={size}" if page > 1 else None,
+            "results": [memory_out(memory) for memory in rows],
+        }
+    )
+
+
+class Memories(Mem0View):
+    """POST /v3/memories/add/ and /v1/memories/ (add); GET /v1/memories/ (list);
+    DELETE /v1/memories/ (delete all of a user, agent or run)."""
+
+    def post(self, request):
+        data = json_body(request)
+        entities = _entities(data)
+        target = Target(self.actor, entities)
+        scope, scope_id = target.write_scope()
+        messages = _messages(data.get("messages"))
+        infer = flag(data.get("infer"), "infer", True)
+        metadata = _metadata(data.get("metadata"))
+        observed_at = _timestamp(data.get("timestamp"))
+        expires_at = _expiration(data.get("expiration_date"))
+        ref = self.source_ref(entities, metadata)
+        subject = target.member if scope == Scope.AGENT else None
+        if infer:
+            written = services.memory_add_from_messages(
+                actor=self.actor,
+                messages=messages,
+                scope=scope,
+                scope_id=scope_id,
+                conversation_id=entities["run_id"] or "",
+                source_ref=ref,
+                subject=subject,
+            )
+        else:
+            written = self._add_verbatim(
+                messages,
+                scope,
+                scope_id,
+                ref,
+                metadata,
+                observed_at,
+                expires_at,
+                subject,
+                run_id=entities["run_id"] or "",
+            )
+        return Response({"results": [_event(memory) for memory in written]})
+
+    @transaction.atomic
+    def _add_verbatim(
+        self, messages, scope, scope_id, ref, metadata, observed_at, expires_at, who, *, run_id
+    ):
+        written = []
+        for message in messages:
+            if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+                raise InvalidInput(
+                    "Each message needs a 'content' string (and a 'role').",
+                    details={"messages": ["{role, content} objects."]},
+                )
+            if not message["content"].strip() or message.get("role") == "system":
+                continue
+            written.append(
+                services.memory_add(
+                    actor=self.actor,
+                    scope=scope,
+                    scope_id=scope_id,
+                    subject=who,
+                    kind=Kind.FACT,
+                    content=message["content"],
+                    # Stored as sent (infer=false): the client vouches for it as an import.
+                    source_kind=SourceKind.IMPORT,
+                    source_ref={**ref, "role": str(message.get("role", "user"))[:32]},
+                    attributes={"metadata": metadata} if metadata else None,
+                    observed_at=observed_at,
+                    expires_at=expires_at,
+                    conversation_id=run_id,
+                )
+            )
+        return written
+
+    def get(self, request):
+        entities = _entities(request.query_params)
+        target = Target(self.actor, entities)
+        queryset = selectors.memory_list(
+            self.actor,
+            scope_keys=target.read_scope_keys(),
+            conversation_id=entities["run_id"],
+        )
+        return _page(request, queryset, target)
+
+    def delete(self, request):
+        entities = _entities(request.query_params)
+        if not any(entities.values()):
+            raise InvalidInput(
+                "Give user_id, agent_id, app_id or run_id: deleting everything at once is "
+                "not offered.",
+                details={"filters": ["Required."]},
+            )
+        target = Target(self.actor, entities)
+        keys = target.read_scope_keys()
+        if entities["app_id"] or (target.agent_id is not None and target.member is not None):
+            deleted = self._delete_matching(target, keys, entities["run_id"])
+        else:
+            result = services.memory_delete_by_filter(
+                actor=self.actor,
+                scope_keys=keys,
+                conversation_id=entities["run_id"],
+                reason="mem0 delete_all",
+            )
+            deleted = len(result.deleted)
+        return Response({"message": "Memories deleted successfully!", "deleted": deleted})
+
+    def _delete_matching(self, target: Target, keys, run_id) -> int:
+        """App- or subject-narrowed deletes: each memory through memory_delete."""
+        deleted = 0
+        rows = target.narrow(
+            selectors.memory_list(self.actor, scope_keys=keys, conversation_id=run_id)
+        )
+        for memory in rows:
+            if selectors.can_modify(self.actor, memory):
+                services.memory_delete(actor=self.actor, memory=memory)
+                deleted += 1
+        return deleted
+
+
+class ListMemories(Mem0View):
+    """POST /v3/memories/ and /v2/memories/: the list, filtered by the body's `filters`."""
+
+    read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
+
+    def post(self, request):
+        entities = _entities(json_body(request))
+        target = Target(self.actor, entities)
+        queryset = selectors.memory_list(
+            self.actor,
+            scope_keys=target.read_scope_keys(),
+            conversation_id=entities["run_id"],
+        )
+        return _page(request, queryset, target)
+
+
+class Search(Mem0View):
+    read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
+
+    def post(self, request):
+        data = json_body(request)
+        query = data.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput(
+                "query must be a non-empty string.", details={"query": ["Required."]}
+            )
+        entities = _entities(data)
+        target = Target(self.actor, entities)
+        top_k = integer(data.get("top_k"), "top_k", default=10, low=1, high=100)
+        threshold = data.get("threshold")
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not 0 <= threshold <= 1
+        ):
+            raise InvalidInput(
+                "threshold must be between 0 and 1.", details={"threshold": ["0..1"]}
+            )
+        # Cadre's search is always hybrid (vector + lexical) and ranks on its own: accepted.
+        flag(data.get("rerank"), "rerank", False)
+        flag(data.get("keyword_search"), "keyword_search", False)
+        with transaction.atomic():
+            result = selectors.memory_search(
+                actor=self.actor,
+                query=query.strip(),
+                top_k=top_k,
+                scope_keys=target.read_scope_keys(),
+                conversation_id=entities["run_id"],
+                force=True,
+            )
+        hits = [
+            {**memory_out(hit.memory), "score": round(float(hit.score), 4)}
+            for hit in result.hits
+            if target.matches(hit.memory) and (threshold is None or hit.score >= threshold)
+        ]
+        return Response({"results": hits})
+
+
+class MemoryDetail(Mem0View):
+    def get(self, request, memory_id):
+        return Response(memory_out(selectors.memory_get(self.actor, memory_id)))
+
+    def put(self, request, memory_id):
+        data = json_body(request)
+        memory = selectors.memory_get(self.actor, memory_id)
+        changes: dict = {}
+        if data.get("text") is not None:
+            if not isinstance(data["text"], str):
+                raise InvalidInput("text must be a string.", details={"text": ["String."]})
+            changes["content"] = data["text"]
+        if "metadata" in data and data["metadata"] is not None:
+            changes["attributes"] = {
+                **(memory.attributes or {}),
+                "metadata": _metadata(data["metadata"]),
+            }
+        if "expiration_date" in data:
+            changes["expires_at"] = _expiration(data["expiration_date"])
+        if data.get("timestamp") is not None:
+            changes["valid_from"] = _timestamp(data["timestamp"])
+        if not changes:
+            raise InvalidInput(
+                "Give text, metadata, timestamp or expiration_date.",
+                details={"text": ["Nothing to change."]},
+            )
+        memory = services.memory_update(
+            actor=self.actor,
+            memory=memory,
+            expected_version=memory.version,
+            reason="mem0 update",
+            **changes,
+        )
+        return Response({**memory_out(memory), "text": memory.content})
+
+    def delete(self, request, memory_id):
+        memory = selectors.memory_get(self.actor, memory_id)
+        services.memory_delete(actor=self.actor, memory=memory)
+        return Response({"message": "Memory deleted successfully!"})
+
+
+class History(Mem0View):
+    def get(self, request, memory_id):
+        versions = selectors.memory_history(self.actor, memory_id)
+        memory = selectors.memory_get(self.actor, memory_id)
+        user_id = memory_out(memory)["user_id"]
+        return Response(
+            [
+                {
+                    "id": f"{memory.pk}.{version.version}",
+                    "memory_id": str(memory.pk),
+                    "input": [],
+                    "old_memory": version.old_content or None,
+                    "new_memory": version.new_content or None,
+                    "user_id": user_id,
+                    "event": HISTORY_EVENTS.get(version.change, "UPDATE"),
+                    "metadata": {"reason": version.reason, "change": version.change},
+                    "created_at": version.created_at.isoformat(),
+                    "updated_at": version.created_at.isoformat(),
+                }
+                for version in versions
+            ]
+        )
+
+
+class Feedback(Mem0View):
+    def post(self, request):
+        data = json_body(request)
+        memory = selectors.memory_get(self.actor, data.get("memory_id"))
+        feedback = data.get("feedback")
+        if feedback is not None and (
+            not isinstance(feedback, str) or feedback.upper() not in FEEDBACK_VALUES
+        ):
+            raise InvalidInput(
+                f"feedback must be one of {', '.join(FEEDBACK_VALUES)} or null.",
+                details={"feedback": list(FEEDBACK_VALUES)},
+            )
+        reason = data.get("feedback_reason")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidInput("feedback_reason must be a string.")
+        entry = {
+            "client": CLIENT,
+            "feedback": feedback.upper() if feedback else None,
+            "reason": services.without_secrets(
+                " ".join((reason or "").split())[:1000], organization=self.actor.organization
+            ),
+        }
+        services.memory_update(
+            actor=self.actor,
+            memory=memory,
+            expected_version=memory.version,
+            reason=f"mem0 feedback {entry['feedback']}",
+            attributes={**(memory.attributes or {}), "client_feedback": entry},
+        )
+        return Response(
+            {"id": str(memory.pk), "feedback": entry["feedback"], "feedback_reason": reason}
+        )
+
+
+class Unknown(Mem0View):
+    """Any other Mem0 path: 404 in Mem0's shape (not the console's HTML page)."""
+
+    def initial(self, request, *args, **kwargs):
+        APIView.initial(self, request, *args, **kwargs)
+        raise NotFound(f"Cadre's Mem0-compatible API does not serve {request.path}.")
+
+    def get(self, request):  # pragma: no cover - initial() always answers
+        return None
+
+    post = put = patch = delete = get
