@@ -7,7 +7,8 @@
   (`message_start`, `content_block_start/delta/stop` with `text_delta` / `input_json_delta`,
   `message_delta` with usage, `message_stop`).
 Each server answers from a script of turns: {"text": ...} or {"tool_calls": [{"name",
-"arguments"}]}, and records every request (headers and JSON body).
+"arguments"}]} (OpenAI turns may set "usage": {"prompt_tokens", "completion_tokens", and
+"prompt_tokens_details"}), and records every request (headers and JSON body).
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class FakeModelServer:
         model = body.get("model", "fake")
         calls = turn.get("tool_calls", [])
         text = turn.get("text", "")
-        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        usage = turn.get("usage") or {"prompt_tokens": 11, "completion_tokens": 7}
+        usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
             message = {"role": "assistant", "content": text or None}

@@ -29,6 +29,7 @@ from cadre.agents.models import (
 )
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
+from cadre.llm import prices_clean
 from cadre.ports import Listeners
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department, Member, Position, department_subtree_ids
@@ -404,6 +405,7 @@ def provider_config_create(
     actor.require("template.manage")
     if kind not in PROVIDER_KINDS:
         raise InvalidInput(f"kind must be one of {', '.join(PROVIDER_KINDS)}.")
+    prices = _prices(prices)
     config = ModelProviderConfig(
         organization=actor.organization,
         name=name,
@@ -431,6 +433,37 @@ def provider_config_create(
             "default_model": default_model,
             "api_key_set": bool(api_key),
         },
+    )
+    return config
+
+
+def _prices(prices) -> dict:
+    try:
+        return prices_clean(prices)
+    except ValueError as error:
+        raise InvalidInput(str(error), details={"prices": [str(error)]}) from None
+
+
+@transaction.atomic
+def provider_config_prices_set(
+    *, actor: Actor, config: ModelProviderConfig, prices: dict
+) -> ModelProviderConfig:
+    """Set a provider's prices per million tokens: defaults ("input", "output",
+    "cached_input") and per model ("models": {"<model>": {...}}). Calls are priced as they
+    settle; earlier calls keep their cost."""
+    actor.require("template.manage")
+    config = ModelProviderConfig.objects.select_for_update().get(
+        pk=config.pk, organization=actor.organization
+    )
+    before = {"prices": config.prices}
+    config.prices = _prices(prices)
+    config.save(update_fields=["prices"])
+    audit.record(
+        actor=actor,
+        action="provider.prices_set",
+        target=config,
+        before=before,
+        after={"prices": config.prices},
     )
     return config
 

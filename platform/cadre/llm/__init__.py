@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cadre.llm.base import (
     PROVIDERS,
+    BudgetExceeded,
     ChatDelta,
     ChatResult,
     ModelProvider,
@@ -12,6 +13,8 @@ from cadre.llm.base import (
     ProviderError,
     ToolCall,
     Usage,
+    prices_clean,
+    prices_for_model,
     provider_for,
 )
 from cadre.llm.config import provider_config_from_env
@@ -20,6 +23,7 @@ from cadre.llm.tokens import estimate_tokens
 
 __all__ = [
     "PROVIDERS",
+    "BudgetExceeded",
     "ChatDelta",
     "ChatResult",
     "ModelProvider",
@@ -29,6 +33,8 @@ __all__ = [
     "Usage",
     "chat_json",
     "estimate_tokens",
+    "prices_clean",
+    "prices_for_model",
     "provider_config_from_env",
     "provider_for",
 ]
