@@ -76,7 +76,7 @@ def prices_clean(prices: dict | None) -> dict:
                 raise ValueError(f"{where}.{key}: not a number") from None
             if not amount.is_finite() or amount < 0:
                 raise ValueError(f"{where}.{key}: must be 0 or more")
-            cleaned[key] = str(amount)
+            cleaned[key] = format(amount.normalize(), "f")
         return cleaned
 
     models = prices.get("models") or {}

@@ -285,8 +285,8 @@ def memory_add_from_messages(
     candidates = []
     # Charged to the run that asked (process_memory), else to the acting member.
     with charged("memory.extraction", actor=actor):
-        candidates = extractor.extract(messages)
-    for candidate in candidates:
+        extracted = extractor.extract(messages)
+    for candidate in extracted:
         candidate.content = vault.reidentify(candidate.content)
         if placeholders_in(candidate.content):
             # A placeholder left over from some session's masking means nothing outside it
