@@ -524,6 +524,9 @@ def budget_create(
     _roll(budget, timezone.now(), organization.time_zone)
     budget.save()
     audit.record(actor=actor, action="budget.create", target=budget, after=_snapshot(budget))
+    # Set below what is used already: its alerts are due now, not at the next call.
+    _alert_levels(budget)
+    budget.save(update_fields=["alerted_percent"])
     return budget
 
 
@@ -553,6 +556,7 @@ def budget_update(*, actor, budget: Budget, **changes) -> Budget:
         budget.period_start = None
         _roll(budget, timezone.now(), actor.organization.time_zone)
     budget.updated_at = timezone.now()
+    _alert_levels(budget)  # a lowered limit may already be 80 % used
     budget.save()
     audit.record(
         actor=actor, action="budget.update", target=budget, before=before, after=_snapshot(budget)

@@ -32,8 +32,10 @@ GROUPS = {
 
 
 class UsageFilterForm(forms.Form):
-    window = forms.ChoiceField(choices=list(WINDOWS.items()), required=False)
-    by = forms.ChoiceField(choices=list(GROUPS.items()), required=False, label="Group by")
+    window = forms.ChoiceField(choices=list(WINDOWS.items()), required=False, initial="month")
+    by = forms.ChoiceField(
+        choices=list(GROUPS.items()), required=False, label="Group by", initial="department"
+    )
 
 
 class BudgetForm(ActorFormMixin, forms.Form):
@@ -91,6 +93,18 @@ def _bars(rows: list[dict], value: str) -> list[dict]:
 
 CHART_HEIGHT = 120
 CHART_BAR = 24  # the width of a day's slot in the SVG's user units
+CHART_DAYS = 31  # slots drawn at least: one day's bar is a bar, not the whole width
+
+
+def _every_day(days: list[dict], since) -> list[dict]:
+    """One row per day from `since` to today: the days without calls as zeros."""
+    found = {row["label"]: row for row in days}
+    day, today, rows = since.date(), timezone.now().date(), []
+    while day <= today:
+        empty = {"key": day.isoformat(), "label": day.isoformat(), "calls": 0, "cost": 0}
+        rows.append(found.get(day.isoformat()) or {**empty, "total_tokens": 0})
+        day += timedelta(days=1)
+    return rows
 
 
 def _day_chart(days: list[dict]) -> dict:
@@ -106,7 +120,7 @@ def _day_chart(days: list[dict]) -> dict:
                 "height": round(height, 2),
             }
         )
-    return {"bars": bars, "width": max(len(bars), 1) * CHART_BAR, "height": CHART_HEIGHT}
+    return {"bars": bars, "width": max(len(bars), CHART_DAYS) * CHART_BAR, "height": CHART_HEIGHT}
 
 
 def _budget_rows(actor) -> list[dict]:
@@ -160,7 +174,7 @@ def usage_page(request):
             "by": by,
             "by_label": GROUPS[by],
             "rows": _bars(rows, "total_tokens"),
-            "chart": _day_chart(days),
+            "chart": _day_chart(_every_day(days, since)) if days else {"bars": []},
             "totals": totals,
             "budgets": _budget_rows(actor),
             "form": form,
