@@ -258,3 +258,39 @@ def test_memory_extraction_is_metered_and_refused_like_a_run(alice, monkeypatch)
         memory_add_from_messages(actor=actor, messages=messages, extractor=extractor())
     assert len(server.requests) == 1
     assert UsageRecord.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_memory_dedup_judge_is_charged_to_the_organization_and_limited(alice, monkeypatch):
+    from cadre.memory import dedup
+    from cadre.memory.models import SourceKind
+    from cadre.memory.services import memory_add
+
+    actor = member_actor(alice)
+    older, newer = (
+        memory_add(
+            actor=actor,
+            scope="user",
+            kind="fact",
+            content=content,
+            source_kind=SourceKind.USER_STATEMENT,
+        )
+        for content in ("Alice's manager is Li Wei", "Alice reports to Li Wei")
+    )
+    answer = '{"decision": "new", "target_id": null, "reason": "different"}'
+    with FakeModelServer([{"text": answer}, {"text": answer}]) as server:
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_KIND", "openai_compatible")
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_BASE_URL", server.base_url)
+        monkeypatch.setenv("CADRE_MEMORY_PROVIDER_MODEL", "judge")
+        candidates = [dedup.Candidate(older, 0.93)]
+        assert dedup.judge().judge(newer, candidates).judge == "model:judge"
+        record = UsageRecord.objects.get()
+        assert (record.purpose, record.organization_id, record.member_id) == (
+            "memory.dedup",
+            alice.organization_id,
+            None,
+        )
+        _budget(alice, limit=record.total_tokens + 1)  # the organization's: spent
+        decision = dedup.judge().judge(newer, candidates)
+    assert decision.judge == "rules (model failed)" and "budget" in decision.reason
+    assert len(server.requests) == 1 and UsageRecord.objects.count() == 1
