@@ -129,3 +129,30 @@ def test_provider_prices_per_model_are_validated_and_audited(alice, client_for):
     config.refresh_from_db()
     assert config.prices == prices
     assert AuditEvent.objects.filter(action="provider.prices_set").count() == 1
+
+
+def test_budget_list_takes_the_same_queries_for_more_budgets(alice, client_for):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(alice)
+    actor = member_actor(alice)
+
+    def add(index: int) -> None:
+        department = DepartmentFactory(organization=alice.organization, name=f"D{index}")
+        template = agent_services.template_create(actor=actor, name=f"T{index}", code=f"t{index}")
+        assert _create(client, scope="department", department=department.pk).status_code == 201
+        assert _create(client, scope="template", template=template.pk).status_code == 201
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(URL).status_code == 200
+        return len(captured)
+
+    add(1)
+    few = queries()
+    for index in range(2, 6):
+        add(index)
+    assert queries() == few
+    subjects = {row["subject"] for row in client.get(URL).json()["results"]}
+    assert {"department D3", "template T5"} <= subjects

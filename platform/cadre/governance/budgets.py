@@ -42,7 +42,7 @@ from cadre.governance.models import Budget, UsageRecord
 from cadre.llm import BudgetExceeded, Usage, estimate_tokens
 from cadre.llm.metering import Account
 from cadre.ports import Registry
-from cadre.tenancy.models import Department, Member, Organization, department_subtree_ids
+from cadre.tenancy.models import Department, Organization, department_subtree_ids
 
 logger = logging.getLogger(__name__)
 
@@ -163,17 +163,20 @@ _COUNTERS = [
 # --- what budgets are called in messages -----------------------------------------------------
 
 
-def subject_label(budget: Budget) -> str:
+def subject_label(budget: Budget, template_name: str | None = None) -> str:
+    """ "department Sales", "member Eve", "template Sales assistant", "the organization"
+    (the department and member rows as loaded: select_related spares a query each)."""
     if budget.scope == Budget.Scope.ORGANIZATION:
         return "the organization"
     if budget.scope == Budget.Scope.DEPARTMENT:
-        name = Department.objects.filter(pk=budget.department_id).values_list("name", flat=True)
-        return f"department {name.first() or budget.department_id}"
+        return f"department {budget.department.name if budget.department_id else '?'}"
     if budget.scope == Budget.Scope.MEMBER:
-        name = Member.objects.filter(pk=budget.member_id).values_list("display_name", flat=True)
-        return f"member {name.first() or budget.member_id}"
-    names = template_names(budget.organization_id, [budget.template_id])
-    return f"template {names.get(budget.template_id, budget.template_id)}"
+        return f"member {budget.member.display_name if budget.member_id else '?'}"
+    if template_name is None:
+        template_name = template_names(budget.organization_id, [budget.template_id]).get(
+            budget.template_id, str(budget.template_id)
+        )
+    return f"template {template_name}"
 
 
 def template_names(organization_id: int, ids: list[int]) -> dict[int, str]:

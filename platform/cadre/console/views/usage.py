@@ -128,10 +128,7 @@ def _budget_rows(actor) -> list[dict]:
     names = budgets.template_names(actor.organization.pk, [b.template_id for b in found])
     rows = []
     for budget in found:
-        if budget.scope == Budget.Scope.TEMPLATE:
-            subject = f"template {names.get(budget.template_id, budget.template_id)}"
-        else:
-            subject = budgets.subject_label(budget)
+        subject = budgets.subject_label(budget, names.get(budget.template_id))
         percent = float(Decimal(budget.used) * 100 / budget.limit) if budget.limit else 0.0
         rows.append(
             {

@@ -49,7 +49,9 @@ class BudgetSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_subject(self, budget) -> str:
-        return budgets.subject_label(budget)
+        names = self.context.get("template_names")
+        name = names.get(budget.template_id) if names is not None else None
+        return budgets.subject_label(budget, name)
 
     def get_percent_used(self, budget) -> float:
         return round(float(budget.used) * 100 / float(budget.limit), 1) if budget.limit else 0.0
@@ -98,6 +100,16 @@ class BudgetViewSet(
 
     def base_queryset(self):
         return Budget.objects.select_related("department", "member")
+
+    def get_serializer_context(self):
+        # Template names in one query for a page of budgets (templates live in agents).
+        context = super().get_serializer_context()
+        if self.action == "list" and not getattr(self, "swagger_fake_view", False):
+            ids = list(
+                self.get_queryset().exclude(template_id=None).values_list("template_id", flat=True)
+            )
+            context["template_names"] = budgets.template_names(self.actor.organization.pk, ids)
+        return context
 
     @extend_schema(request=BudgetWriteSerializer, responses={201: BudgetSerializer})
     def create(self, request, *args, **kwargs):
