@@ -127,3 +127,22 @@ def test_employee_sees_no_usage_and_outsider_gets_404_for_a_budget(alice, bob, c
     assert outsider.get(reverse("console:budget_edit", args=[budget.pk])).status_code == 404
     assert outsider.post(reverse("console:budget_delete", args=[budget.pk])).status_code == 404
     assert Budget.objects.filter(pk=budget.pk).exists()
+
+
+def test_a_budget_alert_names_its_budget_on_the_alerts_pages(alice, browser, spending):
+    sales, _ = spending
+    budgets.budget_create(
+        actor=member_actor(alice),
+        scope="department",
+        department=sales,
+        period="monthly",
+        metric="tokens",
+        limit=600,
+    )
+    alert = Alert.objects.get()  # 500 of 600: the 80 % alert, at once
+    client = browser(alice)
+    listing = client.get(reverse("console:alerts")).content.decode()
+    assert "80 % of the monthly tokens budget of department Sales used" in listing
+    assert "deleted rule" not in listing
+    detail = client.get(reverse("console:alert", args=[alert.pk])).content.decode()
+    assert f'href="{reverse("console:usage")}">budget<' in detail
