@@ -248,6 +248,10 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "cadre.governance.tasks.alerts_evaluate",
         "schedule": 60.0,
     },
+    "governance-usage-release-stale": {
+        "task": "cadre.governance.tasks.usage_release_stale",
+        "schedule": 300.0,
+    },
     # Safety net: seals audit events whose on-commit seal task never ran.
     "governance-audit-seal": {"task": "cadre.governance.audit_tasks.audit_seal", "schedule": 30.0},
     # Signed chain-head digests (docs/audit.md): what a rewrite after the last one is held to.
@@ -539,6 +543,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ScopeEnum": "cadre.memory.models.Scope",
         "PolicyChainScopeEnum": "cadre.governance.models.PolicyChain.Scope",
+        "BudgetScopeEnum": "cadre.governance.models.Budget.Scope",
     },
 }
 

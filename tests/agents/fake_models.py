@@ -8,10 +8,11 @@
   `message_delta` with usage, `message_stop`).
 - `GET /v1/models`: the model list both APIs offer (`{"data": [{"id": ...}]}`).
 Each server answers from a script of turns: {"text": ...} or {"tool_calls": [{"name",
-"arguments"}]}, and records every request (headers and JSON body); `chunk_delay` spaces the
-streamed chunks. Given `api_key`, it refuses
-any other key with a 401 in the API's error shape. `blackhole()` is a port that accepts
-connections and never answers; `closed_port()` one where nothing listens.
+"arguments"}]} (OpenAI turns may set "usage": {"prompt_tokens", "completion_tokens", and
+"prompt_tokens_details"}), and records every request (headers and JSON body); `chunk_delay`
+spaces the streamed chunks. Given `api_key`, it refuses any other key with a 401 in the API's
+error shape. `blackhole()` is a port that accepts connections and never answers;
+`closed_port()` one where nothing listens.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ class FakeModelServer:
         model = body.get("model", "fake")
         calls = turn.get("tool_calls", [])
         text = turn.get("text", "")
-        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        usage = turn.get("usage") or {"prompt_tokens": 11, "completion_tokens": 7}
+        usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
             message = {"role": "assistant", "content": text or None}

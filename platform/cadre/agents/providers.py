@@ -11,7 +11,13 @@ from django.utils import timezone
 from cadre.agents.models import ModelProviderConfig
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
-from cadre.llm import ConnectionReport, connection_test, provider_for, provider_presets
+from cadre.llm import (
+    ConnectionReport,
+    connection_test,
+    prices_clean,
+    provider_for,
+    provider_presets,
+)
 from cadre.tenancy.actors import Actor
 
 PROVIDER_KINDS = tuple(ModelProviderConfig.Kind.values)
@@ -70,6 +76,7 @@ def provider_config_create(
 ) -> ModelProviderConfig:
     actor.require("model.manage")
     base_url = _clean(kind=kind, base_url=base_url, timeout_seconds=timeout_seconds, preset=preset)
+    prices = _prices(prices)
     config = ModelProviderConfig(
         organization=actor.organization,
         name=name.strip(),
@@ -105,6 +112,8 @@ def provider_config_update(
         pk=config.pk, organization=actor.organization
     )
     before = _described(config)
+    if "prices" in changes:
+        changes["prices"] = _prices(changes["prices"])
     merged = {name: changes.get(name, getattr(config, name)) for name in _EDITABLE}
     merged["base_url"] = _clean(
         kind=config.kind,
@@ -229,3 +238,34 @@ def resolve(model_settings: dict, organization_id: int):
     if config is not None and settings.get("provider", "offline") != config.kind:
         settings.pop("model", None)
     return config, settings
+
+
+def _prices(prices) -> dict:
+    try:
+        return prices_clean(prices)
+    except ValueError as error:
+        raise InvalidInput(str(error), details={"prices": [str(error)]}) from None
+
+
+@transaction.atomic
+def provider_config_prices_set(
+    *, actor: Actor, config: ModelProviderConfig, prices: dict
+) -> ModelProviderConfig:
+    """Set a provider's prices per million tokens: defaults ("input", "output",
+    "cached_input") and per model ("models": {"<model>": {...}}). Calls are priced as they
+    settle; earlier calls keep their cost."""
+    actor.require("model.manage")
+    config = ModelProviderConfig.objects.select_for_update().get(
+        pk=config.pk, organization=actor.organization
+    )
+    before = {"prices": config.prices}
+    config.prices = _prices(prices)
+    config.save(update_fields=["prices"])
+    audit.record(
+        actor=actor,
+        action="provider.prices_set",
+        target=config,
+        before=before,
+        after={"prices": config.prices},
+    )
+    return config

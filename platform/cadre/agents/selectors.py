@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Sum
 
-from cadre.agents.models import Run
+from cadre.agents.models import AgentTemplate, Run
 from cadre.tenancy.actors import Actor
 
 USAGE_GROUPS = {
@@ -44,6 +44,15 @@ def usage_summary(actor: Actor, *, by: str = "agent", since=None, until=None) ->
         }
         for row in rows
     ]
+
+
+def template_names(organization_id: int, ids: list[int]) -> dict[int, str]:
+    """{id: name} of the organization's templates among `ids` (for budgets and usage)."""
+    return dict(
+        AgentTemplate.objects.filter(organization_id=organization_id, pk__in=ids).values_list(
+            "pk", "name"
+        )
+    )
 
 
 # --- the console's reads: agents, sessions and their transcripts ---------------------------

@@ -178,6 +178,22 @@ class ConnectionReportSerializer(serializers.Serializer):
     warning = serializers.CharField(allow_blank=True)
 
 
+class ModelPricesSerializer(serializers.Serializer):
+    """Prices per million tokens, in the organization's currency."""
+
+    input = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, required=False)
+    output = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, required=False)
+    cached_input = serializers.DecimalField(
+        max_digits=14, decimal_places=6, min_value=0, required=False
+    )
+
+
+class ProviderPricesSerializer(ModelPricesSerializer):
+    """A provider's default prices and, per model name, prices that override them."""
+
+    models = serializers.DictField(child=ModelPricesSerializer(), required=False)
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 

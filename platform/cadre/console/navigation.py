@@ -38,6 +38,7 @@ NAVIGATION = [
     NavItem("Alerts", "console:alerts", ("policy.manage", "audit.view"), "Governance"),
     NavItem("Audit log", "console:audit", "audit.view", "Governance"),
     NavItem("Models", "console:models", "model.manage", "Settings"),
+    NavItem("Usage", "console:usage", "budget.view", "Governance"),
     NavItem("Connectors", "console:connectors", "connector.manage", "Settings"),
     NavItem("API keys", "console:api_keys", "apikey.view", "Settings"),
     NavItem("Organization", "console:organization", "organization.view", "Settings"),

@@ -19,6 +19,7 @@ from cadre.console.views import (
     model_providers,
     organization,
     skill_reviews,
+    usage,
 )
 
 app_name = "console"
@@ -65,6 +66,12 @@ urlpatterns = [
     # governance and settings
     path("audit/", audit.audit_list, name="audit"),
     path("audit/<int:pk>/", audit.audit_detail, name="audit_event"),
+    # usage and budgets
+    path("usage/", usage.usage_page, name="usage"),
+    path("usage/export/", usage.usage_export, name="usage_export"),
+    path("usage/budgets/new/", usage.budget_create, name="budget_create"),
+    path("usage/budgets/<int:pk>/", usage.budget_edit, name="budget_edit"),
+    path("usage/budgets/<int:pk>/delete/", usage.budget_delete, name="budget_delete"),
     path("api-keys/", api_keys.api_key_list, name="api_keys"),
     path("api-keys/new/", api_keys.api_key_create, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_revoke, name="api_key_revoke"),

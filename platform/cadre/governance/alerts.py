@@ -332,6 +332,45 @@ def alert_rule_evaluate(rule: AlertRule, now=None) -> list[Alert]:
     return touched
 
 
+def alert_open(
+    *,
+    organization,
+    fingerprint: str,
+    severity: str,
+    title: str,
+    details: dict,
+    label: str = "alerting",
+) -> Alert | None:
+    """Open an alert raised by a service rather than a rule (a budget reaching 80 %), in the
+    caller's transaction; None when an alert with this fingerprint is already open."""
+    from cadre.tenancy.actors import system_actor
+
+    if (
+        Alert.objects.filter(organization=organization, fingerprint=fingerprint)
+        .exclude(status=Alert.Status.RESOLVED)
+        .exists()
+    ):
+        return None
+    now = timezone.now()
+    alert = Alert.objects.create(
+        organization=organization,
+        fingerprint=fingerprint,
+        severity=severity,
+        title=title[:300],
+        details=details,
+        first_seen_at=now,
+        last_seen_at=now,
+    )
+    audit.record(
+        actor=system_actor(organization, label=label),
+        action="alert.open",
+        target=alert,
+        organization=organization,
+        changes={"severity": severity, "title": alert.title, **details},
+    )
+    return alert
+
+
 def alert_rules_evaluate(now=None) -> int:
     """Evaluate every active rule of every organization (the beat task)."""
     count = 0

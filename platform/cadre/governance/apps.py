@@ -1,4 +1,4 @@
-"""Audit trail, masking, policy chain, confirmations, alerting and export."""
+"""Audit trail, masking, policy chain, confirmations, alerting, budgets and export."""
 
 from django.apps import AppConfig
 
@@ -10,7 +10,11 @@ class GovernanceConfig(AppConfig):
 
     def ready(self) -> None:
         # The built-in policy plugins register themselves on import.
+        from cadre.governance.budgets import METER
         from cadre.governance.masking.directory import connect_signals
         from cadre.governance.policy import plugins  # noqa: F401
+        from cadre.llm.metering import METERS
 
         connect_signals()
+        # Every model call charged to an account is reserved and settled against budgets.
+        METERS.register("budgets", METER)

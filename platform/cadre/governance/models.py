@@ -1,4 +1,4 @@
-"""Governance's records: masking, exports, policy chains, confirmations and alerts.
+"""Governance's records: masking, exports, policy chains, confirmations, alerts, budgets.
 
 The audit trail's records live beside `audit.py` in `audit_models.py` (a lower layer, see
 docs/architecture.md); they are imported here so that Django finds them among the app's models.
@@ -399,3 +399,138 @@ class Alert(TenantModel):
 
     def __str__(self) -> str:
         return self.title
+
+
+# --- usage and budgets (cadre.governance.budgets) --------------------------------------------
+
+
+class Budget(TenantModel):
+    """A daily or monthly limit on model tokens or cost, for the organization, a department
+    (and the departments below it), a member or a role template.
+
+    A hard budget refuses a model call that could pass it (before the call is sent); every
+    budget raises an alert at 80 % and at 100 %, once per period. The current period's
+    counters live on the row and change only under its row lock (see budgets.py).
+    """
+
+    resource = "budget"
+
+    class Scope(models.TextChoices):
+        ORGANIZATION = "organization", "Organization"
+        DEPARTMENT = "department", "Department"
+        MEMBER = "member", "Member"
+        TEMPLATE = "template", "Role template"
+
+    class Period(models.TextChoices):
+        DAILY = "daily", "Daily"
+        MONTHLY = "monthly", "Monthly"
+
+    class Metric(models.TextChoices):
+        TOKENS = "tokens", "Tokens"
+        COST = "cost", "Cost"
+
+    class Enforcement(models.TextChoices):
+        HARD = "hard", "Hard (refuse calls)"
+        SOFT = "soft", "Soft (alert only)"
+
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    department = models.ForeignKey(
+        "tenancy.Department", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    member = models.ForeignKey(
+        "tenancy.Member", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # A role template (agents, a higher layer): its id, checked through budgets.TEMPLATES.
+    template_id = models.PositiveBigIntegerField(null=True, blank=True)
+    period = models.CharField(max_length=16, choices=Period.choices)
+    metric = models.CharField(max_length=16, choices=Metric.choices)
+    # Tokens (a whole number) or an amount in the organization's currency (prices' unit).
+    limit = models.DecimalField(max_digits=20, decimal_places=6)
+    enforcement = models.CharField(
+        max_length=8, choices=Enforcement.choices, default=Enforcement.HARD
+    )
+    is_active = models.BooleanField(default=True)
+    # The current period: settled usage, reservations of calls in flight, alerts raised.
+    period_start = models.DateTimeField(null=True, blank=True)
+    used_tokens = models.BigIntegerField(default=0)
+    used_cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
+    reserved_tokens = models.BigIntegerField(default=0)
+    reserved_cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
+    alerted_percent = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["scope", "period", "metric", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                "organization",
+                "scope",
+                "department",
+                "member",
+                "template_id",
+                "period",
+                "metric",
+                nulls_distinct=False,
+                name="budget_unique_subject_period_metric",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.period} {self.metric} budget ({self.scope})"
+
+    @property
+    def used(self):
+        return self.used_tokens if self.metric == self.Metric.TOKENS else self.used_cost
+
+
+class UsageRecord(TenantModel):
+    """One metered model call: who it was charged to, what it reserved and what it used.
+
+    Written `reserved` before the call is sent, `settled` with the answer's usage, `released`
+    when the call failed. Usage pages and budget counters are sums of these rows.
+    """
+
+    resource = "budget"
+
+    class Status(models.TextChoices):
+        RESERVED = "reserved", "Reserved"
+        SETTLED = "settled", "Settled"
+        RELEASED = "released", "Released"
+
+    member = models.ForeignKey(
+        "tenancy.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    department = models.ForeignKey(
+        "tenancy.Department", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    template_id = models.PositiveBigIntegerField(null=True, blank=True)
+    run_id = models.PositiveBigIntegerField(null=True, blank=True)
+    purpose = models.CharField(max_length=40)
+    provider = models.CharField(max_length=150, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RESERVED)
+    reserved_tokens = models.BigIntegerField(default=0)
+    reserved_cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    cached_input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
+    # {"<budget id>": "<period start>"}: the budgets whose counters hold this reservation.
+    budgets = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["organization", "created_at"]),
+            models.Index(fields=["organization", "status", "created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} call {self.pk} ({self.status})"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens

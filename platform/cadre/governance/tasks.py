@@ -59,3 +59,11 @@ def confirmation_notify(confirmation_id: int) -> int:
     from cadre.governance.confirmations import confirmation_send_cards
 
     return confirmation_send_cards(confirmation_id=confirmation_id)
+
+
+@shared_task(autoretry_for=(ConnectionError,), retry_backoff=True, retry_jitter=True)
+def usage_release_stale() -> int:
+    """Beat: release the budget reservations of model calls whose worker died mid-call."""
+    from cadre.governance.budgets import usage_release_stale as release
+
+    return release()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cadre.llm.base import (
     PROVIDERS,
+    BudgetExceeded,
     ChatDelta,
     ChatResult,
     ModelProvider,
@@ -13,6 +14,8 @@ from cadre.llm.base import (
     ProviderError,
     ToolCall,
     Usage,
+    prices_clean,
+    prices_for_model,
     provider_for,
 )
 from cadre.llm.config import provider_config_from_env
@@ -23,6 +26,7 @@ from cadre.llm.tokens import estimate_tokens
 
 __all__ = [
     "PROVIDERS",
+    "BudgetExceeded",
     "ChatDelta",
     "ChatResult",
     "ConnectionReport",
@@ -35,6 +39,8 @@ __all__ = [
     "chat_json",
     "connection_test",
     "estimate_tokens",
+    "prices_clean",
+    "prices_for_model",
     "provider_config_from_env",
     "provider_for",
     "provider_presets",

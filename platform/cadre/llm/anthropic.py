@@ -73,6 +73,14 @@ def to_anthropic_tools(tools: list[dict]) -> list[dict]:
     ]
 
 
+def _usage(usage) -> Usage:
+    """Anthropic counts prompt-cache reads and writes apart from `input_tokens`: all of them
+    are input here, the reads also as cached input (priced apart, see Usage.cost)."""
+    cached = getattr(usage, "cache_read_input_tokens", 0) or 0
+    written = getattr(usage, "cache_creation_input_tokens", 0) or 0
+    return Usage((usage.input_tokens or 0) + cached + written, usage.output_tokens or 0, cached)
+
+
 def _result(message, model: str) -> ChatResult:
     text, calls = [], []
     for block in message.content:
@@ -86,7 +94,7 @@ def _result(message, model: str) -> ChatResult:
     return ChatResult(
         text="".join(text),
         tool_calls=calls,
-        usage=Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0),
+        usage=_usage(message.usage),
         model=message.model or model,
         finish_reason=message.stop_reason or "",
     )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from cadre.llm import metering
 from cadre.ports import Registry
 
 
@@ -40,6 +41,18 @@ RETRY_ATTEMPTS = 4
 RETRY_BASE_SECONDS = 0.5
 
 
+class BudgetExceeded(ProviderError):
+    """A hard budget refused the call before it was sent (see metering). A ProviderError, so
+    callers that fall back to rules when the model fails (memory extraction, dedup) do so."""
+
+    code = "budget_exceeded"
+
+    def __init__(self, message: str, *, details: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -50,19 +63,79 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
+PRICE_KEYS = ("input", "output", "cached_input")
+
+
+def prices_for_model(prices: dict | None, model: str = "") -> dict:
+    """The prices per million tokens that apply to `model`: a provider's prices are
+    {"input", "output", "cached_input", "models": {"<model>": {the same keys}}}; a model's own
+    entry wins key by key over the provider's defaults."""
+    prices = prices or {}
+    own = (prices.get("models") or {}).get(model) or {}
+    return {key: own.get(key, prices.get(key)) for key in PRICE_KEYS if key in own or key in prices}
+
+
+def prices_clean(prices: dict | None) -> dict:
+    """Prices as stored: amounts per million tokens as exact decimal strings, keys among
+    PRICE_KEYS (and "models" with the same keys per model); ValueError names what is wrong."""
+    if not prices:
+        return {}
+    if not isinstance(prices, dict):
+        raise ValueError("prices must be an object")
+
+    def amounts(entry, where: str) -> dict:
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be an object")
+        cleaned = {}
+        for key, value in entry.items():
+            if key not in PRICE_KEYS:
+                raise ValueError(f"{where}: unknown price {key!r} (one of {', '.join(PRICE_KEYS)})")
+            try:
+                amount = Decimal(str(value))
+            except ArithmeticError:
+                raise ValueError(f"{where}.{key}: not a number") from None
+            if not amount.is_finite() or amount < 0:
+                raise ValueError(f"{where}.{key}: must be 0 or more")
+            cleaned[key] = format(amount.normalize(), "f")
+        return cleaned
+
+    models = prices.get("models") or {}
+    if not isinstance(models, dict):
+        raise ValueError("prices.models must be an object of model name -> prices")
+    cleaned = amounts({k: v for k, v in prices.items() if k != "models"}, "prices")
+    if models:
+        cleaned["models"] = {
+            str(name)[:200]: amounts(entry, f"prices.models.{name}")
+            for name, entry in models.items()
+        }
+    return cleaned
+
+
 @dataclass(frozen=True)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    # Of input_tokens, those read from the provider's prompt cache (priced as cached_input).
+    cached_input_tokens: int = 0
 
-    def cost(self, prices: dict | None) -> Decimal:
-        """Cost from prices per million tokens ({"input": "0.5", "output": "1.5"})."""
-        if not prices:
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def cost(self, prices: dict | None, model: str = "") -> Decimal:
+        """Cost from prices per million tokens (see prices_for_model); cached input is priced
+        at `cached_input` when given, else at `input`."""
+        applied = prices_for_model(prices, model)
+        if not applied:
             return Decimal(0)
         million = Decimal(1_000_000)
+        input_price = Decimal(str(applied.get("input") or 0))
+        cached_price = Decimal(str(applied.get("cached_input") or input_price))
+        cached = min(self.cached_input_tokens, self.input_tokens)
         return (
-            Decimal(str(prices.get("input", 0))) * self.input_tokens / million
-            + Decimal(str(prices.get("output", 0))) * self.output_tokens / million
+            input_price * (self.input_tokens - cached) / million
+            + cached_price * cached / million
+            + Decimal(str(applied.get("output") or 0)) * self.output_tokens / million
         ).quantize(Decimal("0.000001"))
 
 
@@ -82,6 +155,11 @@ class ChatResult:
             "usage": {
                 "input_tokens": self.usage.input_tokens,
                 "output_tokens": self.usage.output_tokens,
+                **(
+                    {"cached_input_tokens": self.usage.cached_input_tokens}
+                    if self.usage.cached_input_tokens
+                    else {}
+                ),
             },
             "model": self.model,
             "finish_reason": self.finish_reason,
@@ -121,6 +199,8 @@ class ModelProvider:
         api_key: str = "",
         timeout: float = 60.0,
         parameters: dict | None = None,
+        prices: dict | None = None,
+        label: str = "",
     ):
         self.model = model
         self.base_url = base_url
@@ -129,6 +209,10 @@ class ModelProvider:
         self.timeout = timeout
         self.parameters = parameters or {}
         self._deadline: float | None = None
+        # Prices per million tokens (see prices_for_model) and the configuration's name, for
+        # the meter's per-call records.
+        self.prices = prices or {}
+        self.label = label or self.kind
 
     def attempt_timeout(self) -> float:
         """How long the current attempt may wait: what is left of the call's budget."""
@@ -160,7 +244,25 @@ class ModelProvider:
         on_delta: Callable[[str], None] | None = None,
         **params,
     ) -> ChatResult:
+        """One model call, metered when it is charged to an account (see metering): reserved
+        before anything is sent — a hard budget it could exceed raises BudgetExceeded — and
+        settled with its real usage after."""
         params = {**self.parameters, **params}
+        active = metering.meter()
+        if active is None:
+            return self._chat(messages, tools, stream=stream, on_delta=on_delta, **params)
+        handle = active.reserve(
+            metering.current_account(), provider=self, messages=messages, params=params
+        )
+        try:
+            result = self._chat(messages, tools, stream=stream, on_delta=on_delta, **params)
+        except BaseException:
+            active.settle(handle, None)
+            raise
+        active.settle(handle, result)
+        return result
+
+    def _chat(self, messages, tools, *, stream, on_delta, **params) -> ChatResult:
         started = time.monotonic()
         self._deadline = started + self.timeout
         attempt = 0
@@ -245,6 +347,8 @@ class ProviderConfig:
     default_model: str = ""
     parameters: dict = field(default_factory=dict)
     timeout_seconds: float = 60
+    prices: dict = field(default_factory=dict)
+    name: str = ""
 
 
 def provider_for(model_settings: dict, config=None) -> ModelProvider:
@@ -267,4 +371,6 @@ def provider_for(model_settings: dict, config=None) -> ModelProvider:
             model_settings.get("timeout_seconds") or (config.timeout_seconds if config else 60)
         ),
         parameters=parameters,
+        prices=(getattr(config, "prices", None) or {}) if config else {},
+        label=(getattr(config, "name", "") or config.kind) if config else "",
     )

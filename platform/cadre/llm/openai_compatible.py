@@ -148,9 +148,7 @@ class OpenAICompatibleProvider(ModelProvider):
         return ChatResult(
             text=choice.message.content or "",
             tool_calls=calls,
-            usage=Usage(
-                usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
-            ),
+            usage=_usage(usage),
             model=response.model or self.model,
             finish_reason=choice.finish_reason or "",
         )
@@ -167,9 +165,7 @@ class OpenAICompatibleProvider(ModelProvider):
             for chunk in self._client().chat.completions.create(**request):
                 model = chunk.model or model
                 if chunk.usage is not None:
-                    usage = Usage(
-                        chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
-                    )
+                    usage = _usage(chunk.usage)
                 for choice in chunk.choices or []:
                     delta = choice.delta
                     if choice.finish_reason:
@@ -200,3 +196,16 @@ class OpenAICompatibleProvider(ModelProvider):
                 finish_reason=finish,
             )
         )
+
+
+def _usage(usage) -> Usage:
+    """Token counts of an answer; `prompt_tokens_details.cached_tokens` are the input tokens
+    read from the provider's prompt cache (priced apart)."""
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0,
+    )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cadre.llm import ModelProvider, ProviderError, chat_json
-from cadre.memory.extraction import memory_model
+from cadre.memory.extraction import charged, memory_model
 from cadre.memory.models import Memory, MemoryEmbedding, SourceKind
 
 NEAR_THRESHOLD = 0.75  # MemOS local plugin: candidates at cosine >= 0.75 go to the judge
@@ -329,11 +329,12 @@ class ModelJudge:
             f"- id {c.memory.pk} ({c.memory.kind}, cosine {c.similarity:.2f}): {c.memory.content}"
             for c in candidates
         )
-        answer = chat_json(
-            self.model,
-            JUDGE_PROMPT,
-            f"NEW ({memory.kind}): {memory.content}\nCANDIDATES:\n{listing}",
-        )
+        with charged("memory.dedup", organization_id=memory.organization_id):
+            answer = chat_json(
+                self.model,
+                JUDGE_PROMPT,
+                f"NEW ({memory.kind}): {memory.content}\nCANDIDATES:\n{listing}",
+            )
         decision = str(answer.get("decision", "")).lower()
         if decision not in (DUPLICATE, UPDATE, NEW):
             raise ProviderError(f"judge answered an unknown decision {decision!r}")

@@ -13,7 +13,8 @@ import functools
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cadre.env import env_int, env_secret, env_str, env_url
@@ -22,6 +23,7 @@ from cadre.llm import (
     ProviderConfig,
     ProviderError,
     chat_json,
+    metering,
     provider_config_from_env,
     provider_for,
 )
@@ -103,6 +105,27 @@ def memory_model() -> ModelProvider | None:
     """The provider memory's extraction, dedup judge and feedback use; None: rules only."""
     config = memory_provider_config()
     return None if config is None else provider_for({}, config)
+
+
+@contextmanager
+def charged(purpose: str, *, actor=None, organization_id: int | None = None):
+    """Memory's model calls inside the block are charged (see governance.budgets): to the
+    run that caused them when there is one (its member, department and template), else to
+    the acting member, else to the organization — under `purpose`."""
+    account = metering.current_account()
+    if account is None:
+        member = getattr(actor, "member", None)
+        if member is not None:
+            from cadre.governance.budgets import account_for_member
+
+            account = account_for_member(member, purpose=purpose)
+        else:
+            organization = getattr(actor, "organization", None)
+            organization_id = organization_id or getattr(organization, "pk", None)
+            if organization_id is not None:
+                account = metering.Account(organization_id=organization_id)
+    with metering.charged_to(replace(account, purpose=purpose) if account else None):
+        yield
 
 
 # --- rule-based extraction -----------------------------------------------------------------
@@ -232,7 +255,8 @@ class ModelExtractor:
             f"[{index}] {message.get('role', 'user')}: {message.get('content', '')}"
             for index, message in enumerate(messages)
         )
-        answer = chat_json(self.model, EXTRACTION_PROMPT, transcript)
+        with charged("memory.extraction"):
+            answer = chat_json(self.model, EXTRACTION_PROMPT, transcript)
         items = answer.get("memories")
         if not isinstance(items, list):
             raise ProviderError("model answer has no 'memories' list")

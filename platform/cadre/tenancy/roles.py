@@ -38,6 +38,8 @@ PERMISSIONS: dict[str, str] = {
     "connector.manage": "Add and configure IM connectors",
     "policy.manage": "Edit the policy chain and alert rules",
     "confirmation.decide": "Decide high-risk confirmations routed to the role",
+    "budget.view": "See model usage, costs and budgets",
+    "budget.manage": "Set usage and cost budgets",
     "chat.use": "Chat with one's own agents",
 }
 
@@ -85,6 +87,7 @@ ROLES: dict[str, Role] = {
                 "agent.view",
                 "memory.view",
                 "skill.publish",
+                "budget.view",
             },
         ),
         Role(
@@ -104,6 +107,7 @@ ROLES: dict[str, Role] = {
                 "audit.export",
                 "agent.view",
                 "memory.view",
+                "budget.view",
             },
         ),
         Role("employee", "Employee", "Chats with their own agents; sees the directory.", _EMPLOYEE),

@@ -292,6 +292,18 @@ class ProviderConfigViewSet(
         report = providers.provider_config_test(actor=self.actor, config=self.get_object())
         return Response(s.ConnectionReportSerializer(report).data)
 
+    @extend_schema(request=s.ProviderPricesSerializer, responses={200: s.ProviderConfigSerializer})
+    @action(detail=True, methods=["put"])
+    def prices(self, request, pk=None):
+        """Replace the provider's prices per million tokens (defaults and per model)."""
+        config = self.get_object()
+        serializer = s.ProviderPricesSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        config = providers.provider_config_prices_set(
+            actor=self.actor, config=config, prices=serializer.validated_data
+        )
+        return Response(s.ProviderConfigSerializer(config).data)
+
 
 # --- dispatch -------------------------------------------------------------------------------
 

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from cadre.agents.hooks.registry import ASYNC_POINTS, hooks_for
 from cadre.agents.models import Run, RunEvent, Step
-from cadre.agents.runtime.engine import _run_lock, _trace, load_run
+from cadre.agents.runtime.engine import _account, _run_lock, _trace, load_run
 from cadre.agents.runtime.records import bookkeeping
+from cadre.llm.metering import charged_to, purpose
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,10 @@ def run_after_hooks(run_id: int) -> list[str]:
             started_at = timezone.now()
             started = time.monotonic()
             try:
-                output = hook.fn(run, config) or {}
+                # Model calls of the hooks (memory extraction, compaction) are the run's
+                # member's, department's and template's usage, under the hook point's name.
+                with charged_to(_account(run)), purpose(point):
+                    output = hook.fn(run, config) or {}
                 status = Step.Status.COMPLETED
             except Exception as error:  # one failing hook does not block the others
                 logger.exception("hook %s:%s failed for run %s", point, hook.name, run.pk)

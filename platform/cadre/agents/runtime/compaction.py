@@ -22,6 +22,7 @@ from cadre.agents import providers
 from cadre.agents.models import Run, SessionSummary, Step
 from cadre.agents.runtime.engine import DEFAULT_CONTEXT_TOKENS, model_side
 from cadre.llm import ModelProvider, ProviderError, chat_json, estimate_tokens, provider_for
+from cadre.llm.metering import purpose
 from cadre.llm.offline import strip_notice
 
 logger = logging.getLogger(__name__)
@@ -202,7 +203,8 @@ def model_items(provider: ModelProvider, previous: list[dict], turns: list[dict]
         listing.append(f"USER: {turn['user']}")
         listing += [f"TOOL: {fact}" for fact in turn["tool_facts"]]
         listing.append(f"ASSISTANT: {turn['assistant']}")
-    answer = chat_json(provider, SUMMARY_PROMPT, "\n".join(listing))
+    with purpose("compaction"):
+        answer = chat_json(provider, SUMMARY_PROMPT, "\n".join(listing))
     known = {turn["id"] for turn in turns} | {i for item in previous for i in item["turn_ids"]}
     items = []
     for entry in answer.get("items") or []:

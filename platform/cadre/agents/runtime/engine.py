@@ -47,7 +47,9 @@ from cadre.agents.runtime.run_context import (
     RunStopped,
 )
 from cadre.agents.tools import registry as tool_registry
-from cadre.llm import ChatResult, ProviderError, provider_for
+from cadre.governance.budgets import account_for_member
+from cadre.llm import BudgetExceeded, ChatResult, ProviderError, provider_for
+from cadre.llm.metering import charged_to
 from cadre.memory.services import context_record_for_model_call
 from cadre.observability import tracer
 from cadre.tenancy.models import Member
@@ -253,7 +255,12 @@ def _model_step(
         if pending and state["flushed"]:
             flush()
         data = result.as_dict()
-        data["_usage"] = {**data["usage"], "cost": str(result.usage.cost(prices))}
+        # Priced as the meter prices it (the configured model's prices), so the step and the
+        # call's UsageRecord agree.
+        data["_usage"] = {
+            **data["usage"],
+            "cost": str(result.usage.cost(prices, getattr(provider, "model", ""))),
+        }
         return data
 
     output = ctx.step(
@@ -405,7 +412,8 @@ def run_execute(run_id: int) -> str:
             ),
         ):
             try:
-                text = _execute(ctx)
+                with charged_to(_account(run)):
+                    text = _execute(ctx)
             except RunPaused as paused:
                 emit(run.pk, "status", {"status": Run.Status.WAITING, "key": str(paused)})
                 return Run.Status.WAITING
@@ -420,6 +428,10 @@ def run_execute(run_id: int) -> str:
             except NonDeterministicReplay as error:
                 finish_run(run, ctx, Run.Status.FAILED, error=f"cannot resume: {error}")
                 return Run.Status.FAILED
+            except BudgetExceeded as exceeded:
+                # Refused before the model call: a visible reply, no retry.
+                _budget_refused(run, ctx, exceeded)
+                return Run.Status.COMPLETED
             except ProviderError as error:
                 # The client already retried within the call's time budget: the run fails
                 # now, with the endpoint's own words, rather than after minutes of retries.
@@ -433,6 +445,26 @@ def run_execute(run_id: int) -> str:
                 return Run.Status.FAILED
             finish_run(run, ctx, Run.Status.COMPLETED, text=text)
             return Run.Status.COMPLETED
+
+
+def _account(run: Run):
+    """What the run's model calls are charged to: its member (and department), its template."""
+    return account_for_member(run.member, template_id=run.version.template_id, run_id=run.pk)
+
+
+def _budget_refused(run: Run, ctx: RunContext, exceeded: BudgetExceeded) -> None:
+    with bookkeeping():
+        Step.objects.filter(
+            run_id=run.pk, kind=Step.Kind.MODEL_CALL, status=Step.Status.STARTED
+        ).update(status=Step.Status.FAILED, error=exceeded.message[:4000])
+    finish_run(
+        run,
+        ctx,
+        Run.Status.COMPLETED,
+        text=f"I can't run this request: {exceeded.message}",
+        refused=exceeded.message,
+        refused_code=exceeded.code,
+    )
 
 
 @contextmanager

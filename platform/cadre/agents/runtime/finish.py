@@ -19,6 +19,7 @@ def finish_run(
     text: str = "",
     error: str = "",
     refused: str = "",
+    refused_code: str = "",
 ) -> None:
     from cadre.agents.runtime.services import on_run_finished
 
@@ -45,6 +46,8 @@ def finish_run(
                 fields["output"]["model_text"] = text
             if refused:
                 fields["output"]["refused"] = refused
+            if refused_code:  # "budget_exceeded"; a policy refusal has none
+                fields["output"]["refused_code"] = refused_code
             text = display
         if error:
             fields["error"] = error[:4000]

@@ -1,12 +1,12 @@
 """Governance API routes under /api/v1/: audit events and exports, policy chains,
-confirmations, alerts."""
+confirmations, alerts, budgets and usage."""
 
 from __future__ import annotations
 
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from cadre.governance.api import alerts, audit, confirmations, controls
+from cadre.governance.api import alerts, audit, budgets, confirmations, controls
 
 router = SimpleRouter()
 router.register("audit-events", audit.AuditEventViewSet, basename="audit-event")
@@ -15,6 +15,8 @@ router.register("policy-chains", controls.PolicyChainViewSet, basename="policy-c
 router.register("confirmations", confirmations.ConfirmationViewSet, basename="confirmation")
 router.register("alert-rules", alerts.AlertRuleViewSet, basename="alert-rule")
 router.register("alerts", alerts.AlertViewSet, basename="alert")
+router.register("budgets", budgets.BudgetViewSet, basename="budget")
+router.register("usage", budgets.UsageViewSet, basename="usage")
 
 urlpatterns = [
     path("policy-plugins/", controls.PolicyPluginListView.as_view(), name="policy-plugins"),

@@ -10,7 +10,7 @@ from opentelemetry import trace
 
 from cadre.llm import ProviderError, chat_json
 from cadre.memory import dedup, selectors
-from cadre.memory.extraction import memory_model
+from cadre.memory.extraction import charged, memory_model
 from cadre.memory.models import (
     Kind,
     Memory,
@@ -60,15 +60,16 @@ correction contradicts or updates], "content": one self-contained sentence stati
 corrected fact in the user's language}. Use an empty list when none is affected."""
 
 
-def _feedback_affected(statement: str, hits: list) -> tuple[list, str, str]:
+def _feedback_affected(statement: str, hits: list, actor=None) -> tuple[list, str, str]:
     """(affected hits, new content, judge name) — by the model if configured, else by rules."""
     model = memory_model()
     if model is not None and hits:
         listing = "\n".join(f"- id {h.memory.pk}: {h.memory.content}" for h in hits)
         try:
-            answer = chat_json(
-                model, FEEDBACK_PROMPT, f"CORRECTION: {statement}\nMEMORIES:\n{listing}"
-            )
+            with charged("memory.feedback", actor=actor):
+                answer = chat_json(
+                    model, FEEDBACK_PROMPT, f"CORRECTION: {statement}\nMEMORIES:\n{listing}"
+                )
             ids = {int(i) for i in answer.get("affected") or []}
             content = str(answer.get("content") or statement).strip() or statement
             return [h for h in hits if h.memory.pk in ids], content, f"model:{model.model}"
@@ -124,7 +125,7 @@ def memory_feedback(
         for hit in found.hits
         if hit.memory.status == Memory.Status.ACTIVE and selectors.can_modify(actor, hit.memory)
     ]
-    affected, content, judge_name = _feedback_affected(statement, hits)
+    affected, content, judge_name = _feedback_affected(statement, hits, actor)
     result = FeedbackResult(
         statement=content,
         judge=judge_name,

@@ -16,6 +16,7 @@ from cadre.governance import audit
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
 from cadre.memory import dedup
+from cadre.memory.extraction import charged
 from cadre.memory.extraction import extractor as default_extractor
 from cadre.memory.models import (
     Kind,
@@ -282,7 +283,10 @@ def memory_add_from_messages(
             for message in messages
         ]
     candidates = []
-    for candidate in extractor.extract(messages):
+    # Charged to the run that asked (process_memory), else to the acting member.
+    with charged("memory.extraction", actor=actor):
+        extracted = extractor.extract(messages)
+    for candidate in extracted:
         candidate.content = vault.reidentify(candidate.content)
         if placeholders_in(candidate.content):
             # A placeholder left over from some session's masking means nothing outside it
