@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from cryptography.fernet import Fernet
 from django.apps import apps
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, models
@@ -20,6 +21,7 @@ from django.db import connection, models
 from cadre.checks import APP_CHECKS, Check
 from cadre.crypto import EncryptedTextField
 from cadre.runtime.doctor import FAIL, OK, WARN, run_checks
+from tests.agents.test_worker_e2e import worker  # noqa: F401 - fixture: a Celery worker
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_A = Fernet.generate_key().decode()
@@ -195,3 +197,33 @@ def test_cadre_doctor_reports_a_malformed_setting(tmp_path):
     result = run_doctor(tmp_path, CADRE_ENCRYPTION_KEY="not-a-key")
     assert result.returncode == 1
     assert "FAIL  settings  CADRE_ENCRYPTION_KEY:" in result.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_doctor_names_another_installs_workers_on_this_installs_queues(worker, tmp_path):  # noqa: F811
+    """A real worker answers the doctor over Redis with its data folder and queues: seen from
+    this install it is one of ours; seen from an install in another folder, a stranger."""
+    from cadre.runtime.doctor import check_queue_consumers
+
+    ours = check_queue_consumers(timeout=2.0)
+    assert ours.status == OK and "1 worker(s) of this install" in ours.detail
+
+    other = check_queue_consumers(data_dir=tmp_path, timeout=2.0)
+    assert other.status == WARN
+    assert "workers of another install take this install's tasks" in other.detail
+    assert f"data in {settings.DATA_DIR}" in other.detail and worker in other.detail
+    assert f"delete {tmp_path}/redis_db" in other.fix
+
+
+def test_doctor_asks_about_other_installs_only_on_the_machines_redis(settings, monkeypatch):
+    from cadre.runtime import doctor
+
+    asked = []
+    monkeypatch.setattr(
+        doctor, "check_queue_consumers", lambda: asked.append(1) or Check(OK, "queues", "")
+    )
+    monkeypatch.setattr(doctor, "check_database", lambda: Check(FAIL, "database", "skipped"))
+    settings.REDIS_EMBEDDED = False  # REDIS_URL set: replicas share its queues on purpose
+    assert by_name(run_checks(), "queues") == [] and asked == []
+    settings.REDIS_EMBEDDED = True  # attached to the machine's Redis on its own
+    assert by_name(run_checks(), "queues") and asked == [1]
