@@ -1,7 +1,8 @@
 # ruff: noqa: F811 - the fixtures imported from test_browser_chat and agents_setup are parameters
 """Every page of the console's navigation opened in a real browser (Debian's Chromium) by an
 owner, with data on it: no JavaScript or console error, no failed request (the favicon
-included), no element wider than the viewport, no short list stretched to the page's height.
+included), no element wider than the viewport, no short list stretched to the page's height,
+icons drawn as SVG rather than glyphs; the Pending badge is amber.
 The pages come from cadre.console.navigation, so a page added there is walked too.
 Screenshots in var/screenshots/nav-*.png."""
 
@@ -55,6 +56,12 @@ LAYOUT_PROBLEMS = """() => {
         && box.height >= window.innerHeight * 0.9) {
       const items = element.children.length;
       problems.push(`${describe(element)} (${items} items) is ${size(box.height)} tall`);
+    }
+  }
+  // Icons are inline SVGs: a glyph would need an emoji or CJK font the machine may lack.
+  for (const element of document.querySelectorAll(".empty-icon, .caret, .check")) {
+    if (!element.querySelector("svg") || element.textContent.trim()) {
+      problems.push(`${describe(element)} is drawn with a glyph, not an icon`);
     }
   }
   return problems;
@@ -114,3 +121,16 @@ def test_an_owner_opens_every_page_of_the_navigation(page, alice, bob, bob_agent
         if problems:
             report[f"{label} ({url})"] = problems
     assert report == {}
+
+    # A pending status reads as waiting (amber), not as done (green).
+    colours = page.evaluate("""() => Object.fromEntries(["pending", "active"].map(
+      (status) => {
+        const badge = document.createElement("span");
+        badge.className = `badge badge-${status}`;
+        document.body.append(badge);
+        const colour = getComputedStyle(badge).color;
+        badge.remove();
+        return [status, colour];
+      }))""")
+    assert colours["pending"] != colours["active"]
+    assert colours["pending"] == "rgb(161, 92, 7)"
