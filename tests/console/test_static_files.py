@@ -68,3 +68,27 @@ def test_the_favicon_is_found_where_browsers_look_for_it(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301
     assert response["Location"] == "/static/console/favicon.svg"
+
+
+def test_an_icon_is_inline_svg_in_the_texts_colour_and_a_misspelt_one_is_an_error():
+    from django.template import Context, Template, TemplateSyntaxError
+
+    html = Template('{% load console %}{% icon "search" %}').render(Context())
+    assert html.startswith('<svg aria-hidden="true" focusable="false"')
+    assert 'stroke="currentColor"' in html and "@license" not in html
+    with pytest.raises(TemplateSyntaxError, match="no icon 'serach'"):
+        Template('{% load console %}{% icon "serach" %}').render(Context())
+
+
+def test_pages_render_without_icons_when_the_package_is_not_installed(settings, tmp_path):
+    from django.template import Context, Template
+
+    from cadre.console.templatetags import console
+
+    settings.FRONTEND_DIR = tmp_path  # no node_modules: `cadre doctor` says so
+    settings.STATICFILES_DIRS = []
+    console._icon_svg.cache_clear()
+    try:
+        assert Template('{% load console %}{% icon "plus" %}').render(Context()) == ""
+    finally:
+        console._icon_svg.cache_clear()

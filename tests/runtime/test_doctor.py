@@ -227,3 +227,20 @@ def test_doctor_asks_about_other_installs_only_on_the_machines_redis(settings, m
     assert by_name(run_checks(), "queues") == [] and asked == []
     settings.REDIS_EMBEDDED = True  # attached to the machine's Redis on its own
     assert by_name(run_checks(), "queues") and asked == [1]
+
+
+def test_doctor_names_each_console_package_missing_from_node_modules(settings, tmp_path):
+    from cadre.runtime.doctor import check_frontend
+
+    settings.FRONTEND_DIR = tmp_path
+    (tmp_path / "package.json").write_text(
+        '{"dependencies": {"htmx.org": "2.0.11", "lucide-static": "1.62.0"}}'
+    )
+    (tmp_path / "node_modules" / "htmx.org").mkdir(parents=True)
+    (tmp_path / "node_modules" / "htmx.org" / "package.json").write_text("{}")
+    stale = check_frontend()  # installed before the icons were added
+    assert stale.status == WARN
+    assert stale.detail.startswith("lucide-static missing") and "make frontend" in stale.fix
+    (tmp_path / "node_modules" / "lucide-static").mkdir()
+    (tmp_path / "node_modules" / "lucide-static" / "package.json").write_text("{}")
+    assert check_frontend().status == OK

@@ -9,6 +9,7 @@ own checks (connectors: each active connector's health) to `cadre.checks.APP_CHE
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -346,12 +347,19 @@ def check_frontend() -> Check | None:
     frontend = settings.FRONTEND_DIR
     if not (frontend / "package.json").exists():
         return None
-    if not (frontend / "node_modules").is_dir():
+    wanted = json.loads((frontend / "package.json").read_text(encoding="utf-8"))
+    missing = [
+        name
+        for name in wanted.get("dependencies", {})
+        if not (frontend / "node_modules" / name / "package.json").is_file()
+    ]
+    if missing:
         return Check(
             WARN,
             "console assets",
-            f"{frontend / 'node_modules'} is missing: the console has no scripts",
-            f"run: make install  (or: npm ci --prefix {frontend})",
+            f"{', '.join(missing)} missing from {frontend / 'node_modules'}: the console lacks "
+            "its scripts or icons",
+            f"run: make frontend  (or: npm ci --prefix {frontend})",
         )
     return Check(OK, "console assets", "installed")
 
