@@ -70,7 +70,7 @@ define npm_install
 	fi
 endef
 
-# The console's front-end packages (htmx).
+# The console's front-end packages (htmx, the Lucide icons).
 frontend:
 	$(call npm_install,$(FRONTEND),the console's scripts)
 

@@ -7,6 +7,7 @@ from fnmatch import fnmatchcase
 
 from celery import Celery
 from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.worker.control import inspect_command
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
 
@@ -26,6 +27,17 @@ def route_task(name, args, kwargs, options, task=None, **_kw) -> dict | None:
 app = Celery("cadre")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@inspect_command()
+def cadre_install(state) -> dict:
+    """The install a worker belongs to (its data folder) and the queues it takes tasks from:
+    `cadre doctor` tells another install's workers on the same Redis database apart."""
+    from django.conf import settings
+
+    consumer = state.consumer.task_consumer
+    queues = sorted(queue.name for queue in consumer.queues) if consumer else []
+    return {"data_dir": str(settings.DATA_DIR), "queues": queues}
 
 
 @worker_process_init.connect(weak=False)

@@ -336,7 +336,9 @@ MIDDLEWARE = [
     "cadre.api.errors.DatabaseBusyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Async: under ASGI files stream from an async iterator (WhiteNoise's sync one made Django
+    # warn "StreamingHttpResponse must consume synchronous iterators" on every file).
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -452,12 +454,18 @@ STATIC_URL = "/static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 FRONTEND_DIR = BASE_DIR / "platform" / "cadre" / "console" / "frontend"
-STATICFILES_DIRS = [("vendor", FRONTEND_DIR / "node_modules")]
+# Only the parts of the npm packages the console uses: lucide-static alone holds thousands of
+# files (per-icon scripts, fonts) that would be scanned at every start and collected.
+_NODE_MODULES = FRONTEND_DIR / "node_modules"
+STATICFILES_DIRS = [
+    ("vendor/htmx.org/dist", _NODE_MODULES / "htmx.org" / "dist"),
+    ("vendor/lucide-static/icons", _NODE_MODULES / "lucide-static" / "icons"),
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = True
+SERVESTATIC_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
 
 # Request bodies: API JSON up to CADRE_MAX_BODY_BYTES; larger requests get 413.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 import connectors.urls as connectors_urls
@@ -26,6 +28,8 @@ api_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    # Browsers and feed readers ask for /favicon.ico whatever the page links to.
+    path("favicon.ico", RedirectView.as_view(url=static("console/favicon.svg"), permanent=True)),
     path("api/v1/", include(api_v1)),
     path("connectors/", include(connectors_urls.urlpatterns)),
     # Memory APIs other clients speak: MemoryClient(host="<CADRE_BASE_URL>/mem0"),

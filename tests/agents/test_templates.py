@@ -116,6 +116,17 @@ def test_every_preset_loads_and_validates(owner):
         publish(owner, version)
 
 
+def test_versions_of_a_template_from_a_preset_carry_the_templates_name(owner):
+    template = services.template_create(
+        actor=owner, name="Acme inside sales", code="acme-sales", preset="sales"
+    )
+    first = template.versions.get()
+    assert first.name == "Acme inside sales"
+    assert first.sop == services.presets()["sales"]["sop"]  # the preset's content, not its name
+    publish(owner, first)
+    assert services.version_draft(actor=owner, template=template).name == "Acme inside sales"
+
+
 def test_employee_cannot_manage_templates(bob):
     with pytest.raises(NotPermitted):
         services.template_create(actor=member_actor(bob), name="x", code="x")

@@ -151,6 +151,22 @@ def test_rollout_to_an_unpublished_version_is_refused(alice, deployment, templat
     assert not Rollout.objects.filter(deployment=deployment).exists()
 
 
+def test_the_rollout_form_offers_the_newest_version_and_refuses_none_with_a_reason(
+    alice, deployment, second_version
+):
+    browser = client(alice)
+    page = browser.get(reverse("console:deployment", args=[deployment.pk])).content.decode()
+    assert f'<option value="{second_version.pk}" selected>v2' in page
+    assert "---------" not in page
+    response = browser.post(
+        reverse("console:deployment_rollout", args=[deployment.pk]), {"strategy": "all"}
+    )
+    assert response.status_code == 400
+    assert "Choose the published version to roll out." in response.content.decode()
+    assert not Rollout.objects.filter(deployment=deployment).exists()
+    assert set(deployment.agents.values_list("version__number", flat=True)) == {1}
+
+
 def test_stop_from_the_console_stops_the_agents(alice, deployment):
     response = client(alice).post(
         reverse("console:deployment_stop", args=[deployment.pk]), {"reason": "pilot over"}

@@ -43,6 +43,23 @@ def test_audit_filters_by_action_prefix_actor_and_target_type(alice, bob, browse
     assert "department.create" in departments and "member.sync" not in departments
 
 
+def test_audit_target_types_read_as_words_not_model_names(alice, browser):
+    from cadre.agents import services as agents
+
+    actor = member_actor(alice)
+    agents.template_create(actor=actor, name="Helpdesk", code="helpdesk")
+    services.api_key_create(actor=actor, name="CI", scopes=["org:read"])
+    page = browser(alice).get(reverse("console:audit")).content.decode()
+    assert "Role template " in page
+    assert '<option value="agenttemplate">Role template</option>' in page
+    assert "API key " in page and '<option value="apikey">API key</option>' in page
+    assert "agenttemplate " not in page and ">apikey<" not in page
+    event = AuditEvent.objects.get(action="template.create")
+    assert event.target_type == "agenttemplate"  # stored (and hashed) as recorded
+    detail = browser(alice).get(reverse("console:audit_event", args=[event.pk])).content.decode()
+    assert "Role template " in detail and "agenttemplate" not in detail
+
+
 def test_audit_filters_by_date_range(alice, browser):
     services.department_create(actor=member_actor(alice), name="Sales")
     today = timezone.localdate()

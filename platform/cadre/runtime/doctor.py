@@ -9,6 +9,7 @@ own checks (connectors: each active connector's health) to `cadre.checks.APP_CHE
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -180,6 +181,39 @@ def check_redis() -> Check:
     return Check(OK, "redis", detail)
 
 
+def check_queue_consumers(*, data_dir=None, timeout: float = 1.0) -> Check:
+    """Workers of another install taking tasks from this install's queues: two installs on one
+    machine attached to the same local Redis database lose each other's tasks."""
+    from cadre.celery import app
+
+    data_dir = str(data_dir or settings.DATA_DIR)
+    ours = {settings.CELERY_TASK_DEFAULT_QUEUE, *settings.CADRE_QUEUES.values()}
+    try:
+        replies = app.control.inspect(timeout=timeout)._request("cadre_install") or {}
+    except Exception as error:  # the redis check reports an unreachable Redis
+        return Check(WARN, "queues", f"could not ask the workers: {error}")
+    strangers = []
+    for worker, reply in sorted(replies.items()):
+        if not isinstance(reply, dict) or "data_dir" not in reply:
+            strangers.append(f"{worker} (not this version of Cadre)")
+        elif reply["data_dir"] != data_dir and ours & set(reply.get("queues", ())):
+            shared = ", ".join(sorted(ours & set(reply["queues"])))
+            strangers.append(f"{worker} (data in {reply['data_dir']}; queues {shared})")
+    where = urlsplit(settings.REDIS_URL)
+    redis_db = f"{where.netloc}{where.path}" if where.netloc else settings.REDIS_URL
+    if strangers:
+        return Check(
+            WARN,
+            "queues",
+            f"workers of another install take this install's tasks on {redis_db}: "
+            + "; ".join(strangers),
+            f"give each install its own Redis database: delete {data_dir}/redis_db in one of "
+            "them and restart it (a free database is chosen), or set REDIS_URL to "
+            "redis://127.0.0.1:6379/N with an N of its own",
+        )
+    return Check(OK, "queues", f"{len(replies)} worker(s) of this install on {redis_db}")
+
+
 def check_migrations() -> Check:
     from django.db.migrations.executor import MigrationExecutor
 
@@ -343,12 +377,19 @@ def check_frontend() -> Check | None:
     frontend = settings.FRONTEND_DIR
     if not (frontend / "package.json").exists():
         return None
-    if not (frontend / "node_modules").is_dir():
+    wanted = json.loads((frontend / "package.json").read_text(encoding="utf-8"))
+    missing = [
+        name
+        for name in wanted.get("dependencies", {})
+        if not (frontend / "node_modules" / name / "package.json").is_file()
+    ]
+    if missing:
         return Check(
             WARN,
             "console assets",
-            f"{frontend / 'node_modules'} is missing: the console has no scripts",
-            f"run: make install  (or: npm ci --prefix {frontend})",
+            f"{', '.join(missing)} missing from {frontend / 'node_modules'}: the console lacks "
+            "its scripts or icons",
+            f"run: make frontend  (or: npm ci --prefix {frontend})",
         )
     return Check(OK, "console assets", "installed")
 
@@ -384,7 +425,13 @@ def run_checks() -> list[Check]:
                 result = Check(FAIL, step.__name__.removeprefix("check_"), str(error).strip())
             checks.extend(result if isinstance(result, list) else [result])
         tables_ready = checks[-1].status == OK
-    checks.append(check_redis())
+    redis = check_redis()
+    checks.append(redis)
+    # An install attached to the machine's Redis by default may meet another one there; with
+    # REDIS_URL set, replicas sharing its queues is the point.
+    local = settings.REDIS_EMBEDDED and not settings.REDIS_URL.startswith("unix")
+    if redis.status != FAIL and local:
+        checks.append(check_queue_consumers())
     if database.status != FAIL:
         if tables_ready:
             checks.append(check_database_role())

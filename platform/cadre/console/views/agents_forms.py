@@ -318,7 +318,14 @@ class DeploymentForm(ActorFormMixin, forms.Form):
 
 
 class RolloutForm(forms.Form):
-    version = forms.ModelChoiceField(queryset=TemplateVersion.objects.none(), label="New version")
+    # No empty choice: the newest published version is chosen until another is picked, so
+    # "Start rollout" never posts nothing (a post without one gets the message below).
+    version = forms.ModelChoiceField(
+        queryset=TemplateVersion.objects.none(),
+        label="New version",
+        empty_label=None,
+        error_messages={"required": "Choose the published version to roll out."},
+    )
     strategy = forms.ChoiceField(choices=Rollout.Strategy.choices, initial="all")
 
     def __init__(self, *args, deployment, **kwargs):
@@ -331,6 +338,7 @@ class RolloutForm(forms.Form):
             .order_by("-number")
         )
         self.fields["version"].label_from_instance = lambda v: f"v{v.number} · {v.name}"
+        self.fields["version"].initial = self.fields["version"].queryset.first()
 
 
 # --- agents and chat ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from cadre.console.views.connectors_forms import (
     RotateCredentialsForm,
 )
 from cadre.console.views.connectors_setup import (
+    callback_unreachable,
     callback_url,
     extra_for,
     setup_guide,
@@ -106,6 +107,7 @@ def _detail_context(request, connector: Connector, **extra) -> dict:
     return {
         "connector": connector,
         "callback_url": callback_url(connector),
+        "callback_unreachable": callback_unreachable(connector),
         "guide": setup_guide(connector),
         "health": connector_health(connector),
         "extra": extra_for(connector.platform),

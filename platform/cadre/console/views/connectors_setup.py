@@ -3,7 +3,9 @@ their names on the platform's console, and the exact values to paste there."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -176,6 +178,35 @@ def extra_for(platform: str) -> Extra | None:
 
 def callback_url(connector: Connector) -> str:
     return f"{settings.CADRE_BASE_URL}{connector.callback_path}"
+
+
+# Platforms whose events can arrive over a connection Cadre opens itself: no public URL.
+OUTBOUND_MODES = {"feishu": "long-connection mode", "dingtalk": "stream mode"}
+
+
+def callback_unreachable(connector: Connector) -> str:
+    """Why the platform's servers cannot reach the callback URL ("" when they may): it names a
+    loopback or private address, as an install on its defaults (CADRE_BASE_URL unset) does."""
+    host = urlsplit(settings.CADRE_BASE_URL).hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        private = host == "localhost" or host.endswith((".localhost", ".local", ".internal"))
+    else:
+        private = not address.is_global
+    if not private:
+        return ""
+    how = (
+        "Set CADRE_BASE_URL to an address the platform can reach (this server's public host "
+        "name, or a tunnel to it) and restart Cadre"
+    )
+    outbound = OUTBOUND_MODES.get(connector.platform)
+    if outbound:
+        how += f", or switch this connector to {outbound}, which needs no public URL"
+    return (
+        f"{host} is an address only this machine or its network can reach: "
+        f"{connector.get_platform_display()}'s servers cannot deliver events to it. {how}."
+    )
 
 
 @dataclass

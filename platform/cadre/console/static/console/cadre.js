@@ -48,6 +48,13 @@
     }
   });
 
+  // The sidebar scrolls on its own: keep the current page's entry in sight (the last entries
+  // are below the fold on a laptop screen).
+  document.addEventListener("DOMContentLoaded", function () {
+    var current = document.querySelector(".sidebar .nav-link.active");
+    if (current && current.scrollIntoView) current.scrollIntoView({ block: "nearest" });
+  });
+
   // Close an open <details class="menu"> when clicking elsewhere or pressing Escape.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.menu[open]").forEach(function (menu) {
