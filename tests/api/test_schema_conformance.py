@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 # Bounded so the module takes about two minutes on two shared cores (docs/api.md).
 MAX_EXAMPLES = 4
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 CHECKS = "not_a_server_error,response_schema_conformance,status_code_conformance"
 # Rates far above what the run sends: 429s are documented, but would hide the operations.
 UNTHROTTLED = {
@@ -51,6 +52,16 @@ def owner_key(alice):
     return secret
 
 
+# Reads of a fresh object that answer a documented error by design (checked against the schema).
+NOT_OK_BY_DESIGN: dict[str, int] = {
+    "audit-export-download": 409,  # the export is queued: no worker runs here
+    "memory-deletion": 404,  # the memory was never deleted
+    "agent-template-diff": 400,  # without ?from=&to=
+    "clawhub-resolve": 404,  # without ?slug=
+    "clawhub-download": 404,  # without ?slug=
+}
+
+
 @pytest.fixture
 def seeded(alice):
     """One object of alice's organization behind every GET route: the URLs to read them."""
@@ -60,13 +71,15 @@ def seeded(alice):
             continue
         url = route.url_for(alice) if route.kwargs else reverse(route.name)
         # the run's event stream lasts until the run ends (none does here): a short one
-        urls.append(url + "?timeout=1" if route.name == "run-events" else url)
+        urls.append((url + "?timeout=1" if route.name == "run-events" else url, route.name))
     return urls
 
 
-def _schemathesis(base_url: str, key: str, report: Path) -> subprocess.CompletedProcess:
+def _schemathesis(base_url: str, key: str, report: Path, output: Path) -> int:
     command = [
         str(Path(sys.executable).with_name("st")),
+        "--config-file",
+        str(CONFIG),
         "run",
         f"{base_url}/api/schema/?format=json",
         "--header",
@@ -93,20 +106,22 @@ def _schemathesis(base_url: str, key: str, report: Path) -> subprocess.Completed
         "--no-color",
     ]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=600, env=env, check=False
-    )
+    with output.open("w") as out:
+        return subprocess.run(
+            command, stdout=out, stderr=subprocess.STDOUT, timeout=540, env=env, check=False
+        ).returncode
 
 
+@pytest.mark.timeout(600)
 def test_the_api_conforms_to_its_schema(live_api, owner_key, seeded, tmp_path):
-    report = tmp_path / "events.ndjson"
-    result = _schemathesis(live_api, owner_key, report)
-    summary = result.stdout[-6000:]
-    Path("/tmp/h14_st.txt").write_text(result.stdout + result.stderr)
-    assert report.exists(), result.stdout + result.stderr
+    report, output = tmp_path / "events.ndjson", tmp_path / "schemathesis.txt"
+    returncode = _schemathesis(live_api, owner_key, report, output)
+    text = output.read_text()
+    summary = text[text.find("FAILURES") :]
+    assert report.exists(), text
     events = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
     assert events, summary
-    assert result.returncode == 0, summary
+    assert returncode == 0, summary
 
 
 def test_every_read_of_a_real_object_conforms_to_the_schema(live_api, owner_key, seeded):
@@ -118,17 +133,17 @@ def test_every_read_of_a_real_object_conforms_to_the_schema(live_api, owner_key,
     with httpx.Client(
         base_url=live_api, headers={"Authorization": f"Bearer {owner_key}"}, timeout=30
     ) as client:
-        for url in seeded:
+        for url, name in seeded:
             response = client.get(url)
             operation = schema.find_operation_by_path("GET", url.split("?")[0])
             if operation is None:
                 problems.append(f"GET {url}: not in the schema")
                 continue
-            if response.status_code != 200:
+            if response.status_code != NOT_OK_BY_DESIGN.get(name, 200):
                 problems.append(f"GET {url}: {response.status_code} {response.text[:200]}")
                 continue
             try:
                 operation.validate_response(response)
-            except Exception as error:
+            except (Exception, BaseExceptionGroup) as error:
                 problems.append(f"GET {url}: {str(error)[:600]}")
     assert not problems, "\n".join(problems)

@@ -119,6 +119,8 @@ class PolicyChainSerializer(serializers.ModelSerializer):
         model = PolicyChain
         fields = ["id", "scope", "plugins", "version", "updated_by", "updated_at"]
         read_only_fields = ["id", "scope", "version", "updated_by", "updated_at"]
+        # `current` before anyone saved a chain is the unsaved default: no id, never updated.
+        extra_kwargs = {"id": {"allow_null": True}, "updated_at": {"allow_null": True}}
 
 
 class PolicyChainWriteSerializer(serializers.Serializer):
