@@ -90,3 +90,42 @@ def test_a_key_cannot_revoke_a_key_with_more_scopes(alice, key_client):
     target.refresh_from_db()
     assert target.revoked_at is None
     assert stronger.get("/api/v1/api-keys/").status_code == 200
+
+
+def test_a_key_made_by_a_key_expires_no_later_than_it(alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from cadre.tenancy import services
+    from cadre.tenancy.actors import member_actor
+    from cadre.tenancy.models import ApiKey
+
+    limit = timezone.now() + timedelta(days=1)
+    _, secret = services.api_key_create(
+        actor=member_actor(alice), name="expiring", scopes=["keys:write"], expires_at=limit
+    )
+    minter = APIClient()
+    minter.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    before = ApiKey.objects.count()
+    forever = minter.post(
+        "/api/v1/api-keys/", {"name": "forever", "scopes": ["keys:write"]}, format="json"
+    )
+    assert forever.status_code == 400, forever.content
+    assert forever.json()["error"]["details"]["expires_at"]
+    later = (limit + timedelta(hours=1)).isoformat()
+    too_late = minter.post(
+        "/api/v1/api-keys/",
+        {"name": "later", "scopes": ["keys:write"], "expires_at": later},
+        format="json",
+    )
+    assert too_late.status_code == 400, too_late.content
+    assert ApiKey.objects.count() == before
+    sooner = (limit - timedelta(hours=1)).isoformat()
+    ok = minter.post(
+        "/api/v1/api-keys/",
+        {"name": "sooner", "scopes": ["keys:write"], "expires_at": sooner},
+        format="json",
+    )
+    assert ok.status_code == 201, ok.content

@@ -172,12 +172,14 @@ def test_no_credentials_is_401(db):
     assert response.json()["error"]["code"] == "not_authenticated"
 
 
-def test_keys_cannot_create_keys(alice, key_client):
+def test_keys_without_keys_write_cannot_create_keys(alice, key_client):
     client = key_client(alice, ["org:read", "org:write"])
+    before = ApiKey.objects.count()
     response = client.post(
         "/api/v1/api-keys/", {"name": "k2", "scopes": ["org:read"]}, format="json"
     )
     assert response.status_code == 403
+    assert ApiKey.objects.count() == before
 
 
 def test_unknown_or_empty_scopes_are_400(alice, client_for):

@@ -65,13 +65,15 @@ ERROR_SCHEMA = {
 def _error_statuses(operation: dict, method: str) -> list[str]:
     parameters = operation.get("parameters", [])
     has_body = "requestBody" in operation
-    authenticated = bool(operation.get("security"))
+    clawhub = operation.get("operationId", "").startswith("clawhub_")
     statuses = ["429"]
     if has_body or any(p["in"] == "query" for p in parameters):
         statuses.append("400")
-    if authenticated:
+    # Public writes (signed business events) check their own signature and CSRF.
+    if operation.get("security") or method in _WRITES:
         statuses += ["401", "403"]
-    if any(p["in"] == "path" or p["name"] == "page" for p in parameters):
+    # ClawHub routes name their skill in the query (?slug=) as often as in the path.
+    if clawhub or any(p["in"] == "path" or p["name"] == "page" for p in parameters):
         statuses.append("404")
     if method in _WRITES:
         statuses.append("409")
@@ -99,8 +101,12 @@ def document_errors(result, generator, request, public):
         for method, operation in item.items():
             plain = operation.get("operationId", "").startswith("clawhub_")
             prefix = "PlainError" if plain else "Error"
+            responses = operation["responses"]
             for status in _error_statuses(operation, method):
-                operation["responses"].setdefault(
-                    status, {"$ref": f"#/components/responses/{prefix}{status}"}
-                )
+                responses.setdefault(status, {"$ref": f"#/components/responses/{prefix}{status}"})
+            # An error a view documents itself (OpenApiResponse with a description) gets the
+            # envelope as its body.
+            for status, response in responses.items():
+                if status in _ERRORS and "$ref" not in response and "content" not in response:
+                    response["content"] = shared[f"{prefix}{status}"]["content"]
     return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -87,7 +87,12 @@ class AuditExportViewSet(
         job = export.audit_export_create(actor=self.actor, **incoming.validated_data)
         return Response(AuditExportSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses={(200, "application/x-tar"): bytes})
+    @extend_schema(
+        responses={
+            (200, "application/x-tar"): bytes,
+            409: OpenApiResponse(description="The export is not ready (`export_not_ready`)."),
+        }
+    )
     @action(detail=True, methods=["get"])
     def download(self, request, pk=None):
         job = self.get_object()
