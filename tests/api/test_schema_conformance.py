@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 # Bounded so the module takes about two minutes on two shared cores (docs/api.md).
 MAX_EXAMPLES = 3
-CONFIG = Path(__file__).with_name("schemathesis.toml")
+CONFIG = Path(__file__).resolve().with_name("schemathesis.toml")
 CHECKS = "not_a_server_error,response_schema_conformance,status_code_conformance"
 # Rates far above what the run sends: 429s are documented, but would hide the operations.
 UNTHROTTLED = {
@@ -115,7 +115,13 @@ def _schemathesis(base_url: str, key: str, report: Path, output: Path) -> int:
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
     with output.open("w") as out:
         return subprocess.run(
-            command, stdout=out, stderr=subprocess.STDOUT, timeout=540, env=env, check=False
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=540,
+            env=env,
+            check=False,
+            cwd=output.parent,  # its caches (.schemathesis/) stay out of the checkout
         ).returncode
 
 
