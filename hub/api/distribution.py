@@ -3,7 +3,12 @@ roll back), the skills a run had in its context, and the run's outcome feedback.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -49,6 +54,7 @@ class RollbackSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=300)
 
 
+@extend_schema_serializer(component_name="SkillUsage")  # agents' run usage is "Usage"
 class UsageSerializer(serializers.Serializer):
     package = serializers.CharField(source="package.full_name")
     version = serializers.CharField(source="version.version")
@@ -68,6 +74,7 @@ class FeedbackSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
 
+@extend_schema_serializer(component_name="RunFeedbackResponse")  # memory's is "FeedbackResponse"
 class FeedbackResponseSerializer(serializers.Serializer):
     run = serializers.IntegerField()
     outcome = serializers.CharField()
@@ -97,6 +104,8 @@ def _detail(request, pk: int) -> Response:
 
 
 class InstallListView(APIView):
+    pagination_class = PagePagination  # also what the schema documents
+
     @extend_schema(
         parameters=[
             OpenApiParameter("agent", int),
@@ -116,7 +125,7 @@ class InstallListView(APIView):
             installs = installs.filter(package__namespace__handle=handle, package__name=name)
         if params.get("pending") in ("1", "true"):
             installs = installs.filter(pending_version__isnull=False)
-        paginator = PagePagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(installs, request, view=self)
         return paginator.get_paginated_response(InstallSerializer(page, many=True).data)
 
@@ -159,7 +168,10 @@ def _usages(run):
 
 
 class RunSkillsView(APIView):
-    @extend_schema(responses=UsageSerializer(many=True), operation_id="hub_run_skills")
+    @extend_schema(
+        responses=inline_serializer("RunSkills", {"results": UsageSerializer(many=True)}),
+        operation_id="hub_run_skills",
+    )
     def get(self, request, run_id: int):
         run = selectors.run_get(request.actor, run_id)
         return Response({"results": UsageSerializer(_usages(run), many=True).data})

@@ -7,7 +7,7 @@ import hashlib
 
 from django.db.models import Prefetch
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
@@ -78,7 +78,13 @@ def read_upload(request) -> bytes:
 
 
 class PackageListView(APIView):
-    @extend_schema(responses=s.PackageSerializer(many=True), operation_id="hub_skills_list")
+    pagination_class = PagePagination  # also what the schema documents
+
+    @extend_schema(
+        parameters=[OpenApiParameter("namespace", str, description="@handle or handle")],
+        responses=s.PackageSerializer(many=True),
+        operation_id="hub_skills_list",
+    )
     def get(self, request):
         _require_view(request)
         packages = _with_tags(selectors.packages_visible(request.actor)).order_by(
@@ -87,7 +93,7 @@ class PackageListView(APIView):
         namespace = request.query_params.get("namespace")
         if namespace:
             packages = packages.filter(namespace__handle=namespace.lstrip("@"))
-        paginator = PagePagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(packages, request, view=self)
         return paginator.get_paginated_response(s.PackageSerializer(page, many=True).data)
 
@@ -136,7 +142,9 @@ class PublishView(APIView):
 class SearchView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("q", str), OpenApiParameter("limit", int)],
-        responses=s.SearchResultSerializer(many=True),
+        responses=inline_serializer(
+            "HubSearchResults", {"results": s.SearchResultSerializer(many=True)}
+        ),
         operation_id="hub_search",
     )
     def get(self, request):
@@ -200,7 +208,10 @@ class DeprecateView(APIView):
 
 
 class VersionListView(APIView):
-    @extend_schema(responses=s.VersionSerializer(many=True), operation_id="hub_versions_list")
+    @extend_schema(
+        responses=inline_serializer("HubVersions", {"results": s.VersionSerializer(many=True)}),
+        operation_id="hub_versions_list",
+    )
     def get(self, request, namespace, name):
         package = _package(request, namespace, name)
         versions = selectors.ordered(selectors.versions_visible(request.actor, package))

@@ -547,6 +547,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation documents its 4xx responses with the error envelope (docs/api.md).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "cadre.api.schema.document_errors",
+    ],
     # Two choice sets behind fields named "scope": each keeps a stable component name.
     "ENUM_NAME_OVERRIDES": {
         "ScopeEnum": "cadre.memory.models.Scope",

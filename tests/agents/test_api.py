@@ -201,6 +201,11 @@ def test_message_run_state_events_and_cancel(client_for, bob, alice, bob_agent, 
     last_id = Run.objects.get(pk=run_id).events.order_by("-id").first().pk
     tail = sse_events(api.get(f"/api/v1/runs/{run_id}/events/", HTTP_LAST_EVENT_ID=str(last_id)))
     assert [kind for kind, _ in tail] == ["end"]
+    # A timeout that is not a number of seconds would never reach its deadline: refused.
+    for timeout in ("nan", "NaN", "x"):
+        refused = api.get(f"/api/v1/runs/{run_id}/events/", {"timeout": timeout})
+        assert refused.status_code == 400, timeout
+        assert refused.json()["error"]["code"] == "invalid"
     # Someone else's agent is not a valid target.
     alice_agent = deployment.agents.get(member=alice)
     denied = api.post("/api/v1/runs/", {"agent": alice_agent.pk, "text": "hi"}, format="json")

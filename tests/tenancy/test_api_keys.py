@@ -174,7 +174,7 @@ def test_no_credentials_is_401(db):
     assert response.json()["error"]["code"] == "not_authenticated"
 
 
-def test_keys_cannot_create_keys(alice, key_client):
+def test_keys_without_keys_write_cannot_create_keys(alice, key_client):
     client = key_client(alice, ["org:read", "org:write"])
     with nothing_changes(ApiKey):
         response = client.post(

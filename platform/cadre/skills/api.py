@@ -67,7 +67,7 @@ class ScoreComponentSerializer(serializers.Serializer):
 
 
 class CandidateSerializer(serializers.ModelSerializer):
-    package = serializers.CharField(source="package.full_name", default=None)
+    package = serializers.CharField(source="package.full_name", default=None, allow_null=True)
     published = serializers.SerializerMethodField()
     current_stage = serializers.DictField(allow_null=True, read_only=True)
     score_components = ScoreComponentSerializer(many=True, read_only=True)
@@ -189,7 +189,7 @@ class ResubmitSerializer(serializers.Serializer):
 
 
 class ProposalSerializer(serializers.ModelSerializer):
-    package = serializers.CharField(source="package.full_name", default=None)
+    package = serializers.CharField(source="package.full_name", default=None, allow_null=True)
 
     class Meta:
         model = SkillProposal

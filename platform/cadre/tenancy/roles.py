@@ -148,6 +148,31 @@ SCOPES: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "hub:read": ("Search and download skills", frozenset({"skill.view"})),
     "hub:publish": ("Publish skills to the Hub", frozenset({"skill.view", "skill.publish"})),
+    "hub:review": (
+        "Review skill candidates and versions",
+        frozenset({"skill.view", "skill.review"}),
+    ),
+    "connectors:write": ("Add and configure IM connectors", frozenset({"connector.manage"})),
+    "policy:write": (
+        "Edit the policy chain, masking rules and alert rules",
+        frozenset({"policy.manage"}),
+    ),
+    "org:admin": (
+        "Change the organization's settings and members' roles",
+        frozenset({"organization.view", "organization.manage", "member.assign_roles"}),
+    ),
+    "keys:write": (
+        "Create and revoke API keys, never with more scopes than this key",
+        frozenset({"apikey.view", "apikey.manage"}),
+    ),
+}
+
+# Permissions no scope grants: a person decides these, in the console or on an IM card.
+# `confirmation.decide`: a high-risk action is confirmed by a human, never by a script;
+# `memory.personal`: a member's personal memory is read by people, not by integrations.
+CONSOLE_ONLY_PERMISSIONS: dict[str, str] = {
+    "confirmation.decide": "high-risk actions are confirmed by a person, not by a script",
+    "memory.personal": "members' personal memory is read by people, not by integrations",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 
 import django_filters
@@ -12,8 +13,8 @@ from asgiref.sync import sync_to_async
 from django.db.models import Count, Prefetch
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, renderers, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, renderers, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -360,7 +361,7 @@ class DeploymentViewSet(
         return Response(s.RolloutSerializer(rollout).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.AgentSerializer(many=True))
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], pagination_class=None)
     def sync(self, request, pk=None):
         created = services.deployment_sync(actor=self.actor, deployment=self.get_object())
         return Response(s.AgentSerializer(created, many=True).data)
@@ -546,7 +547,7 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         description="Runs, tokens and cost of the runs you may see, per member, agent, "
         "template or organization.",
     )
-    @action(detail=False, methods=["get"])
+    @action(detail=False, methods=["get"], pagination_class=None)
     def usage(self, request):
         by = request.query_params.get("by", "agent")
         if by not in USAGE_GROUPS:
@@ -594,7 +595,17 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             OpenApiParameter("after", int, description="Last event id seen"),
             OpenApiParameter("timeout", int, description="Seconds to stream (≤ 300)"),
         ],
-        responses={(200, "text/event-stream"): OpenApiTypes.STR},
+        # each server-sent event: `data` is the JSON of one run event
+        responses={
+            (200, "text/event-stream"): inline_serializer(
+                "RunEventMessage",
+                {
+                    "event": serializers.CharField(),
+                    "data": serializers.CharField(),
+                    "id": serializers.CharField(required=False),
+                },
+            )
+        },
         description="Server-sent events of the run (status, step, delta, wait, reply); ends "
         "when the run finishes or waits. Resume with the Last-Event-ID header.",
     )
@@ -606,9 +617,12 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         raw_after = request.headers.get("Last-Event-ID") or request.query_params.get("after")
         try:
             after = int(raw_after or 0)
-            seconds = min(float(request.query_params.get("timeout", 60)), STREAM_MAX_SECONDS)
+            seconds = float(request.query_params.get("timeout", 60))
         except ValueError:
             raise InvalidInput("after and timeout must be numbers.") from None
+        if not math.isfinite(seconds):  # "nan" would never reach the deadline: a stream forever
+            raise InvalidInput("timeout must be a number of seconds.")
+        seconds = min(max(seconds, 0.0), STREAM_MAX_SECONDS)
         response = StreamingHttpResponse(
             run_event_stream(run.pk, after, seconds), content_type="text/event-stream"
         )

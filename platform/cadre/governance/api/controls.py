@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -95,7 +95,12 @@ class AuditExportViewSet(
         )
         return Response(AuditExportSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses={(200, "application/x-tar"): bytes})
+    @extend_schema(
+        responses={
+            (200, "application/x-tar"): bytes,
+            409: OpenApiResponse(description="The export is not ready (`export_not_ready`)."),
+        }
+    )
     @action(detail=True, methods=["get"])
     def download(self, request, pk=None):
         job = self.get_object()
@@ -127,6 +132,8 @@ class PolicyChainSerializer(serializers.ModelSerializer):
         model = PolicyChain
         fields = ["id", "scope", "plugins", "version", "updated_by", "updated_at"]
         read_only_fields = ["id", "scope", "version", "updated_by", "updated_at"]
+        # `current` before anyone saved a chain is the unsaved default: no id, never updated.
+        extra_kwargs = {"id": {"allow_null": True}, "updated_at": {"allow_null": True}}
 
 
 class PolicyChainWriteSerializer(serializers.Serializer):

@@ -306,7 +306,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
 
     @extend_schema(
         request=FeedbackRequestSerializer,
-        responses=FeedbackResponseSerializer,
+        responses={201: FeedbackResponseSerializer},
         description="A natural-language correction: the memories it contradicts are "
         "superseded by the corrected statement (history keeps the old).",
     )
@@ -358,7 +358,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         )
 
     @extend_schema(responses=MemoryVersionSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)
     def history(self, request, pk=None):
         versions = selectors.memory_history(self.actor, pk)
         return Response(MemoryVersionSerializer(versions, many=True).data)

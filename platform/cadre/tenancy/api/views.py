@@ -114,7 +114,8 @@ class DepartmentViewSet(
 
     @extend_schema(
         description="Archive the department (it must have no active members or "
-        "sub-departments). History is kept; nothing is deleted."
+        "sub-departments). History is kept; nothing is deleted.",
+        responses={200: s.DepartmentSerializer},
     )
     def destroy(self, request, *args, **kwargs):
         department = services.department_archive(actor=self.actor, department=self.get_object())
@@ -158,7 +159,10 @@ class PositionViewSet(
             actor=self.actor, position=serializer.instance, **serializer.validated_data
         )
 
-    @extend_schema(description="Archive the position. History is kept; nothing is deleted.")
+    @extend_schema(
+        description="Archive the position. History is kept; nothing is deleted.",
+        responses={200: s.PositionSerializer},
+    )
     def destroy(self, request, *args, **kwargs):
         position = services.position_update(
             actor=self.actor, position=self.get_object(), is_archived=True
@@ -381,7 +385,7 @@ class ApiKeyViewSet(
 
     @extend_schema(
         description="Revoke the key: it stops working at once; the record is kept.",
-        responses=s.ApiKeySerializer,
+        responses={200: s.ApiKeySerializer},
     )
     def destroy(self, request, *args, **kwargs):
         key = services.api_key_revoke(actor=self.actor, key=self.get_object())

@@ -53,8 +53,8 @@ def api_key_create(
 ) -> tuple[ApiKey, str]:
     """Create a key; the secret is returned here once and only its hash is kept."""
     actor.require("apikey.manage")
-    if actor.member is None or actor.kind != "member":
-        raise NotPermitted("API keys are created by a signed-in member.")
+    if actor.member is None or actor.kind not in ("member", "api_key"):
+        raise NotPermitted("API keys are created by a member or by one of their keys.")
     unknown = [scope for scope in scopes if scope not in SCOPES]
     if unknown or not scopes:
         raise InvalidInput(
@@ -69,6 +69,20 @@ def api_key_create(
             "A key cannot have permissions you do not have: " + ", ".join(sorted(beyond)),
             details={"scopes": ["Exceeds your own permissions."]},
         )
+    if actor.kind == "api_key":
+        # A key mints keys of its creator, never with more scopes or a later expiry than it.
+        wider = sorted(set(scopes) - set(actor.api_key.scopes))
+        if wider:
+            raise NotPermitted(
+                "A key cannot create a key with scopes it does not have: " + ", ".join(wider),
+                details={"scopes": ["Exceeds this key's scopes."]},
+            )
+        limit = actor.api_key.expires_at
+        if limit is not None and (expires_at is None or expires_at > limit):
+            raise InvalidInput(
+                "A key made by a key expires no later than it.",
+                details={"expires_at": [f"At most {limit.isoformat()}."]},
+            )
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidInput(
             "The expiry must be in the future.", details={"expires_at": ["Must be in the future."]}
@@ -96,6 +110,8 @@ def api_key_create(
 @transaction.atomic
 def api_key_revoke(*, actor: Actor, key: ApiKey) -> ApiKey:
     actor.require("apikey.manage")
+    if actor.kind == "api_key" and not set(key.scopes) <= set(actor.api_key.scopes):
+        raise NotPermitted("A key cannot revoke a key with scopes it does not have.")
     if key.revoked_at is not None:
         raise Conflict("The key is already revoked.", code="already_revoked")
     key.revoked_at = timezone.now()
