@@ -180,6 +180,33 @@ def _connector(owner: Member):
     )
 
 
+def _budget(owner: Member):
+    from cadre.governance.models import Budget
+
+    return Budget.objects.create(
+        organization=owner.organization,
+        scope=Budget.Scope.MEMBER,
+        member=_member(owner),
+        period=Budget.Period.MONTHLY,
+        metric=Budget.Metric.TOKENS,
+        limit=1000,
+    )
+
+
+def _usage_record(owner: Member):
+    from cadre.governance.models import UsageRecord
+
+    return UsageRecord.objects.create(
+        organization=owner.organization,
+        member=owner,
+        purpose="run",
+        model="sweep-model",
+        status=UsageRecord.Status.SETTLED,
+        input_tokens=10,
+        output_tokens=5,
+    )
+
+
 def _lazy_models() -> dict[type, Callable[[Member], object]]:
     """Other apps' models, imported here so this module loads whatever exists yet."""
     from cadre.agents.models import (
@@ -198,9 +225,11 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         Alert,
         AlertRule,
         AuditExport,
+        Budget,
         Confirmation,
         MaskingRule,
         PolicyChain,
+        UsageRecord,
     )
     from cadre.memory.models import ContextRecord, Memory, MemoryTask
     from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
@@ -210,6 +239,8 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         MemoryTask: _memory_task,
         ContextRecord: _context_record,
         MaskingRule: _masking_rule,
+        Budget: _budget,
+        UsageRecord: _usage_record,
         AgentTemplate: _agents_factory("template"),
         TemplateVersion: _agents_factory("version"),
         Deployment: _agents_factory("deployment"),

@@ -104,6 +104,14 @@ CREATE_BODIES: dict[str, Body] = {
         lambda o: {"formats": ["jsonl", "csv"], "filters": {"action": "department.create"}},
         status=202,
     ),
+    "budget-list": Body(
+        lambda o: {
+            "scope": "organization",
+            "period": "monthly",
+            "metric": "tokens",
+            "limit": "1000",
+        }
+    ),
     "alert-rule-list": Body(
         lambda o: {"name": f"Spike {_n()}", "kind": "denied_spike", "severity": "critical"}
     ),

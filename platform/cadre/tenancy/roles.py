@@ -161,6 +161,15 @@ SCOPES: dict[str, tuple[str, frozenset[str]]] = {
         "Change the organization's settings and members' roles",
         frozenset({"organization.view", "organization.manage", "member.assign_roles"}),
     ),
+    "models:write": (
+        "Add model providers and their credentials, test them, set the default",
+        frozenset({"model.manage"}),
+    ),
+    "usage:read": ("Read model usage, costs and budgets", frozenset({"budget.view"})),
+    "budgets:write": (
+        "Set usage and cost budgets",
+        frozenset({"budget.view", "budget.manage"}),
+    ),
     "keys:write": (
         "Create and revoke API keys, never with more scopes than this key",
         frozenset({"apikey.view", "apikey.manage"}),
