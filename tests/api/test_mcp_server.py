@@ -309,3 +309,21 @@ def test_confirmation_request_returns_pending_then_the_decision(live_server_url,
     assert waited[1]["confirmation_id"] == confirmation.pk
     assert time.monotonic() - started < 15
     assert Confirmation.objects.filter(tool="crm.delete_account").count() == 1
+
+
+def test_bad_arguments_get_the_error_envelope_and_store_nothing(live_server_url, alice):
+    _, secret = key_for(alice)
+    before = Memory.objects.count()
+    bad_kind, no_content, bad_risk = run(
+        live_server_url,
+        secret,
+        tool("memory_add", content="x", kind="not-a-kind"),
+        tool("memory_add", content=""),
+        tool("confirmation_request", action="deploy", risk="low", wait_seconds=0),
+    )
+    assert error_code(bad_kind) == "invalid"
+    assert "kind" in json.loads(bad_kind[1][bad_kind[1].index("{") :])["error"]["details"]
+    assert error_code(no_content) == "invalid"
+    assert bad_risk[0] is True  # the tool's schema allows medium, high, critical only
+    assert Memory.objects.count() == before
+    assert not Confirmation.objects.exists()
