@@ -4,6 +4,7 @@ IM platform callbacks (/connectors/<platform>/<public id>/events) are answered b
 connectors' inbound edge in front of Django: the hot path skips the middleware stack (it bounds
 their bodies itself, per platform). Everything else reaches Django through the body limit on the
 bytes received (`cadre.api.middleware.ASGIBodySizeLimit`): a chunked body cannot pass the 413.
+/mcp/ is the MCP server (`cadre.mcp_server`), outside Django: the SDK is an ASGI app.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from cadre.api.middleware import ASGIBodySizeLimit  # noqa: E402
+from cadre.mcp_server.server import with_mcp  # noqa: E402
 from cadre.routing import websocket_urlpatterns  # noqa: E402
 from connectors.views import InboundEdge  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": InboundEdge(ASGIBodySizeLimit(django_application)),
+        "http": with_mcp(InboundEdge(ASGIBodySizeLimit(django_application))),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -8,6 +8,7 @@ otherwise (trace ids still exist and are stored on audit events and in logs).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
@@ -35,6 +36,17 @@ _request_context: contextvars.ContextVar[RequestContext | None] = contextvars.Co
 
 def current_request() -> RequestContext | None:
     return _request_context.get()
+
+
+@contextlib.contextmanager
+def bind_request_context(context: RequestContext):
+    """Make `context` the current request's for audit, outside Django's middleware (the MCP
+    edge)."""
+    token = _request_context.set(context)
+    try:
+        yield context
+    finally:
+        _request_context.reset(token)
 
 
 def current_trace_id() -> str:

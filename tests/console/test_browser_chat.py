@@ -19,7 +19,6 @@ import pytest
 playwright_sync = pytest.importorskip("playwright.sync_api")
 uvicorn = pytest.importorskip("uvicorn")
 
-from django.db import connections  # noqa: E402
 
 from cadre.agents.models import Run  # noqa: E402
 from cadre.governance.models import Confirmation  # noqa: E402
@@ -33,7 +32,7 @@ from tests.console.agents_setup import (  # noqa: E402, F401 - fixtures (offline
     sales,
     template,
 )
-from tests.live_asgi import serve_asgi  # noqa: E402
+from tests.live_server import live_server_url  # noqa: E402, F401 - fixture: uvicorn on loopback
 
 CHROMIUM = "/usr/bin/chromium"
 if not os.access(CHROMIUM, os.X_OK):
@@ -46,17 +45,6 @@ expect = playwright_sync.expect
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 TIMEOUT_MS = 15_000
 expect.set_options(timeout=TIMEOUT_MS)
-
-
-@pytest.fixture
-def live_server_url(monkeypatch):
-    """uvicorn serving the project's ASGI application (HTTP and websockets) on a free port."""
-    # Under ASGI each request's sync code runs in a thread of its own, the consumers' in a
-    # long-lived executor thread: with persistent connections (CONN_MAX_AGE) theirs stay open
-    # after the test and the test database cannot be dropped. Closed after each use instead.
-    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", 0)
-    with serve_asgi() as (host, port):
-        yield f"http://{host}:{port}"
 
 
 @pytest.fixture(scope="module")

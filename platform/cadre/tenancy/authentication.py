@@ -12,6 +12,29 @@ from cadre.tenancy.models import ApiKey, Member, Organization
 from cadre.tenancy.services import api_key_hash, api_key_parse, api_key_touch
 
 
+class KeyRefused(Exception):
+    """A presented API key that may not be used (the message says why)."""
+
+
+def api_key_resolve(token: str) -> ApiKey:
+    """The active key a raw Bearer token names, or KeyRefused: the one lookup every edge that
+    takes Cadre keys uses (the REST API here, the MCP server)."""
+    parsed = api_key_parse(token.strip())
+    if parsed is None:
+        raise KeyRefused("Malformed API key.")
+    prefix, secret = parsed
+    key = ApiKey.objects.select_related("organization", "created_by").filter(prefix=prefix).first()
+    if key is None or not hmac.compare_digest(key.key_hash, api_key_hash(secret)):
+        raise KeyRefused("Invalid API key.")
+    if key.state != "active":
+        raise KeyRefused(f"This API key is {key.state}.")
+    if key.created_by.status != Member.Status.ACTIVE:
+        raise KeyRefused("The member who created this key is deactivated.")
+    if key.organization.status != Organization.Status.ACTIVE:
+        raise KeyRefused("The organization is suspended.")
+    return key
+
+
 class KeyPrincipal:
     """request.user for API-key requests (DRF expects an authenticated user object)."""
 
@@ -39,23 +62,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         # An address past its failed-auth limit may not try keys at all (429, before the
         # lookup), so a brute force cannot tell a right guess from a wrong one.
         refuse_if_auth_blocked(request)
-        parsed = api_key_parse(token.strip())
-        if parsed is None:
-            raise exceptions.AuthenticationFailed("Malformed API key.")
-        prefix, token = parsed
-        key = (
-            ApiKey.objects.select_related("organization", "created_by")
-            .filter(prefix=prefix)
-            .first()
-        )
-        if key is None or not hmac.compare_digest(key.key_hash, api_key_hash(token)):
-            raise exceptions.AuthenticationFailed("Invalid API key.")
-        if key.state != "active":
-            raise exceptions.AuthenticationFailed(f"This API key is {key.state}.")
-        if key.created_by.status != Member.Status.ACTIVE:
-            raise exceptions.AuthenticationFailed("The member who created this key is deactivated.")
-        if key.organization.status != Organization.Status.ACTIVE:
-            raise exceptions.AuthenticationFailed("The organization is suspended.")
+        try:
+            key = api_key_resolve(token)
+        except KeyRefused as refused:
+            raise exceptions.AuthenticationFailed(str(refused)) from None
         api_key_touch(key, request.META.get("REMOTE_ADDR"))
         request._request.actor = api_key_actor(key)
         return KeyPrincipal(key), key

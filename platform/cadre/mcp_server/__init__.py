@@ -1,0 +1,1 @@
+"""Cadre as an MCP server for outside agents (memory, skills, confirmations, templates)."""
