@@ -33,6 +33,7 @@ from cadre.memory.models import (
     MemoryTask,
 )
 from cadre.memory.services.common import enqueue
+from cadre.memory.text import STOP_WORDS, tokenize
 
 METHODS = ("pca", "umap") if importlib.util.find_spec("umap") else ("pca",)
 DEFAULT_SAMPLE = 20_000
@@ -140,18 +141,32 @@ def _chunks(values: list, size: int = CHUNK):
         yield values[start : start + size]
 
 
-def cluster_terms(texts: list[str], labels: np.ndarray, k: int) -> list[list[str]]:
+def _label_words(text: str) -> list[str]:
+    """Words worth naming a cluster by: Chinese segmented, English unstemmed (readable),
+    without stop words, stray letters and bare numbers."""
+    return [
+        token
+        for token in tokenize(text, search_mode=False, stemmed=False)
+        if token not in STOP_WORDS
+        and not token.isdigit()
+        and (len(token) > 1 or not token.isascii())
+        and any(ch.isalnum() for ch in token)
+    ]
+
+
+def cluster_terms(texts: list[str], labels, k: int) -> list[list[str]]:
     """The most distinctive terms per cluster, by class-based TF-IDF: a cluster's documents
     joined into one, term frequency within it times log(1 + mean words per cluster / the
     term's frequency over all clusters)."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    pairs = list(zip(texts, labels, strict=True))
-    documents = [" ".join(text for text, label in pairs if label == c) for c in range(k)]
+    words: list[list[str]] = [[] for _ in range(k)]
+    for text, label in zip(texts, labels, strict=True):
+        words[int(label)].extend(_label_words(text))
     try:
-        vectorizer = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b\w\w+\b")
-        counts = vectorizer.fit_transform(documents).toarray().astype(float)
-    except ValueError:  # no words at all (empty or stop words only)
+        vectorizer = CountVectorizer(analyzer=lambda document: document)
+        counts = vectorizer.fit_transform(words).toarray().astype(float)
+    except ValueError:  # no words at all
         return [[] for _ in range(k)]
     terms = vectorizer.get_feature_names_out()
     per_cluster = counts.sum(axis=1, keepdims=True)
@@ -161,7 +176,11 @@ def cluster_terms(texts: list[str], labels: np.ndarray, k: int) -> list[list[str
     idf = np.log(1 + mean_words / np.maximum(frequency, 1))
     scores = tf * idf
     return [
-        [str(terms[i]) for i in np.argsort(-scores[c])[:LABEL_TERMS] if scores[c, i] > 0]
+        [
+            str(terms[i])
+            for i in np.argsort(-scores[c], kind="stable")[:LABEL_TERMS]
+            if scores[c, i] > 0
+        ]
         for c in range(k)
     ]
 
@@ -186,7 +205,7 @@ def map_compute(memory_map: MemoryMap) -> dict:
             "memory_id", "embedding"
         ):
             vectors[memory_id] = np.asarray(vector, dtype=np.float32)
-        texts.update(Memory.objects.filter(pk__in=chunk).values_list("pk", "search_text"))
+        texts.update(Memory.objects.filter(pk__in=chunk).values_list("pk", "content"))
     ids = [pk for pk in ids if pk in vectors]
     n = len(ids)
     points, clusters, projection, strength = [], [], {}, None
