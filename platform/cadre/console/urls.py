@@ -16,6 +16,7 @@ from cadre.console.views import (
     hub,
     members,
     memory,
+    memory_viewer,
     organization,
     skill_reviews,
 )
@@ -69,6 +70,10 @@ urlpatterns = [
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_revoke, name="api_key_revoke"),
     path("organization/", organization.organization_detail, name="organization"),
     path("memory/", memory.memory_list, name="memory"),
+    path("memory/timeline/", memory_viewer.memory_timeline, name="memory_timeline"),
+    path("memory/map/", memory_viewer.memory_map, name="memory_map"),
+    path("memory/heatmap/", memory_viewer.memory_heatmap, name="memory_heatmap"),
+    path("memory/quality/", memory_viewer.memory_quality, name="memory_quality"),
     path("memory/<int:pk>/", memory.memory_detail, name="memory_detail"),
     path("memory/<int:pk>/correct/", memory.memory_correct, name="memory_correct"),
     path("memory/<int:pk>/delete/", memory.memory_delete, name="memory_delete"),
