@@ -73,9 +73,12 @@
     const kinds = [...new Set(body.by_kind.map((r) => r.kind))];
     const events = [...new Set(body.by_event.map((r) => r.event))];
     const pointKinds = [...new Set(body.points.map((p) => p.kind))];
+    // ECharts stacks by position in the data, so every kind gets a value for every bucket.
+    const buckets = [...new Set(body.by_kind.map((r) => r.t))].sort();
+    const count = (kind, t) => (body.by_kind.find((r) => r.kind === kind && r.t === t) || { count: 0 }).count;
     const series = kinds.map((kind) => ({
       name: "added: " + kind, type: "bar", stack: "kinds", xAxisIndex: 0, yAxisIndex: 0,
-      data: body.by_kind.filter((r) => r.kind === kind).map((r) => [r.t, r.count]),
+      data: buckets.map((t) => [t, count(kind, t)]),
     }));
     events.forEach((event) => series.push({
       name: event, type: "line", xAxisIndex: 0, yAxisIndex: 0, symbolSize: 6,
@@ -176,7 +179,8 @@
         const data = main.getOption().series[s.seriesIndex].data;
         s.dataIndex.forEach((i) => picked.push({ id: data[i].id, preview: data[i].value[2] }));
       });
-      details.replaceChildren(list("Selected (" + picked.length + ")", picked.slice(0, 200)));
+      // ECharts reports an empty selection when the chart is drawn: keep the hits list then.
+      if (picked.length) details.replaceChildren(list("Selected (" + picked.length + ")", picked.slice(0, 200)));
     });
     let message = body.sample_size + " of " + body.total + " memories" + (body.sample_size < body.total ? " (a random sample)" : "");
     message += " · " + clusters.length + " clusters · computed " + (body.computed_at || "").slice(0, 16).replace("T", " ") + " in " + body.compute_ms + " ms";
@@ -278,11 +282,16 @@
         if (!ok) { status.textContent = (body.error && body.error.message) || "The viewer could not load."; return; }
         DRAW[page](body);
         window.cadreViewer.ready = true;
-        window.cadreViewer.body = body;
+        if (page !== "map" || body.status !== "computing") root.dataset.ready = "true";
       })
       .catch(() => { status.textContent = "The viewer could not reach the server."; });
   }
 
+  // A shared link keeps its query (the scope and kind selects are set by the server).
+  new URLSearchParams(window.location.search).forEach((value, key) => {
+    const field = form.elements[key];
+    if (field && field.tagName === "INPUT") field.value = key === "as_of" ? value.slice(0, 10) : value;
+  });
   form.addEventListener("submit", (event) => { event.preventDefault(); load(); });
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
   load();
