@@ -46,6 +46,12 @@ def enrich(organization_id: int, calls: int) -> None:
             [organization_id],
         )
         first, count = cursor.fetchone()
+        # A kept database whose enrichment stopped half-way is enriched again from scratch.
+        cursor.execute(
+            "DELETE FROM memory_memoryversion WHERE memory_id IN "
+            "(SELECT id FROM memory_memory WHERE organization_id = %s)",
+            [organization_id],
+        )
         cursor.execute(
             "UPDATE memory_memory SET kind = (%s::text[])[1 + (id %% 6)] "
             "WHERE organization_id = %s",
@@ -54,7 +60,7 @@ def enrich(organization_id: int, calls: int) -> None:
         for version, change, modulo, reason in (
             (1, "addition", 1, ""),
             (2, "merge", 20, "exact duplicate: bench"),
-            (2, "correction", 33, ""),
+            (3, "correction", 33, ""),
         ):
             cursor.execute(history, [version, change, reason, version, organization_id, modulo])
         cursor.execute(
@@ -82,15 +88,15 @@ def enrich(organization_id: int, calls: int) -> None:
 def measure(args) -> None:
     from rest_framework.test import APIClient
 
-    from cadre.memory.models import Memory, MemoryMap
+    from cadre.memory.models import ContextRecord, Memory, MemoryMap
     from cadre.memory.viewer import vector_map
     from cadre.tenancy.actors import member_actor
     from cadre.tenancy.models import Organization
     from tests.factories import MemberFactory
 
     corpus = Corpus(args.seed)
-    fresh = not Memory.objects.exists()
     state = load(corpus, args.scale, 1)
+    fresh = not ContextRecord.objects.exists()
     organization = Organization.objects.get(slug="lat-0")
     if fresh:
         started = time.perf_counter()
