@@ -123,3 +123,30 @@ def test_anonymous_is_sent_to_sign_in():
     response = Client().get(reverse("console:memory"))
     assert response.status_code == 302
     assert reverse("console:login") in response["Location"]
+
+
+@pytest.mark.parametrize("page", ["timeline", "map", "heatmap", "quality"])
+def test_viewer_pages_load_echarts_from_static_with_the_nonce(bob, page):
+    response = _client(bob).get(f"/memory/{page}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    nonce = response.wsgi_request.csp_nonce
+    assert f'<script nonce="{nonce}" src="/static/vendor/echarts/dist/echarts.min.js"' in html
+    assert f'data-api="/api/v1/memory-viewer/{page}/"' in html
+    assert "POST /api/v1/memories/" in html  # the empty state says how memory arrives
+    # Only the most specific navigation entry is current.
+    assert html.count('aria-current="page"') == 1
+    assert f'href="/memory/{page}/" class="nav-link active"' in html
+
+
+def test_detail_shows_the_trail_with_merges(alice):
+    kept = _remember(alice, "Alice flies economy on short trips")
+    absorbed = _remember(alice, "On short trips Alice flies economy")
+    services.memory_merge(
+        actor=member_actor(alice), survivor=kept, absorbed=absorbed, reason="same", judge="rules"
+    )
+    html = _client(alice).get(reverse("console:memory_detail", args=[kept.pk])).content.decode()
+    assert 'data-testid="trail"' in html
+    assert '<dd data-testid="merge-count">1</dd>' in html
+    link = f'href="/memory/{absorbed.pk}/">#{absorbed.pk}</a>'
+    assert f"{link} On short trips Alice flies economy" in html

@@ -25,6 +25,10 @@ NAVIGATION = [
     NavItem("Agents & sessions", "console:agents", "agent.view", "Agents"),
     NavItem("Chat", "console:chat", "chat.use", "Agents"),
     NavItem("Memory", "console:memory", "chat.use", "Knowledge"),
+    NavItem("Memory timeline", "console:memory_timeline", "chat.use", "Knowledge"),
+    NavItem("Memory map", "console:memory_map", "chat.use", "Knowledge"),
+    NavItem("Memory heatmap", "console:memory_heatmap", "chat.use", "Knowledge"),
+    NavItem("Memory quality", "console:memory_quality", "chat.use", "Knowledge"),
     NavItem("Skills Hub", "console:hub", "skill.view", "Knowledge"),
     NavItem("My skill proposals", "console:skill_proposals", "chat.use", "Knowledge"),
     NavItem("Skill reviews", "console:skill_reviews", "skill.review", "Knowledge"),
@@ -47,13 +51,18 @@ NAVIGATION = [
 
 def navigation_for(actor, current_path: str) -> list[dict]:
     sections: dict[str, list[dict]] = {}
+    entries = []
     for item in NAVIGATION:
         needed = (item.permission,) if isinstance(item.permission, str) else item.permission
         if needed and not any(actor.may(permission) for permission in needed):
             continue
         url = reverse(item.url_name)
-        active = current_path == url if url == "/" else current_path.startswith(url)
-        sections.setdefault(item.section, []).append(
-            {"label": item.label, "url": url, "active": active}
-        )
+        matches = current_path == url if url == "/" else current_path.startswith(url)
+        entry = {"label": item.label, "url": url, "active": matches}
+        entries.append(entry)
+        sections.setdefault(item.section, []).append(entry)
+    # Only the most specific match is current: /memory/map/ is "Memory map", not "Memory".
+    matching = [entry for entry in entries if entry["active"]]
+    for entry in matching:
+        entry["active"] = entry is max(matching, key=lambda e: len(e["url"]))
     return [{"title": title, "items": items} for title, items in sections.items()]

@@ -120,6 +120,7 @@ class Memory(TenantModel):
             models.Index(fields=["organization", "scope_key", "status"]),
             models.Index(fields=["organization", "content_hash"]),
             models.Index(fields=["organization", "kind"]),
+            models.Index(fields=["organization", "created_at"], name="memory_org_created_idx"),
             models.Index(fields=["organization", "subject"], name="memory_subject_idx"),
             models.Index(
                 fields=["organization", "scope_key", "content_hash"], name="memory_scope_hash_idx"
@@ -168,6 +169,7 @@ class MemoryVersion(models.Model):
 
     class Meta:
         ordering = ["memory", "version"]
+        indexes = [models.Index(fields=["created_at"], name="memoryversion_created_idx")]
         constraints = [
             models.UniqueConstraint("memory", "version", name="memoryversion_unique_version")
         ]
@@ -243,7 +245,10 @@ class ContextRecord(TenantModel):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["organization", "run_id"])]
+        indexes = [
+            models.Index(fields=["organization", "run_id"]),
+            models.Index(fields=["organization", "created_at"], name="contextrecord_created_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"context {self.pk} (run {self.run_id}, step {self.step_id})"
@@ -293,6 +298,7 @@ class MemoryTask(TenantModel):
         ORGANIZE = "organize", "Organize"
         PURGE = "purge", "Purge"
         REEMBED = "reembed", "Re-embed"
+        MAP = "map", "Vector map"
 
     class Status(models.TextChoices):
         WAITING = "waiting", "Waiting"
@@ -319,3 +325,45 @@ class MemoryTask(TenantModel):
 
     def __str__(self) -> str:
         return f"{self.kind} task {self.pk} ({self.status})"
+
+
+class MemoryMap(TenantModel):
+    """A 2-D projection of one selection's embeddings (scopes, kinds) under one embedding
+    model, computed in the background and kept with its parameters; the newest ready map of
+    a selection is what the viewer serves, older ones give association strength's trend."""
+
+    resource = "memory"
+
+    class Status(models.TextChoices):
+        COMPUTING = "computing", "Computing"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    # SHA-256 of (scope keys, kinds, model, method, sample, clusters): one selection.
+    selection = models.CharField(max_length=64)
+    scope_keys = models.JSONField(default=list)
+    kinds = models.JSONField(default=list, blank=True)
+    model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="+")
+    # {"method": "pca", "sample": 20000, "clusters": 8, "seed": 0}
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPUTING)
+    total = models.PositiveIntegerField(default=0)  # memories with a vector in the selection
+    sample_size = models.PositiveIntegerField(default=0)
+    # [[memory id, x, y, cluster], ...] — ids and numbers only, never text.
+    points = models.JSONField(default=list, blank=True)
+    # [{"id", "label", "terms", "size", "x", "y"}]
+    clusters = models.JSONField(default=list, blank=True)
+    # The projection (PCA mean and two components) so a query can be placed on the map.
+    projection = models.JSONField(default=dict, blank=True)
+    association_strength = models.FloatField(null=True, blank=True)
+    compute_ms = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["organization", "selection", "status"])]
+
+    def __str__(self) -> str:
+        return f"map {self.pk} ({self.status}, {self.sample_size} points)"

@@ -345,19 +345,19 @@ def scope_choices(actor) -> list[tuple[str, str]]:
 # --- querysets -------------------------------------------------------------------------
 
 
-def memory_queryset(actor, *, scope_keys: list[str] | None = None) -> QuerySet[Memory]:
-    """Memories the actor may read (never deleted), optionally narrowed to some scopes: the
-    readable scopes' items, plus those whose subject the actor is, wherever they are."""
+def memory_queryset(
+    actor, *, scope_keys: list[str] | None = None, with_deleted: bool = False
+) -> QuerySet[Memory]:
+    """Memories the actor may read (never deleted, unless `with_deleted` for counting events),
+    optionally narrowed to some scopes: the readable scopes' items, plus those whose subject
+    the actor is, wherever they are."""
     if not can_read_memory(actor):
         return Memory.objects.none()
     condition = _readable_condition(actor, scope_keys)
     if condition is None:
         return Memory.objects.none()
-    return (
-        Memory.objects.filter(organization=actor.organization)
-        .filter(condition)
-        .exclude(status__in=HIDDEN_STATUSES)
-    )
+    rows = Memory.objects.filter(organization=actor.organization).filter(condition)
+    return rows if with_deleted else rows.exclude(status__in=HIDDEN_STATUSES)
 
 
 def memory_list(

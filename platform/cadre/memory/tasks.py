@@ -1,4 +1,4 @@
-"""Celery tasks for memory: enrich (embed), dedup, organize, purge, re-embed, retention sweep.
+"""Celery tasks for memory: enrich, dedup, organize, purge, re-embed, vector map, retention.
 
 Each task takes the id of its `MemoryTask` record, marks it in progress / completed / failed
 (attempts and error visible at /api/v1/memory-tasks/), calls one service, and is idempotent: a
@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cadre.memory import schedule
-from cadre.memory.models import EmbeddingModel, Memory, MemoryTask
+from cadre.memory.models import EmbeddingModel, Memory, MemoryMap, MemoryTask
 
 logger = logging.getLogger(__name__)
 
@@ -232,10 +232,31 @@ def memory_retention_sweep(self) -> dict:
     return result
 
 
+@shared_task(name="cadre.memory.tasks.memory_map", **RETRY)
+def memory_map(self, task_id: int) -> dict | None:
+    """Compute a vector map (projection, clusters, labels) for the viewer."""
+
+    def work(record: MemoryTask) -> dict:
+        from cadre.memory.viewer import vector_map
+
+        memory_map = MemoryMap.objects.filter(pk=record.params.get("map_id")).first()
+        if memory_map is None or memory_map.status == MemoryMap.Status.READY:
+            return {"skipped": "map gone or already computed"}
+        try:
+            return vector_map.map_compute(memory_map)
+        except Exception as error:
+            if self.request.retries >= (self.max_retries or 0) or self.request.is_eager:
+                vector_map.map_failed(memory_map.pk, f"{type(error).__name__}: {error}")
+            raise
+
+    return _run(self, task_id, work)
+
+
 TASKS = {
     MemoryTask.Kind.ENRICH: memory_enrich,
     MemoryTask.Kind.DEDUP: memory_dedup,
     MemoryTask.Kind.ORGANIZE: memory_organize,
     MemoryTask.Kind.PURGE: memory_purge,
     MemoryTask.Kind.REEMBED: memory_reembed,
+    MemoryTask.Kind.MAP: memory_map,
 }

@@ -27,3 +27,7 @@ class SkillsConfig(AppConfig):
         # Candidate uploads and resubmissions carry a bundle, as Hub publishes do.
         BodySizeLimitMiddleware.overrides["/api/v1/skills/candidates/"] = UPLOAD_BODY_LIMIT
         FEEDBACK_CLASSIFIERS.register("skills", feedback_verdict)
+        from cadre.memory.viewer.ports import DERIVED_SKILLS
+        from cadre.skills.viewer_trail import skills_from_memory
+
+        DERIVED_SKILLS.register("skills", skills_from_memory)

@@ -22,9 +22,10 @@ from cadre.console.views.base import (
 from cadre.errors import CadreError, NotFound
 from cadre.memory import selectors, services
 from cadre.memory.models import MemoryVersion
+from cadre.memory.viewer.trail import memory_trail
 
 
-def _gate(request):
+def gate(request):
     """Anyone who may read memory (every member reads their own); None when allowed."""
     if not selectors.can_read_memory(request.actor):
         return denied(request, "You may not read memory in this organization.")
@@ -40,7 +41,7 @@ def _memory_or_404(request, pk: int):
 
 @require_permission("chat.use")
 def memory_list(request):
-    refused = _gate(request)
+    refused = gate(request)
     if refused:
         return refused
     actor = request.actor
@@ -106,7 +107,7 @@ def _version_rows(versions) -> list[dict]:
 
 @require_permission("chat.use")
 def memory_detail(request, pk: int):
-    refused = _gate(request)
+    refused = gate(request)
     if refused:
         return refused
     memory = _memory_or_404(request, pk)
@@ -120,6 +121,7 @@ def memory_detail(request, pk: int):
             "memory": memory,
             "versions": _version_rows(versions),
             "records": records,
+            "trail": memory_trail(request.actor, pk),
             "can_modify": selectors.can_modify(request.actor, memory),
         },
     )
@@ -127,7 +129,7 @@ def memory_detail(request, pk: int):
 
 @require_permission("chat.use")
 def memory_correct(request, pk: int):
-    refused = _gate(request)
+    refused = gate(request)
     if refused:
         return refused
     memory = _memory_or_404(request, pk)
@@ -156,7 +158,7 @@ def memory_correct(request, pk: int):
 
 @require_permission("chat.use")
 def memory_delete(request, pk: int):
-    refused = _gate(request)
+    refused = gate(request)
     if refused:
         return refused
     memory = _memory_or_404(request, pk)

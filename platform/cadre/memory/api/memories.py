@@ -1,5 +1,5 @@
-"""The memories endpoints: CRUD, scopes, search, feedback, bulk delete, history, influence
-and dedup stats (delete, purge and the deletion report in `deletion.py`)."""
+"""The memories endpoints: CRUD, scopes, search, feedback, bulk delete, history, trail,
+influence and dedup stats (delete, purge and the deletion report in `deletion.py`)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,10 @@ from cadre.memory.api.serializers import (
     SearchResponseSerializer,
     task_ref,
 )
+from cadre.memory.api.viewer_serializers import TrailSerializer
 from cadre.memory.api.viewsets import MemoryScopedViewSet
 from cadre.memory.models import Kind, Memory, SourceKind
+from cadre.memory.viewer.trail import memory_trail
 
 LIST_PARAMETERS = [
     OpenApiParameter(
@@ -362,6 +364,16 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     def history(self, request, pk=None):
         versions = selectors.memory_history(self.actor, pk)
         return Response(MemoryVersionSerializer(versions, many=True).data)
+
+    @extend_schema(
+        responses=TrailSerializer,
+        description="The memory's provenance trail: its origin (session, message, author), "
+        "every version and merge with the memories merged in, every recorded model call "
+        "that received, withheld or dropped it, and the skills distilled from it.",
+    )
+    @action(detail=True, methods=["get"])
+    def trail(self, request, pk=None):
+        return Response(TrailSerializer(memory_trail(self.actor, pk)).data)
 
     @extend_schema(
         responses=ContextRecordSerializer(many=True),

@@ -1,0 +1,279 @@
+"""Request and response types of the Memory Viewer endpoints (timeline, heatmap, quality,
+map, trail) for validation and the OpenAPI schema."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from cadre.memory.api.serializers import MemoryVersionSerializer, ScopeListField
+from cadre.memory.models import Kind
+from cadre.memory.viewer import timeline, vector_map
+
+
+class ViewerQuerySerializer(serializers.Serializer):
+    scope = ScopeListField(required=False)
+    member = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+    agent = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+    department = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+    kind = serializers.ListField(
+        child=serializers.ChoiceField(choices=Kind.choices), required=False
+    )
+
+
+class TimelineQuerySerializer(ViewerQuerySerializer):
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+    bucket = serializers.ChoiceField(choices=timeline.BUCKETS, required=False)
+    as_of = serializers.DateTimeField(required=False)
+
+
+class WindowQuerySerializer(ViewerQuerySerializer):
+    days = serializers.IntegerField(min_value=1, max_value=365, default=30)
+
+
+class HeatmapQuerySerializer(WindowQuerySerializer):
+    unused_days = serializers.IntegerField(min_value=1, max_value=3650, default=30)
+
+
+class MapQuerySerializer(ViewerQuerySerializer):
+    model = serializers.CharField(required=False, max_length=128)
+    method = serializers.ChoiceField(choices=vector_map.METHODS, default="pca")
+    sample = serializers.IntegerField(
+        min_value=1, max_value=vector_map.MAX_SAMPLE, default=vector_map.DEFAULT_SAMPLE
+    )
+    clusters = serializers.IntegerField(
+        min_value=1, max_value=vector_map.MAX_CLUSTERS, required=False
+    )
+    q = serializers.CharField(required=False, max_length=500)
+    refresh = serializers.BooleanField(default=False)
+
+
+# --- responses -----------------------------------------------------------------------------
+
+
+class KindCountSerializer(serializers.Serializer):
+    t = serializers.DateTimeField()
+    kind = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class EventCountSerializer(serializers.Serializer):
+    t = serializers.DateTimeField()
+    event = serializers.ChoiceField(choices=timeline.EVENTS)
+    count = serializers.IntegerField()
+
+
+class TimelinePointSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    scope_key = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    valid_from = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(allow_null=True)
+    preview = serializers.CharField()
+
+
+class AsOfSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    count = serializers.IntegerField()
+    by_kind = serializers.DictField(child=serializers.IntegerField())
+
+
+class TimelineSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    bucket = serializers.CharField()
+    by_kind = KindCountSerializer(many=True)
+    by_event = EventCountSerializer(many=True)
+    points = TimelinePointSerializer(many=True)
+    points_total = serializers.IntegerField()
+    as_of = AsOfSerializer(allow_null=True)
+
+
+class UsageSerializer(serializers.Serializer):
+    day = serializers.DateField()
+    retrieved = serializers.IntegerField()
+    sent = serializers.IntegerField()
+
+
+class KindUsageSerializer(UsageSerializer):
+    kind = serializers.CharField()
+
+
+class ScopeUsageSerializer(UsageSerializer):
+    scope_key = serializers.CharField()
+    label = serializers.CharField()
+
+
+class MemoryUsageDaySerializer(UsageSerializer):
+    memory_id = serializers.IntegerField()
+
+
+class MemoryUsageSerializer(serializers.Serializer):
+    memory_id = serializers.IntegerField()
+    id = serializers.IntegerField()
+    kind = serializers.CharField(required=False)
+    scope_key = serializers.CharField(required=False)
+    preview = serializers.CharField(required=False)
+    retrieved = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    last_used = serializers.DateTimeField()
+
+
+class MemoryBriefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    scope_key = serializers.CharField()
+    preview = serializers.CharField()
+
+
+class UnusedSerializer(serializers.Serializer):
+    days = serializers.IntegerField()
+    count = serializers.IntegerField()
+    memories = MemoryBriefSerializer(many=True)
+
+
+class HeatmapSerializer(serializers.Serializer):
+    days = serializers.ListField(child=serializers.DateField())
+    by_kind = KindUsageSerializer(many=True)
+    by_scope = ScopeUsageSerializer(many=True)
+    by_memory = MemoryUsageDaySerializer(many=True)
+    hottest = MemoryUsageSerializer(many=True)
+    coldest = MemoryUsageSerializer(many=True)
+    unused = UnusedSerializer()
+
+
+class SeriesPointSerializer(serializers.Serializer):
+    day = serializers.DateField()
+    value = serializers.FloatField(allow_null=True)
+    numerator = serializers.IntegerField(required=False)
+    denominator = serializers.IntegerField(required=False)
+
+
+class FigureSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    name = serializers.CharField()
+    definition = serializers.CharField()
+    unit = serializers.ChoiceField(choices=["ratio", "count", "cosine", "currency"])
+    signal = serializers.BooleanField(help_text="False: nothing records this; no value shown")
+    value = serializers.FloatField(allow_null=True)
+    note = serializers.CharField(allow_blank=True)
+    numerator = serializers.IntegerField(required=False)
+    denominator = serializers.IntegerField(required=False)
+    series = SeriesPointSerializer(many=True)
+    versions = serializers.ListField(child=serializers.DictField(), required=False)
+
+
+class QualitySerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    days = serializers.IntegerField()
+    figures = FigureSerializer(many=True)
+
+
+class MapPointSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    x = serializers.FloatField()
+    y = serializers.FloatField()
+    cluster = serializers.IntegerField()
+    label = serializers.CharField()
+    kind = serializers.CharField()
+    scope_key = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    preview = serializers.CharField()
+
+
+class MapClusterSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    label = serializers.CharField()
+    terms = serializers.ListField(child=serializers.CharField())
+    size = serializers.IntegerField()
+    x = serializers.FloatField()
+    y = serializers.FloatField()
+
+
+class MapHitSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    rank = serializers.IntegerField()
+    score = serializers.FloatField()
+    on_map = serializers.BooleanField()
+    x = serializers.FloatField(allow_null=True)
+    y = serializers.FloatField(allow_null=True)
+
+
+class MapQueryResultSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    x = serializers.FloatField(allow_null=True)
+    y = serializers.FloatField(allow_null=True)
+    hits = MapHitSerializer(many=True)
+
+
+class MapSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ready", "computing", "failed", "empty"])
+    map_id = serializers.IntegerField(allow_null=True)
+    computing_id = serializers.IntegerField(allow_null=True)
+    scope_keys = serializers.ListField(child=serializers.CharField())
+    model = serializers.CharField()
+    params = serializers.DictField()
+    computed_at = serializers.DateTimeField(allow_null=True)
+    compute_ms = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="Memories with a vector in the selection")
+    sample_size = serializers.IntegerField(help_text="Points projected (sampled beyond this)")
+    association_strength = serializers.FloatField(allow_null=True)
+    explained_variance = serializers.ListField(child=serializers.FloatField())
+    points = MapPointSerializer(many=True)
+    clusters = MapClusterSerializer(many=True)
+    query = MapQueryResultSerializer(allow_null=True)
+
+
+class TrailMemorySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    scope_key = serializers.CharField()
+    version = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class TrailOriginSerializer(serializers.Serializer):
+    source_kind = serializers.CharField()
+    source_ref = serializers.DictField()
+    conversation_id = serializers.CharField(allow_blank=True)
+    author_type = serializers.CharField(allow_blank=True)
+    author_id = serializers.CharField(allow_blank=True)
+    author_label = serializers.CharField(allow_blank=True)
+    observed_at = serializers.DateTimeField()
+
+
+class TrailMergedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField(allow_blank=True)
+    status = serializers.CharField(allow_blank=True)
+    preview = serializers.CharField(allow_blank=True, help_text="Empty when unreadable")
+
+
+class TrailCallSerializer(serializers.Serializer):
+    context_record_id = serializers.IntegerField()
+    kind = serializers.CharField()
+    run_id = serializers.CharField(allow_blank=True)
+    step_id = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    memory_version = serializers.IntegerField()
+    rank = serializers.IntegerField()
+    score = serializers.FloatField()
+    status = serializers.CharField()
+    source = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+
+
+class TrailSerializer(serializers.Serializer):
+    memory = TrailMemorySerializer()
+    origin = TrailOriginSerializer()
+    sources = serializers.ListField(child=serializers.DictField())
+    versions = MemoryVersionSerializer(many=True)
+    merged = TrailMergedSerializer(many=True)
+    merge_count = serializers.IntegerField()
+    model_calls = TrailCallSerializer(many=True)
+    model_call_count = serializers.IntegerField()
+    withheld = TrailCallSerializer(many=True)
+    skills = serializers.ListField(child=serializers.DictField())

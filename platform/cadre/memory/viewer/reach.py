@@ -1,0 +1,57 @@
+"""What a viewer request covers: the actor's readable memories narrowed by scope, member,
+agent, department and kind (never widened), and the day buckets its series use."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+from django.db.models import QuerySet
+
+from cadre.memory import selectors
+from cadre.memory.models import Memory, Scope, scope_key
+
+
+def requested_scope_keys(
+    *,
+    scopes: list[str] | None = None,
+    members: list[int] | None = None,
+    agents: list[int] | None = None,
+    departments: list[int] | None = None,
+) -> list[str] | None:
+    """The scope keys a request names (None: every readable scope)."""
+    keys = [selectors.parse_scope_key(key) for key in scopes or []]
+    keys += [scope_key(Scope.USER, pk) for pk in members or []]
+    keys += [scope_key(Scope.AGENT, pk) for pk in agents or []]
+    keys += [scope_key(Scope.DEPARTMENT, pk) for pk in departments or []]
+    return keys or None
+
+
+def viewer_memories(
+    actor,
+    *,
+    scope_keys: list[str] | None = None,
+    kinds: list[str] | None = None,
+    with_deleted: bool = False,
+) -> QuerySet[Memory]:
+    """The memories a viewer figure counts: readable by the actor, in the requested scopes
+    (an unreadable requested scope contributes nothing), of the requested kinds."""
+    rows = selectors.memory_queryset(actor, scope_keys=scope_keys, with_deleted=with_deleted)
+    if scope_keys is not None and not scope_keys:
+        return rows.none()
+    if kinds:
+        rows = rows.filter(kind__in=kinds)
+    return rows
+
+
+def day_start(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def window_days(now: datetime, days: int) -> list[date]:
+    """The last `days` UTC days, oldest first, today included."""
+    today = day_start(now).date()
+    return [today - timedelta(days=offset) for offset in range(days - 1, -1, -1)]
+
+
+def as_day(value) -> date:
+    return value.astimezone(UTC).date() if isinstance(value, datetime) else value

@@ -1,0 +1,143 @@
+# ruff: noqa: F811 - the fixtures imported from other test modules are parameters here
+"""The Memory Viewer in a real browser (Debian's Chromium, under the CSP): each page draws its
+chart on a canvas and clicking a point opens that memory. Screenshots in
+var/screenshots/viewer-*.png (git-ignored)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from cadre.memory import embeddings, services
+from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryMap
+from cadre.memory.viewer import vector_map
+from tests.conftest import PASSWORD, actor_for
+from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and helpers
+    browser_page,
+    chromium,
+    expect,
+    live_server_url,
+)
+from tests.console.test_browser_csp import SHOTS, _sign_in, page  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+TEXTS = [
+    ("preference", "Bob prefers green tea in the afternoon"),
+    ("preference", "Bob likes his reports as bullet points"),
+    ("fact", "The Shanghai office is on the twelfth floor"),
+    ("fact", "Bob's manager is Li Wei"),
+    ("requirement", "Expense reports are due on Friday"),
+    ("requirement", "Travel above 5000 needs a director's approval"),
+]
+
+# The pixel of a series' data item on its chart, and that item's memory id. For the map, the
+# point farthest from its nearest neighbour, so the click cannot land on another memory.
+POINT_JS = """([chartKey, seriesName]) => {
+  const chart = window.cadreViewer.charts[chartKey];
+  const series = chart.getOption().series;
+  let candidates = [];
+  series.forEach((s, index) => {
+    if (seriesName && s.name !== seriesName) return;
+    (s.data || []).forEach((d) => { if (d && d.id) candidates.push({ index, d }); });
+  });
+  const pixel = (c) => chart.convertToPixel({ seriesIndex: c.index }, c.d.value.slice(0, 2));
+  const placed = candidates.map((c) => ({ c, p: pixel(c) }));
+  const gap = (a) => Math.min(...placed.filter((b) => b !== a)
+    .map((b) => Math.hypot(a.p[0] - b.p[0], a.p[1] - b.p[1])), 1e9);
+  placed.sort((a, b) => gap(b) - gap(a));
+  const best = placed[0];
+  chart.getDom().scrollIntoView({ block: "center" });  // the mouse clicks in the viewport
+  const box = chart.getDom().getBoundingClientRect();
+  return { x: box.left + best.p[0], y: box.top + best.p[1], id: best.c.d.id };
+}"""
+
+
+@pytest.fixture
+def viewer_data(bob):
+    actor = actor_for(bob)
+    memories = []
+    for hours, (kind, text) in enumerate(TEXTS):
+        memory = services.memory_add(
+            actor=actor, scope="user", kind=kind, content=text, source_kind="user_statement"
+        )
+        moment = timezone.now() - timedelta(hours=10 * hours)
+        Memory.objects.filter(pk=memory.pk).update(created_at=moment, valid_from=moment)
+        memories.append(memory)
+    embeddings.embed_memories(memories, embeddings.active_model())
+    for day in range(3):
+        record = ContextRecord.objects.create(
+            organization=bob.organization,
+            kind=ContextRecord.Kind.MODEL_CALL,
+            run_id=str(day + 1),
+            created_at=timezone.now() - timedelta(days=day),
+        )
+        for rank, memory in enumerate(memories[: 3 + day], start=1):
+            ContextRecordItem.objects.create(
+                context=record, memory=memory, memory_version=1, rank=rank, score=1.0
+            )
+    # The map the page asks for (its default selection), computed as the task would.
+    keys = vector_map.map_scope_keys(actor, None)
+    params = vector_map.map_params()
+    model = embeddings.active_model()
+    memory_map = MemoryMap.objects.create(
+        organization=bob.organization,
+        selection=vector_map.selection_hash(bob.organization.pk, keys, None, model.pk, params),
+        scope_keys=keys,
+        model=model,
+        params=params,
+    )
+    vector_map.map_compute(memory_map)
+    return memories
+
+
+def _open(page, path: str, name: str):
+    page.goto(path)
+    expect(page.locator("#memory-viewer[data-ready=true]")).to_be_attached()
+    expect(page.locator("[data-viewer-chart] canvas, [data-figure] canvas").first).to_be_visible()
+    page.screenshot(path=str(SHOTS / f"viewer-{name}.png"), full_page=True)
+
+
+def _click_point(page, chart: str, series: str | None = None) -> None:
+    point = page.evaluate(POINT_JS, [chart, series])
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_url(re.compile(rf"/memory/{point['id']}/$"))
+    expect(page.get_by_test_id("trail")).to_be_visible()
+
+
+def test_each_viewer_page_draws_and_a_point_opens_its_memory(page, bob, viewer_data):
+    assert _sign_in(page, bob.user.email, PASSWORD).status == 200
+    _open(page, "/memory/timeline/", "timeline")
+    expect(page.locator("[data-viewer-status]")).to_contain_text("6 memories in range")
+    _click_point(page, "main", "memories")
+
+    _open(page, "/memory/map/", "map")
+    expect(page.locator("[data-viewer-status]")).to_contain_text("6 of 6 memories")
+    _click_point(page, "main")
+    page.screenshot(path=str(SHOTS / "viewer-map-opened.png"), full_page=True)
+
+    _open(page, "/memory/map/?q=what+tea+does+Bob+drink", "map-query")
+    expect(page.locator("[data-viewer-details]")).to_contain_text("green tea")
+
+    _open(page, "/memory/heatmap/", "heatmap")
+    expect(page.locator("[data-viewer-details]")).to_contain_text("Hottest")
+    _click_point(page, "viewerMemories")
+
+    _open(page, "/memory/quality/", "quality")
+    recall = page.locator('[data-figure="recall_hit_rate"]')
+    expect(recall).to_contain_text("No signal")
+    recall.get_by_text("Definition").click()
+    expect(recall).to_contain_text("the share rated a success")
+    expect(page.locator('[data-figure="memories_added"] .value')).to_have_text("6")
+    page.screenshot(path=str(SHOTS / "viewer-quality-definition.png"), full_page=True)
+
+
+def test_an_empty_viewer_says_how_memory_arrives(page, alice):
+    assert _sign_in(page, alice.user.email, PASSWORD).status == 200
+    page.goto("/memory/timeline/")
+    expect(page.locator("#memory-viewer[data-ready=true]")).to_be_attached()
+    expect(page.locator("[data-viewer-empty]")).to_be_visible()
+    expect(page.locator("[data-viewer-empty]")).to_contain_text("POST /api/v1/memories/")
+    page.screenshot(path=str(SHOTS / "viewer-empty.png"), full_page=True)

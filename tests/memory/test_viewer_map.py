@@ -1,0 +1,133 @@
+"""The vector map: computed in the background (real local embeddings, PCA, KMeans), served
+from its MemoryMap row, sampled, labelled by distinctive terms, with a query placed on it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cadre.memory import embeddings, services
+from cadre.memory.models import Memory, MemoryMap, MemoryTask
+from cadre.memory.viewer.vector_map import cluster_terms
+from tests.conftest import actor_for
+
+MAP = "/api/v1/memory-viewer/map/"
+TOPICS = {
+    "tea": [
+        "Bob drinks green tea every afternoon",
+        "Bob likes green tea in the afternoon",
+        "Bob orders jasmine tea at lunch",
+        "Bob brews oolong tea at his desk",
+    ],
+    "office": [
+        "The Shanghai office is on the twelfth floor of the tower",
+        "Visitors to the Shanghai office sign in at the lobby desk",
+        "The Shanghai office parking garage closes at ten",
+        "The Shanghai office meeting rooms are booked through the portal",
+    ],
+    "expenses": [
+        "Expense reports must be filed by Friday with receipts",
+        "Expense reports above 5000 need a director's approval",
+        "Expense reimbursements are paid with the monthly salary",
+        "Expense receipts must be scanned as PDF files",
+    ],
+}
+
+
+@pytest.fixture
+def embedded(bob):
+    actor = actor_for(bob)
+    memories = {
+        text: services.memory_add(
+            actor=actor, scope="user", kind="fact", content=text, source_kind="user_statement"
+        )
+        for texts in TOPICS.values()
+        for text in texts
+    }
+    embeddings.embed_memories(list(memories.values()), embeddings.active_model())
+    return memories
+
+
+def _computed(client, run_async, params):
+    with run_async():
+        pending = client.get(MAP, params)
+    assert pending.status_code == 202 and pending.json()["status"] == "computing"
+    ready = client.get(MAP, params)
+    assert ready.status_code == 200, ready.content
+    return ready.json()
+
+
+def test_map_is_computed_in_the_background_then_served(bob, client_for, embedded, run_async):
+    client = client_for(bob)
+    body = _computed(client, run_async, {"clusters": 3})
+    assert body["status"] == "ready"
+    assert body["total"] == body["sample_size"] == 12
+    assert body["params"] == {"method": "pca", "sample": 20000, "clusters": 3, "seed": 0}
+    assert len(body["points"]) == 12 and len(body["clusters"]) == 3
+    task = MemoryTask.objects.get(kind=MemoryTask.Kind.MAP)
+    assert task.status == MemoryTask.Status.COMPLETED
+    # Each topic lands in one cluster, labelled by its own distinctive term.
+    by_text = {memory.pk: text for text, memory in embedded.items()}
+    clusters_of = {}
+    for point in body["points"]:
+        topic = next(t for t, texts in TOPICS.items() if by_text[point["id"]] in texts)
+        clusters_of.setdefault(topic, set()).add(point["cluster"])
+    assert all(len(found) == 1 for found in clusters_of.values())
+    labels = {c["id"]: c["label"] for c in body["clusters"]}
+    assert "tea" in labels[next(iter(clusters_of["tea"]))]
+    assert "expense" in labels[next(iter(clusters_of["expenses"]))]
+    assert 0 < body["association_strength"] <= 1
+    # The two near-duplicates sit closer together than to any memory of another topic.
+    position = {p["id"]: (p["x"], p["y"]) for p in body["points"]}
+    first = position[embedded["Bob drinks green tea every afternoon"].pk]
+    twin = position[embedded["Bob likes green tea in the afternoon"].pk]
+    others = [position[embedded[t].pk] for t in TOPICS["office"] + TOPICS["expenses"]]
+    assert math.dist(first, twin) < min(math.dist(first, other) for other in others)
+    # Served again from the row: no second computation.
+    again = client.get(MAP, {"clusters": 3})
+    assert again.json()["map_id"] == body["map_id"]
+    assert MemoryMap.objects.count() == 1
+
+
+def test_query_is_placed_near_its_hits(bob, client_for, embedded, run_async):
+    client = client_for(bob)
+    _computed(client, run_async, {"clusters": 3})
+    body = client.get(MAP, {"clusters": 3, "q": "which tea does Bob drink"}).json()
+    query = body["query"]
+    assert query["x"] is not None and query["hits"]
+    top = query["hits"][0]
+    assert "tea" in next(t for t, m in embedded.items() if m.pk == top["id"])
+    assert top["on_map"] is True
+
+
+def test_large_scopes_are_sampled_and_deleted_memories_drop_out(
+    bob, client_for, embedded, run_async
+):
+    client = client_for(bob)
+    body = _computed(client, run_async, {"sample": 5})
+    assert (body["total"], body["sample_size"], len(body["points"])) == (12, 5, 5)
+    doomed = Memory.objects.get(pk=body["points"][0]["id"])
+    services.memory_delete(actor=actor_for(bob), memory=doomed)
+    after = client.get(MAP, {"sample": 5}).json()
+    assert doomed.pk not in {p["id"] for p in after["points"]}
+    assert len(after["points"]) == 4
+
+
+def test_outsider_map_holds_nothing_of_another_org(charlie, client_for, embedded, run_async):
+    client = client_for(charlie)
+    with run_async():
+        client.get(MAP)
+    body = client.get(MAP).json()
+    assert body["points"] == [] and body["total"] == 0
+    assert "tea" not in str(body)
+
+
+def test_cluster_terms_prefer_what_sets_a_cluster_apart():
+    texts = ["tea tea office", "tea green", "office desk", "office floor desk", "the of 42"]
+    # tf x log(1 + 5 words per cluster / frequency over all): office is in both, so it ranks
+    # below the rarer green and desk; stop words and numbers never count.
+    assert cluster_terms(texts, [0, 0, 1, 1, 1], 2) == [
+        ["tea", "green", "office"],
+        ["desk", "office", "floor"],
+    ]
