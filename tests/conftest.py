@@ -3,7 +3,9 @@ in organization B. alice owns A; bob is an employee of A; charlie owns B (an out
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 
 import pytest
 from celery.signals import task_postrun
@@ -94,6 +96,33 @@ def key_client(db):
         return client
 
     return make
+
+
+@pytest.fixture
+def uvicorn_server(monkeypatch):
+    """(host, port) of uvicorn serving the project's ASGI application on loopback."""
+    uvicorn = pytest.importorskip("uvicorn")
+    from cadre.asgi import application
+
+    # Each request's sync code runs in a thread of its own: close its connection after use, so
+    # the test database can be dropped.
+    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", 0)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    server = uvicorn.Server(
+        uvicorn.Config(application, lifespan="off", log_level="warning", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    yield listener.getsockname()
+    server.should_exit = True
+    thread.join(timeout=15)
+    listener.close()
 
 
 @pytest.fixture(autouse=True)

@@ -27,6 +27,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("api/v1/", include(api_v1)),
     path("connectors/", include(connectors_urls.urlpatterns)),
+    path("scim/v2/", include("cadre.tenancy.scim.urls")),
     path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

@@ -9,49 +9,23 @@ import asyncio
 import http.client
 import json
 import socket
-import threading
-import time
 
 import pytest
-from django.db import connections
 from django.test import override_settings
 
 from cadre.tenancy import services
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Department
 
-uvicorn = pytest.importorskip("uvicorn")
-
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 LIMIT = 4096
 
 
-@pytest.fixture
-def uvicorn_server(monkeypatch):
-    """(host, port) of uvicorn serving the project's ASGI application."""
-    from cadre.asgi import application
-
-    # Each request's sync code runs in a thread of its own: close its connection after use, so
-    # the test database can be dropped.
-    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", 0)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    server = uvicorn.Server(
-        uvicorn.Config(application, lifespan="off", log_level="warning", access_log=False)
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
+@pytest.fixture(autouse=True)
+def _small_body_limit():
     with override_settings(CADRE_MAX_BODY_BYTES=LIMIT):
-        yield listener.getsockname()
-    server.should_exit = True
-    thread.join(timeout=15)
-    listener.close()
+        yield
 
 
 @pytest.fixture
