@@ -68,6 +68,16 @@ urlpatterns = [
     path("api-keys/new/", api_keys.api_key_create, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_revoke, name="api_key_revoke"),
     path("organization/", organization.organization_detail, name="organization"),
+    path(
+        "organization/scim-tokens/new/",
+        organization.scim_token_create,
+        name="scim_token_create",
+    ),
+    path(
+        "organization/scim-tokens/<int:pk>/revoke/",
+        organization.scim_token_revoke,
+        name="scim_token_revoke",
+    ),
     path("memory/", memory.memory_list, name="memory"),
     path("memory/<int:pk>/", memory.memory_detail, name="memory_detail"),
     path("memory/<int:pk>/correct/", memory.memory_correct, name="memory_correct"),
