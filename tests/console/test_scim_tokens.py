@@ -6,6 +6,7 @@ import pytest
 
 from cadre.governance.models import AuditEvent
 from cadre.tenancy import services
+from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import ScimToken
 
 pytestmark = pytest.mark.django_db
@@ -29,13 +30,7 @@ def test_owner_creates_a_token_shown_once_and_stored_hashed(client_for, alice):
 def test_employee_cannot_create_and_outsider_cannot_revoke(client_for, alice, bob, charlie):
     assert client_for(bob).post("/organization/scim-tokens/new/").status_code == 403
     assert not ScimToken.objects.exists()
-    token, secret = services.scim_token_create(actor=services_actor(alice))
+    token, secret = services.scim_token_create(actor=member_actor(alice))
     answer = client_for(charlie).post(f"/organization/scim-tokens/{token.pk}/revoke/")
     assert answer.status_code == 404
     assert services.scim_token_resolve(secret) == token
-
-
-def services_actor(member):
-    from cadre.tenancy.actors import member_actor
-
-    return member_actor(member)

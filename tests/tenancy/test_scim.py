@@ -24,7 +24,7 @@ from scim2_tester import Status, check_server
 
 from cadre.governance.models import AuditEvent
 from cadre.tenancy import services
-from cadre.tenancy.actors import member_actor
+from cadre.tenancy.actors import member_actor, system_actor
 from cadre.tenancy.models import Department, Member, ScimToken
 from tests.factories import OrganizationFactory
 
@@ -57,16 +57,8 @@ def _justified(result) -> bool:
 
 
 def _token(organization) -> str:
-    _, secret = services.scim_token_create(
-        actor=services_system_actor(organization), name="test IdP"
-    )
+    _, secret = services.scim_token_create(actor=system_actor(organization), name="test IdP")
     return secret
-
-
-def services_system_actor(organization):
-    from cadre.tenancy.actors import system_actor
-
-    return system_actor(organization)
 
 
 def _http(server, secret: str) -> httpx2.Client:
@@ -239,7 +231,7 @@ def test_bad_or_revoked_token_is_401_and_stores_nothing(uvicorn_server, org):
     secret = _token(org)
     token = ScimToken.objects.get(organization=org)
     assert secret not in token.token_hash and token.prefix in secret
-    services.scim_token_revoke(actor=services_system_actor(org), token=token)
+    services.scim_token_revoke(actor=system_actor(org), token=token)
     before = Member.objects.count()
     body = _new_user("eve@initech.example").model_dump(scim_ctx=Context.RESOURCE_CREATION_REQUEST)
     for bad in (secret, secret[:-2] + "xx", "cadre_00000000_nope", "nope"):
