@@ -96,6 +96,18 @@ def key_client(db):
     return make
 
 
+@pytest.fixture
+def uvicorn_server(monkeypatch):
+    """(host, port) of uvicorn serving the project's ASGI application on loopback."""
+    from tests.live_asgi import serve_asgi
+
+    # Each request's sync code runs in a thread of its own: close its connection after use, so
+    # the test database can be dropped.
+    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", 0)
+    with serve_asgi(backlog=16) as address:
+        yield address
+
+
 @pytest.fixture(autouse=True)
 def _fresh_throttles():
     """Sign-in locks and API rate-limit history live in Redis across tests; each test starts

@@ -36,6 +36,7 @@ urlpatterns = [
     # MemOS plugins with MEMOS_BASE_URL=<CADRE_BASE_URL>/memos
     path("mem0/", include(memory_compat_urls.mem0_urlpatterns)),
     path("memos/", include(memory_compat_urls.memos_urlpatterns)),
+    path("scim/v2/", include("cadre.tenancy.scim.urls")),
     path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

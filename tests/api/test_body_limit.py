@@ -11,27 +11,21 @@ import json
 import socket
 
 import pytest
-from django.db import connections
 from django.test import override_settings
 
 from cadre.tenancy import services
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Department
-from tests.live_asgi import serve_asgi
-
-uvicorn = pytest.importorskip("uvicorn")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 LIMIT = 4096
 
 
-@pytest.fixture
-def uvicorn_server(monkeypatch):
-    """(host, port) of uvicorn serving the project's ASGI application."""
-    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", 0)
-    with serve_asgi(backlog=16) as address, override_settings(CADRE_MAX_BODY_BYTES=LIMIT):
-        yield address
+@pytest.fixture(autouse=True)
+def _small_body_limit():
+    with override_settings(CADRE_MAX_BODY_BYTES=LIMIT):
+        yield
 
 
 @pytest.fixture

@@ -120,14 +120,19 @@ def test_last_used_at_is_written_at_most_once_per_interval(alice):
     assert key.last_used_at == first
 
 
-def test_deactivated_creators_key_stops_working_at_once(alice, make_member):
+def test_deactivated_creators_key_is_revoked_at_once_and_stays_revoked(alice, make_member):
     admin = make_member(roles=["it_admin"])
-    _, secret = services.api_key_create(actor=member_actor(admin), name="k", scopes=["org:read"])
+    key, secret = services.api_key_create(actor=member_actor(admin), name="k", scopes=["org:read"])
     assert bearer(secret).get("/api/v1/members/").status_code == 200
     services.member_deactivate(actor=member_actor(alice), member=admin)
     response = bearer(secret).get("/api/v1/members/")
     assert response.status_code == 401
-    assert "deactivated" in response.json()["error"]["message"]
+    assert "revoked" in response.json()["error"]["message"]
+    # Reactivation does not bring back a key that may have leaked while they were gone.
+    services.member_reactivate(actor=member_actor(alice), member=admin)
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert bearer(secret).get("/api/v1/members/").status_code == 401
 
 
 def test_key_of_a_suspended_organization_is_rejected(org_a, alice):

@@ -77,6 +77,16 @@ urlpatterns = [
     path("api-keys/new/", api_keys.api_key_create, name="api_key_create"),
     path("api-keys/<int:pk>/revoke/", api_keys.api_key_revoke, name="api_key_revoke"),
     path("organization/", organization.organization_detail, name="organization"),
+    path(
+        "organization/scim-tokens/new/",
+        organization.scim_token_create,
+        name="scim_token_create",
+    ),
+    path(
+        "organization/scim-tokens/<int:pk>/revoke/",
+        organization.scim_token_revoke,
+        name="scim_token_revoke",
+    ),
     path("memory/", memory.memory_list, name="memory"),
     path("memory/timeline/", memory_viewer.memory_timeline, name="memory_timeline"),
     path("memory/map/", memory_viewer.memory_map, name="memory_map"),

@@ -112,6 +112,8 @@ class Department(TenantModel):
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     is_archived = models.BooleanField(default=False)
+    # The identity provider's id for the group this department mirrors (SCIM externalId).
+    external_id = models.CharField(max_length=191, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -199,6 +201,15 @@ class Member(TenantModel):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     created_at = models.DateTimeField(default=timezone.now)
     deactivated_at = models.DateTimeField(null=True, blank=True)
+    # Directory attributes an identity provider provisions over SCIM (RFC 7643 userName,
+    # externalId, name.givenName / name.familyName); blank for members added in Cadre.
+    user_name = models.CharField(max_length=191, blank=True)
+    external_id = models.CharField(max_length=191, blank=True)
+    given_name = models.CharField(max_length=150, blank=True)
+    family_name = models.CharField(max_length=150, blank=True)
+    # Set when the identity provider deleted the user: the member stays (deactivated, data kept
+    # under retention) but SCIM no longer serves it.
+    scim_deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["display_name"]
@@ -214,6 +225,12 @@ class Member(TenantModel):
                 Lower("email"),
                 name="member_unique_email",
                 condition=~models.Q(email=""),
+            ),
+            models.UniqueConstraint(
+                "organization",
+                Lower("user_name"),
+                name="member_unique_user_name",
+                condition=~models.Q(user_name=""),
             ),
         ]
         indexes = [models.Index(fields=["organization", "status"])]
@@ -330,3 +347,32 @@ class Invitation(TenantModel):
         if self.expires_at <= timezone.now():
             return "expired"
         return "pending"
+
+
+class ScimToken(TenantModel):
+    """A bearer token an identity provider uses to provision one organization over SCIM 2.0.
+
+    `scim_<prefix>_<secret>`; only a SHA-256 of it is stored, the prefix finds the row.
+    """
+
+    resource = "apikey"
+
+    name = models.CharField(max_length=150)
+    prefix = models.CharField(max_length=16, unique=True)
+    token_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def state(self) -> str:
+        return "revoked" if self.revoked_at else "active"

@@ -1,14 +1,16 @@
-"""The organization's profile and its settings (name, language, time zone)."""
+"""The organization's profile, its settings (name, language, time zone) and SCIM tokens."""
 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from cadre.console.forms import OrganizationForm, add_service_error
 from cadre.console.views.base import denied, posted, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
+from cadre.tenancy.models import ScimToken
 from cadre.tenancy.roles import ROLES
 
 FIELDS = ("name", "locale", "time_zone")
@@ -53,5 +55,37 @@ def organization_detail(request):
             "form": form,
             "roles": list(ROLES.values()),
             "my_roles": request.member.roles,
+            "scim_tokens": ScimToken.objects.filter(organization=organization),
+            "can_manage_tokens": request.actor.has("apikey.manage"),
+            "scim_url": request.build_absolute_uri("/scim/v2/"),
         },
     )
+
+
+@require_POST
+@require_permission("apikey.manage")
+def scim_token_create(request):
+    token, secret = services.scim_token_create(
+        actor=request.actor, name=request.POST.get("name", "")
+    )
+    # Rendered, not redirected: the secret exists only in this response (its hash is stored).
+    response = render(
+        request,
+        "console/scim_token_created.html",
+        {"token": token, "secret": secret, "scim_url": request.build_absolute_uri("/scim/v2/")},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@require_permission("apikey.manage")
+def scim_token_revoke(request, pk: int):
+    token = get_object_or_404(ScimToken.objects.restrict(request.actor, "view"), pk=pk)
+    try:
+        services.scim_token_revoke(actor=request.actor, token=token)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"The SCIM token {token.prefix}… was revoked.")
+    return redirect("console:organization")

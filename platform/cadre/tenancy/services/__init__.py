@@ -41,6 +41,17 @@ from cadre.tenancy.services.organizations import (
     position_create,
     position_update,
 )
+from cadre.tenancy.services.provisioning import (
+    scim_group_delete,
+    scim_group_provision,
+    scim_user_delete,
+    scim_user_provision,
+)
+from cadre.tenancy.services.scim_tokens import (
+    scim_token_create,
+    scim_token_resolve,
+    scim_token_revoke,
+)
 
 __all__ = [
     "API_KEY_PREFIX",
@@ -73,4 +84,11 @@ __all__ = [
     "organization_update",
     "position_create",
     "position_update",
+    "scim_group_delete",
+    "scim_group_provision",
+    "scim_token_create",
+    "scim_token_resolve",
+    "scim_token_revoke",
+    "scim_user_delete",
+    "scim_user_provision",
 ]

@@ -26,6 +26,10 @@ MEMBER_FIELDS = (
     "manager",
     "roles",
     "status",
+    "user_name",
+    "external_id",
+    "given_name",
+    "family_name",
 )
 
 
@@ -100,6 +104,10 @@ def member_create(
     positions: list[Position] | None = None,
     roles: list[str] | None = None,
     status: str = Member.Status.ACTIVE,
+    user_name: str = "",
+    external_id: str = "",
+    given_name: str = "",
+    family_name: str = "",
 ) -> Member:
     """Add a member directly (e.g. an employee who will only chat in IM); no login yet."""
     same_org(actor, department)
@@ -120,9 +128,13 @@ def member_create(
         manager=manager,
         roles=roles,
         status=status,
+        user_name=user_name.strip(),
+        external_id=external_id,
+        given_name=given_name,
+        family_name=family_name,
     )
     _apply_member_links(actor, member, department, manager, positions)
-    save_unique(member, "A member with this email exists.", "email")
+    save_unique(member, "A member with this email or user name exists.", "email")
     if positions:
         member.positions.set(positions)
     audit.record(actor=actor, action="member.create", target=member, after=_member_snapshot(member))
@@ -156,7 +168,12 @@ def member_update(
             value = value.strip().lower()
         setattr(member, name, value)
     if fields:
-        save_unique(member, "A member with this email exists.", "email", update_fields=list(fields))
+        save_unique(
+            member,
+            "A member with this email or user name exists.",
+            "email",
+            update_fields=list(fields),
+        )
     if positions is not None:
         member.positions.set(positions)
     audit.record(
@@ -184,6 +201,7 @@ def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Memb
     member.deactivated_at = timezone.now()
     member.save(update_fields=["status", "deactivated_at"])
     member.invitations.filter(accepted_at=None, revoked_at=None).update(revoked_at=timezone.now())
+    _revoke_api_keys(actor, member)
     # Their agents stop at once (agents registers a listener that cancels their open runs).
     member_deactivated.notify(actor=actor, member=member, reason=reason or "member deactivated")
     audit.record(
@@ -195,6 +213,23 @@ def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Memb
         reason=reason,
     )
     return member
+
+
+def _revoke_api_keys(actor: Actor, member: Member) -> None:
+    """A deactivated member's keys are revoked, not only refused: reactivation must not
+    bring back a key that leaked while they were gone."""
+    now = timezone.now()
+    for key in member.api_keys.filter(revoked_at=None):
+        key.revoked_at = now
+        key.save(update_fields=["revoked_at"])
+        audit.record(
+            actor=actor,
+            action="apikey.revoke",
+            target=key,
+            before={"state": "active"},
+            after={"state": "revoked"},
+            reason="member deactivated",
+        )
 
 
 @transaction.atomic

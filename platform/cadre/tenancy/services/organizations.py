@@ -84,7 +84,7 @@ def organization_update(*, actor: Actor, organization: Organization, **fields) -
 
 # --- departments --------------------------------------------------------------------------
 
-DEPARTMENT_FIELDS = ("name", "code", "description", "parent", "is_archived")
+DEPARTMENT_FIELDS = ("name", "code", "description", "parent", "is_archived", "external_id")
 
 
 def _check_parent(department: Department | None, parent: Department | None) -> None:
@@ -109,6 +109,7 @@ def department_create(
     parent: Department | None = None,
     code: str = "",
     description: str = "",
+    external_id: str = "",
 ) -> Department:
     if parent is not None:
         same_org(actor, parent)
@@ -122,6 +123,7 @@ def department_create(
         parent=parent,
         code=code,
         description=description,
+        external_id=external_id,
     )
     save_unique(department, "A department with this name exists at this level.", "name")
     audit.record(

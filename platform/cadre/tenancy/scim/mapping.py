@@ -1,0 +1,203 @@
+"""Members as SCIM Users and departments as SCIM Groups, and SCIM filters as querysets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.db.models import Q
+from scim2_models import EnterpriseUser, Group, InvalidFilterException, ScimFilter, User
+from scim2_models.path.expressions import (
+    CompareOperator,
+    Comparison,
+    LogicalExpr,
+    LogicalOperator,
+    Not,
+    Present,
+)
+
+from cadre.tenancy.models import Department, Member
+
+USER_SCHEMA = User.__schema__
+ENTERPRISE_SCHEMA = EnterpriseUser.__schema__
+GROUP_SCHEMA = Group.__schema__
+
+# Filterable attributes (lower-cased SCIM path → model field).
+USER_FILTER_FIELDS = {
+    "id": "pk",
+    "username": "user_name",
+    "externalid": "external_id",
+    "displayname": "display_name",
+    "title": "title",
+    "emails": "email",
+    "emails.value": "email",
+    "name.givenname": "given_name",
+    "name.familyname": "family_name",
+    "phonenumbers.value": "mobile",
+    "employeenumber": "employee_no",
+    "department": "department__name",
+}
+GROUP_FILTER_FIELDS = {
+    "id": "pk",
+    "displayname": "name",
+    "externalid": "external_id",
+    "members": "members__pk",
+    "members.value": "members__pk",
+}
+_LOOKUPS = {
+    CompareOperator.eq: "iexact",
+    CompareOperator.co: "icontains",
+    CompareOperator.sw: "istartswith",
+    CompareOperator.ew: "iendswith",
+}
+
+
+def version_of(document: dict) -> str:
+    """A weak ETag over what the resource says (its meta aside): changes with any attribute."""
+    body = json.dumps({k: v for k, v in document.items() if k != "meta"}, sort_keys=True)
+    return 'W/"' + hashlib.sha256(body.encode()).hexdigest()[:20] + '"'
+
+
+def _meta(document: dict, resource_type: str, created, location: str) -> dict:
+    stamp = created.isoformat()
+    document["meta"] = {
+        "resourceType": resource_type,
+        "created": stamp,
+        "lastModified": stamp,
+        "location": location,
+        "version": version_of(document),
+    }
+    return document
+
+
+def user_document(member: Member, base_url: str) -> dict:
+    document: dict = {
+        "schemas": [USER_SCHEMA, ENTERPRISE_SCHEMA],
+        "id": str(member.pk),
+        "userName": member.user_name or member.email or f"member-{member.pk}",
+        "displayName": member.display_name,
+        "active": member.status == Member.Status.ACTIVE,
+    }
+    if member.external_id:
+        document["externalId"] = member.external_id
+    name = {"givenName": member.given_name, "familyName": member.family_name}
+    if any(name.values()):
+        document["name"] = {k: v for k, v in name.items() if v}
+    if member.title:
+        document["title"] = member.title
+    if member.email:
+        document["emails"] = [{"value": member.email}]
+    if member.mobile:
+        document["phoneNumbers"] = [{"value": member.mobile}]
+    enterprise = {}
+    if member.employee_no:
+        enterprise["employeeNumber"] = member.employee_no
+    if member.department_id:
+        enterprise["department"] = member.department.name
+    if enterprise:
+        document[ENTERPRISE_SCHEMA] = enterprise
+    return _meta(document, "User", member.created_at, f"{base_url}Users/{member.pk}")
+
+
+def group_document(department: Department, base_url: str) -> dict:
+    members = sorted(department.members.all(), key=lambda m: m.pk)
+    document: dict = {
+        "schemas": [GROUP_SCHEMA],
+        "id": str(department.pk),
+        "displayName": department.name,
+        "members": [
+            {
+                "value": str(m.pk),
+                "$ref": f"{base_url}Users/{m.pk}",
+                "type": "User",
+            }
+            for m in members
+            if m.scim_deleted_at is None
+        ],
+    }
+    if department.external_id:
+        document["externalId"] = department.external_id
+    return _meta(document, "Group", department.created_at, f"{base_url}Groups/{department.pk}")
+
+
+def user_fields(user: User) -> dict:
+    """Member fields from a parsed SCIM User (the values the identity provider sent)."""
+    emails = user.emails or []
+    primary = next((e for e in emails if e.primary), emails[0] if emails else None)
+    email = (primary.value if primary and primary.value else "") or ""
+    user_name = (user.user_name or "").strip()
+    if not email and "@" in user_name:
+        email = user_name
+    phones = user.phone_numbers or []
+    phone = next((p for p in phones if p.primary), phones[0] if phones else None)
+    given = (user.name.given_name if user.name else None) or ""
+    family = (user.name.family_name if user.name else None) or ""
+    enterprise = user[EnterpriseUser]
+    display = user.display_name or " ".join(p for p in (given, family) if p) or user_name
+    return {
+        "user_name": user_name,
+        "email": email,
+        "display_name": display[:150],
+        "given_name": given[:150],
+        "family_name": family[:150],
+        "title": (user.title or "")[:150],
+        "mobile": ((phone.value if phone else None) or "")[:32],
+        "external_id": (user.external_id or "")[:191],
+        "employee_no": ((enterprise.employee_number if enterprise else None) or "")[:64],
+        "department_name": ((enterprise.department if enterprise else None) or "").strip(),
+        "active": user.active is not False,
+    }
+
+
+def filter_q(text: str, model, fields: dict) -> Q:
+    """A SCIM filter as a Q over `fields`; anything Cadre cannot evaluate is invalidFilter."""
+    try:
+        ast = ScimFilter[model](text).ast
+    except InvalidFilterException:
+        raise
+    except Exception as exc:  # the parser's own errors: a client mistake, never a 500
+        raise InvalidFilterException(detail=str(exc)) from None
+    return _node_q(ast, fields)
+
+
+def _node_q(node, fields: dict) -> Q:
+    if isinstance(node, LogicalExpr):
+        parts = [_node_q(term, fields) for term in node.terms]
+        combined = parts[0]
+        for part in parts[1:]:
+            combined = combined & part if node.op == LogicalOperator.and_ else combined | part
+        return combined
+    if isinstance(node, Not):
+        return ~_node_q(node.expr, fields)
+    if isinstance(node, Present | Comparison):
+        path = node.attr_path
+        key = (path.attr + (f".{path.sub_attr}" if path.sub_attr else "")).lower()
+        if key == "active":
+            if isinstance(node, Present):
+                return Q()
+            if node.op not in (CompareOperator.eq, CompareOperator.ne):
+                raise InvalidFilterException(detail="active takes eq or ne.")
+            wanted = node.value is True or str(node.value).lower() == "true"
+            condition = Q(status=Member.Status.ACTIVE)
+            return condition if wanted == (node.op == CompareOperator.eq) else ~condition
+        field = fields.get(key)
+        if field is None:
+            raise InvalidFilterException(detail=f"Cadre cannot filter on {path}.")
+        if isinstance(node, Present):
+            return ~Q(**{field: ""}) & Q(**{f"{field}__isnull": False})
+        value = node.value
+        if field.endswith("pk"):
+            if not str(value).isdigit():
+                return Q(pk__in=[])
+            if node.op == CompareOperator.eq:
+                return Q(**{field: int(value)})
+            if node.op == CompareOperator.ne:
+                return ~Q(**{field: int(value)})
+            raise InvalidFilterException(detail=f"{path} takes eq or ne.")
+        if node.op == CompareOperator.ne:
+            return ~Q(**{f"{field}__iexact": value})
+        lookup = _LOOKUPS.get(node.op)
+        if lookup is None:
+            raise InvalidFilterException(detail=f"Cadre cannot compare {path} with {node.op}.")
+        return Q(**{f"{field}__{lookup}": value})
+    raise InvalidFilterException(detail="Cadre cannot evaluate that filter.")
