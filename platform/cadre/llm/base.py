@@ -4,6 +4,9 @@ Messages use one neutral shape, translated by each adapter:
   {"role": "system" | "user", "content": str}
   {"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments": dict}]}
   {"role": "tool", "tool_call_id": str, "name": str, "content": str}
+Any message may carry `"cache_break": True`: the prompt up to and including it is stable across
+calls (context assembly marks its boundaries); adapters with explicit caching put a breakpoint
+there, the others ignore it (their caching needs only a byte-identical prefix).
 Tools are {"name", "description", "parameters": <JSON schema>}.
 """
 
@@ -32,18 +35,42 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of one call. `input_tokens` counts every prompt token, read from the provider's
+    cache (`cached_input_tokens`) or written to it (`cache_write_tokens`) included."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def cost(self, prices: dict | None) -> Decimal:
-        """Cost from prices per million tokens ({"input": "0.5", "output": "1.5"})."""
+        """Cost from prices per million tokens ({"input": "0.5", "output": "1.5",
+        "cached_input": "0.05", "cache_write": "0.625"}); cached tokens without a price of
+        their own are priced as input."""
         if not prices:
             return Decimal(0)
         million = Decimal(1_000_000)
+        price = {key: Decimal(str(prices.get(key, 0))) for key in ("input", "output")}
+        cached = Decimal(str(prices.get("cached_input", price["input"])))
+        write = Decimal(str(prices.get("cache_write", price["input"])))
+        fresh = max(self.input_tokens - self.cached_input_tokens - self.cache_write_tokens, 0)
         return (
-            Decimal(str(prices.get("input", 0))) * self.input_tokens / million
-            + Decimal(str(prices.get("output", 0))) * self.output_tokens / million
+            (
+                price["input"] * fresh
+                + cached * self.cached_input_tokens
+                + write * self.cache_write_tokens
+                + price["output"] * self.output_tokens
+            )
+            / million
         ).quantize(Decimal("0.000001"))
+
+    def as_dict(self) -> dict:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
 
 
 @dataclass
@@ -59,10 +86,7 @@ class ChatResult:
         return {
             "text": self.text,
             "tool_calls": [call.as_dict() for call in self.tool_calls],
-            "usage": {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-            },
+            "usage": self.usage.as_dict(),
             "model": self.model,
             "finish_reason": self.finish_reason,
             "offline": self.offline,

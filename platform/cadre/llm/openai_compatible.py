@@ -28,6 +28,9 @@ _PASSED = {
     "presence_penalty",
     "frequency_penalty",
     "response_format",
+    # Routes calls sharing a prompt prefix to the same cache (OpenAI); the runtime sets it per
+    # template and session.
+    "prompt_cache_key",
 }
 
 
@@ -80,6 +83,19 @@ def to_openai_tools(tools: list[dict]) -> list[dict]:
     ]
 
 
+def _usage(usage) -> Usage:
+    """Usage from an answer's `usage`; `prompt_tokens_details.cached_tokens` are the prompt
+    tokens the endpoint's prefix cache served (OpenAI, and vLLM/DeepSeek-style servers)."""
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        cached_input_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+    )
+
+
 def _arguments(raw: str | None) -> dict:
     if not raw:
         return {}
@@ -124,13 +140,10 @@ class OpenAICompatibleProvider(ModelProvider):
             )
             for call in (choice.message.tool_calls or [])
         ]
-        usage = response.usage
         return ChatResult(
             text=choice.message.content or "",
             tool_calls=calls,
-            usage=Usage(
-                usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
-            ),
+            usage=_usage(response.usage),
             model=response.model or self.model,
             finish_reason=choice.finish_reason or "",
         )
@@ -147,9 +160,7 @@ class OpenAICompatibleProvider(ModelProvider):
             for chunk in self._client().chat.completions.create(**request):
                 model = chunk.model or model
                 if chunk.usage is not None:
-                    usage = Usage(
-                        chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
-                    )
+                    usage = _usage(chunk.usage)
                 for choice in chunk.choices or []:
                     delta = choice.delta
                     if choice.finish_reason:
