@@ -12,6 +12,7 @@ import pytest
 
 from cadre.agents.models import Step
 from cadre.agents.runtime.context import ContextPieces, fit
+from cadre.agents.selectors import usage_summary
 from cadre.agents.services import validate_content
 from cadre.errors import InvalidInput
 from cadre.llm.anthropic import MAX_CACHE_BREAKPOINTS, to_anthropic
@@ -92,6 +93,12 @@ def test_openai_prefix_is_byte_identical_across_turns_and_cached_tokens_are_reco
         Decimal(1_000_000)
     )
     assert steps[2].cost == expected.quantize(Decimal("0.000001"))
+    # the usage dashboard's cache hit rate per template
+    (row,) = usage_summary(owner, by="template")
+    assert row["tokens_cached"] == sum(reported) and row["tokens_in"] == sum(
+        u["prompt_tokens"] for u in server.usages
+    )
+    assert row["cache_hit_rate"] == round(sum(reported) / row["tokens_in"], 4) > 0
 
 
 def test_anthropic_gets_breakpoints_at_the_stable_boundaries(owner, bob):

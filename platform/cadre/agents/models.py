@@ -396,6 +396,7 @@ class Run(TenantModel):
     step_count = models.PositiveIntegerField(default=0)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
+    tokens_cached = models.PositiveIntegerField(default=0)  # of tokens_in, from a prompt cache
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

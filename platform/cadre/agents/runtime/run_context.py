@@ -74,6 +74,7 @@ class RunContext:
         self.step_index = 0
         self.tokens_in = 0
         self.tokens_out = 0
+        self.tokens_cached = 0
         self.cost = Decimal(0)
         self.model_calls = 0
         self._scope_cache: dict[str, list[str]] = {}
@@ -325,6 +326,7 @@ class RunContext:
     def _count(self, step: Step) -> None:
         self.tokens_in += step.tokens_in
         self.tokens_out += step.tokens_out
+        self.tokens_cached += step.tokens_cached
         self.cost += step.cost
         if step.kind == Step.Kind.MODEL_CALL:
             self.model_calls += 1
