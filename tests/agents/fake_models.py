@@ -13,11 +13,21 @@ Each server answers from a script of turns: {"text": ...} or {"tool_calls": [{"n
 spaces the streamed chunks. Given `api_key`, it refuses any other key with a 401 in the API's
 error shape. `blackhole()` is a port that accepts connections and never answers;
 `closed_port()` one where nothing listens.
+
+With `caching=True` usage is counted from the request (a token is 4 bytes of its canonical
+JSON) and the servers cache prompts as the providers document:
+- OpenAI: cached tokens are the longest prefix identical with an earlier request, in 128-token
+  blocks, none below 1024 (`usage.prompt_tokens_details.cached_tokens`);
+- Anthropic: a prefix is written at each `cache_control` breakpoint (tools, then system, then
+  messages) and read back when a later breakpoint, or a block up to 20 before it, ends the
+  same prefix; none below 1024 tokens (`cache_read_input_tokens`,
+  `cache_creation_input_tokens`, and `input_tokens` for the rest).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import socket
 import threading
@@ -25,6 +35,18 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODELS = ["fake-chat", "fake-large"]
+
+MIN_CACHED_TOKENS = 1024
+OPENAI_CACHE_BLOCK = 128
+ANTHROPIC_LOOKBACK = 20
+
+
+def _tokens(text: str) -> int:
+    return (len(text.encode()) + 3) // 4
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 class FakeModelServer:
@@ -35,9 +57,14 @@ class FakeModelServer:
         api_key: str | None = None,
         models: list[str] | None = None,
         chunk_delay: float = 0.0,
+        caching: bool = False,
     ):
         self.script = list(script or [])
+        self.caching = caching
         self.requests: list[dict] = []
+        self.usages: list[dict] = []  # what each answer reported, in order
+        self._openai_prompts: list[str] = []
+        self._anthropic_cache: set[str] = set()
         self.lock = threading.Lock()
         self.api_key = api_key
         self.models = list(MODELS if models is None else models)
@@ -148,6 +175,82 @@ class FakeModelServer:
     def _pieces(text: str, size: int = 4) -> list[str]:
         return [text[i : i + size] for i in range(0, len(text), size)] or []
 
+    # --- prompt caching ----------------------------------------------------------------
+
+    def _openai_usage(self, body: dict, text: str) -> dict:
+        prompt = "".join(
+            _canonical(part) for part in [body.get("tools") or [], *body.get("messages", [])]
+        )
+        total = _tokens(prompt)
+        with self.lock:
+            common = max(
+                (_common_prefix(prompt, earlier) for earlier in self._openai_prompts), default=0
+            )
+            self._openai_prompts.append(prompt)
+        cached = min(common // 4, total) // OPENAI_CACHE_BLOCK * OPENAI_CACHE_BLOCK
+        cached = cached if cached >= MIN_CACHED_TOKENS else 0
+        output = max(_tokens(text), 1)
+        return {
+            "prompt_tokens": total,
+            "completion_tokens": output,
+            "total_tokens": total + output,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+
+    def _anthropic_usage(self, body: dict, text: str) -> dict:
+        blocks: list[tuple[str, bool]] = []  # (canonical block, is a breakpoint)
+        for tool in body.get("tools") or []:
+            blocks.append(
+                (
+                    _canonical({k: v for k, v in tool.items() if k != "cache_control"}),
+                    "cache_control" in tool,
+                )
+            )
+        system = body.get("system") or []
+        for block in [{"type": "text", "text": system}] if isinstance(system, str) else system:
+            blocks.append(
+                (
+                    _canonical({k: v for k, v in block.items() if k != "cache_control"}),
+                    "cache_control" in block,
+                )
+            )
+        for message in body.get("messages", []):
+            content = message["content"]
+            for index, block in enumerate(
+                [{"type": "text", "text": content}] if isinstance(content, str) else content
+            ):
+                plain = {k: v for k, v in block.items() if k != "cache_control"}
+                marker = message["role"] if index == 0 else ""
+                blocks.append((marker + _canonical(plain), "cache_control" in block))
+        ends, length, hashed = [], 0, hashlib.sha256()
+        for canonical, _ in blocks:  # prefix hash and token count after each block
+            hashed.update(canonical.encode())
+            length += len(canonical.encode())
+            ends.append((hashed.hexdigest(), (length + 3) // 4))
+        total = ends[-1][1] if ends else 0
+        breakpoints = [i for i, (_, marked) in enumerate(blocks) if marked]
+        read = 0
+        with self.lock:
+            for point in breakpoints:
+                for i in range(point, max(point - ANTHROPIC_LOOKBACK, -1), -1):
+                    digest, tokens = ends[i]
+                    if digest in self._anthropic_cache:
+                        read = max(read, tokens)
+                        break
+            written = 0
+            for point in breakpoints:
+                digest, tokens = ends[point]
+                if tokens >= MIN_CACHED_TOKENS:
+                    self._anthropic_cache.add(digest)
+                    written = max(written, tokens)
+        creation = max(written - read, 0)
+        return {
+            "input_tokens": total - read - creation,
+            "output_tokens": max(_tokens(text), 1),
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": creation,
+        }
+
     # --- OpenAI chat completions --------------------------------------------------------
 
     def openai(self, handler, body: dict, turn: dict) -> None:
@@ -156,6 +259,10 @@ class FakeModelServer:
         text = turn.get("text", "")
         usage = turn.get("usage") or {"prompt_tokens": 11, "completion_tokens": 7}
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+        if self.caching:
+            usage = self._openai_usage(body, text)
+        with self.lock:
+            self.usages.append(usage)
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
             message = {"role": "assistant", "content": text or None}
@@ -231,6 +338,11 @@ class FakeModelServer:
         calls = turn.get("tool_calls", [])
         text = turn.get("text", "")
         stop = "tool_use" if calls else "end_turn"
+        usage = {"input_tokens": 13, "output_tokens": 9}
+        if self.caching:
+            usage = self._anthropic_usage(body, text)
+        with self.lock:
+            self.usages.append(usage)
         blocks = ([{"type": "text", "text": text}] if text else []) + [
             {"type": "tool_use", "id": f"toolu_{i}", "name": c["name"], "input": c["arguments"]}
             for i, c in enumerate(calls)
@@ -246,7 +358,7 @@ class FakeModelServer:
                     "content": blocks,
                     "stop_reason": stop,
                     "stop_sequence": None,
-                    "usage": {"input_tokens": 13, "output_tokens": 9},
+                    "usage": usage,
                 },
             )
             return
@@ -269,7 +381,7 @@ class FakeModelServer:
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {"input_tokens": 13, "output_tokens": 1},
+                    "usage": {**usage, "output_tokens": 1},
                 }
             },
         )
@@ -308,7 +420,10 @@ class FakeModelServer:
             event("content_block_stop", {"index": index})
         event(
             "message_delta",
-            {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 9}},
+            {
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
         )
         event("message_stop", {})
 
@@ -333,3 +448,16 @@ def closed_port() -> str:
     port = probe.getsockname()[1]
     probe.close()
     return f"http://127.0.0.1:{port}/v1"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length in bytes of the longest common prefix of two strings."""
+    a_bytes, b_bytes = a.encode(), b.encode()
+    low, high = 0, min(len(a_bytes), len(b_bytes))
+    while low < high:  # binary search on prefix equality: bytes compare in C
+        middle = (low + high + 1) // 2
+        if a_bytes[:middle] == b_bytes[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low

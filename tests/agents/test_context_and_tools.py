@@ -60,14 +60,20 @@ def test_context_with_room_keeps_everything_in_order():
     )
     messages, report = fit(pieces, 8000)
     system = messages[0]["content"]
+    assert system.index("A") < system.index("(SOP)") < system.index("About the user")
+    # this request's memories come after the turns, just before the input
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
+    assert messages[3]["content"].startswith("# Relevant memories")
+    assert report["dropped"] == {} and report["memories_kept"] == 1
+    legacy, _ = fit(pieces, 8000, order="legacy")  # today's order: one system message
+    system = legacy[0]["content"]
     assert (
         system.index("A")
         < system.index("About the user")
         < system.index("(SOP)")
         < system.index("Relevant memories")
     )
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert report["dropped"] == {} and report["memories_kept"] == 1
+    assert [m["role"] for m in legacy] == ["system", "user", "assistant", "user"]
 
 
 def test_host_allow_list():

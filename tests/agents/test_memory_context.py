@@ -32,16 +32,29 @@ PLACEHOLDER = re.compile(r"<[A-Z]+_\d+>")
 pytestmark = pytest.mark.django_db
 
 
-def _agent(owner, bob, server, *, code, tools=None, context_tokens=None):
+def _agent(
+    owner,
+    bob,
+    server,
+    *,
+    code,
+    tools=None,
+    context_tokens=None,
+    kind="openai_compatible",
+    prices=None,
+    settings=None,
+    **content,
+):
     config = services.provider_config_create(
         actor=owner,
         name=f"fake {code}",
-        kind="openai_compatible",
-        base_url=server.base_url,
+        kind=kind,
+        base_url=server.base_url if kind == "openai_compatible" else server.root_url,
         api_key="sk-test",
         default_model="m",
+        prices=prices,
     )
-    settings = {"provider": "openai_compatible", "provider_config": config.pk, "model": "m"}
+    settings = {"provider": kind, "provider_config": config.pk, "model": "m", **(settings or {})}
     if context_tokens:
         settings["context_tokens"] = context_tokens
     template = services.template_create(
@@ -51,6 +64,7 @@ def _agent(owner, bob, server, *, code, tools=None, context_tokens=None):
         model_settings=settings,
         tool_permissions=tools or {},
         memory_policy={"read_scopes": ["agent", "user"], "write_scopes": ["agent"]},
+        **content,
     )
     publish(owner, template.versions.get())
     return services.deployment_create(
@@ -140,12 +154,12 @@ def test_secrets_are_never_stored_in_memory(owner, bob):
     assert PHONE in memory.content and memory.sensitive_types == ["CN_PHONE"]
 
 
-def _memory(bob, content: str) -> Memory:
+def _memory(bob, content: str, kind: str = "fact") -> Memory:
     return memory_services.memory_add(
         actor=member_actor(bob),
         scope="user",
         scope_id=bob.pk,
-        kind="fact",
+        kind=kind,
         content=content,
         source_kind="user_statement",
     )

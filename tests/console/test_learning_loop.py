@@ -131,10 +131,11 @@ def after_hooks_done(run: Run, seconds: float = 60) -> None:
 
 
 def model_payloads(api, run: Run) -> list[str]:
-    """The system prompt of each model call of `run`, read through the runs API."""
+    """The system context of each model call of `run` (its system messages: the stable ones
+    and this request's memories after the turns), read through the runs API."""
     body = api.get(f"/api/v1/runs/{run.pk}/").json()
     return [
-        step["input"]["messages"][0]["content"]
+        "\n\n".join(m["content"] for m in step["input"]["messages"] if m["role"] == "system")
         for step in body["steps"]
         if step["kind"] == "model_call"
     ]

@@ -413,6 +413,7 @@ class Run(TenantModel):
     step_count = models.PositiveIntegerField(default=0)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
+    tokens_cached = models.PositiveIntegerField(default=0)  # of tokens_in, from a prompt cache
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -510,8 +511,11 @@ class Step(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
-    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)  # every prompt token, cached included
     tokens_out = models.PositiveIntegerField(default=0)
+    # Of tokens_in: read from the provider's prompt cache, and written to it (Anthropic).
+    tokens_cached = models.PositiveIntegerField(default=0)
+    tokens_cache_write = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
 
     class Meta:

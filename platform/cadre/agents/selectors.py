@@ -16,7 +16,8 @@ USAGE_GROUPS = {
 
 
 def usage_summary(actor: Actor, *, by: str = "agent", since=None, until=None) -> list[dict]:
-    """Runs, tokens and cost of the runs the actor may see, grouped by `by`."""
+    """Runs, tokens and cost of the runs the actor may see, grouped by `by`; `cache_hit_rate`
+    is the share of input tokens a provider's prompt cache served."""
     key, label = USAGE_GROUPS[by]
     runs = Run.objects.restrict(actor, "view")
     if since is not None:
@@ -29,6 +30,7 @@ def usage_summary(actor: Actor, *, by: str = "agent", since=None, until=None) ->
             runs=Count("id"),
             tokens_in=Sum("tokens_in"),
             tokens_out=Sum("tokens_out"),
+            tokens_cached=Sum("tokens_cached"),
             cost=Sum("cost"),
         )
         .order_by("-cost", key)
@@ -40,6 +42,10 @@ def usage_summary(actor: Actor, *, by: str = "agent", since=None, until=None) ->
             "runs": row["runs"],
             "tokens_in": row["tokens_in"] or 0,
             "tokens_out": row["tokens_out"] or 0,
+            "tokens_cached": row["tokens_cached"] or 0,
+            "cache_hit_rate": round((row["tokens_cached"] or 0) / row["tokens_in"], 4)
+            if row["tokens_in"]
+            else 0.0,
             "cost": str(row["cost"] or 0),
         }
         for row in rows

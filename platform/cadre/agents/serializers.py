@@ -347,6 +347,8 @@ class StepSerializer(serializers.ModelSerializer):
             "duration_ms",
             "tokens_in",
             "tokens_out",
+            "tokens_cached",
+            "tokens_cache_write",
             "cost",
         ]
         read_only_fields = fields
@@ -392,6 +394,7 @@ class RunSerializer(serializers.ModelSerializer):
             "step_count",
             "tokens_in",
             "tokens_out",
+            "tokens_cached",
             "cost",
             "created_at",
             "started_at",
@@ -428,6 +431,8 @@ class UsageSerializer(serializers.Serializer):
     runs = serializers.IntegerField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
+    tokens_cached = serializers.IntegerField()  # of tokens_in, served by a prompt cache
+    cache_hit_rate = serializers.FloatField()
     cost = serializers.DecimalField(max_digits=14, decimal_places=6)
 
 

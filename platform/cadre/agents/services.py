@@ -71,6 +71,7 @@ def presets() -> dict[str, dict]:
 def validate_content(content: dict) -> dict:
     """Check the structured fields of a template version; return them normalized."""
     from cadre.agents.hooks.registry import hook_names
+    from cadre.agents.runtime.context import ORDERS as CONTEXT_ORDERS
     from cadre.agents.tools.registry import tool_names
 
     errors: dict[str, str] = {}
@@ -82,6 +83,8 @@ def validate_content(content: dict) -> dict:
             errors["model_settings"] = f"provider must be one of {', '.join(PROVIDER_KINDS)}"
         elif not isinstance(settings.get("budget", {}), dict):
             errors["model_settings"] = "budget must be an object"
+        elif settings.get("context_order", "stable") not in CONTEXT_ORDERS:
+            errors["model_settings"] = f"context_order must be one of {', '.join(CONTEXT_ORDERS)}"
     skills = content.get("skills")
     well_formed = isinstance(skills, list) and all(
         isinstance(s, dict)

@@ -20,18 +20,40 @@ from cadre.llm.base import (
 
 _PASSED = {"temperature", "top_p", "top_k", "stop_sequences"}
 DEFAULT_MAX_TOKENS = 1024
+MAX_CACHE_BREAKPOINTS = 4  # the Messages API accepts at most four cache_control blocks
+_EPHEMERAL = {"type": "ephemeral"}
 
 
-def to_anthropic(messages: list[dict]) -> tuple[str, list[dict]]:
+def to_anthropic(messages: list[dict]) -> tuple[str | list[dict], list[dict]]:
     """(system prompt, messages) in the Messages API shape; tool results become user turns
-    and consecutive turns of one role are merged (the API requires alternation)."""
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    and consecutive turns of one role are merged (the API requires alternation).
+
+    Without cache breaks the system prompt is one string. With them (messages marked
+    `cache_break`, see cadre.llm.base) it is a list of text blocks, the leading system messages
+    in order; a system message after the conversation started (per-request context) becomes a
+    user text block, since the system prompt precedes every turn and would move the cached
+    prefix; the last MAX_CACHE_BREAKPOINTS marked messages get `cache_control`."""
+    caching = any(m.get("cache_break") for m in messages)
+    if not caching:
+        system: str | list[dict] = "\n\n".join(
+            m["content"] for m in messages if m["role"] == "system"
+        )
+    else:
+        system = []
+    marked: list[dict] = []  # the last block of each message marked as a cache break
     converted: list[dict] = []
     for message in messages:
         role = message["role"]
-        if role == "system":
+        if role == "system" and (not caching or not converted):
+            if caching and message.get("content"):
+                system.append({"type": "text", "text": message["content"]})
+                if message.get("cache_break"):
+                    marked.append(system[-1])
             continue
-        if role == "tool":
+        if role == "system":
+            role = "user"
+            blocks = [{"type": "text", "text": message.get("content", "")}]
+        elif role == "tool":
             blocks = [
                 {
                     "type": "tool_result",
@@ -55,10 +77,14 @@ def to_anthropic(messages: list[dict]) -> tuple[str, list[dict]]:
             ]
         else:
             blocks = [{"type": "text", "text": message.get("content", "")}]
+        if message.get("cache_break") and blocks:
+            marked.append(blocks[-1])
         if converted and converted[-1]["role"] == role:
             converted[-1]["content"].extend(blocks)
         else:
             converted.append({"role": role, "content": blocks})
+    for block in marked[-MAX_CACHE_BREAKPOINTS:]:
+        block["cache_control"] = dict(_EPHEMERAL)
     return system, converted
 
 
@@ -74,11 +100,16 @@ def to_anthropic_tools(tools: list[dict]) -> list[dict]:
 
 
 def _usage(usage) -> Usage:
-    """Anthropic counts prompt-cache reads and writes apart from `input_tokens`: all of them
-    are input here, the reads also as cached input (priced apart, see Usage.cost)."""
-    cached = getattr(usage, "cache_read_input_tokens", 0) or 0
-    written = getattr(usage, "cache_creation_input_tokens", 0) or 0
-    return Usage((usage.input_tokens or 0) + cached + written, usage.output_tokens or 0, cached)
+    """Anthropic reports uncached input, cache reads and cache writes apart; Usage counts all
+    three as input tokens, with the reads and writes named."""
+    read = getattr(usage, "cache_read_input_tokens", 0) or 0
+    write = getattr(usage, "cache_creation_input_tokens", 0) or 0
+    return Usage(
+        (usage.input_tokens or 0) + read + write,
+        usage.output_tokens or 0,
+        cached_input_tokens=read,
+        cache_write_tokens=write,
+    )
 
 
 def _result(message, model: str) -> ChatResult:

@@ -4,6 +4,9 @@ Messages use one neutral shape, translated by each adapter:
   {"role": "system" | "user", "content": str}
   {"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments": dict}]}
   {"role": "tool", "tool_call_id": str, "name": str, "content": str}
+Any message may carry `"cache_break": True`: the prompt up to and including it is stable across
+calls (context assembly marks its boundaries); adapters with explicit caching put a breakpoint
+there, the others ignore it (their caching needs only a byte-identical prefix).
 Tools are {"name", "description", "parameters": <JSON schema>}.
 """
 
@@ -63,7 +66,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
-PRICE_KEYS = ("input", "output", "cached_input")
+PRICE_KEYS = ("input", "output", "cached_input", "cache_write")
 
 
 def prices_for_model(prices: dict | None, model: str = "") -> dict:
@@ -113,30 +116,47 @@ def prices_clean(prices: dict | None) -> dict:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of one call. `input_tokens` counts every prompt token, read from the provider's
+    cache (`cached_input_tokens`) or written to it (`cache_write_tokens`) included."""
+
     input_tokens: int = 0
     output_tokens: int = 0
-    # Of input_tokens, those read from the provider's prompt cache (priced as cached_input).
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def cost(self, prices: dict | None, model: str = "") -> Decimal:
-        """Cost from prices per million tokens (see prices_for_model); cached input is priced
-        at `cached_input` when given, else at `input`."""
+        """Cost from prices per million tokens (see prices_for_model): {"input", "output",
+        "cached_input", "cache_write"}; cached tokens without a price of their own are priced
+        as input."""
         applied = prices_for_model(prices, model)
         if not applied:
             return Decimal(0)
         million = Decimal(1_000_000)
-        input_price = Decimal(str(applied.get("input") or 0))
-        cached_price = Decimal(str(applied.get("cached_input") or input_price))
-        cached = min(self.cached_input_tokens, self.input_tokens)
+        price = {key: Decimal(str(applied.get(key) or 0)) for key in ("input", "output")}
+        cached = Decimal(str(applied.get("cached_input") or price["input"]))
+        write = Decimal(str(applied.get("cache_write") or price["input"]))
+        fresh = max(self.input_tokens - self.cached_input_tokens - self.cache_write_tokens, 0)
         return (
-            input_price * (self.input_tokens - cached) / million
-            + cached_price * cached / million
-            + Decimal(str(applied.get("output") or 0)) * self.output_tokens / million
+            (
+                price["input"] * fresh
+                + cached * self.cached_input_tokens
+                + write * self.cache_write_tokens
+                + price["output"] * self.output_tokens
+            )
+            / million
         ).quantize(Decimal("0.000001"))
+
+    def as_dict(self) -> dict:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
 
 
 @dataclass
@@ -152,15 +172,7 @@ class ChatResult:
         return {
             "text": self.text,
             "tool_calls": [call.as_dict() for call in self.tool_calls],
-            "usage": {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-                **(
-                    {"cached_input_tokens": self.usage.cached_input_tokens}
-                    if self.usage.cached_input_tokens
-                    else {}
-                ),
-            },
+            "usage": self.usage.as_dict(),
             "model": self.model,
             "finish_reason": self.finish_reason,
             "offline": self.offline,

@@ -30,6 +30,9 @@ _PASSED = {
     "presence_penalty",
     "frequency_penalty",
     "response_format",
+    # Routes calls sharing a prompt prefix to the same cache (OpenAI); the runtime sets it per
+    # template and session.
+    "prompt_cache_key",
 }
 
 
@@ -80,6 +83,19 @@ def to_openai_tools(tools: list[dict]) -> list[dict]:
         }
         for tool in tools
     ]
+
+
+def _usage(usage) -> Usage:
+    """Usage from an answer's `usage`; `prompt_tokens_details.cached_tokens` are the prompt
+    tokens the endpoint's prefix cache served (OpenAI, and vLLM/DeepSeek-style servers)."""
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        cached_input_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+    )
 
 
 def _arguments(raw: str | None) -> dict:
@@ -144,11 +160,10 @@ class OpenAICompatibleProvider(ModelProvider):
             )
             for call in (choice.message.tool_calls or [])
         ]
-        usage = response.usage
         return ChatResult(
             text=choice.message.content or "",
             tool_calls=calls,
-            usage=_usage(usage),
+            usage=_usage(response.usage),
             model=response.model or self.model,
             finish_reason=choice.finish_reason or "",
         )
@@ -196,16 +211,3 @@ class OpenAICompatibleProvider(ModelProvider):
                 finish_reason=finish,
             )
         )
-
-
-def _usage(usage) -> Usage:
-    """Token counts of an answer; `prompt_tokens_details.cached_tokens` are the input tokens
-    read from the provider's prompt cache (priced apart)."""
-    if usage is None:
-        return Usage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    return Usage(
-        usage.prompt_tokens or 0,
-        usage.completion_tokens or 0,
-        (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0,
-    )

@@ -92,6 +92,48 @@ def memory_retrieval(ctx, config: dict) -> dict:
     return output
 
 
+@hook(
+    "assemble_context",
+    "standing_memories",
+    default=False,  # a template opts in: it sends these tokens on every turn
+    description="Send the user's long-lived memories (preferences and requirements by default) "
+    "on every turn, oldest first, each through the policy chain; they change only when the "
+    "memories do, so the prompt prefix stays cacheable.",
+)
+def standing_memories(ctx, config: dict) -> dict:
+    if not ctx.read_scope_keys():
+        return {"standing": []}
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from cadre.memory.models import Kind, Memory
+
+    kinds = config.get("kinds") or [Kind.PREFERENCE, Kind.REQUIREMENT]
+    rows = (
+        Memory.objects.filter(
+            organization_id=ctx.run.organization_id,
+            scope_key__in=ctx.read_scope_keys(),
+            status=Memory.Status.ACTIVE,
+            kind__in=kinds,
+        )
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+        .order_by("pk")
+        .only("pk", "version", "scope_key", "content")[: int(config.get("limit", 20))]
+    )
+    standing, withheld = [], []
+    for memory in rows:
+        entry = {"id": memory.pk, "version": memory.version, "scope": memory.scope_key}
+        text, reason = memory_for_context(ctx, memory.content)
+        if text is None:
+            withheld.append({**entry, "source": "standing", "reason": reason})
+        else:
+            standing.append({**entry, "content": text})
+    output: dict = {"standing": standing}
+    if withheld:
+        output["withheld"] = withheld
+    return output
+
+
 def turn_as_said(run) -> tuple[str, str]:
     """A finished run's input and reply as the people involved wrote and read them.
 

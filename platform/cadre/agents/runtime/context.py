@@ -1,5 +1,16 @@
 """Context assembly: AGENT.md, SOP, USER.md, skills, memories and recent turns, fitted to a
-token budget. Pure functions over already-loaded pieces (the runtime loads and records them)."""
+token budget. Pure functions over already-loaded pieces (the runtime loads and records them).
+
+Two orders, the same pieces kept either way (the budget decides what is sent, the order only
+where it goes):
+- `stable` (the default): most stable first, so providers' prompt caches serve the prefix —
+  AGENT.md, SOP, USER.md, skill descriptions and bodies (by name), then standing memories (by
+  id), then the session summary and recent turns, then this request's retrieved and shared
+  memories and hook sections, then the input. The boundaries carry `cache_break` (see
+  cadre.llm.base), where Anthropic gets its cache_control breakpoints.
+- `legacy`: one system message, per-request memories ahead of the skill bodies (the order
+  before prompt caching; kept for comparison, `model_settings.context_order`).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +30,9 @@ class ContextPieces:
     # ranked {"id", "content", "scope", "version"?, "rank"?, "score"?, "components"?}
     memories: list[dict] = field(default_factory=list)
     shared: list[dict] = field(default_factory=list)  # memories explicitly shared by a caller
+    # long-lived memories sent on every turn whatever the input (the standing_memories hook),
+    # {"id", "content", "scope", "version"?}; they change only when the memories do
+    standing: list[dict] = field(default_factory=list)
     # memories the "retrieved" policy stage kept out: {"id", "reason", "source", …}
     withheld: list[dict] = field(default_factory=list)
     sections: list[dict] = field(default_factory=list)  # extra {"title", "text"} from hooks
@@ -53,23 +67,49 @@ def _skill_label(skill: dict) -> str:
     return f"{skill['name']}@{skill['version']}" if skill.get("version") else skill["name"]
 
 
-def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
+ORDERS = ("stable", "legacy")
+# Where each block goes in the stable order: (segment, position within it).
+_STABLE = {0: (0, 0), 2: (0, 1), 1: (0, 2), 3: (0, 3), 7: (0, 4), 8: (1, 0)}
+_VOLATILE = 2  # retrieved and shared memories, hook sections: after the turns
+
+
+def fit(
+    pieces: ContextPieces, budget_tokens: int, *, order: str = "stable"
+) -> tuple[list[dict], dict]:
     """Messages for the model within `budget_tokens`, and a report of what was kept.
 
     Priority: AGENT.md and the input (always), USER.md, SOP, skill descriptions, the bodies
-    of relevant skills (the Hub hook already capped them to their share of the budget), shared
-    memories, retrieved memories by rank, then recent turns newest first; the SOP is truncated
-    rather than dropped when it alone does not fit. Skill bodies are shown after the memories.
+    of relevant skills (the Hub hook already capped them to their share of the budget),
+    standing memories, shared memories, retrieved memories by rank, then recent turns newest
+    first; the SOP is truncated rather than dropped when it alone does not fit. Where each
+    goes depends on `order` (see the module docstring).
     """
+    if order not in ORDERS:
+        raise ValueError(f"unknown context order {order!r}")
     skills, sections = installed_skills(pieces)
+    if order == "stable":  # by name, not by relevance: the same skills give the same prefix
+        skills = sorted(skills, key=_skill_label)
     used = estimate_tokens(pieces.agent_md) + estimate_tokens(pieces.input_text) + 16
     # "sent"/"dropped_ids": which memories (by id) and skills (by label) made it into the
     # messages and which the budget left out — what the model call's ContextRecord lists.
     report: dict = {
         "budget": budget_tokens,
         "dropped": {},
-        "sent": {"memories": [], "shared": [], "skills": [], "skill_bodies": []},
-        "dropped_ids": {"memories": [], "shared": [], "skills": [], "skill_bodies": []},
+        "sent": {
+            "memories": [],
+            "shared": [],
+            "standing": [],
+            "skills": [],
+            "skill_bodies": [],
+        },
+        "dropped_ids": {
+            "memories": [],
+            "shared": [],
+            "standing": [],
+            "skills": [],
+            "skill_bodies": [],
+        },
+        "order": order,
     }
     blocks: list[tuple[int, str]] = [(0, pieces.agent_md)] if pieces.agent_md else []
 
@@ -108,13 +148,14 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
         else:
             report["dropped"]["skill_bodies"] = report["dropped"].get("skill_bodies", 0) + 1
             report["dropped_ids"]["skill_bodies"].append(_skill_label(skill))
-    for order, (title, items, key) in enumerate(
-        [
-            ("Shared with you", pieces.shared, "shared"),
-            ("Relevant memories", pieces.memories, "memories"),
-        ],
-        start=4,
-    ):
+    standing = sorted(pieces.standing, key=lambda item: str(item.get("id", "")).zfill(20))
+    standing_ids = {item.get("id") for item in standing}
+    for position, (title, items, key) in [
+        (8, ("What you know about the user", standing, "standing")),
+        (4, ("Shared with you", pieces.shared, "shared")),
+        # a retrieved memory already standing is not sent twice
+        (5, ("Relevant memories", _not_in(pieces.memories, standing_ids), "memories")),
+    ]:
         kept = []
         for item in items:
             line = f"- [{item.get('scope', '')}#{item.get('id', '')}] {item['content']}"
@@ -128,7 +169,7 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
             report["sent"][key].append(item.get("id"))
         if kept:
             used += estimate_tokens(title) + 2
-            blocks.append((order, f"# {title}\n" + "\n".join(kept)))
+            blocks.append((position, f"# {title}\n" + "\n".join(kept)))
         report[f"{key}_kept"] = len(kept)
     for section in sections:
         if not take(6, section.get("title", "Context"), section.get("text", "")):
@@ -143,11 +184,40 @@ def fit(pieces: ContextPieces, budget_tokens: int) -> tuple[list[dict], dict]:
         turns.insert(0, turn)
     report["turns_kept"] = len(turns)
     report["tokens"] = used
-    system = "\n\n".join(text for _, text in sorted(blocks, key=lambda block: block[0]))
-    messages = [{"role": "system", "content": system}] if system else []
-    messages += turns
+    if order == "legacy":
+        system = "\n\n".join(text for _, text in sorted(blocks, key=lambda block: block[0]))
+        messages = [{"role": "system", "content": system}] if system else []
+        messages += turns
+    else:
+        messages = _stable_messages(blocks, turns)
     messages.append({"role": "user", "content": pieces.input_text})
     return messages, report
+
+
+def _not_in(items: list[dict], ids: set) -> list[dict]:
+    return [item for item in items if item.get("id") not in ids] if ids else items
+
+
+def _stable_messages(blocks: list[tuple[int, str]], turns: list[dict]) -> list[dict]:
+    """Stable segments as system messages, each ending a cache break, then the turns (the
+    last one a break), then the per-request context as a system message of its own."""
+    segments: dict[int, list[tuple[int, str]]] = {}
+    for position, text in blocks:
+        segment, within = _STABLE.get(position, (_VOLATILE, position))
+        segments.setdefault(segment, []).append((within, text))
+    messages = []
+    for segment in sorted(segments):
+        if segment == _VOLATILE:
+            continue
+        text = "\n\n".join(t for _, t in sorted(segments[segment], key=lambda b: b[0]))
+        messages.append({"role": "system", "content": text, "cache_break": True})
+    if turns:
+        messages += [dict(turn) for turn in turns]
+        messages[-1]["cache_break"] = True
+    if _VOLATILE in segments:
+        text = "\n\n".join(t for _, t in sorted(segments[_VOLATILE], key=lambda b: b[0]))
+        messages.append({"role": "system", "content": text})
+    return messages
 
 
 def context_manifest(pieces: ContextPieces, report: dict) -> dict:
@@ -155,9 +225,11 @@ def context_manifest(pieces: ContextPieces, report: dict) -> dict:
     considered, with its rank, score components and whether it was sent, withheld by policy
     or dropped by the budget; and every skill version offered, sent or dropped."""
     memories: list[dict] = []
-    for key, source in (("shared", "shared"), ("memories", "retrieval")):
+    for key, source in (("standing", "standing"), ("shared", "shared"), ("memories", "retrieval")):
         sent = set(report["sent"][key])
         for position, item in enumerate(getattr(pieces, key), start=1):
+            if key == "memories" and item.get("id") in set(report["sent"]["standing"]):
+                continue  # sent once, as a standing memory
             memories.append(
                 {
                     "id": item.get("id"),

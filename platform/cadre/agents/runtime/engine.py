@@ -192,10 +192,13 @@ def _assemble(ctx: RunContext) -> tuple[list[dict], dict]:
             lambda step, hook=hook, config=config: hook.fn(ctx, config) or {},
         )
         pieces.memories += added.get("memories", [])
+        pieces.standing += added.get("standing", [])
         pieces.withheld += added.get("withheld", [])
         pieces.sections += added.get("sections", [])
-    budget = int((ctx.version.model_settings or {}).get("context_tokens", DEFAULT_CONTEXT_TOKENS))
-    messages, report = context_assembly.fit(pieces, budget)
+    settings = ctx.version.model_settings or {}
+    budget = int(settings.get("context_tokens", DEFAULT_CONTEXT_TOKENS))
+    order = settings.get("context_order", "stable")
+    messages, report = context_assembly.fit(pieces, budget, order=order)
     return messages, context_assembly.context_manifest(pieces, report)
 
 
@@ -251,7 +254,14 @@ def _model_step(
             if time.monotonic() - state["last"] >= DELTA_FLUSH_SECONDS:
                 flush()
 
-        result = provider.chat(messages, tools, stream=True, on_delta=on_delta)
+        result = provider.chat(
+            messages,
+            tools,
+            stream=True,
+            on_delta=on_delta,
+            # calls of one template and session share their prefix: one cache route for them
+            prompt_cache_key=f"cadre-t{ctx.version.template_id}-s{ctx.run.session_id}",
+        )
         if pending and state["flushed"]:
             flush()
         data = result.as_dict()

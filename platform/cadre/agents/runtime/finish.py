@@ -35,6 +35,7 @@ def finish_run(
             fields.update(
                 tokens_in=ctx.tokens_in,
                 tokens_out=ctx.tokens_out,
+                tokens_cached=ctx.tokens_cached,
                 cost=ctx.cost,
                 step_count=ctx.next_index,
             )

@@ -74,6 +74,7 @@ class RunContext:
         self.step_index = 0
         self.tokens_in = 0
         self.tokens_out = 0
+        self.tokens_cached = 0
         self.cost = Decimal(0)
         self.model_calls = 0
         self._scope_cache: dict[str, list[str]] = {}
@@ -188,6 +189,8 @@ class RunContext:
         "duration_ms",
         "tokens_in",
         "tokens_out",
+        "tokens_cached",
+        "tokens_cache_write",
         "cost",
     )
 
@@ -216,7 +219,8 @@ class RunContext:
         """Run `perform(step)` as step n, or return step n's stored output if it completed.
 
         `perform` returns the output dict; a "_usage" entry ({input_tokens, output_tokens,
-        cost}) is moved onto the step's token and cost columns.
+        cached_input_tokens, cache_write_tokens, cost}) is moved onto the step's token and
+        cost columns.
 
         Model and tool calls are written `started` before their work. A hook is written
         once, completed, with the run's next write (the next model or tool call, a wait or
@@ -291,6 +295,8 @@ class RunContext:
         step.duration_ms = int((time.monotonic() - started) * 1000)
         step.tokens_in = usage.get("input_tokens", 0)
         step.tokens_out = usage.get("output_tokens", 0)
+        step.tokens_cached = usage.get("cached_input_tokens", 0)
+        step.tokens_cache_write = usage.get("cache_write_tokens", 0)
         step.cost = Decimal(str(usage.get("cost", 0)))
         event = RunEvent(
             run_id=self.run.pk,
@@ -320,6 +326,7 @@ class RunContext:
     def _count(self, step: Step) -> None:
         self.tokens_in += step.tokens_in
         self.tokens_out += step.tokens_out
+        self.tokens_cached += step.tokens_cached
         self.cost += step.cost
         if step.kind == Step.Kind.MODEL_CALL:
             self.model_calls += 1
