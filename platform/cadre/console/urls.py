@@ -18,6 +18,7 @@ from cadre.console.views import (
     memory,
     organization,
     skill_reviews,
+    sso,
 )
 
 app_name = "console"
@@ -26,6 +27,12 @@ urlpatterns = [
     path("login/", account.ConsoleLoginView.as_view(), name="login"),
     path("logout/", account.ConsoleLogoutView.as_view(), name="logout"),
     path("invite/<str:token>/", account.invitation_accept, name="invite"),
+    path("sso/<slug:org_slug>/<slug:provider_slug>/", sso.sso_start, name="sso_start"),
+    path(
+        "sso/<slug:org_slug>/<slug:provider_slug>/callback/",
+        sso.sso_callback,
+        name="sso_callback",
+    ),
     path("", home.home, name="home"),
     path("organizations/switch/", home.switch_organization, name="switch_organization"),
     # members
