@@ -25,6 +25,7 @@ from cadre.errors import NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
 from cadre.tenancy.models import IdentityProvider, Member, Organization
+from cadre.tenancy.services.common import save_unique, snapshot
 from cadre.tenancy.services.members import member_create
 
 _DISCOVERY_SECONDS = 3600
@@ -342,3 +343,58 @@ def organization_sso_require(*, actor, required: bool) -> Organization:
         after={"sso_required": bool(required)},
     )
     return organization
+
+
+# --- managing providers ----------------------------------------------------------------------
+
+PROVIDER_FIELDS = (
+    "name",
+    "slug",
+    "issuer",
+    "client_id",
+    "scopes",
+    "claim_email",
+    "claim_name",
+    "claim_employee_id",
+    "jit_enabled",
+    "is_enabled",
+)
+
+
+def _check_manage(actor) -> None:
+    if not actor.has("organization.manage"):
+        raise NotPermitted("Identity providers need the organization.manage permission.")
+
+
+@transaction.atomic
+def identity_provider_save(
+    *, actor, provider: IdentityProvider | None = None, client_secret: str = "", **fields
+) -> IdentityProvider:
+    """Create (provider None) or change an identity provider; the secret is write-only: an
+    empty one keeps the stored value. Audited without the secret."""
+    _check_manage(actor)
+    creating = provider is None
+    if creating:
+        provider = IdentityProvider(organization=actor.organization)
+    elif provider.organization_id != actor.organization.pk:
+        raise NotPermitted("That identity provider belongs to another organization.")
+    before = {} if creating else snapshot(provider, PROVIDER_FIELDS)
+    for name, value in fields.items():
+        if name not in PROVIDER_FIELDS:
+            raise ValueError(f"unknown identity provider field {name!r}")
+        setattr(provider, name, value)
+    if client_secret:
+        provider.client_secret = client_secret
+    save_unique(provider, "Another identity provider already has this slug.", "slug")
+    after = snapshot(provider, PROVIDER_FIELDS)
+    if client_secret:
+        after["client_secret_changed"] = True
+    cache.delete(f"oidc:discovery:{provider.issuer}")
+    audit.record(
+        actor=actor,
+        action="identity_provider.create" if creating else "identity_provider.update",
+        target=provider,
+        before=before,
+        after=after,
+    )
+    return provider
