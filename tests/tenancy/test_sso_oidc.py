@@ -249,3 +249,16 @@ def test_sso_required_lets_the_owner_break_glass_audited(client, org_a, alice):
 def test_password_sign_in_unchanged_without_sso_required(client, bob):
     assert _password_login(client, bob.email).status_code == 302
     assert not AuditEvent.objects.filter(action__startswith="sso.").exists()
+
+
+def test_later_sign_ins_match_the_linked_provider_account(client, provider, bob, idp):
+    first, _ = provider_login(client, provider, "bob")
+    assert first.status_code == 302
+    assert AuditEvent.objects.get(action="sso.signin").changes["after"]["newly_linked"] is True
+    # The provider now reports another, unverified address: the link still names Bob.
+    idp.users["bob"] = {"email": "robert@elsewhere.test", "email_verified": False}
+    second, _ = provider_login(Client(), provider, "bob")
+    assert second.status_code == 302
+    events = AuditEvent.objects.filter(action="sso.signin").order_by("id")
+    assert [e.target_id for e in events] == [str(bob.pk)] * 2
+    assert events.last().changes["after"]["newly_linked"] is False

@@ -364,3 +364,24 @@ class IdentityProvider(TenantModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+class SsoIdentity(TenantModel):
+    """A member's account at an identity provider (its `sub`): later sign-ins match on it, so a
+    member whose e-mail changes at the provider is still the same member."""
+
+    provider = models.ForeignKey(
+        IdentityProvider, on_delete=models.CASCADE, related_name="identities"
+    )
+    subject = models.CharField(max_length=255)
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="sso_identities")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_signed_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("provider", "subject", name="sso_identity_unique_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider_id}:{self.subject}"

@@ -24,7 +24,7 @@ from joserfc.jwk import KeySet
 from cadre.errors import NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
-from cadre.tenancy.models import IdentityProvider, Member, Organization
+from cadre.tenancy.models import IdentityProvider, Member, Organization, SsoIdentity
 from cadre.tenancy.services.common import save_unique, snapshot
 from cadre.tenancy.services.members import member_create
 
@@ -193,7 +193,8 @@ def _exchange(*, provider: IdentityProvider, pending: dict, code: str, redirect_
 
 
 def _match(provider: IdentityProvider, claims: dict) -> tuple[Member | None, dict]:
-    """The member these claims name: by external (employee) id, else by verified e-mail."""
+    """The member these claims name: by the provider account linked at an earlier sign-in, else
+    by external (employee) id, else by verified e-mail."""
     email = str(claims.get(provider.claim_email) or "").strip()
     verified = claims.get("email_verified") is True
     found = {
@@ -205,6 +206,13 @@ def _match(provider: IdentityProvider, claims: dict) -> tuple[Member | None, dic
         if provider.claim_employee_id
         else "",
     }
+    linked = (
+        SsoIdentity.objects.select_related("member")
+        .filter(provider=provider, subject=found["sub"])
+        .first()
+    )
+    if linked is not None:
+        return linked.member, found
     members = Member.objects.filter(organization_id=provider.organization_id)
     if found["employee_id"]:
         member = members.filter(employee_no=found["employee_id"]).first()
@@ -263,11 +271,23 @@ def sso_complete(
     if member.status == Member.Status.DEACTIVATED:
         raise SsoRefused("member_inactive", found["email"])
     _user_for(member)
+    identity, newly_linked = SsoIdentity.objects.get_or_create(
+        provider=provider,
+        subject=found["sub"],
+        defaults={"organization_id": provider.organization_id, "member": member},
+    )
+    identity.last_signed_in_at = timezone.now()
+    identity.save(update_fields=["last_signed_in_at"])
     audit.record(
         actor=member_actor(member),
         action="sso.signin",
         target=member,
-        after={"provider": provider.slug, "sub": found["sub"], "email": found["email"]},
+        after={
+            "provider": provider.slug,
+            "sub": found["sub"],
+            "email": found["email"],
+            "newly_linked": newly_linked,
+        },
     )
     return member
 
