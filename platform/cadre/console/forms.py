@@ -390,3 +390,35 @@ class MemoryCorrectForm(forms.Form):
         help_text="Why it is corrected; kept in the memory's history.",
     )
     expected_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+
+
+class IdentityProviderForm(forms.Form):
+    name = forms.CharField(max_length=150, help_text='Shown on the button: "Sign in with …".')
+    slug = forms.SlugField(max_length=64, help_text="Part of the callback URL.")
+    issuer = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text="As the provider states it; discovery is read from the issuer followed by "
+        "/.well-known/openid-configuration.",
+    )
+    client_id = forms.CharField(max_length=255, label="Client id")
+    client_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Stored encrypted and never shown again; leave empty to keep the current one.",
+    )
+    scopes = forms.CharField(max_length=255, initial="openid email profile")
+    claim_email = forms.CharField(max_length=64, initial="email", label="E-mail claim")
+    claim_name = forms.CharField(max_length=64, initial="name", label="Name claim")
+    claim_employee_id = forms.CharField(
+        max_length=64,
+        required=False,
+        label="Employee id claim",
+        help_text="Matched against the member's employee number before the e-mail.",
+    )
+    jit_enabled = forms.BooleanField(
+        required=False,
+        label="Create unknown users on first sign-in",
+        help_text="Off: only existing members can sign in.",
+    )
+    is_enabled = forms.BooleanField(required=False, initial=True, label="Enabled")

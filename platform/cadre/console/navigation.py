@@ -46,6 +46,7 @@ NAVIGATION = [
     NavItem("Connectors", "console:connectors", "connector.manage", "Settings"),
     NavItem("API keys", "console:api_keys", "apikey.view", "Settings"),
     NavItem("Organization", "console:organization", "organization.view", "Settings"),
+    NavItem("Single sign-on", "console:identity_providers", "organization.manage", "Settings"),
 ]
 
 

@@ -14,12 +14,14 @@ from cadre.console.views import (
     governance,
     home,
     hub,
+    identity_providers,
     members,
     memory,
     memory_viewer,
     model_providers,
     organization,
     skill_reviews,
+    sso,
     usage,
 )
 
@@ -29,6 +31,12 @@ urlpatterns = [
     path("login/", account.ConsoleLoginView.as_view(), name="login"),
     path("logout/", account.ConsoleLogoutView.as_view(), name="logout"),
     path("invite/<str:token>/", account.invitation_accept, name="invite"),
+    path("sso/<slug:org_slug>/<slug:provider_slug>/", sso.sso_start, name="sso_start"),
+    path(
+        "sso/<slug:org_slug>/<slug:provider_slug>/callback/",
+        sso.sso_callback,
+        name="sso_callback",
+    ),
     path("", home.home, name="home"),
     path("organizations/switch/", home.switch_organization, name="switch_organization"),
     # members
@@ -86,6 +94,21 @@ urlpatterns = [
         "organization/scim-tokens/<int:pk>/revoke/",
         organization.scim_token_revoke,
         name="scim_token_revoke",
+    ),
+    path(
+        "identity-providers/",
+        identity_providers.identity_providers,
+        name="identity_providers",
+    ),
+    path(
+        "identity-providers/new/",
+        identity_providers.identity_provider_edit,
+        name="identity_provider_new",
+    ),
+    path(
+        "identity-providers/<int:pk>/",
+        identity_providers.identity_provider_edit,
+        name="identity_provider_edit",
     ),
     path("memory/", memory.memory_list, name="memory"),
     path("memory/timeline/", memory_viewer.memory_timeline, name="memory_timeline"),

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from cadre.crypto import EncryptedTextField
 from cadre.im import platform_choices
 from cadre.tenancy.querysets import TenantQuerySet
 from cadre.tenancy.roles import ROLE_CHOICES
@@ -376,3 +377,57 @@ class ScimToken(TenantModel):
     @property
     def state(self) -> str:
         return "revoked" if self.revoked_at else "active"
+
+
+class IdentityProvider(TenantModel):
+    """An OpenID Connect provider members of one organization sign in with (several allowed)."""
+
+    name = models.CharField(max_length=150)
+    slug = models.SlugField(max_length=64)
+    # The issuer exactly as the provider's discovery document and id_tokens state it; the
+    # discovery document is read from <issuer>/.well-known/openid-configuration.
+    issuer = models.URLField(max_length=500)
+    client_id = models.CharField(max_length=255)
+    client_secret = EncryptedTextField(blank=True)
+    scopes = models.CharField(max_length=255, default="openid email profile")
+    # Which id_token (or userinfo) claim carries what: providers differ (Entra puts the e-mail
+    # in "preferred_username", Feishu the employee id in "employee_no").
+    claim_email = models.CharField(max_length=64, default="email")
+    claim_name = models.CharField(max_length=64, default="name")
+    claim_employee_id = models.CharField(max_length=64, blank=True)
+    # Just-in-time creation of unknown users: off unless an admin turns it on.
+    jit_enabled = models.BooleanField(default=False)
+    is_enabled = models.BooleanField(default=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "slug", name="identity_provider_unique_slug")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SsoIdentity(TenantModel):
+    """A member's account at an identity provider (its `sub`): later sign-ins match on it, so a
+    member whose e-mail changes at the provider is still the same member."""
+
+    provider = models.ForeignKey(
+        IdentityProvider, on_delete=models.CASCADE, related_name="identities"
+    )
+    subject = models.CharField(max_length=255)
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="sso_identities")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_signed_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("provider", "subject", name="sso_identity_unique_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider_id}:{self.subject}"

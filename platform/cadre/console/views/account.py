@@ -17,6 +17,8 @@ from cadre.console.views.base import posted
 from cadre.errors import CadreError
 from cadre.tenancy import services
 from cadre.tenancy.middleware import SESSION_KEY
+from cadre.tenancy.models import IdentityProvider, Organization
+from cadre.tenancy.services.oidc import password_signin_screen
 from cadre.tenancy.services.signin import signin_lock_wait, signin_username
 
 _BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -28,6 +30,33 @@ class ConsoleLoginView(LoginView):
 
     template_name = "console/login.html"
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):
+        # ?org=<slug> lists that organization's "Sign in with …" buttons (docs/identity.md).
+        context = super().get_context_data(**kwargs)
+        slug = self.request.GET.get("org") or self.request.POST.get("org") or ""
+        context["sso_org"] = slug
+        context["sso_providers"] = (
+            IdentityProvider.objects.filter(
+                organization__slug=slug,
+                organization__status=Organization.Status.ACTIVE,
+                is_enabled=True,
+            ).select_related("organization")
+            if slug
+            else []
+        )
+        return context
+
+    def form_valid(self, form):
+        # "SSO required": the password was right, but this member must use the provider.
+        if password_signin_screen(user=form.get_user()) == "sso_required":
+            form.add_error(
+                None,
+                "Your organization requires single sign-on: use its "
+                '"Sign in with …" button instead of a password.',
+            )
+            return self.render_to_response(self.get_context_data(form=form), status=403)
+        return super().form_valid(form)
 
     def form_invalid(self, form):
         if not getattr(self.request, "axes_locked_out", False):

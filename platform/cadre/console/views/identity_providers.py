@@ -1,0 +1,77 @@
+"""The organization's identity providers (OIDC single sign-on) and its "SSO required" setting."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+
+from cadre.console.forms import IdentityProviderForm, add_service_error
+from cadre.console.views.base import posted, require_permission
+from cadre.errors import CadreError
+from cadre.tenancy.models import IdentityProvider
+from cadre.tenancy.services import oidc
+
+
+def _callback_url(provider: IdentityProvider) -> str:
+    path = reverse("console:sso_callback", args=[provider.organization.slug, provider.slug])
+    return settings.CADRE_BASE_URL.rstrip("/") + path
+
+
+@require_permission("organization.manage")
+def identity_providers(request):
+    organization = request.actor.organization
+    if request.method == "POST" and "sso_required" in request.POST:
+        try:
+            oidc.organization_sso_require(
+                actor=request.actor, required=request.POST["sso_required"] == "on"
+            )
+        except CadreError as error:
+            messages.error(request, error.message)
+        return redirect("console:identity_providers")
+    providers = list(IdentityProvider.objects.filter(organization=organization))
+    for provider in providers:
+        provider.callback_url = _callback_url(provider)
+    return render(
+        request,
+        "console/identity_providers.html",
+        {
+            "providers": providers,
+            "sso_required": oidc.sso_required(organization),
+            "login_url": settings.CADRE_BASE_URL.rstrip("/")
+            + reverse("console:login")
+            + f"?org={organization.slug}",
+            "is_owner": "owner" in request.member.roles,
+        },
+    )
+
+
+@require_permission("organization.manage")
+def identity_provider_edit(request, pk: int | None = None):
+    organization = request.actor.organization
+    provider = (
+        get_object_or_404(IdentityProvider, organization=organization, pk=pk)
+        if pk is not None
+        else None
+    )
+    initial = {name: getattr(provider, name) for name in oidc.PROVIDER_FIELDS} if provider else {}
+    form = IdentityProviderForm(posted(request), initial=initial or None)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        try:
+            provider = oidc.identity_provider_save(actor=request.actor, provider=provider, **data)
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"{provider.name} was saved.")
+            return redirect("console:identity_providers")
+    return render(
+        request,
+        "console/identity_provider_form.html",
+        {
+            "form": form,
+            "provider": provider,
+            "callback_url": _callback_url(provider) if provider else "",
+        },
+    )

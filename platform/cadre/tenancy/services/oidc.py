@@ -1,0 +1,420 @@
+"""OpenID Connect sign-in: discovery, code + PKCE, id_token checks, matching members, audit."""
+
+from __future__ import annotations
+
+import secrets
+
+import httpx
+from authlib.integrations.httpx_client import OAuth2Client
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+from joserfc import jws, jwt
+from joserfc.errors import (
+    BadSignatureError,
+    ExpiredTokenError,
+    InvalidClaimError,
+    InvalidKeyIdError,
+    JoseError,
+    MissingClaimError,
+)
+from joserfc.jwk import KeySet
+
+from cadre.errors import NotPermitted
+from cadre.governance import audit
+from cadre.tenancy.actors import member_actor, system_actor
+from cadre.tenancy.models import IdentityProvider, Member, Organization, SsoIdentity
+from cadre.tenancy.services.common import save_unique, snapshot
+from cadre.tenancy.services.members import member_create
+
+_DISCOVERY_SECONDS = 3600
+_NONCE_SECONDS = 24 * 3600
+_LEEWAY_SECONDS = 60
+_HTTP_TIMEOUT = 10
+# Algorithms accepted for id_tokens: asymmetric only, so a leaked client secret cannot forge one.
+_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384"]
+
+REASONS = {
+    "state_unknown": "The sign-in link was already used or has expired. Start again.",
+    "provider_error": "The identity provider refused the sign-in.",
+    "provider_unreachable": "The identity provider could not be reached.",
+    "code_missing": "The identity provider returned no authorization code.",
+    "token_exchange_failed": "The identity provider did not accept the authorization code.",
+    "bad_signature": "The identity token's signature is not valid.",
+    "unknown_key": "The identity token is signed with a key the provider does not publish.",
+    "wrong_issuer": "The identity token was issued by another provider.",
+    "wrong_audience": "The identity token was issued for another application.",
+    "expired": "The identity token has expired.",
+    "nonce_mismatch": "The identity token does not belong to this sign-in.",
+    "nonce_replayed": "The identity token was already used.",
+    "invalid_token": "The identity token is malformed or incomplete.",
+    "email_unverified": "The provider does not vouch for this e-mail address.",
+    "unknown_user": "No member of this organization matches this account.",
+    "member_inactive": "This member is deactivated.",
+}
+
+
+class SsoRefused(Exception):
+    """A sign-in refused for `reason` (a key of REASONS)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+    @property
+    def message(self) -> str:
+        return REASONS[self.reason]
+
+
+# --- provider metadata ---------------------------------------------------------------------
+
+
+def _get_json(url: str) -> dict:
+    try:
+        response = httpx.get(url, timeout=_HTTP_TIMEOUT)
+        response.raise_for_status()
+        return response.json()
+    except (httpx.HTTPError, ValueError) as caught:
+        raise SsoRefused("provider_unreachable", f"{url}: {caught}") from None
+
+
+def discovery(provider: IdentityProvider) -> dict:
+    """The provider's discovery document (cached for an hour)."""
+    key = f"oidc:discovery:{provider.issuer}"
+    document = cache.get(key)
+    if document is None:
+        url = provider.issuer.rstrip("/") + "/.well-known/openid-configuration"
+        document = _get_json(url)
+        if document.get("issuer") != provider.issuer:
+            raise SsoRefused("wrong_issuer", f"discovery names issuer {document.get('issuer')!r}")
+        cache.set(key, document, _DISCOVERY_SECONDS)
+    return document
+
+
+def _key_set(provider: IdentityProvider, *, refresh: bool = False) -> KeySet:
+    key = f"oidc:jwks:{provider.issuer}"
+    keys = None if refresh else cache.get(key)
+    if keys is None:
+        keys = _get_json(discovery(provider)["jwks_uri"])
+        cache.set(key, keys, _DISCOVERY_SECONDS)
+    return KeySet.import_key_set(keys)
+
+
+def _client(provider: IdentityProvider, redirect_uri: str) -> OAuth2Client:
+    return OAuth2Client(
+        client_id=provider.client_id,
+        client_secret=provider.client_secret or None,
+        scope=provider.scopes,
+        redirect_uri=redirect_uri,
+        code_challenge_method="S256",
+        timeout=_HTTP_TIMEOUT,
+    )
+
+
+# --- the flow ------------------------------------------------------------------------------
+
+
+def sso_begin(*, provider: IdentityProvider, redirect_uri: str) -> tuple[str, dict]:
+    """The provider's authorization URL and what the callback needs (kept in the session)."""
+    state = secrets.token_urlsafe(32)
+    nonce = secrets.token_urlsafe(32)
+    verifier = secrets.token_urlsafe(48)
+    with _client(provider, redirect_uri) as client:
+        url, _ = client.create_authorization_url(
+            discovery(provider)["authorization_endpoint"],
+            state=state,
+            nonce=nonce,
+            code_verifier=verifier,
+        )
+    pending = {"provider": provider.pk, "state": state, "nonce": nonce, "verifier": verifier}
+    return url, pending
+
+
+def id_token_claims(*, provider: IdentityProvider, id_token: str, nonce: str) -> dict:
+    """The id_token's claims once its signature, issuer, audience, expiry and nonce hold."""
+    try:
+        header = jws.extract_compact(id_token.encode()).protected
+    except (JoseError, ValueError):
+        raise SsoRefused("invalid_token") from None
+    keys = _key_set(provider)
+    if header.get("kid") and not any(k.kid == header["kid"] for k in keys.keys):
+        # The provider rotated its keys since we cached them: read them again, once.
+        keys = _key_set(provider, refresh=True)
+    try:
+        token = jwt.decode(id_token, keys, algorithms=_ALGORITHMS)
+    except InvalidKeyIdError:
+        raise SsoRefused("unknown_key") from None
+    except BadSignatureError:
+        raise SsoRefused("bad_signature") from None
+    except (JoseError, ValueError):
+        raise SsoRefused("invalid_token") from None
+    registry = jwt.JWTClaimsRegistry(
+        leeway=_LEEWAY_SECONDS,
+        iss={"essential": True, "value": provider.issuer},
+        aud={"essential": True, "value": provider.client_id},
+        exp={"essential": True},
+        sub={"essential": True},
+        nonce={"essential": True},
+    )
+    try:
+        registry.validate(token.claims)
+    except ExpiredTokenError:
+        raise SsoRefused("expired") from None
+    except (InvalidClaimError, MissingClaimError) as caught:
+        claim = getattr(caught, "claim", "")
+        reason = {"iss": "wrong_issuer", "aud": "wrong_audience", "exp": "expired"}
+        raise SsoRefused(reason.get(claim, "invalid_token"), str(caught)) from None
+    claims = token.claims
+    if not secrets.compare_digest(str(claims["nonce"]), nonce):
+        raise SsoRefused("nonce_mismatch")
+    # An id_token is good for one sign-in: remember its nonce for as long as it could be shown.
+    if not cache.add(f"oidc:nonce:{provider.issuer}:{nonce}", 1, _NONCE_SECONDS):
+        raise SsoRefused("nonce_replayed")
+    return claims
+
+
+def _exchange(*, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str) -> str:
+    try:
+        with _client(provider, redirect_uri) as client:
+            token = client.fetch_token(
+                discovery(provider)["token_endpoint"],
+                code=code,
+                code_verifier=pending["verifier"],
+            )
+    except httpx.HTTPError as caught:
+        raise SsoRefused("provider_unreachable", str(caught)) from None
+    except Exception as caught:  # Authlib raises its OAuth errors for a refused exchange
+        raise SsoRefused("token_exchange_failed", str(caught)[:200]) from None
+    if not token.get("id_token"):
+        raise SsoRefused("token_exchange_failed", "no id_token in the token response")
+    return token["id_token"]
+
+
+def _match(provider: IdentityProvider, claims: dict) -> tuple[Member | None, dict]:
+    """The member these claims name: by the provider account linked at an earlier sign-in, else
+    by external (employee) id, else by verified e-mail."""
+    email = str(claims.get(provider.claim_email) or "").strip()
+    verified = claims.get("email_verified") is True
+    found = {
+        "sub": str(claims["sub"]),
+        "email": email,
+        "email_verified": verified,
+        "name": str(claims.get(provider.claim_name) or "").strip(),
+        "employee_id": str(claims.get(provider.claim_employee_id) or "").strip()
+        if provider.claim_employee_id
+        else "",
+    }
+    linked = (
+        SsoIdentity.objects.select_related("member")
+        .filter(provider=provider, subject=found["sub"])
+        .first()
+    )
+    if linked is not None:
+        return linked.member, found
+    members = Member.objects.filter(organization_id=provider.organization_id)
+    if found["employee_id"]:
+        member = members.filter(employee_no=found["employee_id"]).first()
+        if member is not None:
+            return member, found
+    if email and verified:
+        return members.filter(email__iexact=email).first(), found
+    return None, found
+
+
+def _user_for(member: Member):
+    """The member's sign-in account; a member invited but never signed in gets one (no password)."""
+    if member.user_id is not None:
+        return member.user
+    User = get_user_model()
+    user = User.objects.filter(email__iexact=member.email).first()
+    if user is None:
+        user = User.objects.create_user(email=member.email, password=None)
+    member.user = user
+    if member.status == Member.Status.INVITED:
+        member.status = Member.Status.ACTIVE
+    member.save(update_fields=["user", "status"])
+    return user
+
+
+@transaction.atomic
+def sso_complete(
+    *, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str
+) -> Member:
+    """Exchange the code, check the id_token, match (or, if allowed, create) the member; audited.
+
+    Raises SsoRefused; the caller records it with `sso_failure_record` (outside this
+    transaction, which a refusal rolls back)."""
+    id_token = _exchange(provider=provider, pending=pending, code=code, redirect_uri=redirect_uri)
+    claims = id_token_claims(provider=provider, id_token=id_token, nonce=pending["nonce"])
+    member, found = _match(provider, claims)
+    system = system_actor(provider.organization, label=f"sso:{provider.slug}")
+    if member is None:
+        if not provider.jit_enabled:
+            raise SsoRefused("unknown_user", found["email"])
+        if not (found["email"] and found["email_verified"]):
+            raise SsoRefused("email_unverified", found["email"])
+        member = member_create(
+            actor=system,
+            display_name=found["name"] or found["email"],
+            email=found["email"],
+            employee_no=found["employee_id"],
+            roles=["employee"],
+        )
+        audit.record(
+            actor=system,
+            action="sso.jit_create",
+            target=member,
+            after={"provider": provider.slug, "email": found["email"], "sub": found["sub"]},
+        )
+    if member.status == Member.Status.DEACTIVATED:
+        raise SsoRefused("member_inactive", found["email"])
+    _user_for(member)
+    identity, newly_linked = SsoIdentity.objects.get_or_create(
+        provider=provider,
+        subject=found["sub"],
+        defaults={"organization_id": provider.organization_id, "member": member},
+    )
+    identity.last_signed_in_at = timezone.now()
+    identity.save(update_fields=["last_signed_in_at"])
+    audit.record(
+        actor=member_actor(member),
+        action="sso.signin",
+        target=member,
+        after={
+            "provider": provider.slug,
+            "sub": found["sub"],
+            "email": found["email"],
+            "newly_linked": newly_linked,
+        },
+    )
+    return member
+
+
+@transaction.atomic
+def sso_failure_record(*, provider: IdentityProvider, refusal: SsoRefused) -> None:
+    """Audit a refused sign-in with its reason code and keep it as the provider's last error."""
+    provider.last_error = f"{refusal.reason}: {refusal.detail}"[:500]
+    provider.last_error_at = timezone.now()
+    provider.save(update_fields=["last_error", "last_error_at"])
+    audit.record(
+        actor=system_actor(provider.organization, label=f"sso:{provider.slug}"),
+        action="sso.signin_failed",
+        target=provider,
+        reason=refusal.reason,
+        after={"provider": provider.slug, "reason": refusal.reason},
+    )
+
+
+# --- password sign-in under "SSO required" ---------------------------------------------------
+
+
+def sso_required(organization: Organization) -> bool:
+    return bool((organization.settings or {}).get("sso_required"))
+
+
+@transaction.atomic
+def password_signin_screen(*, user) -> str:
+    """'' when `user` may sign in with a password, else the refusal's reason code.
+
+    A member of an organization that requires SSO is refused, except its owners (the
+    break-glass account, for when the provider is down), whose password sign-in is audited."""
+    members = Member.objects.select_related("organization").filter(
+        user=user, status=Member.Status.ACTIVE, organization__status=Organization.Status.ACTIVE
+    )
+    break_glass = []
+    for member in members:
+        if not sso_required(member.organization):
+            continue
+        if "owner" not in member.roles:
+            audit.record(
+                actor=system_actor(member.organization, label="sso"),
+                action="sso.password_refused",
+                target=member,
+                reason="sso_required",
+            )
+            return "sso_required"
+        break_glass.append(member)
+    for member in break_glass:
+        audit.record(
+            actor=member_actor(member),
+            action="sso.break_glass",
+            target=member,
+            reason="password sign-in of an owner while SSO is required",
+        )
+    return ""
+
+
+@transaction.atomic
+def organization_sso_require(*, actor, required: bool) -> Organization:
+    """Turn "SSO required" on or off for the actor's organization (owners only)."""
+    organization = actor.organization
+    if actor.member is None or "owner" not in actor.member.roles:
+        raise NotPermitted("Only an owner may change whether SSO is required.")
+    before = sso_required(organization)
+    organization.settings = {**(organization.settings or {}), "sso_required": bool(required)}
+    organization.save(update_fields=["settings"])
+    audit.record(
+        actor=actor,
+        action="organization.sso_required",
+        target=organization,
+        before={"sso_required": before},
+        after={"sso_required": bool(required)},
+    )
+    return organization
+
+
+# --- managing providers ----------------------------------------------------------------------
+
+PROVIDER_FIELDS = (
+    "name",
+    "slug",
+    "issuer",
+    "client_id",
+    "scopes",
+    "claim_email",
+    "claim_name",
+    "claim_employee_id",
+    "jit_enabled",
+    "is_enabled",
+)
+
+
+def _check_manage(actor) -> None:
+    if not actor.has("organization.manage"):
+        raise NotPermitted("Identity providers need the organization.manage permission.")
+
+
+@transaction.atomic
+def identity_provider_save(
+    *, actor, provider: IdentityProvider | None = None, client_secret: str = "", **fields
+) -> IdentityProvider:
+    """Create (provider None) or change an identity provider; the secret is write-only: an
+    empty one keeps the stored value. Audited without the secret."""
+    _check_manage(actor)
+    creating = provider is None
+    if creating:
+        provider = IdentityProvider(organization=actor.organization)
+    elif provider.organization_id != actor.organization.pk:
+        raise NotPermitted("That identity provider belongs to another organization.")
+    before = {} if creating else snapshot(provider, PROVIDER_FIELDS)
+    for name, value in fields.items():
+        if name not in PROVIDER_FIELDS:
+            raise ValueError(f"unknown identity provider field {name!r}")
+        setattr(provider, name, value)
+    if client_secret:
+        provider.client_secret = client_secret
+    save_unique(provider, "Another identity provider already has this slug.", "slug")
+    after = snapshot(provider, PROVIDER_FIELDS)
+    if client_secret:
+        after["client_secret_changed"] = True
+    cache.delete(f"oidc:discovery:{provider.issuer}")
+    audit.record(
+        actor=actor,
+        action="identity_provider.create" if creating else "identity_provider.update",
+        target=provider,
+        before=before,
+        after=after,
+    )
+    return provider

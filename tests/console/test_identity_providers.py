@@ -1,0 +1,75 @@
+"""The console's identity providers page: add and edit (secret write-only), SSO required."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from cadre.governance.audit_models import AuditEvent
+from cadre.tenancy.models import IdentityProvider
+
+FORM = {
+    "name": "Okta",
+    "slug": "okta",
+    "issuer": "https://acme.okta.test",
+    "client_id": "client-1",
+    "client_secret": "first-secret",
+    "scopes": "openid email profile",
+    "claim_email": "email",
+    "claim_name": "name",
+    "claim_employee_id": "",
+    "is_enabled": "on",
+}
+
+
+@pytest.fixture
+def owner_client(client, alice):
+    client.force_login(alice.user)
+    return client
+
+
+def test_owner_adds_a_provider_and_sees_its_callback_url(owner_client, org_a):
+    response = owner_client.post(reverse("console:identity_provider_new"), FORM)
+    assert response.status_code == 302
+    provider = IdentityProvider.objects.get(organization=org_a)
+    assert provider.client_secret == "first-secret" and not provider.jit_enabled
+    page = owner_client.get(reverse("console:identity_providers")).content.decode()
+    assert "http://testserver/sso/acme/okta/callback/" in page
+    event = AuditEvent.objects.get(action="identity_provider.create")
+    assert "first-secret" not in str(event.changes)
+
+
+def test_secret_is_write_only_and_kept_when_left_empty(owner_client, org_a):
+    owner_client.post(reverse("console:identity_provider_new"), FORM)
+    provider = IdentityProvider.objects.get()
+    edit = reverse("console:identity_provider_edit", args=[provider.pk])
+    assert "first-secret" not in owner_client.get(edit).content.decode()
+    owner_client.post(edit, {**FORM, "client_secret": "", "name": "Okta EU"})
+    provider.refresh_from_db()
+    assert (provider.name, provider.client_secret) == ("Okta EU", "first-secret")
+
+
+def test_outsider_gets_404_for_another_orgs_provider(client, org_a, charlie):
+    provider = IdentityProvider.objects.create(
+        organization=org_a, name="Okta", slug="okta", issuer="https://x.test", client_id="c"
+    )
+    client.force_login(charlie.user)
+    url = reverse("console:identity_provider_edit", args=[provider.pk])
+    assert client.get(url).status_code == 404
+    assert client.post(url, {**FORM, "name": "Hijacked"}).status_code == 404
+    provider.refresh_from_db()
+    assert provider.name == "Okta"
+
+
+def test_employee_cannot_open_the_page_or_add(client, bob):
+    client.force_login(bob.user)
+    assert client.get(reverse("console:identity_providers")).status_code == 403
+    assert client.post(reverse("console:identity_provider_new"), FORM).status_code == 403
+    assert not IdentityProvider.objects.exists()
+
+
+def test_owner_turns_sso_required_on_audited(owner_client, org_a):
+    owner_client.post(reverse("console:identity_providers"), {"sso_required": "on"})
+    org_a.refresh_from_db()
+    assert org_a.settings["sso_required"] is True
+    assert AuditEvent.objects.filter(action="organization.sso_required").exists()
