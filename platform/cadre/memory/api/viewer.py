@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from cadre.memory.api import viewer_serializers as types
 from cadre.memory.api.viewsets import MemoryScopedViewSet
 from cadre.memory.models import Kind, Memory
-from cadre.memory.viewer import heatmap, quality, reach, timeline, vector_map
+from cadre.memory.viewer import cache, heatmap, quality, reach, timeline, vector_map
 
 LISTS = ("scope", "member", "agent", "department", "kind")
 FILTERS = [
@@ -63,8 +63,13 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @action(detail=False, methods=["get"])
     def timeline(self, request):
         data = _query(request, types.TimelineQuerySerializer)
-        result = timeline.memory_timeline(self.actor, **data)
-        return Response(types.TimelineSerializer(result).data)
+        body = cache.cached(
+            self.actor,
+            "timeline",
+            data,
+            lambda: types.TimelineSerializer(timeline.memory_timeline(self.actor, **data)).data,
+        )
+        return Response(body)
 
     @extend_schema(
         parameters=[
@@ -80,8 +85,13 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @action(detail=False, methods=["get"])
     def heatmap(self, request):
         data = _query(request, types.HeatmapQuerySerializer)
-        result = heatmap.memory_heatmap(self.actor, **data)
-        return Response(types.HeatmapSerializer(result).data)
+        body = cache.cached(
+            self.actor,
+            "heatmap",
+            data,
+            lambda: types.HeatmapSerializer(heatmap.memory_heatmap(self.actor, **data)).data,
+        )
+        return Response(body)
 
     @extend_schema(
         parameters=[*FILTERS, OpenApiParameter("days", OpenApiTypes.INT)],
@@ -92,8 +102,13 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @action(detail=False, methods=["get"])
     def quality(self, request):
         data = _query(request, types.WindowQuerySerializer)
-        result = quality.memory_quality(self.actor, **data)
-        return Response(types.QualitySerializer(result).data)
+        body = cache.cached(
+            self.actor,
+            "quality",
+            data,
+            lambda: types.QualitySerializer(quality.memory_quality(self.actor, **data)).data,
+        )
+        return Response(body)
 
     @extend_schema(
         parameters=[
