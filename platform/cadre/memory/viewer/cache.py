@@ -36,9 +36,16 @@ def data_version(organization_id: int) -> str:
 
 
 def writes_changed(organization_id: int) -> None:
-    """After the write commits, the organization's cached figures are no longer served."""
+    """The organization's cached figures are no longer served."""
     key = _version_key(organization_id)
-    transaction.on_commit(lambda: cache.set(key, uuid.uuid4().hex, _seconds()))
+
+    def renew():
+        cache.set(key, uuid.uuid4().hex, _seconds())
+
+    # Now, so this transaction's own next read computes; and after the commit, so what a
+    # concurrent request cached meanwhile (before the write was visible) is not served.
+    renew()
+    transaction.on_commit(renew)
 
 
 def cached(actor, name: str, params: dict, compute):
