@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 PREFIX = "memory-viewer"
+VERSION_SECONDS = 24 * 3600
 
 
 def _version_key(organization_id: int) -> str:
@@ -28,9 +29,10 @@ def data_version(organization_id: int) -> str:
     version = cache.get(key)
     if version is None:
         version = uuid.uuid4().hex
-        # Lives as long as an entry: an entry never outlives the version it was written under
-        # by more than one lifetime, so an expired version cannot bring back old figures.
-        if not cache.add(key, version, _seconds()):
+        # Outlives entries by far (an expired version would start every entry anew); entries
+        # carry the organization's creation time, so a recreated database reusing the id
+        # never meets them.
+        if not cache.add(key, version, VERSION_SECONDS):
             version = cache.get(key) or version
     return version
 
@@ -40,7 +42,7 @@ def writes_changed(organization_id: int) -> None:
     key = _version_key(organization_id)
 
     def renew():
-        cache.set(key, uuid.uuid4().hex, _seconds())
+        cache.set(key, uuid.uuid4().hex, VERSION_SECONDS)
 
     # Now, so this transaction's own next read computes; and after the commit, so what a
     # concurrent request cached meanwhile (before the write was visible) is not served.
