@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "platform"), str(ROOT / "bench")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+# Its own cache keys: test runs sharing the Redis database reuse the bench organization's id.
+os.environ.setdefault("CADRE_CACHE_PREFIX", "cadre-bench-viewer")
 
 from memory_latency import Corpus, load, percentile  # noqa: E402 - after sys.path
 
