@@ -196,6 +196,9 @@ CACHES = {
         "KEY_PREFIX": env_str("CADRE_CACHE_PREFIX", "cadre") + "-throttle",
     },
 }
+# How long the Memory Viewer's timeline, heatmap and quality figures are served from cache
+# (writes of memories, context records and maps start a new version at once); 0 = never.
+MEMORY_VIEWER_CACHE_SECONDS = env_int("CADRE_MEMORY_VIEWER_CACHE_SECONDS", 30, minimum=0)
 
 CHANNEL_LAYERS = {
     "default": {

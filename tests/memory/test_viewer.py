@@ -238,3 +238,33 @@ def test_viewer_endpoints_are_in_the_schema(alice, client_for):
         assert "$ref" in str(operation["responses"]["200"])
     assert "/api/v1/memories/{id}/trail/" in schema["paths"]
     assert "Figure" in schema["components"]["schemas"]
+
+
+def test_figures_are_cached_per_actor_until_a_write(
+    known, alice, bob, client_for, django_capture_on_commit_callbacks
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    first = client_for(bob).get(HEATMAP).json()
+    with CaptureQueriesContext(connection) as queries:
+        again = client_for(bob).get(HEATMAP).json()
+    assert again == first
+    assert not [q for q in queries if "memory_contextrecorditem" in q["sql"]]
+    # Alice reads her private note's call: her figures are hers, never Bob's cached ones.
+    hers = client_for(alice).get(HEATMAP).json()
+    assert {row["id"] for row in hers["hottest"]} - {row["id"] for row in first["hottest"]}
+    with django_capture_on_commit_callbacks(execute=True):
+        _call(
+            known["office"].organization,
+            "104",
+            at=timezone.now(),
+            items=[(known["office"], ContextRecordItem.Status.SENT)],
+        )
+    after = client_for(bob).get(HEATMAP).json()
+    sent = {row["id"]: row["sent"] for row in after["hottest"]}
+    assert (
+        sent[known["office"].pk]
+        == 1
+        != {r["id"]: r["sent"] for r in first["hottest"]}[known["office"].pk]
+    )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from cadre.memory import embeddings, services
 from cadre.memory.models import Memory, MemoryMap, MemoryTask
@@ -84,9 +86,12 @@ def test_map_is_computed_in_the_background_then_served(bob, client_for, embedded
     twin = position[embedded["Bob likes green tea in the afternoon"].pk]
     others = [position[embedded[t].pk] for t in TOPICS["office"] + TOPICS["expenses"]]
     assert math.dist(first, twin) < min(math.dist(first, other) for other in others)
-    # Served again from the row: no second computation.
-    again = client.get(MAP, {"clusters": 3})
-    assert again.json()["map_id"] == body["map_id"]
+    # Served again from the row: no second computation, and the rendered body from the
+    # viewer cache (no memory read for its points).
+    with CaptureQueriesContext(connection) as queries:
+        again = client.get(MAP, {"clusters": 3})
+    assert again.json() == body
+    assert not [q for q in queries if "ANY(" in q["sql"]]
     assert MemoryMap.objects.count() == 1
 
 

@@ -3,15 +3,17 @@ the vector map, over the memories the caller may read (the trail is on `memories
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import action
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from cadre.memory.api import viewer_serializers as types
 from cadre.memory.api.viewsets import MemoryScopedViewSet
 from cadre.memory.models import Kind, Memory
-from cadre.memory.viewer import heatmap, quality, reach, timeline, vector_map
+from cadre.memory.viewer import cache, heatmap, quality, reach, timeline, vector_map
 
 LISTS = ("scope", "member", "agent", "department", "kind")
 FILTERS = [
@@ -63,8 +65,13 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @action(detail=False, methods=["get"])
     def timeline(self, request):
         data = _query(request, types.TimelineQuerySerializer)
-        result = timeline.memory_timeline(self.actor, **data)
-        return Response(types.TimelineSerializer(result).data)
+        body = cache.cached(
+            self.actor,
+            "timeline",
+            data,
+            lambda: types.TimelineSerializer(timeline.memory_timeline(self.actor, **data)).data,
+        )
+        return Response(body)
 
     @extend_schema(
         parameters=[
@@ -80,8 +87,13 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @action(detail=False, methods=["get"])
     def heatmap(self, request):
         data = _query(request, types.HeatmapQuerySerializer)
-        result = heatmap.memory_heatmap(self.actor, **data)
-        return Response(types.HeatmapSerializer(result).data)
+        body = cache.cached(
+            self.actor,
+            "heatmap",
+            data,
+            lambda: types.HeatmapSerializer(heatmap.memory_heatmap(self.actor, **data)).data,
+        )
+        return Response(body)
 
     @extend_schema(
         parameters=[*FILTERS, OpenApiParameter("days", OpenApiTypes.INT)],
@@ -92,8 +104,13 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @action(detail=False, methods=["get"])
     def quality(self, request):
         data = _query(request, types.WindowQuerySerializer)
-        result = quality.memory_quality(self.actor, **data)
-        return Response(types.QualitySerializer(result).data)
+        body = cache.cached(
+            self.actor,
+            "quality",
+            data,
+            lambda: types.QualitySerializer(quality.memory_quality(self.actor, **data)).data,
+        )
+        return Response(body)
 
     @extend_schema(
         parameters=[
@@ -124,21 +141,38 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
         # The body is built as plain data: the serializer above is the schema, and 20k points
         # through DRF fields would cost the cached map its speed.
         shown = ready
-        body = {
-            "status": "ready" if shown else ("computing" if computing else "empty"),
-            "map_id": shown.pk if shown else None,
-            "computing_id": computing.pk if computing else None,
-            "scope_keys": (shown or computing).scope_keys if (shown or computing) else [],
-            "model": (shown or computing).model_id if (shown or computing) else "",
-            "params": (shown or computing).params if (shown or computing) else {},
-            "computed_at": shown.computed_at if shown else None,
-            "compute_ms": shown.compute_ms if shown else 0,
-            "total": shown.total if shown else 0,
-            "sample_size": shown.sample_size if shown else 0,
-            "association_strength": shown.association_strength if shown else None,
-            "explained_variance": shown.projection.get("explained_variance", []) if shown else [],
-            "points": vector_map.map_points(self.actor, shown) if shown else [],
-            "clusters": shown.clusters if shown else [],
-            "query": vector_map.map_query(self.actor, shown, query) if shown and query else None,
-        }
-        return Response(body, status=200 if shown or not computing else 202)
+
+        def body():
+            return {
+                "status": "ready" if shown else ("computing" if computing else "empty"),
+                "map_id": shown.pk if shown else None,
+                "computing_id": computing.pk if computing else None,
+                "scope_keys": (shown or computing).scope_keys if (shown or computing) else [],
+                "model": (shown or computing).model_id if (shown or computing) else "",
+                "params": (shown or computing).params if (shown or computing) else {},
+                "computed_at": shown.computed_at if shown else None,
+                "compute_ms": shown.compute_ms if shown else 0,
+                "total": shown.total if shown else 0,
+                "sample_size": shown.sample_size if shown else 0,
+                "association_strength": shown.association_strength if shown else None,
+                "explained_variance": (
+                    shown.projection.get("explained_variance", []) if shown else []
+                ),
+                "points": vector_map.map_points(self.actor, shown) if shown else [],
+                "clusters": shown.clusters if shown else [],
+                "query": (
+                    vector_map.map_query(self.actor, shown, query) if shown and query else None
+                ),
+            }
+
+        if shown and not query:
+            # A ready map's body is the same for every request until a write: kept rendered
+            # (5 MB of JSON at 20k points), as the figures are (see viewer/cache.py).
+            rendered = cache.cached(
+                self.actor,
+                "map",
+                {"map": shown.pk, "computing": computing.pk if computing else None},
+                lambda: JSONRenderer().render(body()),
+            )
+            return HttpResponse(rendered, content_type="application/json")
+        return Response(body(), status=200 if shown or not computing else 202)
