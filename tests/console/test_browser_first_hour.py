@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 
 import pytest
 from django.db.models import Sum
@@ -90,6 +91,15 @@ def test_a_new_admin_goes_from_the_demo_to_a_model_usage_and_a_budget(
         expect(page.get_by_text("is the organization's default")).to_be_visible()
         assert ModelProviderConfig.objects.get(name="Loopback vLLM").is_default
         shot(page, "5-default")
+        # Its prices, on its edit page: the calls through it get a cost.
+        page.locator("#providers tr", has_text="Loopback vLLM").get_by_role(
+            "link", name="Edit"
+        ).click()
+        page.locator("#id_prices-input").fill("2")
+        page.locator("#id_prices-output").fill("10")
+        page.get_by_role("button", name="Save prices").click()
+        expect(page.get_by_text("Prices of “Loopback vLLM” were saved.")).to_be_visible()
+        shot(page, "5b-prices")
 
         # The demo agent now answers through it, streamed over the chat's websocket.
         received: list[str] = []
@@ -115,11 +125,14 @@ def test_a_new_admin_goes_from_the_demo_to_a_model_usage_and_a_budget(
         # Usage: the page's totals are the records' sums.
         page.get_by_role("link", name="Usage").click()
         settled = UsageRecord.objects.filter(status="settled")
-        sums = settled.aggregate(i=Sum("input_tokens"), o=Sum("output_tokens"))
+        sums = settled.aggregate(i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cost"))
+        # 40 input and 12 output tokens at 2 and 10 per million
+        assert sums["c"] >= Decimal("0.000200")
         used = (sums["i"] or 0) + (sums["o"] or 0)
         assert used >= USAGE["prompt_tokens"] + USAGE["completion_tokens"]
         expect(page.locator('[data-total="tokens"]')).to_have_text(str(used))
         expect(page.locator('[data-total="calls"]')).to_have_text(str(settled.count()))
+        expect(page.locator('[data-total="cost"]')).to_have_text(f"{sums['c']:.6f}")
         shot(page, "7-usage")
 
         # A hard monthly budget at exactly the used amount.
