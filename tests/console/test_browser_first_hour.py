@@ -2,7 +2,8 @@
 """A new admin's first hour in a real browser (Debian's Chromium, uvicorn, a real Celery
 worker): the first start's demo data, the first sign-in, the demo agent's offline reply, a
 provider added on the Models page against a loopback fake OpenAI-compatible server, tested and
-made the default, the demo agent answering through it streamed, the calls on the Usage page,
+made the default and priced on its edit page, the demo agent answering through it streamed,
+its calls and their cost on the Usage page,
 and a hard budget at the used amount refusing the next message before any model call.
 Screenshots in var/screenshots/first-hour-*.png (git-ignored)."""
 
