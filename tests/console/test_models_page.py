@@ -139,7 +139,7 @@ def test_an_outsider_gets_404_for_another_organizations_provider(alice, charlie,
         actor=member_actor(alice), name="Acme model", kind="offline"
     )
     outsider = browser(charlie)
-    for name in ("provider_edit", "provider_test", "provider_default"):
+    for name in ("provider_edit", "provider_test", "provider_default", "provider_prices"):
         url = reverse(f"console:{name}", args=[config.pk])
         response = outsider.post(url) if name != "provider_edit" else outsider.get(url)
         assert response.status_code == 404, name
@@ -226,3 +226,36 @@ def test_the_embeddings_card_and_a_reembed(alice, browser):
     assert 'hx-trigger="every 2s"' in card and "Re-embedding…" in card
     client.post(reverse("console:embeddings_reembed"))
     assert MemoryTask.objects.filter(kind=MemoryTask.Kind.REEMBED).count() == 1
+
+
+def test_prices_are_set_on_the_edit_page_and_a_bad_amount_stores_nothing(
+    alice, browser, make_member
+):
+    config = providers.provider_config_create(
+        actor=member_actor(alice), name="Priced", kind="offline"
+    )
+    url = reverse("console:provider_prices", args=[config.pk])
+    client = browser(alice)
+    assert (
+        'id="prices"'
+        in client.get(reverse("console:provider_edit", args=[config.pk])).content.decode()
+    )
+    response = client.post(
+        url, {"prices-input": "2.50", "prices-output": "10", "prices-cached_input": ""}
+    )
+    assert response.status_code == 302
+    config.refresh_from_db()
+    assert config.prices == {"input": "2.5", "output": "10"}
+    assert AuditEvent.objects.filter(action="provider.prices_set").count() == 1
+
+    response = client.post(url, {"prices-input": "cheap", "prices-output": "-1"})
+    assert response.status_code == 400
+    assert "not a number" in response.content.decode()
+    config.refresh_from_db()
+    assert config.prices == {"input": "2.5", "output": "10"}
+    assert AuditEvent.objects.filter(action="provider.prices_set").count() == 1
+
+    business_admin = browser(make_member(roles=["business_admin"]))
+    assert business_admin.post(url, {"prices-input": "0"}).status_code == 403
+    config.refresh_from_db()
+    assert config.prices == {"input": "2.5", "output": "10"}

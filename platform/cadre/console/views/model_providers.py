@@ -48,6 +48,15 @@ class ProviderForm(forms.Form):
     )
 
 
+class PricesForm(forms.Form):
+    """The provider's default prices per million tokens; its per-model prices (set by API)
+    are kept. Text fields: the service's own check refuses a bad amount."""
+
+    input = forms.CharField(max_length=40, required=False, label="Input")
+    output = forms.CharField(max_length=40, required=False, label="Output")
+    cached_input = forms.CharField(max_length=40, required=False, label="Cached input")
+
+
 def _provider_or_404(request, pk: int) -> ModelProviderConfig:
     return get_object_or_404(ModelProviderConfig.objects.restrict(request.actor, "view"), pk=pk)
 
@@ -139,8 +148,46 @@ def provider_edit(request, pk: int):
     return render(
         request,
         "console/models/form.html",
-        {"form": form, "preset": preset, "config": config},
+        {"form": form, "preset": preset, "config": config, "prices": _prices_form(config)},
         status=400 if form.errors else 200,
+    )
+
+
+def _prices_form(config, data=None) -> PricesForm:
+    initial = {key: config.prices.get(key, "") for key in PricesForm.base_fields}
+    return PricesForm(data, initial=initial, prefix="prices")
+
+
+@gate("model.manage")
+@require_POST
+def provider_prices(request, pk: int):
+    config = _provider_or_404(request, pk)
+    form = _prices_form(config, request.POST)
+    if form.is_valid():
+        prices = {key: value for key, value in form.cleaned_data.items() if value.strip()}
+        if config.prices.get("models"):
+            prices["models"] = config.prices["models"]
+        try:
+            providers.provider_config_prices_set(actor=request.actor, config=config, prices=prices)
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(request, f"Prices of “{config.name}” were saved.")
+            return redirect("console:provider_edit", pk=config.pk)
+    preset = provider_presets().get(config.preset)
+    initial = {
+        name: getattr(config, name) for name in ProviderForm.base_fields if name != "api_key"
+    }
+    return render(
+        request,
+        "console/models/form.html",
+        {
+            "form": ProviderForm(initial=initial),
+            "preset": preset,
+            "config": config,
+            "prices": form,
+        },
+        status=400,
     )
 
 
@@ -185,6 +232,7 @@ urlpatterns = [
     path("models/", models_page, name="models"),
     path("models/providers/new/", provider_create, name="provider_create"),
     path("models/providers/<int:pk>/edit/", provider_edit, name="provider_edit"),
+    path("models/providers/<int:pk>/prices/", provider_prices, name="provider_prices"),
     path("models/providers/<int:pk>/test/", provider_test, name="provider_test"),
     path("models/providers/<int:pk>/default/", provider_default, name="provider_default"),
     path("models/embeddings/", embeddings_card, name="embeddings"),
