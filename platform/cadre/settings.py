@@ -463,6 +463,7 @@ _NODE_MODULES = FRONTEND_DIR / "node_modules"
 STATICFILES_DIRS = [
     ("vendor/htmx.org/dist", _NODE_MODULES / "htmx.org" / "dist"),
     ("vendor/lucide-static/icons", _NODE_MODULES / "lucide-static" / "icons"),
+    ("vendor/echarts/dist", _NODE_MODULES / "echarts" / "dist"),
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

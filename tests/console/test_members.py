@@ -130,7 +130,7 @@ def test_add_member_with_duplicate_email_shows_the_service_error(alice, bob, bro
         },
     )
     assert response.status_code == 200
-    assert "A member with this email exists." in response.content.decode()
+    assert "A member with this email or user name exists." in response.content.decode()
     assert Member.objects.count() == before
 
 
@@ -379,7 +379,7 @@ def test_failed_edit_keeps_showing_the_saved_member(alice, bob, browser):
     )
     body = response.content.decode()
     assert response.status_code == 200
-    assert "A member with this email exists." in body
+    assert "A member with this email or user name exists." in body
     assert "<h1>Edit Bob</h1>" in body
     assert 'value="Robert"' in body  # what was typed stays in the form
     bob.refresh_from_db()

@@ -200,7 +200,7 @@ class UsageViewSet(mixins.ListModelMixin, TenantViewSet):
         ],
         responses=UsageSummarySerializer(many=True),
     )
-    @action(detail=False, methods=["get"])
+    @action(detail=False, methods=["get"], pagination_class=None)
     def summary(self, request):
         window = self._window(request)
         rows = usage.usage_summary(self.actor, **window)

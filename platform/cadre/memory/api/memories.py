@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -154,7 +159,14 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
 
     @extend_schema(
         request=MemoryCreateSerializer,
-        responses={201: MemoryCreatedSerializer, 200: MemoryCreatedSerializer},
+        responses={
+            201: MemoryCreatedSerializer,
+            200: MemoryCreatedSerializer,
+            404: OpenApiResponse(
+                description="`scope_id` names no agent, department or member the caller may "
+                "write for in the organization."
+            ),
+        },
         description="Add one memory (`content`), or extract memories from `messages`. "
         "The item is stored, readable and lexically searchable when this returns; embedding, "
         "dedup and organization follow asynchronously (see `task`). An exact duplicate in the "
