@@ -59,6 +59,7 @@ NOT_OK_BY_DESIGN: dict[str, int] = {
     "agent-template-diff": 400,  # without ?from=&to=
     "clawhub-resolve": 404,  # without ?slug=
     "clawhub-download": 404,  # without ?slug=
+    "memory-viewer-vector-map": 202,  # the map is computed in the background on first request
 }
 
 
