@@ -286,16 +286,22 @@ def users(request, actor):
     return _respond(_dump(UserResource, document), 201, document["meta"]["version"])
 
 
+def _read(request, resource, document: dict) -> HttpResponse:
+    """GET of one resource: 304 when the client holds its version, else the document with the
+    attributes asked for and its ETag."""
+    if request.headers.get("If-None-Match") == document["meta"]["version"]:
+        return HttpResponse(status=304)
+    body = _dump(resource, document, _parameters(request.GET, resource))
+    return _respond(body, etag=document["meta"]["version"])
+
+
 @scim_view
 def user(request, actor, pk):
     base = _base_url(request)
     member = _member(actor, pk)
     document = user_document(member, base)
     if request.method == "GET":
-        if request.headers.get("If-None-Match") == document["meta"]["version"]:
-            return HttpResponse(status=304)
-        body = _dump(UserResource, document, _parameters(request.GET, UserResource))
-        return _respond(body, etag=document["meta"]["version"])
+        return _read(request, UserResource, document)
     _check_if_match(request, document)
     if request.method == "DELETE":
         scim_user_delete(actor=actor, member=member)
@@ -365,10 +371,7 @@ def group(request, actor, pk):
     department = _department(actor, pk)
     document = group_document(department, base)
     if request.method == "GET":
-        if request.headers.get("If-None-Match") == document["meta"]["version"]:
-            return HttpResponse(status=304)
-        body = _dump(Group, document, _parameters(request.GET, Group))
-        return _respond(body, etag=document["meta"]["version"])
+        return _read(request, Group, document)
     _check_if_match(request, document)
     if request.method == "DELETE":
         scim_group_delete(actor=actor, department=department)
