@@ -229,6 +229,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # The append-only log of signed audit chain-head digests, outside the database (a relative
 # path is under CADRE_DATA_DIR).
 AUDIT_DIGEST_LOG = DATA_DIR / env_str("CADRE_AUDIT_DIGEST_LOG", "audit-digests.jsonl")
+from celery.schedules import crontab  # noqa: E402
+
 from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa: E402
 from cadre.skills.schedule import BEAT_SCHEDULE as SKILLS_BEAT_SCHEDULE  # noqa: E402
 
@@ -237,6 +239,11 @@ CELERY_BEAT_SCHEDULE: dict = {
     **SKILLS_BEAT_SCHEDULE,
     "connectors-prune": {"task": "connectors.tasks.inbound_events_prune", "schedule": 86400},
     "connectors-drain": {"task": "connectors.tasks.inbound_events_drain", "schedule": 60.0},
+    # Nightly reconciliation of the IM contact directories (connectors with directory_sync on).
+    "connectors-directory-reconcile": {
+        "task": "connectors.tasks.directory_reconcile",
+        "schedule": crontab(hour=2, minute=30),
+    },
     "connectors-agent-messages": {
         "task": "connectors.tasks.agent_messages_deliver_queued",
         "schedule": 15.0,
@@ -326,6 +333,7 @@ INSTALLED_APPS = [
     "cadre.tenancy",
     "cadre.governance",
     "cadre.agents",
+    "cadre.agents.evaluation",
     "cadre.memory",
     "cadre.skills",
     "cadre.console",
@@ -490,6 +498,11 @@ CADRE_INVITATION_DAYS = env_int("CADRE_INVITATION_DAYS", 7, minimum=1)
 CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS", [])
 # The same guard for webhook connectors' callback URLs (their own allow-list).
 CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS", [])
+# MCP servers agents call as tools (docs/integrations.md): Streamable HTTP URLs never reach
+# internal addresses except these host names, IP addresses or networks ("*" allows all); stdio
+# servers run only these commands on the workers (names or absolute paths; empty: no stdio).
+CADRE_MCP_ALLOWED_HOSTS = env_list("CADRE_MCP_ALLOWED_HOSTS", [])
+CADRE_MCP_STDIO_COMMANDS = env_list("CADRE_MCP_STDIO_COMMANDS", [])
 # Hosts whose https:// DingTalk sessionWebhook Cadre replies to (".example.com" = subdomains);
 # any other sessionWebhook in a callback is ignored and the reply goes through the API.
 CADRE_DINGTALK_SESSION_WEBHOOK_HOSTS = env_list(
@@ -561,6 +574,7 @@ SPECTACULAR_SETTINGS = {
         "ScopeEnum": "cadre.memory.models.Scope",
         "PolicyChainScopeEnum": "cadre.governance.models.PolicyChain.Scope",
         "BudgetScopeEnum": "cadre.governance.models.Budget.Scope",
+        "ToolRiskEnum": "cadre.agents.tools.registry.RISKS",
     },
 }
 

@@ -19,6 +19,7 @@ api_v1 = [
     path("", include("cadre.memory.api.urls")),
     path("", include("cadre.governance.masking.api")),
     path("", include("cadre.agents.api.urls")),
+    path("evaluation/", include("cadre.agents.evaluation.api")),
     path("", include(connectors_urls.api_urlpatterns)),
     path("hub/", include(hub_urls.api_urlpatterns)),
     path("skills/", include("cadre.skills.api")),

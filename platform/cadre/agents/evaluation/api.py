@@ -1,0 +1,341 @@
+"""Evaluation API under /api/v1/evaluation/: suites, cases (written, saved from a turn,
+imported from JSONL), replays (runs) and their per-case results. Read with template.view,
+write with template.manage (API keys: `templates:write`)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+
+from cadre.agents.evaluation import services
+from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
+from cadre.agents.models import AgentTemplate, Run
+from cadre.api.viewsets import TenantViewSet
+from cadre.errors import InvalidInput
+from cadre.tenancy.api.serializers import TenantPrimaryKeyRelatedField
+
+MAX_IMPORT_BYTES = 10 * 1024 * 1024
+
+
+class EvalSuiteSerializer(serializers.ModelSerializer):
+    case_count = serializers.IntegerField(read_only=True, default=0)
+
+    class Meta:
+        model = EvalSuite
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "description",
+            "template",
+            "regression_threshold",
+            "case_count",
+            "created_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class EvalSuiteWriteSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    kind = serializers.ChoiceField(
+        choices=EvalSuite.Kind.choices, default=EvalSuite.Kind.CONVERSATION
+    )
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    template = TenantPrimaryKeyRelatedField(
+        queryset=AgentTemplate.objects.all(), required=False, allow_null=True, default=None
+    )
+    regression_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.05)
+
+
+class EvalSuiteUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    regression_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+
+class EvalCaseSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EvalCase
+        fields = [
+            "id",
+            "suite",
+            "title",
+            "input_text",
+            "conversation",
+            "member",
+            "scopes",
+            "as_of",
+            "tool_results",
+            "expectations",
+            "source",
+            "source_run",
+            "created_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class EvalCaseWriteSerializer(serializers.Serializer):
+    """A case as sent: `expectations` as one object (JSON), or its keys at the top level."""
+
+    suite = TenantPrimaryKeyRelatedField(queryset=EvalSuite.objects.all())
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    input = serializers.CharField(max_length=services.MAX_TEXT, trim_whitespace=False)
+    conversation = serializers.ListField(child=serializers.DictField(), required=False)
+    member = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    scopes = serializers.ListField(child=serializers.CharField(max_length=191), required=False)
+    as_of = serializers.DateTimeField(required=False)
+    tool_results = serializers.ListField(child=serializers.DictField(), required=False)
+    expectations = serializers.DictField(required=False)
+    reference_reply = serializers.CharField(required=False, allow_blank=True)
+    required_facts = serializers.ListField(child=serializers.CharField(), required=False)
+    forbidden_facts = serializers.ListField(child=serializers.CharField(), required=False)
+    expected_policy = serializers.ChoiceField(choices=services.POLICY_OUTCOMES, required=False)
+
+
+class FromTurnSerializer(serializers.Serializer):
+    suite = TenantPrimaryKeyRelatedField(queryset=EvalSuite.objects.all())
+    run = TenantPrimaryKeyRelatedField(queryset=Run.objects.all())
+    step_index = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    required_facts = serializers.ListField(child=serializers.CharField(), required=False)
+    forbidden_facts = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class ImportSerializer(serializers.Serializer):
+    suite = TenantPrimaryKeyRelatedField(queryset=EvalSuite.objects.all())
+    file = serializers.FileField(help_text="JSONL: one case per line")
+
+
+class EvalRunSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EvalRun
+        fields = [
+            "id",
+            "suite",
+            "baseline",
+            "candidate",
+            "status",
+            "verdict",
+            "summary",
+            "error",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class EvalRunWriteSerializer(serializers.Serializer):
+    """`candidate` (and `baseline`, default `{"kind": "current"}`): `{"kind":
+    "template_version", "version": id}`, `{"kind": "model", "model_settings": {…}}`,
+    `{"kind": "embedding", "embedding_model": "<id>"}` or `{"kind": "current"}`."""
+
+    suite = TenantPrimaryKeyRelatedField(queryset=EvalSuite.objects.all())
+    candidate = serializers.DictField()
+    baseline = serializers.DictField(required=False)
+
+
+class EvalResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EvalResult
+        fields = [
+            "id",
+            "case",
+            "baseline",
+            "candidate",
+            "comparison",
+            "baseline_passed",
+            "candidate_passed",
+            "regressed",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+def _numeric(spec: dict) -> dict:
+    """A side as a form body carries it: every value is text and nesting is dotted
+    (`model_settings.model`); a version id sent as "12" is the number 12."""
+    nested: dict = {}
+    for key, value in spec.items():
+        target = nested
+        *parents, last = str(key).split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+            if not isinstance(target, dict):
+                raise InvalidInput(f"{key}: conflicting keys.", code="invalid_side")
+        target[last] = value
+    if isinstance(nested.get("version"), str) and nested["version"].isdigit():
+        nested["version"] = int(nested["version"])
+    return nested
+
+
+class EvalSuiteViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
+):
+    model = EvalSuite
+    serializer_class = EvalSuiteSerializer
+    filterset_fields = ["kind", "template"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def base_queryset(self):
+        from django.db.models import Count
+
+        return EvalSuite.objects.annotate(case_count=Count("cases"))
+
+    @extend_schema(request=EvalSuiteWriteSerializer, responses={201: EvalSuiteSerializer})
+    def create(self, request, *args, **kwargs):
+        incoming = EvalSuiteWriteSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        suite = services.suite_create(actor=self.actor, **incoming.validated_data)
+        return Response(EvalSuiteSerializer(suite).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=EvalSuiteUpdateSerializer, responses={200: EvalSuiteSerializer})
+    def partial_update(self, request, *args, **kwargs):
+        suite = self.get_object()
+        incoming = EvalSuiteUpdateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        suite = services.suite_update(actor=self.actor, suite=suite, **incoming.validated_data)
+        return Response(EvalSuiteSerializer(self.get_queryset().get(pk=suite.pk)).data)
+
+    def destroy(self, request, *args, **kwargs):
+        services.suite_delete(actor=self.actor, suite=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class EvalCaseViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
+):
+    model = EvalCase
+    serializer_class = EvalCaseSerializer
+    filterset_fields = ["suite", "source"]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    action_verbs = {"from_turn": "manage", "import_jsonl": "manage"}
+
+    def base_queryset(self):
+        return EvalCase.objects.all()
+
+    @extend_schema(request=EvalCaseWriteSerializer, responses={201: EvalCaseSerializer})
+    def create(self, request, *args, **kwargs):
+        incoming = EvalCaseWriteSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        data = dict(incoming.validated_data)
+        suite = data.pop("suite")
+        if "as_of" in data:
+            data["as_of"] = data["as_of"].isoformat()
+        case = services.case_create(actor=self.actor, suite=suite, data=data)
+        return Response(EvalCaseSerializer(case).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=FromTurnSerializer, responses={201: EvalCaseSerializer})
+    @action(detail=False, methods=["post"], url_path="from-turn")
+    def from_turn(self, request):
+        """A case from a real turn (a completed run): "add to evaluation"."""
+        incoming = FromTurnSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        expectations = {k: data[k] for k in ("required_facts", "forbidden_facts") if data.get(k)}
+        case = services.case_from_turn(
+            actor=self.actor,
+            suite=data["suite"],
+            run=data["run"],
+            step_index=data.get("step_index"),
+            expectations=expectations,
+            title=data.get("title", ""),
+        )
+        return Response(EvalCaseSerializer(case).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request={"multipart/form-data": ImportSerializer},
+        responses={
+            201: inline_serializer(
+                "EvalCaseImport",
+                {
+                    "imported": serializers.IntegerField(),
+                    "ids": serializers.ListField(child=serializers.IntegerField()),
+                },
+            )
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="import", url_name="import")
+    def import_jsonl(self, request):
+        """Cases from a JSONL file; a bad line refuses the file (400 `invalid_jsonl`, every bad
+        line by number in `details.lines`) and nothing is imported."""
+        incoming = ImportSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        upload = incoming.validated_data["file"]
+        if upload.size > MAX_IMPORT_BYTES:
+            raise InvalidInput("The file is larger than 10 MB.", code="too_large")
+        cases = services.cases_import_jsonl(
+            actor=self.actor, suite=incoming.validated_data["suite"], content=upload.read()
+        )
+        return Response(
+            {"imported": len(cases), "ids": [case.pk for case in cases]},
+            status=status.HTTP_201_CREATED,
+        )
+
+    def destroy(self, request, *args, **kwargs):
+        services.case_delete(actor=self.actor, case=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class EvalRunViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    TenantViewSet,
+):
+    model = EvalRun
+    serializer_class = EvalRunSerializer
+    filterset_fields = ["suite", "status", "verdict"]
+
+    def base_queryset(self):
+        return EvalRun.objects.all()
+
+    @extend_schema(request=EvalRunWriteSerializer, responses={202: EvalRunSerializer})
+    def create(self, request, *args, **kwargs):
+        """Start a replay: queued and executed in the background; poll the run for its status."""
+        incoming = EvalRunWriteSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        run = services.eval_run_start(
+            actor=self.actor,
+            suite=data["suite"],
+            candidate=_numeric(data["candidate"]),
+            baseline=_numeric(data["baseline"]) if data.get("baseline") else None,
+        )
+        return Response(EvalRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: EvalResultSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def results(self, request, pk=None):
+        """The run's per-case results (baseline, candidate, comparison), in case order."""
+        run = self.get_object()
+        queryset = EvalResult.objects.filter(run=run).order_by("case_id")
+        regressed = request.query_params.get("regressed")
+        if regressed in ("true", "1"):
+            queryset = queryset.filter(regressed=True)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(EvalResultSerializer(page, many=True).data)
+
+
+router = SimpleRouter()
+router.register("suites", EvalSuiteViewSet, basename="eval-suite")
+router.register("cases", EvalCaseViewSet, basename="eval-case")
+router.register("runs", EvalRunViewSet, basename="eval-run")
+
+urlpatterns = [*router.urls]

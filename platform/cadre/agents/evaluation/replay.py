@@ -1,0 +1,388 @@
+"""Replaying one evaluation case on one side (baseline or candidate), with no effect anywhere.
+
+The turn is rebuilt as the runtime builds it — the input policy stage, the template's AGENT.md,
+SOP, USER.md and skills, the case's conversation, the memories that existed at the case's
+`as_of` (retrieved under the case's scopes with the side's embedding model), fitted by
+`context.fit` — and sent to the side's model provider. Tools never act: a call the case
+recorded gets its recorded result, any other call gets a stub and is flagged, and a call the
+template does not allow is refused as the runtime refuses it. Nothing is written: no run, no
+step, no context record, no policy decision, no usage record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from cadre.agents import providers
+from cadre.agents.evaluation.checks import reply_checks
+from cadre.agents.hooks.registry import hooks_for
+from cadre.agents.models import TemplateVersion
+from cadre.agents.runtime import context as context_assembly
+from cadre.agents.tools import registry as tool_registry
+from cadre.errors import InvalidInput
+from cadre.governance.masking.engine import mask
+from cadre.governance.masking.vault import EphemeralVault
+from cadre.llm import ModelProvider, ProviderError, provider_for
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_TOKENS = 8_000
+DEFAULT_TOP_K = 5
+MAX_MODEL_CALLS = 6
+SIDE_KINDS = ("current", "template_version", "model", "embedding")
+
+
+@dataclass
+class Side:
+    """What one side of a comparison runs: a template version (or none), model settings, an
+    embedding model for retrieval (None: the active one) and the provider built from them."""
+
+    spec: dict
+    version: TemplateVersion | None
+    model_settings: dict
+    provider: ModelProvider
+    prices: dict = field(default_factory=dict)
+    embedding_model: object | None = None
+    # The policy chain, resolved once per replay, and its input verdicts by text: both sides
+    # of a comparison usually share a chain, and a verdict depends on the chain and the text.
+    chain: object | None = None
+    verdicts: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        kind = self.spec.get("kind", "current")
+        if kind == "template_version" and self.version is not None:
+            return f"version {self.version.number}"
+        if kind == "model":
+            return (
+                f"model {self.model_settings.get('model') or self.model_settings.get('provider')}"
+            )
+        if kind == "embedding":
+            return f"embedding {self.spec.get('embedding_model')}"
+        return "current"
+
+
+def current_version(suite) -> TemplateVersion | None:
+    if suite.template_id is None:
+        return None
+    return (
+        TemplateVersion.objects.filter(
+            template_id=suite.template_id, status=TemplateVersion.Status.PUBLISHED
+        )
+        .order_by("-number")
+        .first()
+    )
+
+
+def clean_side(suite, spec: dict | None) -> dict:
+    """A side's spec checked against the suite's organization (InvalidInput names what is
+    wrong); returns the spec as stored."""
+    spec = dict(spec or {"kind": "current"})
+    kind = spec.get("kind", "current")
+    if kind not in SIDE_KINDS:
+        raise InvalidInput(
+            f"kind must be one of {', '.join(SIDE_KINDS)}.", code="invalid_side",
+            details={"kind": [f"Unknown kind {kind!r}."]},
+        )  # fmt: skip
+    if kind == "template_version":
+        version = TemplateVersion.objects.filter(
+            pk=spec.get("version") if isinstance(spec.get("version"), int) else None,
+            organization_id=suite.organization_id,
+        ).first()
+        if version is None or (suite.template_id and version.template_id != suite.template_id):
+            raise InvalidInput(
+                "version must be a version of the suite's template.", code="invalid_side",
+                details={"version": ["Not a version of this suite's template."]},
+            )  # fmt: skip
+        return {"kind": kind, "version": version.pk}
+    if kind == "model":
+        settings = spec.get("model_settings")
+        if not isinstance(settings, dict) or not (
+            settings.get("model") or settings.get("provider")
+        ):
+            raise InvalidInput(
+                "model_settings must name a model or a provider.", code="invalid_side",
+                details={"model_settings": ["Name a model or a provider."]},
+            )  # fmt: skip
+        return {"kind": kind, "model_settings": settings}
+    if kind == "embedding":
+        from cadre.memory.models import EmbeddingModel
+
+        name = spec.get("embedding_model")
+        if not isinstance(name, str) or not EmbeddingModel.objects.filter(pk=name).exists():
+            raise InvalidInput(
+                "embedding_model must name a known embedding model.", code="invalid_side",
+                details={"embedding_model": ["Unknown embedding model."]},
+            )  # fmt: skip
+        return {"kind": kind, "embedding_model": name}
+    return {"kind": "current"}
+
+
+def resolve_side(suite, spec: dict) -> Side:
+    kind = spec.get("kind", "current")
+    version = current_version(suite)
+    embedding_model = None
+    if kind == "template_version":
+        version = TemplateVersion.objects.get(pk=spec["version"], organization=suite.organization)
+    settings = dict(version.model_settings or {}) if version is not None else {}
+    if kind == "model":
+        settings = {**settings, **spec["model_settings"]}
+    if kind == "embedding":
+        from cadre.memory.models import EmbeddingModel
+
+        embedding_model = EmbeddingModel.objects.get(pk=spec["embedding_model"])
+    settings.setdefault("provider", "offline")
+    config, settings = providers.resolve(settings, suite.organization_id)
+    provider = provider_for(settings, config)
+    from cadre.governance.policy import resolve_chain
+
+    return Side(
+        chain=resolve_chain(suite.organization, getattr(version, "policy_chain_id", None)),
+        spec=spec,
+        version=version,
+        model_settings=settings,
+        provider=provider,
+        prices=(config.prices if config else {}) or {},
+        embedding_model=embedding_model,
+    )
+
+
+# --- one case --------------------------------------------------------------------------------
+
+
+class RecordedTools:
+    """The case's recorded tool results, answered in place of the tools: the same call (name and
+    arguments) first, else the next unused result of that tool; anything else is stubbed."""
+
+    def __init__(self, recorded: list[dict]):
+        self.unused = [dict(entry) for entry in recorded or [] if isinstance(entry, dict)]
+
+    def answer(self, name: str, arguments: dict) -> tuple[dict, bool]:
+        same = [e for e in self.unused if e.get("name") == name and e.get("arguments") == arguments]
+        named = same or [e for e in self.unused if e.get("name") == name]
+        if named:
+            self.unused.remove(named[0])
+            result = named[0].get("result")
+            return (result if isinstance(result, dict) else {"result": result}), False
+        return {
+            "error": {
+                "code": "not_recorded",
+                "message": "replay: this call has no recorded result; the tool was not run",
+            }
+        }, True
+
+
+def _input_policy(side: Side, case) -> dict:
+    from cadre.governance.policy import stage_handled
+    from cadre.governance.policy.chain import evaluate
+
+    chain = side.chain
+    if not case.input_text or not stage_handled(chain, "input"):
+        return {"action": "allow", "reason": "", "text": case.input_text}
+    key = (tuple(chain.chain_ids), chain.version, case.member_id, case.input_text)
+    if key in side.verdicts:
+        return side.verdicts[key]
+    result = evaluate(
+        organization=case.organization,
+        stage="input",
+        payload=case.input_text,
+        member_id=case.member_id,
+        chain=chain,
+        record=False,  # a replay decides nothing: no policy decision row, no audit event
+    )
+    text = result.payload if isinstance(result.payload, str) else case.input_text
+    side.verdicts[key] = {"action": result.action, "reason": result.reason, "text": text}
+    return side.verdicts[key]
+
+
+def _retrieval_top_k(version) -> int | None:
+    """The template's retrieval size, or None when its retrieval hook is off."""
+    if version is None:
+        return DEFAULT_TOP_K
+    for hook, config in hooks_for(version.hooks, "assemble_context"):
+        if hook.name == "memory_retrieval":
+            return int(config.get("top_k", DEFAULT_TOP_K))
+    return None
+
+
+def retrieve(case, side: Side, query: str, vault, *, top_k: int | None) -> list[dict]:
+    """The memories the turn would be given: as they were at the case's `as_of`, under its
+    scopes, ranked with the side's embedding model; masked with the case's vault."""
+    if not top_k or not case.scopes or not query.strip():
+        return []
+    from cadre.memory import search as memory_search
+
+    hits = memory_search.search(
+        organization=case.organization,
+        scope_keys=list(case.scopes),
+        query=query,
+        top_k=top_k,
+        as_of=case.as_of,
+        model=side.embedding_model,
+    )
+    return [
+        {
+            "id": hit.memory.pk,
+            "version": hit.memory.version,
+            "scope": hit.memory.scope_key,
+            "rank": rank,
+            "score": round(float(hit.score), 4),
+            "content": mask(
+                hit.memory.content, conversation=vault, organization=case.organization
+            ).text,
+        }
+        for rank, hit in enumerate(hits, start=1)
+    ]
+
+
+def _pieces(case, version, text: str, memories: list[dict]) -> context_assembly.ContextPieces:
+    skills = [
+        {"name": s["package"], "description": f"version {s.get('range') or s.get('tag')}"}
+        for s in (version.skills if version is not None else []) or []
+        if isinstance(s, dict) and s.get("package")
+    ]
+    turns = [
+        {"role": t["role"], "content": str(t.get("content", ""))}
+        for t in case.conversation or []
+        if isinstance(t, dict) and t.get("role") in ("user", "assistant", "system")
+    ]
+    return context_assembly.ContextPieces(
+        agent_md=version.agent_md if version is not None else "",
+        sop=version.sop if version is not None else "",
+        user_md=version.user_md_template if version is not None else "",
+        skills=skills,
+        memories=memories,
+        turns=turns,
+        input_text=text,
+    )
+
+
+def _tool_specs(version, recorded: list[dict]) -> tuple[list[dict], dict]:
+    allowed = dict((version.tool_permissions if version is not None else {}) or {})
+    if version is None:  # no template: the recorded tools are the ones on offer
+        allowed = {e.get("name"): {} for e in recorded or [] if isinstance(e, dict)}
+    specs = []
+    for name in sorted(n for n in allowed if isinstance(n, str)):
+        tool = tool_registry.get(name)
+        specs.append(
+            tool.spec()
+            if tool is not None
+            else {"name": name, "description": name, "parameters": {"type": "object"}}
+        )
+    return specs, allowed
+
+
+def replay_case(case, side: Side) -> dict:
+    """What `side` does with `case`: reply, memories sent, tool calls (recorded, stubbed or
+    refused), the input policy's decision, usage, cost, latency and the reply checks."""
+    started = time.perf_counter()
+    model_seconds = 0.0
+    vault = EphemeralVault()
+    version = side.version
+    outcome: dict = {
+        "side": side.label,
+        "reply": "",
+        "memories": [],
+        "tool_calls": [],
+        "stubbed": 0,
+        "policy": {"input": "allow", "tools": []},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
+        "cost": "0",
+        "model_calls": 0,
+        "error": "",
+    }
+    policy = _input_policy(side, case)
+    outcome["policy"]["input"] = policy["action"]
+    if policy["action"] in ("deny", "require_confirmation"):
+        outcome["reply"] = f"[refused by policy: {policy['reason'] or 'denied'}]"
+        return _finished(outcome, case, started, model_seconds)
+    text = policy["text"]
+    try:
+        outcome["memories"] = retrieve(case, side, text, vault, top_k=_retrieval_top_k(version))
+    except Exception as error:  # as the runtime: retrieval failing does not stop the turn
+        logger.warning("evaluation replay: retrieval failed for case %s: %s", case.pk, error)
+        outcome["error"] = f"retrieval: {error}"[:500]
+    budget = int((side.model_settings or {}).get("context_tokens", DEFAULT_CONTEXT_TOKENS))
+    order = (side.model_settings or {}).get("context_order", "stable")
+    pieces = _pieces(case, version, text, outcome["memories"])
+    messages, report = context_assembly.fit(pieces, budget, order=order)
+    sent = set(report["sent"]["memories"])
+    outcome["memories"] = [
+        {k: m[k] for k in ("id", "rank", "score", "version")}
+        for m in outcome["memories"]
+        if m["id"] in sent
+    ]
+    specs, allowed = _tool_specs(version, case.tool_results)
+    tools = RecordedTools(case.tool_results)
+    tokens_in = tokens_out = cached = 0
+    cost = 0
+    for _ in range(MAX_MODEL_CALLS):
+        call_started = time.perf_counter()
+        try:
+            result = side.provider.chat(messages, specs)
+        except ProviderError as error:
+            outcome["error"] = f"model: {error}"[:500]
+            break
+        finally:
+            model_seconds += time.perf_counter() - call_started
+        outcome["model_calls"] += 1
+        tokens_in += result.usage.input_tokens
+        tokens_out += result.usage.output_tokens
+        cached += result.usage.cached_input_tokens
+        cost += result.usage.cost(side.prices, getattr(side.provider, "model", ""))
+        if not result.tool_calls:
+            outcome["reply"] = result.text
+            break
+        messages.append(
+            {
+                "role": "assistant",
+                "content": result.text,
+                "tool_calls": [call.as_dict() for call in result.tool_calls],
+            }
+        )
+        for call in result.tool_calls:
+            entry = {"name": call.name, "arguments": call.arguments, "source": "recorded"}
+            if call.name not in allowed:
+                answer = {
+                    "error": {
+                        "code": "tool_denied",
+                        "message": f"this agent is not allowed to use {call.name!r}",
+                    }
+                }
+                entry["source"] = "refused"
+                outcome["policy"]["tools"].append({"name": call.name, "action": "deny"})
+            else:
+                answer, stubbed = tools.answer(call.name, call.arguments)
+                if stubbed:
+                    entry["source"] = "stubbed"
+                    outcome["stubbed"] += 1
+                outcome["policy"]["tools"].append({"name": call.name, "action": "allow"})
+            outcome["tool_calls"].append(entry)
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": json.dumps(answer, ensure_ascii=False, default=str),
+                }
+            )
+    outcome["usage"] = {
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "cached_input_tokens": cached,
+    }
+    outcome["cost"] = str(cost)
+    return _finished(outcome, case, started, model_seconds)
+
+
+def _finished(outcome: dict, case, started: float, model_seconds: float) -> dict:
+    total = time.perf_counter() - started
+    outcome["latency_ms"] = round(total * 1000, 2)
+    outcome["model_ms"] = round(model_seconds * 1000, 2)
+    outcome["overhead_ms"] = round((total - model_seconds) * 1000, 2)
+    outcome["checks"] = reply_checks(outcome, case.expectations or {})
+    outcome["passed"] = outcome["checks"]["passed"]
+    return outcome
