@@ -221,6 +221,46 @@ class ModelProviderConfig(TenantModel):
         return self.name
 
 
+class McpServer(TenantModel):
+    """An external MCP server whose tools an organization's agents may call (templates attach
+    them through their tool permissions, `mcp__<name>__<tool>`). Its credentials — HTTP headers
+    for streamable HTTP, environment variables for a stdio command — are encrypted at rest and
+    never read back through the API. `tools` is what the server listed at its last discovery;
+    `tool_risks` the admin's risk per tool (default medium, high for a `destructiveHint` tool).
+    """
+
+    resource = "connector"
+
+    class Transport(models.TextChoices):
+        STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
+        STDIO = "stdio", "stdio command"
+
+    name = models.CharField(max_length=32)
+    description = models.CharField(max_length=300, blank=True)
+    transport = models.CharField(max_length=16, choices=Transport.choices)
+    url = models.URLField(max_length=500, blank=True)
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    # A JSON object: headers (streamable HTTP) or environment variables (stdio).
+    credentials = EncryptedTextField(blank=True)
+    timeout_seconds = models.PositiveIntegerField(default=30)
+    tools = models.JSONField(default=list, blank=True)
+    tool_risks = models.JSONField(default=dict, blank=True)
+    discovered_at = models.DateTimeField(null=True, blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint("organization", "name", name="mcpserver_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 # --- dispatch -------------------------------------------------------------------------------
 
 

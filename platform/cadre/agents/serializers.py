@@ -114,6 +114,15 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True, required=False, max_length=2000)
 
 
+class PublishSerializer(ReasonSerializer):
+    override_gate = serializers.CharField(
+        allow_blank=True,
+        required=False,
+        max_length=500,
+        help_text="why to publish although the evaluation gate fails (audited)",
+    )
+
+
 class DiffSerializer(serializers.Serializer):
     from_version = serializers.IntegerField()
     to_version = serializers.IntegerField()

@@ -68,9 +68,12 @@ def presets() -> dict[str, dict]:
 # --- template content validation ------------------------------------------------------------
 
 
-def validate_content(content: dict) -> dict:
-    """Check the structured fields of a template version; return them normalized."""
+def validate_content(content: dict, organization_id: int | None = None) -> dict:
+    """Check the structured fields of a template version; return them normalized. Tool
+    permissions may name MCP tools (`mcp__<server>__<tool>`, `mcp__<server>__*`); given the
+    organization, their servers must be registered."""
     from cadre.agents.hooks.registry import hook_names
+    from cadre.agents.mcp_tools import check_permission_names, split_name
     from cadre.agents.runtime.context import ORDERS as CONTEXT_ORDERS
     from cadre.agents.tools.registry import tool_names
 
@@ -105,8 +108,12 @@ def validate_content(content: dict) -> dict:
             errors["tool_permissions"] = "must be an object keyed by tool name"
         else:
             for name, rule in tools.items():
-                if name not in known:
+                if name not in known and split_name(name) is None:
                     errors["tool_permissions"] = f"unknown tool {name!r}"
+                elif name not in known and (
+                    problem := check_permission_names(organization_id, [name])
+                ):
+                    errors["tool_permissions"] = problem
                 elif not isinstance(rule, dict) or rule.get("risk", "low") not in RISK_LEVELS:
                     errors["tool_permissions"] = f"{name}: risk must be one of {RISK_LEVELS}"
                 elif rule.get("confirmation", "never") not in CONFIRMATION_POLICIES:
@@ -349,9 +356,16 @@ def version_withdraw(
 
 
 @transaction.atomic
-def version_publish(*, actor: Actor, version: TemplateVersion, reason: str = "") -> TemplateVersion:
-    """Publish a reviewed version: from now on it is immutable and can be deployed."""
-    validate_content(version.content())
+def version_publish(
+    *, actor: Actor, version: TemplateVersion, reason: str = "", override_gate: str = ""
+) -> TemplateVersion:
+    """Publish a reviewed version: from now on it is immutable and can be deployed. Where the
+    organization requires it, its newest replay must pass, or `override_gate` says why not
+    (audited; see evaluation.gates)."""
+    from cadre.agents.evaluation.gates import check_publish
+
+    validate_content(version.content(), version.organization_id)
+    check_publish(actor=actor, version=version, override_reason=override_gate)
     version = _transition(
         actor,
         version,

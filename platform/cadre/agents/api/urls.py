@@ -1,17 +1,18 @@
 """Agents API routes under /api/v1/: templates and versions, presets, providers, deployments,
-rollouts, agents, sessions, runs, event triggers and agent subscriptions."""
+rollouts, agents, sessions, runs, event triggers, agent subscriptions and MCP servers."""
 
 from __future__ import annotations
 
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from cadre.agents.api import subscriptions, views
+from cadre.agents.api import mcp_servers, subscriptions, views
 
 router = SimpleRouter()
 router.register("templates", views.TemplateViewSet, basename="agent-template")
 router.register("template-versions", views.TemplateVersionViewSet, basename="template-version")
 router.register("model-providers", views.ProviderConfigViewSet, basename="model-provider")
+router.register("mcp-servers", mcp_servers.McpServerViewSet, basename="mcp-server")
 router.register("deployments", views.DeploymentViewSet, basename="deployment")
 router.register("rollouts", views.RolloutViewSet, basename="rollout")
 router.register("agents", views.AgentViewSet, basename="agent")

@@ -223,13 +223,15 @@ class TemplateVersionViewSet(
             services.version_withdraw, reason=data.validated_data.get("reason", "")
         )
 
-    @extend_schema(request=s.ReasonSerializer, responses=s.TemplateVersionSerializer)
+    @extend_schema(request=s.PublishSerializer, responses=s.TemplateVersionSerializer)
     @action(detail=True, methods=["post"])
     def publish(self, request, pk=None):
-        data = s.ReasonSerializer(data=request.data)
+        data = s.PublishSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return self._transition(
-            services.version_publish, reason=data.validated_data.get("reason", "")
+            services.version_publish,
+            reason=data.validated_data.get("reason", ""),
+            override_gate=data.validated_data.get("override_gate", ""),
         )
 
 

@@ -49,7 +49,7 @@ def memory_retrieval(ctx, config: dict) -> dict:
     # Which of these the model call is actually given (and which the budget drops) is
     # recorded per model call, in its ContextRecord (see engine._model_step).
     if not ctx.input_text.strip() or not ctx.read_scope_keys():
-        return {"memories": []}
+        return {"memories": [], "passed_over": []}
     try:
         from cadre.memory.models import Memory
         from cadre.memory.selectors import memory_search
@@ -60,12 +60,13 @@ def memory_retrieval(ctx, config: dict) -> dict:
             status=Memory.Status.ACTIVE,
         ).exists()
         if not has_memories:  # nothing to find: skip embedding the query
-            return {"memories": []}
+            return {"memories": [], "passed_over": []}
         result = memory_search(
             actor=ctx.actor,
             query=ctx.input_text,
             top_k=int(config.get("top_k", 5)),
             scope_keys=ctx.read_scope_keys(),
+            passed_over=True,
         )
     except Exception as error:  # retrieval failing must not stop the conversation
         logger.warning("memory retrieval failed for run %s: %s", ctx.run.pk, error)
@@ -89,6 +90,17 @@ def memory_retrieval(ctx, config: dict) -> dict:
     output: dict = {"memories": memories}
     if withheld:
         output["withheld"] = withheld
+    # Candidates diversity passed over: recorded with the model call, never sent.
+    output["passed_over"] = [
+        {
+            "id": hit.memory.pk,
+            "version": hit.memory.version,
+            "score": round(float(hit.score), 4),
+            "components": json.loads(json.dumps(hit.components, default=float)),
+            "reason": "diversity (MMR): too alike a memory already chosen",
+        }
+        for hit in result.passed_over
+    ]
     return output
 
 

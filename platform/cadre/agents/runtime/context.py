@@ -35,6 +35,9 @@ class ContextPieces:
     standing: list[dict] = field(default_factory=list)
     # memories the "retrieved" policy stage kept out: {"id", "reason", "source", …}
     withheld: list[dict] = field(default_factory=list)
+    # candidates retrieval's diversity (MMR) passed over: {"id", "version", "score",
+    # "components", "reason"}; None when no hook reported them (not recorded)
+    passed_over: list[dict] | None = None
     sections: list[dict] = field(default_factory=list)  # extra {"title", "text"} from hooks
     turns: list[dict] = field(default_factory=list)  # oldest first {"role", "content"}
     input_text: str = ""
@@ -272,7 +275,7 @@ def context_manifest(pieces: ContextPieces, report: dict) -> dict:
         if skill.get("body"):
             sent = label in report["sent"]["skill_bodies"]
             skills.append({**entry, "part": "body", "status": "sent" if sent else "dropped"})
-    return {"memories": memories, "skills": skills}
+    return {"memories": memories, "skills": skills, "passed_over": pieces.passed_over}
 
 
 def tool_found_memories(messages: list[dict]) -> list[dict]:

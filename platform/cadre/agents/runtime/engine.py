@@ -194,6 +194,8 @@ def _assemble(ctx: RunContext) -> tuple[list[dict], dict]:
         pieces.memories += added.get("memories", [])
         pieces.standing += added.get("standing", [])
         pieces.withheld += added.get("withheld", [])
+        if "passed_over" in added:
+            pieces.passed_over = (pieces.passed_over or []) + added["passed_over"]
         pieces.sections += added.get("sections", [])
     settings = ctx.version.model_settings or {}
     budget = int(settings.get("context_tokens", DEFAULT_CONTEXT_TOKENS))
@@ -215,6 +217,7 @@ def _record_context(ctx: RunContext, step: Step, manifest: dict, messages: list[
             query=ctx.input_text,
             memories=[*manifest["memories"], *context_assembly.tool_found_memories(messages)],
             skills=manifest["skills"],
+            passed_over=manifest.get("passed_over"),
             retried=step.attempts > 0,
         )
 
@@ -283,12 +286,16 @@ def _model_step(
 
 
 def _tool_specs(ctx: RunContext) -> list[dict]:
+    from cadre.agents import mcp_tools
+
     specs = []
-    for name in sorted(ctx.grants.get("tools", {})):
+    granted = ctx.grants.get("tools", {})
+    for name in sorted(granted):
         tool = tool_registry.get(name)
         if tool is not None:
             specs.append(tool.spec())
-    return specs
+    # External MCP servers' tools the template attaches, with the schemas the servers declared.
+    return specs + mcp_tools.specs_for(ctx.run.organization_id, granted, ctx.mcp_servers)
 
 
 def _checked_reply(ctx: RunContext, text: str) -> str:

@@ -81,6 +81,8 @@ class RunContext:
         # The input as the model may see it (masked by the input policy), once on_init ran.
         self.model_text: str | None = None
         self._policy_chain = None
+        # The organization's MCP servers by name, looked up once per execution (tools/executor).
+        self.mcp_servers: dict = {}
         # Completed hooks, a model call's completion and their events, waiting for the run's
         # next write (see `step`).
         self._pending_new: list[Step] = []

@@ -106,12 +106,13 @@ def perform_effect(tool, tool_ctx: ToolContext, arguments: dict) -> dict:
     return result
 
 
-def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
+def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step, always: bool = False) -> dict:
     """Governance's verdict on one tool call: allow, deny, or confirm (with its Confirmation).
 
     The template's rule adds to it: `always` asks every time, `high_risk` asks when the tool
     itself declares the call high-risk; the organization's risk rules can ask on their own
-    (many recipients, deletions, exports, payments) whatever the template says."""
+    (many recipients, deletions, exports, payments) whatever the template says. A high-risk
+    MCP tool (`always`) asks whatever the template's rule says."""
     policy = rule.get("confirmation", "never")
     return tool_call_gate(
         organization=ctx.run.organization,
@@ -126,7 +127,7 @@ def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step) -> dict:
         policy_chain_id=ctx.version.policy_chain_id,
         conversation_key=f"session:{ctx.run.session_id}",
         trace_id=ctx.run.trace_id,
-        always_confirm=policy == "always" or (policy == "high_risk" and risk == "high"),
+        always_confirm=always or policy == "always" or (policy == "high_risk" and risk == "high"),
     ).as_dict()
 
 
@@ -149,10 +150,23 @@ def _checked_result(ctx, result: dict) -> dict:
 
 def handle_tool_call(ctx, call: ToolCall) -> dict:
     """Check, confirm if needed, and perform one tool call as persisted step(s)."""
+    from cadre.agents import mcp_tools
     from cadre.agents.runtime import delegation
 
     tool = registry.get(call.name)
-    rule = ctx.grants.get("tools", {}).get(call.name)
+    granted = ctx.grants.get("tools", {})
+    rule = granted.get(call.name)
+    mcp = tool is None and mcp_tools.split_name(call.name) is not None
+    if mcp:
+        # An external MCP server's tool: allowed by name or by its server's wildcard, checked
+        # before the server is looked up (a refused call sends nothing anywhere).
+        rule = mcp_tools.rule_for(granted, call.name)
+        if rule is None:
+            return _denied(ctx, call, f"this agent is not allowed to use {call.name!r}")
+        try:
+            tool = mcp_tools.resolve(ctx.run.organization_id, call.name, ctx.mcp_servers)
+        except mcp_tools.McpToolUnavailable as unavailable:
+            return _denied(ctx, call, str(unavailable))
     if tool is None:
         return _denied(ctx, call, f"there is no tool named {call.name!r}")
     if rule is None:
@@ -169,7 +183,7 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
         Step.Kind.HOOK,
         f"policy:{call.name}",
         {"arguments": call.arguments, "risk": risk},
-        lambda step: _gate(ctx, call, rule, risk, step),
+        lambda step: _gate(ctx, call, rule, risk, step, always=mcp and risk == "high"),
     )
     if gate["action"] == "deny":
         return _denied(ctx, call, gate["reason"] or "the policy chain denied this call")

@@ -117,8 +117,10 @@ def evaluate(
     trace_id: str = "",
     actor=None,
     chain: ResolvedChain | None = None,
+    record: bool = True,
 ) -> ChainResult:
-    """Run the chain for one stage and return the combined decision (recorded and audited)."""
+    """Run the chain for one stage and return the combined decision (recorded and audited;
+    `record=False` for a replay, which decides nothing: evaluation suites)."""
     if stage not in STAGES:
         raise ValueError(f"unknown policy stage {stage!r}")
     if not trace_id:
@@ -178,6 +180,8 @@ def evaluate(
         retry_after=retry_after,
         chain_version=chain.version,
     )
+    if not record:
+        return result
     _record(
         result,
         organization=organization,
