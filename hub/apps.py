@@ -19,10 +19,12 @@ class HubConfig(AppConfig):
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
         from cadre.agents.services import AGENTS_PROVISIONED
         from cadre.governance.alerts import ALERT_EVALUATORS
+        from cadre.memory.compat.ports import SKILL_RECALL
         from cadre.memory.viewer.ports import RUN_OUTCOMES, SKILL_OUTCOMES
         from hub import hooks  # noqa: F401 - registers the hook loading installed skills
         from hub.distribution import installs_sync
         from hub.outcomes import skill_version_drop_alerts
+        from hub.recall import memos_skill_details
         from hub.viewer_figures import rated_runs, skill_outcomes
 
         # Provisioned agents get their template version's skills; hub evaluates skill drops.
@@ -31,3 +33,5 @@ class HubConfig(AppConfig):
         # The Memory Viewer's recall hit rate and skill success rate come from Hub outcomes.
         RUN_OUTCOMES.register("hub", rated_runs)
         SKILL_OUTCOMES.register("hub", skill_outcomes)
+        # MemOS's search/memory with include_skill answers verified Hub skills.
+        SKILL_RECALL.register("hub", memos_skill_details)

@@ -24,7 +24,8 @@ from cadre.memory.api.serializers import (
     SearchRequestSerializer,
 )
 from hub import selectors as hub_selectors
-from hub.integrity import IntegrityError, verify_files
+from hub.integrity import IntegrityError
+from hub.recall import verified_files
 
 # Text files of a skill are returned as text; anything else (or larger) as base64.
 MAX_TEXT_FILE_BYTES = 256 * 1024
@@ -158,22 +159,12 @@ def skill_search(actor, *, query: str, limit: int = 10) -> dict:
 
 def skill_get(actor, *, name: str, version: str = "latest") -> dict:
     """A published version's SKILL.md and files, verified against the Hub's signature first."""
-    from cadre import signing
-
     _need_hub(actor)
     handle, package_name = hub_selectors.parse_full_name(name)
     package = hub_selectors.package_get(actor, handle, package_name)
     found = hub_selectors.resolve_version(package, version)
-    files = {f.path: bytes(f.blob.content) for f in found.files.select_related("blob")}
     try:
-        verify_files(
-            package=package.full_name,
-            version=found.version,
-            files=files,
-            fingerprint=found.fingerprint,
-            signature=found.signature,
-            public_key_pem=signing.public_key_pem(),
-        )
+        files = verified_files(package, found)
     except IntegrityError as refused:
         raise InvalidInput(str(refused), code="integrity_failed") from None
     out = []

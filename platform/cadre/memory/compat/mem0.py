@@ -295,6 +295,10 @@ class Mem0View(APIView):
         stack = self.request.headers.get("X-Mem0-Client", "")
         if stack:
             ref["client_stack"] = stack[:200]
+        # The integration that sent it, as Mem0 clients name it (OpenClaw's plugin: OPENCLAW).
+        source = self.request.data.get("source") if isinstance(self.request.data, dict) else None
+        if isinstance(source, str) and source.strip():
+            ref["source"] = source.strip()[:64]
         for key in ("user_id", "app_id"):
             if entities[key]:
                 ref[key] = entities[key]
@@ -318,10 +322,16 @@ class Ping(Mem0View):
         )
 
 
-def _page(request, queryset, target: Target) -> Response:
-    page = integer(request.query_params.get("page"), "page", default=1, low=1, high=10**6)
+def _page(request, queryset, target: Target, body=None) -> Response:
+    """One page of the list. Paging comes from the query string (what `mem0ai` sends) or,
+    failing that, from the body; a bad value in either is refused, never ignored."""
+    body = body or {}
+    params = {
+        name: request.query_params.get(name, body.get(name)) for name in ("page", "page_size")
+    }
+    page = integer(params["page"], "page", default=1, low=1, high=10**6)
     size = integer(
-        request.query_params.get("page_size"),
+        params["page_size"],
         "page_size",
         default=MAX_PAGE_SIZE,
         low=1,
@@ -465,14 +475,15 @@ class ListMemories(Mem0View):
     read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
 
     def post(self, request):
-        entities = _entities(json_body(request))
+        data = json_body(request)
+        entities = _entities(data)
         target = Target(self.actor, entities)
         queryset = selectors.memory_list(
             self.actor,
             scope_keys=target.read_scope_keys(),
             conversation_id=entities["run_id"],
         )
-        return _page(request, queryset, target)
+        return _page(request, queryset, target, body=data)
 
 
 class Search(Mem0View):

@@ -12,6 +12,7 @@ from cadre.api.errors import exception_handler as cadre_exception_handler
 from cadre.errors import InvalidInput, NotFound
 from cadre.memory import selectors, services
 from cadre.memory.compat.mem0 import Mem0View, Target, entity_text, flag, integer, json_body
+from cadre.memory.compat.ports import SKILL_RECALL
 from cadre.memory.models import Kind, Memory, Scope, SourceKind
 
 CLIENT = "memos"
@@ -227,7 +228,10 @@ class SearchMemory(MemosView):
         )
         with_prefs = flag(data.get("include_preference"), "include_preference", True)
         with_tools = flag(data.get("include_tool_memory"), "include_tool_memory", False)
-        flag(data.get("include_skill"), "include_skill", False)
+        with_skills = flag(data.get("include_skill"), "include_skill", False)
+        skill_limit = integer(
+            data.get("skill_limit_number"), "skill_limit_number", default=6, low=1, high=25
+        )
         floor = data.get("relativity")
         if floor is not None and (
             isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1
@@ -261,8 +265,20 @@ class SearchMemory(MemosView):
             elif len(answer["memory_detail_list"]) < facts:
                 answer["memory_detail_list"].append(fact_out(memory, hit.score))
         answer["preference_note"] = ""
-        answer["skill_detail_list"] = []
+        answer["skill_detail_list"] = (
+            self._skills(query.strip(), skill_limit, floor) if with_skills else []
+        )
         return ok(answer)
+
+    def _skills(self, query: str, limit: int, floor) -> list[dict]:
+        """Skills from the Hub (registered through SKILL_RECALL): verified versions only."""
+        base_url = self.request.build_absolute_uri("/").rstrip("/")
+        found: list[dict] = []
+        for _, recall in SKILL_RECALL.items():
+            found += recall(self.actor, query, limit=limit, base_url=base_url)
+        if floor is not None:
+            found = [item for item in found if item.get("relativity", 0) >= floor]
+        return found[:limit]
 
 
 class GetMemory(MemosView):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from cadre.memory.compat import mem0, memos
+from cadre.memory.compat.schemas import SchemaView
 
 mem0_urlpatterns = [
+    path("openapi.json", SchemaView.as_view(layer="mem0"), name="mem0-schema"),
     path("v1/ping/", mem0.Ping.as_view(), name="mem0-ping"),
     path("v1/memories/", mem0.Memories.as_view(), name="mem0-memories"),
     path("v3/memories/add/", mem0.Memories.as_view(), name="mem0-add"),
@@ -24,6 +26,7 @@ mem0_urlpatterns = [
 ]
 
 memos_urlpatterns = [
+    path("openapi.json", SchemaView.as_view(layer="memos"), name="memos-schema"),
     path("add/message", memos.AddMessage.as_view(), name="memos-add-message"),
     path("search/memory", memos.SearchMemory.as_view(), name="memos-search"),
     path("get/memory", memos.GetMemory.as_view(), name="memos-get"),

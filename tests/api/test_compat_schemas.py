@@ -1,0 +1,104 @@
+"""The schema page of each compatibility layer (/mem0/openapi.json, /memos/openapi.json): every
+route and method is in it, and real answers of the layer validate against what it declares."""
+
+from __future__ import annotations
+
+import re
+
+import jsonschema
+import pytest
+
+from cadre.memory.compat.urls import mem0_urlpatterns, memos_urlpatterns
+from hub.tests.factories import publish
+from tests.skills.conftest import _instance_signing_key  # noqa: F401 - autouse: a fresh key
+
+pytestmark = pytest.mark.django_db
+
+METHODS = ("get", "post", "put", "delete")
+NOT_IN_SCHEMA = {"mem0-unknown", "memos-unknown", "mem0-schema", "memos-schema"}
+
+
+def _openapi_path(pattern) -> str:
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(pattern.pattern))
+
+
+@pytest.mark.parametrize(
+    ("layer", "patterns"), [("mem0", mem0_urlpatterns), ("memos", memos_urlpatterns)]
+)
+def test_every_route_and_method_is_documented(client, layer, patterns):
+    response = client.get(f"/{layer}/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"].startswith("3.1")
+    jsonschema.Draft202012Validator.check_schema({"$defs": document["components"]["schemas"]})
+    for pattern in patterns:
+        if pattern.name in NOT_IN_SCHEMA:
+            continue
+        path = _openapi_path(pattern)
+        assert path in document["paths"], (pattern.name, path)
+        view = pattern.callback.view_class
+        served = {method for method in METHODS if hasattr(view, method)}
+        assert served == set(document["paths"][path]) - {"parameters"}, (pattern.name, served)
+
+
+def _validator(document, path, method, status="200"):
+    schema = document["paths"][path][method]["responses"][status]["content"]["application/json"]
+    return lambda instance: jsonschema.validate(
+        instance, {**schema["schema"], "components": document["components"]}
+    )
+
+
+@pytest.fixture
+def token(alice, key_client):
+    client = key_client(alice, ["memory:read", "memory:write", "hub:read"])
+    client.credentials(HTTP_AUTHORIZATION=f"Token {client.secret}")
+    return client
+
+
+def test_mem0_answers_match_the_schema(client, token, alice):
+    document = client.get("/mem0/openapi.json").json()
+    check = lambda path, method, body, status="200": _validator(document, path, method, status)(  # noqa: E731
+        body
+    )
+    check("/v1/ping/", "get", token.get("/mem0/v1/ping/").json())
+    added = token.post(
+        "/mem0/v3/memories/add/",
+        {"messages": "Alice prefers tea", "user_id": alice.email, "infer": False},
+        format="json",
+    ).json()
+    check("/v3/memories/add/", "post", added)
+    memory_id = added["results"][0]["id"]
+    found = token.post("/mem0/v3/memories/search/", {"query": "tea"}, format="json").json()
+    check("/v3/memories/search/", "post", found)
+    check("/v3/memories/", "post", token.post("/mem0/v3/memories/", {}, format="json").json())
+    check("/v1/memories/{memory_id}/", "get", token.get(f"/mem0/v1/memories/{memory_id}/").json())
+    history = token.get(f"/mem0/v1/memories/{memory_id}/history/").json()
+    check("/v1/memories/{memory_id}/history/", "get", history)
+    refused = token.get("/mem0/v1/memories/999999/")
+    check("/v1/memories/{memory_id}/", "get", refused.json(), "404")
+
+
+def test_memos_answers_match_the_schema(client, token, alice):
+    document = client.get("/memos/openapi.json").json()
+    publish(alice, "tea-ceremony", "1.0.0")
+    check = lambda path, body, status="200": _validator(document, path, "post", status)(body)  # noqa: E731
+    added = token.post(
+        "/memos/add/message",
+        {"user_id": alice.email, "messages": [{"role": "user", "content": "以后周报用英文写"}]},
+        format="json",
+    ).json()
+    check("/add/message", added)
+    found = token.post(
+        "/memos/search/memory",
+        {"query": "tea ceremony 周报", "user_id": alice.email, "include_skill": True},
+        format="json",
+    ).json()
+    check("/search/memory", found)
+    check(
+        "/get/memory",
+        token.post("/memos/get/memory", {"user_id": alice.email}, format="json").json(),
+    )
+    check(
+        "/get/status", token.post("/memos/get/status", {"task_id": added["data"]["task_id"]}).json()
+    )
+    check("/search/memory", token.post("/memos/search/memory", {}, format="json").json(), "400")
