@@ -70,3 +70,91 @@ def test_sso_required_org_refuses_the_password_form(page, org_a, bob):
     page.screenshot(path=str(SHOTS / "sso-password-refused.png"))
     page.goto("/")
     assert "/login/" in page.url
+
+
+# --- Feishu / Lark login and the test sign-in button ---------------------------------------
+
+
+@pytest.fixture
+def feishu():
+    from tests.tenancy.im_oauth_fakes import FeishuFake
+
+    with FeishuFake() as fake:
+        fake.users["bob"] = {
+            "name": "Bob",
+            "open_id": "ou_bob",
+            "union_id": "on_bob",
+            "tenant_key": "tk-acme",
+            "email": "",
+            "employee_no": "",
+        }
+        yield fake
+
+
+def test_feishu_login_reaches_the_console_as_the_im_matched_member(
+    chromium, live_server_url, org_a, bob, feishu
+):
+    from cadre.tenancy.models import IMIdentity
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    IMIdentity.objects.create(
+        organization=org_a, member=bob, platform="feishu", platform_user_id="ou_bob"
+    )
+    IdentityProvider.objects.create(
+        organization=org_a,
+        name="Feishu",
+        slug="feishu",
+        kind="feishu",
+        client_id=feishu.client_id,
+        client_secret=feishu.client_secret,
+        authorize_base_url=feishu.url,
+        api_base_url=feishu.url,
+    )
+    with browser_page(chromium, live_server_url) as page:
+        page.goto("/login/?org=acme")
+        page.get_by_role("link", name="Sign in with Feishu").click()
+        expect(page.get_by_role("heading", name="Feishu")).to_be_visible()
+        page.get_by_label("Account").fill("bob")
+        page.get_by_role("button", name="Authorize").click()
+        page.wait_for_url(f"{live_server_url}/")
+        expect(page.get_by_text("Bob").first).to_be_visible()
+        page.screenshot(path=str(SHOTS / "sso-feishu-signed-in.png"))
+    event = AuditEvent.objects.get(action="sso.signin", target_id=str(bob.pk))
+    assert event.changes["after"]["matched_by"] == "im_identity"
+
+
+def test_test_sign_in_button_shows_claims_and_mapping(
+    chromium, live_server_url, org_a, alice, bob, idp
+):
+    from cadre.tenancy.models import SsoIdentity
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    idp.users["bob"]["groups"] = ["cadre-admins"]
+    IdentityProvider.objects.create(
+        organization=org_a,
+        name="Acme Keycloak",
+        slug="keycloak",
+        issuer=idp.issuer,
+        client_id=idp.client_id,
+        client_secret=idp.client_secret,
+        group_roles=[{"value": "cadre-admins", "roles": ["it_admin"]}],
+    )
+    with browser_page(chromium, live_server_url) as page:
+        page.goto("/login/?org=acme")
+        page.get_by_label("Email").fill(alice.email)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in", exact=True).click()
+        page.wait_for_url(f"{live_server_url}/")
+        page.goto("/identity-providers/")
+        page.get_by_role("link", name="Test sign-in").click()
+        page.get_by_label("Login").fill("bob")
+        page.get_by_role("button", name="Sign in and allow").click()
+        expect(page.get_by_role("heading", name="Test sign-in with Acme Keycloak")).to_be_visible()
+        expect(page.locator(".test-member")).to_have_text("Bob")
+        expect(page.locator(".test-roles-after")).to_contain_text("it_admin")
+        expect(page.locator(".test-claims")).to_contain_text("cadre-admins")
+        page.screenshot(path=str(SHOTS / "sso-test-signin.png"), full_page=True)
+        page.goto("/")
+        expect(page.get_by_text("Alice").first).to_be_visible()  # still the admin
+    bob.refresh_from_db()
+    assert bob.roles == ["employee"] and not SsoIdentity.objects.exists()

@@ -73,3 +73,30 @@ def test_owner_turns_sso_required_on_audited(owner_client, org_a):
     org_a.refresh_from_db()
     assert org_a.settings["sso_required"] is True
     assert AuditEvent.objects.filter(action="organization.sso_required").exists()
+
+
+def test_im_logins_are_added_from_the_same_form(owner_client, org_a):
+    form = {
+        **FORM,
+        "name": "WeCom",
+        "slug": "wecom",
+        "kind": "wecom",
+        "issuer": "",
+        "client_id": "ww5823bf96d3bd56c7",
+    }
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 200 and "AgentId" in response.content.decode()
+    assert not IdentityProvider.objects.exists()
+    form["agent_id"] = "1000002"
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 302
+    provider = IdentityProvider.objects.get(organization=org_a)
+    assert (provider.kind, provider.agent_id, provider.issuer) == ("wecom", "1000002", "")
+    page = owner_client.get(reverse("console:identity_providers")).content.decode()
+    assert "WeCom login" in page and 'data-test-signin="wecom"' in page
+
+
+def test_an_oidc_provider_needs_its_issuer(owner_client):
+    response = owner_client.post(reverse("console:identity_provider_new"), {**FORM, "issuer": ""})
+    assert response.status_code == 200
+    assert not IdentityProvider.objects.exists()

@@ -393,19 +393,59 @@ class MemoryCorrectForm(forms.Form):
 
 
 class IdentityProviderForm(forms.Form):
+    KIND_CHOICES = [
+        ("oidc", "OpenID Connect (Entra ID, Okta, Google Workspace, Keycloak, Authing…)"),
+        ("feishu", "Feishu / Lark login"),
+        ("wecom", "WeCom login"),
+        ("dingtalk", "DingTalk login"),
+    ]
+
     name = forms.CharField(max_length=150, help_text='Shown on the button: "Sign in with …".')
     slug = forms.SlugField(max_length=64, help_text="Part of the callback URL.")
+    kind = forms.ChoiceField(choices=KIND_CHOICES, initial="oidc", required=False, label="Protocol")
     issuer = forms.URLField(
         max_length=500,
+        required=False,
         assume_scheme="https",
-        help_text="As the provider states it; discovery is read from the issuer followed by "
-        "/.well-known/openid-configuration.",
+        help_text="OpenID Connect only: as the provider states it; discovery is read from the "
+        "issuer followed by /.well-known/openid-configuration.",
     )
-    client_id = forms.CharField(max_length=255, label="Client id")
+    client_id = forms.CharField(
+        max_length=255,
+        label="Client id",
+        help_text="Feishu: the App ID (cli_…). WeCom: the corp id. DingTalk: the Client ID "
+        "(AppKey).",
+    )
     client_secret = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
         help_text="Stored encrypted and never shown again; leave empty to keep the current one.",
+    )
+    agent_id = forms.CharField(
+        max_length=64,
+        required=False,
+        label="AgentId",
+        help_text="WeCom only: the application's AgentId.",
+    )
+    tenant_key = forms.CharField(
+        max_length=128,
+        required=False,
+        label="Tenant key / corp id",
+        help_text="Feishu tenant_key or DingTalk corpId sign-ins must come from; empty: any.",
+    )
+    authorize_base_url = forms.URLField(
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        label="Authorization page base URL",
+        help_text="IM logins only; empty: the platform's public one (e.g. https://accounts.feishu.cn).",
+    )
+    api_base_url = forms.URLField(
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        label="API base URL",
+        help_text="IM logins only; empty: the platform's public one (e.g. https://open.feishu.cn).",
     )
     scopes = forms.CharField(max_length=255, initial="openid email profile")
     claim_email = forms.CharField(max_length=64, initial="email", label="E-mail claim")
@@ -414,7 +454,24 @@ class IdentityProviderForm(forms.Form):
         max_length=64,
         required=False,
         label="Employee id claim",
-        help_text="Matched against the member's employee number before the e-mail.",
+        help_text="Matched against the member's employee number. IM logins default to "
+        "employee_no (Feishu) and job_number (DingTalk).",
+    )
+    claim_groups = forms.CharField(
+        max_length=64,
+        required=False,
+        initial="groups",
+        label="Groups claim",
+        help_text="The claim listing the user's groups or departments (WeCom: department, "
+        "DingTalk: dept_id_list).",
+    )
+    group_roles = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        label="Groups → roles",
+        help_text='One line per group: "group value = role, role". Applied on every '
+        "sign-in to the roles named here; other roles are left alone. The last owner is never "
+        "demoted. Roles: " + ", ".join(ROLES) + ".",
     )
     jit_enabled = forms.BooleanField(
         required=False,
@@ -422,3 +479,27 @@ class IdentityProviderForm(forms.Form):
         help_text="Off: only existing members can sign in.",
     )
     is_enabled = forms.BooleanField(required=False, initial=True, label="Enabled")
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data.get("kind") or "oidc"
+
+    @staticmethod
+    def mapping_text(mapping) -> str:
+        return "\n".join(
+            f"{entry['value']} = {', '.join(entry['roles'])}" for entry in mapping or []
+        )
+
+    def clean_group_roles(self) -> list[dict]:
+        mapping = []
+        for number, line in enumerate(self.cleaned_data.get("group_roles", "").splitlines(), 1):
+            if not line.strip():
+                continue
+            value, sep, roles = line.rpartition("=")
+            roles_list = [role.strip() for role in roles.split(",") if role.strip()]
+            if not sep or not value.strip() or not roles_list:
+                raise forms.ValidationError(f"Line {number}: write it as: group value = role, role")
+            unknown = [role for role in roles_list if role not in ROLES]
+            if unknown:
+                raise forms.ValidationError(f"Line {number}: unknown role {unknown[0]!r}.")
+            mapping.append({"value": value.strip(), "roles": roles_list})
+        return mapping

@@ -382,11 +382,30 @@ class ScimToken(TenantModel):
 class IdentityProvider(TenantModel):
     """An OpenID Connect provider members of one organization sign in with (several allowed)."""
 
+    class Kind(models.TextChoices):
+        OIDC = "oidc", "OpenID Connect"
+        FEISHU = "feishu", "Feishu / Lark login"
+        WECOM = "wecom", "WeCom login"
+        DINGTALK = "dingtalk", "DingTalk login"
+
     name = models.CharField(max_length=150)
     slug = models.SlugField(max_length=64)
+    # OIDC, or one of the IM platforms' own OAuth logins (which are not OpenID Connect: no
+    # discovery, no id_token; the user is read from the platform's user-info API).
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OIDC)
     # The issuer exactly as the provider's discovery document and id_tokens state it; the
-    # discovery document is read from <issuer>/.well-known/openid-configuration.
-    issuer = models.URLField(max_length=500)
+    # discovery document is read from <issuer>/.well-known/openid-configuration. Blank for the
+    # IM logins.
+    issuer = models.URLField(max_length=500, blank=True)
+    # IM logins: the platform's authorization page and API base URLs (blank: the public ones,
+    # e.g. https://accounts.feishu.cn and https://open.feishu.cn); a private deployment or a
+    # test points them elsewhere.
+    authorize_base_url = models.URLField(max_length=500, blank=True)
+    api_base_url = models.URLField(max_length=500, blank=True)
+    # WeCom: the self-built application's AgentId. Feishu/DingTalk: the tenant key / corp id
+    # sign-ins must come from (blank: any the platform lets through).
+    agent_id = models.CharField(max_length=64, blank=True)
+    tenant_key = models.CharField(max_length=128, blank=True)
     client_id = models.CharField(max_length=255)
     client_secret = EncryptedTextField(blank=True)
     scopes = models.CharField(max_length=255, default="openid email profile")
@@ -395,6 +414,11 @@ class IdentityProvider(TenantModel):
     claim_email = models.CharField(max_length=64, default="email")
     claim_name = models.CharField(max_length=64, default="name")
     claim_employee_id = models.CharField(max_length=64, blank=True)
+    # Groups → roles: the claim carrying the user's groups (or departments), and which of its
+    # values grant which Cadre roles: [{"value": "cadre-admins", "roles": ["it_admin"]}, …].
+    # Applied on every sign-in to the roles the mapping names; other roles are left alone.
+    claim_groups = models.CharField(max_length=64, default="groups", blank=True)
+    group_roles = models.JSONField(default=list, blank=True)
     # Just-in-time creation of unknown users: off unless an admin turns it on.
     jit_enabled = models.BooleanField(default=False)
     is_enabled = models.BooleanField(default=True)

@@ -1,4 +1,5 @@
-"""The organization's identity providers (OIDC single sign-on) and its "SSO required" setting."""
+"""The organization's identity providers (OIDC and the IM logins), their test sign-in, and the
+"SSO required" setting."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
 
 from cadre.console.forms import IdentityProviderForm, add_service_error
+from cadre.console.views import sso
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy.models import IdentityProvider
@@ -56,6 +60,8 @@ def identity_provider_edit(request, pk: int | None = None):
         else None
     )
     initial = {name: getattr(provider, name) for name in oidc.PROVIDER_FIELDS} if provider else {}
+    if provider:
+        initial["group_roles"] = IdentityProviderForm.mapping_text(provider.group_roles)
     form = IdentityProviderForm(posted(request), initial=initial or None)
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
@@ -75,3 +81,16 @@ def identity_provider_edit(request, pk: int | None = None):
             "callback_url": _callback_url(provider) if provider else "",
         },
     )
+
+
+@never_cache
+@require_GET
+@require_permission("organization.manage")
+def identity_provider_test(request, pk: int):
+    """Run the provider's sign-in in test mode: the callback shows the claims received and what
+    matching and the groups → roles mapping would do, and signs no one in.
+
+    A link (GET) like "Sign in with …": the console's CSP (form-action 'self') would stop a
+    form's redirect to the provider, and starting a test changes nothing."""
+    provider = get_object_or_404(IdentityProvider, organization=request.actor.organization, pk=pk)
+    return sso.test_start(request, provider)

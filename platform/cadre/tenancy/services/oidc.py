@@ -1,7 +1,10 @@
-"""OpenID Connect sign-in: discovery, code + PKCE, id_token checks, matching members, audit."""
+"""Single sign-on: OpenID Connect (discovery, code + PKCE, id_token checks) and the IM platforms'
+OAuth logins (services/im_login.py); matching members, groups → roles, test sign-in, audit."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import secrets
 
 import httpx
@@ -21,10 +24,11 @@ from joserfc.errors import (
 )
 from joserfc.jwk import KeySet
 
-from cadre.errors import NotPermitted
+from cadre.errors import InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
-from cadre.tenancy.models import IdentityProvider, Member, Organization, SsoIdentity
+from cadre.tenancy.models import IdentityProvider, IMIdentity, Member, Organization, SsoIdentity
+from cadre.tenancy.services import claim_roles, im_login
 from cadre.tenancy.services.common import save_unique, snapshot
 from cadre.tenancy.services.members import member_create
 
@@ -51,6 +55,10 @@ REASONS = {
     "invalid_token": "The identity token is malformed or incomplete.",
     "email_unverified": "The provider does not vouch for this e-mail address.",
     "unknown_user": "No member of this organization matches this account.",
+    "ambiguous_user": "This account matches more than one member; an administrator must fix it.",
+    "platform_error": "The IM platform returned an error.",
+    "wrong_tenant": "This account belongs to another company on the IM platform.",
+    "not_in_directory": "This account is not in the company's directory on the IM platform.",
     "member_inactive": "This member is deactivated.",
 }
 
@@ -116,11 +124,24 @@ def _client(provider: IdentityProvider, redirect_uri: str) -> OAuth2Client:
 # --- the flow ------------------------------------------------------------------------------
 
 
-def sso_begin(*, provider: IdentityProvider, redirect_uri: str) -> tuple[str, dict]:
-    """The provider's authorization URL and what the callback needs (kept in the session)."""
+def sso_begin(
+    *, provider: IdentityProvider, redirect_uri: str, test: bool = False
+) -> tuple[str, dict]:
+    """The provider's authorization URL and what the callback needs (kept in the session).
+
+    `test`: a test sign-in from the console: the callback shows the claims and what matching
+    and the role mapping would do, and signs no one in."""
     state = secrets.token_urlsafe(32)
     nonce = secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(48)
+    if provider.kind != IdentityProvider.Kind.OIDC:
+        digest = hashlib.sha256(verifier.encode()).digest()
+        challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        url = im_login.authorize_url(
+            provider, redirect_uri=redirect_uri, state=state, challenge=challenge
+        )
+        pending = {"provider": provider.pk, "state": state, "nonce": "", "verifier": verifier}
+        return url, {**pending, "test": test}
     with _client(provider, redirect_uri) as client:
         url, _ = client.create_authorization_url(
             discovery(provider)["authorization_endpoint"],
@@ -129,7 +150,7 @@ def sso_begin(*, provider: IdentityProvider, redirect_uri: str) -> tuple[str, di
             code_verifier=verifier,
         )
     pending = {"provider": provider.pk, "state": state, "nonce": nonce, "verifier": verifier}
-    return url, pending
+    return url, {**pending, "test": test}
 
 
 def id_token_claims(*, provider: IdentityProvider, id_token: str, nonce: str) -> dict:
@@ -192,35 +213,92 @@ def _exchange(*, provider: IdentityProvider, pending: dict, code: str, redirect_
     return token["id_token"]
 
 
-def _match(provider: IdentityProvider, claims: dict) -> tuple[Member | None, dict]:
-    """The member these claims name: by the provider account linked at an earlier sign-in, else
-    by external (employee) id, else by verified e-mail."""
+def _oidc_found(provider: IdentityProvider, claims: dict) -> dict:
     email = str(claims.get(provider.claim_email) or "").strip()
-    verified = claims.get("email_verified") is True
-    found = {
+    return {
         "sub": str(claims["sub"]),
+        "im_ids": [],
+        "tenant": "",
         "email": email,
-        "email_verified": verified,
+        "email_verified": claims.get("email_verified") is True,
         "name": str(claims.get(provider.claim_name) or "").strip(),
         "employee_id": str(claims.get(provider.claim_employee_id) or "").strip()
         if provider.claim_employee_id
         else "",
     }
+
+
+def sso_claims(
+    *, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str
+) -> tuple[dict, dict]:
+    """The account's claims as the provider sent them, and the facts matching uses (`found`:
+    sub, im_ids, tenant, email, email_verified, name, employee_id, groups). Raises SsoRefused."""
+    if provider.kind == IdentityProvider.Kind.OIDC:
+        id_token = _exchange(
+            provider=provider, pending=pending, code=code, redirect_uri=redirect_uri
+        )
+        claims = id_token_claims(provider=provider, id_token=id_token, nonce=pending["nonce"])
+        found = _oidc_found(provider, claims)
+    else:
+        claims, found = im_login.user_claims(
+            provider, code=code, verifier=pending["verifier"], redirect_uri=redirect_uri
+        )
+    found["groups"] = claim_roles.groups_of(provider, claims)
+    return claims, found
+
+
+def _by_im_identity(provider: IdentityProvider, found: dict) -> Member | None:
+    """The member whose IM identity on this platform (as the connectors record it) is one of
+    the account's ids: open_id / union_id / user_id, userid, unionId…"""
+    if not found["im_ids"]:
+        return None
+    identities = IMIdentity.objects.filter(
+        organization_id=provider.organization_id,
+        platform=provider.kind,
+        platform_user_id__in=found["im_ids"],
+    )
+    if found["tenant"]:
+        identities = identities.filter(tenant_key__in=["", found["tenant"]])
+    member_ids = set(identities.values_list("member_id", flat=True))
+    if len(member_ids) > 1:
+        raise SsoRefused(
+            "ambiguous_user", f"IM ids {found['im_ids']} name {len(member_ids)} members"
+        )
+    if not member_ids:
+        return None
+    return Member.objects.get(pk=member_ids.pop())
+
+
+def _match(provider: IdentityProvider, found: dict) -> tuple[Member | None, str]:
+    """The member the account names and how it was found: the provider account linked at an
+    earlier sign-in; for IM logins then the member's IM identity, verified e-mail, employee id;
+    for OIDC then employee id, verified e-mail."""
     linked = (
         SsoIdentity.objects.select_related("member")
         .filter(provider=provider, subject=found["sub"])
         .first()
     )
     if linked is not None:
-        return linked.member, found
+        return linked.member, "linked"
     members = Member.objects.filter(organization_id=provider.organization_id)
+    by_email = None
+    if found["email"] and found["email_verified"]:
+        by_email = members.filter(email__iexact=found["email"]).first()
+    by_employee = None
     if found["employee_id"]:
-        member = members.filter(employee_no=found["employee_id"]).first()
+        by_employee = members.filter(employee_no=found["employee_id"]).first()
+    if provider.kind == IdentityProvider.Kind.OIDC:
+        order = [(by_employee, "employee_id"), (by_email, "email")]
+    else:
+        order = [
+            (_by_im_identity(provider, found), "im_identity"),
+            (by_email, "email"),
+            (by_employee, "employee_id"),
+        ]
+    for member, how in order:
         if member is not None:
-            return member, found
-    if email and verified:
-        return members.filter(email__iexact=email).first(), found
-    return None, found
+            return member, how
+    return None, ""
 
 
 def _user_for(member: Member):
@@ -238,23 +316,37 @@ def _user_for(member: Member):
     return user
 
 
+def _refusal_for(provider: IdentityProvider, member: Member | None, found: dict) -> str:
+    """'' when the matched (or JIT-creatable) account may sign in, else the reason code."""
+    if member is None:
+        if not provider.jit_enabled:
+            return "unknown_user"
+        if not (found["email"] and found["email_verified"]):
+            return "email_unverified"
+        return ""
+    if member.status == Member.Status.DEACTIVATED:
+        return "member_inactive"
+    return ""
+
+
 @transaction.atomic
 def sso_complete(
     *, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str
 ) -> Member:
-    """Exchange the code, check the id_token, match (or, if allowed, create) the member; audited.
+    """Exchange the code, check the account, match (or, if allowed, create) the member, apply
+    the groups → roles mapping; audited.
 
     Raises SsoRefused; the caller records it with `sso_failure_record` (outside this
     transaction, which a refusal rolls back)."""
-    id_token = _exchange(provider=provider, pending=pending, code=code, redirect_uri=redirect_uri)
-    claims = id_token_claims(provider=provider, id_token=id_token, nonce=pending["nonce"])
-    member, found = _match(provider, claims)
+    _claims, found = sso_claims(
+        provider=provider, pending=pending, code=code, redirect_uri=redirect_uri
+    )
+    member, matched_by = _match(provider, found)
     system = system_actor(provider.organization, label=f"sso:{provider.slug}")
+    refusal = _refusal_for(provider, member, found)
+    if refusal:
+        raise SsoRefused(refusal, found["email"] or found["sub"])
     if member is None:
-        if not provider.jit_enabled:
-            raise SsoRefused("unknown_user", found["email"])
-        if not (found["email"] and found["email_verified"]):
-            raise SsoRefused("email_unverified", found["email"])
         member = member_create(
             actor=system,
             display_name=found["name"] or found["email"],
@@ -262,14 +354,23 @@ def sso_complete(
             employee_no=found["employee_id"],
             roles=["employee"],
         )
+        if found["im_ids"]:
+            # The connectors find the new member by their IM id from now on.
+            IMIdentity.objects.get_or_create(
+                organization_id=provider.organization_id,
+                platform=provider.kind,
+                tenant_key=found["tenant"],
+                platform_user_id=found["im_ids"][0],
+                defaults={"member": member, "display_name": found["name"][:150]},
+            )
         audit.record(
             actor=system,
             action="sso.jit_create",
             target=member,
             after={"provider": provider.slug, "email": found["email"], "sub": found["sub"]},
         )
-    if member.status == Member.Status.DEACTIVATED:
-        raise SsoRefused("member_inactive", found["email"])
+        matched_by = "created"
+    claim_roles.roles_apply(provider=provider, member=member, groups=found["groups"], actor=system)
     _user_for(member)
     identity, newly_linked = SsoIdentity.objects.get_or_create(
         provider=provider,
@@ -286,10 +387,54 @@ def sso_complete(
             "provider": provider.slug,
             "sub": found["sub"],
             "email": found["email"],
+            "matched_by": matched_by,
             "newly_linked": newly_linked,
         },
     )
     return member
+
+
+def sso_preview(*, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str) -> dict:
+    """A test sign-in: the claims received and what a real sign-in would do (match, refusal,
+    roles), without signing in, creating, linking or changing anything. A refusal while
+    reading the account raises SsoRefused like a sign-in."""
+    claims, found = sso_claims(
+        provider=provider, pending=pending, code=code, redirect_uri=redirect_uri
+    )
+    try:
+        member, matched_by = _match(provider, found)
+    except SsoRefused as refusal:
+        member, matched_by, refusal_reason = None, "", refusal.reason
+    else:
+        refusal_reason = _refusal_for(provider, member, found)
+    roles = claim_roles.roles_plan(provider, member, found["groups"])
+    return {
+        "claims": claims,
+        "found": found,
+        "member": member,
+        "matched_by": matched_by or ("created" if not refusal_reason else ""),
+        "refusal": refusal_reason,
+        "refusal_message": REASONS.get(refusal_reason, ""),
+        "roles": roles,
+    }
+
+
+@transaction.atomic
+def sso_test_record(*, provider: IdentityProvider, actor, preview: dict | None, refusal=None):
+    """Audit a test sign-in (its outcome only, never the claims); a refusal is kept as the
+    provider's last error, like a real sign-in's."""
+    if refusal is not None:
+        provider.last_error = f"{refusal.reason}: {refusal.detail}"[:500]
+        provider.last_error_at = timezone.now()
+        provider.save(update_fields=["last_error", "last_error_at"])
+    outcome = refusal.reason if refusal is not None else (preview["refusal"] or "would_sign_in")
+    audit.record(
+        actor=actor,
+        action="sso.test_signin",
+        target=provider,
+        reason=outcome,
+        after={"provider": provider.slug, "outcome": outcome},
+    )
 
 
 @transaction.atomic
@@ -370,12 +515,19 @@ def organization_sso_require(*, actor, required: bool) -> Organization:
 PROVIDER_FIELDS = (
     "name",
     "slug",
+    "kind",
     "issuer",
+    "authorize_base_url",
+    "api_base_url",
+    "agent_id",
+    "tenant_key",
     "client_id",
     "scopes",
     "claim_email",
     "claim_name",
     "claim_employee_id",
+    "claim_groups",
+    "group_roles",
     "jit_enabled",
     "is_enabled",
 )
@@ -399,10 +551,20 @@ def identity_provider_save(
     elif provider.organization_id != actor.organization.pk:
         raise NotPermitted("That identity provider belongs to another organization.")
     before = {} if creating else snapshot(provider, PROVIDER_FIELDS)
+    if "group_roles" in fields:
+        fields["group_roles"] = claim_roles.mapping_check(fields["group_roles"], actor=actor)
     for name, value in fields.items():
         if name not in PROVIDER_FIELDS:
             raise ValueError(f"unknown identity provider field {name!r}")
         setattr(provider, name, value)
+    if provider.kind == IdentityProvider.Kind.OIDC and not provider.issuer:
+        raise InvalidInput(
+            "An OpenID Connect provider needs its issuer.", details={"issuer": ["Required."]}
+        )
+    if provider.kind == IdentityProvider.Kind.WECOM and not provider.agent_id:
+        raise InvalidInput(
+            "A WeCom login needs the application's AgentId.", details={"agent_id": ["Required."]}
+        )
     if client_secret:
         provider.client_secret = client_secret
     save_unique(provider, "Another identity provider already has this slug.", "slug")
