@@ -51,6 +51,22 @@ def parsed(event: InboundEvent) -> ParsedEvent:
     )
 
 
+def _directory_changes(event: InboundEvent, changes: list) -> None:
+    """A contact-change event: each change is applied by a task (it reads the platform)."""
+    from connectors.tasks import directory_change_apply
+
+    with transaction.atomic():
+        finish_event(event, InboundEvent.Status.PROCESSED)
+        for change in changes:
+            if isinstance(change, dict) and change.get("kind") and change.get("object_id"):
+                transaction.on_commit(
+                    lambda change=change: directory_change_apply.delay(
+                        event.connector_id,
+                        {"kind": str(change["kind"]), "object_id": str(change["object_id"])},
+                    )
+                )
+
+
 NO_AGENT_REPLY = (
     "Hello! You do not have an assistant on this channel yet. Please ask your "
     "administrator to set one up for you."
@@ -74,6 +90,10 @@ def process_claimed(event: InboundEvent, batch: Batch) -> str:
                     transport=batch.transport(connector),
                 )
             finish_event(event, InboundEvent.Status.PROCESSED)
+            return event.status
+        changes = ((event.payload or {}).get("context") or {}).get("directory")
+        if event.kind == "event" and changes and connector.settings.get("directory_sync"):
+            _directory_changes(event, changes)
             return event.status
         if event.kind != "message" or not event.sender_id:
             batch.settle(event, InboundEvent.Status.IGNORED)

@@ -236,3 +236,166 @@ class DecisionTokenUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.confirmation_ref}:{self.decision}"
+
+
+class DirectorySync(TenantModel):
+    """One run of an IM contact-directory sync: a full sync, a nightly reconciliation or one
+    contact-change event. Its counts, progress and errors are what the console shows."""
+
+    resource = "connector"
+
+    class Kind(models.TextChoices):
+        FULL = "full", "Full sync"
+        RECONCILE = "reconcile", "Nightly reconciliation"
+        EVENT = "event", "Contact-change event"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="syncs")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FULL)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # Phase ("departments", "users", "apply") and how far it got: what a progress bar needs.
+    phase = models.CharField(max_length=16, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)
+    # The refusal that stopped the run, e.g. {"code": "permission_denied", "platform_code": …}.
+    error_code = models.CharField(max_length=32, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    errors = models.JSONField(default=list, blank=True)  # per-row problems that did not stop it
+    requested_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # One full sync or reconciliation at a time per connector.
+            models.UniqueConstraint(
+                "connector",
+                name="directorysync_one_open_run",
+                condition=models.Q(
+                    status__in=["queued", "running"], kind__in=["full", "reconcile"]
+                ),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} of {self.connector_id} ({self.status})"
+
+
+class DirectoryDepartmentLink(TenantModel):
+    """A platform department mirrored as a Cadre department by one connector's sync."""
+
+    resource = "connector"
+
+    connector = models.ForeignKey(
+        Connector, on_delete=models.CASCADE, related_name="directory_departments"
+    )
+    platform_department_id = models.CharField(max_length=191)
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="+")
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                "connector", "platform_department_id", name="directorydepartment_unique_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.connector_id}:{self.platform_department_id}"
+
+
+class DirectoryUserLink(TenantModel):
+    """A platform user mirrored as a member by one connector's sync, with the values the last
+    sync wrote: a member field that differs from them was edited in Cadre since."""
+
+    resource = "connector"
+
+    connector = models.ForeignKey(
+        Connector, on_delete=models.CASCADE, related_name="directory_users"
+    )
+    platform_user_id = models.CharField(max_length=191)
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
+    synced_values = models.JSONField(default=dict, blank=True)
+    departed_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                "connector", "platform_user_id", name="directoryuser_unique_id"
+            ),
+            models.UniqueConstraint("connector", "member", name="directoryuser_unique_member"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.connector_id}:{self.platform_user_id}"
+
+
+class DirectoryConflict(TenantModel):
+    """Something a sync would not decide alone: a person resolves it in the review queue."""
+
+    resource = "connector"
+
+    class Kind(models.TextChoices):
+        DUPLICATE_EMAIL = "duplicate_email", "Two directory users with one e-mail"
+        LOCAL_EDIT = "local_edit", "Member edited in Cadre since the last sync"
+        DEACTIVATE_REFUSED = "deactivate_refused", "Departed user could not be deactivated"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        RESOLVED = "resolved", "Resolved"
+
+    class Resolution(models.TextChoices):
+        TAKE_DIRECTORY = "take_directory", "Take the directory's values"
+        KEEP_LOCAL = "keep_local", "Keep Cadre's values"
+        LINK = "link", "Link to a chosen member"
+        CREATE = "create", "Create a member without the e-mail"
+        DISMISS = "dismiss", "Dismiss"
+
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="conflicts")
+    sync = models.ForeignKey(
+        DirectorySync, null=True, blank=True, on_delete=models.SET_NULL, related_name="conflicts"
+    )
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    platform_user_id = models.CharField(max_length=191)
+    member = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # The directory's record of the user (normalized), and Cadre's values of the fields in doubt.
+    directory_values = models.JSONField(default=dict, blank=True)
+    local_values = models.JSONField(default=dict, blank=True)
+    fields = ArrayField(models.CharField(max_length=32), default=list, blank=True)
+    message = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True)
+    resolved_by = models.ForeignKey(
+        Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                "connector",
+                "platform_user_id",
+                "kind",
+                name="directoryconflict_one_open",
+                condition=models.Q(status="open"),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.platform_user_id} ({self.status})"

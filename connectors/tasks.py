@@ -132,3 +132,48 @@ def agent_messages_deliver_queued(max_age_hours: int = 24, limit: int = 500) -> 
     for message_id in queued:
         agent_message_deliver.delay(message_id)
     return len(queued)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def directory_sync_run(sync_id: int) -> str:
+    """Run a queued directory sync (full or reconciliation); a run already finished is left
+    as it is, so a redelivered task does nothing."""
+    from connectors.directory_sync import directory_sync_execute
+    from connectors.models import DirectorySync
+
+    sync = DirectorySync.objects.select_related("connector__organization").filter(pk=sync_id)
+    found = sync.first()
+    if found is None:
+        return "missing"
+    return directory_sync_execute(found).status
+
+
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(RetryableSend,),
+    retry_backoff=2,
+    retry_jitter=True,
+    max_retries=5,
+)
+def directory_change_apply(connector_id: int, change: dict) -> str:
+    """Apply one contact-change event (handed over by the inbound drain)."""
+    from connectors.directory import ContactChange
+    from connectors.directory_sync import contact_change_apply
+    from connectors.models import Connector
+
+    connector = Connector.objects.select_related("organization").filter(pk=connector_id).first()
+    if connector is None:
+        return "missing"
+    sync = contact_change_apply(connector, ContactChange(change["kind"], change["object_id"]))
+    if sync.error_code == "rate_limited":
+        raise RetryableSend(sync.error)
+    return sync.status
+
+
+@shared_task(ignore_result=True)
+def directory_reconcile() -> int:
+    """Beat, nightly: a full read of every connector with directory sync turned on."""
+    from connectors.directory_sync import directory_reconcile_all
+
+    return directory_reconcile_all()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from connectors import api, views
+from connectors import api, directory_api, views
 
 urlpatterns: list = [
     path("<slug:platform>/<str:public_id>/events", views.inbound, name="connectors-inbound"),
 ]
-api_urlpatterns: list = api.urlpatterns
+api_urlpatterns: list = api.urlpatterns + directory_api.urlpatterns

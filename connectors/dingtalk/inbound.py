@@ -38,6 +38,7 @@ from connectors.base import (
     object_field,
     text_field,
 )
+from connectors.dingtalk.directory import contact_changes
 from connectors.dingtalk.session_webhook import session_webhook_allowed
 
 # DingTalk's documented window: a timestamp more than one hour from now is illegitimate.
@@ -56,7 +57,7 @@ class DingTalkPlatform(Platform):
         cards=True, card_updates=True, threads=False, long_connection=True, file_messages=True
     )
     credential_fields = ("app_key", "app_secret")
-    setting_fields = ("robot_code", "card_template_id", "api_base_url", "mode")
+    setting_fields = ("robot_code", "card_template_id", "api_base_url", "oapi_base_url", "mode")
     extra = "dingtalk"
     extra_module = "dingtalk_stream"
 
@@ -127,6 +128,15 @@ def claim_sign(connector_id: int, timestamp: str, given: str, body: bytes) -> No
 def parse_callback(data: dict) -> ParsedEvent:
     """A robot message or a card callback (HTTP or stream), as a ParsedEvent (PayloadInvalid
     for fields of the wrong type)."""
+    if "EventType" in data:  # a contact-change event (decrypted event-subscription body)
+        changes = contact_changes(data)
+        ids = ",".join(sorted(change.object_id for change in changes))[:100]
+        kind, stamp = text_field(data, "EventType"), text_field(data, "TimeStamp")
+        return ParsedEvent(
+            event_key=f"contact:{kind}:{stamp}:{ids}",
+            kind="event",
+            context={"directory": [{"kind": c.kind, "object_id": c.object_id} for c in changes]},
+        )
     if "outTrackId" in data:  # interactive card callback
         out_track_id = text_field(data, "outTrackId")
         user_id = text_field(data, "userId")

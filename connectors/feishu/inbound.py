@@ -30,6 +30,7 @@ from connectors.base import (
     text_field,
 )
 from connectors.feishu import crypto
+from connectors.feishu.directory import contact_change
 
 # Feishu retries an unacknowledged event for up to ~6 hours; a replay inside the window is
 # still caught by the event-id de-duplication.
@@ -184,13 +185,12 @@ class FeishuPlatform(Platform):
                     action=value if isinstance(value, dict) else {},
                 )
             ]
+        context: dict = {"event_type": event_type}
+        change = contact_change(event_type, event)
+        if change is not None:
+            context["directory"] = [{"kind": change.kind, "object_id": change.object_id}]
         return [
-            ParsedEvent(
-                event_key=event_id,
-                kind="event",
-                tenant_key=tenant_key,
-                context={"event_type": event_type},
-            )
+            ParsedEvent(event_key=event_id, kind="event", tenant_key=tenant_key, context=context)
         ]
 
     def _attachments(self, message: dict) -> list[Attachment] | None:

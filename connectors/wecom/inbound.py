@@ -23,6 +23,7 @@ from connectors.base import (
     check_freshness,
 )
 from connectors.wecom import crypto
+from connectors.wecom.directory import contact_change
 
 DEFAULT_TOLERANCE = 3600
 
@@ -113,6 +114,19 @@ class WeComPlatform(Platform):
                         context={
                             "task_id": data.get("TaskId", ""),
                             "response_code": data.get("ResponseCode", ""),
+                        },
+                    )
+                ]
+            change = contact_change(data)
+            if change is not None:  # several changes can share a second: the id keys them
+                return [
+                    ParsedEvent(
+                        event_key=f"{key}:{data.get('ChangeType', '')}:{change.object_id}",
+                        kind="event",
+                        sender_id=sender,
+                        context={
+                            "event": event,
+                            "directory": [{"kind": change.kind, "object_id": change.object_id}],
                         },
                     )
                 ]

@@ -11,6 +11,8 @@ from django.views.decorators.http import require_POST
 
 from cadre.console.forms import add_service_error
 from cadre.console.views.base import paginate, posted, query_without_page, require_permission
+from cadre.console.views.connectors_directory import directory_context
+from cadre.console.views.connectors_directory import urlpatterns as directory_urlpatterns
 from cadre.console.views.connectors_forms import (
     BindingForm,
     ConnectorForm,
@@ -116,6 +118,7 @@ def _detail_context(request, connector: Connector, **extra) -> dict:
         "binding_count": connector.bindings.count(),
         "mode": (connector.settings or {}).get("mode", "webhook"),
         "tab": "overview",
+        **directory_context(connector),
         **extra,
     }
 
@@ -405,6 +408,7 @@ def unmapped_dismiss(request, pk: int, unmapped_pk: int):
 
 
 urlpatterns = [
+    *directory_urlpatterns,
     path("connectors/", connector_list, name="connectors"),
     path("connectors/new/", connector_create, name="connector_create"),
     path("connectors/<int:pk>/", connector_detail, name="connector"),
