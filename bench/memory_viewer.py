@@ -1,20 +1,25 @@
 """Memory Viewer speed at 100k memories in one organization: p50/p95 of the timeline,
-heatmap, quality and (cached) map endpoints, and the map's background computation time.
+heatmap, quality and map endpoints, first view (the viewer's cache off) and cached, the first
+build's queries (`reach.DIRECT`, the map as JSON rows) side by side with the rollup and the
+packed map, and the map's background computation time at 100k points.
 
     python bench/memory_viewer.py                  # 100,000 memories, one organization
     python bench/memory_viewer.py --scale 20000 --keepdb
-    python bench/memory_viewer.py --keepdb --no-cache --skip-compute   # uncached, kept maps
+    python bench/memory_viewer.py --keepdb --skip-compute   # reuse the kept map
 
 Memories, words and 384-d vectors come from bench/memory_latency.py's generator (one
 organization); kinds are spread over the six kinds, every memory has its addition version,
 5 % a merge and 3 % a correction, and 20,000 model calls over the last 30 days were each sent
-five memories. Requests go through the whole API stack (DRF, session auth) as the owner, who
-reads every scope: the widest selection. Runs in its own database (dropped unless --keepdb).
+five memories (four sent, one dropped); every third call's run is rated (one in four of those
+a failure) through the run-outcome port. Requests go through the whole API stack (DRF, session
+auth) as the owner, who reads every scope: the widest selection. Runs in its own database
+(dropped unless --keepdb).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -88,11 +93,66 @@ def enrich(organization_id: int, calls: int) -> None:
         cursor.execute("ANALYZE")
 
 
+def rate_runs(organization_id: int, run_ids: list[str]) -> dict[str, str]:
+    """Run feedback for the bench: every third call's run rated, one in four of those a
+    failure (the Hub's rated runs need agents, runs and skills the generator has none of)."""
+    return {
+        run: ("failure" if int(run) % 4 == 0 else "success")
+        for run in run_ids
+        if run.isdigit() and int(run) % 3 == 0
+    }
+
+
+def timed(client, url, params, repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = client.get(url, params)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, (url, response.status_code, response.content[:300])
+    return times
+
+
+def figures(times: list[float]) -> str:
+    if not times:
+        return f"{'':>15s}"
+    return f"{statistics.median(times):6.0f} /{percentile(times, 0.95):6.0f}"
+
+
+def legacy_map(memory_map, size: int):
+    """The map as the first build stored it: JSON rows of `size` points (its default sample),
+    served whole."""
+    from cadre.memory.models import MemoryMap
+    from cadre.memory.viewer import vector_map
+
+    ids, x, y, clusters = vector_map.unpack_points(memory_map)
+    keep = sorted(range(len(ids)), key=lambda i: (int(ids[i]) * 2654435761) % 2**32)[:size]
+    keep.sort()
+    return MemoryMap.objects.create(
+        organization=memory_map.organization,
+        selection="bench-legacy",
+        scope_keys=memory_map.scope_keys,
+        model=memory_map.model,
+        params={**memory_map.params, "sample": size},
+        status=MemoryMap.Status.READY,
+        total=memory_map.total,
+        sample_size=len(keep),
+        points=[
+            [int(ids[i]), round(float(x[i]), 4), round(float(y[i]), 4), int(clusters[i])]
+            for i in keep
+        ],
+        clusters=memory_map.clusters,
+        projection=memory_map.projection,
+        computed_at=memory_map.computed_at,
+    )
+
+
 def measure(args) -> None:
+    from django.conf import settings
     from rest_framework.test import APIClient
 
-    from cadre.memory.models import ContextRecord, Memory, MemoryMap
-    from cadre.memory.viewer import vector_map
+    from cadre.memory.models import ContextRecord, Memory, MemoryMap, MemoryUsageDay
+    from cadre.memory.viewer import cache, ports, reach, vector_map
     from cadre.tenancy.actors import member_actor
     from cadre.tenancy.models import Member, Organization
     from tests.factories import MemberFactory
@@ -105,7 +165,9 @@ def measure(args) -> None:
         started = time.perf_counter()
         enrich(organization.pk, args.calls)
         print(
-            f"history and context records in {time.perf_counter() - started:.0f}s", file=sys.stderr
+            f"history and context records (the rollup kept by its triggers on the way) in "
+            f"{time.perf_counter() - started:.0f}s",
+            file=sys.stderr,
         )
     # A kept database already has the bench's owner (the factory's emails would repeat).
     owner = Member.objects.filter(organization=organization, roles__contains=["owner"]).first()
@@ -113,17 +175,24 @@ def measure(args) -> None:
     client = APIClient()
     client.force_login(owner.user)
     actor = member_actor(owner)
-    print(f"{Memory.objects.filter(organization=organization).count()} memories, one organization")
+    print(
+        f"{Memory.objects.filter(organization=organization).count()} memories, one organization; "
+        f"{ContextRecord.objects.filter(organization=organization).count()} context records, "
+        f"{MemoryUsageDay.objects.filter(organization=organization).count()} rollup rows"
+    )
 
-    results = {}
     keys = vector_map.map_scope_keys(actor, None)
-    for sample in () if args.skip_compute else (vector_map.DEFAULT_SAMPLE, args.scale):
-        params = vector_map.map_params(sample=sample)
+    params = vector_map.map_params(sample=min(args.scale, vector_map.MAX_SAMPLE))
+    selection = vector_map.selection_hash(organization.pk, keys, None, state["model"].pk, params)
+    memory_map = (
+        MemoryMap.objects.filter(selection=selection, status=MemoryMap.Status.READY).first()
+        if args.skip_compute
+        else None
+    )
+    if memory_map is None:
         memory_map = MemoryMap.objects.create(
             organization=organization,
-            selection=vector_map.selection_hash(
-                organization.pk, keys, None, state["model"].pk, params
-            ),
+            selection=selection,
             scope_keys=keys,
             model=state["model"],
             params=params,
@@ -131,41 +200,102 @@ def measure(args) -> None:
         started = time.perf_counter()
         vector_map.map_compute(memory_map)
         print(
-            f"map compute, sample {sample}: {time.perf_counter() - started:.1f} s "
-            f"({memory_map.sample_size} of {memory_map.total} points, "
-            f"{len(memory_map.clusters)} clusters)"
+            f"map compute: {time.perf_counter() - started:.1f} s for {memory_map.sample_size} of "
+            f"{memory_map.total} points, {len(memory_map.clusters)} clusters "
+            f"(first build, from its issue note: 54.6-87.7 s for 20k points)"
         )
+    print(
+        f"map stored: {len(bytes(memory_map.points_data)) / 1e6:.1f} MB packed for "
+        f"{memory_map.sample_size} points (JSON rows: "
+        f"{len(json.dumps(legacy_map_rows(memory_map))) / 1e6:.1f} MB)"
+    )
+    if not args.skip_compute:
+        # The owner's readable selection holds the organization scope only (the generator's
+        # user and department ids name no members): the map of every scope is the 100k one.
+        every = sorted(
+            set(
+                Memory.objects.filter(organization=organization).values_list("scope_key", flat=True)
+            )
+        )
+        whole = MemoryMap.objects.create(
+            organization=organization,
+            selection="bench-every-scope",
+            scope_keys=every,
+            model=state["model"],
+            params=params,
+        )
+        started = time.perf_counter()
+        vector_map.map_compute(whole)
+        print(
+            f"map compute, every scope: {time.perf_counter() - started:.1f} s for "
+            f"{whole.sample_size} of {whole.total} points, {len(whole.clusters)} clusters, "
+            f"{len(bytes(whole.points_data)) / 1e6:.1f} MB packed"
+        )
+    old_map = legacy_map(memory_map, 20_000)
+    model = state["model"].pk
     endpoints = {
-        "timeline (30 days)": ("/api/v1/memory-viewer/timeline/", {}),
+        "timeline (30 days)": ("/api/v1/memory-viewer/timeline/", {}, {}),
         "timeline (2 years, weeks)": (
             "/api/v1/memory-viewer/timeline/",
             {"since": "2025-01-01T00:00:00Z"},
+            {},
         ),
-        "heatmap": ("/api/v1/memory-viewer/heatmap/", {}),
-        "quality": ("/api/v1/memory-viewer/quality/", {}),
-        "map, cached, 20k points": (
+        "heatmap": ("/api/v1/memory-viewer/heatmap/", {}, {}),
+        "quality": ("/api/v1/memory-viewer/quality/", {}, {}),
+        "map (old: 20k JSON rows; new: 100k packed, 20k shown)": (
             "/api/v1/memory-viewer/map/",
-            {"model": state["model"].pk},
+            {"model": model, "sample": params["sample"]},
+            {"model": model, "sample": 20_000},
         ),
     }
-    for label, (url, params) in endpoints.items():
-        for warm in range(2):
-            started = time.perf_counter()
-            response = client.get(url, params)
-            if not warm:  # the first view of a selection: computed, never from the cache
-                cold = (time.perf_counter() - started) * 1000
-            assert response.status_code == 200, (url, response.status_code, response.content[:300])
-        times = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            client.get(url, params)
-            times.append((time.perf_counter() - started) * 1000)
-        results[label] = times
-        print(
-            f"{label:28s} p50 {statistics.median(times):7.1f} ms   "
-            f"p95 {percentile(times, 0.95):7.1f} ms   first {cold:7.1f} ms   "
-            f"({args.repeat} requests)"
-        )
+    print(
+        f"\n{'p50 / p95 ms':56s} {'old, first view':>15s}  {'new, first view':>15s}  "
+        f"{'old, cached':>15s}  {'new, cached':>15s}"
+    )
+    with ports.RUN_OUTCOMES.overridden({"bench": rate_runs}):
+        for label, (url, new_params, old_params) in endpoints.items():
+            row = {}
+            for mode in ("old", "new"):
+                reach.DIRECT = mode == "old"
+                cache.writes_changed(organization.pk)  # neither is served the other's body
+                query = old_params or new_params if mode == "old" else new_params
+                if mode == "old" and url.endswith("/map/"):
+                    # The legacy row answers the old selection (its sample is 20k).
+                    MemoryMap.objects.filter(pk=old_map.pk).update(
+                        selection=vector_map.selection_hash(
+                            organization.pk,
+                            keys,
+                            None,
+                            model,
+                            vector_map.map_params(sample=20_000),
+                        )
+                    )
+                settings.MEMORY_VIEWER_CACHE_SECONDS = 0  # every request a first view
+                repeat = args.repeat if mode == "new" else max(3, args.repeat // 4)
+                timed(client, url, query, 1)  # the connection and the plan cache warmed
+                row[f"{mode} first"] = timed(client, url, query, repeat)
+                settings.MEMORY_VIEWER_CACHE_SECONDS = 30
+                timed(client, url, query, 1)
+                row[f"{mode} cached"] = timed(client, url, query, args.repeat)
+            reach.DIRECT = False
+            print(
+                f"{label:56s} {figures(row['old first']):>15s}  {figures(row['new first']):>15s}  "
+                f"{figures(row['old cached']):>15s}  {figures(row['new cached']):>15s}"
+            )
+    print(
+        "\nold: the first build's queries (straight from the context record items, a query a "
+        "figure; the map as JSON rows); new: the rollup, counts in two queries, packed points."
+    )
+
+
+def legacy_map_rows(memory_map) -> list:
+    from cadre.memory.viewer import vector_map
+
+    ids, x, y, clusters = vector_map.unpack_points(memory_map)
+    return [
+        [int(i), round(float(a), 4), round(float(b), 4), int(c)]
+        for i, a, b, c in zip(ids, x, y, clusters, strict=True)
+    ]
 
 
 def main() -> None:
@@ -176,13 +306,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261202)
     parser.add_argument("--database", default="cadre_bench_viewer")
     parser.add_argument("--keepdb", action="store_true", help="keep (and reuse) the database")
-    parser.add_argument(
-        "--no-cache", action="store_true", help="compute every request (the figures uncached)"
-    )
     parser.add_argument("--skip-compute", action="store_true", help="reuse the kept maps")
     args = parser.parse_args()
-    if args.no_cache:
-        os.environ["CADRE_MEMORY_VIEWER_CACHE_SECONDS"] = "0"
 
     import django
 

@@ -6,7 +6,7 @@ var/screenshots/viewer-*.png (git-ignored)."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.utils import timezone
@@ -141,3 +141,147 @@ def test_an_empty_viewer_says_how_memory_arrives(page, alice):
     expect(page.locator("[data-viewer-empty]")).to_be_visible()
     expect(page.locator("[data-viewer-empty]")).to_contain_text("POST /api/v1/memories/")
     page.screenshot(path=str(SHOTS / "viewer-empty.png"), full_page=True)
+
+
+# The real points of the map (not the query, its hits or the cluster names) in page pixels.
+MAP_POINTS_JS = """() => {
+  const chart = window.cadreViewer.charts.main;
+  chart.getDom().scrollIntoView({ block: "center" });
+  const box = chart.getDom().getBoundingClientRect();
+  const points = [];
+  chart.getOption().series.forEach((s, index) => {
+    if (["query", "top hits", "cluster names"].includes(s.name)) return;
+    (s.data || []).forEach((d) => {
+      const p = chart.convertToPixel({ seriesIndex: index }, d.value.slice(0, 2));
+      points.push({ id: d.id, x: box.left + p[0], y: box.top + p[1] });
+    });
+  });
+  return points;
+}"""
+
+
+def _first_chart_ms(page) -> int:
+    page.wait_for_function("window.cadreViewer && window.cadreViewer.firstChartMs !== null")
+    return page.evaluate("window.cadreViewer.firstChartMs")
+
+
+def test_viewer_timing_box_selection_colours_slider_keyboard_and_print(page, bob, viewer_data):
+    assert _sign_in(page, bob.user.email, PASSWORD).status == 200
+    timings = {}
+    for name in ("timeline", "map", "heatmap", "quality"):
+        _open(page, f"/memory/{name}/", name)
+        timings[name] = _first_chart_ms(page)
+    (SHOTS / "viewer-timings.txt").write_text(
+        "".join(
+            f"{name} first chart drawn {ms} ms after navigation start\n"
+            for name, ms in timings.items()
+        )
+    )
+    print("first chart drawn (ms since navigation start):", timings)
+
+    # Map: colour by kind, then a box drawn with the mouse lists exactly the memories inside.
+    _open(page, "/memory/map/", "map")
+    page.get_by_label("Colour by").select_option("kind")
+    names = page.evaluate(
+        "() => window.cadreViewer.charts.main.getOption().series.map((s) => s.name)"
+    )
+    assert set(names) - {"cluster names"} == {"preference", "fact", "requirement"}
+    page.screenshot(path=str(SHOTS / "viewer-map-by-kind.png"), full_page=True)
+    page.get_by_label("Colour by").select_option("age")
+    names = page.evaluate(
+        "() => window.cadreViewer.charts.main.getOption().series.map((s) => s.name)"
+    )
+    assert set(names) - {"cluster names"} <= {"today", "this week"}
+    points = page.evaluate(MAP_POINTS_JS)
+    assert len(points) == 6
+    xs = sorted(p["x"] for p in points)
+    # A box around the left part of the map: between the 3rd and 4th point from the left.
+    right = (xs[2] + xs[3]) / 2
+    top, bottom = min(p["y"] for p in points) - 12, max(p["y"] for p in points) + 12
+    left = xs[0] - 12
+    expected = {p["id"] for p in points if left < p["x"] < right and top < p["y"] < bottom}
+    assert len(expected) == 3
+    # The box the toolbox's rectangle brush draws, given in pixels of the chart.
+    page.evaluate(
+        """([l, t, r, b]) => {
+          const chart = window.cadreViewer.charts.main;
+          const box = chart.getDom().getBoundingClientRect();
+          const a = chart.convertFromPixel({ gridIndex: 0 }, [l - box.left, b - box.top]);
+          const z = chart.convertFromPixel({ gridIndex: 0 }, [r - box.left, t - box.top]);
+          chart.dispatchAction({ type: "brush", areas: [{ brushType: "rect", gridIndex: 0,
+            coordRange: [[a[0], z[0]], [a[1], z[1]]] }] });
+        }""",
+        [left, top, right, bottom],
+    )
+    selection = page.locator("[data-viewer-selection]")
+    expect(selection).to_contain_text("Selected (3)")
+    listed = {
+        int(pk)
+        for pk in selection.locator("li").evaluate_all(
+            "(items) => items.map((li) => li.dataset.memory)"
+        )
+    }
+    assert listed == expected
+    page.screenshot(path=str(SHOTS / "viewer-map-box-selection.png"), full_page=True)
+
+    # Timeline: the as-of slider by keyboard. One day back = the memories written by
+    # yesterday 23:59:59 UTC, End = today (all 6), Home = 30 days ago (none yet).
+    _open(page, "/memory/timeline/", "timeline")
+    slider = page.locator("[data-as-of-slider]")
+    slider.focus()
+    page.keyboard.press("ArrowLeft")
+    yesterday = (timezone.now() - timedelta(days=1)).date()
+    cutoff = datetime.combine(yesterday, time.max, tzinfo=UTC)
+    valid = sum(
+        1
+        for m in Memory.objects.filter(pk__in=[m.pk for m in viewer_data])
+        if m.created_at <= cutoff
+    )
+    expect(page.locator("[data-viewer-status]")).to_contain_text(
+        f"{valid} were valid on {yesterday.isoformat()}"
+    )
+    expect(page.get_by_label("The set as it was on")).to_have_value(yesterday.isoformat())
+    faded = page.evaluate(
+        """() => window.cadreViewer.charts.main.getOption().series
+             .find((s) => s.name === "memories").data.filter((d) => d.itemStyle).length"""
+    )
+    assert faded == 6 - valid
+    page.screenshot(path=str(SHOTS / "viewer-timeline-as-of.png"), full_page=True)
+    page.keyboard.press("End")
+    expect(page.locator("[data-viewer-status]")).to_contain_text("6 were valid on")
+    page.keyboard.press("Home")
+    expect(page.locator("[data-viewer-status]")).to_contain_text("0 were valid on")
+
+    # Keyboard: from the Show button, Tab reaches the chart's table; Enter opens it; a link
+    # in it opens its memory.
+    page.get_by_role("button", name="Show").focus()
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.matches('[data-viewer-table] summary')"):
+            break
+    else:
+        raise AssertionError("the data table is not reachable by Tab")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    target = page.evaluate("document.activeElement.dataset.memory")
+    assert target
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf"/memory/{target}/$"))
+
+    # Print and the light theme: every page readable, its table opened for paper.
+    page.emulate_media(media="print", color_scheme="light")
+    for name in ("timeline", "map", "heatmap", "quality"):
+        _open(page, f"/memory/{name}/", f"print-{name}")
+    page.emulate_media(media="screen")
+
+
+def test_memory_search_page_shows_why_each_memory_was_retrieved(page, bob, viewer_data):
+    assert _sign_in(page, bob.user.email, PASSWORD).status == 200
+    page.goto("/memory/search/?q=what+tea+does+Bob+drink&top_k=3")
+    hits = page.locator("[data-search-hits] > li")
+    expect(hits).to_have_count(3)
+    expect(hits.first.locator('[data-why-bar="vector"] .why-bar > span')).to_be_visible()
+    expect(hits.first.locator("[data-why-decision]")).to_contain_text("diversity (MMR")
+    page.screenshot(path=str(SHOTS / "memory-search-why.png"), full_page=True)
+    page.emulate_media(media="print", color_scheme="light")
+    page.screenshot(path=str(SHOTS / "memory-search-why-print.png"), full_page=True)

@@ -120,6 +120,20 @@ def test_timeline_as_of_shows_the_set_as_it_was(known, bob, client_for):
     body = client_for(bob).get(TIMELINE, {"as_of": moment}).json()
     assert body["as_of"]["count"] == 2
     assert body["as_of"]["by_kind"] == {"fact": 1, "preference": 1}
+    # Which: tea and office (two days old); office2 was written yesterday.
+    assert sorted(body["as_of"]["memory_ids"]) == sorted([known["tea"].pk, known["office"].pk])
+
+
+def test_timeline_as_of_a_day_ago_includes_what_was_later_merged_away(known, bob, client_for):
+    moment = (timezone.now() - timedelta(hours=12)).isoformat()
+    body = client_for(bob).get(TIMELINE, {"as_of": moment}).json()
+    # office2 was still valid then (merged into office today); the rule and the deleted
+    # phone note were written today; Alice's private note is not Bob's to see.
+    assert body["as_of"]["count"] == 3
+    assert body["as_of"]["by_kind"] == {"fact": 2, "preference": 1}
+    assert sorted(body["as_of"]["memory_ids"]) == sorted(
+        known[name].pk for name in ("tea", "office", "office2")
+    )
 
 
 def test_quality_figures_have_exact_values_and_definitions(known, bob, client_for):

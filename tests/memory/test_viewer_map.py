@@ -65,7 +65,8 @@ def test_map_is_computed_in_the_background_then_served(bob, client_for, embedded
     body = _computed(client, run_async, {"clusters": 3})
     assert body["status"] == "ready"
     assert body["total"] == body["sample_size"] == 12
-    assert body["params"] == {"method": "pca", "sample": 20000, "clusters": 3, "seed": 0}
+    assert body["params"] == {"method": "pca", "sample": 100000, "clusters": 3, "seed": 0}
+    assert body["shown"] == 12
     assert len(body["points"]) == 12 and len(body["clusters"]) == 3
     task = MemoryTask.objects.get(kind=MemoryTask.Kind.MAP)
     assert task.status == MemoryTask.Status.COMPLETED

@@ -241,6 +241,10 @@ class ContextRecord(TenantModel):
     total_tokens = models.PositiveIntegerField(default=0)
     # [{"name", "version", "part": "description" | "body", "status": "sent" | "dropped"}]
     skills = models.JSONField(default=list, blank=True)
+    # The candidates the ranking considered but diversity (MMR) passed over for this call:
+    # [{"id", "version", "score", "components", "reason"}] (ids and numbers, never text).
+    # None: not recorded (a record written before this was kept).
+    passed_over = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -285,6 +289,38 @@ class ContextRecordItem(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.rank}: memory {self.memory_id} v{self.memory_version} ({self.status})"
+
+
+class MemoryUsageDay(models.Model):
+    """How often one memory was in a context record per UTC day of the record: every item
+    (`retrieved`, any status) and items sent to a runtime model call (`sent`), with the last
+    moments. The heatmap reads it instead of the items.
+
+    Kept by PostgreSQL triggers on memory_contextrecorditem (migration 0007): an insert adds
+    its items' counts, a delete or update recomputes the touched (memory, day) rows from the
+    items left, so ORM writes, bulk writes and cascades all keep it exact. No foreign-key
+    constraints: a memory's hard delete removes its items, and with them these rows."""
+
+    organization = models.ForeignKey(
+        "tenancy.Organization", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    memory = models.ForeignKey(
+        Memory, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    day = models.DateField()
+    retrieved = models.PositiveIntegerField(default=0)
+    sent = models.PositiveIntegerField(default=0)
+    last_used = models.DateTimeField()
+    last_sent = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "day"], name="memoryusageday_unique_day")
+        ]
+        indexes = [models.Index(fields=["organization", "day"], name="memoryusageday_org_day")]
+
+    def __str__(self) -> str:
+        return f"memory {self.memory_id} on {self.day}: {self.retrieved}/{self.sent}"
 
 
 class MemoryTask(TenantModel):
@@ -349,8 +385,12 @@ class MemoryMap(TenantModel):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPUTING)
     total = models.PositiveIntegerField(default=0)  # memories with a vector in the selection
     sample_size = models.PositiveIntegerField(default=0)
-    # [[memory id, x, y, cluster], ...] — ids and numbers only, never text.
+    # [[memory id, x, y, cluster], ...] — ids and numbers only, never text. Maps computed
+    # before `points_data` only; newer ones leave it empty.
     points = models.JSONField(default=list, blank=True)
+    # The points packed (vector_map.pack_points): int64 ids, float32 x and y, int16 clusters,
+    # one array after the other — 18 bytes a point rather than about 40 of JSON.
+    points_data = models.BinaryField(default=b"", blank=True)
     # [{"id", "label", "terms", "size", "x", "y"}]
     clusters = models.JSONField(default=list, blank=True)
     # The projection (PCA mean and two components) so a query can be placed on the map.

@@ -409,8 +409,13 @@ def search(
     mode: str = "hybrid",
     query_vector: Sequence[float] | None = None,
     settings: SearchSettings | None = None,
+    passed_over: list[SearchHit] | None = None,
 ) -> list[SearchHit]:
     """The memories of `organization` within `scope_keys` that best answer `query`.
+
+    `passed_over`, when given, receives the candidates relevance alone would have put in the
+    top k but diversity (MMR) passed over, with their components (`mmr_redundancy`: their
+    highest similarity to a chosen hit); the hits returned are the same either way.
 
     `mode` "lexical" / "vector" run one side alone (same SQL as the hybrid's sides; used by
     the benchmarks). `query_vector` skips embedding the query (benchmarks, callers that
@@ -485,6 +490,7 @@ def search(
         top_k=top_k,
         now=now,
         settings=settings,
+        passed_over=passed_over,
     )
 
 
@@ -599,6 +605,7 @@ def _fuse(
     top_k: int,
     now: datetime,
     settings: SearchSettings,
+    passed_over: list[SearchHit] | None = None,
 ) -> list[SearchHit]:
     candidates = load_candidates(lexical, vector, model=model, query_vector=query_vector)
     hits = rank(
@@ -608,9 +615,11 @@ def _fuse(
         top_k=top_k,
         now=now,
         settings=settings,
+        passed_over=passed_over,
     )
-    full = Memory.objects.in_bulk([hit.memory.pk for hit in hits])
-    for hit in hits:
+    extra = passed_over or []
+    full = Memory.objects.in_bulk([hit.memory.pk for hit in [*hits, *extra]])
+    for hit in [*hits, *extra]:
         hit.memory = full[hit.memory.pk]
     return hits
 
@@ -623,8 +632,10 @@ def rank(
     top_k: int,
     now: datetime,
     settings: SearchSettings,
+    passed_over: list[SearchHit] | None = None,
 ) -> list[SearchHit]:
-    """Fuse, boost, smooth and diversify a loaded candidate pool (no database access)."""
+    """Fuse, boost, smooth and diversify a loaded candidate pool (no database access).
+    `passed_over` (a list) receives the candidates MMR displaced from the relevance top k."""
     lexical, vector = candidates.lexical, candidates.vector
     memories, vectors, query = candidates.memories, candidates.vectors, candidates.query
     ids = [
@@ -677,6 +688,13 @@ def rank(
 
     scores = _smooth_neighbours(base, memories, components, settings)
     ranked = _mmr(scores, vectors, top_k, settings, components)
+    if passed_over is not None:
+        chosen = set(ranked)
+        passed_over.extend(
+            SearchHit(memory=memories[pk], score=round(scores[pk], 6), components=components[pk])
+            for pk in sorted(scores, key=lambda pk: -scores[pk])[:top_k]
+            if pk not in chosen
+        )
     return [
         SearchHit(memory=memories[pk], score=round(scores[pk], 6), components=components[pk])
         for pk in ranked
@@ -782,6 +800,8 @@ def _mmr(
         if has_vector[index]:
             similarity = np.where(has_vector, matrix @ matrix[index], 0.0)
             redundancy = np.maximum(redundancy, similarity)
+    for index in np.flatnonzero(available):  # passed over: how alike a chosen hit they were
+        components[pool[index]]["mmr_redundancy"] = round(float(redundancy[index]), 6)
     return chosen
 
 

@@ -482,8 +482,11 @@ class SearchResult(list):
         scope_keys: list[str],
         context_record: ContextRecord | None = None,
         recalled: bool = True,
+        passed_over: list | None = None,
     ):
         super().__init__(hits)
+        # The candidates diversity (MMR) passed over (SearchHit; asked for with passed_over).
+        self.passed_over = passed_over or []
         self.scope_keys = scope_keys
         self.context_record = context_record
         self.recalled = recalled
@@ -510,12 +513,15 @@ def memory_search(
     conversation_id: str | None = None,
     on_behalf_of: dict | None = None,
     force: bool = False,
+    passed_over: bool = False,
 ) -> SearchResult:
     """Search the memories the actor may read.
 
     With `on_behalf_of={"run_id", "step_id"[, "trace_id"]}` the search feeds a model call: a
     ContextRecord is written with each hit's memory id, version, score and token estimate.
     Short, contentless queries ("ok", "好的") skip recall unless `force` is set.
+    `passed_over`: also collect the candidates diversity (MMR) passed over
+    (`result.passed_over`, readable rows only, as for the hits).
     """
     from cadre.memory import search as search_engine
 
@@ -525,7 +531,8 @@ def memory_search(
         raise InvalidInput("top_k must be between 1 and 100.", details={"top_k": ["1..100"]})
     keys = narrow_scope_keys(actor, scope_keys)
     recalled = bool(keys) and (force or search_engine.should_recall(query))
-    hits = []
+    hits: list = []
+    dropped: list | None = [] if passed_over else None
     if recalled:
         hits = search_engine.search(
             organization=actor.organization,
@@ -540,17 +547,21 @@ def memory_search(
             until=until,
             as_of=as_of,
             conversation_id=conversation_id or None,
+            passed_over=dropped,
         )
         # Defence in depth: whatever the engine returns, only readable, undeleted rows leave.
         allowed = set(keys)
-        hits = [
-            hit
-            for hit in hits
-            if hit.memory.scope_key in allowed
-            and hit.memory.organization_id == actor.organization.pk
-            and hit.memory.status != Memory.Status.DELETED
-            and hit.memory.purged_at is None
-        ]
+
+        def readable(hit) -> bool:
+            return (
+                hit.memory.scope_key in allowed
+                and hit.memory.organization_id == actor.organization.pk
+                and hit.memory.status != Memory.Status.DELETED
+                and hit.memory.purged_at is None
+            )
+
+        hits = [hit for hit in hits if readable(hit)]
+        dropped = [hit for hit in dropped or [] if readable(hit)]
     record = None
     if on_behalf_of is not None:
         record = context_record_write(
@@ -560,7 +571,9 @@ def memory_search(
     span.set_attribute("memory.scopes", len(keys))
     span.set_attribute("memory.recalled", recalled)
     span.set_attribute("memory.hits", len(hits))
-    return SearchResult(hits, scope_keys=keys, context_record=record, recalled=recalled)
+    return SearchResult(
+        hits, scope_keys=keys, context_record=record, recalled=recalled, passed_over=dropped
+    )
 
 
 def context_record_write(*, actor, query: str, hits: list, on_behalf_of: dict) -> ContextRecord:

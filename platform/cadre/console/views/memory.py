@@ -21,8 +21,9 @@ from cadre.console.views.base import (
 )
 from cadre.errors import CadreError, NotFound
 from cadre.memory import selectors, services
-from cadre.memory.models import MemoryVersion
+from cadre.memory.models import Kind, MemoryVersion
 from cadre.memory.viewer.trail import memory_trail
+from cadre.memory.viewer.why import best_lexical, explain
 
 
 def gate(request):
@@ -73,6 +74,65 @@ def memory_list(request):
             "page": page,
             "query": query_without_page(request),
             "filtered": any(request.GET.get(name) for name in filters.fields),
+        },
+    )
+
+
+@require_permission("chat.use")
+def memory_search(request):
+    """Search memory as retrieval does (the same selector as the API and the agents), each hit
+    with why it ranked where it did, and the candidates diversity (MMR) passed over."""
+    refused = gate(request)
+    if refused:
+        return refused
+    actor = request.actor
+    text = (request.GET.get("q") or "").strip()[:500]
+    scope = request.GET.get("scope", "")
+    kind = request.GET.get("kind", "")
+    top_k = request.GET.get("top_k", "10")
+    top_k = min(max(int(top_k), 1), 50) if top_k.isdigit() else 10
+    hits, passed_over, error = [], [], ""
+    if text:
+        try:
+            result = selectors.memory_search(
+                actor=actor,
+                query=text,
+                top_k=top_k,
+                scope_keys=[scope] if scope else None,
+                kinds=[kind] if kind in Kind.values else None,
+                force=True,
+                passed_over=True,
+            )
+        except CadreError as refusal:
+            error = refusal.message
+        else:
+            best = best_lexical([h.components for h in [*result.hits, *result.passed_over]])
+            hits = [
+                {
+                    "hit": hit,
+                    "rank": rank,
+                    "why": explain(hit.components, best_lexical=best, kept=True),
+                }
+                for rank, hit in enumerate(result.hits, start=1)
+            ]
+            passed_over = [
+                {"hit": hit, "why": explain(hit.components, best_lexical=best, kept=False)}
+                for hit in result.passed_over
+            ]
+            _label_scopes(actor, [row["hit"].memory for row in hits + passed_over])
+    return render(
+        request,
+        "console/memory/search.html",
+        {
+            "q": text,
+            "scope": scope,
+            "kind": kind,
+            "top_k": top_k,
+            "scope_choices": selectors.scope_choices(actor),
+            "kinds": Kind.choices,
+            "hits": hits,
+            "passed_over": passed_over,
+            "error": error,
         },
     )
 

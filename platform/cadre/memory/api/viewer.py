@@ -119,18 +119,23 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
             OpenApiParameter("method", OpenApiTypes.STR, enum=list(vector_map.METHODS)),
             OpenApiParameter("sample", OpenApiTypes.INT, description="Most points projected"),
             OpenApiParameter("clusters", OpenApiTypes.INT),
+            OpenApiParameter(
+                "display", OpenApiTypes.INT, description="Most points served (default 20000)"
+            ),
             OpenApiParameter("q", OpenApiTypes.STR, description="Place this query on the map"),
             OpenApiParameter("refresh", OpenApiTypes.BOOL, description="Compute anew"),
         ],
         responses={200: types.MapSerializer, 202: types.MapSerializer},
         description="The newest computed 2-D map of the selection's embeddings (200), or 202 "
         "while the first one is computed in the background (poll again). Beyond `sample` "
-        "memories the map is of a random sample; `sample_size` and `total` say so.",
+        "memories the map is of a random sample; `sample_size` and `total` say so. Beyond "
+        "`display` points a fixed random subset is served; `shown` says how many.",
     )
     @action(detail=False, methods=["get"], url_path="map")
     def vector_map(self, request):
         data = _query(request, types.MapQuerySerializer)
         query = data.pop("q", None)
+        display = data.pop("display")
         ready, computing = vector_map.memory_map_request(
             actor=self.actor,
             scope_keys=data.pop("scope_keys"),
@@ -154,11 +159,12 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
                 "compute_ms": shown.compute_ms if shown else 0,
                 "total": shown.total if shown else 0,
                 "sample_size": shown.sample_size if shown else 0,
+                "shown": min(shown.sample_size, display) if shown else 0,
                 "association_strength": shown.association_strength if shown else None,
                 "explained_variance": (
                     shown.projection.get("explained_variance", []) if shown else []
                 ),
-                "points": vector_map.map_points(self.actor, shown) if shown else [],
+                "points": vector_map.map_points(self.actor, shown, display) if shown else [],
                 "clusters": shown.clusters if shown else [],
                 "query": (
                     vector_map.map_query(self.actor, shown, query) if shown and query else None
@@ -171,7 +177,11 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
             rendered = cache.cached(
                 self.actor,
                 "map",
-                {"map": shown.pk, "computing": computing.pk if computing else None},
+                {
+                    "map": shown.pk,
+                    "computing": computing.pk if computing else None,
+                    "display": display,
+                },
                 lambda: JSONRenderer().render(body()),
             )
             return HttpResponse(rendered, content_type="application/json")

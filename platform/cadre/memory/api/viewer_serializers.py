@@ -44,6 +44,9 @@ class MapQuerySerializer(ViewerQuerySerializer):
     clusters = serializers.IntegerField(
         min_value=1, max_value=vector_map.MAX_CLUSTERS, required=False
     )
+    display = serializers.IntegerField(
+        min_value=1, max_value=vector_map.MAX_SAMPLE, default=vector_map.DEFAULT_DISPLAY
+    )
     q = serializers.CharField(required=False, max_length=500)
     refresh = serializers.BooleanField(default=False)
 
@@ -78,6 +81,10 @@ class AsOfSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     count = serializers.IntegerField()
     by_kind = serializers.DictField(child=serializers.IntegerField())
+    memory_ids = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="The memories valid then, newest first (at most 2000; deleted ones left out)",
+    )
 
 
 class TimelineSerializer(serializers.Serializer):
@@ -219,6 +226,10 @@ class MapSerializer(serializers.Serializer):
     compute_ms = serializers.IntegerField()
     total = serializers.IntegerField(help_text="Memories with a vector in the selection")
     sample_size = serializers.IntegerField(help_text="Points projected (sampled beyond this)")
+    shown = serializers.IntegerField(
+        help_text="Points in `points`: every point projected, or a fixed random subset of "
+        "`display` of them when the map has more (before dropping those unreadable now)"
+    )
     association_strength = serializers.FloatField(allow_null=True)
     explained_variance = serializers.ListField(child=serializers.FloatField())
     points = MapPointSerializer(many=True)

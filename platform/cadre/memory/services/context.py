@@ -23,6 +23,7 @@ def context_record_for_model_call(
     skills: list[dict],
     trace_id: str = "",
     retried: bool = False,
+    passed_over: list[dict] | None = None,
 ) -> ContextRecord:
     """Record one model call's context (an operational record: ids, versions, ranks, scores
     and token estimates; memory text is never copied into it).
@@ -31,6 +32,8 @@ def context_record_for_model_call(
     "status": sent | withheld | dropped, "reason"}. A memory deleted meanwhile is left out;
     a memory without a version gets its current one. `retried`: the model call is done again
     after a crash — its record, if written, is returned instead of a second one.
+    `passed_over`: the candidates retrieval's diversity (MMR) passed over, {"id", "version",
+    "score", "components", "reason"}; None when retrieval did not report them.
     """
     run_id, step_id = str(run_id)[:64], str(step_index)[:64]
     if retried:
@@ -42,7 +45,9 @@ def context_record_for_model_call(
         ).first()
         if existing is not None:
             return existing
-    ids = {item["id"] for item in memories if isinstance(item.get("id"), int)}
+    ids = {
+        item["id"] for item in [*memories, *(passed_over or [])] if isinstance(item.get("id"), int)
+    }
     versions = dict(
         Memory.objects.filter(organization=actor.organization, pk__in=ids).values_list(
             "pk", "version"
@@ -73,6 +78,19 @@ def context_record_for_model_call(
                 "status": skill.get("status", "sent"),
             }
             for skill in skills
+        ],
+        passed_over=None
+        if passed_over is None
+        else [
+            {
+                "id": item["id"],
+                "version": item.get("version") or versions[item["id"]],
+                "score": float(item.get("score") or 0.0),
+                "components": item.get("components") or {},
+                "reason": str(item.get("reason") or "")[:500],
+            }
+            for item in passed_over
+            if item.get("id") in versions
         ],
     )
     ContextRecordItem.objects.bulk_create(

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Left, Trunc
 from django.utils import timezone
 
 from cadre.memory import selectors
-from cadre.memory.models import ContextRecord, ContextRecordItem, Memory
+from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryUsageDay
+from cadre.memory.viewer import reach
 from cadre.memory.viewer.reach import as_day, day_start, viewer_memories, window_days
 
 PREVIEW_CHARS = 80
@@ -44,42 +45,14 @@ def memory_heatmap(
     now = now or timezone.now()
     since = day_start(now) - timedelta(days=days - 1)
     memories = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds)
-    items = ContextRecordItem.objects.filter(
-        context__organization=actor.organization,
-        context__created_at__gte=since,
-        memory__in=memories.values("pk"),
-    )
-    day = Trunc("context__created_at", "day", tzinfo=UTC)
-    counts = {"retrieved": Count("pk"), "sent": Count("pk", filter=SENT)}
-    by_kind = (
-        items.annotate(day=day)
-        .values("day", "memory__kind")
-        .annotate(**counts)
-        .order_by("day", "memory__kind")
-    )
-    by_scope = (
-        items.annotate(day=day)
-        .values("day", "memory__scope_key")
-        .annotate(**counts)
-        .order_by("day", "memory__scope_key")
-    )
-    totals = items.values("memory_id").annotate(**counts, last_used=Max("context__created_at"))
-    hottest = list(totals.order_by("-sent", "-retrieved", "memory_id")[:top])
-    coldest = list(totals.order_by("sent", "retrieved", "memory_id")[:top])
-    per_memory = (
-        items.filter(memory_id__in=[row["memory_id"] for row in hottest])
-        .annotate(day=day)
-        .values("memory_id", "day")
-        .annotate(**counts)
-        .order_by("memory_id", "day")
-    )
-    cutoff = now - timedelta(days=unused_days)
-    recently_sent = ContextRecordItem.objects.filter(
-        SENT, context__organization=actor.organization, context__created_at__gte=cutoff
-    ).values("memory_id")
-    unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
-        pk__in=recently_sent
-    )
+    if reach.DIRECT:
+        by_kind, by_scope, hottest, coldest, per_memory, unused = _direct(
+            actor, memories, since=since, now=now, unused_days=unused_days, top=top
+        )
+    else:
+        by_kind, by_scope, hottest, coldest, per_memory, unused = _from_rollup(
+            actor, memories, since=since, now=now, unused_days=unused_days, top=top
+        )
     unused_sample = list(unused.order_by("created_at", "pk").values_list("pk", flat=True)[:top])
     labels = _memory_labels({row["memory_id"] for row in hottest + coldest} | set(unused_sample))
     scope_names = selectors.scope_labels(
@@ -121,3 +94,79 @@ def memory_heatmap(
 
 def _numbers(row: dict) -> dict:
     return {"retrieved": row["retrieved"], "sent": row["sent"]}
+
+
+def _direct(actor, memories, *, since, now, unused_days: int, top: int):
+    """The figures straight from the context record items (the first implementation)."""
+    items = ContextRecordItem.objects.filter(
+        context__organization=actor.organization,
+        context__created_at__gte=since,
+        memory__in=memories.values("pk"),
+    )
+    day = Trunc("context__created_at", "day", tzinfo=UTC)
+    counts = {"retrieved": Count("pk"), "sent": Count("pk", filter=SENT)}
+    by_kind = (
+        items.annotate(day=day)
+        .values("day", "memory__kind")
+        .annotate(**counts)
+        .order_by("day", "memory__kind")
+    )
+    by_scope = (
+        items.annotate(day=day)
+        .values("day", "memory__scope_key")
+        .annotate(**counts)
+        .order_by("day", "memory__scope_key")
+    )
+    totals = items.values("memory_id").annotate(**counts, last_used=Max("context__created_at"))
+    hottest = list(totals.order_by("-sent", "-retrieved", "memory_id")[:top])
+    coldest = list(totals.order_by("sent", "retrieved", "memory_id")[:top])
+    per_memory = (
+        items.filter(memory_id__in=[row["memory_id"] for row in hottest])
+        .annotate(day=day)
+        .values("memory_id", "day")
+        .annotate(**counts)
+        .order_by("memory_id", "day")
+    )
+    cutoff = now - timedelta(days=unused_days)
+    recently_sent = ContextRecordItem.objects.filter(
+        SENT, context__organization=actor.organization, context__created_at__gte=cutoff
+    ).values("memory_id")
+    unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
+        pk__in=recently_sent
+    )
+    return list(by_kind), list(by_scope), hottest, coldest, list(per_memory), unused
+
+
+def _from_rollup(actor, memories, *, since, now, unused_days: int, top: int):
+    """The same figures from the per-day rollup (MemoryUsageDay): a row per memory and day of
+    use rather than one per item, and sends since the cutoff by each row's last send."""
+    usage = MemoryUsageDay.objects.filter(
+        organization=actor.organization,
+        day__gte=since.date(),
+        memory__in=memories.values("pk"),
+    )
+    counts = {"retrieved": Sum("retrieved"), "sent": Sum("sent")}
+    by_kind = usage.values("day", "memory__kind").annotate(**counts).order_by("day", "memory__kind")
+    by_scope = (
+        usage.values("day", "memory__scope_key")
+        .annotate(**counts)
+        .order_by("day", "memory__scope_key")
+    )
+    totals = usage.values("memory_id").annotate(**counts, last_used=Max("last_used"))
+    hottest = list(totals.order_by("-sent", "-retrieved", "memory_id")[:top])
+    coldest = list(totals.order_by("sent", "retrieved", "memory_id")[:top])
+    per_memory = (
+        usage.filter(memory_id__in=[row["memory_id"] for row in hottest])
+        .values("memory_id", "day", "retrieved", "sent")
+        .order_by("memory_id", "day")
+    )
+    cutoff = now - timedelta(days=unused_days)
+    recently_sent = MemoryUsageDay.objects.filter(
+        organization=actor.organization,
+        day__gte=cutoff.astimezone(UTC).date(),
+        last_sent__gte=cutoff,
+    ).values("memory_id")
+    unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
+        pk__in=recently_sent
+    )
+    return list(by_kind), list(by_scope), hottest, coldest, list(per_memory), unused

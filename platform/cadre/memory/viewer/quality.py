@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryVersion
 from cadre.memory.services.common import EXACT_REASON, NEAR_REASON
-from cadre.memory.viewer import ports
+from cadre.memory.viewer import ports, reach
 from cadre.memory.viewer.reach import as_day, day_start, viewer_memories, window_days
 from cadre.memory.viewer.vector_map import map_history
 
@@ -146,18 +146,10 @@ def memory_quality(
     window = window_days(now, days)
     everything = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds, with_deleted=True)
     added_rows = everything.filter(created_at__gte=since)
-    added = _per_day(added_rows, "created_at")
-    versions = MemoryVersion.objects.filter(
-        memory__in=everything.values("pk"), created_at__gte=since
-    )
-    merges = versions.filter(change=MemoryVersion.Change.MERGE)
-    exact = _per_day(merges.filter(reason__startswith=EXACT_REASON), "created_at")
-    near = _per_day(merges.filter(reason__startswith=NEAR_REASON), "created_at")
+    counter = _direct_counts if reach.DIRECT else _counts
+    added, corrected, deleted, exact, near = counter(everything, added_rows, since)
     received = {day: added.get(day, 0) + exact.get(day, 0) for day in window}
     merged = {day: exact.get(day, 0) + near.get(day, 0) for day in window}
-    corrected = Exists(
-        MemoryVersion.objects.filter(memory=OuterRef("pk"), change=MemoryVersion.Change.CORRECTION)
-    )
     figures = [
         _ratio_figure("exact_duplicate_rate", window, exact, received),
         _ratio_figure("near_duplicate_rate", window, near, received),
@@ -170,18 +162,8 @@ def memory_quality(
         _ratio_figure("compression_rate", window, merged, received),
         association_figure(actor, scope_keys=scope_keys, kinds=kinds, since=since),
         recall_figure(actor, everything, since=since, window=window),
-        _ratio_figure(
-            "correction_rate",
-            window,
-            _per_day(added_rows.filter(corrected), "created_at"),
-            added,
-        ),
-        _ratio_figure(
-            "deletion_rate",
-            window,
-            _per_day(added_rows.filter(status=Memory.Status.DELETED), "created_at"),
-            added,
-        ),
+        _ratio_figure("correction_rate", window, corrected, added),
+        _ratio_figure("deletion_rate", window, deleted, added),
         skill_figure(actor, since=since, window=window),
         _figure(
             "memories_added",
@@ -199,6 +181,68 @@ def memory_quality(
         ),
     ]
     return {"since": since, "days": days, "figures": figures}
+
+
+_CORRECTED = Exists(
+    MemoryVersion.objects.filter(memory=OuterRef("pk"), change=MemoryVersion.Change.CORRECTION)
+)
+
+
+def _direct_counts(everything, added_rows, since):
+    """(added, corrected, deleted, exact, near) per day, one query each (the first build)."""
+    versions = MemoryVersion.objects.filter(
+        memory__in=everything.values("pk"), created_at__gte=since
+    )
+    merges = versions.filter(change=MemoryVersion.Change.MERGE)
+    return (
+        _per_day(added_rows, "created_at"),
+        _per_day(added_rows.filter(_CORRECTED), "created_at"),
+        _per_day(added_rows.filter(status=Memory.Status.DELETED), "created_at"),
+        _per_day(merges.filter(reason__startswith=EXACT_REASON), "created_at"),
+        _per_day(merges.filter(reason__startswith=NEAR_REASON), "created_at"),
+    )
+
+
+def _counts(everything, added_rows, since):
+    """The same per-day counts in two queries: the memories added (with filtered counts of
+    the corrected and the deleted) and the merge versions (exact and near)."""
+    day = Trunc("created_at", "day", tzinfo=UTC)
+    memories = (
+        added_rows.annotate(day=day)
+        .values("day")
+        .annotate(
+            added=Count("pk"),
+            corrected=Count("pk", filter=Q(_CORRECTED)),
+            deleted=Count("pk", filter=Q(status=Memory.Status.DELETED)),
+        )
+        .order_by()
+    )
+    merges = (
+        MemoryVersion.objects.filter(
+            memory__in=everything.values("pk"),
+            created_at__gte=since,
+            change=MemoryVersion.Change.MERGE,
+        )
+        .annotate(day=day)
+        .values("day")
+        .annotate(
+            exact=Count("pk", filter=Q(reason__startswith=EXACT_REASON)),
+            near=Count("pk", filter=Q(reason__startswith=NEAR_REASON)),
+        )
+        .order_by()
+    )
+    memories, merges = list(memories), list(merges)
+
+    def per_day(rows, field):
+        return {as_day(row["day"]): row[field] for row in rows if row[field]}
+
+    return (
+        per_day(memories, "added"),
+        per_day(memories, "corrected"),
+        per_day(memories, "deleted"),
+        per_day(merges, "exact"),
+        per_day(merges, "near"),
+    )
 
 
 def recall_figure(actor, memories, *, since: datetime, window) -> dict:

@@ -10,6 +10,11 @@ from django.db.models import QuerySet
 from cadre.memory import selectors
 from cadre.memory.models import Memory, Scope, scope_key
 
+# The heatmap and quality figures as first built (straight from the context record items and
+# one query per figure), kept so bench/memory_viewer.py can set this and measure them side by
+# side with the rollup; the tests check both give the same numbers.
+DIRECT = False
+
 
 def requested_scope_keys(
     *,

@@ -124,12 +124,18 @@ def memory_timeline(
     return result
 
 
-def memory_set_as_of(rows, moment: datetime) -> dict:
+def memory_set_as_of(rows, moment: datetime, *, limit: int = POINT_LIMIT) -> dict:
     """How many memories were valid at `moment`: written by then, their validity interval
-    covering it, not deleted before it — by kind."""
+    covering it, not deleted before it — by kind; and which (`memory_ids`, the newest
+    `limit`; a memory deleted since is counted but not listed)."""
     valid = rows.filter(created_at__lte=moment, valid_from__lte=moment).filter(
         Q(valid_to__isnull=True) | Q(valid_to__gt=moment),
         Q(deleted_at__isnull=True) | Q(deleted_at__gt=moment),
     )
     kinds = dict(valid.values_list("kind").annotate(count=Count("pk")).order_by("kind"))
-    return {"at": moment, "count": sum(kinds.values()), "by_kind": kinds}
+    ids = list(
+        valid.exclude(status=Memory.Status.DELETED)
+        .order_by("-created_at", "-pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return {"at": moment, "count": sum(kinds.values()), "by_kind": kinds, "memory_ids": ids}

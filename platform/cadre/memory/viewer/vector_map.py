@@ -7,6 +7,12 @@ a query is projected by the same matrix the memories were), takes about a second
 vectors on two cores, and needs nothing beyond scikit-learn. UMAP keeps local neighbourhoods
 better but costs minutes at that size; it is offered (`method=umap`) only where umap-learn is
 installed, and then a query is placed at the centre of its hits.
+
+At 100k points: the vectors are read in PostgreSQL's binary format, PCA (randomized SVD) is
+fitted on a sample of FIT_SAMPLE and projects every point, MiniBatchKMeans clusters every
+point, and the c-TF-IDF labels are counted over LABEL_SAMPLE texts. The points are stored
+packed (`points_data`, 18 bytes a point) and served `display` at a time (a fixed random
+subset when the map has more), with `sample_size` (points on the map) and `shown` saying so.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import time
 from datetime import datetime, timedelta
 
 import numpy as np
+import psycopg
 from django.db import transaction
 from django.db.models.functions import Left
 from django.utils import timezone
@@ -36,8 +43,11 @@ from cadre.memory.services.common import enqueue
 from cadre.memory.text import STOP_WORDS, tokenize
 
 METHODS = ("pca", "umap") if importlib.util.find_spec("umap") else ("pca",)
-DEFAULT_SAMPLE = 20_000
+DEFAULT_SAMPLE = 100_000
 MAX_SAMPLE = 100_000
+DEFAULT_DISPLAY = 20_000
+FIT_SAMPLE = 20_000
+LABEL_SAMPLE = 20_000
 MAX_CLUSTERS = 30
 LABEL_TERMS = 3
 SEED = 0
@@ -185,52 +195,118 @@ def cluster_terms(texts: list[str], labels, k: int) -> list[list[str]]:
     ]
 
 
+def pack_points(ids, xy, labels) -> bytes:
+    """Points as four arrays back to back: int64 ids, float32 x, float32 y, int16 clusters."""
+    ids = np.asarray(ids, dtype="<i8")
+    xy = np.asarray(xy, dtype="<f4").reshape(-1, 2)
+    return b"".join(
+        [
+            ids.tobytes(),
+            np.ascontiguousarray(xy[:, 0]).tobytes(),
+            np.ascontiguousarray(xy[:, 1]).tobytes(),
+            np.asarray(labels, dtype="<i2").tobytes(),
+        ]
+    )
+
+
+def unpack_points(memory_map: MemoryMap):
+    """(ids, x, y, clusters) as numpy arrays, from the packed points or a map stored before
+    them (JSON rows)."""
+    data = bytes(memory_map.points_data or b"")
+    if data:
+        n = len(data) // 18
+        ids = np.frombuffer(data, dtype="<i8", count=n)
+        x = np.frombuffer(data, dtype="<f4", count=n, offset=8 * n)
+        y = np.frombuffer(data, dtype="<f4", count=n, offset=12 * n)
+        clusters = np.frombuffer(data, dtype="<i2", count=n, offset=16 * n)
+        return ids, x, y, clusters
+    rows = memory_map.points or []
+    return (
+        np.asarray([row[0] for row in rows], dtype=np.int64),
+        np.asarray([row[1] for row in rows], dtype=np.float32),
+        np.asarray([row[2] for row in rows], dtype=np.float32),
+        np.asarray([row[3] for row in rows], dtype=np.int16),
+    )
+
+
+def _vectors(memory_map: MemoryMap, ids: list[int]) -> tuple[list[int], np.ndarray]:
+    """The selection's vectors for `ids`, read in PostgreSQL's binary format (a memory copy
+    a row, rather than parsing 384 floats of text)."""
+    from cadre.memory.embeddings import vector_type
+    from cadre.memory.search import _binary_connection
+
+    raw = _binary_connection()
+    found: list[int] = []
+    vectors: list[np.ndarray] = []
+    cast = vector_type(memory_map.model)
+    sql = (
+        f"SELECT memory_id, embedding::{cast} FROM {MemoryEmbedding._meta.db_table} "  # noqa: S608
+        "WHERE model_id = %s AND memory_id = ANY(%s) ORDER BY memory_id"
+    )
+    with psycopg.Cursor(raw) as cursor:  # Django's cursors bind client-side: no binary results
+        for chunk in _chunks(ids, 20_000):
+            cursor.execute(sql, [memory_map.model_id, chunk], binary=True)
+            for memory_id, vector in cursor.fetchall():
+                found.append(int(memory_id))
+                array = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
+                vectors.append(np.asarray(array, dtype=np.float32))
+    if not vectors:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    return found, np.vstack(vectors)
+
+
 def map_compute(memory_map: MemoryMap) -> dict:
     """Project, cluster and label the selection (sampled beyond `params.sample`)."""
-    from sklearn.cluster import KMeans
+    from sklearn.cluster import MiniBatchKMeans
     from sklearn.decomposition import PCA
 
     started = time.monotonic()
     params = memory_map.params
+    seed = params.get("seed", SEED)
+    rng = np.random.default_rng(seed)
     rows = _selection_rows(memory_map)
     ids = list(rows.order_by("memory_id").values_list("memory_id", flat=True))
     total = len(ids)
     if total > params["sample"]:
-        rng = np.random.default_rng(params.get("seed", SEED))
         ids = sorted(int(pk) for pk in rng.choice(ids, params["sample"], replace=False))
-    vectors: dict[int, np.ndarray] = {}
-    texts: dict[int, str] = {}
-    for chunk in _chunks(ids):
-        for memory_id, vector in rows.filter(memory_id__in=chunk).values_list(
-            "memory_id", "embedding"
-        ):
-            vectors[memory_id] = np.asarray(vector, dtype=np.float32)
-        texts.update(Memory.objects.filter(pk__in=chunk).values_list("pk", "content"))
-    ids = [pk for pk in ids if pk in vectors]
+    ids, matrix = _vectors(memory_map, ids)
     n = len(ids)
-    points, clusters, projection, strength = [], [], {}, None
+    clusters, projection, strength = [], {}, None
+    xy, labels = np.zeros((0, 2)), np.zeros(0, dtype=np.int16)
     if n:
-        matrix = np.vstack([vectors[pk] for pk in ids])
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms > 0, norms, 1)
         if n >= 2:
-            pca = PCA(n_components=2, random_state=params.get("seed", SEED)).fit(matrix)
+            fit = matrix
+            if n > FIT_SAMPLE:
+                fit = matrix[np.sort(rng.choice(n, FIT_SAMPLE, replace=False))]
+            pca = PCA(n_components=2, svd_solver="randomized", random_state=seed).fit(fit)
             xy = pca.transform(matrix)
             projection = {
                 "mean": pca.mean_.round(6).tolist(),
                 "components": pca.components_.round(6).tolist(),
                 "explained_variance": pca.explained_variance_ratio_.round(4).tolist(),
+                "fit_sample": len(fit),
             }
         else:
             xy = np.zeros((1, 2))
         k = params.get("clusters") or max(1, min(12, round(math.sqrt(n / 10))))
         k = min(k, n)
-        kmeans = KMeans(n_clusters=k, random_state=params.get("seed", SEED), n_init=3)
+        kmeans = MiniBatchKMeans(
+            n_clusters=k, random_state=seed, n_init=3, batch_size=4096, max_iter=100
+        )
         labels = kmeans.fit_predict(matrix)
         centroids = kmeans.cluster_centers_
         centroids = centroids / np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
         strength = round(float(np.mean(np.sum(matrix * centroids[labels], axis=1))), 4)
-        terms = cluster_terms([texts.get(pk, "") for pk in ids], labels, k)
+        labelled = np.arange(n)
+        if n > LABEL_SAMPLE:
+            labelled = np.sort(rng.choice(n, LABEL_SAMPLE, replace=False))
+        texts: dict[int, str] = {}
+        chosen = [ids[i] for i in labelled]
+        for chunk in _chunks(chosen):
+            texts.update(Memory.objects.filter(pk__in=chunk).values_list("pk", "content"))
+        terms = cluster_terms([texts.get(pk, "") for pk in chosen], labels[labelled], k)
         for c in range(k):
             members = labels == c
             centre = xy[members].mean(axis=0) if members.any() else np.zeros(2)
@@ -244,13 +320,10 @@ def map_compute(memory_map: MemoryMap) -> dict:
                     "y": round(float(centre[1]), 4),
                 }
             )
-        points = [
-            [pk, round(float(x), 4), round(float(y), 4), int(label)]
-            for pk, (x, y), label in zip(ids, xy, labels, strict=True)
-        ]
     memory_map.total = total
     memory_map.sample_size = n
-    memory_map.points = points
+    memory_map.points = []
+    memory_map.points_data = pack_points(ids, np.round(xy, 4), labels)
     memory_map.clusters = clusters
     memory_map.projection = projection
     memory_map.association_strength = strength
@@ -268,10 +341,21 @@ def map_failed(memory_map_id: int, error: str) -> None:
     )
 
 
-def map_points(actor, memory_map: MemoryMap) -> list[dict]:
-    """The map's points the actor may still read (a deleted memory drops out at once), with
-    kind, age and a preview for hovering."""
-    ids = [row[0] for row in memory_map.points]
+def displayed(memory_map: MemoryMap, display: int = DEFAULT_DISPLAY):
+    """The (ids, x, y, clusters) served: every point, or beyond `display` a fixed random
+    subset of them (the same for every request of the map), in id order."""
+    ids, x, y, clusters = unpack_points(memory_map)
+    if len(ids) > display:
+        rng = np.random.default_rng(memory_map.params.get("seed", SEED))
+        keep = np.sort(rng.choice(len(ids), display, replace=False))
+        ids, x, y, clusters = ids[keep], x[keep], y[keep], clusters[keep]
+    return ids, x, y, clusters
+
+
+def map_points(actor, memory_map: MemoryMap, display: int = DEFAULT_DISPLAY) -> list[dict]:
+    """The map's points shown (see `displayed`) the actor may still read (a deleted memory
+    drops out at once), with kind, age and a preview for hovering."""
+    ids, xs, ys, clusters = displayed(memory_map, display)
     # One array parameter rather than 20k placeholders: the statement stays short to parse.
     details = {
         pk: (kind, key, created_at.isoformat().replace("+00:00", "Z"), preview)
@@ -279,13 +363,19 @@ def map_points(actor, memory_map: MemoryMap) -> list[dict]:
             actor, scope_keys=memory_map.scope_keys
         )
         .filter(status=Memory.Status.ACTIVE)
-        .extra(where=["memory_memory.id = ANY(%s)"], params=[ids])
+        .extra(where=["memory_memory.id = ANY(%s)"], params=[ids.tolist()])
         .annotate(preview=Left("content", PREVIEW_CHARS))
         .values_list("id", "kind", "scope_key", "created_at", "preview")
     }
     labels = {cluster["id"]: cluster["label"] for cluster in memory_map.clusters}
     points = []
-    for pk, x, y, cluster in memory_map.points:
+    for pk, x, y, cluster in zip(
+        ids.tolist(),
+        np.round(xs.astype(np.float64), 4).tolist(),
+        np.round(ys.astype(np.float64), 4).tolist(),
+        clusters.tolist(),
+        strict=True,
+    ):
         if (found := details.get(pk)) is not None:
             kind, key, created_at, preview = found
             points.append(
@@ -315,7 +405,12 @@ def map_query(actor, memory_map: MemoryMap, query: str, *, top_k: int = 10) -> d
         kinds=memory_map.kinds or None,
         force=True,
     )
-    positions = {row[0]: (row[1], row[2]) for row in memory_map.points}
+    ids, xs, ys, _ = unpack_points(memory_map)
+    hit_ids = np.asarray([hit.memory.pk for hit in result.hits], dtype=np.int64)
+    where = np.flatnonzero(np.isin(ids, hit_ids))
+    positions = {
+        int(ids[i]): (round(float(xs[i]), 4), round(float(ys[i]), 4)) for i in where.tolist()
+    }
     hits = [
         {
             "id": hit.memory.pk,

@@ -11,15 +11,58 @@
   const empty = root.querySelector("[data-viewer-empty]");
   const details = root.querySelector("[data-viewer-details]");
   const charts = {};
-  window.cadreViewer = { charts: charts, ready: false };
+  const tableBox = root.querySelector("[data-viewer-table]");
+  window.cadreViewer = { charts: charts, ready: false, firstChartMs: null };
+  let firstChartMarked = false;
   const KIND_COLOURS = ["#2453d4", "#1d7f46", "#9a6300", "#c2382f", "#6b4fbb", "#0f7c8c"];
   const base = { aria: { enabled: true }, animation: false, textStyle: { fontFamily: "inherit" } };
+
+  // The first chart drawn on the page: a performance mark (ms since navigation start).
+  function markFirstChart(instance) {
+    if (firstChartMarked) return;
+    firstChartMarked = true;
+    instance.on("finished", function once() {
+      instance.off("finished", once);
+      const mark = performance.mark("viewer:first-chart");
+      window.cadreViewer.firstChartMs = Math.round(mark ? mark.startTime : performance.now());
+    });
+  }
 
   function chart(element) {
     const key = element.dataset.viewerChart !== undefined ? "main" : Object.keys(element.dataset)[0];
     if (charts[key]) charts[key].dispose();
     charts[key] = echarts.init(element, null, { renderer: "canvas" });
+    markFirstChart(charts[key]);
     return charts[key];
+  }
+
+  // The chart's data as a table (reachable by keyboard, readable in print): rows of cells,
+  // a cell either text or {id, text} (a link to that memory).
+  function dataTable(caption, headers, rows, note) {
+    if (!tableBox) return;
+    const box = text("details", null, { class: "viewer-table", "data-viewer-table-details": "" });
+    box.append(text("summary", caption + " as a table (" + rows.length + " rows)"));
+    const table = text("table");
+    const head = text("tr");
+    headers.forEach((h) => head.append(text("th", h, { scope: "col" })));
+    const thead = text("thead");
+    thead.append(head);
+    const tbody = text("tbody");
+    rows.forEach((row) => {
+      const tr = text("tr");
+      row.forEach((cell) => {
+        const td = text("td");
+        if (cell && typeof cell === "object") td.append(text("a", "#" + cell.id + (cell.text ? " " + cell.text : ""), { href: memoryUrl(cell.id), "data-memory": cell.id }));
+        else td.textContent = cell === null || cell === undefined ? "" : String(cell);
+        tr.append(td);
+      });
+      tbody.append(tr);
+    });
+    table.append(thead, tbody);
+    box.append(table);
+    if (note) box.append(text("p", note, { class: "muted" }));
+    box.open = window.matchMedia("print").matches;
+    tableBox.replaceChildren(box);
   }
 
   function text(tag, value, attrs) {
@@ -30,7 +73,7 @@
   }
 
   function memoryLink(memory, extra) {
-    const item = text("li");
+    const item = text("li", null, { "data-memory": memory.id });
     const link = text("a", "#" + memory.id + " " + (memory.preview || ""), { href: memoryUrl(memory.id) });
     item.append(link);
     if (extra) item.append(text("span", " · " + extra, { class: "muted" }));
@@ -84,9 +127,13 @@
       name: event, type: "line", xAxisIndex: 0, yAxisIndex: 0, symbolSize: 6,
       data: body.by_event.filter((r) => r.event === event).map((r) => [r.t, r.count]),
     }));
+    // With as_of, the memories valid then are drawn full, the others faded.
+    const validThen = body.as_of ? new Set(body.as_of.memory_ids) : null;
     series.push({
       name: "memories", type: "scatter", xAxisIndex: 1, yAxisIndex: 1, symbolSize: 9,
-      data: body.points.map((p) => ({ id: p.id, value: [p.created_at, p.kind, p.preview, p.id] })),
+      data: body.points.map((p) => ({ id: p.id, value: [p.created_at, p.kind, p.preview, p.id],
+        itemStyle: validThen && !validThen.has(p.id) ? { opacity: 0.18 } : undefined })),
+      markLine: body.as_of ? { symbol: "none", label: { formatter: "as of " + body.as_of.at.slice(0, 10) }, lineStyle: { color: "#c2382f", type: "dashed" }, data: [{ xAxis: body.as_of.at }] } : undefined,
     });
     const main = chart(root.querySelector("[data-viewer-chart]"));
     main.setOption(Object.assign({}, base, {
@@ -102,7 +149,11 @@
       series: series,
     }));
     openOnClick(main);
-    drawSpans(body);
+    drawSpans(body, validThen);
+    setSlider(body);
+    dataTable("Memories in range", ["Memory", "Kind", "Written", "Valid from", "Valid to"].concat(body.as_of ? ["Valid on " + body.as_of.at.slice(0, 10)] : []),
+      body.points.map((p) => [{ id: p.id, text: p.preview }, p.kind, p.created_at.slice(0, 16).replace("T", " "), p.valid_from.slice(0, 10), p.valid_to ? p.valid_to.slice(0, 10) : "open"]
+        .concat(validThen ? [validThen.has(p.id) ? "yes" : "no"] : [])));
     const total = body.points_total;
     const shown = body.points.length;
     let message = total + " memories in range" + (shown < total ? " (newest " + shown + " drawn)" : "");
@@ -110,7 +161,28 @@
     showEmpty(false, message);
   }
 
-  function drawSpans(body) {
+  // The as-of slider: one step a day over the range shown; moving it shows the set as it was.
+  const slider = root.querySelector("[data-as-of-slider]");
+  const asOfField = form.elements.as_of;
+  function setSlider(body) {
+    if (!slider) return;
+    const since = Date.parse(body.since), until = Date.parse(body.until);
+    const days = Math.max(1, Math.ceil((until - since) / 86400000));
+    slider.min = "0"; slider.max = String(days);
+    slider.dataset.since = String(since);
+    const at = asOfField.value ? Date.parse(asOfField.value + "T23:59:59Z") : until;
+    slider.value = String(Math.min(days, Math.max(0, Math.round((at - since) / 86400000))));
+    slider.disabled = false;
+  }
+  function sliderDate() {
+    return new Date(Number(slider.dataset.since) + Number(slider.value) * 86400000).toISOString().slice(0, 10);
+  }
+  if (slider) {
+    slider.addEventListener("input", () => { asOfField.value = sliderDate(); });
+    slider.addEventListener("change", () => { asOfField.value = sliderDate(); load(); });
+  }
+
+  function drawSpans(body, validThen) {
     const element = root.querySelector("[data-viewer-spans]");
     const points = body.points.slice(0, 200);
     const now = new Date().toISOString();
@@ -129,7 +201,9 @@
           return { type: "rect", shape: { x: start[0], y: start[1] - height / 2, width: Math.max(2, end[0] - start[0]), height: height }, style: api.style() };
         },
         encode: { x: [1, 2], y: 0 },
-        data: points.map((p, i) => ({ id: p.id, open: !p.valid_to, value: [i, p.valid_from, p.valid_to || now] })),
+        data: points.map((p, i) => ({ id: p.id, open: !p.valid_to, value: [i, p.valid_from, p.valid_to || now],
+          itemStyle: validThen && !validThen.has(p.id) ? { opacity: 0.25 } : undefined })),
+        markLine: body.as_of ? { symbol: "none", label: { show: false }, lineStyle: { color: "#c2382f", type: "dashed" }, data: [{ xAxis: body.as_of.at }] } : undefined,
       }],
     }));
     openOnClick(spans);
@@ -137,6 +211,32 @@
 
   // --- map -----------------------------------------------------------------------------------
   let polling = null;
+  let lastMap = null;
+  const colourSelect = root.querySelector("[data-colour-by]");
+  const AGES = [["today", 1], ["this week", 7], ["this month", 30], ["this year", 365], ["older", Infinity]];
+  function mapGroups(body, by) {
+    const groups = new Map();
+    const add = (name, p) => { if (!groups.has(name)) groups.set(name, []); groups.get(name).push(p); };
+    const labels = new Map(body.clusters.map((c) => [c.id, c.label]));
+    const now = Date.now();
+    body.points.forEach((p) => {
+      if (by === "kind") add(p.kind, p);
+      else if (by === "scope") add(p.scope_key, p);
+      else if (by === "age") {
+        const days = (now - Date.parse(p.created_at)) / 86400000;
+        add(AGES.find(([, limit]) => days < limit)[0], p);
+      } else add(labels.get(p.cluster) || "cluster " + p.cluster, p);
+    });
+    const order = by === "age" ? AGES.map(([name]) => name) : [...groups.keys()];
+    return order.filter((name) => groups.has(name)).map((name) => ({ name: name, points: groups.get(name) }));
+  }
+  if (colourSelect) colourSelect.addEventListener("change", () => {
+    if (!lastMap) return;
+    const url = new URL(window.location.href);
+    url.searchParams.set("colour", colourSelect.value);
+    history.replaceState(null, "", url.toString());
+    drawMap(lastMap);
+  });
   function drawMap(body) {
     clearTimeout(polling);
     if (body.status === "computing") {
@@ -145,13 +245,19 @@
       return;
     }
     if (!body.points.length) return showEmpty(true, "");
+    lastMap = body;
     const clusters = body.clusters;
     const large = body.points.length > 5000;
-    const series = clusters.map((cluster) => ({
-      name: cluster.label, type: "scatter", symbolSize: large ? 3 : 8, large: large,
-      data: body.points.filter((p) => p.cluster === cluster.id).map((p) => ({ id: p.id, value: [p.x, p.y, p.preview, p.id], kind: p.kind })),
-      markPoint: { symbol: "pin", symbolSize: 1, label: { show: true, formatter: cluster.label, color: "#18202b", fontWeight: 600 }, data: [{ coord: [cluster.x, cluster.y] }] },
+    const colourBy = colourSelect ? colourSelect.value : "cluster";
+    const groups = mapGroups(body, colourBy);
+    const series = groups.map((group) => ({
+      name: group.name, type: "scatter", symbolSize: large ? 3 : 8, large: large,
+      data: group.points.map((p) => ({ id: p.id, value: [p.x, p.y, p.preview, p.id], kind: p.kind })),
     }));
+    // Cluster names stay on the map whatever the colours show.
+    series.push({ name: "cluster names", type: "scatter", symbolSize: 0, silent: true, data: [],
+      markPoint: { symbol: "pin", symbolSize: 1, silent: true, label: { show: true, color: "#18202b", fontWeight: 600 },
+        data: clusters.map((c) => ({ coord: [c.x, c.y], value: c.label, label: { formatter: c.label } })) } });
     if (body.query && body.query.x !== null) {
       series.push({ name: "query", type: "effectScatter", symbol: "diamond", symbolSize: 18, z: 10,
         data: [{ value: [body.query.x, body.query.y, body.query.text] }] });
@@ -175,13 +281,28 @@
     openOnClick(main);
     main.on("brushSelected", (event) => {
       const picked = [];
+      const seen = new Set();
+      const all = main.getOption().series;
       (event.batch[0] ? event.batch[0].selected : []).forEach((s) => {
-        const data = main.getOption().series[s.seriesIndex].data;
-        s.dataIndex.forEach((i) => picked.push({ id: data[i].id, preview: data[i].value[2] }));
+        if (["query", "top hits", "cluster names"].includes(all[s.seriesIndex].name)) return;
+        const data = all[s.seriesIndex].data;
+        s.dataIndex.forEach((i) => {
+          if (seen.has(data[i].id)) return;
+          seen.add(data[i].id);
+          picked.push({ id: data[i].id, preview: data[i].value[2] });
+        });
       });
       // ECharts reports an empty selection when the chart is drawn: keep the hits list then.
-      if (picked.length) details.replaceChildren(list("Selected (" + picked.length + ")", picked.slice(0, 200)));
+      if (picked.length) {
+        details.replaceChildren(list("Selected (" + picked.length + ")", picked.slice(0, 200)));
+        details.firstChild.setAttribute("data-viewer-selection", "");
+      }
     });
+    const clusterName = new Map(clusters.map((c) => [c.id, c.label]));
+    const rows = body.points.slice(0, 500);
+    dataTable("Points", ["Memory", "Kind", "Cluster", "Scope", "Written", "x", "y"],
+      rows.map((p) => [{ id: p.id, text: p.preview }, p.kind, clusterName.get(p.cluster) || p.cluster, p.scope_key, (p.created_at || "").slice(0, 10), p.x.toFixed(3), p.y.toFixed(3)]),
+      rows.length < body.points.length ? "The first " + rows.length + " of " + body.points.length + " points; the memory list has them all." : "");
     let message = body.sample_size + " of " + body.total + " memories" + (body.sample_size < body.total ? " (a random sample)" : "");
     message += " · " + clusters.length + " clusters · computed " + (body.computed_at || "").slice(0, 16).replace("T", " ") + " in " + body.compute_ms + " ms";
     if (body.association_strength !== null) message += " · association strength " + body.association_strength;
@@ -228,6 +349,7 @@
     lists.append(list("Hottest", body.hottest, uses), list("Coldest (used least)", body.coldest, uses),
       list("Not sent to any model call for " + body.unused.days + " days (" + body.unused.count + ")", body.unused.memories));
     details.replaceChildren(lists);
+    dataTable("Use by kind and day", ["Day", "Kind", "Sent", "Retrieved"], body.by_kind.map((r) => [r.day, r.kind, r.sent, r.retrieved]));
     showEmpty(false, "Cells: sent / retrieved, per day over " + days.length + " days.");
   }
 
@@ -261,6 +383,7 @@
     main.hidden = true;
     sparks.forEach(([element, figure], index) => {
       charts["spark" + index] = echarts.init(element, null, { renderer: "canvas" });
+      markFirstChart(charts["spark" + index]);
       charts["spark" + index].setOption(Object.assign({}, base, {
         grid: { top: 4, bottom: 4, left: 4, right: 4 },
         tooltip: { trigger: "axis" },
@@ -291,8 +414,13 @@
   new URLSearchParams(window.location.search).forEach((value, key) => {
     const field = form.elements[key];
     if (field && field.tagName === "INPUT") field.value = key === "as_of" ? value.slice(0, 10) : value;
+    if (key === "colour" && colourSelect) colourSelect.value = value;
   });
   form.addEventListener("submit", (event) => { event.preventDefault(); load(); });
+  // On paper the chart's table is printed open.
+  const openTables = () => root.querySelectorAll("[data-viewer-table] details").forEach((d) => { d.open = true; });
+  window.addEventListener("beforeprint", openTables);
+  window.matchMedia("print").addEventListener("change", (event) => { if (event.matches) openTables(); });
   window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
   load();
 })();
