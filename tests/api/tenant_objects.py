@@ -180,6 +180,18 @@ def _connector(owner: Member):
     )
 
 
+def _mcp_server(owner: Member):
+    from cadre.agents.mcp_tools import mcp_server_create
+
+    return mcp_server_create(
+        actor=member_actor(owner),
+        name=f"sweep-{next(_counter)}",
+        transport="streamable_http",
+        url="https://mcp.example.test/mcp",
+        credentials={"Authorization": "Bearer sweep"},
+    )
+
+
 def _budget(owner: Member):
     from cadre.governance.models import Budget
 
@@ -207,14 +219,37 @@ def _usage_record(owner: Member):
     )
 
 
+def _eval_suite(owner: Member):
+    from cadre.agents.evaluation.services import suite_create
+
+    return suite_create(actor=member_actor(owner), name=f"Sweep suite {next(_counter)}")
+
+
+def _eval_case(owner: Member):
+    from cadre.agents.evaluation.services import case_create
+
+    return case_create(actor=member_actor(owner), suite=_eval_suite(owner), data={"input": "hi"})
+
+
+def _eval_run(owner: Member):
+    from cadre.agents.evaluation.models import EvalRun
+
+    case = _eval_case(owner)
+    return EvalRun.objects.create(
+        organization=owner.organization, suite=case.suite, candidate={"kind": "current"}
+    )
+
+
 def _lazy_models() -> dict[type, Callable[[Member], object]]:
     """Other apps' models, imported here so this module loads whatever exists yet."""
+    from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
     from cadre.agents.models import (
         Agent,
         AgentSubscription,
         AgentTemplate,
         Deployment,
         EventTrigger,
+        McpServer,
         ModelProviderConfig,
         Rollout,
         Run,
@@ -232,7 +267,15 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         UsageRecord,
     )
     from cadre.memory.models import ContextRecord, Memory, MemoryTask
-    from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
+    from connectors.models import (
+        Connector,
+        ConnectorBinding,
+        DirectoryConflict,
+        DirectoryDepartmentLink,
+        DirectorySync,
+        DirectoryUserLink,
+        UnmappedIdentity,
+    )
 
     return {
         Memory: _memory,
@@ -250,7 +293,11 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
         Rollout: _agents_factory("rollout"),
         EventTrigger: _agents_factory("trigger"),
         ModelProviderConfig: _agents_factory("provider"),
+        McpServer: _mcp_server,
         AgentSubscription: _agent_subscription,
+        EvalSuite: _eval_suite,
+        EvalCase: _eval_case,
+        EvalRun: _eval_run,
         Connector: _connector,
         ConnectorBinding: lambda o: ConnectorBinding.objects.create(
             organization=o.organization, connector=_connector(o), name="sweep"
@@ -259,6 +306,29 @@ def _lazy_models() -> dict[type, Callable[[Member], object]]:
             organization=o.organization,
             connector=_connector(o),
             platform_user_id=f"u-{next(_counter)}",
+        ),
+        DirectorySync: lambda o: DirectorySync.objects.create(
+            organization=o.organization, connector=_connector(o), status="succeeded"
+        ),
+        DirectoryConflict: lambda o: DirectoryConflict.objects.create(
+            organization=o.organization,
+            connector=_connector(o),
+            kind="local_edit",
+            platform_user_id=f"u-{next(_counter)}",
+            member=o,
+            fields=["title"],
+        ),
+        DirectoryUserLink: lambda o: DirectoryUserLink.objects.create(
+            organization=o.organization,
+            connector=_connector(o),
+            platform_user_id=f"u-{next(_counter)}",
+            member=_member(o),
+        ),
+        DirectoryDepartmentLink: lambda o: DirectoryDepartmentLink.objects.create(
+            organization=o.organization,
+            connector=_connector(o),
+            platform_department_id=f"d-{next(_counter)}",
+            department=DepartmentFactory(organization=o.organization),
         ),
         AuditExport: lambda o: AuditExport.objects.create(
             organization=o.organization, requested_by=o, formats=["jsonl"]

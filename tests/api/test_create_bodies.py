@@ -72,6 +72,19 @@ def _n() -> int:
     return next(_serial)
 
 
+def _directory_connector(owner: Member):
+    """A Feishu connector: a platform with a contact directory (the task is not run here)."""
+    from cadre.tenancy.actors import member_actor
+    from connectors.services import connector_create
+
+    return connector_create(
+        actor=member_actor(owner),
+        platform="feishu",
+        name=f"Directory {_n()}",
+        credentials={"app_id": "cli_body", "app_secret": "body-secret"},
+    )
+
+
 CREATE_BODIES: dict[str, Body] = {
     "department-list": Body(lambda o: {"name": f"Dept {_n()}", "code": f"dept-{_n()}"}),
     "position-list": Body(lambda o: {"name": f"Role {_n()}", "code": f"role-{_n()}"}),
@@ -149,6 +162,14 @@ CREATE_BODIES: dict[str, Body] = {
     "model-provider-list": Body(
         lambda o: {"name": f"Offline {_n()}", "kind": "offline", "timeout_seconds": 30}
     ),
+    "mcp-server-list": Body(
+        lambda o: {
+            "name": f"crm-{_n()}",
+            "transport": "streamable_http",
+            "url": "https://mcp.example.test/mcp",
+            "credentials": {"Authorization": "Bearer t"},
+        }
+    ),
     "deployment-list": Body(
         lambda o: {
             "name": f"Analysts {_n()}",
@@ -189,6 +210,10 @@ CREATE_BODIES: dict[str, Body] = {
             "positions": [PositionFactory(organization=o.organization).pk],
         }
     ),
+    "directory-sync-list": Body(
+        lambda o: {"connector": _directory_connector(o).pk},
+        status=202,
+    ),
     "hub-publish": Body(
         lambda o: {"bundle": _bundle(o), "version": "1.0.0", "changelog": "First cut"},
         formats=("multipart",),
@@ -222,6 +247,52 @@ CREATE_BODIES: dict[str, Body] = {
         why="ClawHub's CLI sends JSON; the announced size must be a JSON number, not text",
     ),
 }
+
+
+def _eval_turn(owner: Member) -> dict:
+    """A suite and a completed turn of the owner's own agent, for "add to evaluation"."""
+    from cadre.agents.runtime import engine
+
+    run = _make("Run", owner)
+    engine.run_execute(run.pk)
+    suite = _make("EvalSuite", owner)
+    return {"suite": suite.pk, "run": run.pk, "required_facts": ["hello"]}
+
+
+def _eval_jsonl(owner: Member) -> dict:
+    upload = io.BytesIO(b'{"input": "hi", "required_facts": ["hello"]}\n{"input": "bye"}\n')
+    upload.name = "cases.jsonl"
+    return {"suite": _make("EvalSuite", owner).pk, "file": upload}
+
+
+CREATE_BODIES.update(
+    {
+        "eval-suite-list": Body(
+            lambda o: {"name": f"Suite {_n()}", "kind": "retrieval", "regression_threshold": 0.1}
+        ),
+        "eval-case-list": Body(
+            lambda o: {
+                "suite": _make("EvalSuite", o).pk,
+                "input": "What is the discount?",
+                "required_facts": ["5 percent"],
+                "forbidden_facts": ["50 percent"],
+                "scopes": ["organization"],
+                "expected_policy": "allow",
+            }
+        ),
+        "eval-case-from-turn": Body(_eval_turn),
+        "eval-case-import": Body(
+            _eval_jsonl, formats=("multipart",), why="the cases are a JSONL file upload"
+        ),
+        "eval-run-list": Body(
+            lambda o: {
+                "suite": _make("EvalCase", o).suite_id,
+                "candidate": {"kind": "model", "model_settings": {"model": "offline-2"}},
+            },
+            status=202,
+        ),
+    }
+)
 
 
 def _collection_posts() -> list[str]:

@@ -15,6 +15,7 @@ from cadre.console.views import (
     home,
     hub,
     identity_providers,
+    mcp_servers,
     members,
     memory,
     memory_viewer,
@@ -110,7 +111,13 @@ urlpatterns = [
         identity_providers.identity_provider_edit,
         name="identity_provider_edit",
     ),
+    path(
+        "identity-providers/<int:pk>/test/",
+        identity_providers.identity_provider_test,
+        name="identity_provider_test",
+    ),
     path("memory/", memory.memory_list, name="memory"),
+    path("memory/search/", memory.memory_search, name="memory_search"),
     path("memory/timeline/", memory_viewer.memory_timeline, name="memory_timeline"),
     path("memory/map/", memory_viewer.memory_map, name="memory_map"),
     path("memory/heatmap/", memory_viewer.memory_heatmap, name="memory_heatmap"),
@@ -124,5 +131,6 @@ urlpatterns = [
     *connectors.urlpatterns,
     *hub.urlpatterns,
     *model_providers.urlpatterns,
+    *mcp_servers.urlpatterns,
     *skill_reviews.urlpatterns,
 ]

@@ -14,6 +14,7 @@ from cadre.agents.call_chain import run_call_chain
 from cadre.agents.models import Agent, Run, Session
 from cadre.console.views.agents_forms import AgentFilterForm
 from cadre.console.views.base import paginate, query_without_page, require_permission
+from cadre.memory.viewer.why import annotate_records
 
 
 @require_permission("agent.view")
@@ -67,6 +68,10 @@ def session_detail(request, pk: int):
         pk=pk,
     )
     transcript = selectors.session_transcript(session)
+    annotate_records(  # each model call's "why retrieved" (score components, passed over)
+        session.organization_id,
+        [record for item in transcript for record in item["context_records"]],
+    )
     totals = {
         "tokens_in": sum(item["run"].tokens_in for item in transcript),
         "tokens_out": sum(item["run"].tokens_out for item in transcript),
