@@ -36,6 +36,10 @@ class DirectorySyncSerializer(serializers.ModelSerializer):
 class DirectoryConflictSerializer(serializers.ModelSerializer):
     directory_values = serializers.DictField(read_only=True)
     local_values = serializers.DictField(read_only=True)
+    # "" until resolved: declared so the schema says so (a read-only model field loses it).
+    resolution = serializers.ChoiceField(
+        choices=DirectoryConflict.Resolution.choices, allow_blank=True, read_only=True
+    )
 
     class Meta:
         model = DirectoryConflict
