@@ -50,4 +50,6 @@ def nothing_changes(*watched, audit: bool = True, enqueued: bool = True):
     }
     assert not changed, f"a refused request changed {changed}"
     if enqueued:
-        assert not callbacks, f"a refused request queued {[c.__qualname__ for c in callbacks]}"
+        assert not callbacks, (
+            f"a refused request queued {[getattr(c, '__qualname__', repr(c)) for c in callbacks]}"
+        )

@@ -43,7 +43,24 @@ def mem0_exception_handler(exc, context):
 def json_body(request) -> dict:
     if not isinstance(request.data, dict):
         raise InvalidInput("The body must be a JSON object.")
+    if not _encodable(request.data):
+        # JSON allows a lone "\ud800" escape; it is not text, and no model or index takes it.
+        raise InvalidInput("The body holds a string that is not valid Unicode.")
     return request.data
+
+
+def _encodable(value) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_encodable(k) and _encodable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_encodable(item) for item in value)
+    return True
 
 
 def entity_text(value, name: str, *, limit: int = 191) -> str | None:
@@ -352,9 +369,8 @@ def _page(request, queryset, target: Target, body=None) -> Response:
     )
 
 
-class Memories(Mem0View):
-    """POST /v3/memories/add/ and /v1/memories/ (add); GET /v1/memories/ (list);
-    DELETE /v1/memories/ (delete all of a user, agent or run)."""
+class AddMemories(Mem0View):
+    """POST /v3/memories/add/ (and, through Memories, /v1/memories/): add."""
 
     def post(self, request):
         data = json_body(request)
@@ -423,6 +439,10 @@ class Memories(Mem0View):
                 )
             )
         return written
+
+
+class Memories(AddMemories):
+    """/v1/memories/: POST adds, GET lists, DELETE deletes all of a user, agent or run."""
 
     def get(self, request):
         entities = _entities(request.query_params)

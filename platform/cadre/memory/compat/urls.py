@@ -11,7 +11,7 @@ mem0_urlpatterns = [
     path("openapi.json", SchemaView.as_view(layer="mem0"), name="mem0-schema"),
     path("v1/ping/", mem0.Ping.as_view(), name="mem0-ping"),
     path("v1/memories/", mem0.Memories.as_view(), name="mem0-memories"),
-    path("v3/memories/add/", mem0.Memories.as_view(), name="mem0-add"),
+    path("v3/memories/add/", mem0.AddMemories.as_view(), name="mem0-add"),
     path("v3/memories/", mem0.ListMemories.as_view(), name="mem0-list-v3"),
     path("v2/memories/", mem0.ListMemories.as_view(), name="mem0-list-v2"),
     path("v3/memories/search/", mem0.Search.as_view(), name="mem0-search-v3"),
