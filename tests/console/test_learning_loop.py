@@ -281,9 +281,12 @@ def test_the_learning_loop_as_a_person_walks_it(
         page.goto(f"/sessions/{third.session_id}/")
         expect(page.locator("body")).to_contain_text(marker)
         expect(page.locator("body")).not_to_contain_text("Zhang Min")
-        # The record's list is a plain list, one line per memory (not a full-page layout).
-        listed = page.locator("ul.bare-list", has_text=marker)
-        assert listed.bounding_box()["height"] < 80, listed.bounding_box()
+        # The record's list is a plain list, one line per memory (not a full-page layout)
+        # above its score bars ("why retrieved").
+        listed = page.locator("ul.bare-list li", has_text=marker).first
+        why = listed.locator("[data-why]")
+        line = listed.bounding_box()["height"] - why.bounding_box()["height"]
+        assert line < 80, (listed.bounding_box(), why.bounding_box())
         shot(page, "10-transcript-redacted")
 
         # 5. A correction in chat: a proposal card; "Save as skill" sends it to review.

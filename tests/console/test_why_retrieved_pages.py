@@ -85,7 +85,7 @@ def test_a_transcript_shows_components_and_passed_over_or_not_recorded(alice, bo
     old_block = page.split(f'data-passed-over="{old.pk}"', 1)[1].split("</div>", 1)[0]
     assert "not recorded" in old_block
     assert "not recorded" not in new_block and "1" in new_block
-    assert page.count("passed over by diversity (MMR)") == 1
+    assert page.count("data-why-decision>passed over by diversity (MMR)") == 1
     shown = page.split(f'data-context-record="{record.pk}"', 1)[1].split("</ul>", 1)[0]
     assert shown.count('data-why-bar="vector"') == record.items.exclude(components={}).count()
     assert 'data-why-bar="lexical"' in shown and 'data-why-bar="recency"' in shown
@@ -102,7 +102,8 @@ def test_memory_search_page_lists_hits_with_bars_and_what_diversity_passed_over(
     assert _ids(page, "data-search-hits") == [hit.memory.pk for hit in expected.hits]
     assert _ids(page, "data-search-passed-over") == [h.memory.pk for h in expected.passed_over]
     assert page.count('data-why-bar="vector"') == 3 + 1
-    assert page.count("passed over by diversity (MMR)") == len(expected.passed_over)
+    decisions = page.count("data-why-decision>passed over by diversity (MMR)")
+    assert decisions == len(expected.passed_over)
     assert (
         "Considered but passed over by diversity (MMR): " + str(len(expected.passed_over)) in page
     )
