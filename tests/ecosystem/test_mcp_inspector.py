@@ -71,4 +71,5 @@ def test_the_inspector_lists_tools_and_searches_memory(alice, live_server_url, t
 
     refused = _inspect(node, live_server_url, tmp_path, "--method", "tools/list")
     assert refused.returncode != 0
-    assert "401" in refused.stderr + refused.stdout
+    # Cadre's 401 body, as the Inspector prints it.
+    assert "not_authenticated" in refused.stderr + refused.stdout

@@ -8,7 +8,18 @@ import plugin from "@mem0/openclaw-mem0";
 
 const [step, baseUrl, apiKey, userId, text] = process.argv.slice(2);
 const hooks = {};
-const log = (...parts) => process.stderr.write(parts.join(" ") + "\n");
+// The plugin's agent_end hook starts its add() and returns without awaiting it (the gateway
+// process lives on); here the step waits for the line the plugin logs when the add settles.
+let settled;
+const captureSettled = new Promise((resolve) => {
+  settled = resolve;
+});
+const SETTLED = /auto-captured|capture failed|skipping (auto-)?capture/;
+const log = (...parts) => {
+  const line = parts.join(" ");
+  if (SETTLED.test(line)) settled(line);
+  process.stderr.write(line + "\n");
+};
 const noop = () => undefined;
 const host = {
   id: "openclaw-mem0",
@@ -42,6 +53,8 @@ if (step === "capture") {
     ],
   };
   for (const handler of hooks.agent_end ?? []) result = await handler(event, ctx);
+  const timeout = new Promise((resolve) => setTimeout(() => resolve("timed out"), 120000));
+  result = { settled: await Promise.race([captureSettled, timeout]) };
 } else {
   for (const handler of hooks.before_prompt_build ?? []) {
     result = (await handler({ prompt: text }, ctx)) ?? result;
