@@ -342,6 +342,16 @@ class EvaluationGatesSerializer(serializers.Serializer):
     template_publish = serializers.BooleanField(
         required=False, help_text="Publishing a template version needs a passing replay of it."
     )
+    template_model_change = serializers.BooleanField(
+        required=False,
+        help_text="Publishing a version that changes the template's model (provider, provider "
+        "configuration or model) needs a passing replay of that model change.",
+    )
+    embedding_activate = serializers.BooleanField(
+        required=False,
+        help_text="Switching search to a new embedding model needs a passing retrieval-suite "
+        "replay with it as the candidate; a re-embed fills the vectors and waits for a person.",
+    )
 
 
 class EvaluationGatesViewSet(ViewSet):

@@ -7,3 +7,15 @@ class EvaluationConfig(AppConfig):
     name = "cadre.agents.evaluation"
     label = "evaluation"
     verbose_name = "Evaluation"
+
+    def ready(self) -> None:
+        from cadre.agents.evaluation import gates
+        from cadre.memory import activation
+
+        # Switching search to a new embedding model can wait for a passing retrieval suite.
+        activation.GATES.register(
+            "evaluation",
+            activation.ActivationGate(
+                held=gates.embedding_activation_held, check=gates.check_embedding_activation
+            ),
+        )
