@@ -9,10 +9,12 @@ class EvaluationConfig(AppConfig):
     verbose_name = "Evaluation"
 
     def ready(self) -> None:
-        from cadre.agents.evaluation import gates
+        from cadre.agents.evaluation import gates, recall
         from cadre.memory import activation
 
-        # Switching search to a new embedding model can wait for a passing retrieval suite.
+        # Switching search to a new embedding model can wait for a passing retrieval suite;
+        # a re-embed held for a person replays it old model against new when it is filled.
+        activation.REEMBED_FILLED.register(recall.reembed_filled)
         activation.GATES.register(
             "evaluation",
             activation.ActivationGate(
