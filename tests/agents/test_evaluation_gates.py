@@ -316,3 +316,25 @@ def test_a_passing_retrieval_replay_opens_the_embedding_gate(filled, owner):
     assert run.verdict == "pass", run.summary
     assert embedding_activate(actor=owner, model_id=NEW_MODEL).status == "active"
     assert not AuditEvent.objects.filter(action="evaluation.gate.override").exists()
+
+
+def test_the_console_switch_needs_a_reason_without_a_passing_check(filled, alice):
+    from django.test import Client
+    from django.urls import reverse
+
+    from cadre.memory import embeddings
+
+    console = Client()
+    console.force_login(alice.user)
+    card = console.get(reverse("console:embeddings")).content.decode()
+    assert "No recall check yet" in card and 'name="override"' in card
+    refused = console.post(
+        reverse("console:embeddings_activate"), {"model": NEW_MODEL}, follow=True
+    ).content.decode()
+    assert "needs a passing evaluation suite (embedding_activate)" in refused
+    assert embeddings.active_model().pk == filled["local"].pk
+    console.post(
+        reverse("console:embeddings_activate"), {"model": NEW_MODEL, "override": "vendor EOL"}
+    )
+    assert embeddings.active_model().pk == NEW_MODEL
+    assert AuditEvent.objects.get(action="evaluation.gate.override").reason == "vendor EOL"

@@ -10,6 +10,8 @@ from cadre.agents.evaluation import recall
 from cadre.agents.evaluation.models import EvalCase, EvalRun
 from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
+from cadre.errors import InvalidInput
+from cadre.governance.models import AuditEvent
 from cadre.memory.viewer.ports import RUN_OUTCOMES
 from cadre.tenancy.actors import member_actor
 from tests.memory.conftest import eager_celery  # noqa: F401 (an autouse fixture)
@@ -111,8 +113,21 @@ def test_a_held_reembed_replays_the_suite_and_reports_recall_at_10(
     assert summary["recall_at_k"]["candidate"] == 1.0
     results = client.get(f"/api/v1/evaluation/runs/{run.pk}/results/").json()["results"]
     assert results[0]["comparison"]["recall_at_k"] == {"k": 10, "baseline": 1.0, "candidate": 1.0}
+    # the console's embeddings card shows both figures before it offers the switch
+    from django.test import Client
+    from django.urls import reverse
+
+    console = Client()
+    console.force_login(alice.user)
+    card = console.get(reverse("console:embeddings")).content.decode()
+    assert 'data-recall="active">1.00' in card and 'data-recall="new">1.00' in card
+    assert f"Switch search to {NEW_MODEL}" in card and 'name="override"' not in card
     # the passing check opens the gate
-    assert embedding_activate(actor=owner, model_id=NEW_MODEL).pk == NEW_MODEL
+    console.post(reverse("console:embeddings_activate"), {"model": NEW_MODEL})
+    assert embeddings.active_model().pk == NEW_MODEL
+    assert AuditEvent.objects.filter(action="memory.embedding_activate").count() == 1
+    with pytest.raises(InvalidInput):
+        embedding_activate(actor=owner, model_id=NEW_MODEL)  # already active
 
 
 def test_a_recall_drop_beyond_the_threshold_is_a_regression():
