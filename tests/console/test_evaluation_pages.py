@@ -11,7 +11,7 @@ from django.urls import reverse
 from cadre.agents import services as agents
 from cadre.agents.evaluation import services
 from cadre.agents.evaluation.gates import evaluation_gates_set
-from cadre.agents.evaluation.models import EvalCase
+from cadre.agents.evaluation.models import EvalCase, EvalSuite
 from cadre.agents.runtime import engine
 from cadre.agents.runtime import services as runtime
 from cadre.governance.models import AuditEvent
@@ -208,3 +208,28 @@ def test_publishing_in_the_console_is_gated_and_takes_an_override(alice, owner, 
     client(alice).post(url, {"reason": "ship", "override_gate": "urgent price fix"})
     assert TemplateVersion.objects.get(pk=draft.pk).status == "published"
     assert AuditEvent.objects.get(action="evaluation.gate.override").reason == "urgent price fix"
+
+
+def test_a_suite_is_created_in_the_console_and_the_transcript_points_there_first(
+    alice, bob, bob_agent, template
+):
+    run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hello there")
+    engine.run_execute(run.pk)
+    session = client(alice).get(reverse("console:session", args=[run.session_id])).content
+    assert "create a suite first" in session.decode()
+    response = client(alice).post(
+        reverse("console:evaluation_suite_create"),
+        {"name": "Greetings", "kind": "conversation", "template": template.pk,
+         "regression_threshold": "0.1"},
+    )  # fmt: skip
+    suite = EvalSuite.objects.get(name="Greetings")
+    assert response["Location"] == reverse("console:evaluation_suite", args=[suite.pk])
+    assert (suite.template_id, suite.regression_threshold) == (template.pk, 0.1)
+    assert AuditEvent.objects.filter(action="evaluation.suite.create").count() == 1
+    session = client(alice).get(reverse("console:session", args=[run.session_id])).content
+    assert "Save as a case" in session.decode()
+    with nothing_changes(EvalSuite):
+        assert (
+            client(bob).post(reverse("console:evaluation_suite_create"), {"name": "x"}).status_code
+            == 403
+        )

@@ -93,6 +93,7 @@ def session_detail(request, pk: int):
             "transcript": transcript,
             "totals": totals,
             "eval_suites": eval_suites,
+            "can_build_suites": request.actor.has("template.manage"),
         },
     )
 

@@ -77,6 +77,26 @@ class ReplayForm(forms.Form):
         return {"kind": "current"}
 
 
+class SuiteForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    kind = forms.ChoiceField(choices=EvalSuite.Kind.choices, initial=EvalSuite.Kind.CONVERSATION)
+    template = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    regression_threshold = forms.FloatField(
+        min_value=0, max_value=1, initial=0.05, label="Regression threshold (fraction)"
+    )
+
+    def __init__(self, *args, actor, **kwargs):
+        super().__init__(*args, **kwargs)
+        from cadre.agents.models import AgentTemplate
+
+        self.templates = {
+            t.pk: t for t in AgentTemplate.objects.restrict(actor, "view").order_by("name", "pk")
+        }
+        self.fields["template"].choices = [("", "No template")] + [
+            (pk, t.name) for pk, t in self.templates.items()
+        ]
+
+
 class FromTurnForm(forms.Form):
     suite = forms.IntegerField(min_value=1)
     run = forms.IntegerField(min_value=1)
@@ -108,8 +128,34 @@ def evaluation_home(request):
             "overrides": selectors.gate_overrides(request.actor.organization.pk, limit=20),
             "can_manage": request.actor.has("template.manage"),
             "can_set_gates": request.actor.has("organization.manage"),
+            "suite_form": SuiteForm(actor=request.actor)
+            if request.actor.has("template.manage")
+            else None,
         },
     )
+
+
+@gate("template.manage")
+@require_POST
+def suite_create(request):
+    form = SuiteForm(request.POST, actor=request.actor)
+    if not form.is_valid():
+        messages.error(request, "A suite needs a name, a kind and a threshold between 0 and 1.")
+        return redirect("console:evaluation")
+    data = form.cleaned_data
+    try:
+        suite = services.suite_create(
+            actor=request.actor,
+            name=data["name"],
+            kind=data["kind"],
+            template=form.templates.get(data["template"]),
+            regression_threshold=data["regression_threshold"],
+        )
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect("console:evaluation")
+    messages.success(request, f"The suite “{suite.name}” was created.")
+    return redirect("console:evaluation_suite", pk=suite.pk)
 
 
 @gate("organization.manage")
@@ -239,6 +285,7 @@ def case_from_turn(request):
 urlpatterns = [
     path("evaluation/", evaluation_home, name="evaluation"),
     path("evaluation/gates/", evaluation_gates_save, name="evaluation_gates"),
+    path("evaluation/suites/new/", suite_create, name="evaluation_suite_create"),
     path("evaluation/retrieval-suite/", retrieval_suite_build, name="evaluation_retrieval_suite"),
     path("evaluation/suites/<int:pk>/", suite_detail, name="evaluation_suite"),
     path("evaluation/suites/<int:pk>/replay/", replay_start, name="evaluation_replay"),
