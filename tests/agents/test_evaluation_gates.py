@@ -338,3 +338,23 @@ def test_the_console_switch_needs_a_reason_without_a_passing_check(filled, alice
     )
     assert embeddings.active_model().pk == NEW_MODEL
     assert AuditEvent.objects.get(action="evaluation.gate.override").reason == "vendor EOL"
+
+
+def test_the_api_switch_is_gated_and_takes_an_override(filled, alice, bob, client_for):
+    from cadre.memory import embeddings
+    from cadre.memory.models import EmbeddingModel
+
+    url = "/api/v1/embedding-models/activate/"
+    client = client_for(alice)
+    with nothing_changes(EmbeddingModel.objects.get(pk=NEW_MODEL)):
+        refused = client.post(url, {"model": NEW_MODEL}, format="json")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "evaluation_gate"
+    assert client.post(url, {}, format="json").json()["error"]["code"] == "invalid"
+    assert client.post(url, {"model": "nope/none"}, format="json").status_code == 404
+    assert client_for(bob).post(url, {"model": NEW_MODEL}, format="json").status_code == 403
+    switched = client.post(url, {"model": NEW_MODEL, "override_gate": "EOL"}, format="json")
+    assert switched.status_code == 200, switched.content
+    assert switched.json()["id"] == NEW_MODEL and switched.json()["status"] == "active"
+    assert embeddings.active_model().pk == NEW_MODEL
+    assert AuditEvent.objects.get(action="evaluation.gate.override").reason == "EOL"
