@@ -4,7 +4,7 @@ gate (evaluation's `embedding_activate`) may require a passing recall check or a
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,7 +35,13 @@ class EmbeddingActivateView(APIView):
     """Switch search to a re-embedded model: 409 `reembed_incomplete` while a memory lacks its
     vector, 409 `evaluation_gate` when the organization's gate fails and no reason is given."""
 
-    @extend_schema(request=EmbeddingActivateSerializer, responses=EmbeddingModelSerializer)
+    @extend_schema(
+        request=EmbeddingActivateSerializer,
+        responses={
+            200: EmbeddingModelSerializer,
+            404: OpenApiResponse(description="No embedding model with that id."),
+        },
+    )
     def post(self, request):
         # Permission before validation: a caller who may not switch learns nothing more.
         request.actor.require("memory.manage")
