@@ -265,8 +265,21 @@ def _eval_jsonl(owner: Member) -> dict:
     return {"suite": _make("EvalSuite", owner).pk, "file": upload}
 
 
+def _embedding_copy(owner: Member) -> dict:
+    """A new id for the active embedding model (same provider, name and size): with no memory
+    missing a vector under it, it can be switched to."""
+    from cadre.memory import embeddings
+
+    active = embeddings.active_model()
+    copy = embeddings.register_model(
+        f"{active.pk}-copy-{_n()}", active.provider, active.name, active.dimension
+    )
+    return {"model": copy.pk}
+
+
 CREATE_BODIES.update(
     {
+        "embedding-model-activate": Body(_embedding_copy, status=200),
         "eval-suite-list": Body(
             lambda o: {"name": f"Suite {_n()}", "kind": "retrieval", "regression_threshold": 0.1}
         ),

@@ -119,7 +119,8 @@ class PublishSerializer(ReasonSerializer):
         allow_blank=True,
         required=False,
         max_length=500,
-        help_text="why to publish although the evaluation gate fails (audited)",
+        help_text="why to publish although an evaluation gate (publish, model change) fails "
+        "(audited per gate)",
     )
 
 

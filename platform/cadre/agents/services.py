@@ -360,12 +360,14 @@ def version_publish(
     *, actor: Actor, version: TemplateVersion, reason: str = "", override_gate: str = ""
 ) -> TemplateVersion:
     """Publish a reviewed version: from now on it is immutable and can be deployed. Where the
-    organization requires it, its newest replay must pass, or `override_gate` says why not
-    (audited; see evaluation.gates)."""
-    from cadre.agents.evaluation.gates import check_publish
+    organization requires it, its newest replay must pass — and, when it changes the template's
+    model, the newest replay of that model change — or `override_gate` says why not (audited
+    per gate; see evaluation.gates)."""
+    from cadre.agents.evaluation.gates import check_model_change, check_publish
 
     validate_content(version.content(), version.organization_id)
     check_publish(actor=actor, version=version, override_reason=override_gate)
+    check_model_change(actor=actor, version=version, override_reason=override_gate)
     version = _transition(
         actor,
         version,

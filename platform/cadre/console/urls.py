@@ -11,6 +11,7 @@ from cadre.console.views import (
     audit,
     chart,
     connectors,
+    evaluation,
     governance,
     home,
     hub,
@@ -127,6 +128,7 @@ urlpatterns = [
     path("memory/<int:pk>/delete/", memory.memory_delete, name="memory_delete"),
     # each area's pages live in its own module and list their own routes
     *agents.urlpatterns,
+    *evaluation.urlpatterns,
     *governance.urlpatterns,
     *connectors.urlpatterns,
     *hub.urlpatterns,

@@ -6,6 +6,11 @@ task. Resumable because only memories still missing a vector under the model are
 (`embeddings.missing_embeddings`); the switch (`embeddings.activate`) happens only when none is
 missing, atomically, so search never runs against a half-built model. Memories written while a
 re-embed runs are embedded under every `building` model by the enrich task as well.
+
+An organization may hold the switch for a person (`cadre.memory.activation`): its re-embed then
+fills the vectors without activating, the apps above memory are told (evaluation replays the
+retrieval suite old vs new and reports recall@k), and `embedding_activate` switches when an
+admin asks — refused by a registered gate unless its check passes or is overridden.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from cadre.errors import Conflict
+from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
-from cadre.memory import embeddings
+from cadre.memory import activation, embeddings
 from cadre.memory.models import EmbeddingModel, MemoryEmbedding, MemoryTask
 from cadre.memory.services.common import enqueue
 
@@ -77,6 +82,51 @@ def reembed(
         "activated": activated,
         "status": model.status,
     }
+
+
+def reembed_task_run(record: MemoryTask) -> dict:
+    """The `memory_reembed` task's work: re-embed under the task's model; activate it unless
+    the task's organization holds the switch — then, once every vector is there, tell the
+    apps above memory (their answers are kept under `checks`)."""
+    held = activation.activation_held(record.organization)
+    result = reembed(record.params["model_id"], activate=not held)
+    result["held"] = held
+    if held and result["remaining"] == 0:
+        model = EmbeddingModel.objects.get(pk=record.params["model_id"])
+        result["checks"] = [
+            answer for answer in activation.REEMBED_FILLED.notify(record, model) if answer
+        ]
+    return result
+
+
+def embedding_activate(*, actor, model_id: str, override_gate: str = "") -> EmbeddingModel:
+    """Switch search to `model_id` now (`memory.manage`): refused while a memory lacks its
+    vector (409 `reembed_incomplete`) or by a registered gate (evaluation's
+    `embedding_activate`: 409 `evaluation_gate` unless overridden with a reason). The gate's
+    override, the switch and its audit event commit together or not at all."""
+    actor.require("memory.manage")
+    model = EmbeddingModel.objects.filter(pk=model_id).first()
+    if model is None:
+        raise NotFound("No such embedding model.")
+    if model.status == EmbeddingModel.Status.ACTIVE:
+        raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")
+    embeddings.ensure_index(model)  # outside the transaction: built CONCURRENTLY
+    with transaction.atomic():
+        previous = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
+        activation.activation_check(actor=actor, model=model, override_reason=override_gate)
+        try:
+            model = embeddings.activate(model)
+        except embeddings.EmbeddingModelIncomplete as error:
+            raise Conflict(str(error), code="reembed_incomplete") from None
+        audit.record(
+            actor=actor,
+            action="memory.embedding_activate",
+            target=("embedding_model", model.pk, str(model)),
+            before={"active": previous.pk if previous else None},
+            after={"active": model.pk},
+            reason=(override_gate or "").strip()[:500],
+        )
+    return model
 
 
 # --- the console's view of it ------------------------------------------------------------

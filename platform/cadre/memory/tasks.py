@@ -192,12 +192,13 @@ def memory_purge(self, task_id: int) -> dict | None:
 
 @shared_task(name="cadre.memory.tasks.memory_reembed", **RETRY)
 def memory_reembed(self, task_id: int) -> dict | None:
-    """Embed every memory under a new model (resumable) and switch to it when complete."""
+    """Embed every memory under a new model (resumable) and switch to it when complete, unless
+    the organization holds the switch for a person (see memory.reembed.reembed_task_run)."""
 
     def work(record: MemoryTask) -> dict:
         from cadre.memory import reembed
 
-        return reembed.reembed(record.params["model_id"], activate=True)
+        return reembed.reembed_task_run(record)
 
     return _run(self, task_id, work)
 

@@ -4,14 +4,16 @@ write with template.manage (API keys: `templates:write`)."""
 
 from __future__ import annotations
 
+from django.urls import path
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.viewsets import ViewSet
 
-from cadre.agents.evaluation import services
+from cadre.agents.evaluation import gates, services
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.models import AgentTemplate, Run
 from cadre.api.viewsets import TenantViewSet
@@ -333,9 +335,60 @@ class EvalRunViewSet(
         return self.get_paginated_response(EvalResultSerializer(page, many=True).data)
 
 
+class EvaluationGatesSerializer(serializers.Serializer):
+    """Which changes need a passing replay first; a gate left out of a PUT body keeps its
+    setting. Unknown keys are refused (400 `unknown_gate`)."""
+
+    template_publish = serializers.BooleanField(
+        required=False, help_text="Publishing a template version needs a passing replay of it."
+    )
+    template_model_change = serializers.BooleanField(
+        required=False,
+        help_text="Publishing a version that changes the template's model (provider, provider "
+        "configuration or model) needs a passing replay of that model change.",
+    )
+    embedding_activate = serializers.BooleanField(
+        required=False,
+        help_text="Switching search to a new embedding model needs a passing retrieval-suite "
+        "replay with it as the candidate; a re-embed fills the vectors and waits for a person.",
+    )
+
+
+class EvaluationGatesViewSet(ViewSet):
+    """The organization's evaluation gates: read with template.view, set with
+    organization.manage (API keys: `org:write`)."""
+
+    serializer_class = EvaluationGatesSerializer
+
+    @extend_schema(responses=EvaluationGatesSerializer)
+    def retrieve(self, request):
+        request.actor.require("template.view")
+        return Response(gates.gates_of(request.actor.organization))
+
+    @extend_schema(request=EvaluationGatesSerializer, responses=EvaluationGatesSerializer)
+    def update(self, request):
+        # Permission before validation: a caller who may not change them learns nothing more.
+        request.actor.require("organization.manage")
+        if not isinstance(request.data, dict):
+            raise InvalidInput("The body must be an object of gates.", code="invalid_gates")
+        unknown = sorted(set(request.data) - set(gates.GATES))
+        if unknown:
+            raise InvalidInput(
+                f"Unknown gates: {', '.join(unknown)}.", code="unknown_gate",
+                details={key: ["Not a gate."] for key in unknown},
+            )  # fmt: skip
+        incoming = EvaluationGatesSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        return Response(
+            gates.evaluation_gates_set(actor=request.actor, gates=incoming.validated_data)
+        )
+
+
 router = SimpleRouter()
 router.register("suites", EvalSuiteViewSet, basename="eval-suite")
 router.register("cases", EvalCaseViewSet, basename="eval-case")
 router.register("runs", EvalRunViewSet, basename="eval-run")
 
-urlpatterns = [*router.urls]
+evaluation_gates = EvaluationGatesViewSet.as_view({"get": "retrieve", "put": "update"})
+
+urlpatterns = [path("gates/", evaluation_gates, name="evaluation-gates"), *router.urls]

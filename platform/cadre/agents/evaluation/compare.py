@@ -1,7 +1,8 @@
 """Baseline against candidate: per case (retrieval overlap and rank change, recall of the
-baseline's memories, tool calls, policy decisions, reply checks, tokens, cost, latency) and in
-aggregate (pass rates with Wilson intervals, the paired difference with a bootstrap interval,
-and the verdict against the suite's regression threshold)."""
+baseline's memories, recall@k of the expected memories, tool calls, policy decisions, reply
+checks, tokens, cost, latency) and in aggregate (pass rates with Wilson intervals, the paired
+difference with a bootstrap interval, mean recall@k, and the verdict against the suite's
+regression threshold)."""
 
 from __future__ import annotations
 
@@ -44,10 +45,18 @@ def _calls(outcome: dict) -> list[tuple[str, str]]:
     )
 
 
+def _recall_at_k(baseline: dict, candidate: dict) -> dict | None:
+    base, cand = baseline.get("recall_at_k"), candidate.get("recall_at_k")
+    if not base or not cand:
+        return None
+    return {"k": base["k"], "baseline": base["recall"], "candidate": cand["recall"]}
+
+
 def compare_case(baseline: dict, candidate: dict) -> dict:
     base_calls, cand_calls = _calls(baseline), _calls(candidate)
     base_usage, cand_usage = baseline.get("usage", {}), candidate.get("usage", {})
     return {
+        "recall_at_k": _recall_at_k(baseline, candidate),
         "retrieval": _retrieval(baseline.get("memories", []), candidate.get("memories", [])),
         "tools": {
             "same_tools": [n for n, _ in base_calls] == [n for n, _ in cand_calls],
@@ -127,7 +136,26 @@ def aggregate(results: list[dict], threshold: float) -> dict:
         return str(sum((Decimal(r[side].get("cost") or "0") for r in results), Decimal(0)))
 
     comparisons = [r["comparison"] for r in results]
+    recalls = [c["recall_at_k"] for c in comparisons if c.get("recall_at_k")]
+    recall_drop = (
+        fmean(r["baseline"] for r in recalls) - fmean(r["candidate"] for r in recalls)
+        if recalls
+        else None
+    )
     return {
+        # Over the cases that name expected memories: the mean share of them in each side's
+        # top k (the figure a re-embed is judged by before the switch); None without such cases.
+        "recall_at_k": {
+            "k": recalls[0]["k"],
+            "cases": len(recalls),
+            "baseline": mean(r["baseline"] for r in recalls),
+            "candidate": mean(r["candidate"] for r in recalls),
+            "difference": round(
+                mean(r["candidate"] for r in recalls) - mean(r["baseline"] for r in recalls), 4
+            ),
+        }
+        if recalls
+        else None,
         "cases": n,
         "threshold": threshold,
         "baseline": {
@@ -159,5 +187,9 @@ def aggregate(results: list[dict], threshold: float) -> dict:
         },
         "same_tool_calls": mean(float(c["tools"]["same_arguments"]) for c in comparisons),
         "same_policy": mean(float(c["policy"]["same"]) for c in comparisons),
-        "verdict": "regression" if n and difference < -threshold else "pass",
+        # A candidate regresses when its pass rate, or its recall@k of the expected memories,
+        # falls more than the threshold below the baseline's.
+        "verdict": "regression"
+        if n and (difference < -threshold or (recall_drop is not None and recall_drop > threshold))
+        else "pass",
     }

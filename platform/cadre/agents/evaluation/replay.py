@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONTEXT_TOKENS = 8_000
 DEFAULT_TOP_K = 5
 MAX_MODEL_CALLS = 6
+RECALL_K = 10  # recall@k of a case's expected memories, whatever the template retrieves
 SIDE_KINDS = ("current", "template_version", "model", "embedding")
 
 
@@ -238,6 +239,23 @@ def retrieve(case, side: Side, query: str, vault, *, top_k: int | None) -> list[
     ]
 
 
+def _recall_at_k(case, side: Side, query: str, vault) -> dict:
+    """The share of the case's expected memories among the side's top RECALL_K hits (ranked
+    with its embedding model, as of the case): what an embedding change is judged by."""
+    expected = [m for m in case.expectations.get("expected_memories") or [] if isinstance(m, int)]
+    try:
+        hits = retrieve(case, side, query, vault, top_k=RECALL_K)
+    except Exception as error:  # reported as a miss of every memory, with the reason
+        logger.warning("evaluation replay: recall search failed for case %s: %s", case.pk, error)
+        hits = []
+    found = [hit["id"] for hit in hits]
+    return {
+        "k": RECALL_K,
+        "retrieved": found,
+        "recall": round(len(set(expected) & set(found)) / len(expected), 4) if expected else 1.0,
+    }
+
+
 def _pieces(case, version, text: str, memories: list[dict]) -> context_assembly.ContextPieces:
     skills = [
         {"name": s["package"], "description": f"version {s.get('range') or s.get('tag')}"}
@@ -305,6 +323,8 @@ def replay_case(case, side: Side) -> dict:
     except Exception as error:  # as the runtime: retrieval failing does not stop the turn
         logger.warning("evaluation replay: retrieval failed for case %s: %s", case.pk, error)
         outcome["error"] = f"retrieval: {error}"[:500]
+    if (case.expectations or {}).get("expected_memories"):
+        outcome["recall_at_k"] = _recall_at_k(case, side, text, vault)
     budget = int((side.model_settings or {}).get("context_tokens", DEFAULT_CONTEXT_TOKENS))
     order = (side.model_settings or {}).get("context_order", "stable")
     pieces = _pieces(case, version, text, outcome["memories"])

@@ -235,6 +235,8 @@ class VersionForm(forms.Form):
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(max_length=1000, required=False)
+    # Publishing only: why to go ahead although an evaluation gate fails (audited).
+    override_gate = forms.CharField(max_length=500, required=False)
 
 
 class GenerateForm(forms.Form):

@@ -11,6 +11,7 @@ from django.urls import path
 
 from cadre.agents import selectors
 from cadre.agents.call_chain import run_call_chain
+from cadre.agents.evaluation.models import EvalSuite
 from cadre.agents.models import Agent, Run, Session
 from cadre.console.views.agents_forms import AgentFilterForm
 from cadre.console.views.base import paginate, query_without_page, require_permission
@@ -77,10 +78,23 @@ def session_detail(request, pk: int):
         "tokens_out": sum(item["run"].tokens_out for item in transcript),
         "cost": sum((item["run"].cost for item in transcript), 0),
     }
+    # "Add to evaluation" on a turn: for those who build suites, into one of the suites.
+    eval_suites = (
+        list(EvalSuite.objects.restrict(request.actor, "view").order_by("name", "pk"))
+        if request.actor.has("template.manage")
+        else []
+    )
     return render(
         request,
         "console/agents/agents/session.html",
-        {"session": session, "agent": session.agent, "transcript": transcript, "totals": totals},
+        {
+            "session": session,
+            "agent": session.agent,
+            "transcript": transcript,
+            "totals": totals,
+            "eval_suites": eval_suites,
+            "can_build_suites": request.actor.has("template.manage"),
+        },
     )
 
 

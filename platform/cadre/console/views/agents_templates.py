@@ -200,6 +200,8 @@ def version_transition(request, pk: int, number: int, action: str):
     kwargs = {}
     if action != "submit" and form.is_valid():
         kwargs["reason"] = form.cleaned_data["reason"]
+        if action == "publish":
+            kwargs["override_gate"] = form.cleaned_data["override_gate"]
     try:
         service(actor=request.actor, version=version, **kwargs)
     except CadreError as error:

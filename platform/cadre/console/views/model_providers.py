@@ -11,13 +11,15 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from cadre.agents import providers
+from cadre.agents.evaluation.recall import latest_recall_check, recall_check_start
 from cadre.agents.models import ModelProviderConfig
 from cadre.console.forms import add_service_error
 from cadre.console.views.base import posted
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
 from cadre.llm import provider_presets
-from cadre.memory.reembed import embedding_status, reembed_start
+from cadre.memory.activation import activation_held
+from cadre.memory.reembed import embedding_activate, embedding_status, reembed_start
 
 
 class ProviderForm(forms.Form):
@@ -57,6 +59,24 @@ class PricesForm(forms.Form):
     cached_input = forms.CharField(max_length=40, required=False, label="Cached input")
 
 
+def _embedding_context(request) -> dict:
+    """The embeddings card: coverage, and — while the configured model is filled but not
+    active — the newest recall check (old model against new) and the switch."""
+    status = embedding_status(request.actor.organization)
+    pending = status.target if status.target and status.target != status.active else None
+    return {
+        "embedding": status,
+        "can_reembed": request.actor.has("memory.manage"),
+        "pending_model": pending,
+        "switch_ready": pending is not None and status.coverage >= 1.0 and not status.running,
+        "held": activation_held(request.actor.organization),
+        "recall_check": latest_recall_check(request.actor.organization.pk, pending.pk)
+        if pending
+        else None,
+        "can_check_recall": request.actor.has("template.manage"),
+    }
+
+
 def _provider_or_404(request, pk: int) -> ModelProviderConfig:
     return get_object_or_404(ModelProviderConfig.objects.restrict(request.actor, "view"), pk=pk)
 
@@ -75,8 +95,7 @@ def _page(request, *, report=None, tested=None, status=200):
             "preset_labels": {key: preset.label for key, preset in presets.items()},
             "report": report,
             "tested": tested,
-            "embedding": embedding_status(request.actor.organization),
-            "can_reembed": request.actor.has("memory.manage"),
+            **_embedding_context(request),
         },
         status=status,
     )
@@ -93,10 +112,7 @@ def embeddings_card(request):
     return render(
         request,
         "console/models/_embeddings.html",
-        {
-            "embedding": embedding_status(request.actor.organization),
-            "can_reembed": request.actor.has("memory.manage"),
-        },
+        _embedding_context(request),
     )
 
 
@@ -228,6 +244,42 @@ def embeddings_reembed(request):
     return redirect("console:models")
 
 
+@gate("memory.manage")
+@require_POST
+def embeddings_activate(request):
+    """Switch search to the filled model; a failing evaluation gate needs a reason."""
+    model_id = request.POST.get("model", "")
+    try:
+        model = embedding_activate(
+            actor=request.actor, model_id=model_id, override_gate=request.POST.get("override", "")
+        )
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Memory search now uses {model.pk}.")
+    return redirect("console:models")
+
+
+@gate("template.manage")
+@require_POST
+def embeddings_recall_check(request):
+    """Replay the retrieval suite with the filled model as the candidate (recall@10)."""
+    status = embedding_status(request.actor.organization)
+    if status.target is None or status.target == status.active:
+        messages.error(request, "There is no new embedding model to check.")
+        return redirect("console:models")
+    try:
+        run = recall_check_start(actor=request.actor, model=status.target)
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect("console:models")
+    if run is None:
+        messages.error(request, "No rated turn to build the retrieval suite from yet.")
+    else:
+        messages.success(request, "The recall check is queued.")
+    return redirect("console:models")
+
+
 urlpatterns = [
     path("models/", models_page, name="models"),
     path("models/providers/new/", provider_create, name="provider_create"),
@@ -237,4 +289,6 @@ urlpatterns = [
     path("models/providers/<int:pk>/default/", provider_default, name="provider_default"),
     path("models/embeddings/", embeddings_card, name="embeddings"),
     path("models/embeddings/reembed/", embeddings_reembed, name="embeddings_reembed"),
+    path("models/embeddings/activate/", embeddings_activate, name="embeddings_activate"),
+    path("models/embeddings/recall/", embeddings_recall_check, name="embeddings_recall_check"),
 ]

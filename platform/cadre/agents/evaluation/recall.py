@@ -1,0 +1,186 @@
+"""The organization's retrieval suite, built from context records, and the recall check of a
+re-embed: the suite replayed with the active embedding model as the baseline and the new one
+as the candidate, reporting recall@k of both before anyone switches.
+
+A case is one rated turn: the query of the run's first model call, the memories its model
+calls were sent (`ContextRecordItem` status `sent`) as what good looks like, the agent's read
+scopes and the record's time as `as_of`. Only runs a person rated a success count ("sent and
+confirmed useful"); ratings come through the memory viewer's run-outcome port, which the Hub
+fills with run feedback.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
+from cadre.agents.models import Run
+from cadre.agents.runtime.grants import scope_keys_for
+from cadre.errors import Conflict, InvalidInput
+from cadre.governance import audit
+from cadre.memory.models import ContextRecord, ContextRecordItem, EmbeddingModel, Memory
+from cadre.memory.viewer.ports import RUN_OUTCOMES
+from cadre.tenancy.actors import Actor, system_actor
+
+RETRIEVAL_SUITE = "Retrieval: rated turns"
+MAX_RECORDS = 5_000  # the newest model-call records looked at per refresh
+
+
+def rated_successes(organization_id: int, run_ids: list[str]) -> set[str]:
+    """The runs among `run_ids` that a person rated a success."""
+    successes: set[str] = set()
+    for _, lookup in RUN_OUTCOMES.items():
+        successes |= {run for run, outcome in lookup(organization_id, run_ids).items()
+                      if outcome == "success"}  # fmt: skip
+    return successes
+
+
+def _suite(actor: Actor) -> EvalSuite:
+    suite, _ = EvalSuite.objects.get_or_create(
+        organization=actor.organization,
+        name=RETRIEVAL_SUITE,
+        defaults={
+            "kind": EvalSuite.Kind.RETRIEVAL,
+            "description": "Rated turns: the query and the memories it was sent. Built from "
+            "context records; a re-embed replays it old model against new.",
+            "created_by": actor.member,
+        },
+    )
+    if suite.kind != EvalSuite.Kind.RETRIEVAL:
+        raise Conflict(
+            f"A suite named {RETRIEVAL_SUITE!r} exists and is not a retrieval suite.",
+            code="duplicate_name",
+        )
+    return suite
+
+
+@transaction.atomic
+def retrieval_suite_refresh(*, actor: Actor) -> tuple[EvalSuite, int]:
+    """The organization's retrieval suite with a case for every rated-success run that has
+    none yet (`template.manage`); returns the suite and how many cases were added."""
+    actor.require("template.manage")
+    suite = _suite(actor)
+    organization = actor.organization
+    records = list(
+        ContextRecord.objects.filter(organization=organization, kind=ContextRecord.Kind.MODEL_CALL)
+        .exclude(query="")
+        .exclude(run_id="")
+        .order_by("-created_at", "-pk")
+        .values("pk", "run_id", "step_id", "query", "created_at")[:MAX_RECORDS]
+    )
+    done = {
+        str(run)
+        for run in EvalCase.objects.filter(suite=suite, source_run__isnull=False).values_list(
+            "source_run_id", flat=True
+        )
+    }
+    useful = rated_successes(organization.pk, sorted({r["run_id"] for r in records} - done))
+    by_run: dict[str, list[dict]] = {}
+    for record in records:
+        if record["run_id"] in useful:
+            by_run.setdefault(record["run_id"], []).append(record)
+    if not by_run:
+        return suite, 0
+    sent: dict[int, list[int]] = {}
+    for context_id, memory_id in (
+        ContextRecordItem.objects.filter(
+            context_id__in=[r["pk"] for rs in by_run.values() for r in rs],
+            status=ContextRecordItem.Status.SENT,
+            memory__deleted_at__isnull=True,
+            memory__purged_at__isnull=True,
+        )
+        .exclude(memory__status=Memory.Status.DELETED)
+        .order_by("context_id", "rank")
+        .values_list("context_id", "memory_id")
+    ):
+        sent.setdefault(context_id, []).append(memory_id)
+    runs = {
+        str(run.pk): run
+        for run in Run.objects.filter(
+            organization=organization, pk__in=[int(r) for r in by_run if r.isdigit()]
+        ).select_related("agent", "agent__member")
+    }
+    scopes_of = {
+        memory_id: key
+        for memory_id, key in Memory.objects.filter(
+            pk__in={m for ids in sent.values() for m in ids}
+        ).values_list("pk", "scope_key")
+    }
+    cases = []
+    for run_id, run_records in by_run.items():
+        run_records.sort(key=lambda r: (r["created_at"], r["pk"]))  # the first model call first
+        expected = list(dict.fromkeys(m for r in run_records for m in sent.get(r["pk"], [])))
+        run = runs.get(run_id)
+        if not expected or run is None:
+            continue
+        read_scopes = (run.grants or {}).get("read_scopes") or []
+        scopes = scope_keys_for(run.agent, read_scopes) if read_scopes and run.agent else []
+        scopes = list(dict.fromkeys([*scopes, *(scopes_of[m] for m in expected if m in scopes_of)]))
+        first = run_records[0]
+        cases.append(
+            EvalCase(
+                organization=organization,
+                suite=suite,
+                title=f"Run {run_id}, model call {first['step_id']}",
+                # the query as the model call was made: the model's side (placeholders)
+                input_text=first["query"],
+                member_id=run.member_id,
+                scopes=scopes,
+                as_of=first["created_at"],
+                expectations={"expected_memories": expected},
+                source=EvalCase.Source.TURN,
+                source_run=run,
+                created_by=actor.member,
+            )
+        )
+    EvalCase.objects.bulk_create(cases)
+    if cases:
+        audit.record(
+            actor=actor, action="evaluation.case.import", target=suite,
+            after={"cases": len(cases), "from": "context_records"},
+        )  # fmt: skip
+    return suite, len(cases)
+
+
+def recall_check_start(*, actor: Actor, model: EmbeddingModel) -> EvalRun | None:
+    """Refresh the retrieval suite and replay it with the active embedding model as the
+    baseline and `model` as the candidate (queued); None when the suite has no cases."""
+    from cadre.agents.evaluation.services import eval_run_start
+
+    active = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
+    if active is not None and active.pk == model.pk:
+        raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")
+    suite, _ = retrieval_suite_refresh(actor=actor)
+    if not suite.cases.exists():
+        return None
+    baseline = {"kind": "embedding", "embedding_model": active.pk} if active else None
+    return eval_run_start(
+        actor=actor,
+        suite=suite,
+        candidate={"kind": "embedding", "embedding_model": model.pk},
+        baseline=baseline,
+    )
+
+
+def latest_recall_check(organization_id: int, model_id: str) -> EvalRun | None:
+    """The organization's newest retrieval-suite replay with `model_id` as the candidate (in
+    any state: the console shows it queued, running or finished)."""
+    return (
+        EvalRun.objects.filter(
+            organization_id=organization_id,
+            suite__kind=EvalSuite.Kind.RETRIEVAL,
+            candidate__kind="embedding",
+            candidate__embedding_model=model_id,
+        )
+        .select_related("suite")
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def reembed_filled(task, model: EmbeddingModel) -> dict:
+    """Registered on `cadre.memory.activation.REEMBED_FILLED`: a held re-embed has every vector
+    under `model`, so replay the retrieval suite old vs new for the admin to judge."""
+    actor = system_actor(task.organization, label="re-embed recall check")
+    run = recall_check_start(actor=actor, model=model)
+    return {"kind": "evaluation_run", "evaluation_run": run.pk if run else None}

@@ -1,0 +1,294 @@
+"""Evaluation in the console: the organization's gates, its suites, a suite's cases and
+replays, a replay's baseline and candidate side by side per case with the aggregate and who
+overrode a gate, and "add to evaluation" on a transcript turn. Every write goes through
+`cadre.agents.evaluation` (services, gates, recall)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from cadre.agents.evaluation import gates, recall, selectors, services
+from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
+from cadre.agents.models import Run, TemplateVersion
+from cadre.console.views.base import paginate, query_without_page
+from cadre.console.views.base import require_permission as gate
+from cadre.errors import CadreError
+from cadre.memory.models import EmbeddingModel
+
+GATE_LABELS = {
+    gates.TEMPLATE_PUBLISH: (
+        "Publishing a template version",
+        "needs a passing replay of that version.",
+    ),
+    gates.TEMPLATE_MODEL_CHANGE: (
+        "Changing a template's model",
+        "publishing a version with another provider or model needs a passing replay of "
+        "that model change.",
+    ),
+    gates.EMBEDDING_ACTIVATE: (
+        "Activating an embedding model",
+        "a re-embed fills the vectors and waits; switching needs a passing retrieval suite "
+        "with the new model as the candidate.",
+    ),
+}
+CANDIDATE_KINDS = [
+    ("template_version", "A version of the suite's template"),
+    ("model", "Another model"),
+    ("embedding", "Another embedding model"),
+    ("current", "The published version again"),
+]
+
+
+class ReplayForm(forms.Form):
+    kind = forms.ChoiceField(choices=CANDIDATE_KINDS, label="Candidate")
+    version = forms.TypedChoiceField(coerce=int, required=False, label="Version", empty_value=None)
+    model = forms.CharField(max_length=200, required=False, label="Model")
+    embedding_model = forms.ChoiceField(required=False, label="Embedding model")
+
+    def __init__(self, *args, suite: EvalSuite, **kwargs):
+        super().__init__(*args, **kwargs)
+        versions = (
+            TemplateVersion.objects.filter(template_id=suite.template_id).order_by("-number")
+            if suite.template_id
+            else TemplateVersion.objects.none()
+        )
+        self.fields["version"].choices = [("", "—")] + [
+            (v.pk, f"v{v.number} ({v.get_status_display().lower()})") for v in versions
+        ]
+        self.fields["embedding_model"].choices = [("", "—")] + [
+            (m.pk, f"{m.pk} ({m.get_status_display().lower()})")
+            for m in EmbeddingModel.objects.order_by("pk")
+        ]
+
+    def candidate(self) -> dict:
+        data = self.cleaned_data
+        kind = data["kind"]
+        if kind == "template_version":
+            return {"kind": kind, "version": data.get("version")}
+        if kind == "model":
+            return {"kind": kind, "model_settings": {"model": data.get("model", "").strip()}}
+        if kind == "embedding":
+            return {"kind": kind, "embedding_model": data.get("embedding_model") or None}
+        return {"kind": "current"}
+
+
+class SuiteForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    kind = forms.ChoiceField(choices=EvalSuite.Kind.choices, initial=EvalSuite.Kind.CONVERSATION)
+    template = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    regression_threshold = forms.FloatField(
+        min_value=0, max_value=1, initial=0.05, label="Regression threshold (fraction)"
+    )
+
+    def __init__(self, *args, actor, **kwargs):
+        super().__init__(*args, **kwargs)
+        from cadre.agents.models import AgentTemplate
+
+        self.templates = {
+            t.pk: t for t in AgentTemplate.objects.restrict(actor, "view").order_by("name", "pk")
+        }
+        self.fields["template"].choices = [("", "No template")] + [
+            (pk, t.name) for pk, t in self.templates.items()
+        ]
+
+
+class FromTurnForm(forms.Form):
+    suite = forms.IntegerField(min_value=1)
+    run = forms.IntegerField(min_value=1)
+    required_facts = forms.CharField(required=False, widget=forms.Textarea)
+
+    def facts(self) -> list[str]:
+        text = self.cleaned_data.get("required_facts") or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _suite_or_404(request, pk: int) -> EvalSuite:
+    return get_object_or_404(
+        EvalSuite.objects.restrict(request.actor, "view").select_related("template"), pk=pk
+    )
+
+
+@gate("template.view")
+def evaluation_home(request):
+    configured = gates.gates_of(request.actor.organization)
+    return render(
+        request,
+        "console/evaluation/home.html",
+        {
+            "gates": [
+                {"key": key, "on": configured[key], "label": label, "help": help_text}
+                for key, (label, help_text) in GATE_LABELS.items()
+            ],
+            "suites": selectors.suites_for(request.actor),
+            "overrides": selectors.gate_overrides(request.actor.organization.pk, limit=20),
+            "can_manage": request.actor.has("template.manage"),
+            "can_set_gates": request.actor.has("organization.manage"),
+            "suite_form": SuiteForm(actor=request.actor)
+            if request.actor.has("template.manage")
+            else None,
+        },
+    )
+
+
+@gate("template.manage")
+@require_POST
+def suite_create(request):
+    form = SuiteForm(request.POST, actor=request.actor)
+    if not form.is_valid():
+        messages.error(request, "A suite needs a name, a kind and a threshold between 0 and 1.")
+        return redirect("console:evaluation")
+    data = form.cleaned_data
+    try:
+        suite = services.suite_create(
+            actor=request.actor,
+            name=data["name"],
+            kind=data["kind"],
+            template=form.templates.get(data["template"]),
+            regression_threshold=data["regression_threshold"],
+        )
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect("console:evaluation")
+    messages.success(request, f"The suite “{suite.name}” was created.")
+    return redirect("console:evaluation_suite", pk=suite.pk)
+
+
+@gate("organization.manage")
+@require_POST
+def evaluation_gates_save(request):
+    wanted = {key: request.POST.get(key) == "on" for key in gates.GATES}
+    try:
+        gates.evaluation_gates_set(actor=request.actor, gates=wanted)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "The evaluation gates were saved.")
+    return redirect("console:evaluation")
+
+
+@gate("template.manage")
+@require_POST
+def retrieval_suite_build(request):
+    try:
+        suite, added = recall.retrieval_suite_refresh(actor=request.actor)
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect("console:evaluation")
+    messages.success(
+        request, f"{added} case(s) added from rated turns; the suite holds {suite.cases.count()}."
+    )
+    return redirect("console:evaluation_suite", pk=suite.pk)
+
+
+@gate("template.view")
+def suite_detail(request, pk: int):
+    suite = _suite_or_404(request, pk)
+    cases = EvalCase.objects.filter(suite=suite).select_related("member").order_by("pk")
+    runs = list(EvalRun.objects.filter(suite=suite).order_by("-created_at", "-pk")[:20])
+    for run in runs:
+        run.candidate_label = selectors.side_label(run.candidate)
+        run.baseline_label = selectors.side_label(run.baseline)
+    can_manage = request.actor.has("template.manage")
+    return render(
+        request,
+        "console/evaluation/suite.html",
+        {
+            "suite": suite,
+            "page": paginate(request, cases),
+            "query": query_without_page(request),
+            "runs": runs,
+            "can_manage": can_manage,
+            "form": ReplayForm(suite=suite) if can_manage else None,
+        },
+    )
+
+
+@gate("template.manage")
+@require_POST
+def replay_start(request, pk: int):
+    suite = _suite_or_404(request, pk)
+    form = ReplayForm(request.POST, suite=suite)
+    if not form.is_valid():
+        messages.error(request, "Choose what to replay against.")
+        return redirect("console:evaluation_suite", pk=suite.pk)
+    try:
+        run = services.eval_run_start(actor=request.actor, suite=suite, candidate=form.candidate())
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect("console:evaluation_suite", pk=suite.pk)
+    messages.success(request, "The replay is queued; this page shows it as it finishes.")
+    return redirect("console:evaluation_run", pk=run.pk)
+
+
+@gate("template.view")
+def run_detail(request, pk: int):
+    run = get_object_or_404(
+        EvalRun.objects.restrict(request.actor, "view").select_related("suite", "created_by"),
+        pk=pk,
+    )
+    results = EvalResult.objects.filter(run=run).select_related("case").order_by("case_id")
+    if request.GET.get("regressed") == "1":
+        results = results.filter(regressed=True)
+    return render(
+        request,
+        "console/evaluation/run.html",
+        {
+            "run": run,
+            "suite": run.suite,
+            "baseline_label": selectors.side_label(run.baseline),
+            "candidate_label": selectors.side_label(run.candidate),
+            "summary": run.summary or {},
+            "page": paginate(request, results, per_page=20),
+            "query": query_without_page(request),
+            "regressed_only": request.GET.get("regressed") == "1",
+            "overrides": selectors.gate_overrides(run.organization_id, replay_id=run.pk),
+            "finished": run.status in (EvalRun.Status.COMPLETED, EvalRun.Status.FAILED),
+        },
+    )
+
+
+@gate("template.manage")
+@require_POST
+def case_from_turn(request):
+    """ "Add to evaluation" on a transcript turn: the case is saved by the from-turn service."""
+    form = FromTurnForm(request.POST)
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = reverse("console:evaluation")
+    if not form.is_valid():
+        messages.error(request, "Choose a suite to add the turn to.")
+        return redirect(back)
+    suite = EvalSuite.objects.restrict(request.actor, "view").filter(pk=form.cleaned_data["suite"])
+    run = Run.objects.filter(organization=request.actor.organization, pk=form.cleaned_data["run"])
+    if not suite.exists() or not run.exists():
+        messages.error(request, "That suite or turn is not there.")
+        return redirect(back)
+    try:
+        case = services.case_from_turn(
+            actor=request.actor,
+            suite=suite.get(),
+            run=run.get(),
+            expectations={"required_facts": form.facts()} if form.facts() else None,
+        )
+    except CadreError as error:
+        messages.error(request, error.message)
+        return redirect(back)
+    messages.success(request, f"The turn was added to “{case.suite.name}” as case {case.pk}.")
+    return redirect(back)
+
+
+urlpatterns = [
+    path("evaluation/", evaluation_home, name="evaluation"),
+    path("evaluation/gates/", evaluation_gates_save, name="evaluation_gates"),
+    path("evaluation/suites/new/", suite_create, name="evaluation_suite_create"),
+    path("evaluation/retrieval-suite/", retrieval_suite_build, name="evaluation_retrieval_suite"),
+    path("evaluation/suites/<int:pk>/", suite_detail, name="evaluation_suite"),
+    path("evaluation/suites/<int:pk>/replay/", replay_start, name="evaluation_replay"),
+    path("evaluation/runs/<int:pk>/", run_detail, name="evaluation_run"),
+    path("evaluation/cases/from-turn/", case_from_turn, name="evaluation_case_from_turn"),
+]
