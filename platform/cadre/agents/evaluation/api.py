@@ -194,7 +194,7 @@ class EvalSuiteViewSet(
     def base_queryset(self):
         from django.db.models import Count
 
-        return EvalSuite.objects.annotate(case_count=Count("cases"))
+        return EvalSuite.objects.annotate(case_count=Count("cases")).order_by("name", "pk")
 
     @extend_schema(request=EvalSuiteWriteSerializer, responses={201: EvalSuiteSerializer})
     def create(self, request, *args, **kwargs):
