@@ -464,7 +464,12 @@ class IdentityProviderForm(forms.Form):
         label="API base URL",
         help_text="IM logins only; empty: the platform's public one (e.g. https://open.feishu.cn).",
     )
-    scopes = forms.CharField(max_length=255, initial="openid email profile")
+    scopes = forms.CharField(
+        max_length=255,
+        required=False,
+        initial="openid email profile",
+        help_text="OpenID Connect only; empty: openid email profile.",
+    )
     claim_email = forms.CharField(max_length=64, initial="email", label="E-mail claim")
     claim_name = forms.CharField(max_length=64, initial="name", label="Name claim")
     claim_employee_id = forms.CharField(
@@ -499,6 +504,9 @@ class IdentityProviderForm(forms.Form):
 
     def clean_kind(self) -> str:
         return self.cleaned_data.get("kind") or "oidc"
+
+    def clean_scopes(self) -> str:
+        return self.cleaned_data.get("scopes") or "openid email profile"
 
     def clean(self):
         data = super().clean()
