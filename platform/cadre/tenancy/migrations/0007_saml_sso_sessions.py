@@ -6,59 +6,96 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenancy', '0006_identityprovider_im_logins_group_roles'),
+        ("tenancy", "0006_identityprovider_im_logins_group_roles"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='identityprovider',
-            name='saml_entity_id',
+            model_name="identityprovider",
+            name="saml_entity_id",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='identityprovider',
-            name='saml_metadata_read_at',
+            model_name="identityprovider",
+            name="saml_metadata_read_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='identityprovider',
-            name='saml_metadata_url',
+            model_name="identityprovider",
+            name="saml_metadata_url",
             field=models.URLField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='identityprovider',
-            name='saml_metadata_xml',
+            model_name="identityprovider",
+            name="saml_metadata_xml",
             field=models.TextField(blank=True),
         ),
         migrations.AlterField(
-            model_name='identityprovider',
-            name='client_id',
+            model_name="identityprovider",
+            name="client_id",
             field=models.CharField(blank=True, max_length=255),
         ),
         migrations.AlterField(
-            model_name='identityprovider',
-            name='kind',
-            field=models.CharField(choices=[('oidc', 'OpenID Connect'), ('saml', 'SAML 2.0'), ('feishu', 'Feishu / Lark login'), ('wecom', 'WeCom login'), ('dingtalk', 'DingTalk login')], default='oidc', max_length=16),
+            model_name="identityprovider",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("oidc", "OpenID Connect"),
+                    ("saml", "SAML 2.0"),
+                    ("feishu", "Feishu / Lark login"),
+                    ("wecom", "WeCom login"),
+                    ("dingtalk", "DingTalk login"),
+                ],
+                default="oidc",
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='SsoSession',
+            name="SsoSession",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('session_key', models.CharField(db_index=True, max_length=64)),
-                ('subject', models.CharField(max_length=255)),
-                ('name_id_format', models.CharField(blank=True, max_length=255)),
-                ('provider_session_id', models.CharField(blank=True, max_length=255)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('end_reason', models.CharField(blank=True, max_length=32)),
-                ('member', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sso_sessions', to='tenancy.member')),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenancy.organization')),
-                ('provider', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sessions', to='tenancy.identityprovider')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("session_key", models.CharField(db_index=True, max_length=64)),
+                ("subject", models.CharField(max_length=255)),
+                ("name_id_format", models.CharField(blank=True, max_length=255)),
+                ("provider_session_id", models.CharField(blank=True, max_length=255)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("end_reason", models.CharField(blank=True, max_length=32)),
+                (
+                    "member",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sso_sessions",
+                        to="tenancy.member",
+                    ),
+                ),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenancy.organization",
+                    ),
+                ),
+                (
+                    "provider",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sessions",
+                        to="tenancy.identityprovider",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['provider', 'subject'], name='sso_session_subject')],
+                "indexes": [
+                    models.Index(fields=["provider", "subject"], name="sso_session_subject")
+                ],
             },
         ),
     ]
