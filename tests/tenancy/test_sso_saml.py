@@ -274,3 +274,22 @@ def test_an_unsigned_or_forged_logout_request_is_refused(client, provider, bob, 
     assert SsoSession.objects.get().ended_at is None
     assert client.get(reverse("console:home")).status_code == 200
     assert AuditEvent.objects.filter(action="sso.saml_logout_refused").exists()
+
+
+def test_the_console_test_sign_in_shows_the_saml_claims_and_changes_nothing(
+    client, provider, alice, bob, idp
+):
+    client.force_login(alice.user)
+    start = client.get(reverse("console:identity_provider_test", args=[provider.pk]))
+    assert start.status_code == 302 and start["Location"].startswith(f"{idp.url}/sso?")
+    params = {k: v[0] for k, v in parse_qs(urlsplit(start["Location"]).query).items()}
+    assert httpx.post(f"{idp.url}/login", data={**params, "login": "bob"}).status_code == 200
+    page = post_to_acs(client, idp.responses[-1])
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "bob-persistent-1" in text and "cadre-admins" in text and "it_admin" in text
+    assert client.session["_auth_user_id"] == str(alice.user_id)  # still the admin
+    bob.refresh_from_db()
+    assert bob.roles == ["employee"]
+    assert not SsoIdentity.objects.exists() and not SsoSession.objects.exists()
+    assert AuditEvent.objects.get(action="sso.test_signin").reason == "would_sign_in"
