@@ -36,7 +36,7 @@ from cadre.tenancy.services.members import member_create
 
 _DISCOVERY_SECONDS = 3600
 _NONCE_SECONDS = 24 * 3600
-_LEEWAY_SECONDS = 60
+LEEWAY_SECONDS = 60
 _HTTP_TIMEOUT = 10
 # Algorithms accepted for id_tokens: asymmetric only, so a leaked client secret cannot forge one.
 _ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384"]
@@ -171,26 +171,33 @@ def sso_begin(
     return url, {**pending, "test": test}
 
 
-def id_token_claims(*, provider: IdentityProvider, id_token: str, nonce: str) -> dict:
-    """The id_token's claims once its signature, issuer, audience, expiry and nonce hold."""
+def signed_token(provider: IdentityProvider, token: str, *, invalid: str = "invalid_token"):
+    """A JWT from the provider once its signature holds with a key of its JWKS (asymmetric
+    algorithms only); its claims are not checked yet. Raises SsoRefused (`invalid`: the reason
+    for a malformed token)."""
     try:
-        header = jws.extract_compact(id_token.encode()).protected
+        header = jws.extract_compact(token.encode()).protected
     except (JoseError, ValueError):
-        raise SsoRefused("invalid_token") from None
+        raise SsoRefused(invalid) from None
     keys = _key_set(provider)
     if header.get("kid") and not any(k.kid == header["kid"] for k in keys.keys):
         # The provider rotated its keys since we cached them: read them again, once.
         keys = _key_set(provider, refresh=True)
     try:
-        token = jwt.decode(id_token, keys, algorithms=_ALGORITHMS)
+        return jwt.decode(token, keys, algorithms=_ALGORITHMS)
     except InvalidKeyIdError:
         raise SsoRefused("unknown_key") from None
     except BadSignatureError:
         raise SsoRefused("bad_signature") from None
     except (JoseError, ValueError):
-        raise SsoRefused("invalid_token") from None
+        raise SsoRefused(invalid) from None
+
+
+def id_token_claims(*, provider: IdentityProvider, id_token: str, nonce: str) -> dict:
+    """The id_token's claims once its signature, issuer, audience, expiry and nonce hold."""
+    token = signed_token(provider, id_token)
     registry = jwt.JWTClaimsRegistry(
-        leeway=_LEEWAY_SECONDS,
+        leeway=LEEWAY_SECONDS,
         iss={"essential": True, "value": provider.issuer},
         aud={"essential": True, "value": provider.client_id},
         exp={"essential": True},

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
-from joserfc import jws, jwt
-from joserfc.errors import BadSignatureError, ExpiredTokenError, JoseError
+from joserfc import jwt
+from joserfc.errors import ExpiredTokenError, JoseError
 
 from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
@@ -72,21 +72,9 @@ def logout_token_claims(*, provider: IdentityProvider, logout_token: str) -> dic
     with a key of the provider's JWKS (asymmetric algorithms only), iss, aud, iat (recent), exp
     if present, jti (not seen before), the back-channel logout event, sid or sub, no nonce.
     Raises SsoRefused."""
-    try:
-        header = jws.extract_compact(logout_token.encode()).protected
-    except (JoseError, ValueError):
-        raise SsoRefused("logout_token_invalid", "not a JWT") from None
-    keys = oidc._key_set(provider)
-    if header.get("kid") and not any(k.kid == header["kid"] for k in keys.keys):
-        keys = oidc._key_set(provider, refresh=True)
-    try:
-        token = jwt.decode(logout_token, keys, algorithms=oidc._ALGORITHMS)
-    except BadSignatureError:
-        raise SsoRefused("bad_signature") from None
-    except (JoseError, ValueError) as caught:
-        raise SsoRefused("logout_token_invalid", str(caught)[:200]) from None
+    token = oidc.signed_token(provider, logout_token, invalid="logout_token_invalid")
     registry = jwt.JWTClaimsRegistry(
-        leeway=oidc._LEEWAY_SECONDS,
+        leeway=oidc.LEEWAY_SECONDS,
         iss={"essential": True, "value": provider.issuer},
         aud={"essential": True, "value": provider.client_id},
         iat={"essential": True},
@@ -101,7 +89,7 @@ def logout_token_claims(*, provider: IdentityProvider, logout_token: str) -> dic
     claims = token.claims
     now = timezone.now().timestamp()
     if not isinstance(claims["iat"], int | float) or not (
-        now - _LOGOUT_TOKEN_SECONDS <= claims["iat"] <= now + oidc._LEEWAY_SECONDS
+        now - _LOGOUT_TOKEN_SECONDS <= claims["iat"] <= now + oidc.LEEWAY_SECONDS
     ):
         raise SsoRefused("logout_token_invalid", "iat is not recent")
     events = claims.get("events")
