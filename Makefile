@@ -22,12 +22,12 @@ LINT_IMPORTS := PYTHONPATH=platform:. $(BIN)/lint-imports --no-cache
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test contract install frontend test-tools ecosystem-tools chromium lint clean
+.PHONY: up test contract install frontend test-tools ecosystem-tools chromium xmlsec1 lint clean
 
-up: install
+up: install xmlsec1
 	$(BIN)/cadre up $(UP_ARGS)
 
-test: install test-tools chromium
+test: install test-tools chromium xmlsec1
 	$(LINT_IMPORTS)
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
@@ -96,6 +96,19 @@ chromium:
 			apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
 		else \
 			echo "make: $(CHROMIUM) not found (apt-get install chromium): the browser tests will be skipped" >&2; \
+		fi; \
+	fi
+
+# SAML sign-in checks XML signatures with the xmlsec1 binary (CADRE_SAML_XMLSEC_BINARY); the
+# SAML tests skip without it.
+XMLSEC1 := /usr/bin/xmlsec1
+xmlsec1:
+	@if [ ! -x $(XMLSEC1) ] && ! command -v xmlsec1 >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ]; then \
+			echo "apt-get install xmlsec1 (SAML sign-in)"; \
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends xmlsec1; \
+		else \
+			echo "make: xmlsec1 not found (apt-get install xmlsec1): SAML sign-in will not work" >&2; \
 		fi; \
 	fi
 

@@ -508,6 +508,12 @@ CADRE_MCP_STDIO_COMMANDS = env_list("CADRE_MCP_STDIO_COMMANDS", [])
 CADRE_DINGTALK_SESSION_WEBHOOK_HOSTS = env_list(
     "CADRE_DINGTALK_SESSION_WEBHOOK_HOSTS", ["oapi.dingtalk.com"]
 )
+# SAML 2.0 sign-in (docs/identity.md): how far the IdP's clock may be from ours when checking
+# an assertion's NotBefore / NotOnOrAfter, the xmlsec1 binary that checks XML signatures, and
+# the internal hosts an IdP metadata URL may reach (the outbound-URL guard of the webhooks).
+CADRE_SAML_CLOCK_SKEW_SECONDS = env_int("CADRE_SAML_CLOCK_SKEW_SECONDS", 120, minimum=0)
+CADRE_SAML_XMLSEC_BINARY = env_str("CADRE_SAML_XMLSEC_BINARY", "/usr/bin/xmlsec1")
+CADRE_SAML_METADATA_ALLOWED_HOSTS = env_list("CADRE_SAML_METADATA_ALLOWED_HOSTS", [])
 CADRE_API_KEY_LAST_USED_INTERVAL = 60  # seconds between last_used_at writes for one key
 
 # --- API ----------------------------------------------------------------------------------

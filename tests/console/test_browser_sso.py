@@ -158,3 +158,51 @@ def test_test_sign_in_button_shows_claims_and_mapping(
         expect(page.get_by_text("Alice").first).to_be_visible()  # still the admin
     bob.refresh_from_db()
     assert bob.roles == ["employee"] and not SsoIdentity.objects.exists()
+
+
+# --- SAML 2.0 ----------------------------------------------------------------------------------
+
+
+def test_saml_sign_in_through_the_loopback_idp_reaches_the_console(
+    chromium, live_server_url, org_a, bob, settings
+):
+    from tests.tenancy.saml_idp import SamlIdp
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    # The SP's entity id and ACS URL are built from CADRE_BASE_URL: here, the live server.
+    settings.CADRE_BASE_URL = live_server_url
+    with SamlIdp() as idp:
+        idp.users["bob"] = {
+            "name_id": "bob-persistent-1",
+            "attributes": {"email": ["bob@acme.test"], "groups": ["cadre-admins"]},
+        }
+        IdentityProvider.objects.create(
+            organization=org_a,
+            name="Acme AD FS",
+            slug="adfs",
+            kind="saml",
+            saml_metadata_xml=idp.metadata(),
+            saml_entity_id=idp.entity_id,
+            # Owners see the providers page, where the SP URLs are shown.
+            group_roles=[{"value": "cadre-admins", "roles": ["owner"]}],
+        )
+        with browser_page(chromium, live_server_url) as page:
+            page.goto("/login/?org=acme")
+            page.get_by_role("link", name="Sign in with Acme AD FS").click()
+            expect(page.get_by_role("heading", name="Test SAML IdP")).to_be_visible()
+            page.get_by_label("Login").fill("bob")
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_role("heading", name="Signed in at the test IdP")).to_be_visible()
+            page.get_by_role("button", name="Continue").click()
+            page.wait_for_url(f"{live_server_url}/")
+            expect(page.get_by_text("Bob").first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "sso-saml-signed-in.png"))
+            page.goto("/identity-providers/")
+            expect(page.locator(".saml-acs-url")).to_have_text(
+                f"{live_server_url}/sso/acme/adfs/saml/acs/"
+            )
+            page.screenshot(path=str(SHOTS / "sso-saml-providers.png"), full_page=True)
+    event = AuditEvent.objects.get(action="sso.signin", target_id=str(bob.pk))
+    assert event.changes["after"]["provider"] == "adfs"
+    bob.refresh_from_db()
+    assert "owner" in bob.roles

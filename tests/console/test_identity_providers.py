@@ -100,3 +100,85 @@ def test_an_oidc_provider_needs_its_issuer(owner_client):
     response = owner_client.post(reverse("console:identity_provider_new"), {**FORM, "issuer": ""})
     assert response.status_code == 200
     assert not IdentityProvider.objects.exists()
+
+
+# --- SAML 2.0 ----------------------------------------------------------------------------------
+
+SAML_FORM = {
+    "name": "Acme AD FS",
+    "slug": "adfs",
+    "kind": "saml",
+    "claim_email": "email",
+    "claim_name": "name",
+    "claim_groups": "groups",
+    "is_enabled": "on",
+}
+
+
+@pytest.fixture
+def saml_idp():
+    from tests.tenancy.saml_idp import SamlIdp
+
+    with SamlIdp() as idp:
+        yield idp
+
+
+def test_a_saml_provider_from_pasted_metadata_shows_the_sp_urls(owner_client, org_a, saml_idp):
+    form = {**SAML_FORM, "saml_metadata_xml": saml_idp.metadata()}
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    provider = IdentityProvider.objects.get(organization=org_a)
+    assert (provider.kind, provider.saml_entity_id) == ("saml", saml_idp.entity_id)
+    assert provider.client_id == "" and provider.saml_metadata_read_at is not None
+    page = owner_client.get(reverse("console:identity_providers")).content.decode()
+    assert "http://testserver/sso/acme/adfs/saml/metadata/" in page
+    assert "http://testserver/sso/acme/adfs/saml/acs/" in page
+    edit = owner_client.get(reverse("console:identity_provider_edit", args=[provider.pk]))
+    assert "http://testserver/sso/acme/adfs/saml/slo/" in edit.content.decode()
+    event = AuditEvent.objects.get(action="identity_provider.create")
+    assert event.changes["after"]["saml_entity_id"] == saml_idp.entity_id
+    assert "saml_metadata_xml" not in event.changes["after"]
+
+
+def test_a_saml_metadata_url_is_read_through_the_outbound_guard(
+    owner_client, org_a, saml_idp, settings
+):
+    form = {**SAML_FORM, "saml_metadata_url": f"{saml_idp.url}/metadata"}
+    settings.CADRE_SAML_METADATA_ALLOWED_HOSTS = []
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 200 and "internal address" in response.content.decode()
+    assert not IdentityProvider.objects.exists()
+    settings.CADRE_SAML_METADATA_ALLOWED_HOSTS = ["127.0.0.1"]
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 302
+    provider = IdentityProvider.objects.get(organization=org_a)
+    assert provider.saml_entity_id == saml_idp.entity_id
+    assert "SingleSignOnService" in provider.saml_metadata_xml
+
+
+@pytest.mark.parametrize(
+    ("metadata", "error"),
+    [
+        ("not xml at all", "not SAML metadata XML"),
+        ('<md:EntityDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata" entityID="x">'
+         "</md:EntityDescriptor>", "exactly one identity provider"),
+        ("", "metadata URL or paste its XML"),
+    ],
+)  # fmt: skip
+def test_bad_saml_metadata_is_a_form_error_and_nothing_is_saved(owner_client, metadata, error):
+    form = {**SAML_FORM, "saml_metadata_xml": metadata}
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert not IdentityProvider.objects.exists()
+    assert not AuditEvent.objects.filter(action="identity_provider.create").exists()
+
+
+def test_saml_metadata_without_a_signing_certificate_is_refused(owner_client, saml_idp):
+    metadata = saml_idp.metadata()
+    start = metadata.index("<md:KeyDescriptor")
+    end = metadata.index("</md:KeyDescriptor>") + len("</md:KeyDescriptor>")
+    form = {**SAML_FORM, "saml_metadata_xml": metadata[:start] + metadata[end:]}
+    response = owner_client.post(reverse("console:identity_provider_new"), form)
+    assert response.status_code == 200 and "no signing certificate" in response.content.decode()
+    assert not IdentityProvider.objects.exists()

@@ -1,5 +1,6 @@
 """A real OpenID Connect provider on loopback for the SSO tests: discovery, JWKS, a login page,
-the authorization code flow with PKCE (S256) and RS256-signed id_tokens (joserfc).
+the authorization code flow with PKCE (S256), RS256-signed id_tokens (joserfc) with a session id
+(`sid`), back-channel logout tokens, and an end_session_endpoint.
 
 Knobs let a test make it misbehave the ways real providers (or attackers) do: another
 audience, an expired token, a foreign signing key, a rotated key."""
@@ -35,6 +36,7 @@ class OidcProvider:
         self.signing_key: RSAKey | None = None  # sign with this instead (not published)
         self.jwks_fetches = 0
         self.issued: list[str] = []  # every id_token handed out, oldest first
+        self.end_session_requests: list[dict] = []  # RP-initiated logouts received
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,6 +68,10 @@ class OidcProvider:
                     self._send(200, json.dumps(keys).encode())
                 elif url.path == "/authorize":
                     self._send(200, provider.login_page(query).encode(), "text/html")
+                elif url.path == "/logout":
+                    provider.end_session_requests.append(query)
+                    page = b"<!doctype html><title>Test IdP</title><h1>Signed out of Test IdP</h1>"
+                    self._send(200, page, "text/html")
                 else:
                     self._send(404, b"{}")
 
@@ -106,6 +112,9 @@ class OidcProvider:
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "code_challenge_methods_supported": ["S256"],
+            "end_session_endpoint": f"{self.issuer}/logout",
+            "backchannel_logout_supported": True,
+            "backchannel_logout_session_supported": True,
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         }
 
@@ -166,6 +175,7 @@ class OidcProvider:
             "iat": now,
             "exp": now + 300,
             "nonce": nonce,
+            "sid": f"sid-{login}",
             **self.users.get(login, {}),
             **self.token_overrides,
         }
@@ -173,3 +183,24 @@ class OidcProvider:
         token = jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key)
         self.issued.append(token)
         return token
+
+    def logout_token(self, login: str, *, drop: tuple = (), key: RSAKey | None = None, **claims):
+        """A back-channel logout_token for the user's session (`drop`: claims left out;
+        keyword arguments replace or add claims)."""
+        now = int(time.time())
+        payload = {
+            "iss": self.issuer,
+            "aud": self.client_id,
+            "iat": now,
+            "exp": now + 120,
+            "jti": secrets.token_hex(8),
+            "sub": f"sub-{login}",
+            "sid": f"sid-{login}",
+            "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
+            **claims,
+        }
+        for name in drop:
+            payload.pop(name, None)
+        signing = key or self.key
+        header = {"alg": "RS256", "kid": signing.kid, "typ": "logout+jwt"}
+        return jwt.encode(header, payload, signing)

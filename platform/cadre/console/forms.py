@@ -395,6 +395,7 @@ class MemoryCorrectForm(forms.Form):
 class IdentityProviderForm(forms.Form):
     KIND_CHOICES = [
         ("oidc", "OpenID Connect (Entra ID, Okta, Google Workspace, Keycloak, Authing…)"),
+        ("saml", "SAML 2.0 (AD FS, Entra ID, Okta, Shibboleth, PingFederate…)"),
         ("feishu", "Feishu / Lark login"),
         ("wecom", "WeCom login"),
         ("dingtalk", "DingTalk login"),
@@ -410,11 +411,27 @@ class IdentityProviderForm(forms.Form):
         help_text="OpenID Connect only: as the provider states it; discovery is read from the "
         "issuer followed by /.well-known/openid-configuration.",
     )
+    saml_metadata_url = forms.URLField(
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        label="IdP metadata URL",
+        help_text="SAML only: read when you save (and at every later save). Or paste the "
+        "metadata XML below.",
+    )
+    saml_metadata_xml = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        label="IdP metadata XML",
+        help_text="SAML only: the IdP's metadata (EntityDescriptor with its signing certificate "
+        "and single sign-on URL), when it has no URL Cadre can reach.",
+    )
     client_id = forms.CharField(
         max_length=255,
+        required=False,
         label="Client id",
-        help_text="Feishu: the App ID (cli_…). WeCom: the corp id. DingTalk: the Client ID "
-        "(AppKey).",
+        help_text="Not for SAML. Feishu: the App ID (cli_…). WeCom: the corp id. DingTalk: the "
+        "Client ID (AppKey).",
     )
     client_secret = forms.CharField(
         required=False,
@@ -447,7 +464,12 @@ class IdentityProviderForm(forms.Form):
         label="API base URL",
         help_text="IM logins only; empty: the platform's public one (e.g. https://open.feishu.cn).",
     )
-    scopes = forms.CharField(max_length=255, initial="openid email profile")
+    scopes = forms.CharField(
+        max_length=255,
+        required=False,
+        initial="openid email profile",
+        help_text="OpenID Connect only; empty: openid email profile.",
+    )
     claim_email = forms.CharField(max_length=64, initial="email", label="E-mail claim")
     claim_name = forms.CharField(max_length=64, initial="name", label="Name claim")
     claim_employee_id = forms.CharField(
@@ -482,6 +504,18 @@ class IdentityProviderForm(forms.Form):
 
     def clean_kind(self) -> str:
         return self.cleaned_data.get("kind") or "oidc"
+
+    def clean_scopes(self) -> str:
+        return self.cleaned_data.get("scopes") or "openid email profile"
+
+    def clean(self):
+        data = super().clean()
+        saml = data.get("kind") == "saml"
+        if saml and not (data.get("saml_metadata_url") or data.get("saml_metadata_xml")):
+            self.add_error("saml_metadata_url", "Enter the IdP's metadata URL or paste its XML.")
+        if not saml and not data.get("client_id"):
+            self.add_error("client_id", "Required.")
+        return data
 
     @staticmethod
     def mapping_text(mapping) -> str:

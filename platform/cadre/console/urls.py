@@ -39,6 +39,18 @@ urlpatterns = [
         sso.sso_callback,
         name="sso_callback",
     ),
+    path(
+        "sso/<slug:org_slug>/<slug:provider_slug>/saml/metadata/",
+        sso.saml_metadata,
+        name="saml_metadata",
+    ),
+    path("sso/<slug:org_slug>/<slug:provider_slug>/saml/acs/", sso.saml_acs, name="saml_acs"),
+    path("sso/<slug:org_slug>/<slug:provider_slug>/saml/slo/", sso.saml_slo, name="saml_slo"),
+    path(
+        "sso/<slug:org_slug>/<slug:provider_slug>/backchannel-logout/",
+        sso.oidc_backchannel_logout,
+        name="oidc_backchannel_logout",
+    ),
     path("", home.home, name="home"),
     path("organizations/switch/", home.switch_organization, name="switch_organization"),
     # members

@@ -380,10 +380,12 @@ class ScimToken(TenantModel):
 
 
 class IdentityProvider(TenantModel):
-    """An OpenID Connect provider members of one organization sign in with (several allowed)."""
+    """An identity provider members of one organization sign in with (several allowed): OpenID
+    Connect, SAML 2.0, or an IM platform's login."""
 
     class Kind(models.TextChoices):
         OIDC = "oidc", "OpenID Connect"
+        SAML = "saml", "SAML 2.0"
         FEISHU = "feishu", "Feishu / Lark login"
         WECOM = "wecom", "WeCom login"
         DINGTALK = "dingtalk", "DingTalk login"
@@ -406,11 +408,19 @@ class IdentityProvider(TenantModel):
     # sign-ins must come from (blank: any the platform lets through).
     agent_id = models.CharField(max_length=64, blank=True)
     tenant_key = models.CharField(max_length=128, blank=True)
-    client_id = models.CharField(max_length=255)
+    # OIDC's client id, the IM platforms' app id; blank for SAML.
+    client_id = models.CharField(max_length=255, blank=True)
     client_secret = EncryptedTextField(blank=True)
     scopes = models.CharField(max_length=255, default="openid email profile")
-    # Which id_token (or userinfo) claim carries what: providers differ (Entra puts the e-mail
-    # in "preferred_username", Feishu the employee id in "employee_no").
+    # SAML: the IdP's metadata as last read (from saml_metadata_url when set, else pasted), and
+    # the IdP entity id it names; assertions must be signed with a key it lists.
+    saml_metadata_url = models.URLField(max_length=500, blank=True)
+    saml_metadata_xml = models.TextField(blank=True)
+    saml_entity_id = models.CharField(max_length=500, blank=True)
+    saml_metadata_read_at = models.DateTimeField(null=True, blank=True)
+    # Which id_token claim (OIDC), user-info field (IM logins) or assertion attribute (SAML,
+    # by Name or FriendlyName) carries what: providers differ (Entra puts the e-mail in
+    # "preferred_username", Feishu the employee id in "employee_no").
     claim_email = models.CharField(max_length=64, default="email")
     claim_name = models.CharField(max_length=64, default="name")
     claim_employee_id = models.CharField(max_length=64, blank=True)
@@ -455,3 +465,30 @@ class SsoIdentity(TenantModel):
 
     def __str__(self) -> str:
         return f"{self.provider_id}:{self.subject}"
+
+
+class SsoSession(TenantModel):
+    """A Cadre sign-in session that came from an identity provider, with what the provider
+    calls that session (OIDC `sid`, SAML NameID + SessionIndex): the provider ends it by
+    back-channel logout (OIDC) or a LogoutRequest (SAML), and a sign-out of Cadre ends the
+    provider's session (OIDC RP-initiated logout)."""
+
+    provider = models.ForeignKey(
+        IdentityProvider, on_delete=models.CASCADE, related_name="sessions"
+    )
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="sso_sessions")
+    session_key = models.CharField(max_length=64, db_index=True)
+    # The account at the provider: the OIDC `sub`, the SAML NameID.
+    subject = models.CharField(max_length=255)
+    name_id_format = models.CharField(max_length=255, blank=True)
+    # OIDC `sid` of the id_token, or the SAML SessionIndex.
+    provider_session_id = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["provider", "subject"], name="sso_session_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.provider_id}:{self.subject}:{self.session_key[:8]}"

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
@@ -20,6 +21,7 @@ from cadre.tenancy.middleware import SESSION_KEY
 from cadre.tenancy.models import IdentityProvider, Organization
 from cadre.tenancy.services.oidc import password_signin_screen
 from cadre.tenancy.services.signin import signin_lock_wait, signin_username
+from cadre.tenancy.services.sso_logout import sso_signout
 
 _BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -69,7 +71,17 @@ class ConsoleLoginView(LoginView):
 
 
 class ConsoleLogoutView(LogoutView):
-    """POST only (Django 5): a link or an image cannot sign someone out."""
+    """POST only (Django 5): a link or an image cannot sign someone out. A session that came
+    from an OpenID Connect provider goes on to the provider's end_session_endpoint (RP-initiated
+    logout), which returns the browser to the sign-in page."""
+
+    def post(self, request, *args, **kwargs):
+        back = request.build_absolute_uri(reverse("console:login"))
+        provider_logout = sso_signout(
+            session_key=request.session.session_key, post_logout_redirect_uri=back
+        )
+        response = super().post(request, *args, **kwargs)
+        return redirect(provider_logout) if provider_logout else response
 
 
 _INVALID = {

@@ -1,8 +1,9 @@
-"""The organization's identity providers (OIDC and the IM logins), their test sign-in, and the
-"SSO required" setting."""
+"""The organization's identity providers (OIDC, SAML 2.0 and the IM logins), their test sign-in,
+and the "SSO required" setting."""
 
 from __future__ import annotations
 
+import httpx
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,14 +14,58 @@ from django.views.decorators.http import require_GET
 from cadre.console.forms import IdentityProviderForm, add_service_error
 from cadre.console.views import sso
 from cadre.console.views.base import posted, require_permission
-from cadre.errors import CadreError
+from cadre.errors import CadreError, InvalidInput
+from cadre.governance.notifications import WebhookRefused, validate_webhook_url
 from cadre.tenancy.models import IdentityProvider
-from cadre.tenancy.services import oidc
+from cadre.tenancy.services import oidc, saml
+
+METADATA_ALLOW_SETTING = "CADRE_SAML_METADATA_ALLOWED_HOSTS"
+_METADATA_TIMEOUT = 10
 
 
 def _callback_url(provider: IdentityProvider) -> str:
     path = reverse("console:sso_callback", args=[provider.organization.slug, provider.slug])
     return settings.CADRE_BASE_URL.rstrip("/") + path
+
+
+def _with_urls(provider: IdentityProvider) -> IdentityProvider:
+    """The URLs to paste into the provider: the callback, or for SAML the SP metadata (also
+    the SP entity id), ACS and SLO URLs; for OIDC the back-channel logout URL."""
+    provider.callback_url = _callback_url(provider)
+    if provider.kind == IdentityProvider.Kind.SAML:
+        provider.saml_sp = sso.saml_endpoints(provider)
+    elif provider.kind == IdentityProvider.Kind.OIDC:
+        path = reverse(
+            "console:oidc_backchannel_logout", args=[provider.organization.slug, provider.slug]
+        )
+        provider.backchannel_logout_url = settings.CADRE_BASE_URL.rstrip("/") + path
+    return provider
+
+
+def saml_metadata_fetch(url: str) -> str:
+    """An IdP's metadata from its URL, through the outbound-URL guard of the webhooks (public
+    addresses only, unless CADRE_SAML_METADATA_ALLOWED_HOSTS allows the host); no redirects,
+    at most 1 MB. InvalidInput when it cannot be read."""
+
+    def refused(why: str) -> InvalidInput:
+        return InvalidInput(f"The IdP metadata URL: {why}", details={"saml_metadata_url": [why]})
+
+    try:
+        url = validate_webhook_url(url, allow_setting=METADATA_ALLOW_SETTING)
+    except WebhookRefused as refusal:
+        raise refused(refusal.message) from None
+    try:
+        with httpx.stream("GET", url, timeout=_METADATA_TIMEOUT, follow_redirects=False) as answer:
+            if answer.status_code != 200:
+                raise refused(f"it answered HTTP {answer.status_code}.")
+            body = b""
+            for chunk in answer.iter_bytes():
+                body += chunk
+                if len(body) > saml.MAX_METADATA_BYTES:
+                    raise refused("its metadata is larger than 1 MB.")
+    except httpx.HTTPError as caught:
+        raise refused(f"it could not be read ({caught}).") from None
+    return body.decode("utf-8", errors="replace")
 
 
 @require_permission("organization.manage")
@@ -34,9 +79,10 @@ def identity_providers(request):
         except CadreError as error:
             messages.error(request, error.message)
         return redirect("console:identity_providers")
-    providers = list(IdentityProvider.objects.filter(organization=organization))
-    for provider in providers:
-        provider.callback_url = _callback_url(provider)
+    providers = [
+        _with_urls(provider)
+        for provider in IdentityProvider.objects.filter(organization=organization)
+    ]
     return render(
         request,
         "console/identity_providers.html",
@@ -66,6 +112,8 @@ def identity_provider_edit(request, pk: int | None = None):
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         try:
+            if data["kind"] == IdentityProvider.Kind.SAML and data["saml_metadata_url"]:
+                data["saml_metadata_xml"] = saml_metadata_fetch(data["saml_metadata_url"])
             provider = oidc.identity_provider_save(actor=request.actor, provider=provider, **data)
         except CadreError as error:
             add_service_error(form, error)
@@ -79,6 +127,7 @@ def identity_provider_edit(request, pk: int | None = None):
             "form": form,
             "provider": provider,
             "callback_url": _callback_url(provider) if provider else "",
+            "urls": _with_urls(provider) if provider else None,
         },
     )
 

@@ -1,18 +1,24 @@
-"""Single sign-on with an organization's identity providers (start and callback): OpenID Connect
-and the Feishu/Lark, WeCom and DingTalk logins; and the console's test sign-in."""
+"""Single sign-on with an organization's identity providers (start and callback): OpenID Connect,
+SAML 2.0 (SP metadata, assertion consumer, single logout) and the Feishu/Lark, WeCom and DingTalk
+logins; OIDC back-channel logout; and the console's test sign-in."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
+from django.conf import settings
 from django.contrib.auth import login
-from django.http import Http404
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
 
 from cadre.tenancy.middleware import SESSION_KEY
 from cadre.tenancy.models import IdentityProvider, Organization
-from cadre.tenancy.services import oidc
+from cadre.tenancy.services import oidc, saml, sso_logout
 
 _BACKEND = "django.contrib.auth.backends.ModelBackend"
 _PENDING = "cadre_oidc_pending"
@@ -35,6 +41,22 @@ def _provider(org_slug: str, provider_slug: str) -> IdentityProvider:
     return provider
 
 
+def saml_endpoints(provider: IdentityProvider) -> dict:
+    """Cadre's SAML SP for this provider: entity id (its metadata URL), ACS and SLO URLs, from
+    CADRE_BASE_URL (they must not change with the host a page was reached at)."""
+    base = settings.CADRE_BASE_URL.rstrip("/")
+    args = [provider.organization.slug, provider.slug]
+    return {
+        "entity_id": base + reverse("console:saml_metadata", args=args),
+        "acs_url": base + reverse("console:saml_acs", args=args),
+        "slo_url": base + reverse("console:saml_slo", args=args),
+    }
+
+
+def _sp(provider: IdentityProvider) -> dict | None:
+    return saml_endpoints(provider) if provider.kind == IdentityProvider.Kind.SAML else None
+
+
 def _callback_uri(request, provider: IdentityProvider) -> str:
     return request.build_absolute_uri(
         reverse("console:sso_callback", args=[provider.organization.slug, provider.slug])
@@ -52,7 +74,7 @@ def sso_start(request, org_slug: str, provider_slug: str):
     provider = _provider(org_slug, provider_slug)
     try:
         url, pending = oidc.sso_begin(
-            provider=provider, redirect_uri=_callback_uri(request, provider)
+            provider=provider, redirect_uri=_callback_uri(request, provider), sp=_sp(provider)
         )
     except oidc.SsoRefused as refusal:
         return _refused(request, provider, refusal)
@@ -78,7 +100,10 @@ def test_start(request, provider: IdentityProvider):
     """Start a test sign-in for an administrator on the identity providers page."""
     try:
         url, pending = oidc.sso_begin(
-            provider=provider, redirect_uri=_callback_uri(request, provider), test=True
+            provider=provider,
+            redirect_uri=_callback_uri(request, provider),
+            test=True,
+            sp=_sp(provider),
         )
     except oidc.SsoRefused as refusal:
         return _test_result(request, provider, refusal=refusal)
@@ -141,7 +166,7 @@ def sso_callback(request, org_slug: str, provider_slug: str):
     if not code:
         return _refused(request, provider, oidc.SsoRefused("code_missing"))
     try:
-        member = oidc.sso_complete(
+        sign_in = oidc.sso_complete(
             provider=provider,
             pending=pending,
             code=code,
@@ -149,6 +174,97 @@ def sso_callback(request, org_slug: str, provider_slug: str):
         )
     except oidc.SsoRefused as refusal:
         return _refused(request, provider, refusal)
-    login(request, member.user, backend=_BACKEND)
-    request.session[SESSION_KEY] = member.organization_id
+    login(request, sign_in.member.user, backend=_BACKEND)
+    request.session[SESSION_KEY] = sign_in.member.organization_id
+    request.session.save()
+    sso_logout.sso_session_record(
+        provider=provider, sign_in=sign_in, session_key=request.session.session_key
+    )
     return redirect(pending.get("next") or "console:home")
+
+
+# --- SAML 2.0 ----------------------------------------------------------------------------------
+
+
+def _saml_provider(org_slug: str, provider_slug: str) -> IdentityProvider:
+    provider = _provider(org_slug, provider_slug)
+    if provider.kind != IdentityProvider.Kind.SAML:
+        raise Http404("No such SAML identity provider.")
+    return provider
+
+
+@require_GET
+def saml_metadata(request, org_slug: str, provider_slug: str):
+    """Cadre's SP metadata for this provider (its URL is also the SP entity id)."""
+    provider = _saml_provider(org_slug, provider_slug)
+    xml = saml.sp_metadata(provider=provider, sp=saml_endpoints(provider))
+    return HttpResponse(xml, content_type="application/samlmetadata+xml")
+
+
+@csrf_exempt  # the IdP posts the response from its own site (HTTP-POST binding)
+@never_cache
+@require_POST
+def saml_acs(request, org_slug: str, provider_slug: str):
+    """The assertion consumer: keep the posted response and continue at the callback, a GET
+    in this browser's own session (the cross-site POST carries no SameSite=Lax cookie)."""
+    provider = _saml_provider(org_slug, provider_slug)
+    relay_state = request.POST.get("RelayState", "")
+    if not saml.relay_state_ok(relay_state):
+        return _refused(
+            request, provider, oidc.SsoRefused("relay_state_invalid", relay_state[:100])
+        )
+    saml_response = request.POST.get("SAMLResponse", "")
+    if not saml_response:
+        return _refused(request, provider, oidc.SsoRefused("code_missing", "no SAMLResponse"))
+    key = saml.response_stash(saml_response)
+    callback = reverse("console:sso_callback", args=[org_slug, provider_slug])
+    return redirect(f"{callback}?{urlencode({'state': relay_state, 'code': key})}")
+
+
+@never_cache
+@require_GET
+def saml_slo(request, org_slug: str, provider_slug: str):
+    """The IdP's single logout (HTTP-Redirect): a signed LogoutRequest ends the sessions of its
+    NameID, answered with a LogoutResponse."""
+    provider = _saml_provider(org_slug, provider_slug)
+    if "SAMLRequest" not in request.GET:
+        return HttpResponseBadRequest("Expected a SAMLRequest (IdP-initiated logout).")
+    try:
+        url = sso_logout.saml_logout(
+            provider=provider,
+            sp=saml_endpoints(provider),
+            saml_request=request.GET["SAMLRequest"],
+            relay_state=request.GET.get("RelayState", ""),
+            sig_alg=request.GET.get("SigAlg", ""),
+            signature=request.GET.get("Signature", ""),
+        )
+    except oidc.SsoRefused as refusal:
+        return HttpResponseBadRequest(f"LogoutRequest refused: {refusal.reason}")
+    if url:
+        return redirect(url)
+    return render(request, "console/sso_signed_out.html", {"provider": provider})
+
+
+# --- OpenID Connect back-channel logout ----------------------------------------------------------
+
+
+@csrf_exempt  # called by the provider, server to server
+@never_cache
+@require_POST
+def oidc_backchannel_logout(request, org_slug: str, provider_slug: str):
+    """OpenID Connect Back-Channel Logout 1.0: a logout_token ends the sessions it names; 200,
+    or 400 with an error (the provider may retry)."""
+    provider = _provider(org_slug, provider_slug)
+    if provider.kind != IdentityProvider.Kind.OIDC:
+        raise Http404("No such OpenID Connect provider.")
+    try:
+        sso_logout.backchannel_logout(
+            provider=provider, logout_token=request.POST.get("logout_token", "")
+        )
+    except oidc.SsoRefused as refusal:
+        body = {"error": "invalid_request", "error_description": refusal.reason}
+        response = JsonResponse(body, status=400)
+    else:
+        response = HttpResponse(status=200)
+    response["Cache-Control"] = "no-store"
+    return response

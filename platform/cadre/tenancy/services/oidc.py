@@ -1,11 +1,13 @@
-"""Single sign-on: OpenID Connect (discovery, code + PKCE, id_token checks) and the IM platforms'
-OAuth logins (services/im_login.py); matching members, groups → roles, test sign-in, audit."""
+"""Single sign-on: OpenID Connect (discovery, code + PKCE, id_token checks), SAML 2.0
+(services/saml.py) and the IM platforms' OAuth logins (services/im_login.py); matching members,
+groups → roles, test sign-in, audit."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import secrets
+from dataclasses import dataclass
 
 import httpx
 from authlib.integrations.httpx_client import OAuth2Client
@@ -28,13 +30,13 @@ from cadre.errors import InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
 from cadre.tenancy.models import IdentityProvider, IMIdentity, Member, Organization, SsoIdentity
-from cadre.tenancy.services import claim_roles, im_login
+from cadre.tenancy.services import claim_roles, im_login, saml
 from cadre.tenancy.services.common import save_unique, snapshot
 from cadre.tenancy.services.members import member_create
 
 _DISCOVERY_SECONDS = 3600
 _NONCE_SECONDS = 24 * 3600
-_LEEWAY_SECONDS = 60
+LEEWAY_SECONDS = 60
 _HTTP_TIMEOUT = 10
 # Algorithms accepted for id_tokens: asymmetric only, so a leaked client secret cannot forge one.
 _ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384"]
@@ -60,6 +62,13 @@ REASONS = {
     "wrong_tenant": "This account belongs to another company on the IM platform.",
     "not_in_directory": "This account is not in the company's directory on the IM platform.",
     "member_inactive": "This member is deactivated.",
+    "signature_missing": "The SAML response and its assertion are not signed.",
+    "not_yet_valid": "The SAML assertion is not valid yet (check the clocks).",
+    "wrong_destination": "The SAML assertion was sent to another address.",
+    "response_invalid": "The SAML response is malformed or incomplete.",
+    "assertion_replayed": "The SAML assertion was already used.",
+    "relay_state_invalid": "The sign-in came back with a RelayState Cadre did not issue.",
+    "logout_token_invalid": "The logout token is not valid.",
 }
 
 
@@ -125,15 +134,24 @@ def _client(provider: IdentityProvider, redirect_uri: str) -> OAuth2Client:
 
 
 def sso_begin(
-    *, provider: IdentityProvider, redirect_uri: str, test: bool = False
+    *, provider: IdentityProvider, redirect_uri: str, test: bool = False, sp: dict | None = None
 ) -> tuple[str, dict]:
-    """The provider's authorization URL and what the callback needs (kept in the session).
+    """The provider's authorization URL (SAML: its sign-in URL with an AuthnRequest) and what
+    the callback needs (kept in the session).
 
     `test`: a test sign-in from the console: the callback shows the claims and what matching
-    and the role mapping would do, and signs no one in."""
+    and the role mapping would do, and signs no one in. `sp`: SAML only, Cadre's entity id,
+    ACS and SLO URLs for this provider."""
     state = secrets.token_urlsafe(32)
     nonce = secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(48)
+    if provider.kind == IdentityProvider.Kind.SAML:
+        try:
+            url, request_id = saml.authn_request(provider=provider, sp=sp, relay_state=state)
+        except saml.SamlRefused as refusal:
+            raise SsoRefused(refusal.reason, refusal.detail) from None
+        pending = {"provider": provider.pk, "state": state, "request_id": request_id, "sp": sp}
+        return url, {**pending, "nonce": "", "verifier": "", "test": test}
     if provider.kind != IdentityProvider.Kind.OIDC:
         digest = hashlib.sha256(verifier.encode()).digest()
         challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
@@ -153,26 +171,33 @@ def sso_begin(
     return url, {**pending, "test": test}
 
 
-def id_token_claims(*, provider: IdentityProvider, id_token: str, nonce: str) -> dict:
-    """The id_token's claims once its signature, issuer, audience, expiry and nonce hold."""
+def signed_token(provider: IdentityProvider, token: str, *, invalid: str = "invalid_token"):
+    """A JWT from the provider once its signature holds with a key of its JWKS (asymmetric
+    algorithms only); its claims are not checked yet. Raises SsoRefused (`invalid`: the reason
+    for a malformed token)."""
     try:
-        header = jws.extract_compact(id_token.encode()).protected
+        header = jws.extract_compact(token.encode()).protected
     except (JoseError, ValueError):
-        raise SsoRefused("invalid_token") from None
+        raise SsoRefused(invalid) from None
     keys = _key_set(provider)
     if header.get("kid") and not any(k.kid == header["kid"] for k in keys.keys):
         # The provider rotated its keys since we cached them: read them again, once.
         keys = _key_set(provider, refresh=True)
     try:
-        token = jwt.decode(id_token, keys, algorithms=_ALGORITHMS)
+        return jwt.decode(token, keys, algorithms=_ALGORITHMS)
     except InvalidKeyIdError:
         raise SsoRefused("unknown_key") from None
     except BadSignatureError:
         raise SsoRefused("bad_signature") from None
     except (JoseError, ValueError):
-        raise SsoRefused("invalid_token") from None
+        raise SsoRefused(invalid) from None
+
+
+def id_token_claims(*, provider: IdentityProvider, id_token: str, nonce: str) -> dict:
+    """The id_token's claims once its signature, issuer, audience, expiry and nonce hold."""
+    token = signed_token(provider, id_token)
     registry = jwt.JWTClaimsRegistry(
-        leeway=_LEEWAY_SECONDS,
+        leeway=LEEWAY_SECONDS,
         iss={"essential": True, "value": provider.issuer},
         aud={"essential": True, "value": provider.client_id},
         exp={"essential": True},
@@ -228,12 +253,28 @@ def _oidc_found(provider: IdentityProvider, claims: dict) -> dict:
     }
 
 
+def _session_facts(provider: IdentityProvider, claims: dict) -> dict:
+    """What the provider calls this sign-in's session, for its logout to find it."""
+    if provider.kind == IdentityProvider.Kind.SAML:
+        return {
+            "name_id_format": claims.get("name_id_format", ""),
+            "provider_session_id": claims.get("session_index", ""),
+        }
+    return {"name_id_format": "", "provider_session_id": str(claims.get("sid") or "")}
+
+
 def sso_claims(
     *, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str
 ) -> tuple[dict, dict]:
     """The account's claims as the provider sent them, and the facts matching uses (`found`:
-    sub, im_ids, tenant, email, email_verified, name, employee_id, groups). Raises SsoRefused."""
-    if provider.kind == IdentityProvider.Kind.OIDC:
+    sub, im_ids, tenant, email, email_verified, name, employee_id, groups, session). SAML: `code`
+    is the key the posted response was kept under. Raises SsoRefused."""
+    if provider.kind == IdentityProvider.Kind.SAML:
+        try:
+            claims, found = saml.response_claims(provider=provider, pending=pending, code=code)
+        except saml.SamlRefused as refusal:
+            raise SsoRefused(refusal.reason, refusal.detail) from None
+    elif provider.kind == IdentityProvider.Kind.OIDC:
         id_token = _exchange(
             provider=provider, pending=pending, code=code, redirect_uri=redirect_uri
         )
@@ -244,6 +285,7 @@ def sso_claims(
             provider, code=code, verifier=pending["verifier"], redirect_uri=redirect_uri
         )
     found["groups"] = claim_roles.groups_of(provider, claims)
+    found["session"] = _session_facts(provider, claims)
     return claims, found
 
 
@@ -272,7 +314,7 @@ def _by_im_identity(provider: IdentityProvider, found: dict) -> Member | None:
 def _match(provider: IdentityProvider, found: dict) -> tuple[Member | None, str]:
     """The member the account names and how it was found: the provider account linked at an
     earlier sign-in; for IM logins then the member's IM identity, verified e-mail, employee id;
-    for OIDC then employee id, verified e-mail."""
+    for OIDC and SAML then employee id, verified e-mail."""
     linked = (
         SsoIdentity.objects.select_related("member")
         .filter(provider=provider, subject=found["sub"])
@@ -287,7 +329,7 @@ def _match(provider: IdentityProvider, found: dict) -> tuple[Member | None, str]
     by_employee = None
     if found["employee_id"]:
         by_employee = members.filter(employee_no=found["employee_id"]).first()
-    if provider.kind == IdentityProvider.Kind.OIDC:
+    if provider.kind in (IdentityProvider.Kind.OIDC, IdentityProvider.Kind.SAML):
         order = [(by_employee, "employee_id"), (by_email, "email")]
     else:
         order = [
@@ -329,12 +371,22 @@ def _refusal_for(provider: IdentityProvider, member: Member | None, found: dict)
     return ""
 
 
+@dataclass(frozen=True)
+class SignIn:
+    """A completed sign-in: the member, and the account and session at the provider."""
+
+    member: Member
+    subject: str
+    name_id_format: str
+    provider_session_id: str
+
+
 @transaction.atomic
 def sso_complete(
     *, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str
-) -> Member:
-    """Exchange the code, check the account, match (or, if allowed, create) the member, apply
-    the groups → roles mapping; audited.
+) -> SignIn:
+    """Exchange the code (SAML: check the posted response), check the account, match (or, if
+    allowed, create) the member, apply the groups → roles mapping; audited.
 
     Raises SsoRefused; the caller records it with `sso_failure_record` (outside this
     transaction, which a refusal rolls back)."""
@@ -391,7 +443,7 @@ def sso_complete(
             "newly_linked": newly_linked,
         },
     )
-    return member
+    return SignIn(member=member, subject=found["sub"], **found["session"])
 
 
 def sso_preview(*, provider: IdentityProvider, pending: dict, code: str, redirect_uri: str) -> dict:
@@ -523,6 +575,8 @@ PROVIDER_FIELDS = (
     "tenant_key",
     "client_id",
     "scopes",
+    "saml_metadata_url",
+    "saml_metadata_xml",
     "claim_email",
     "claim_name",
     "claim_employee_id",
@@ -530,6 +584,13 @@ PROVIDER_FIELDS = (
     "group_roles",
     "jit_enabled",
     "is_enabled",
+)
+
+
+# Audited: the metadata as its entity id, not its XML.
+_AUDITED_FIELDS = (
+    *(name for name in PROVIDER_FIELDS if name != "saml_metadata_xml"),
+    "saml_entity_id",
 )
 
 
@@ -550,7 +611,7 @@ def identity_provider_save(
         provider = IdentityProvider(organization=actor.organization)
     elif provider.organization_id != actor.organization.pk:
         raise NotPermitted("That identity provider belongs to another organization.")
-    before = {} if creating else snapshot(provider, PROVIDER_FIELDS)
+    before = {} if creating else snapshot(provider, _AUDITED_FIELDS)
     if "group_roles" in fields:
         fields["group_roles"] = claim_roles.mapping_check(fields["group_roles"], actor=actor)
     for name, value in fields.items():
@@ -565,10 +626,21 @@ def identity_provider_save(
         raise InvalidInput(
             "A WeCom login needs the application's AgentId.", details={"agent_id": ["Required."]}
         )
+    if provider.kind == IdentityProvider.Kind.SAML:
+        if "saml_metadata_xml" in fields or not provider.saml_entity_id:
+            # The metadata as fetched from saml_metadata_url (by the caller, through the
+            # outbound-URL guard) or pasted: checked and read now, never at sign-in.
+            facts = saml.metadata_read(provider.saml_metadata_xml)
+            provider.saml_entity_id = facts["entity_id"]
+            provider.saml_metadata_read_at = timezone.now()
+    elif not provider.client_id:
+        raise InvalidInput(
+            "This provider needs its client id.", details={"client_id": ["Required."]}
+        )
     if client_secret:
         provider.client_secret = client_secret
     save_unique(provider, "Another identity provider already has this slug.", "slug")
-    after = snapshot(provider, PROVIDER_FIELDS)
+    after = snapshot(provider, _AUDITED_FIELDS)
     if client_secret:
         after["client_secret_changed"] = True
     cache.delete(f"oidc:discovery:{provider.issuer}")
