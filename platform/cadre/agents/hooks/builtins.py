@@ -64,7 +64,7 @@ def memory_retrieval(ctx, config: dict) -> dict:
             return {"memories": [], "passed_over": []}
         # A pool prefetched after the previous turn, when this input is on its topic (checked
         # and re-ranked now, see runtime/prefetch.py); otherwise the full search.
-        prefetched = prefetch.take(ctx, int(config.get("top_k", 5)))
+        prefetched, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
         if prefetched is not None:
             result = SearchResult(prefetched, scope_keys=ctx.read_scope_keys(), passed_over=[])
         else:
@@ -74,6 +74,7 @@ def memory_retrieval(ctx, config: dict) -> dict:
                 top_k=int(config.get("top_k", 5)),
                 scope_keys=ctx.read_scope_keys(),
                 passed_over=True,
+                query_vector=query_vector,
             )
     except Exception as error:  # retrieval failing must not stop the conversation
         logger.warning("memory retrieval failed for run %s: %s", ctx.run.pk, error)

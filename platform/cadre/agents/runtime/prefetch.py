@@ -149,11 +149,12 @@ def prefetch_next_turn(run_id: int) -> str:
     return "prefetched"
 
 
-def take(ctx, top_k: int) -> list[PrefetchedHit] | None:
-    """The prefetched candidates for this turn, checked and re-ranked now; None when there is
-    no prefetch for this session and scopes, or this input is on another topic."""
+def take(ctx, top_k: int) -> tuple[list[PrefetchedHit] | None, list[float] | None]:
+    """(the prefetched candidates for this turn, checked and re-ranked now, or None when there
+    is no prefetch for this session and scopes or this input is on another topic; the input's
+    embedding when it was computed, for the search to reuse)."""
     if not enabled() or ctx.run.session_id is None:
-        return None
+        return None, None
     from cadre.memory import embeddings
     from cadre.memory.models import Memory
     from cadre.memory.search import fetch_candidates
@@ -162,16 +163,16 @@ def take(ctx, top_k: int) -> list[PrefetchedHit] | None:
     model = embeddings.active_model()
     entry = cache.get(cache_key(ctx.run.session_id, ctx.read_scope_keys(), model.pk))
     if not entry or entry.get("model_id") != model.pk:
-        return None
+        return None, None
     if entry.get("agent_id") != ctx.agent.pk or entry.get("member_id") != ctx.run.member_id:
-        return None
+        return None, None
     try:
         vector = embeddings.provider_for(model).embed([ctx.input_text])[0]
     except embeddings.EmbeddingError:
-        return None
+        return None, None
     match = cosine(vector, entry["vector"])
     if match < settings.CADRE_PREFETCH_MATCH:
-        return None
+        return None, vector
     keys = narrow_scope_keys(ctx.actor, ctx.read_scope_keys())
     rows = {
         memory.pk: memory
@@ -188,7 +189,7 @@ def take(ctx, top_k: int) -> list[PrefetchedHit] | None:
         ((cosine(vector, vectors[pk]) if pk in vectors else 0.0, pk) for pk in rows),
         key=lambda pair: (-pair[0], pair[1]),
     )
-    return [
+    hits = [
         PrefetchedHit(
             memory=rows[pk],
             score=score,
@@ -200,3 +201,4 @@ def take(ctx, top_k: int) -> list[PrefetchedHit] | None:
         )
         for score, pk in scored[:top_k]
     ]
+    return hits, vector
