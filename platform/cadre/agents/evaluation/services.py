@@ -9,9 +9,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from cadre.agents.evaluation import judge as judge_rubric
 from cadre.agents.evaluation.compare import aggregate, compare_case
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
-from cadre.agents.evaluation import judge as judge_rubric
 from cadre.agents.evaluation.replay import clean_side, replay_case, resolve_side
 from cadre.agents.models import AgentTemplate, Run, Step
 from cadre.agents.runtime.engine import model_side
