@@ -192,3 +192,16 @@ def test_another_members_session_never_reads_the_prefetch(
     again = _run(alice, agents[0], TRAVEL_AGAIN, theirs.session)
     assert not {item.memory_id for item in _sent(again)} & {m.pk for m in bob_memories}
     assert not any(item.components.get("prefetched") for item in _sent(again))
+
+
+def test_a_template_without_retrieval_queues_no_prefetch(
+    bob, bob_agent, monkeypatch, django_capture_on_commit_callbacks
+):
+    queued = []
+    monkeypatch.setattr(agent_tasks.run_after, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(
+        agent_tasks.prefetch_next_turn, "apply_async", lambda args, **k: queued.append(args)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        _run(bob, bob_agent, LUNCH)
+    assert queued == []

@@ -80,8 +80,8 @@ def schedule(run) -> bool:
     """In the finishing transaction of a completed run: queue the topic check and prefetch."""
     if not enabled() or run.parent_id is not None or run.output.get("refused"):
         return False
-    if not _input_text(run).strip():
-        return False
+    if not _input_text(run).strip() or _retrieval_config(run.version) is None:
+        return False  # nothing to say, or a template without retrieval: nothing to prefetch
     from cadre.agents.runtime.services import AFTER_RUN_PRIORITY
     from cadre.agents.tasks import prefetch_next_turn
 
