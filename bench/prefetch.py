@@ -145,8 +145,8 @@ def setup(memories: int, rng: random.Random):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--memories", type=int, default=150)
-    parser.add_argument("--turns", type=int, default=15)
+    parser.add_argument("--memories", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     rng = random.Random(args.seed)
