@@ -51,6 +51,23 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return number
 
 
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}: must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}: must be at most {maximum}, got {number}")
+    return number
+
+
 def env_list(name: str, default: list[str] | None = None) -> list[str]:
     value = _raw(name)
     if value is None or value == "":

@@ -16,7 +16,7 @@ from csp.constants import NONCE as CSP_NONCE
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from cadre.env import env_bool, env_int, env_list, env_secret, env_str, env_url
+from cadre.env import env_bool, env_float, env_int, env_list, env_secret, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent  # the repository root
 DATA_DIR = Path(env_str("CADRE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -199,6 +199,13 @@ CACHES = {
 # How long the Memory Viewer's timeline, heatmap and quality figures are served from cache
 # (writes of memories, context records and maps start a new version at once); 0 = never.
 MEMORY_VIEWER_CACHE_SECONDS = env_int("CADRE_MEMORY_VIEWER_CACHE_SECONDS", 30, minimum=0)
+# Prefetch of the next turn's memories (agents/runtime/prefetch.py): after a reply whose input's
+# embedding is farther than CADRE_PREFETCH_TOPIC_SHIFT (cosine distance) from the previous
+# turn's, the retrieval for it runs in the background; the next turn reuses those candidates
+# when its input is at least CADRE_PREFETCH_MATCH similar. 0 seconds of TTL turns it off.
+CADRE_PREFETCH_TOPIC_SHIFT = env_float("CADRE_PREFETCH_TOPIC_SHIFT", 0.35, minimum=0, maximum=2)
+CADRE_PREFETCH_MATCH = env_float("CADRE_PREFETCH_MATCH", 0.65, minimum=0, maximum=1)
+CADRE_PREFETCH_TTL_SECONDS = env_int("CADRE_PREFETCH_TTL_SECONDS", 600, minimum=0)
 
 CHANNEL_LAYERS = {
     "default": {
@@ -288,6 +295,7 @@ CADRE_TASK_QUEUES = {
     "cadre.agents.tasks.run_execute": "runs",
     "connectors.tasks.inbound_events_drain": "runs",
     "cadre.agents.tasks.run_after": "after",
+    "cadre.agents.tasks.prefetch_next_turn": "after",
     "cadre.memory.tasks.memory_*": "after",
     "skills.memory_distill": "after",
     "hub.tasks.package_embed": "after",

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "platform" / "cadre" / "settings.py"
 # env_str("NAME"...), env_bool("NAME"...), ... as cadre.env spells them
-READ = re.compile(r"\benv_(?:str|bool|int|list|url|secret)\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']")
+READ = re.compile(r"\benv_(?:str|bool|int|float|list|url|secret)\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']")
 
 
 def settings_variables() -> set[str]:

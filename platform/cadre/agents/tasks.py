@@ -56,6 +56,14 @@ def run_after(self, run_id: int) -> None:
 
 
 @shared_task(ignore_result=True)
+def prefetch_next_turn(run_id: int) -> str:
+    """After a reply on a new topic: retrieve the next turn's memories ahead of it."""
+    from cadre.agents.runtime.prefetch import prefetch_next_turn as prefetch
+
+    return prefetch(run_id)
+
+
+@shared_task(ignore_result=True)
 def waits_expire() -> int:
     """Beat: expire overdue waits (each run then follows its wait's timeout policy)."""
     from cadre.agents.runtime.services import waits_expire as expire

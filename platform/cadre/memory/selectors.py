@@ -514,6 +514,7 @@ def memory_search(
     on_behalf_of: dict | None = None,
     force: bool = False,
     passed_over: bool = False,
+    query_vector: list[float] | None = None,
 ) -> SearchResult:
     """Search the memories the actor may read.
 
@@ -522,6 +523,7 @@ def memory_search(
     Short, contentless queries ("ok", "好的") skip recall unless `force` is set.
     `passed_over`: also collect the candidates diversity (MMR) passed over
     (`result.passed_over`, readable rows only, as for the hits).
+    `query_vector`: the query's embedding under the active model, when the caller has it.
     """
     from cadre.memory import search as search_engine
 
@@ -548,6 +550,7 @@ def memory_search(
             as_of=as_of,
             conversation_id=conversation_id or None,
             passed_over=dropped,
+            query_vector=query_vector,
         )
         # Defence in depth: whatever the engine returns, only readable, undeleted rows leave.
         allowed = set(keys)

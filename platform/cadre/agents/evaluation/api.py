@@ -5,7 +5,7 @@ write with template.manage (API keys: `templates:write`)."""
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -23,8 +23,19 @@ from cadre.tenancy.api.serializers import TenantPrimaryKeyRelatedField
 MAX_IMPORT_BYTES = 10 * 1024 * 1024
 
 
+class JudgeSerializer(serializers.Serializer):
+    """A model-judged rubric for the replies: the judge model (a provider configuration, or a
+    provider kind with a model name) and the rubric it judges by."""
+
+    provider_config = serializers.IntegerField(required=False, allow_null=True)
+    provider = serializers.CharField(max_length=200, required=False)
+    model = serializers.CharField(max_length=200, required=False)
+    rubric = serializers.CharField(max_length=4000)
+
+
 class EvalSuiteSerializer(serializers.ModelSerializer):
     case_count = serializers.IntegerField(read_only=True, default=0)
+    judge = serializers.SerializerMethodField()
 
     class Meta:
         model = EvalSuite
@@ -35,11 +46,17 @@ class EvalSuiteSerializer(serializers.ModelSerializer):
             "description",
             "template",
             "regression_threshold",
+            "judge",
             "case_count",
             "created_by",
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(JudgeSerializer(allow_null=True))
+    def get_judge(self, suite) -> dict | None:
+        """The judge model and rubric the replies are judged by, or null (rule checks only)."""
+        return suite.judge or None
 
 
 class EvalSuiteWriteSerializer(serializers.Serializer):
@@ -52,12 +69,14 @@ class EvalSuiteWriteSerializer(serializers.Serializer):
         queryset=AgentTemplate.objects.all(), required=False, allow_null=True, default=None
     )
     regression_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.05)
+    judge = JudgeSerializer(required=False, allow_null=True, default=None)
 
 
 class EvalSuiteUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
     description = serializers.CharField(required=False, allow_blank=True)
     regression_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+    judge = JudgeSerializer(required=False, allow_null=True)
 
 
 class EvalCaseSerializer(serializers.ModelSerializer):
@@ -144,7 +163,25 @@ class EvalRunWriteSerializer(serializers.Serializer):
     baseline = serializers.DictField(required=False)
 
 
+class JudgeVerdictSerializer(serializers.Serializer):
+    """The judge's verdict on one side's reply ("error": "judge_error" with "detail" when its
+    answer could not be read)."""
+
+    passed = serializers.BooleanField(source="pass", required=False)
+    score = serializers.FloatField(required=False)
+    reasons = serializers.CharField(required=False)
+    error = serializers.CharField(required=False)
+    detail = serializers.CharField(required=False)
+
+
+class JudgeVerdictsSerializer(serializers.Serializer):
+    baseline = JudgeVerdictSerializer(allow_null=True)
+    candidate = JudgeVerdictSerializer(allow_null=True)
+
+
 class EvalResultSerializer(serializers.ModelSerializer):
+    judge = serializers.SerializerMethodField()
+
     class Meta:
         model = EvalResult
         fields = [
@@ -153,12 +190,21 @@ class EvalResultSerializer(serializers.ModelSerializer):
             "baseline",
             "candidate",
             "comparison",
+            "judge",
             "baseline_passed",
             "candidate_passed",
             "regressed",
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(JudgeVerdictsSerializer(allow_null=True))
+    def get_judge(self, result) -> dict | None:
+        """Each side's judge verdict, or null when the suite has no judge."""
+        base, cand = result.baseline.get("judge"), result.candidate.get("judge")
+        if base is None and cand is None:
+            return None
+        return JudgeVerdictsSerializer({"baseline": base, "candidate": cand}).data
 
 
 def _numeric(spec: dict) -> dict:

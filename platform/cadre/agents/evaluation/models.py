@@ -32,6 +32,9 @@ class EvalSuite(TenantModel):
         AgentTemplate, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     regression_threshold = models.FloatField(default=0.05)
+    # A model-judged rubric for the replies ({} = rule checks only): {"provider_config"?,
+    # "provider"?, "model"?, "rubric"} (see evaluation/judge.py).
+    judge = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

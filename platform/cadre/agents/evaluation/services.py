@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from cadre.agents.evaluation import judge as judge_rubric
 from cadre.agents.evaluation.compare import aggregate, compare_case
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.evaluation.replay import clean_side, replay_case, resolve_side
@@ -46,6 +47,7 @@ def _suite_snapshot(suite: EvalSuite) -> dict:
         "kind": suite.kind,
         "template": suite.template_id,
         "regression_threshold": suite.regression_threshold,
+        "judge": suite.judge,
     }
 
 
@@ -71,6 +73,7 @@ def suite_create(
     template: AgentTemplate | None = None,
     regression_threshold: float = 0.05,
     description: str = "",
+    judge: dict | None = None,
 ) -> EvalSuite:
     actor.require("template.manage")
     if kind not in EvalSuite.Kind.values:
@@ -86,6 +89,7 @@ def suite_create(
         template=template,
         regression_threshold=_clean_threshold(regression_threshold),
         description=description or "",
+        judge=judge_rubric.clean_judge(actor.organization.pk, judge),
         created_by=actor.member,
     )
     if not suite.name:
@@ -113,9 +117,11 @@ def suite_update(*, actor: Actor, suite: EvalSuite, **changes) -> EvalSuite:
             raise InvalidInput("A suite needs a name.", details={"name": ["Required."]})
     if "description" in changes:
         suite.description = changes["description"] or ""
+    if "judge" in changes:
+        suite.judge = judge_rubric.clean_judge(suite.organization_id, changes["judge"])
     try:
         with transaction.atomic():
-            suite.save(update_fields=["name", "description", "regression_threshold"])
+            suite.save(update_fields=["name", "description", "regression_threshold", "judge"])
     except IntegrityError:
         raise Conflict("A suite of that name exists.", code="duplicate_name") from None
     audit.record(
@@ -505,8 +511,22 @@ def eval_run_execute(run_id: int) -> str:
     candidate.verdicts = baseline.verdicts
     pending: list[EvalResult] = []
     cases = suite.cases.select_related("suite", "suite__organization", "organization")
+    try:
+        judge = judge_rubric.judge_provider(suite)
+    except Exception as error:  # an unreachable judge is recorded on each result, not fatal
+        judge, judge_unavailable = None, f"{type(error).__name__}: {error}"[:500]
+    else:
+        judge_unavailable = ""
     for case in cases.exclude(pk__in=done).iterator(chunk_size=RESULT_BATCH):
         base, cand = replay_case(case, baseline), replay_case(case, candidate)
+        if suite.judge:
+            for outcome in (base, cand):
+                verdict = (
+                    judge_rubric.judge_reply(judge, suite.judge["rubric"], case, outcome["reply"])
+                    if judge is not None
+                    else {"error": judge_rubric.JUDGE_ERROR, "detail": judge_unavailable}
+                )
+                judge_rubric.apply(outcome, verdict)
         pending.append(
             EvalResult(
                 run=run,

@@ -51,8 +51,9 @@ def memory_retrieval(ctx, config: dict) -> dict:
     if not ctx.input_text.strip() or not ctx.read_scope_keys():
         return {"memories": [], "passed_over": []}
     try:
+        from cadre.agents.runtime import prefetch
         from cadre.memory.models import Memory
-        from cadre.memory.selectors import memory_search
+        from cadre.memory.selectors import SearchResult, memory_search
 
         has_memories = Memory.objects.filter(
             organization_id=ctx.run.organization_id,
@@ -61,13 +62,20 @@ def memory_retrieval(ctx, config: dict) -> dict:
         ).exists()
         if not has_memories:  # nothing to find: skip embedding the query
             return {"memories": [], "passed_over": []}
-        result = memory_search(
-            actor=ctx.actor,
-            query=ctx.input_text,
-            top_k=int(config.get("top_k", 5)),
-            scope_keys=ctx.read_scope_keys(),
-            passed_over=True,
-        )
+        # A pool prefetched after the previous turn, when this input is on its topic (checked
+        # and re-ranked now, see runtime/prefetch.py); otherwise the full search.
+        prefetched, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
+        if prefetched is not None:
+            result = SearchResult(prefetched, scope_keys=ctx.read_scope_keys(), passed_over=[])
+        else:
+            result = memory_search(
+                actor=ctx.actor,
+                query=ctx.input_text,
+                top_k=int(config.get("top_k", 5)),
+                scope_keys=ctx.read_scope_keys(),
+                passed_over=True,
+                query_vector=query_vector,
+            )
     except Exception as error:  # retrieval failing must not stop the conversation
         logger.warning("memory retrieval failed for run %s: %s", ctx.run.pk, error)
         return {"memories": [], "error": str(error)[:500]}

@@ -243,6 +243,9 @@ def on_run_finished(run: Run) -> None:
             transaction.on_commit(
                 lambda: run_after.apply_async((run.pk,), priority=AFTER_RUN_PRIORITY)
             )
+            from cadre.agents.runtime import prefetch
+
+            prefetch.schedule(run)
         delivery.reply_deliver(
             delivery.Reply(
                 run_id=run.pk,

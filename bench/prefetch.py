@@ -1,0 +1,237 @@
+"""Memory retrieval in a turn's assembly, with and without the prefetch (runtime/prefetch.py).
+
+One member's agent with --memories memories of their own (embedded with the local model). A
+session moves to a new topic; the prefetch task runs for that turn; then --turns follow-up
+inputs on the topic are assembled. Each is timed twice through the `memory_retrieval` hook,
+the part of the assembly the prefetch replaces: without a prefetch (the full hybrid search:
+query embedding, lexical and vector candidates, fusion, MMR) and with it (query embedding for
+the match check, the pool's rows read again under the actor's scopes, re-ranked). Both paths
+embed the input once. Printed side by side: median and p90 ms, and the overlap of the memories
+sent (top_k) between the two. Separate database (`cadre_prefetch_bench`) and Redis DB 11.
+
+    .venv/bin/python bench/prefetch.py
+    .venv/bin/python bench/prefetch.py --memories 400 --turns 20
+
+The vector-only re-rank of the pool is not the hybrid search's ranking (lexical side, fusion,
+MMR): the overlap line says how far the memories sent differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+BENCH_DB = "cadre_prefetch_bench"
+REDIS_DB = 11
+TOPICS = {
+    "travel": ["flight", "hotel", "business trip", "Ctrip portal", "per diem", "visa"],
+    "expenses": ["receipt", "reimbursement", "invoice", "expense report", "taxi", "meal"],
+    "payroll": ["salary", "payslip", "bonus", "tax", "social insurance", "overtime"],
+    "it": ["laptop", "VPN", "password", "printer", "Wi-Fi", "email account"],
+    "sales": ["discount", "quote", "contract", "customer visit", "pipeline", "renewal"],
+}
+FOLLOW_UPS = [  # follow-ups on the new topic (the booking of a business trip)
+    "How do I book the {a} and the {b} for my next business trip?",
+    "For a business trip, how do I book the {a} and what about the {b}?",
+    "Remind me how booking the {a} and the {b} works for business trips.",
+    "What do I need to book the {a} and the {b} of a business trip?",
+]
+
+
+def prepare_environment() -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    data_dir = Path(os.environ.get("CADRE_DATA_DIR", ROOT / "var")).resolve()
+    database_url = os.environ.get("DATABASE_URL")
+    if not database_url:
+        from cadre.runtime.embedded import start_postgres
+
+        database_url = start_postgres(data_dir)
+    import psycopg
+
+    parts = urlsplit(database_url)
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(
+        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
+    ) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
+            conn.execute(f"DROP DATABASE {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        from cadre.runtime.embedded import start_redis
+
+        redis_url = start_redis(data_dir)
+    if redis_url.startswith("unix://"):
+        redis_url = redis_url.split("?")[0] + f"?db={REDIS_DB}"
+    else:
+        redis_url = redis_url.rsplit("/", 1)[0] + f"/{REDIS_DB}"
+    os.environ.update(
+        {
+            "DATABASE_URL": urlunsplit(parts._replace(path=f"/{BENCH_DB}")),
+            "REDIS_URL": redis_url,
+            "CADRE_DATA_DIR": str(data_dir),
+            "DJANGO_SETTINGS_MODULE": "cadre.settings",
+            "LOG_LEVEL": "WARNING",
+            "CADRE_CACHE_PREFIX": "cadre-prefetch-bench",
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
+
+
+def setup(memories: int, rng: random.Random):
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    import redis
+    from django.conf import settings
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # the bench Redis database only
+    from cadre.agents import services
+    from cadre.memory import embeddings
+    from cadre.memory import services as memory_services
+    from cadre.memory.models import Memory
+    from cadre.tenancy.actors import member_actor
+    from cadre.tenancy.models import Member, Organization, Position
+
+    organization = Organization.objects.create(name="Bench", slug="prefetch-bench")
+    owner = Member.objects.create(
+        organization=organization, display_name="Owner", email="owner@bench.test", roles=["owner"]
+    )
+    position = Position.objects.create(organization=organization, name="Staff", code="staff")
+    owner.positions.add(position)
+    actor = member_actor(owner)
+    template = services.template_create(
+        actor=actor,
+        name="Assistant",
+        code="assistant",
+        model_settings={"provider": "offline", "model": "offline-1"},
+        memory_policy={"read_scopes": ["user"], "write_scopes": ["user"]},
+        hooks={"assemble_context": [{"name": "memory_retrieval", "config": {"top_k": 5}}]},
+    )
+    version = template.versions.get()
+    services.version_submit(actor=actor, version=version)
+    services.version_publish(actor=actor, version=version)
+    deployment = services.deployment_create(
+        actor=actor, name="Assistant", template=template, positions=[position]
+    )
+    agent = deployment.agents.get(member=owner)
+    topics = list(TOPICS)
+    for n in range(memories):
+        words = TOPICS[topics[n % len(topics)]]
+        a, b = rng.sample(words, 2)
+        memory_services.memory_add(
+            actor=actor,
+            scope="user",
+            scope_id=owner.pk,
+            kind="fact",
+            content=f"Note {n}: for the {a}, remember the {b} rule number {rng.randint(1, 99)}.",
+            source_kind="user_statement",
+        )
+    embeddings.embed_memories(Memory.objects.filter(organization=organization))
+    return owner, agent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    prepare_environment()
+    owner, agent = setup(args.memories, rng)
+
+    from cadre.agents.hooks.builtins import memory_retrieval
+    from cadre.agents.models import Run
+    from cadre.agents.runtime import engine, prefetch
+    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.run_context import RunContext
+    from cadre.tenancy.actors import member_actor
+
+    def turn(text, session=None):
+        run = runtime.run_start(actor=member_actor(owner), agent=agent, text=text, session=session)
+        assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+        run.refresh_from_db()
+        return run
+
+    first = turn("Which laptop and VPN settings do I need for the office Wi-Fi?")
+    shifted = turn("How do I book the flight and the hotel for a business trip?", first.session)
+    assert prefetch.prefetch_next_turn(shifted.pk) == "prefetched"
+    config = {"top_k": 5}
+    from cadre.memory import embeddings
+
+    provider = embeddings.provider_for(embeddings.active_model())
+    real_embed, memo = provider.embed, {}
+
+    def memo_embed(texts):  # the retrieval-only rows: the input's embedding computed before
+        return [memo[text] if text in memo else real_embed([text])[0] for text in texts]
+
+    times = {name: [] for name in ("plain", "fetched", "plain_only", "fetched_only")}
+    overlap, served = [], 0
+    travel = TOPICS["travel"]
+    for n in range(args.turns + 1):
+        a, b = rng.sample(travel, 2)
+        text = FOLLOW_UPS[n % len(FOLLOW_UPS)].format(a=a, b=b)
+        run = runtime.run_start(
+            actor=member_actor(owner), agent=agent, text=text, session=first.session
+        )
+        ctx = RunContext(run, first_attempt=True)
+        ttl = prefetch.settings.CADRE_PREFETCH_TTL_SECONDS
+        results = {}
+        for name, ttl_now, embed in (
+            ("plain", 0, real_embed),
+            ("fetched", ttl, real_embed),
+            ("plain_only", 0, memo_embed),
+            ("fetched_only", ttl, memo_embed),
+        ):
+            prefetch.settings.CADRE_PREFETCH_TTL_SECONDS = ttl_now  # 0: off, the full search
+            provider.embed = embed
+            memo.setdefault(ctx.input_text, real_embed([ctx.input_text])[0])
+            start = time.perf_counter()
+            results[name] = memory_retrieval(ctx, config)
+            times[name].append((time.perf_counter() - start) * 1000)
+        prefetch.settings.CADRE_PREFETCH_TTL_SECONDS = ttl
+        provider.embed = real_embed
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
+        if n == 0:  # warm-up (query plans, the model's first call)
+            for values in times.values():
+                values.clear()
+            continue
+        served += any(m["components"].get("prefetched") for m in results["fetched"]["memories"])
+        a_ids = {m["id"] for m in results["plain"]["memories"]}
+        b_ids = {m["id"] for m in results["fetched"]["memories"]}
+        overlap.append(len(a_ids & b_ids) / max(1, len(a_ids)))
+
+    def p90(values):
+        return sorted(values)[int(0.9 * (len(values) - 1))]
+
+    med = {name: statistics.median(values) for name, values in times.items()}
+    print(f"memories={args.memories} follow-up turns={args.turns} top_k=5")
+    print(f"{'memory_retrieval hook':<34}{'no prefetch':>14}{'prefetch':>12}")
+    print(f"{'median ms, with query embedding':<34}{med['plain']:>14.1f}{med['fetched']:>12.1f}")
+    p90_plain, p90_fetched = p90(times["plain"]), p90(times["fetched"])
+    print(f"{'p90 ms, with query embedding':<34}{p90_plain:>14.1f}{p90_fetched:>12.1f}")
+    print(
+        f"{'median ms, retrieval only':<34}{med['plain_only']:>14.1f}{med['fetched_only']:>12.1f}"
+    )
+    print(
+        f"served from prefetch: {served}/{args.turns}; "
+        f"sent-memory overlap with the full search: {statistics.mean(overlap):.2f}"
+    )
+    print(f"prefetch without={med['plain']:.1f}ms with={med['fetched']:.1f}ms")
+
+
+if __name__ == "__main__":
+    main()
