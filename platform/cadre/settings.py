@@ -356,8 +356,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     # Async: under ASGI files stream from an async iterator (WhiteNoise's sync one made Django
-    # warn "StreamingHttpResponse must consume synchronous iterators" on every file).
-    "servestatic.middleware.ServeStaticMiddleware",
+    # warn "StreamingHttpResponse must consume synchronous iterators" on every file). ServeStatic,
+    # with the finders' file list read once per process (cadre/runtime/static_files.py).
+    "cadre.runtime.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
