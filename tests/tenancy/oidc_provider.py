@@ -14,11 +14,13 @@ import json
 import secrets
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from joserfc import jwt
 from joserfc.jwk import RSAKey
+
+from tests.tenancy.loopback import QuietHandler
 
 
 def _new_key(kid: str) -> RSAKey:
@@ -39,19 +41,7 @@ class OidcProvider:
         self.end_session_requests: list[dict] = []  # RP-initiated logouts received
         provider = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status, body=b"", content_type="application/json", headers=None):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def _form(self) -> dict:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length).decode()

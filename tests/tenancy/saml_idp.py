@@ -14,7 +14,7 @@ import html
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -32,6 +32,8 @@ from saml2.sigver import (
     import_rsa_key_from_file,
     pre_signature_part,
 )
+
+from tests.tenancy.loopback import QuietHandler
 
 XMLSEC = "/usr/bin/xmlsec1"
 SIG_RSA_SHA256 = "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256"
@@ -110,18 +112,8 @@ class SamlIdp:
         self.responses: list[dict] = []  # {"SAMLResponse", "RelayState", "acs"} handed out
         idp = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status, body=b"", content_type="text/html", headers=None):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(QuietHandler):
+            content_type = "text/html"
 
             def do_GET(self):
                 url = urlsplit(self.path)
