@@ -30,37 +30,16 @@ DATABASE = "cadre_bench_directory"
 
 
 def prepare_environment(redis_db: int = 5) -> None:
-    from urllib.parse import urlsplit, urlunsplit
+    from bench.environment import prepare
 
-    import psycopg
-
-    data_dir = Path(os.environ.get("CADRE_DATA_DIR", ROOT / "var")).resolve()
-    database_url = os.environ.get("DATABASE_URL")
-    if not database_url:
-        from cadre.runtime.embedded import start_postgres
-
-        database_url = start_postgres(data_dir)
-    parts = urlsplit(database_url)
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(
-        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DATABASE}"')
-    redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
-    redis_url = redis_url.rsplit("/", 1)[0] + f"/{redis_db}"
-    os.environ.update(
-        {
-            "DATABASE_URL": urlunsplit(parts._replace(path=f"/{DATABASE}")),
-            "ADMIN_DATABASE_URL": admin_url,
-            "REDIS_URL": redis_url,
-            "CADRE_DATA_DIR": str(data_dir),
-            "CADRE_CACHE_PREFIX": "cadre-bench-directory",
-            "DJANGO_SETTINGS_MODULE": "cadre.settings",
-            "LOG_LEVEL": "WARNING",
-            "LOG_FORMAT": "text",
-        }
+    admin_url = prepare(
+        DATABASE,
+        redis_db=redis_db,
+        cache_prefix="cadre-bench-directory",
+        embedded_redis=False,
+        extra={"LOG_FORMAT": "text"},
     )
+    os.environ["ADMIN_DATABASE_URL"] = admin_url
 
 
 def drop_database() -> None:

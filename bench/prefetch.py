@@ -19,7 +19,6 @@ MMR): the overlap line says how far the memories sent differ.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -47,43 +46,13 @@ FOLLOW_UPS = [  # follow-ups on the new topic (the booking of a business trip)
 
 
 def prepare_environment() -> None:
-    from urllib.parse import urlsplit, urlunsplit
+    from bench.environment import prepare
 
-    data_dir = Path(os.environ.get("CADRE_DATA_DIR", ROOT / "var")).resolve()
-    database_url = os.environ.get("DATABASE_URL")
-    if not database_url:
-        from cadre.runtime.embedded import start_postgres
-
-        database_url = start_postgres(data_dir)
-    import psycopg
-
-    parts = urlsplit(database_url)
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(
-        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
-    ) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB]).fetchone():
-            conn.execute(f"DROP DATABASE {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        from cadre.runtime.embedded import start_redis
-
-        redis_url = start_redis(data_dir)
-    if redis_url.startswith("unix://"):
-        redis_url = redis_url.split("?")[0] + f"?db={REDIS_DB}"
-    else:
-        redis_url = redis_url.rsplit("/", 1)[0] + f"/{REDIS_DB}"
-    os.environ.update(
-        {
-            "DATABASE_URL": urlunsplit(parts._replace(path=f"/{BENCH_DB}")),
-            "REDIS_URL": redis_url,
-            "CADRE_DATA_DIR": str(data_dir),
-            "DJANGO_SETTINGS_MODULE": "cadre.settings",
-            "LOG_LEVEL": "WARNING",
-            "CADRE_CACHE_PREFIX": "cadre-prefetch-bench",
-            "HF_HUB_OFFLINE": "1",
-        }
+    prepare(
+        BENCH_DB,
+        redis_db=REDIS_DB,
+        cache_prefix="cadre-prefetch-bench",
+        extra={"HF_HUB_OFFLINE": "1"},
     )
 
 

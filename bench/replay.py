@@ -23,7 +23,6 @@ search's, measured by bench/memory_latency.py. Runs on its own database (dropped
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -35,42 +34,13 @@ TARGET_MS = 50.0
 
 
 def prepare_environment(database: str, redis_db: int) -> None:
-    from urllib.parse import urlsplit, urlunsplit
+    from bench.environment import prepare
 
-    import psycopg
-
-    data_dir = Path(os.environ.get("CADRE_DATA_DIR", ROOT / "var")).resolve()
-    database_url = os.environ.get("DATABASE_URL")
-    if not database_url:
-        from cadre.runtime.embedded import start_postgres
-
-        database_url = start_postgres(data_dir)
-    parts = urlsplit(database_url)
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(
-        admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{database}"')
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        from cadre.runtime.embedded import start_redis
-
-        redis_url = start_redis(data_dir)
-    if redis_url.startswith("unix://"):
-        redis_url = redis_url.split("?")[0] + f"?db={redis_db}"
-    else:
-        redis_url = redis_url.rsplit("/", 1)[0] + f"/{redis_db}"
-    os.environ.update(
-        {
-            "DATABASE_URL": urlunsplit(parts._replace(path=f"/{database}")),
-            "REDIS_URL": redis_url,
-            "CADRE_DATA_DIR": str(data_dir),
-            "CADRE_CACHE_PREFIX": "cadre-bench-replay",
-            "DJANGO_SETTINGS_MODULE": "cadre.settings",
-            "LOG_LEVEL": "WARNING",
-            "LOG_FORMAT": "text",
-        }
+    prepare(
+        database,
+        redis_db=redis_db,
+        cache_prefix="cadre-bench-replay",
+        extra={"LOG_FORMAT": "text"},
     )
 
 
