@@ -1,6 +1,7 @@
 """A benchmark's own services: a fresh database (dropped first) on DATABASE_URL's server, or on
 the embedded PostgreSQL when none is configured, and its own Redis database, set in the
-environment before Django starts. Returns the admin URL (to drop the database afterwards)."""
+environment before Django starts (`keep`: the database of an earlier run is reused when it
+exists). Returns the admin URL (to drop the database afterwards)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def prepare(
     cache_prefix: str,
     embedded_redis: bool = True,
     extra: dict[str, str] | None = None,
+    keep: bool = False,
 ) -> str:
     import psycopg
 
@@ -32,8 +34,13 @@ def prepare(
     with psycopg.connect(
         admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
     ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{database}"')
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [database]
+        ).fetchone()
+        if exists and not keep:
+            conn.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+        if not exists or not keep:
+            conn.execute(f'CREATE DATABASE "{database}"')
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url and embedded_redis:
         from cadre.runtime.embedded import start_redis

@@ -6,14 +6,17 @@ packed map, and the map's background computation time at 100k points.
     python bench/memory_viewer.py                  # 100,000 memories, one organization
     python bench/memory_viewer.py --scale 20000 --keepdb
     python bench/memory_viewer.py --keepdb --skip-compute   # reuse the kept map
+    python bench/memory_viewer.py --keepdb --skip-compute --browser 3   # and Chromium
 
 Memories, words and 384-d vectors come from bench/memory_latency.py's generator (one
 organization); kinds are spread over the six kinds, every memory has its addition version,
 5 % a merge and 3 % a correction, and 20,000 model calls over the last 30 days were each sent
 five memories (four sent, one dropped); every third call's run is rated (one in four of those
 a failure) through the run-outcome port. Requests go through the whole API stack (DRF, session
-auth) as the owner, who reads every scope: the widest selection. Runs in its own database
-(dropped unless --keepdb).
+auth) as the owner, who reads every scope: the widest selection. With --browser N each console
+page is opened N times in headless Chromium (Debian's, through uvicorn on loopback, the cache
+off) and the time to its first chart drawn is printed. Runs in its own database (dropped
+unless --keepdb) on the embedded PostgreSQL unless DATABASE_URL is set (bench/environment.py).
 """
 
 from __future__ import annotations
@@ -28,10 +31,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "platform"), str(ROOT / "bench")]
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-# Its own cache keys: test runs sharing the Redis database reuse the bench organization's id.
-os.environ.setdefault("CADRE_CACHE_PREFIX", "cadre-bench-viewer")
 
 from memory_latency import Corpus, load, percentile  # noqa: E402 - after sys.path
 
@@ -282,10 +281,47 @@ def measure(args) -> None:
                 f"{label:56s} {figures(row['old first']):>15s}  {figures(row['new first']):>15s}  "
                 f"{figures(row['old cached']):>15s}  {figures(row['new cached']):>15s}"
             )
+    if args.browser:
+        first_charts(client, args.browser)
     print(
         "\nold: the first build's queries (straight from the context record items, a query a "
         "figure; the map as JSON rows); new: the rollup, counts in two queries, packed points."
     )
+
+
+PAGES = ("/memory/timeline/", "/memory/heatmap/", "/memory/quality/", "/memory/map/")
+CHROMIUM = "/usr/bin/chromium"
+
+
+def first_charts(client, repeat: int) -> None:
+    """Each viewer page opened in headless Chromium as the owner (the session of `client`),
+    the viewer's cache off: ms from navigation start to the first chart drawn (the page's
+    `viewer:first-chart` mark)."""
+    from django.conf import settings
+    from playwright.sync_api import sync_playwright
+
+    from tests.live_asgi import serve_asgi
+
+    settings.MEMORY_VIEWER_CACHE_SECONDS = 0
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's loop on this thread
+    print(f"\n{'first chart drawn, headless Chromium, ms':56s} {'median':>8s} {'max':>8s}")
+    with serve_asgi() as (host, port), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "domain": host, "path": "/"}]
+        )
+        page = context.new_page()
+        for path in PAGES:
+            drawn = []
+            for _ in range(repeat + 1):  # the first load warms the server's imports
+                page.goto(f"http://{host}:{port}{path}")
+                page.wait_for_function("window.cadreViewer && window.cadreViewer.firstChartMs")
+                drawn.append(page.evaluate("window.cadreViewer.firstChartMs"))
+            drawn = drawn[1:]
+            print(f"{path:56s} {statistics.median(drawn):8.0f} {max(drawn):8.0f}")
+        browser.close()
 
 
 def legacy_map_rows(memory_map) -> list:
@@ -307,23 +343,38 @@ def main() -> None:
     parser.add_argument("--database", default="cadre_bench_viewer")
     parser.add_argument("--keepdb", action="store_true", help="keep (and reuse) the database")
     parser.add_argument("--skip-compute", action="store_true", help="reuse the kept maps")
+    parser.add_argument("--redis-db", type=int, default=14)
+    parser.add_argument(
+        "--browser", type=int, default=0, metavar="N", help="open each page N times in Chromium"
+    )
     args = parser.parse_args()
 
+    from bench.environment import prepare
+
+    admin_url = prepare(
+        args.database,
+        redis_db=args.redis_db,
+        cache_prefix="cadre-bench-viewer",
+        keep=args.keepdb,
+    )
     import django
 
     django.setup()
-    from django.db import connection
-    from django.test.utils import setup_databases, teardown_databases
+    from django.core.management import call_command
+    from django.db import connections
 
-    connection.settings_dict["TEST"]["NAME"] = args.database
-    old_config = setup_databases(
-        verbosity=0, interactive=False, keepdb=args.keepdb, serialized_aliases=set()
-    )
+    call_command("migrate", verbosity=0)
     try:
         measure(args)
     finally:
+        connections.close_all()
         if not args.keepdb:
-            teardown_databases(old_config, verbosity=0)
+            import psycopg
+
+            with psycopg.connect(
+                admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
+            ) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

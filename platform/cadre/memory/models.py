@@ -120,7 +120,13 @@ class Memory(TenantModel):
             models.Index(fields=["organization", "scope_key", "status"]),
             models.Index(fields=["organization", "content_hash"]),
             models.Index(fields=["organization", "kind"]),
-            models.Index(fields=["organization", "created_at"], name="memory_org_created_idx"),
+            # Covering: the viewer's counts over a time range (the partial days of a window,
+            # unused memories) read the index alone, not the wide rows.
+            models.Index(
+                fields=["organization", "created_at"],
+                name="memory_org_created_idx",
+                include=["id", "status", "kind", "scope", "scope_key", "subject"],
+            ),
             models.Index(fields=["organization", "subject"], name="memory_subject_idx"),
             models.Index(
                 fields=["organization", "scope_key", "content_hash"], name="memory_scope_hash_idx"
@@ -296,9 +302,10 @@ class MemoryUsageDay(models.Model):
     (`retrieved`, any status) and items sent to a runtime model call (`sent`), with the last
     moments. The heatmap reads it instead of the items.
 
-    Kept by PostgreSQL triggers on memory_contextrecorditem (migration 0007): an insert adds
+    Kept by PostgreSQL triggers on memory_contextrecorditem (migration 0008): an insert adds
     its items' counts, a delete or update recomputes the touched (memory, day) rows from the
-    items left, so ORM writes, bulk writes and cascades all keep it exact. No foreign-key
+    items left, so ORM writes, bulk writes and cascades all keep it exact; a memory's change of
+    reader columns, kind or status is copied to its rows (migration 0010). No foreign-key
     constraints: a memory's hard delete removes its items, and with them these rows."""
 
     organization = models.ForeignKey(
@@ -312,6 +319,13 @@ class MemoryUsageDay(models.Model):
     sent = models.PositiveIntegerField(default=0)
     last_used = models.DateTimeField()
     last_sent = models.DateTimeField(null=True, blank=True)
+    # The memory's reader columns, kind and status (copied by the triggers, and kept when the
+    # memory changes), so the heatmap narrows and groups these rows without joining memories.
+    scope = models.CharField(max_length=16, blank=True)
+    scope_key = models.CharField(max_length=48, blank=True)
+    subject_id = models.BigIntegerField(default=0)
+    kind = models.CharField(max_length=20, blank=True)
+    memory_status = models.CharField(max_length=16, blank=True)
 
     class Meta:
         constraints = [
@@ -321,6 +335,60 @@ class MemoryUsageDay(models.Model):
 
     def __str__(self) -> str:
         return f"memory {self.memory_id} on {self.day}: {self.retrieved}/{self.sent}"
+
+
+class MemoryActivityDay(models.Model):
+    """How many memories were added, and history events written, per UTC day and the columns
+    that decide who may read a memory (scope, scope key, subject) and its kind. The timeline
+    and the quality dashboard sum these rows for whole days instead of counting memories and
+    versions; the partial days at a window's edges are counted from the rows themselves.
+
+    `event` is one of EVENTS. By the memory's creation day: `created` (every memory, deleted
+    ones too), `created_deleted` (of those, now deleted), `created_corrected` (of those, with a
+    correction in their history). By the version's day, a version's change as the timeline and
+    the dashboard tell it apart: `addition`, `correction`, `deletion`, `merge_exact`,
+    `merge_near`, `merge` (another merge), `superseded`, `updated`.
+
+    Kept by PostgreSQL triggers on memory_memory and memory_memoryversion (migration 0009):
+    inserts add their counts; an update of a memory's reader columns, kind, status or creation
+    time, a correction, and any delete recount the days they touch from the rows left, so bulk
+    writes and cascades keep it exact. `subject_id` is 0 for a memory about nobody."""
+
+    EVENTS = (
+        "created",
+        "created_deleted",
+        "created_corrected",
+        "addition",
+        "correction",
+        "deletion",
+        "merge_exact",
+        "merge_near",
+        "merge",
+        "superseded",
+        "updated",
+    )
+
+    organization = models.ForeignKey(
+        "tenancy.Organization", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    day = models.DateField()
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    scope_key = models.CharField(max_length=48)
+    subject_id = models.BigIntegerField(default=0)
+    kind = models.CharField(max_length=20)
+    event = models.CharField(max_length=20)
+    count = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "day", "scope_key", "subject_id", "kind", "event"],
+                name="memoryactivityday_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.scope_key} {self.kind} {self.event}: {self.count}"
 
 
 class MemoryTask(TenantModel):

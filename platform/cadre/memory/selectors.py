@@ -351,13 +351,19 @@ def memory_queryset(
     """Memories the actor may read (never deleted, unless `with_deleted` for counting events),
     optionally narrowed to some scopes: the readable scopes' items, plus those whose subject
     the actor is, wherever they are."""
+    rows = readable_rows(actor, Memory.objects.all(), scope_keys=scope_keys)
+    return rows if with_deleted else rows.exclude(status__in=HIDDEN_STATUSES)
+
+
+def readable_rows(actor, rows: QuerySet, *, scope_keys: list[str] | None = None) -> QuerySet:
+    """Rows carrying a memory's reader columns (`organization`, `scope`, `scope_key`,
+    `subject_id`: memories, or a rollup of them) narrowed to those the actor may read."""
     if not can_read_memory(actor):
-        return Memory.objects.none()
+        return rows.none()
     condition = _readable_condition(actor, scope_keys)
     if condition is None:
-        return Memory.objects.none()
-    rows = Memory.objects.filter(organization=actor.organization).filter(condition)
-    return rows if with_deleted else rows.exclude(status__in=HIDDEN_STATUSES)
+        return rows.none()
+    return rows.filter(organization=actor.organization).filter(condition)
 
 
 def memory_list(

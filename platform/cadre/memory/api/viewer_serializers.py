@@ -3,6 +3,10 @@ map, trail) for validation and the OpenAPI schema."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.utils import timezone
 from rest_framework import serializers
 
 from cadre.memory.api.serializers import MemoryVersionSerializer, ScopeListField
@@ -54,19 +58,75 @@ class MapQuerySerializer(ViewerQuerySerializer):
 # --- responses -----------------------------------------------------------------------------
 
 
-class KindCountSerializer(serializers.Serializer):
+def _iso_datetime(value: datetime, zone) -> str:
+    text = value.astimezone(zone).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+_PLAIN = {
+    serializers.IntegerField: int,
+    serializers.FloatField: float,
+    serializers.CharField: str,
+    serializers.BooleanField: bool,
+}
+
+
+class RowSerializer(serializers.Serializer):
+    """Flat rows of plain values (dicts), written without DRF's per-field machinery — points,
+    cells and series run to thousands a response — with the declared fields' output: ints,
+    floats, strings, ISO 8601 dates and date-times in the current time zone (`Z` for UTC), an
+    optional field left out when the row has no such key. Other field types go through the
+    field."""
+
+    def _plan(self) -> list[tuple[str, object, bool]]:
+        plan = type(self).__dict__.get("_row_plan")  # each class its own fields
+        if plan is None:
+            plan = []
+            for name, field in self.fields.items():
+                kind = type(field)
+                if kind in (serializers.DateTimeField, serializers.DateField):
+                    convert = kind
+                else:
+                    convert = _PLAIN.get(kind, field)
+                plan.append((name, convert, field.required))
+            type(self)._row_plan = plan
+        return plan
+
+    def to_representation(self, row) -> dict:
+        zone = timezone.get_current_timezone() if settings.USE_TZ else UTC
+        result = {}
+        for name, convert, required in self._plan():
+            if name not in row:
+                if not required:
+                    continue
+                raise KeyError(name)
+            value = row[name]
+            if value is None:
+                result[name] = None
+            elif convert is serializers.DateTimeField:
+                result[name] = _iso_datetime(value, zone)
+            elif convert is serializers.DateField:
+                result[name] = value.isoformat()
+            elif isinstance(convert, serializers.Field):
+                result[name] = convert.to_representation(value)
+            else:
+                result[name] = convert(value)
+        return result
+
+
+class KindCountSerializer(RowSerializer):
     t = serializers.DateTimeField()
     kind = serializers.CharField()
     count = serializers.IntegerField()
 
 
-class EventCountSerializer(serializers.Serializer):
+class EventCountSerializer(RowSerializer):
     t = serializers.DateTimeField()
     event = serializers.ChoiceField(choices=timeline.EVENTS)
     count = serializers.IntegerField()
 
 
-class TimelinePointSerializer(serializers.Serializer):
+class TimelinePointSerializer(RowSerializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     status = serializers.CharField()
@@ -98,7 +158,7 @@ class TimelineSerializer(serializers.Serializer):
     as_of = AsOfSerializer(allow_null=True)
 
 
-class UsageSerializer(serializers.Serializer):
+class UsageSerializer(RowSerializer):
     day = serializers.DateField()
     retrieved = serializers.IntegerField()
     sent = serializers.IntegerField()
@@ -117,7 +177,7 @@ class MemoryUsageDaySerializer(UsageSerializer):
     memory_id = serializers.IntegerField()
 
 
-class MemoryUsageSerializer(serializers.Serializer):
+class MemoryUsageSerializer(RowSerializer):
     memory_id = serializers.IntegerField()
     id = serializers.IntegerField()
     kind = serializers.CharField(required=False)
@@ -128,7 +188,7 @@ class MemoryUsageSerializer(serializers.Serializer):
     last_used = serializers.DateTimeField()
 
 
-class MemoryBriefSerializer(serializers.Serializer):
+class MemoryBriefSerializer(RowSerializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     scope_key = serializers.CharField()
@@ -151,7 +211,7 @@ class HeatmapSerializer(serializers.Serializer):
     unused = UnusedSerializer()
 
 
-class SeriesPointSerializer(serializers.Serializer):
+class SeriesPointSerializer(RowSerializer):
     day = serializers.DateField()
     value = serializers.FloatField(allow_null=True)
     numerator = serializers.IntegerField(required=False)
@@ -178,7 +238,7 @@ class QualitySerializer(serializers.Serializer):
     figures = FigureSerializer(many=True)
 
 
-class MapPointSerializer(serializers.Serializer):
+class MapPointSerializer(RowSerializer):
     id = serializers.IntegerField()
     x = serializers.FloatField()
     y = serializers.FloatField()

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
 from django.db.models.functions import Left, Trunc
 from django.utils import timezone
 
 from cadre.memory import selectors
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryUsageDay
 from cadre.memory.viewer import reach
-from cadre.memory.viewer.reach import as_day, day_start, viewer_memories, window_days
+from cadre.memory.viewer.reach import as_day, day_start, viewer_memories, viewer_rows, window_days
 
 PREVIEW_CHARS = 80
 SENT = Q(status=ContextRecordItem.Status.SENT, context__kind=ContextRecord.Kind.MODEL_CALL)
@@ -51,7 +51,14 @@ def memory_heatmap(
         )
     else:
         by_kind, by_scope, hottest, coldest, per_memory, unused = _from_rollup(
-            actor, memories, since=since, now=now, unused_days=unused_days, top=top
+            actor,
+            memories,
+            scope_keys=scope_keys,
+            kinds=kinds,
+            since=since,
+            now=now,
+            unused_days=unused_days,
+            top=top,
         )
     unused_sample = list(unused.order_by("created_at", "pk").values_list("pk", flat=True)[:top])
     labels = _memory_labels({row["memory_id"] for row in hottest + coldest} | set(unused_sample))
@@ -137,21 +144,17 @@ def _direct(actor, memories, *, since, now, unused_days: int, top: int):
     return list(by_kind), list(by_scope), hottest, coldest, list(per_memory), unused
 
 
-def _from_rollup(actor, memories, *, since, now, unused_days: int, top: int):
+def _from_rollup(actor, memories, *, scope_keys, kinds, since, now, unused_days: int, top: int):
     """The same figures from the per-day rollup (MemoryUsageDay): a row per memory and day of
-    use rather than one per item, and sends since the cutoff by each row's last send."""
-    usage = MemoryUsageDay.objects.filter(
-        organization=actor.organization,
-        day__gte=since.date(),
-        memory__in=memories.values("pk"),
-    )
+    use rather than one per item, narrowed and grouped by the reader columns and kind it
+    carries (no join to the memories), and sends since the cutoff by each row's last send."""
+    usage = viewer_rows(
+        actor, MemoryUsageDay.objects.all(), scope_keys=scope_keys, kinds=kinds
+    ).filter(day__gte=since.date())
+    usage = usage.exclude(memory_status__in=selectors.HIDDEN_STATUSES)
     counts = {"retrieved": Sum("retrieved"), "sent": Sum("sent")}
-    by_kind = usage.values("day", "memory__kind").annotate(**counts).order_by("day", "memory__kind")
-    by_scope = (
-        usage.values("day", "memory__scope_key")
-        .annotate(**counts)
-        .order_by("day", "memory__scope_key")
-    )
+    by_kind = usage.values("day", "kind").annotate(**counts).order_by("day", "kind")
+    by_scope = usage.values("day", "scope_key").annotate(**counts).order_by("day", "scope_key")
     totals = usage.values("memory_id").annotate(**counts, last_used=Max("last_used"))
     hottest = list(totals.order_by("-sent", "-retrieved", "memory_id")[:top])
     coldest = list(totals.order_by("sent", "retrieved", "memory_id")[:top])
@@ -162,11 +165,19 @@ def _from_rollup(actor, memories, *, since, now, unused_days: int, top: int):
     )
     cutoff = now - timedelta(days=unused_days)
     recently_sent = MemoryUsageDay.objects.filter(
-        organization=actor.organization,
+        memory_id=OuterRef("pk"),
         day__gte=cutoff.astimezone(UTC).date(),
         last_sent__gte=cutoff,
-    ).values("memory_id")
-    unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
-        pk__in=recently_sent
     )
-    return list(by_kind), list(by_scope), hottest, coldest, list(per_memory), unused
+    unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
+        Exists(recently_sent)
+    )
+    rename = {"kind": "memory__kind", "scope_key": "memory__scope_key"}
+    return (
+        [{rename.get(k, k): v for k, v in row.items()} for row in by_kind],
+        [{rename.get(k, k): v for k, v in row.items()} for row in by_scope],
+        hottest,
+        coldest,
+        list(per_memory),
+        unused,
+    )

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryVersion
 from cadre.memory.services.common import EXACT_REASON, NEAR_REASON
-from cadre.memory.viewer import ports, reach
+from cadre.memory.viewer import activity, ports, reach
 from cadre.memory.viewer.reach import as_day, day_start, viewer_memories, window_days
 from cadre.memory.viewer.vector_map import map_history
 
@@ -146,8 +146,12 @@ def memory_quality(
     window = window_days(now, days)
     everything = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds, with_deleted=True)
     added_rows = everything.filter(created_at__gte=since)
-    counter = _direct_counts if reach.DIRECT else _counts
-    added, corrected, deleted, exact, near = counter(everything, added_rows, since)
+    if reach.DIRECT:
+        added, corrected, deleted, exact, near = _direct_counts(everything, added_rows, since)
+    else:
+        added, corrected, deleted, exact, near = _rollup_counts(
+            actor, scope_keys, kinds, since, now
+        )
     received = {day: added.get(day, 0) + exact.get(day, 0) for day in window}
     merged = {day: exact.get(day, 0) + near.get(day, 0) for day in window}
     figures = [
@@ -203,45 +207,24 @@ def _direct_counts(everything, added_rows, since):
     )
 
 
-def _counts(everything, added_rows, since):
-    """The same per-day counts in two queries: the memories added (with filtered counts of
-    the corrected and the deleted) and the merge versions (exact and near)."""
-    day = Trunc("created_at", "day", tzinfo=UTC)
-    memories = (
-        added_rows.annotate(day=day)
-        .values("day")
-        .annotate(
-            added=Count("pk"),
-            corrected=Count("pk", filter=Q(_CORRECTED)),
-            deleted=Count("pk", filter=Q(status=Memory.Status.DELETED)),
-        )
-        .order_by()
+def _rollup_counts(actor, scope_keys, kinds, since, until):
+    """The same per-day counts from the daily activity rollup (and today's rows so far)."""
+    counts = activity.activity_counts(
+        actor, scope_keys=scope_keys, kinds=kinds, since=since, until=until, bucket="day"
     )
-    merges = (
-        MemoryVersion.objects.filter(
-            memory__in=everything.values("pk"),
-            created_at__gte=since,
-            change=MemoryVersion.Change.MERGE,
-        )
-        .annotate(day=day)
-        .values("day")
-        .annotate(
-            exact=Count("pk", filter=Q(reason__startswith=EXACT_REASON)),
-            near=Count("pk", filter=Q(reason__startswith=NEAR_REASON)),
-        )
-        .order_by()
+    daily = activity.by_event(
+        counts, ("created", "created_corrected", "created_deleted", "merge_exact", "merge_near")
     )
-    memories, merges = list(memories), list(merges)
 
-    def per_day(rows, field):
-        return {as_day(row["day"]): row[field] for row in rows if row[field]}
+    def per_day(event):
+        return {as_day(moment): count for moment, count in daily[event].items()}
 
     return (
-        per_day(memories, "added"),
-        per_day(memories, "corrected"),
-        per_day(memories, "deleted"),
-        per_day(merges, "exact"),
-        per_day(merges, "near"),
+        per_day("created"),
+        per_day("created_corrected"),
+        per_day("created_deleted"),
+        per_day("merge_exact"),
+        per_day("merge_near"),
     )
 
 

@@ -48,6 +48,21 @@ def viewer_memories(
     return rows
 
 
+def viewer_rows(
+    actor,
+    rows: QuerySet,
+    *,
+    scope_keys: list[str] | None = None,
+    kinds: list[str] | None = None,
+) -> QuerySet:
+    """A rollup of memories (rows with their reader columns and kind) narrowed exactly as
+    `viewer_memories` narrows the memories."""
+    if scope_keys is not None and not scope_keys:
+        return rows.none()
+    rows = selectors.readable_rows(actor, rows, scope_keys=scope_keys)
+    return rows.filter(kind__in=kinds) if kinds else rows
+
+
 def day_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 

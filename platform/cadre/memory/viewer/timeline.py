@@ -12,6 +12,7 @@ from django.utils import timezone
 from cadre.errors import InvalidInput
 from cadre.memory.models import Memory, MemoryVersion
 from cadre.memory.services.common import NEAR_REASON
+from cadre.memory.viewer import activity, reach
 from cadre.memory.viewer.reach import viewer_memories
 
 BUCKETS = ("hour", "day", "week", "month")
@@ -69,22 +70,12 @@ def memory_timeline(
     bucket = bucket or auto_bucket(since, until)
     everything = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds, with_deleted=True)
     added = everything.filter(created_at__gte=since, created_at__lt=until)
-    by_kind = (
-        added.annotate(t=Trunc("created_at", bucket, tzinfo=UTC))
-        .values("t", "kind")
-        .annotate(count=Count("pk"))
-        .order_by("t", "kind")
-    )
-    versions = (
-        MemoryVersion.objects.filter(
-            memory__in=everything.values("pk"), created_at__gte=since, created_at__lt=until
+    if reach.DIRECT:
+        by_kind, by_event, points_total = _direct_counts(everything, added, since, until, bucket)
+    else:
+        by_kind, by_event, points_total = _rollup_counts(
+            actor, scope_keys, kinds, since, until, bucket
         )
-        .annotate(t=Trunc("created_at", bucket, tzinfo=UTC), event=_EVENT)
-        .values("t", "event")
-        .annotate(count=Count("pk"))
-        .order_by("t", "event")
-    )
-    by_event = [dict(row) for row in versions]
     expired = (
         everything.filter(expires_at__gte=since, expires_at__lt=min(until, timezone.now()))
         .annotate(t=Trunc("expires_at", bucket, tzinfo=UTC))
@@ -113,15 +104,58 @@ def memory_timeline(
         "since": since,
         "until": until,
         "bucket": bucket,
-        "by_kind": [dict(row) for row in by_kind],
+        "by_kind": by_kind,
         "by_event": by_event,
         "points": points,
-        "points_total": visible.count(),
+        "points_total": points_total,
         "as_of": None,
     }
     if as_of is not None:
         result["as_of"] = memory_set_as_of(everything, as_of)
     return result
+
+
+def _direct_counts(everything, added, since, until, bucket):
+    """(by kind, by event, points total) counted from the memories and versions (the first
+    build; bench/memory_viewer.py measures it beside the rollup)."""
+    by_kind = (
+        added.annotate(t=Trunc("created_at", bucket, tzinfo=UTC))
+        .values("t", "kind")
+        .annotate(count=Count("pk"))
+        .order_by("t", "kind")
+    )
+    versions = (
+        MemoryVersion.objects.filter(
+            memory__in=everything.values("pk"), created_at__gte=since, created_at__lt=until
+        )
+        .annotate(t=Trunc("created_at", bucket, tzinfo=UTC), event=_EVENT)
+        .values("t", "event")
+        .annotate(count=Count("pk"))
+        .order_by("t", "event")
+    )
+    total = added.exclude(status=Memory.Status.DELETED).count()
+    return [dict(row) for row in by_kind], [dict(row) for row in versions], total
+
+
+def _rollup_counts(actor, scope_keys, kinds, since, until, bucket):
+    """The same from the daily rollup (whole days) and the rows of the partial days."""
+    counts = activity.activity_counts(
+        actor, scope_keys=scope_keys, kinds=kinds, since=since, until=until, bucket=bucket
+    )
+    by_kind = [
+        {"t": moment, "kind": kind, "count": count}
+        for (moment, kind, event), count in sorted(counts.items())
+        if event == "created" and count
+    ]
+    events: dict[tuple, int] = {}
+    for (moment, _, event), count in counts.items():
+        shown = activity.TIMELINE_EVENT.get(event)
+        if shown and count:
+            events[(moment, shown)] = events.get((moment, shown), 0) + count
+    by_event = [{"t": t, "event": event, "count": n} for (t, event), n in events.items()]
+    created = sum(n for (_, _, event), n in counts.items() if event == "created")
+    deleted = sum(n for (_, _, event), n in counts.items() if event == "created_deleted")
+    return by_kind, by_event, created - deleted
 
 
 def memory_set_as_of(rows, moment: datetime, *, limit: int = POINT_LIMIT) -> dict:
