@@ -161,3 +161,50 @@ def test_a_recall_drop_beyond_the_threshold_is_a_regression():
     }
     assert summary["difference"] == 0.0 and summary["verdict"] == "regression"
     assert aggregate(rows, 0.2)["verdict"] == "pass"
+
+
+def _reembed_to_the_new_model(owner, request, monkeypatch, capture):
+    from cadre.memory.reembed import reembed_start
+
+    request.getfixturevalue("embedding_server")
+    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "fake-embed-16")
+    monkeypatch.setenv("CADRE_EMBEDDING_DIMENSION", str(DIMENSION))
+    with capture(execute=True):
+        task = reembed_start(actor=owner)
+    task.refresh_from_db()
+    assert task.status == "completed", task.error
+    return task
+
+
+def test_with_the_gate_off_a_suite_with_cases_still_shows_recall_before_the_switch(
+    owner, turns, request, monkeypatch, django_capture_on_commit_callbacks
+):
+    from cadre.memory import embeddings
+    from cadre.memory.reembed import embedding_activate
+
+    local = embeddings.active_model()
+    recall.retrieval_suite_refresh(actor=owner)  # one case: the rated turn
+    task = _reembed_to_the_new_model(
+        owner, request, monkeypatch, django_capture_on_commit_callbacks
+    )
+    assert embeddings.active_model().pk == local.pk  # held for a person, gate or not
+    (check,) = task.result["checks"]
+    run = EvalRun.objects.get(pk=check["evaluation_run"])
+    assert run.summary["recall_at_k"]["candidate"] == 1.0
+    # The gate is off: switching needs no passing check and no override.
+    embedding_activate(actor=owner, model_id=NEW_MODEL)
+    assert embeddings.active_model().pk == NEW_MODEL
+
+
+def test_with_the_gate_off_and_no_cases_a_reembed_switches_on_its_own(
+    owner, request, monkeypatch, django_capture_on_commit_callbacks
+):
+    from cadre.memory import embeddings
+
+    task = _reembed_to_the_new_model(
+        owner, request, monkeypatch, django_capture_on_commit_callbacks
+    )
+    assert embeddings.active_model().pk == NEW_MODEL
+    assert not task.result.get("checks")
+    assert not EvalRun.objects.exists()

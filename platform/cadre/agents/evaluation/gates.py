@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from cadre.agents.evaluation.models import EvalRun, EvalSuite
+from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
@@ -216,8 +216,15 @@ def latest_embedding_replay(organization_id: int, model_id: str) -> EvalRun | No
 
 
 def embedding_activation_held(organization) -> bool:
-    """Whether switching the organization's search to a new model waits for a person."""
-    return gates_of(organization)[EMBEDDING_ACTIVATE]
+    """Whether switching the organization's search to a new model waits for a person: with the
+    gate on, always; with it off, when the organization's retrieval suite has cases — the
+    re-embed then shows recall@k under both models and offers the switch (never refused).
+    With neither, a completed re-embed switches on its own."""
+    if gates_of(organization)[EMBEDDING_ACTIVATE]:
+        return True
+    return EvalCase.objects.filter(
+        suite__organization=organization, suite__kind=EvalSuite.Kind.RETRIEVAL
+    ).exists()
 
 
 def check_embedding_activation(*, actor: Actor, model, override_reason: str = "") -> None:
@@ -227,7 +234,7 @@ def check_embedding_activation(*, actor: Actor, model, override_reason: str = ""
     organization = (
         type(actor.organization).objects.only("settings").get(pk=actor.organization.pk)
     )  # as stored now: the actor's copy may predate a change of the gates
-    if not embedding_activation_held(organization):
+    if not gates_of(organization)[EMBEDDING_ACTIVATE]:
         return
     _passes_or_override(
         actor=actor,
