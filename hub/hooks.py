@@ -25,6 +25,7 @@ from django.db import transaction
 from cadre import signing
 from cadre.agents.hooks import builtins  # noqa: F401 - registered first: a stable default order
 from cadre.agents.hooks.registry import hook
+from cadre.agents.runtime.warm import warming
 from cadre.llm import estimate_tokens
 from hub import skill_prefetch
 from hub.bundles import fingerprint as compute_fingerprint
@@ -310,6 +311,8 @@ def skills_predict(run, config: dict) -> dict | None:
     the hook does and records nothing; None when there is nothing to predict."""
     if run.session_id is None or not skill_prefetch.enabled():
         return None
+    if not config.get("semantic", True) and not warming(run.version):
+        return None  # no vectors to keep, no warm-up to assemble: nothing to do ahead
     installs = _installs(run.agent)
     text = str(run.input.get("text", ""))
     if not installs:
