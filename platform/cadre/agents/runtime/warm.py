@@ -36,7 +36,25 @@ from types import SimpleNamespace
 from django.db import transaction
 from django.utils import timezone
 
+from cadre.agents import providers
+from cadre.agents.hooks.builtins import standing_rows
 from cadre.agents.hooks.registry import hooks_for
+from cadre.agents.models import Step
+from cadre.agents.runtime import context as context_assembly
+from cadre.agents.runtime.engine import (
+    DEFAULT_CONTEXT_TOKENS,
+    _recent_turns,
+    _refusal,
+    _tool_specs,
+    prompt_cache_key,
+)
+from cadre.agents.runtime.engine import _skill_descriptions as template_skills
+from cadre.agents.runtime.grants import agent_actor, scope_keys_for
+from cadre.agents.runtime.run_context import RunContext
+from cadre.governance import audit
+from cadre.governance.budgets import account_for_member
+from cadre.llm import ProviderError, provider_for
+from cadre.llm.metering import charged_to
 from cadre.ports import Registry
 
 logger = logging.getLogger(__name__)
@@ -85,8 +103,6 @@ def warming(version) -> bool:
 
 
 def _hook_outputs(run) -> dict[str, dict]:
-    from cadre.agents.models import Step
-
     prefix = "assemble_context:"
     return {
         name.removeprefix(prefix): output
@@ -99,9 +115,6 @@ def _hook_outputs(run) -> dict[str, dict]:
 def _standing_unchanged(run, config: dict, sent: dict) -> bool:
     """Whether the standing_memories hook would choose now the memories (ids and versions)
     it chose for `run`."""
-    from cadre.agents.hooks.builtins import standing_rows
-    from cadre.agents.runtime.grants import scope_keys_for
-
     keys = scope_keys_for(run.agent, run.grants.get("read_scopes", []))
     now = [(m.pk, m.version) for m in standing_rows(run.organization_id, keys, config)]
     chosen = [*sent.get("standing", []), *sent.get("withheld", [])]
@@ -111,10 +124,6 @@ def _standing_unchanged(run, config: dict, sent: dict) -> bool:
 def next_turn_prefix(run, predicted: dict[str, dict]) -> list[dict] | None:
     """The messages the next turn of `run`'s session will begin with (up to its last cache
     break), or None when they cannot be known before its input."""
-    from cadre.agents.runtime import context as context_assembly
-    from cadre.agents.runtime.engine import DEFAULT_CONTEXT_TOKENS, _recent_turns
-    from cadre.agents.runtime.engine import _skill_descriptions as template_skills
-
     settings = run.version.model_settings or {}
     if settings.get("context_order", "stable") != "stable":
         return None
@@ -160,8 +169,6 @@ def _system_part(messages: list[dict]) -> list[dict]:
 
 
 def _sent_messages(run) -> list[dict]:
-    from cadre.agents.models import Step
-
     first = (
         run.steps.filter(kind=Step.Kind.MODEL_CALL, status=Step.Status.COMPLETED)
         .order_by("index")
@@ -177,14 +184,6 @@ def _sent_messages(run) -> list[dict]:
 def prompt_cache_warm(run, predicted: dict[str, dict]) -> str:
     """Send the next turn's stable prefix to the template's provider when it differs from this
     turn's; what happened ("sent", or why not)."""
-    from cadre.agents import providers
-    from cadre.agents.runtime.engine import _refusal, _tool_specs, prompt_cache_key
-    from cadre.agents.runtime.run_context import RunContext
-    from cadre.governance import audit
-    from cadre.governance.budgets import account_for_member
-    from cadre.llm import ProviderError, provider_for
-    from cadre.llm.metering import charged_to
-
     if not warming(run.version):
         return "off"
     if _refusal(run) is not None:
@@ -220,8 +219,6 @@ def prompt_cache_warm(run, predicted: dict[str, dict]) -> str:
     except ProviderError as error:  # a budget refusal among them: the next turn writes it
         logger.info("prompt cache warm-up for run %s not sent: %s", run.pk, error)
         return "refused" if getattr(error, "code", "") == "budget_exceeded" else "failed"
-    from cadre.agents.runtime.grants import agent_actor
-
     with transaction.atomic():
         audit.record(
             actor=agent_actor(run.agent),
