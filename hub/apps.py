@@ -17,11 +17,12 @@ class HubConfig(AppConfig):
         # per-file upload URLs (/api/v1/hub/uploads/<ticket>) get their own limit.
         BodySizeLimitMiddleware.overrides["/api/v1/hub/publish/"] = UPLOAD_BODY_LIMIT
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
+        from cadre.agents.runtime.warm import NEXT_TURN
         from cadre.agents.services import AGENTS_PROVISIONED
         from cadre.governance.alerts import ALERT_EVALUATORS
         from cadre.memory.compat.ports import SKILL_RECALL
         from cadre.memory.viewer.ports import RUN_OUTCOMES, SKILL_OUTCOMES
-        from hub import hooks  # noqa: F401 - registers the hook loading installed skills
+        from hub import hooks  # registers the hook loading installed skills
         from hub.distribution import installs_sync
         from hub.outcomes import skill_version_drop_alerts
         from hub.recall import memos_skill_details
@@ -30,6 +31,8 @@ class HubConfig(AppConfig):
         # Provisioned agents get their template version's skills; hub evaluates skill drops.
         AGENTS_PROVISIONED.register(installs_sync)
         ALERT_EVALUATORS.register("skill_version_drop", skill_version_drop_alerts)
+        # A topic-shift prefetch predicts the next turn's skills (and keeps their vectors).
+        NEXT_TURN.register("skills", hooks.skills_predict)
         # The Memory Viewer's recall hit rate and skill success rate come from Hub outcomes.
         RUN_OUTCOMES.register("hub", rated_runs)
         SKILL_OUTCOMES.register("hub", skill_outcomes)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 
 from django.db import transaction
@@ -26,7 +25,9 @@ from django.db import transaction
 from cadre import signing
 from cadre.agents.hooks import builtins  # noqa: F401 - registered first: a stable default order
 from cadre.agents.hooks.registry import hook
+from cadre.agents.runtime.warm import warming
 from cadre.llm import estimate_tokens
+from hub import skill_prefetch
 from hub.bundles import fingerprint as compute_fingerprint
 from hub.integrity import signed_payload
 from hub.models import SkillBlob, SkillFile, SkillInstall, SkillUsage, SkillVersion
@@ -181,61 +182,24 @@ def lexical_score(input_words: set[str], name: str, description: str) -> int:
 
 def _semantic_scores(text: str, descriptions: list[str]) -> list[float] | None:
     """Cosine similarity of the input to each description; None when embeddings are off."""
-    from hub.semantic import _active
-
-    active = _active()
-    if active is None or not descriptions:
-        return None
-    _, provider = active
-    try:
-        vectors = provider.embed([text, *descriptions])
-    except Exception as error:  # a provider outage only costs the semantic stage
-        logger.warning("hub skills: semantic relevance unavailable: %s", error)
-        return None
-    query = vectors[0]
-
-    def cosine(a, b) -> float:
-        dot = sum(x * y for x, y in zip(a, b, strict=False))
-        norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-        return dot / norm if norm else 0.0
-
-    return [cosine(query, vector) for vector in vectors[1:]]
+    return skill_prefetch.embedded_scores(text, descriptions)
 
 
 # --- the hook ----------------------------------------------------------------------------
 
 
-def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: int = 8000) -> dict:
-    """Load the agent's installed skills for `run` and record them; the hook's output."""
-    from hub.distribution import installs_sync
-
-    config = config or {}
-    # Most runs' agents have no skill installed: a plain lookup says so far more cheaply
-    # than the joined one below.
-    installed = SkillInstall.objects.filter(agent=agent).exists()
-    installs = (
-        list(
-            SkillInstall.objects.filter(agent=agent).select_related(
-                "package__namespace", "version__package__namespace"
-            )
+def _installs(agent) -> list[SkillInstall]:
+    return list(
+        SkillInstall.objects.filter(agent=agent).select_related(
+            "package__namespace", "version__package__namespace"
         )
-        if installed
-        else []
     )
-    # The run's pinned version (already loaded with the run) names the template's skills.
-    template_skills = getattr(run, "version", None) or agent.version
-    if not installs and not template_skills.skills:
-        return {"sections": [], "loaded": [], "bodies": [], "skipped": []}
-    if not installs and template_skills.skills:
-        # Agents that existed before their skills were published resolve on first use.
-        installs_sync(agent_ids=[agent.pk])
-        installs = list(
-            SkillInstall.objects.filter(agent=agent).select_related(
-                "package__namespace", "version__package__namespace"
-            )
-        )
-    text = str(run.input.get("text", ""))
-    asked = requested_names(text, run.input.get("skills"))
+
+
+def _verified(run, installs: list[SkillInstall], text: str, explicit) -> tuple[list, list]:
+    """(the installed versions that verify, with their relevance by name and words; those that
+    do not, with the reason)."""
+    asked = requested_names(text, explicit)
     input_words = _words(text)
     loaded: list[dict] = []
     skipped: list[dict] = []
@@ -270,20 +234,25 @@ def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: in
                 "score": score,
             }
         )
-    if config.get("semantic", True) and text.strip():
-        unmatched = [skill for skill in loaded if not skill["relevance"]]
-        scores = _semantic_scores(text, [f"{s['name']}: {s['description']}" for s in unmatched])
-        threshold = float(config.get("semantic_threshold", SEMANTIC_THRESHOLD))
-        for skill, similarity in zip(unmatched, scores or [], strict=False):
-            if similarity >= threshold:
-                skill["relevance"], skill["score"] = "semantic", similarity
-    room = int(config.get("body_tokens", context_tokens // 4))
+    return loaded, skipped
+
+
+def _semantic(skills: list[dict], scores: list[float] | None, config: dict) -> None:
+    threshold = float(config.get("semantic_threshold", SEMANTIC_THRESHOLD))
+    for skill, similarity in zip(skills, scores or [], strict=False):
+        if similarity >= threshold:
+            skill["relevance"], skill["score"] = "semantic", similarity
+
+
+def _with_bodies(loaded: list[dict], room: int) -> None:
     for skill in sorted(loaded, key=lambda s: -s["score"]):
         cost = estimate_tokens(skill["body"]) + 8
         skill["with_body"] = bool(skill["relevance"] and skill["body"] and cost <= room)
         if skill["with_body"]:
             room -= cost
-    _record(run, agent, loaded, skipped)
+
+
+def _output(loaded: list[dict], skipped: list[dict]) -> dict:
     skills = [
         {
             "name": skill["name"],
@@ -299,6 +268,68 @@ def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: in
         "bodies": [f"{s['name']}@{s['version'].version}" for s in loaded if s["with_body"]],
         "skipped": [{"skill": str(s["version"]), "reason": s["reason"]} for s in skipped],
     }
+
+
+def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: int = 8000) -> dict:
+    """Load the agent's installed skills for `run` and record them; the hook's output."""
+    from hub.distribution import installs_sync
+
+    config = config or {}
+    # Most runs' agents have no skill installed: a plain lookup says so far more cheaply
+    # than the joined one below.
+    installed = SkillInstall.objects.filter(agent=agent).exists()
+    installs = _installs(agent) if installed else []
+    # The run's pinned version (already loaded with the run) names the template's skills.
+    template_skills = getattr(run, "version", None) or agent.version
+    if not installs and not template_skills.skills:
+        return {"sections": [], "loaded": [], "bodies": [], "skipped": []}
+    if not installs and template_skills.skills:
+        # Agents that existed before their skills were published resolve on first use.
+        installs_sync(agent_ids=[agent.pk])
+        installs = _installs(agent)
+    text = str(run.input.get("text", ""))
+    loaded, skipped = _verified(run, installs, text, run.input.get("skills"))
+    prefetched = False
+    if config.get("semantic", True) and text.strip():
+        unmatched = [skill for skill in loaded if not skill["relevance"]]
+        # The description vectors a topic-shift prefetch kept, when this input is on its
+        # topic (see hub/skill_prefetch.py); otherwise the descriptions are embedded now.
+        scores, prefetched = skill_prefetch.semantic_scores(run, text, unmatched)
+        _semantic(unmatched, scores, config)
+    _with_bodies(loaded, int(config.get("body_tokens", context_tokens // 4)))
+    _record(run, agent, loaded, skipped)
+    output = _output(loaded, skipped)
+    if prefetched:
+        output["prefetched"] = True
+    return output
+
+
+def skills_predict(run, config: dict) -> dict | None:
+    """The hook's output for the next turn of `run`'s session, predicted from this turn's input
+    (as the memory prefetch predicts it), for the runtime's prompt-cache warming; the
+    descriptions' vectors are kept for that turn's semantic stage. Verifies every version as
+    the hook does and records nothing; None when there is nothing to predict."""
+    if run.session_id is None or not skill_prefetch.enabled():
+        return None
+    if not config.get("semantic", True) and not warming(run.version):
+        return None  # no vectors to keep, no warm-up to assemble: nothing to do ahead
+    installs = _installs(run.agent)
+    text = str(run.input.get("text", ""))
+    if not installs:
+        # none resolved yet: the next turn resolves them first (see skills_for_run)
+        return None if run.version.skills else {"sections": [], "loaded": [], "bodies": []}
+    loaded, _ = _verified(run, installs, text, None)
+    if config.get("semantic", True) and text.strip() and loaded:
+        scores = skill_prefetch.prefetch(run, text, loaded)
+        unmatched = [
+            (skill, score)
+            for skill, score in zip(loaded, scores or [], strict=False)
+            if not skill["relevance"]
+        ]
+        _semantic([s for s, _ in unmatched], [score for _, score in unmatched], config)
+    budget = int((run.version.model_settings or {}).get("context_tokens", 8000))
+    _with_bodies(loaded, int(config.get("body_tokens", budget // 4)))
+    return _output(loaded, [])
 
 
 def _record(run, agent, loaded: list[dict], skipped: list[dict]) -> None:

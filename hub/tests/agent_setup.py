@@ -29,9 +29,11 @@ def template_with_skills(owner, skills: list[dict], **content):
         name=f"Assistant {number}",
         code=f"assistant-{number}",
         agent_md="# Persona\nYou help with office work.",
-        sop="# SOP\nAnswer briefly.",
-        model_settings={"provider": "offline", "model": "offline-1"},
-        memory_policy={"read_scopes": ["agent"], "write_scopes": ["agent"]},
+        sop=content.pop("sop", "# SOP\nAnswer briefly."),
+        model_settings=content.pop("model_settings", {"provider": "offline", "model": "offline-1"}),
+        memory_policy=content.pop(
+            "memory_policy", {"read_scopes": ["agent"], "write_scopes": ["agent"]}
+        ),
         hooks=content.pop("hooks", HOOKS),
         skills=skills,
         **content,

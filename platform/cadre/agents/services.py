@@ -88,6 +88,8 @@ def validate_content(content: dict, organization_id: int | None = None) -> dict:
             errors["model_settings"] = "budget must be an object"
         elif settings.get("context_order", "stable") not in CONTEXT_ORDERS:
             errors["model_settings"] = f"context_order must be one of {', '.join(CONTEXT_ORDERS)}"
+        elif not isinstance(settings.get("warm_prompt_cache", False), bool):
+            errors["model_settings"] = "warm_prompt_cache must be true or false"
     skills = content.get("skills")
     well_formed = isinstance(skills, list) and all(
         isinstance(s, dict)

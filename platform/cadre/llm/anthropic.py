@@ -133,6 +133,7 @@ def _result(message, model: str) -> ChatResult:
 
 class AnthropicProvider(ModelProvider):
     kind = "anthropic"
+    caches_prompts = True
 
     def _client(self) -> anthropic.Anthropic:
         # No SDK retries: ModelProvider.chat retries within the call's total budget.

@@ -202,6 +202,9 @@ class ModelProvider:
     """Base class: adapters implement `stream` (and may override `chat` for a non-stream call)."""
 
     kind = ""
+    # Whether the endpoint caches prompt prefixes (a repeated prefix is read, cheaper, from its
+    # cache): what makes warming that cache ahead of a turn worth a request.
+    caches_prompts = False
 
     def __init__(
         self,

@@ -110,6 +110,7 @@ def _arguments(raw: str | None) -> dict:
 
 class OpenAICompatibleProvider(ModelProvider):
     kind = "openai_compatible"
+    caches_prompts = True
 
     def _client(self) -> openai.OpenAI:
         # No SDK retries: ModelProvider.chat retries within the call's total budget.

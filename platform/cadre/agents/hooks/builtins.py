@@ -123,25 +123,8 @@ def memory_retrieval(ctx, config: dict) -> dict:
 def standing_memories(ctx, config: dict) -> dict:
     if not ctx.read_scope_keys():
         return {"standing": []}
-    from django.db.models import Q
-    from django.utils import timezone
-
-    from cadre.memory.models import Kind, Memory
-
-    kinds = config.get("kinds") or [Kind.PREFERENCE, Kind.REQUIREMENT]
-    rows = (
-        Memory.objects.filter(
-            organization_id=ctx.run.organization_id,
-            scope_key__in=ctx.read_scope_keys(),
-            status=Memory.Status.ACTIVE,
-            kind__in=kinds,
-        )
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
-        .order_by("pk")
-        .only("pk", "version", "scope_key", "content")[: int(config.get("limit", 20))]
-    )
     standing, withheld = [], []
-    for memory in rows:
+    for memory in standing_rows(ctx.run.organization_id, ctx.read_scope_keys(), config):
         entry = {"id": memory.pk, "version": memory.version, "scope": memory.scope_key}
         text, reason = memory_for_context(ctx, memory.content)
         if text is None:
@@ -152,6 +135,30 @@ def standing_memories(ctx, config: dict) -> dict:
     if withheld:
         output["withheld"] = withheld
     return output
+
+
+def standing_rows(organization_id: int, scope_keys: list[str], config: dict):
+    """The memories the standing_memories hook sends under `scope_keys` (before the policy
+    chain), oldest first."""
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from cadre.memory.models import Kind, Memory
+
+    if not scope_keys:
+        return Memory.objects.none()
+    kinds = config.get("kinds") or [Kind.PREFERENCE, Kind.REQUIREMENT]
+    return (
+        Memory.objects.filter(
+            organization_id=organization_id,
+            scope_key__in=scope_keys,
+            status=Memory.Status.ACTIVE,
+            kind__in=kinds,
+        )
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+        .order_by("pk")
+        .only("pk", "version", "scope_key", "content")[: int(config.get("limit", 20))]
+    )
 
 
 def turn_as_said(run) -> tuple[str, str]:

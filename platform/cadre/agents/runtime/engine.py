@@ -222,6 +222,11 @@ def _record_context(ctx: RunContext, step: Step, manifest: dict, messages: list[
         )
 
 
+def prompt_cache_key(run: Run) -> str:
+    """Calls of one template and session share their prefix: one cache route for them."""
+    return f"cadre-t{run.version.template_id}-s{run.session_id}"
+
+
 def _model_step(
     ctx: RunContext,
     provider,
@@ -262,8 +267,7 @@ def _model_step(
             tools,
             stream=True,
             on_delta=on_delta,
-            # calls of one template and session share their prefix: one cache route for them
-            prompt_cache_key=f"cadre-t{ctx.version.template_id}-s{ctx.run.session_id}",
+            prompt_cache_key=prompt_cache_key(ctx.run),
         )
         if pending and state["flushed"]:
             flush()

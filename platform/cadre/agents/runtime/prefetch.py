@@ -146,6 +146,9 @@ def prefetch_next_turn(run_id: int) -> str:
         },
         settings.CADRE_PREFETCH_TTL_SECONDS,
     )
+    from cadre.agents.runtime import warm
+
+    warm.after_prefetch(run)  # the next turn's skills, and the provider's prompt cache
     return "prefetched"
 
 
