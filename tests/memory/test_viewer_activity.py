@@ -245,3 +245,18 @@ def test_row_serializers_write_what_drf_fields_would(name, settings):
         with django_timezone.override(zone):
             rows = [ROWS[name], {**ROWS[name]}]
             assert fast(rows, many=True).data == plain(rows, many=True).data
+
+
+def test_the_heatmap_lists_the_busiest_scopes_and_counts_the_rest(known, alice):  # noqa: F811
+    from cadre.memory.viewer import heatmap
+
+    actor = actor_for(alice)
+    whole = heatmap.memory_heatmap(actor)
+    assert whole["scopes_total"] == len({row["scope_key"] for row in whole["by_scope"]}) >= 2
+    direct, rolled = _both(heatmap.memory_heatmap, actor, top=1)
+    assert rolled == direct
+    assert rolled["scopes_total"] == whole["scopes_total"]
+    sent = {}
+    for row in whole["by_scope"]:
+        sent[row["scope_key"]] = sent.get(row["scope_key"], 0) + row["sent"]
+    assert {row["scope_key"] for row in rolled["by_scope"]} == {max(sent, key=sent.get)}

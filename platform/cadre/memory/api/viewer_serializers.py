@@ -204,7 +204,10 @@ class UnusedSerializer(serializers.Serializer):
 class HeatmapSerializer(serializers.Serializer):
     days = serializers.ListField(child=serializers.DateField())
     by_kind = KindUsageSerializer(many=True)
-    by_scope = ScopeUsageSerializer(many=True)
+    by_scope = ScopeUsageSerializer(
+        many=True, help_text="Per day, for the 20 scopes with the most sends in the window"
+    )
+    scopes_total = serializers.IntegerField(help_text="Scopes whose memories were used")
     by_memory = MemoryUsageDaySerializer(many=True)
     hottest = MemoryUsageSerializer(many=True)
     coldest = MemoryUsageSerializer(many=True)

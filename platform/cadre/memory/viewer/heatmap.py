@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Exists, Max, OuterRef, Q, Sum
+from django.db import connection
+from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.db.models.functions import Left, Trunc
 from django.utils import timezone
 
@@ -41,7 +42,8 @@ def memory_heatmap(
     read (numbers only: which calls they were stays behind the context records' rules).
 
     retrieved: context-record items of any status (sent, withheld, dropped, returned);
-    sent: items of runtime `model_call` records with status `sent`."""
+    sent: items of runtime `model_call` records with status `sent`. By scope: the `top`
+    scopes with the most sends, `scopes_total` of them used in the window."""
     now = now or timezone.now()
     since = day_start(now) - timedelta(days=days - 1)
     memories = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds)
@@ -60,6 +62,8 @@ def memory_heatmap(
             unused_days=unused_days,
             top=top,
         )
+    by_scope, scopes_total = by_scope
+    by_scope = busiest_scopes(by_scope, top)
     unused_sample = list(unused.order_by("created_at", "pk").values_list("pk", flat=True)[:top])
     labels = _memory_labels({row["memory_id"] for row in hottest + coldest} | set(unused_sample))
     scope_names = selectors.scope_labels(
@@ -85,6 +89,7 @@ def memory_heatmap(
             }
             for r in by_scope
         ],
+        "scopes_total": scopes_total,
         "by_memory": [
             {"memory_id": r["memory_id"], "day": as_day(r["day"]), **_numbers(r)}
             for r in per_memory
@@ -97,6 +102,18 @@ def memory_heatmap(
             "memories": [labels[pk] for pk in unused_sample],
         },
     }
+
+
+def busiest_scopes(rows: list[dict], top: int) -> list[dict]:
+    """The rows of the `top` scopes with the most sends (then retrievals, then key)."""
+    totals: dict[str, list[int]] = {}
+    for row in rows:
+        total = totals.setdefault(row["memory__scope_key"], [0, 0])
+        total[0] += row["sent"]
+        total[1] += row["retrieved"]
+    ranked = sorted(totals, key=lambda key: (-totals[key][0], -totals[key][1], key))
+    keep = set(ranked[:top])
+    return [row for row in rows if row["memory__scope_key"] in keep]
 
 
 def _numbers(row: dict) -> dict:
@@ -141,7 +158,9 @@ def _direct(actor, memories, *, since, now, unused_days: int, top: int):
     unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
         pk__in=recently_sent
     )
-    return list(by_kind), list(by_scope), hottest, coldest, list(per_memory), unused
+    by_scope = list(by_scope)
+    scopes_total = len({row["memory__scope_key"] for row in by_scope})
+    return list(by_kind), (by_scope, scopes_total), hottest, coldest, list(per_memory), unused
 
 
 def _from_rollup(actor, memories, *, scope_keys, kinds, since, now, unused_days: int, top: int):
@@ -152,12 +171,7 @@ def _from_rollup(actor, memories, *, scope_keys, kinds, since, now, unused_days:
         actor, MemoryUsageDay.objects.all(), scope_keys=scope_keys, kinds=kinds
     ).filter(day__gte=since.date())
     usage = usage.exclude(memory_status__in=selectors.HIDDEN_STATUSES)
-    counts = {"retrieved": Sum("retrieved"), "sent": Sum("sent")}
-    by_kind = usage.values("day", "kind").annotate(**counts).order_by("day", "kind")
-    by_scope = usage.values("day", "scope_key").annotate(**counts).order_by("day", "scope_key")
-    totals = usage.values("memory_id").annotate(**counts, last_used=Max("last_used"))
-    hottest = list(totals.order_by("-sent", "-retrieved", "memory_id")[:top])
-    coldest = list(totals.order_by("sent", "retrieved", "memory_id")[:top])
+    by_kind, by_scope, hottest, coldest, scopes_total = _summed(usage, top)
     per_memory = (
         usage.filter(memory_id__in=[row["memory_id"] for row in hottest])
         .values("memory_id", "day", "retrieved", "sent")
@@ -172,12 +186,56 @@ def _from_rollup(actor, memories, *, scope_keys, kinds, since, now, unused_days:
     unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
         Exists(recently_sent)
     )
-    rename = {"kind": "memory__kind", "scope_key": "memory__scope_key"}
-    return (
-        [{rename.get(k, k): v for k, v in row.items()} for row in by_kind],
-        [{rename.get(k, k): v for k, v in row.items()} for row in by_scope],
-        hottest,
-        coldest,
-        list(per_memory),
-        unused,
+    return by_kind, (by_scope, scopes_total), hottest, coldest, list(per_memory), unused
+
+
+# The rollup rows read once (a materialized CTE), summed four ways in one statement: by day
+# and kind, by day for the `top` busiest scopes (and how many scopes were used), and the `top`
+# hottest and coldest memories over the window.
+_SUMMED = """
+WITH u AS MATERIALIZED ({rows}),
+     t AS MATERIALIZED (
+         SELECT memory_id, sum(retrieved) AS retrieved, sum(sent) AS sent,
+                max(last_used) AS last_used
+         FROM u GROUP BY memory_id)
+SELECT 'kind', day, kind, NULL::bigint, sum(retrieved), sum(sent), NULL::timestamptz
+FROM u GROUP BY day, kind
+UNION ALL
+SELECT 'scope', day, scope_key, NULL, sum(retrieved), sum(sent), NULL FROM u
+WHERE scope_key IN (
+    SELECT scope_key FROM u GROUP BY scope_key
+    ORDER BY sum(sent) DESC, sum(retrieved) DESC, scope_key COLLATE "C" LIMIT %s)
+GROUP BY day, scope_key
+UNION ALL
+SELECT 'scopes', NULL, NULL, count(DISTINCT scope_key), 0, 0, NULL FROM u
+UNION ALL
+(SELECT 'hot', NULL, NULL, memory_id, retrieved, sent, last_used FROM t
+ ORDER BY sent DESC, retrieved DESC, memory_id LIMIT %s)
+UNION ALL
+(SELECT 'cold', NULL, NULL, memory_id, retrieved, sent, last_used FROM t
+ ORDER BY sent, retrieved, memory_id LIMIT %s)
+"""
+
+
+def _summed(usage, top: int):
+    rows, params = (
+        usage.values("memory_id", "day", "kind", "scope_key", "retrieved", "sent", "last_used")
+        .order_by()
+        .query.sql_with_params()
     )
+    parts: dict[str, list] = {"kind": [], "scope": [], "scopes": [], "hot": [], "cold": []}
+    with connection.cursor() as cursor:
+        cursor.execute(_SUMMED.format(rows=rows), [*params, top, top, top])
+        for part, day, key, memory_id, retrieved, sent, last_used in cursor.fetchall():
+            numbers = {"retrieved": int(retrieved), "sent": int(sent)}
+            if part == "kind":
+                parts[part].append({"day": day, "memory__kind": key, **numbers})
+            elif part == "scope":
+                parts[part].append({"day": day, "memory__scope_key": key, **numbers})
+            elif part == "scopes":
+                parts[part].append(memory_id)
+            else:
+                parts[part].append({"memory_id": memory_id, **numbers, "last_used": last_used})
+    parts["kind"].sort(key=lambda row: (row["day"], row["memory__kind"]))
+    parts["scope"].sort(key=lambda row: (row["day"], row["memory__scope_key"]))
+    return parts["kind"], parts["scope"], parts["hot"], parts["cold"], parts["scopes"][0]
