@@ -102,10 +102,11 @@ def _add_rows(counts, actor, scope_keys, kinds, start: datetime, end: datetime, 
         for event in MEMORY_EVENTS:
             if row[event]:
                 counts[(_as_moment(row["t"]), row["kind"], event)] += row[event]
+    # A partial day's versions are few: each checked against the readable memories by its
+    # memory's key (not the readable set built whole, as `memory__in` plans it).
     versions = (
-        MemoryVersion.objects.filter(
-            memory__in=everything.values("pk"), created_at__gte=start, created_at__lt=end
-        )
+        MemoryVersion.objects.filter(created_at__gte=start, created_at__lt=end)
+        .filter(Exists(everything.filter(pk=OuterRef("memory_id"))))
         .annotate(t=moment, event=VERSION_EVENT)
         .values("t", "memory__kind", "event")
         .annotate(n=Count("pk"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, Exists, OuterRef
-from django.db.models.functions import Trunc
+from django.db.models.functions import Trunc, TruncDate
 from django.utils import timezone
 
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryVersion
@@ -244,22 +244,27 @@ def recall_figure(actor, memories, *, since: datetime, window) -> dict:
                 )
             )
         )
-        .values_list("run_id", "created_at")
+        # Calls per run and UTC day: a run's calls share its rating.
+        .annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values_list("run_id", "day")
+        .annotate(calls=Count("pk"))
+        .order_by()
     )
-    calls = list(calls)
+    counted = list(calls)
+    calls = sum(n for _, _, n in counted)
     outcomes: dict[str, str] = {}
+    runs = sorted({run for run, _, _ in counted if run})
     for _, lookup in ports.RUN_OUTCOMES.items():
-        outcomes.update(lookup(actor.organization.pk, sorted({run for run, _ in calls if run})))
+        outcomes.update(lookup(actor.organization.pk, runs))
     successes: dict = {}
     rated: dict = {}
-    for run_id, created_at in calls:
+    for run_id, day, n in counted:
         outcome = outcomes.get(run_id)
         if outcome not in ("success", "failure"):
             continue
-        day = as_day(created_at)
-        rated[day] = rated.get(day, 0) + 1
+        rated[day] = rated.get(day, 0) + n
         if outcome == "success":
-            successes[day] = successes.get(day, 0) + 1
+            successes[day] = successes.get(day, 0) + n
     if not rated:
         return _figure(
             "recall_hit_rate",
@@ -267,11 +272,11 @@ def recall_figure(actor, memories, *, since: datetime, window) -> dict:
             series=[],
             unit="ratio",
             signal=False,
-            note=f"No signal: of {len(calls)} model calls sent these memories, none belongs "
+            note=f"No signal: of {calls} model calls sent these memories, none belongs "
             "to a run a person rated.",
-            calls=len(calls),
+            calls=calls,
         )
-    return _ratio_figure("recall_hit_rate", window, successes, rated, calls=len(calls))
+    return _ratio_figure("recall_hit_rate", window, successes, rated, calls=calls)
 
 
 def skill_figure(actor, *, since: datetime, window) -> dict:
