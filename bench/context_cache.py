@@ -13,7 +13,9 @@ new default) — so only the order differs.
 Printed per provider and order: cached share of input tokens and input cost (cached-token
 prices against all-uncached) from turn 3 on. The last line is the cached share of input tokens
 from turn 3 on, both providers' tokens together:
-`context_cache today=0.xx new=0.xx`. No database needed.
+`context_cache today=0.xx new=0.xx`. No database needed. The other half of issue 20, the
+next turn's memories prefetched, and its retrieval quality on LoCoMo (R@10 of the prefetch
+path against the full search's), is measured by bench/prefetch.py (`--locomo FILE`).
 
     .venv/bin/python bench/context_cache.py
     .venv/bin/python bench/context_cache.py --turns 40 --window 12

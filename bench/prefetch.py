@@ -3,22 +3,33 @@
 One member's agent with --memories memories of their own (embedded with the local model). A
 session moves to a new topic; the prefetch task runs for that turn; then --turns follow-up
 inputs on the topic are assembled. Each is timed twice through the `memory_retrieval` hook,
-the part of the assembly the prefetch replaces: without a prefetch (the full hybrid search:
-query embedding, lexical and vector candidates, fusion, MMR) and with it (query embedding for
-the match check, the pool's rows read again under the actor's scopes, re-ranked). Both paths
-embed the input once. Printed side by side: median and p90 ms, and the overlap of the memories
-sent (top_k) between the two. Separate database (`cadre_prefetch_bench`) and Redis DB 11.
+the part of the assembly the prefetch replaces: without a prefetch (the full hybrid search over
+the scope: query embedding, lexical and vector candidates, fusion, MMR) and with it (query
+embedding for the match check, then the same search restricted to the prefetched pool's ids).
+Both paths embed the input once. Printed side by side: median and p90 ms (every turn), and on
+the turns the prefetch served the overlap of the memories sent (top_k) between the two; the
+last line is
+`prefetch without=N.Nms with=N.Nms overlap=0.xx`. Separate database (`cadre_prefetch_bench`)
+and Redis DB 11.
 
     .venv/bin/python bench/prefetch.py
-    .venv/bin/python bench/prefetch.py --memories 400 --turns 20
+    .venv/bin/python bench/prefetch.py --memories 400 --turns 20 --pool 25
 
-The vector-only re-rank of the pool is not the hybrid search's ranking (lexical side, fusion,
-MMR): the overlap line says how far the memories sent differ.
+`--locomo FILE` (e.g. ../shared/bench/locomo-dev.json) measures retrieval quality instead:
+each conversation's turns become memories as in bench/memory_retrieval.py (its loader and
+evidence ids, imported), and its questions are walked in order as the turns of one session.
+Each turn's evidence R@10 is taken from the full search ("today") and from the runtime's path
+with the prefetch ("new": the ranking over the pool prefetched after an earlier turn when the
+prefetch's topic rules serve it, else the full search); printed with the share of turns
+served, the last line `prefetch_locomo today=0.xxx new=0.xxx served=0.xx`.
+
+    .venv/bin/python bench/prefetch.py --locomo ../shared/bench/locomo-dev.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -112,14 +123,104 @@ def setup(memories: int, rng: random.Random):
     return owner, agent
 
 
+def locomo(path: str, top_k: int, pool: int) -> None:
+    """Evidence R@10 of the full search and of the prefetch path, LoCoMo questions as turns."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from bench.memory_retrieval import load
+    from cadre.agents.runtime import prefetch
+    from cadre.tenancy.models import Organization
+
+    prefetch.POOL_SIZE = pool or prefetch.POOL_SIZE
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    organization = Organization.objects.create(name="LoCoMo", slug="prefetch-locomo")
+    by_scope = load(data, organization, embed_batch=256)
+    today, new, counts = locomo_recall(data, organization, by_scope, top_k)
+    turns, shifts, served = counts["turns"], counts["shifts"], counts["served"]
+    print(
+        f"{turns} questions as turns, {shifts} topic shifts prefetched, "
+        f"{served} turns served from a prefetch (pool {prefetch.pool_size(top_k)})"
+    )
+    print(f"{'evidence R@' + str(top_k):<16}{'full search':>12}{'prefetch':>10}")
+    print(f"{'all turns':<16}{today:>12.3f}{new:>10.3f}")
+    print(f"{'served turns':<16}{counts['served_today']:>12.3f}{counts['served_new']:>10.3f}")
+    print(f"served turns: sent-memory overlap with the full search {counts['overlap']:.2f}")
+    print(f"prefetch_locomo today={today:.3f} new={new:.3f} served={served / max(turns, 1):.2f}")
+
+
+def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, float, dict]:
+    """(R@top_k of the full search, of the prefetch path, {"turns", "shifts", "served"})."""
+    from django.conf import settings
+
+    from bench.memory_retrieval import evidence_ids
+    from cadre.agents.runtime import prefetch
+    from cadre.memory import embeddings, search
+
+    provider = embeddings.provider_for(embeddings.active_model())
+    recall = dict.fromkeys(("today", "new", "served_today", "served_new", "overlap"), 0.0)
+    turns = served = shifts = 0
+    for number, sample in enumerate(data, start=1):
+        questions = [
+            (str(qa["question"]), evidence_ids(qa.get("evidence")))
+            for qa in sample.get("qa", [])
+            if qa.get("category") != 5 and evidence_ids(qa.get("evidence"))
+        ]
+        vectors = provider.embed([question for question, _ in questions])
+        ids = by_scope[number]
+        entry, previous = None, None
+        for (question, evidence), vector in zip(questions, vectors, strict=True):
+            kwargs = {
+                "organization": organization,
+                "scope_keys": [f"agent:{number}"],
+                "query": question,
+                "query_vector": vector,
+            }
+            full = search.search(top_k=top_k, **kwargs)
+            hits = full
+            # The hook's rule (prefetch.take): the pool serves an input close to its query.
+            if entry and prefetch.cosine(vector, entry["vector"]) >= settings.CADRE_PREFETCH_MATCH:
+                hits = search.search(top_k=top_k, candidate_ids=entry["ids"], **kwargs)
+                served += 1
+            for name, found in (("today", full), ("new", hits)):
+                dia = {ids.get(hit.memory.pk) for hit in found}
+                recall[name] += len(evidence & dia) / len(evidence)
+                if hits is not full:
+                    recall[f"served_{name}"] += len(evidence & dia) / len(evidence)
+            if hits is not full:
+                same = {hit.memory.pk for hit in full} & {hit.memory.pk for hit in hits}
+                recall["overlap"] += len(same) / max(len(full), 1)
+            turns += 1
+            # The task's rule (prefetch.prefetch_next_turn): a topic shift prefetches.
+            if previous is not None and prefetch.topic_shift(previous, vector):
+                passed: list = []
+                pool = search.search(top_k=prefetch.pool_size(top_k), passed_over=passed, **kwargs)
+                entry = {"vector": vector, "ids": prefetch.pool_ids(pool, passed)}
+                shifts += 1
+            previous = vector
+    counts = {"turns": turns, "shifts": shifts, "served": served}
+    counts.update(
+        {name: recall[name] / max(served, 1) for name in ("served_today", "served_new", "overlap")}
+    )
+    return recall["today"] / max(turns, 1), recall["new"] / max(turns, 1), counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100)
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pool", type=int, default=0, help="prefetch.POOL_SIZE (0: as shipped)")
+    parser.add_argument("--locomo", metavar="FILE", help="LoCoMo-format file: R@10 mode")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     prepare_environment()
+    if args.locomo:
+        locomo(args.locomo, top_k=10, pool=args.pool)
+        return
     owner, agent = setup(args.memories, rng)
 
     from cadre.agents.hooks.builtins import memory_retrieval
@@ -128,6 +229,8 @@ def main() -> None:
     from cadre.agents.runtime import services as runtime
     from cadre.agents.runtime.run_context import RunContext
     from cadre.tenancy.actors import member_actor
+
+    prefetch.POOL_SIZE = args.pool or prefetch.POOL_SIZE
 
     def turn(text, session=None):
         run = runtime.run_start(actor=member_actor(owner), agent=agent, text=text, session=session)
@@ -178,7 +281,9 @@ def main() -> None:
             for values in times.values():
                 values.clear()
             continue
-        served += any(m["components"].get("prefetched") for m in results["fetched"]["memories"])
+        if not any(m["components"].get("prefetched") for m in results["fetched"]["memories"]):
+            continue  # not served: both ran the full search
+        served += 1
         a_ids = {m["id"] for m in results["plain"]["memories"]}
         b_ids = {m["id"] for m in results["fetched"]["memories"]}
         overlap.append(len(a_ids & b_ids) / max(1, len(a_ids)))
@@ -195,11 +300,12 @@ def main() -> None:
     print(
         f"{'median ms, retrieval only':<34}{med['plain_only']:>14.1f}{med['fetched_only']:>12.1f}"
     )
+    share = statistics.mean(overlap) if overlap else 0.0
     print(
-        f"served from prefetch: {served}/{args.turns}; "
-        f"sent-memory overlap with the full search: {statistics.mean(overlap):.2f}"
+        f"served from prefetch: {served}/{args.turns} (pool {prefetch.pool_size(5)}); "
+        f"on those, sent-memory overlap with the full search: {share:.2f}"
     )
-    print(f"prefetch without={med['plain']:.1f}ms with={med['fetched']:.1f}ms")
+    print(f"prefetch without={med['plain']:.1f}ms with={med['fetched']:.1f}ms overlap={share:.2f}")
 
 
 if __name__ == "__main__":

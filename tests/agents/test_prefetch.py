@@ -134,12 +134,17 @@ def _prefetched_session(bob, bob_agent):
     return first.session
 
 
-def _no_search(monkeypatch):
+def _no_search(monkeypatch, pooled=None):
+    """The queries the full search (the whole scope) runs for; `pooled` gets (query, ids) of
+    the searches restricted to a prefetched pool."""
     calls = []
     real = selectors.memory_search
 
     def counted(**kwargs):
-        calls.append(kwargs["query"])
+        if kwargs.get("candidate_ids") is None:
+            calls.append(kwargs["query"])
+        elif pooled is not None:
+            pooled.append((kwargs["query"], list(kwargs["candidate_ids"])))
         return real(**kwargs)
 
     monkeypatch.setattr(selectors, "memory_search", counted)
@@ -150,9 +155,11 @@ def test_the_next_turn_on_the_new_topic_is_served_from_the_prefetch(
     agents, bob, bob_memories, monkeypatch
 ):
     session = _prefetched_session(bob, agents[1])
-    searches = _no_search(monkeypatch)
+    pooled = []
+    searches = _no_search(monkeypatch, pooled)
     nxt = _run(bob, agents[1], TRAVEL_AGAIN, session)
     assert searches == [], "the prefetched pool must replace the search"
+    assert pooled == [(TRAVEL_AGAIN, _entry(session.pk, bob)["ids"])]
     sent = _sent(nxt)
     assert bob_memories[0].pk in {item.memory_id for item in sent}
     assert all(item.components.get("prefetched") is True for item in sent)
@@ -205,3 +212,103 @@ def test_a_template_without_retrieval_queues_no_prefetch(
     with django_capture_on_commit_callbacks(execute=True):
         _run(bob, bob_agent, LUNCH)
     assert queued == []
+
+
+SHANGHAI_NOODLES = "A Shanghai noodle recipe needs five spices."
+
+
+@pytest.fixture
+def travel_memories(bob, bob_memories):
+    """Paraphrases of the travel question with no word of it, and one memory that names the
+    question's rarest word (Shanghai) but is about something else: nearest by vector are the
+    paraphrases, the hybrid ranking puts the exact word ahead of them."""
+    from cadre.memory.embeddings import embed_memories
+    from cadre.memory.models import Memory
+
+    memories = (
+        *bob_memories,
+        _remember(bob, "Work travel to China: airline seats and rooms are reserved via the desk."),
+        _remember(bob, "Reservations of airfare and lodging for work travel go through the desk."),
+        _remember(bob, "Travel arrangements for work journeys need the manager's sign-off."),
+        _remember(bob, SHANGHAI_NOODLES),
+    )
+    embed_memories(Memory.objects.filter(pk__in=[memory.pk for memory in memories]))
+    return memories
+
+
+def _full_search(agent, bob, text):
+    from cadre.agents.runtime.grants import agent_actor
+
+    return selectors.memory_search(
+        actor=agent_actor(agent), query=text, top_k=3, scope_keys=[f"user:{bob.pk}"]
+    )
+
+
+def test_a_served_turn_sends_what_the_full_search_would(agents, bob, travel_memories):
+    from cadre.memory import search
+
+    session = _prefetched_session(bob, agents[1])
+    nxt = _run(bob, agents[1], TRAVEL_AGAIN, session)
+    sent = sorted(_sent(nxt), key=lambda item: item.rank)
+    assert all(item.components.get("prefetched") is True for item in sent)
+
+    full = _full_search(agents[1], bob, TRAVEL_AGAIN)
+    assert [item.memory_id for item in sent] == [hit.memory.pk for hit in full]
+    assert [item.score for item in sent] == pytest.approx([hit.score for hit in full], abs=1e-4)
+    # The fixture is one where similarity alone would send something else.
+    nearest = search.search(
+        organization=bob.organization,
+        scope_keys=[f"user:{bob.pk}"],
+        query=TRAVEL_AGAIN,
+        top_k=3,
+        mode="vector",
+    )
+    shanghai = next(m.pk for m in travel_memories if m.content == SHANGHAI_NOODLES)
+    assert shanghai in {item.memory_id for item in sent}
+    assert shanghai not in {hit.memory.pk for hit in nearest}
+
+
+def test_a_served_turn_records_the_ranking_components(agents, bob, travel_memories):
+    session = _prefetched_session(bob, agents[1])
+    nxt = _run(bob, agents[1], TRAVEL_AGAIN, session)
+    sent = _sent(nxt)
+    assert len(sent) == 3
+    for item in sent:
+        parts = item.components
+        assert parts["prefetched"] is True and parts["prefetch_match"] >= 0.65
+        assert {"vector_rank", "vector_similarity", "recency", "rrf", "score_before_mmr"} <= set(
+            parts
+        )
+        assert {"mmr", "mmr_redundancy"} <= set(parts)
+    assert all("lexical_rank" in item.components for item in sent), "all share a query word"
+    shanghai = next(item for item in sent if item.memory.content == SHANGHAI_NOODLES)
+    assert shanghai.components["lexical_rank"] < shanghai.components["vector_rank"]
+    # The record keeps what diversity passed over, flagged the same way.
+    record = sent[0].context
+    assert record.passed_over is not None
+    assert all(entry["components"]["prefetched"] is True for entry in record.passed_over)
+
+
+def test_a_served_turn_never_sends_a_memory_gone_from_the_pool(agents, bob, travel_memories):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from cadre.memory.models import Memory
+
+    session = _prefetched_session(bob, agents[1])
+    shanghai = next(m for m in travel_memories if m.content == SHANGHAI_NOODLES)
+    superseded, expired = travel_memories[0], travel_memories[1]
+    Memory.objects.filter(pk=superseded.pk).update(status=Memory.Status.SUPERSEDED)
+    Memory.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    Memory.objects.filter(pk=shanghai.pk).update(scope_key="user:0")  # out of bob's reach
+    nxt = _run(bob, agents[1], TRAVEL_AGAIN, session)
+    sent = _sent(nxt)
+    assert sent and all(item.components.get("prefetched") for item in sent)
+    assert not {item.memory_id for item in sent} & {superseded.pk, expired.pk, shanghai.pk}
+    record = sent[0].context
+    assert not {entry["id"] for entry in record.passed_over} & {
+        superseded.pk,
+        expired.pk,
+        shanghai.pk,
+    }

@@ -475,3 +475,29 @@ def test_hnsw_settings_do_not_leak_into_the_callers_transaction(org_a):
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('hnsw.ef_search')")
         assert cursor.fetchone()[0] == "33"
+
+
+@pytest.mark.django_db
+def test_candidate_ids_rank_only_the_pool_with_the_same_filters(org_a):
+    now = timezone.now()
+    pool = [
+        remember(org_a, "parking spot is B12 for visitors"),
+        remember(org_a, "the parking garage closes at ten"),
+        remember(org_a, "parking spot B12 superseded", status=Memory.Status.SUPERSEDED),
+        remember(org_a, "parking spot B12 expired", expires_at=now - timedelta(minutes=1)),
+        remember(org_a, "parking spot B12 of another scope", scope_key="agent:2"),
+    ]
+    outside = remember(org_a, "parking spot B12 is reserved on Mondays")
+    embeddings.embed_memories(Memory.objects.all())
+    ids = [memory.pk for memory in pool]
+    hits = find(org_a, "where is parking spot B12?", mode="hybrid", candidate_ids=ids)
+    assert [hit.memory.pk for hit in hits] == [pool[0].pk, pool[1].pk]
+    assert outside.pk in {hit.memory.pk for hit in find(org_a, "parking spot B12", mode="hybrid")}
+    # The same ranking as the whole scope's when the pool holds every candidate.
+    everything = list(Memory.objects.values_list("pk", flat=True))
+    full = find(org_a, "where is parking spot B12?", mode="hybrid")
+    restricted = find(org_a, "where is parking spot B12?", mode="hybrid", candidate_ids=everything)
+    assert [(h.memory.pk, h.score, h.components) for h in restricted] == [
+        (h.memory.pk, h.score, h.components) for h in full
+    ]
+    assert find(org_a, "parking spot", mode="hybrid", candidate_ids=[]) == []

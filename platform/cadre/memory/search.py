@@ -124,6 +124,7 @@ def _filter_sql(
     until: datetime | None = None,
     as_of: datetime | None = None,
     include_statuses=None,
+    candidate_ids: Sequence[int] | None = None,
     now: datetime,
 ) -> tuple[str, list]:
     """WHERE conditions on `m` (memory_memory) shared by both retrieval sides."""
@@ -132,6 +133,9 @@ def _filter_sql(
     organization_id = getattr(organization, "pk", organization)
     conditions = ["m.organization_id = %s", "m.scope_key = ANY(%s)"]
     params: list = [organization_id, list(scope_keys)]
+    if candidate_ids is not None:
+        conditions.append("m.id = ANY(%s)")
+        params.append([int(pk) for pk in candidate_ids])
     conditions.append("m.purged_at IS NULL AND m.deleted_at IS NULL")
     conditions.append("(m.expires_at IS NULL OR m.expires_at > %s)")
     params.append(now)
@@ -410,6 +414,7 @@ def search(
     query_vector: Sequence[float] | None = None,
     settings: SearchSettings | None = None,
     passed_over: list[SearchHit] | None = None,
+    candidate_ids: Sequence[int] | None = None,
 ) -> list[SearchHit]:
     """The memories of `organization` within `scope_keys` that best answer `query`.
 
@@ -420,6 +425,12 @@ def search(
     `mode` "lexical" / "vector" run one side alone (same SQL as the hybrid's sides; used by
     the benchmarks). `query_vector` skips embedding the query (benchmarks, callers that
     already have it). Filters always include organization and scope; see the module docs.
+
+    `candidate_ids` restricts both sides to these memories (a pool retrieved ahead, e.g. the
+    runtime's prefetch): the same filters and the same ranking, over the pool instead of the
+    whole scope. The pool's rows stand in for the scope: the lexical side's idf and the ranks
+    fused are the pool's, so the top k matches the full search's when the pool holds its
+    candidates (docs/memory.md#prefetch-of-the-next-turn).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -438,6 +449,7 @@ def search(
         until=_aware(until) if until else None,
         as_of=_aware(as_of) if as_of else None,
         include_statuses=include_statuses,
+        candidate_ids=candidate_ids,
         now=now,
     )
     pool = settings.candidates_per_side or max(top_k * 5, 50)

@@ -521,6 +521,7 @@ def memory_search(
     force: bool = False,
     passed_over: bool = False,
     query_vector: list[float] | None = None,
+    candidate_ids: list[int] | None = None,
 ) -> SearchResult:
     """Search the memories the actor may read.
 
@@ -530,6 +531,8 @@ def memory_search(
     `passed_over`: also collect the candidates diversity (MMR) passed over
     (`result.passed_over`, readable rows only, as for the hits).
     `query_vector`: the query's embedding under the active model, when the caller has it.
+    `candidate_ids`: rank only these memories (a pool retrieved ahead, the runtime's prefetch),
+    with the same filters, scopes and ranking as the full search.
     """
     from cadre.memory import search as search_engine
 
@@ -557,6 +560,7 @@ def memory_search(
             conversation_id=conversation_id or None,
             passed_over=dropped,
             query_vector=query_vector,
+            candidate_ids=candidate_ids,
         )
         # Defence in depth: whatever the engine returns, only readable, undeleted rows leave.
         allowed = set(keys)

@@ -53,7 +53,7 @@ def memory_retrieval(ctx, config: dict) -> dict:
     try:
         from cadre.agents.runtime import prefetch
         from cadre.memory.models import Memory
-        from cadre.memory.selectors import SearchResult, memory_search
+        from cadre.memory.selectors import memory_search
 
         has_memories = Memory.objects.filter(
             organization_id=ctx.run.organization_id,
@@ -62,12 +62,11 @@ def memory_retrieval(ctx, config: dict) -> dict:
         ).exists()
         if not has_memories:  # nothing to find: skip embedding the query
             return {"memories": [], "passed_over": []}
-        # A pool prefetched after the previous turn, when this input is on its topic (checked
-        # and re-ranked now, see runtime/prefetch.py); otherwise the full search.
-        prefetched, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
-        if prefetched is not None:
-            result = SearchResult(prefetched, scope_keys=ctx.read_scope_keys(), passed_over=[])
-        else:
+        # A pool prefetched after the previous turn, when this input is on its topic (read
+        # again and ranked now as the full search ranks, see runtime/prefetch.py); otherwise
+        # the full search.
+        result, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
+        if result is None:
             result = memory_search(
                 actor=ctx.actor,
                 query=ctx.input_text,
