@@ -34,9 +34,7 @@ def prepare(
     with psycopg.connect(
         admin_url.replace("postgresql://", "postgres://", 1), autocommit=True
     ) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [database]
-        ).fetchone()
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if exists and not keep:
             conn.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
         if not exists or not keep:
