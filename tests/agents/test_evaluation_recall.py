@@ -84,18 +84,13 @@ def test_a_held_reembed_replays_the_suite_and_reports_recall_at_10(
 ):
     from cadre.agents.evaluation.gates import evaluation_gates_set
     from cadre.memory import embeddings
-    from cadre.memory.reembed import embedding_activate, reembed_start
+    from cadre.memory.reembed import embedding_activate
 
-    request.getfixturevalue("embedding_server")
     local = embeddings.active_model()
     evaluation_gates_set(actor=owner, gates={"embedding_activate": True})
-    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "openai")
-    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "fake-embed-16")
-    monkeypatch.setenv("CADRE_EMBEDDING_DIMENSION", str(DIMENSION))
-    with django_capture_on_commit_callbacks(execute=True):
-        task = reembed_start(actor=owner)
-    task.refresh_from_db()
-    assert task.status == "completed", task.error
+    task = _reembed_to_the_new_model(
+        owner, request, monkeypatch, django_capture_on_commit_callbacks
+    )
     assert embeddings.active_model().pk == local.pk  # held: nothing switched yet
     (check,) = task.result["checks"]
     run = EvalRun.objects.get(pk=check["evaluation_run"])
