@@ -58,6 +58,18 @@ def deploy(owner, template, *members):
     return deployment, {agent.member_id: agent for agent in deployment.agents.all()}
 
 
+def completed_run(member, agent, text: str, session=None):
+    """One turn of `agent` for `member`, executed in-process, asserted completed."""
+    from cadre.agents.models import Run
+    from cadre.agents.runtime import engine
+    from cadre.agents.runtime import services as runtime
+
+    run = runtime.run_start(actor=member_actor(member), agent=agent, text=text, session=session)
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    run.refresh_from_db()
+    return run
+
+
 def install_and_run(owner) -> dict:
     """An agent of the owner's organization with a Hub skill installed, and one run of it:
     URL kwargs for the install and run routes (the cross-tenant sweep)."""

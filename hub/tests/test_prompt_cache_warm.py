@@ -15,13 +15,12 @@ import pytest
 from django.core.cache import cache
 
 from cadre.agents import services as agent_services
-from cadre.agents.models import Run, Step
-from cadre.agents.runtime import engine, prefetch, warm
-from cadre.agents.runtime import services as runtime
+from cadre.agents.models import Step
+from cadre.agents.runtime import prefetch, warm
 from cadre.governance.models import AuditEvent, UsageRecord
 from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor
-from hub.tests.agent_setup import deploy, template_with_skills
+from hub.tests.agent_setup import completed_run, deploy, template_with_skills
 from hub.tests.factories import publish
 from hub.tests.skill_samples import skill_files
 from hub.tests.test_skills_prefetch import HOOKS, PDF, PDF_AGAIN, UNRELATED
@@ -88,18 +87,11 @@ def _agent(alice, bob, server=None, *, kind="openai_compatible", warming=True):
     return by_member[bob.pk]
 
 
-def _run(bob, agent, text: str, session=None) -> Run:
-    run = runtime.run_start(actor=member_actor(bob), agent=agent, text=text, session=session)
-    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    run.refresh_from_db()
-    return run
-
-
 def _two_turns_then_a_patch(alice, bob, agent):
     """Two turns (the second a topic shift), then the Hub applies pdf-tools 1.0.1 to the agent
     (auto policy) before the prefetch runs: the next turn's skills differ from this turn's."""
-    first = _run(bob, agent, UNRELATED)
-    shifted = _run(bob, agent, PDF, first.session)
+    first = completed_run(bob, agent, UNRELATED)
+    shifted = completed_run(bob, agent, PDF, first.session)
     description, body = SKILLS["pdf-tools"]
     publish(
         alice,
@@ -118,7 +110,7 @@ def test_a_warm_up_sends_the_next_turns_prefix_and_that_turn_reads_it_from_the_c
         assert len(server.requests) == 2
         assert prefetch.prefetch_next_turn(shifted.pk) == "prefetched"
         assert len(server.requests) == 3, "one warm-up request"
-        nxt = _run(bob, agent, PDF_AGAIN, shifted.session)
+        nxt = completed_run(bob, agent, PDF_AGAIN, shifted.session)
 
     warmup, real = server.requests[2]["body"], server.requests[3]["body"]
     assert warmup["max_tokens"] == 1 and not warmup.get("stream")
@@ -163,7 +155,7 @@ def test_without_the_setting_no_warm_up_is_sent(alice, bob):
         assert prefetch.prefetch_next_turn(shifted.pk) == "prefetched"
         assert len(server.requests) == 2
         prefix = warm.next_turn_prefix(shifted, warm.predict_next_turn(shifted))
-        _run(bob, agent, PDF_AGAIN, shifted.session)
+        completed_run(bob, agent, PDF_AGAIN, shifted.session)
         assert len(server.requests) == 3
     assert not UsageRecord.objects.filter(purpose=warm.WARM_PURPOSE).exists()
     # Unwarmed, the turn reads only what precedes the patched skill (AGENT.md and the SOP).
@@ -181,8 +173,8 @@ def test_an_unchanged_prefix_is_not_sent_again(alice, bob):
     _publish_skills(alice)
     with FakeModelServer([{"text": f"Answer {n}."} for n in range(2)], caching=True) as server:
         agent = _agent(alice, bob, server)
-        first = _run(bob, agent, UNRELATED)
-        shifted = _run(bob, agent, PDF, first.session)
+        first = completed_run(bob, agent, UNRELATED)
+        shifted = completed_run(bob, agent, PDF, first.session)
         # The topic shift's own request already carried the bodies the next turn predicts.
         assert warm.after_prefetch(shifted)["warm"] == "unchanged"
         assert len(server.requests) == 2
@@ -194,7 +186,7 @@ def test_anthropic_gets_the_breakpoints_the_next_turn_reads(alice, bob):
         agent = _agent(alice, bob, server, kind="anthropic")
         shifted = _two_turns_then_a_patch(alice, bob, agent)
         assert prefetch.prefetch_next_turn(shifted.pk) == "prefetched"
-        nxt = _run(bob, agent, PDF_AGAIN, shifted.session)
+        nxt = completed_run(bob, agent, PDF_AGAIN, shifted.session)
 
     assert len(server.requests) == 4
     warmup, real = server.requests[2]["body"], server.requests[3]["body"]
@@ -216,8 +208,8 @@ def test_anthropic_gets_the_breakpoints_the_next_turn_reads(alice, bob):
 def test_the_offline_provider_is_never_warmed(alice, bob):
     _publish_skills(alice)
     agent = _agent(alice, bob)
-    first = _run(bob, agent, UNRELATED)
-    shifted = _run(bob, agent, PDF, first.session)
+    first = completed_run(bob, agent, UNRELATED)
+    shifted = completed_run(bob, agent, PDF, first.session)
     assert warm.after_prefetch(shifted) == {"predicted": ["skills"], "warm": "no_cache"}
     assert not UsageRecord.objects.filter(purpose=warm.WARM_PURPOSE).exists()
 

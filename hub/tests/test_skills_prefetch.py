@@ -9,15 +9,13 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from cadre.agents.models import Run
-from cadre.agents.runtime import engine, prefetch
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime import prefetch
 from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor
 from hub import services as hub_services
 from hub import skill_prefetch
 from hub.models import SkillUsage
-from hub.tests.agent_setup import deploy, template_with_skills
+from hub.tests.agent_setup import completed_run, deploy, template_with_skills
 from hub.tests.factories import publish
 from hub.tests.skill_samples import skill_files
 from hub.tests.test_skills_semantic import SKILLS
@@ -72,13 +70,6 @@ def agent(alice, bob, versions):
     return by_member[bob.pk]
 
 
-def _run(bob, agent, text: str, session=None) -> Run:
-    run = runtime.run_start(actor=member_actor(bob), agent=agent, text=text, session=session)
-    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    run.refresh_from_db()
-    return run
-
-
 def _bodies(run) -> dict[str, tuple[bool, bool, str]]:
     return {
         usage.package.name: (usage.loaded, usage.body_loaded, usage.relevance)
@@ -108,8 +99,8 @@ def _described(batches: list[list[str]]) -> list[str]:
 
 
 def _shifted_session(bob, agent, embedded=None):
-    first = _run(bob, agent, UNRELATED)
-    shifted = _run(bob, agent, PDF, first.session)
+    first = completed_run(bob, agent, UNRELATED)
+    shifted = completed_run(bob, agent, PDF, first.session)
     if embedded is not None:
         embedded.clear()
     assert prefetch.prefetch_next_turn(shifted.pk) == "prefetched"
@@ -126,7 +117,7 @@ def test_the_next_turn_on_the_topic_reuses_the_prefetched_skill_vectors(
     assert len(_described(embedded)) == len(SKILLS)  # embedded once, by the prefetch
 
     embedded.clear()
-    nxt = _run(bob, agent, PDF_AGAIN, shifted.session)
+    nxt = completed_run(bob, agent, PDF_AGAIN, shifted.session)
     assert _described(embedded) == [], "the descriptions must not be embedded again"
     assert [PDF_AGAIN] in embedded  # the input alone, to match it with the prefetch
     hook = nxt.steps.get(name="assemble_context:skills")
@@ -136,7 +127,7 @@ def test_the_next_turn_on_the_topic_reuses_the_prefetched_skill_vectors(
     # The same input in a session without a prefetch: the descriptions embedded, the same
     # bodies loaded.
     embedded.clear()
-    fresh = _run(bob, agent, PDF_AGAIN)
+    fresh = completed_run(bob, agent, PDF_AGAIN)
     assert len(_described(embedded)) == len(SKILLS)
     assert "prefetched" not in fresh.steps.get(name="assemble_context:skills").output
     assert _bodies(nxt) == _bodies(fresh)
@@ -146,7 +137,7 @@ def test_the_next_turn_on_the_topic_reuses_the_prefetched_skill_vectors(
 def test_a_turn_on_another_topic_embeds_the_descriptions_again(bob, agent, embedded):
     shifted = _shifted_session(bob, agent)
     embedded.clear()
-    other = _run(bob, agent, "How do I get reimbursed for my taxi fare", shifted.session)
+    other = completed_run(bob, agent, "How do I get reimbursed for my taxi fare", shifted.session)
     assert len(_described(embedded)) == len(SKILLS)
     hook = other.steps.get(name="assemble_context:skills")
     assert "prefetched" not in hook.output
@@ -158,7 +149,7 @@ def test_a_version_removed_after_the_prefetch_is_not_loaded(alice, bob, agent, v
     hub_services.version_remove(
         actor=member_actor(alice), version=versions["pdf-tools"], reason="withdrawn"
     )
-    nxt = _run(bob, agent, PDF_AGAIN, shifted.session)
+    nxt = completed_run(bob, agent, PDF_AGAIN, shifted.session)
     assert "pdf-tools" not in _bodies(nxt)
     hook = nxt.steps.get(name="assemble_context:skills")
     assert not any("pdf-tools" in label for label in hook.output["loaded"])
@@ -172,7 +163,7 @@ def test_a_tampered_version_is_refused_though_its_vector_was_prefetched(bob, age
     shifted = _shifted_session(bob, agent)
     # The stored SKILL.md listing no longer matches the signed fingerprint.
     SkillFile.objects.filter(version=versions["pdf-tools"], path="SKILL.md").update(sha256="0" * 64)
-    nxt = _run(bob, agent, PDF_AGAIN, shifted.session)
+    nxt = completed_run(bob, agent, PDF_AGAIN, shifted.session)
     assert _bodies(nxt)["pdf-tools"] == (False, False, "")
     system = nxt.steps.get(kind="model_call").input["messages"][0]["content"]
     assert "Use pypdf to merge files." not in system
