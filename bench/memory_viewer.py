@@ -286,7 +286,7 @@ def measure(args) -> None:
                 f"{figures(row['old cached']):>15s}  {figures(row['new cached']):>15s}"
             )
     if args.browser:
-        first_charts(client, args.browser)
+        first_charts(client, args.browser, state["model"])
     print(
         "\nold: the first build's queries (straight from the context record items, a query a "
         "figure; the map as JSON rows); new: the rollup, counts in two queries, packed points."
@@ -309,15 +309,24 @@ def _first_chart_ms(page, timeout: float = 30.0) -> float:
     raise TimeoutError(f"no chart drawn on {page.url} in {timeout:.0f} s")
 
 
-def first_charts(client, repeat: int) -> None:
+def first_charts(client, repeat: int, model) -> None:
     """Each viewer page opened in headless Chromium as the owner (the session of `client`),
     the viewer's cache off: ms from navigation start to the first chart drawn (the page's
-    `viewer:first-chart` mark)."""
+    `viewer:first-chart` mark). The console's map uses the active embedding model: the bench's
+    model is made the active one, so the page is served the map computed above (its
+    selection: the owner's scopes, every point)."""
     from django.conf import settings
     from playwright.sync_api import sync_playwright
 
+    from cadre.memory.models import EmbeddingModel, MemoryMap
     from tests.live_asgi import serve_asgi
 
+    EmbeddingModel.objects.exclude(pk=model.pk).filter(status=EmbeddingModel.Status.ACTIVE).update(
+        status=EmbeddingModel.Status.RETIRED
+    )
+    EmbeddingModel.objects.filter(pk=model.pk).update(status=EmbeddingModel.Status.ACTIVE)
+    # A map asked for by an earlier run on another model waits for a worker the bench has not.
+    MemoryMap.objects.exclude(model=model).delete()
     settings.MEMORY_VIEWER_CACHE_SECONDS = 0
     cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's loop on this thread

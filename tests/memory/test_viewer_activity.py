@@ -1,6 +1,8 @@
-"""The daily activity rollup (MemoryActivityDay, kept by triggers on memories and versions):
-it equals a count of the rows after every kind of write, and the timeline and quality figures
-read from it equal the first build's direct counts for any window, bucket and selection."""
+"""The daily activity rollup (MemoryActivityDay, kept by triggers on memories and versions, and
+its sum per kind of scope, MemoryActivityScopeDay, kept from it): it equals a count of the rows
+after every kind of write, and the timeline and quality figures read from it equal the first
+build's direct counts for any window, bucket and selection. Context record items carry their
+memory's reader columns through every change of the memory."""
 
 from __future__ import annotations
 
@@ -12,9 +14,16 @@ from django.db import connection
 from django.utils import timezone
 
 from cadre.memory import services
-from cadre.memory.models import Memory, MemoryActivityDay, MemoryVersion
+from cadre.memory.models import (
+    ContextRecordItem,
+    Memory,
+    MemoryActivityDay,
+    MemoryActivityScopeDay,
+    MemoryUsageDay,
+    MemoryVersion,
+)
 from cadre.memory.services.common import EXACT_REASON, NEAR_REASON
-from cadre.memory.viewer import quality, timeline
+from cadre.memory.viewer import quality, reach, timeline
 from tests.conftest import actor_for
 from tests.memory.test_viewer import known  # noqa: F401 - the fixture
 from tests.memory.test_viewer_rollup import _both, rated  # noqa: F401 - the fixture
@@ -66,6 +75,24 @@ def _rollup() -> Counter:
     )
 
 
+def _by_scope() -> Counter:
+    """MemoryActivityScopeDay as kept by its trigger, and as MemoryActivityDay summed per
+    kind of scope gives it."""
+    kept: Counter = Counter()
+    for r in MemoryActivityScopeDay.objects.exclude(count=0):
+        kept[(r.organization_id, r.day, r.scope, r.kind, r.event)] = r.count
+    summed: Counter = Counter()
+    for r in MemoryActivityDay.objects.all():
+        summed[(r.organization_id, r.day, r.scope, r.kind, r.event)] += r.count
+    return kept, +summed
+
+
+def _assert_kept() -> None:
+    assert _rollup() == _from_rows()
+    kept, summed = _by_scope()
+    assert kept == summed
+
+
 def test_the_migrations_merge_prefixes_are_the_dedup_stages(db):
     with connection.cursor() as cursor:
         cursor.execute(
@@ -76,15 +103,16 @@ def test_the_migrations_merge_prefixes_are_the_dedup_stages(db):
 
 
 def test_rollup_equals_the_rows_after_every_kind_of_write(known, alice, bob):  # noqa: F811
-    assert _rollup() == _from_rows()
+    _assert_kept()
     assert any(key[5] == "created_corrected" for key in _rollup())  # not two empty sets
+    assert {key[2] for key in _by_scope()[0]} >= {"user", "organization"}
     b = actor_for(bob)
     tea = Memory.objects.get(pk=known["tea"].pk)
     # A second correction: still corrected once on its creation day.
     services.memory_update(
         actor=b, memory=tea, expected_version=tea.version, content="Bob prefers jasmine tea"
     )
-    assert _rollup() == _from_rows()
+    _assert_kept()
     # Moved to another day, another kind and another scope (the history's days move too).
     Memory.objects.filter(pk=known["office"].pk).update(
         created_at=timezone.now() - timedelta(days=9), kind="experience"
@@ -92,7 +120,7 @@ def test_rollup_equals_the_rows_after_every_kind_of_write(known, alice, bob):  #
     Memory.objects.filter(pk=known["rule"].pk).update(
         scope="user", scope_key=f"user:{bob.pk}", subject=bob
     )
-    assert _rollup() == _from_rows()
+    _assert_kept()
     # Bulk-created memories, one already deleted.
     now = timezone.now()
     Memory.objects.bulk_create(
@@ -110,12 +138,12 @@ def test_rollup_equals_the_rows_after_every_kind_of_write(known, alice, bob):  #
             [("fact", "active"), ("fact", "deleted"), ("summary", "active")]
         )
     )
-    assert _rollup() == _from_rows()
+    _assert_kept()
     # A soft delete, then a memory removed for good with its history (the ORM's cascade).
     services.memory_delete(actor=actor_for(alice), memory=Memory.objects.get(pk=known["rule"].pk))
-    assert _rollup() == _from_rows()
+    _assert_kept()
     Memory.objects.filter(pk=known["tea"].pk).delete()
-    assert _rollup() == _from_rows()
+    _assert_kept()
     # Unrelated updates touch nothing.
     before = list(MemoryActivityDay.objects.order_by("pk").values_list("pk", "count"))
     Memory.objects.update(confidence=0.5, updated_at=timezone.now())
@@ -130,6 +158,79 @@ def test_a_recount_gives_what_the_triggers_kept(known, alice):  # noqa: F811
     with connection.cursor() as cursor:
         cursor.execute("SELECT memory_activity_recount(%s, %s::date[])", [org, days])
     assert _rollup() == kept
+    kept_by_scope, summed = _by_scope()
+    assert kept_by_scope == summed and summed
+
+
+def test_an_admin_reads_personal_and_agent_scopes_from_the_sum_per_kind_of_scope(
+    known,  # noqa: F811
+    alice,
+    bob,
+):
+    parts = reach.viewer_rollup_parts(
+        actor_for(alice), MemoryActivityDay.objects.all(), MemoryActivityScopeDay.objects.all()
+    )
+    assert [part.model for part in parts] == [MemoryActivityDay, MemoryActivityScopeDay]
+    # The per-key part leaves out the kinds of scope the sum serves: nothing counted twice.
+    assert not parts[0].filter(scope__in=["user", "agent"]).exists()
+    assert set(parts[1].values_list("scope", flat=True)) == {"user"}
+    # A member reads scope by scope; naming scopes narrows an admin to them.
+    for actor, options in ((actor_for(bob), {}), (actor_for(alice), {"scope_keys": ["user:1"]})):
+        parts = reach.viewer_rollup_parts(
+            actor, MemoryActivityDay.objects.all(), MemoryActivityScopeDay.objects.all(), **options
+        )
+        assert [part.model for part in parts] == [MemoryActivityDay]
+
+
+def _item_columns() -> dict:
+    return {
+        i.pk: (i.scope, i.scope_key, i.subject_id, i.kind) for i in ContextRecordItem.objects.all()
+    }
+
+
+def _memory_columns() -> dict:
+    return {
+        i.pk: (i.memory.scope, i.memory.scope_key, i.memory.subject_id or 0, i.memory.kind)
+        for i in ContextRecordItem.objects.select_related("memory")
+    }
+
+
+def test_context_items_carry_their_memorys_reader_columns(known, alice, bob):  # noqa: F811
+    assert _item_columns() == _memory_columns()
+    assert {scope for scope, *_ in _item_columns().values()} >= {"user"}  # filled, not ""
+    usage = list(MemoryUsageDay.objects.order_by("pk").values_list("pk", "retrieved", "sent"))
+    tea = known["tea"]
+    Memory.objects.filter(pk=tea.pk).update(
+        scope="organization", scope_key="organization", subject=None, kind="fact"
+    )
+    assert _item_columns() == _memory_columns()
+    moved = ContextRecordItem.objects.filter(memory=tea)
+    assert moved.exists() and set(moved.values_list("scope_key", "subject_id", "kind")) == {
+        ("organization", 0, "fact")
+    }
+    # The copy is not a change of use: the usage rollup keeps its rows and counts.
+    assert (
+        list(MemoryUsageDay.objects.order_by("pk").values_list("pk", "retrieved", "sent")) == usage
+    )
+    # Python cannot write other columns: the trigger copies the memory's at insert.
+    item = ContextRecordItem.objects.filter(memory=tea).first()
+    copy = ContextRecordItem.objects.create(
+        context=item.context,
+        memory=item.memory,
+        memory_version=1,
+        rank=99,
+        score=0.1,
+        scope="user",
+        scope_key=f"user:{bob.pk}",
+        kind="preference",
+    )
+    copy.refresh_from_db()
+    assert (copy.scope, copy.scope_key, copy.subject_id, copy.kind) == (
+        "organization",
+        "organization",
+        0,
+        "fact",
+    )
 
 
 WINDOWS = [

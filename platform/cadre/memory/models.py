@@ -289,6 +289,13 @@ class ContextRecordItem(models.Model):
     reason = models.CharField(max_length=500, blank=True)
     # The ranking's parts (lexical/semantic ranks and scores, boosts) for this hit.
     components = models.JSONField(default=dict, blank=True)
+    # The memory's reader columns and kind, copied by PostgreSQL triggers (migration 0013) at
+    # insert and whenever the memory changes them, so a figure over the items narrows them
+    # to what a viewer may read without joining the memories. Never written by Python.
+    scope = models.CharField(max_length=16, blank=True, editable=False)
+    scope_key = models.CharField(max_length=48, blank=True, editable=False)
+    subject_id = models.BigIntegerField(default=0, editable=False)
+    kind = models.CharField(max_length=20, blank=True, editable=False)
 
     class Meta:
         ordering = ["context", "rank"]
@@ -386,9 +393,44 @@ class MemoryActivityDay(models.Model):
                 name="memoryactivityday_unique",
             )
         ]
+        indexes = [
+            # The rows of the kinds of scope a reader is not granted whole, by day.
+            models.Index(
+                fields=["organization", "scope", "day"],
+                include=("scope_key", "subject_id", "kind", "event", "count"),
+                name="memory_activity_scope_day_idx",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.day} {self.scope_key} {self.kind} {self.event}: {self.count}"
+
+
+class MemoryActivityScopeDay(models.Model):
+    """MemoryActivityDay summed over every scope key of one kind of scope (user, agent, …):
+    what a reader granted a whole kind of scope (an admin's reach into every personal or agent
+    scope) sums instead of one row per scope key. Kept from MemoryActivityDay by a trigger on
+    it (migration 0012), so it always equals that table grouped by scope."""
+
+    organization = models.ForeignKey(
+        "tenancy.Organization", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    day = models.DateField()
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    kind = models.CharField(max_length=20)
+    event = models.CharField(max_length=20)
+    count = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "scope", "day", "kind", "event"],
+                name="memoryactivityscopeday_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.scope} {self.kind} {self.event}: {self.count}"
 
 
 class MemoryTask(TenantModel):

@@ -166,25 +166,38 @@ def can_read_scope(actor, key: str) -> bool:
     )
 
 
-def _readable_condition(actor, scope_keys: list[str] | None = None) -> Q | None:
-    """The rows the actor may read (narrowed to `scope_keys` when given), as one condition."""
+def _readable_grants(actor, scope_keys: list[str] | None = None) -> tuple[Q | None, list[str]]:
+    """(the condition for the rows the actor may read one scope key or subject at a time,
+    the kinds of scope it reads whole): an admin's reach into every agent and personal scope
+    is a kind of scope, so a rollup summed per kind of scope can serve it."""
     member = acting_member(actor)
     if scope_keys:
         requested = list(dict.fromkeys(scope_keys))
         condition = Q(scope_key__in=[key for key in requested if can_read_scope(actor, key)])
         if member is not None:
             condition |= Q(scope_key__in=requested, subject_id=member.pk)
-        return condition
+        return condition, []
     keys = readable_scope_keys(actor)
     if not keys:
-        return None
+        return None, []
     condition = Q(scope_key__in=keys)
+    whole: list[str] = []
     if member is not None:
         condition |= Q(subject_id=member.pk)
         if actor.has("memory.view"):
-            condition |= Q(scope=Scope.AGENT)
+            whole.append(Scope.AGENT)
         if actor.has(PERSONAL_PERMISSION):
-            condition |= Q(scope=Scope.USER)
+            whole.append(Scope.USER)
+    return condition, whole
+
+
+def _readable_condition(actor, scope_keys: list[str] | None = None) -> Q | None:
+    """The rows the actor may read (narrowed to `scope_keys` when given), as one condition."""
+    condition, whole = _readable_grants(actor, scope_keys)
+    if condition is None:
+        return None
+    for scope in whole:
+        condition |= Q(scope=scope)
     return condition
 
 
@@ -364,6 +377,32 @@ def readable_rows(actor, rows: QuerySet, *, scope_keys: list[str] | None = None)
     if condition is None:
         return rows.none()
     return rows.filter(organization=actor.organization).filter(condition)
+
+
+def readable_condition(actor, scope_keys: list[str] | None = None) -> Q | None:
+    """The condition on a memory's reader columns (`scope`, `scope_key`, `subject_id`) for
+    what the actor may read, None for nothing: for rows carrying the columns but not the
+    organization (context items: their record carries it, and the caller narrows to it)."""
+    if not can_read_memory(actor):
+        return None
+    return _readable_condition(actor, scope_keys)
+
+
+def readable_rows_by_scope(
+    actor, rows: QuerySet, *, scope_keys: list[str] | None = None
+) -> tuple[QuerySet, list[str]]:
+    """`readable_rows` split in two: (the rows of the kinds of scope the actor does not read
+    whole, narrowed; the kinds of scope it reads whole). The two never overlap: summing the
+    first with a per-kind-of-scope rollup of the second gives what `readable_rows` sums."""
+    if not can_read_memory(actor):
+        return rows.none(), []
+    condition, whole = _readable_grants(actor, scope_keys)
+    if condition is None:
+        return rows.none(), []
+    rows = rows.filter(organization=actor.organization).filter(condition)
+    if whole:
+        rows = rows.filter(scope__in=[scope for scope in Scope.values if scope not in whole])
+    return rows, whole
 
 
 def memory_list(

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 
-from django.db.models import CharField, Count, Exists, F, Func, OuterRef, Q, Sum
+from django.db.models import CharField, Count, DateField, Exists, F, Func, OuterRef, Q, Sum
 from django.db.models.functions import Trunc
 
-from cadre.memory.models import Memory, MemoryActivityDay, MemoryVersion
-from cadre.memory.viewer.reach import day_start, viewer_memories, viewer_rows
+from cadre.memory.models import Memory, MemoryActivityDay, MemoryActivityScopeDay, MemoryVersion
+from cadre.memory.viewer.reach import day_start, viewer_memories, viewer_rollup_parts
 
 # By the memory's creation time; every other event is by its version's time.
 MEMORY_EVENTS = ("created", "created_deleted", "created_corrected")
@@ -75,13 +75,39 @@ def activity_counts(
     return counts
 
 
+class DayBucket(Func):
+    """A date's bucket start as a date: `date_trunc` on the date as a plain timestamp (on a
+    date alone PostgreSQL converts it to the session's time zone first, row by row)."""
+
+    output_field = DateField()
+
+    def __init__(self, expression, bucket: str):
+        if bucket not in ("week", "month"):
+            raise ValueError(bucket)
+        super().__init__(
+            expression, template=f"date_trunc('{bucket}', %(expressions)s::timestamp)::date"
+        )
+
+
 def _add_rollup(counts, actor, scope_keys, kinds, first: date, last: date, bucket: str) -> None:
-    rows = viewer_rows(actor, MemoryActivityDay.objects.all(), scope_keys=scope_keys, kinds=kinds)
-    rows = rows.filter(day__gte=first, day__lt=last)
-    moment = F("day") if bucket == "day" else Trunc("day", bucket)
-    summed = rows.annotate(t=moment).values("t", "kind", "event").annotate(n=Sum("count"))
-    for row in summed.order_by():
-        counts[(_as_moment(row["t"]), row["kind"], row["event"])] += row["n"]
+    parts = viewer_rollup_parts(
+        actor,
+        MemoryActivityDay.objects.all(),
+        MemoryActivityScopeDay.objects.all(),
+        scope_keys=scope_keys,
+        kinds=kinds,
+    )
+    moment = F("day") if bucket == "day" else DayBucket("day", bucket)
+    for rows in parts:
+        summed = (
+            rows.filter(day__gte=first, day__lt=last)
+            .annotate(t=moment)
+            .values_list("t", "kind", "event")
+            .annotate(n=Sum("count"))
+            .order_by()
+        )
+        for t, kind, event, n in summed:
+            counts[(_as_moment(t), kind, event)] += n
 
 
 def _add_rows(counts, actor, scope_keys, kinds, start: datetime, end: datetime, bucket: str):

@@ -165,7 +165,9 @@ def memory_quality(
         ),
         _ratio_figure("compression_rate", window, merged, received),
         association_figure(actor, scope_keys=scope_keys, kinds=kinds, since=since),
-        recall_figure(actor, everything, since=since, window=window),
+        recall_figure(
+            actor, everything, scope_keys=scope_keys, kinds=kinds, since=since, window=window
+        ),
         _ratio_figure("correction_rate", window, corrected, added),
         _ratio_figure("deletion_rate", window, deleted, added),
         skill_figure(actor, since=since, window=window),
@@ -228,29 +230,28 @@ def _rollup_counts(actor, scope_keys, kinds, since, until):
     )
 
 
-def recall_figure(actor, memories, *, since: datetime, window) -> dict:
+def recall_figure(actor, memories, *, scope_keys, kinds, since: datetime, window) -> dict:
+    sent = ContextRecordItem.objects.filter(
+        context=OuterRef("pk"), status=ContextRecordItem.Status.SENT
+    )
+    if reach.DIRECT:  # the first build: each item's memory checked against the readable set
+        sent = sent.filter(memory__in=memories.values("pk"))
+    else:  # by the reader columns the items carry
+        sent = reach.viewer_items(actor, sent, scope_keys=scope_keys, kinds=kinds)
     calls = (
         ContextRecord.objects.filter(
             organization=actor.organization,
             kind=ContextRecord.Kind.MODEL_CALL,
             created_at__gte=since,
         )
-        .filter(
-            Exists(
-                ContextRecordItem.objects.filter(
-                    context=OuterRef("pk"),
-                    status=ContextRecordItem.Status.SENT,
-                    memory__in=memories.values("pk"),
-                )
-            )
-        )
+        .filter(Exists(sent))
         # Calls per run and UTC day: a run's calls share its rating.
         .annotate(day=TruncDate("created_at", tzinfo=UTC))
         .values_list("run_id", "day")
         .annotate(calls=Count("pk"))
         .order_by()
     )
-    counted = list(calls)
+    counted = reach.fetch_rows(calls)
     calls = sum(n for _, _, n in counted)
     outcomes: dict[str, str] = {}
     runs = sorted({run for run, _, _ in counted if run})

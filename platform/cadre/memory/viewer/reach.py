@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+from django.db import connections
 from django.db.models import QuerySet
 
 from cadre.memory import selectors
@@ -61,6 +62,55 @@ def viewer_rows(
         return rows.none()
     rows = selectors.readable_rows(actor, rows, scope_keys=scope_keys)
     return rows.filter(kind__in=kinds) if kinds else rows
+
+
+def viewer_rollup_parts(
+    actor,
+    rows: QuerySet,
+    whole_rows: QuerySet,
+    *,
+    scope_keys: list[str] | None = None,
+    kinds: list[str] | None = None,
+) -> list[QuerySet]:
+    """A rollup narrowed as `viewer_rows` narrows it, in parts that sum to the same: `rows`
+    (per scope key) for what the actor reads one scope at a time, `whole_rows` (the same
+    summed per kind of scope) for the kinds of scope it reads whole."""
+    if scope_keys is not None and not scope_keys:
+        return []
+    rows, whole = selectors.readable_rows_by_scope(actor, rows, scope_keys=scope_keys)
+    parts = [rows]
+    if whole:
+        parts.append(whole_rows.filter(organization=actor.organization, scope__in=whole))
+    return [part.filter(kind__in=kinds) for part in parts] if kinds else parts
+
+
+def viewer_items(
+    actor,
+    items: QuerySet,
+    *,
+    scope_keys: list[str] | None = None,
+    kinds: list[str] | None = None,
+) -> QuerySet:
+    """Context record items narrowed to the memories `viewer_memories(..., with_deleted=True)`
+    holds, by the reader columns the items carry; the caller keeps them to the actor's
+    organization (through their records)."""
+    if scope_keys is not None and not scope_keys:
+        return items.none()
+    condition = selectors.readable_condition(actor, scope_keys)
+    if condition is None:
+        return items.none()
+    items = items.filter(condition)
+    return items.filter(kind__in=kinds) if kinds else items
+
+
+def fetch_rows(rows: QuerySet) -> list[tuple]:
+    """A `values_list` query's rows as the database driver returns them, without Django's
+    per-value converters: for tens of thousands of plain rows (ids, dates, counts) whose
+    driver types are already the Python ones."""
+    sql, params = rows.query.get_compiler(using=rows.db).as_sql()
+    with connections[rows.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def day_start(moment: datetime) -> datetime:
