@@ -7,6 +7,7 @@ packed map, and the map's background computation time at 100k points.
     python bench/memory_viewer.py --scale 20000 --keepdb
     python bench/memory_viewer.py --keepdb --skip-compute   # reuse the kept map
     python bench/memory_viewer.py --keepdb --skip-compute --browser 3   # and Chromium
+    python bench/memory_viewer.py --keepdb --skip-compute --only heatmap quality
 
 Memories, words and 384-d vectors come from bench/memory_latency.py's generator (one
 organization); kinds are spread over the six kinds, every memory has its addition version,
@@ -257,6 +258,8 @@ def measure(args) -> None:
     )
     with ports.RUN_OUTCOMES.overridden({"bench": rate_runs}):
         for label, (url, new_params, old_params) in endpoints.items():
+            if args.only and not any(word in label for word in args.only):
+                continue
             row = {}
             for mode in ("old", "new"):
                 reach.DIRECT = mode == "old"
@@ -370,6 +373,9 @@ def main() -> None:
     parser.add_argument("--redis-db", type=int, default=14)
     parser.add_argument(
         "--browser", type=int, default=0, metavar="N", help="open each page N times in Chromium"
+    )
+    parser.add_argument(
+        "--only", nargs="*", default=[], help="measure the endpoints whose label has a word"
     )
     args = parser.parse_args()
 
