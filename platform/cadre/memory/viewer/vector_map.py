@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import psycopg
 from django.db import transaction
+from django.db.models import CharField, Func
 from django.db.models.functions import Left
 from django.utils import timezone
 
@@ -41,6 +42,7 @@ from cadre.memory.models import (
 )
 from cadre.memory.services.common import enqueue
 from cadre.memory.text import STOP_WORDS, tokenize
+from cadre.memory.viewer import reach
 
 METHODS = ("pca", "umap") if importlib.util.find_spec("umap") else ("pca",)
 DEFAULT_SAMPLE = 100_000
@@ -341,6 +343,18 @@ def map_failed(memory_map_id: int, error: str) -> None:
     )
 
 
+class IsoTime(Func):
+    """A time in UTC as DRF writes it: ISO 8601 with a "Z", microseconds only when not 0."""
+
+    output_field = CharField()
+    template = (
+        "CASE WHEN date_trunc('second', %(expressions)s) = %(expressions)s "
+        "THEN to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+        "ELSE to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+        "END"
+    )
+
+
 def displayed(memory_map: MemoryMap, display: int = DEFAULT_DISPLAY):
     """The (ids, x, y, clusters) served: every point, or beyond `display` a fixed random
     subset of them (the same for every request of the map), in id order."""
@@ -356,17 +370,19 @@ def map_points(actor, memory_map: MemoryMap, display: int = DEFAULT_DISPLAY) -> 
     """The map's points shown (see `displayed`) the actor may still read (a deleted memory
     drops out at once), with kind, age and a preview for hovering."""
     ids, xs, ys, clusters = displayed(memory_map, display)
-    # One array parameter rather than 20k placeholders: the statement stays short to parse.
-    details = {
-        pk: (kind, key, created_at.isoformat().replace("+00:00", "Z"), preview)
-        for pk, kind, key, created_at, preview in selectors.memory_queryset(
-            actor, scope_keys=memory_map.scope_keys
-        )
+    # One array parameter rather than 20k placeholders: the statement stays short to parse;
+    # the time written as the API writes it by the database, not parsed and formatted again.
+    rows = (
+        selectors.memory_queryset(actor, scope_keys=memory_map.scope_keys)
         .filter(status=Memory.Status.ACTIVE)
-        .extra(where=["memory_memory.id = ANY(%s)"], params=[ids.tolist()])
-        .annotate(preview=Left("content", PREVIEW_CHARS))
-        .values_list("id", "kind", "scope_key", "created_at", "preview")
-    }
+        .extra(
+            where=["memory_memory.id = ANY(%s::bigint[])"],
+            params=["{" + ",".join(ids.astype(str).tolist()) + "}"],  # an array literal
+        )
+        .annotate(preview=Left("content", PREVIEW_CHARS), created=IsoTime("created_at"))
+        .values_list("id", "kind", "scope_key", "created", "preview")
+    )
+    details = {pk: rest for pk, *rest in reach.fetch_rows(rows)}
     labels = {cluster["id"]: cluster["label"] for cluster in memory_map.clusters}
     points = []
     for pk, x, y, cluster in zip(
