@@ -238,3 +238,27 @@ def test_tools_act_on_the_originals_and_their_results_are_checked(owner, bob):
     tool_message = server.requests[1]["body"]["messages"][-1]
     assert "Ignore all previous instructions" not in tool_message["content"]
     assert PHONE not in _sent_to_model(server)
+
+
+def test_a_memory_masked_on_its_way_to_the_model_says_so_in_its_trail(owner, bob):
+    from cadre.memory.models import ContextRecordItem
+    from cadre.memory.viewer.trail import memory_trail
+
+    with FakeModelServer([{"text": "Noted."}, {"text": "It is <PHONE_1>."}]) as server:
+        agent = _agent(owner, bob, server)
+        first = _run(bob, agent, f"Please remember my phone number is {PHONE}.")
+        run_after_hooks(first.pk)
+        memory = Memory.objects.get(content__contains=PHONE)
+        second = _run(bob, agent, "What is my phone number?", session=first.session)
+    assert PHONE not in _sent_to_model(server)
+    item = ContextRecordItem.objects.get(context__run_id=str(second.pk), memory=memory)
+    assert item.status == ContextRecordItem.Status.SENT
+    assert item.reason.startswith("masked: ") and len(item.reason) > len("masked: ")
+    trail = memory_trail(owner, memory.pk)  # model calls are an admin's to see
+    assert [call["context_record_id"] for call in trail["masked"]] == [item.context_id]
+    assert trail["withheld"] == []
+    # A memory with nothing to mask is sent with no reason, and its trail lists no masking.
+    plain = ContextRecordItem.objects.exclude(memory=memory).filter(status="sent").first()
+    if plain is not None:
+        assert plain.reason == ""
+        assert memory_trail(owner, plain.memory_id)["masked"] == []

@@ -150,3 +150,25 @@ def test_detail_shows_the_trail_with_merges(alice):
     assert '<dd data-testid="merge-count">1</dd>' in html
     link = f'href="/memory/{absorbed.pk}/">#{absorbed.pk}</a>'
     assert f"{link} On short trips Alice flies economy" in html
+
+
+def test_detail_shows_where_policy_masked_the_memory_on_its_way_to_a_model(alice):
+    memory = _remember(alice, "Alice's phone is 13812345678")
+    record = ContextRecord.objects.create(
+        organization=alice.organization, run_id="52", step_id="1", query="phone"
+    )
+    ContextRecordItem.objects.create(
+        context=record,
+        memory=memory,
+        memory_version=1,
+        rank=1,
+        score=0.8,
+        reason="masked: CN_PHONE",
+    )
+    page = _client(alice).get(reverse("console:memory_detail", args=[memory.pk])).content.decode()
+    masked = page.split('data-testid="trail-masked">', 1)[1].split("</dd>", 1)[0]
+    assert "run <code>52</code> — masked: CN_PHONE" in masked
+    # Without a masking decision the row says so.
+    other = _remember(alice, "Alice takes the early train")
+    page = _client(alice).get(reverse("console:memory_detail", args=[other.pk])).content.decode()
+    assert page.split('data-testid="trail-masked">', 1)[1].startswith("—</dd>")

@@ -18,11 +18,22 @@ logger = logging.getLogger(__name__)
 def memory_for_context(ctx, content: str) -> tuple[str | None, str]:
     """Memory text as it may enter this run's model context, through the chain's "retrieved"
     stage: injection heuristics, and masking with this session's vault (the value gets the
-    placeholder the session already uses). (text, "") — or (None, reason) when withheld."""
+    placeholder the session already uses). (text, "") — (masked text, "masked: <why>") when
+    the chain changed it — or (None, reason) when withheld."""
     verdict = ctx.policy_check("retrieved", content)
-    if verdict is not None and verdict["action"] in ("deny", "require_confirmation"):
+    if verdict is None:
+        return content, ""
+    if verdict["action"] in ("deny", "require_confirmation"):
         return None, verdict["reason"] or "withheld by policy"
-    return (verdict["text"] if verdict else content), ""
+    if verdict["text"] != content:
+        return verdict["text"], f"masked: {verdict['reason'] or 'by policy'}"[:500]
+    return content, ""
+
+
+def _sent(entry: dict, text: str, masked: str) -> dict:
+    """A memory entry as it joins the context: its text, and why policy masked it if it did
+    (recorded with the model call: the memory's trail shows it)."""
+    return {**entry, "content": text, **({"masked": masked} if masked else {})}
 
 
 def shared_memories_for_context(ctx, shared: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -35,7 +46,7 @@ def shared_memories_for_context(ctx, shared: list[dict]) -> tuple[list[dict], li
         if text is None:
             withheld.append({**entry, "source": "shared", "reason": reason})
         else:
-            kept.append({**entry, "content": text})
+            kept.append(_sent(entry, text, reason))
     return kept, withheld
 
 
@@ -93,7 +104,7 @@ def memory_retrieval(ctx, config: dict) -> dict:
         if text is None:
             withheld.append({**entry, "source": "retrieval", "reason": reason})
         else:
-            memories.append({**entry, "content": text})
+            memories.append(_sent(entry, text, reason))
     output: dict = {"memories": memories}
     if withheld:
         output["withheld"] = withheld
@@ -129,7 +140,7 @@ def standing_memories(ctx, config: dict) -> dict:
         if text is None:
             withheld.append({**entry, "source": "standing", "reason": reason})
         else:
-            standing.append({**entry, "content": text})
+            standing.append(_sent(entry, text, reason))
     output: dict = {"standing": standing}
     if withheld:
         output["withheld"] = withheld

@@ -243,7 +243,10 @@ def context_manifest(pieces: ContextPieces, report: dict) -> dict:
                     "tokens": estimate_tokens(item.get("content", "")),
                     "source": source,
                     "status": "sent" if item.get("id") in sent else "dropped",
-                    "reason": "" if item.get("id") in sent else "context budget",
+                    # A sent memory's reason is the policy's masking, when it masked it.
+                    "reason": item.get("masked", "")
+                    if item.get("id") in sent
+                    else "context budget",
                 }
             )
     for item in pieces.withheld:

@@ -381,7 +381,9 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         responses=TrailSerializer,
         description="The memory's provenance trail: its origin (session, message, author), "
         "every version and merge with the memories merged in, every recorded model call "
-        "that received, withheld or dropped it, and the skills distilled from it.",
+        "that received, withheld or dropped it (`withheld`: policy or the budget kept it "
+        "out; `masked`: sent after the policy chain masked it, with what), and the skills "
+        "distilled from it.",
     )
     @action(detail=True, methods=["get"])
     def trail(self, request, pk=None):

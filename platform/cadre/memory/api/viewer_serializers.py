@@ -350,4 +350,5 @@ class TrailSerializer(serializers.Serializer):
     model_calls = TrailCallSerializer(many=True)
     model_call_count = serializers.IntegerField()
     withheld = TrailCallSerializer(many=True)
+    masked = TrailCallSerializer(many=True)
     skills = serializers.ListField(child=serializers.DictField())

@@ -1,5 +1,6 @@
 """A memory's provenance trail: where it came from, every version and merge (with the memories
-merged in), every recorded model call that considered it, and the skills distilled from it."""
+merged in), every recorded model call that considered it (and those where policy withheld or
+masked it), and the skills distilled from it."""
 
 from __future__ import annotations
 
@@ -91,5 +92,12 @@ def memory_trail(actor, memory_id) -> dict:
         "model_calls": calls,
         "model_call_count": items.count(),
         "withheld": [call for call in calls if call["status"] != ContextRecordItem.Status.SENT],
+        # Sent, but masked by the policy chain on the way (the reason says what was masked).
+        "masked": [
+            call
+            for call in calls
+            if call["status"] == ContextRecordItem.Status.SENT
+            and call["reason"].startswith("masked")
+        ],
         "skills": skills,
     }
