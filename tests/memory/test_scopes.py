@@ -45,6 +45,28 @@ def test_readable_scopes_are_computed_from_identity(chart):
     ]
 
 
+def test_one_requests_reach_is_computed_once_per_actor(chart):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    bob, erin = actor(chart["bob"]), actor(chart["erin"])
+    expected = selectors.readable_scope_keys(bob)
+    with selectors.scope_keys_memo():
+        with CaptureQueriesContext(connection) as first:
+            assert selectors.readable_scope_keys(bob) == expected
+        with CaptureQueriesContext(connection) as again:
+            keys = selectors.readable_scope_keys(bob)
+            assert keys == expected
+        assert len(first) > 0 and len(again) == 0
+        keys.append("organization:other")  # a caller's copy: the memo is not changed
+        assert selectors.readable_scope_keys(bob) == expected
+        assert selectors.readable_scope_keys(erin) != expected  # another actor, its own
+    # Outside the block every call computes again (grants may have changed).
+    with CaptureQueriesContext(connection) as after:
+        selectors.readable_scope_keys(bob)
+    assert len(after) > 0
+
+
 def test_an_employee_cannot_read_a_colleagues_personal_memory(chart):
     bob, dave = chart["bob"], chart["dave"]
     secret = add(bob, "My bonus target is 1.2 million yuan")

@@ -26,6 +26,8 @@ narrow them (see docs/memory.md, "Who can read what").
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db.models import Q, QuerySet
 from opentelemetry import trace
@@ -117,8 +119,34 @@ def _all_shared_scope_keys(organization) -> list[str]:
     ]
 
 
+# Inside `scope_keys_memo()`: (actor, keys) per actor object, so a request that narrows
+# several queries by the same actor's reach computes it once.
+_SCOPE_KEYS_MEMO: ContextVar[dict | None] = ContextVar("readable_scope_keys_memo", default=None)
+
+
+@contextmanager
+def scope_keys_memo():
+    """Within the block (one request's worth of queries), `readable_scope_keys` is computed
+    once per actor: grants changed meanwhile show on the next request, as they would."""
+    token = _SCOPE_KEYS_MEMO.set({})
+    try:
+        yield
+    finally:
+        _SCOPE_KEYS_MEMO.reset(token)
+
+
 def readable_scope_keys(actor) -> list[str]:
     """Every scope key the actor may read, computed from its identity (never from a request)."""
+    memo = _SCOPE_KEYS_MEMO.get()
+    if memo is None:
+        return _readable_scope_keys(actor)
+    kept = memo.get(id(actor))
+    if kept is None or kept[0] is not actor:
+        kept = memo[id(actor)] = (actor, _readable_scope_keys(actor))
+    return list(kept[1])
+
+
+def _readable_scope_keys(actor) -> list[str]:
     if not can_read_memory(actor):
         return []
     if actor.kind == "system":

@@ -28,6 +28,7 @@ def _memory_labels(ids) -> dict[int, dict]:
     return {row["id"]: row for row in rows}
 
 
+@selectors.scope_keys_memo()
 def memory_heatmap(
     actor,
     *,

@@ -9,6 +9,7 @@ from django.db.models import Count, Exists, OuterRef
 from django.db.models.functions import Trunc, TruncDate
 from django.utils import timezone
 
+from cadre.memory import selectors
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryVersion
 from cadre.memory.services.common import EXACT_REASON, NEAR_REASON
 from cadre.memory.viewer import activity, ports, reach
@@ -133,6 +134,7 @@ def _ratio_figure(key: str, days, numerators: dict, denominators: dict, **more) 
     )
 
 
+@selectors.scope_keys_memo()
 def memory_quality(
     actor,
     *,

@@ -10,6 +10,7 @@ from django.db.models.functions import Left, Trunc
 from django.utils import timezone
 
 from cadre.errors import InvalidInput
+from cadre.memory import selectors
 from cadre.memory.models import Memory, MemoryVersion
 from cadre.memory.services.common import NEAR_REASON
 from cadre.memory.viewer import activity, reach
@@ -49,6 +50,7 @@ def auto_bucket(since: datetime, until: datetime) -> str:
     return "week" if span <= timedelta(days=731) else "month"
 
 
+@selectors.scope_keys_memo()
 def memory_timeline(
     actor,
     *,

@@ -389,7 +389,8 @@
         tooltip: { trigger: "axis" },
         xAxis: { type: "category", show: false, data: figure.series.map((p) => p.day) },
         yAxis: { type: "value", show: false },
-        series: [{ type: "line", name: figure.name, showSymbol: false, connectNulls: false, data: figure.series.map((p) => p.value) }],
+        // Days without a value leave gaps; a day standing alone gets a dot (a line needs two).
+        series: [{ type: "line", name: figure.name, showSymbol: figure.series.filter((p) => p.value !== null).length < 3, connectNulls: false, data: figure.series.map((p) => p.value) }],
       }));
     });
   }
