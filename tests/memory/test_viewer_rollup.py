@@ -1,6 +1,7 @@
-"""The per-day usage rollup (MemoryUsageDay, kept by triggers on the context record items) and
-the two-query quality counts give exactly the numbers of the first build's direct queries,
-and the rollup stays exact after new records, feedback, status changes and deletes."""
+"""The per-day usage rollup (MemoryUsageDay, kept by triggers on the context record items), each
+memory's last send (MemoryLastSent, kept from the memories and that rollup) and the two-query
+quality counts give exactly the numbers of the first build's direct queries, and the rollups
+stay exact after new records, feedback, status changes and deletes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from cadre.memory import services
-from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryUsageDay
+from cadre.memory.models import (
+    ContextRecord,
+    ContextRecordItem,
+    Memory,
+    MemoryLastSent,
+    MemoryUsageDay,
+)
 from cadre.memory.viewer import heatmap, ports, quality, reach
 from tests.conftest import actor_for
 from tests.memory.test_viewer import _add, _call, known  # noqa: F401 - the fixture
@@ -43,6 +50,48 @@ def _from_items() -> dict:
         )
         for row in rows
     }
+
+
+def _last_sent_from_rows() -> dict:
+    """Each memory's copied columns and newest send to a runtime model call, from the rows."""
+    sent = ContextRecordItem.objects.filter(
+        status=SENT, context__kind=ContextRecord.Kind.MODEL_CALL
+    )
+    newest = dict(sent.values_list("memory_id").annotate(at=Max("context__created_at")).order_by())
+    return {
+        m.pk: (
+            m.organization_id,
+            m.scope,
+            m.scope_key,
+            m.subject_id or 0,
+            m.kind,
+            m.status,
+            m.created_at,
+            newest.get(m.pk),
+        )
+        for m in Memory.objects.all()
+    }
+
+
+def _last_sent_kept() -> dict:
+    return {
+        r.memory_id: (
+            r.organization_id,
+            r.scope,
+            r.scope_key,
+            r.subject_id,
+            r.kind,
+            r.status,
+            r.created_at,
+            r.last_sent,
+        )
+        for r in MemoryLastSent.objects.all()
+    }
+
+
+def _assert_kept() -> None:
+    assert _rollup() == _from_items()
+    assert _last_sent_kept() == _last_sent_from_rows()
 
 
 def _rollup() -> dict:
@@ -76,6 +125,8 @@ def test_rollup_heatmap_equals_the_direct_one(known, alice, bob, who, unused_day
     direct, rolled = _both(heatmap.memory_heatmap, actor, unused_days=unused_days)
     assert rolled == direct
     assert rolled["hottest"]  # not two empty answers
+    if unused_days == 1:  # the two-day-old memories not sent since yesterday
+        assert rolled["unused"]["count"] > 0 and rolled["unused"]["memories"]
     scoped, rolled_scoped = _both(
         heatmap.memory_heatmap, actor, scope_keys=[f"user:{bob.pk}"], kinds=["preference"]
     )
@@ -103,6 +154,8 @@ def test_rollup_follows_new_records_feedback_updates_and_deletes(
 ):
     org = alice.organization
     assert _rollup() == _from_items() and _rollup()
+    _assert_kept()
+    assert any(row[-1] for row in _last_sent_kept().values())  # sends, not all None
     actor = actor_for(bob)
     now = timezone.now()
     # A new call (one item at a time, as the ORM writes them) and a bulk write of items.
@@ -116,7 +169,7 @@ def test_rollup_follows_new_records_feedback_updates_and_deletes(
         )
         for rank, memory in enumerate([known["rule"], known["office"]], start=1)
     )
-    assert _rollup() == _from_items()
+    _assert_kept()
     assert _both(heatmap.memory_heatmap, actor)[0] == _both(heatmap.memory_heatmap, actor)[1]
     # Feedback: rating the new runs changes the recall figure the same way on both paths.
     ratings = {"test": lambda org, runs: {"104": "success", "105": "failure"}}
@@ -130,14 +183,20 @@ def test_rollup_follows_new_records_feedback_updates_and_deletes(
         status=ContextRecordItem.Status.WITHHELD
     )
     ContextRecord.objects.filter(pk=record.pk).update(created_at=now - timedelta(days=3))
-    assert _rollup() == _from_items()
+    _assert_kept()
     # A record deleted (its items cascade), a memory soft-deleted, a memory removed for good.
     ContextRecord.objects.filter(run_id="104").delete()
     services.memory_delete(actor=actor_for(alice), memory=Memory.objects.get(pk=known["rule"].pk))
-    assert _rollup() == _from_items()
+    _assert_kept()
     assert _both(heatmap.memory_heatmap, actor)[0] == _both(heatmap.memory_heatmap, actor)[1]
+    # What a memory is counted under changes (kind, status, creation time): its row follows.
+    Memory.objects.filter(pk=known["tea"].pk).update(
+        kind="fact", status="archived", created_at=now - timedelta(days=40)
+    )
+    _assert_kept()
     Memory.objects.filter(pk=known["office"].pk).delete()
-    assert _rollup() == _from_items()
+    _assert_kept()
+    assert not MemoryLastSent.objects.filter(memory_id=known["office"].pk).exists()
     assert not MemoryUsageDay.objects.filter(memory_id=known["office"].pk).exists()
     for member in (alice, bob):
         direct, rolled = _both(heatmap.memory_heatmap, actor_for(member))
@@ -152,5 +211,6 @@ def test_a_new_memory_used_today_is_counted_once(org_a, bob):
         _call(org_a, run, at=now, items=[(memory, SENT)])
     row = MemoryUsageDay.objects.get(memory=memory)
     assert (row.day, row.retrieved, row.sent) == (now.astimezone(UTC).date(), 2, 2)
+    assert MemoryLastSent.objects.get(memory_id=memory.pk).last_sent == now
     hottest = heatmap.memory_heatmap(actor)["hottest"]
     assert [(r["id"], r["retrieved"], r["sent"]) for r in hottest] == [(memory.pk, 2, 2)]

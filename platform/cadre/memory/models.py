@@ -344,6 +344,47 @@ class MemoryUsageDay(models.Model):
         return f"memory {self.memory_id} on {self.day}: {self.retrieved}/{self.sent}"
 
 
+class MemoryLastSent(models.Model):
+    """One row per memory: its reader columns, kind, status and creation time, and when it was
+    last sent to a runtime model call (null: never). The heatmap counts the memories no model
+    call used for N days from these narrow rows instead of the memories joined to their use.
+
+    Kept by PostgreSQL triggers (migration 0014): a memory's insert adds its row, a change of
+    the copied columns updates it, a delete removes it; `last_sent` is the newest of the
+    memory's MemoryUsageDay rows, taken again whenever those change (so every write that
+    keeps the usage rollup exact keeps this too). No foreign-key constraints."""
+
+    memory = models.OneToOneField(
+        Memory,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        primary_key=True,
+        related_name="+",
+    )
+    organization = models.ForeignKey(
+        "tenancy.Organization", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    scope = models.CharField(max_length=16)
+    scope_key = models.CharField(max_length=48)
+    subject_id = models.BigIntegerField(default=0)
+    kind = models.CharField(max_length=20)
+    status = models.CharField(max_length=16)
+    created_at = models.DateTimeField()
+    last_sent = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["organization", "status", "created_at"],
+                include=("scope", "scope_key", "subject_id", "kind", "last_sent"),
+                name="memory_last_sent_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"memory {self.memory_id}: last sent {self.last_sent}"
+
+
 class MemoryActivityDay(models.Model):
     """How many memories were added, and history events written, per UTC day and the columns
     that decide who may read a memory (scope, scope key, subject) and its kind. The timeline

@@ -6,12 +6,18 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q
+from django.db.models import Count, Max, Q
 from django.db.models.functions import Left, Trunc
 from django.utils import timezone
 
 from cadre.memory import selectors
-from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryUsageDay
+from cadre.memory.models import (
+    ContextRecord,
+    ContextRecordItem,
+    Memory,
+    MemoryLastSent,
+    MemoryUsageDay,
+)
 from cadre.memory.viewer import reach
 from cadre.memory.viewer.reach import as_day, day_start, viewer_memories, viewer_rows, window_days
 
@@ -178,14 +184,12 @@ def _from_rollup(actor, memories, *, scope_keys, kinds, since, now, unused_days:
         .values("memory_id", "day", "retrieved", "sent")
         .order_by("memory_id", "day")
     )
+    # Unused: from one narrow row per memory with its newest send (no join to the memories).
     cutoff = now - timedelta(days=unused_days)
-    recently_sent = MemoryUsageDay.objects.filter(
-        memory_id=OuterRef("pk"),
-        day__gte=cutoff.astimezone(UTC).date(),
-        last_sent__gte=cutoff,
-    )
-    unused = memories.filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff).exclude(
-        Exists(recently_sent)
+    unused = (
+        viewer_rows(actor, MemoryLastSent.objects.all(), scope_keys=scope_keys, kinds=kinds)
+        .filter(status=Memory.Status.ACTIVE, created_at__lt=cutoff)
+        .filter(Q(last_sent__isnull=True) | Q(last_sent__lt=cutoff))
     )
     return by_kind, (by_scope, scopes_total), hottest, coldest, list(per_memory), unused
 
