@@ -67,6 +67,29 @@ def test_one_requests_reach_is_computed_once_per_actor(chart):
     assert len(after) > 0
 
 
+def test_scope_lists_hold_each_scope_once_and_are_read_as_distinct_keys(chart, alice):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from cadre.tenancy.actors import system_actor
+
+    bob = chart["bob"]
+    first, second = add(bob, "Bob likes window seats"), add(bob, "Bob drinks oolong")
+    Memory.objects.filter(pk=first.pk).update(created_at=timezone.now() - timedelta(days=3))
+    assert first.scope_key == second.scope_key
+    keys = selectors.readable_scope_keys(system_actor(bob.organization))
+    assert sorted(keys) == sorted(set(keys)) and first.scope_key in keys
+    with CaptureQueriesContext(connection) as queries:
+        choices = selectors.scope_choices(actor(alice))
+    assert [key for key, _ in choices].count(first.scope_key) == 1
+    distinct = [q["sql"] for q in queries if "SELECT DISTINCT" in q["sql"]]
+    # One row per scope key from the database, not one per memory (the model's ordering).
+    assert distinct and all('"created_at"' not in sql for sql in distinct)
+
+
 def test_an_employee_cannot_read_a_colleagues_personal_memory(chart):
     bob, dave = chart["bob"], chart["dave"]
     secret = add(bob, "My bonus target is 1.2 million yuan")

@@ -153,6 +153,7 @@ def _readable_scope_keys(actor) -> list[str]:
         return list(
             Memory.objects.filter(organization=actor.organization)
             .values_list("scope_key", flat=True)
+            .order_by()  # the model's ordering would join the DISTINCT
             .distinct()
         ) or [scope_key(Scope.ORGANIZATION)]
     keys = membership_scope_keys(actor)
@@ -376,9 +377,9 @@ def scope_choices(actor) -> list[tuple[str, str]]:
             extra |= Q(scope=Scope.AGENT)
         if actor.has(PERSONAL_PERMISSION):
             extra |= Q(scope=Scope.USER)
-        keys += sorted(
-            set(rows.filter(extra).values_list("scope_key", flat=True).distinct()) - set(keys)
-        )
+        # order_by(): without it the model's ordering joins the DISTINCT (one row a memory).
+        found = rows.filter(extra).values_list("scope_key", flat=True).order_by().distinct()
+        keys += sorted(set(found) - set(keys))
     labels = scope_labels(actor.organization, keys, viewer=member)
     return [(key, labels[key]) for key in keys]
 

@@ -535,7 +535,10 @@ def memory_retention_sweep(*, now: datetime | None = None, batch: int = 500) -> 
         status=Memory.Status.DELETED, purged_at__isnull=True, deleted_at__lte=now - STALE_DELETION
     )
     candidates = Memory.objects.filter(expired_q | stale_q)
-    organization_ids = list(candidates.values_list("organization_id", flat=True).distinct())
+    # order_by(): the model's ordering would join the DISTINCT (an organization per memory).
+    organization_ids = list(
+        candidates.values_list("organization_id", flat=True).order_by().distinct()
+    )
     for organization_id in organization_ids:
         after = 0  # rows deferred by their redaction are not taken again in this sweep
         while True:
