@@ -4,14 +4,16 @@ from its MemoryMap row, sampled, labelled by distinctive terms, with a query pla
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from rest_framework.fields import DateTimeField
 
 from cadre.memory import embeddings, services
 from cadre.memory.models import Memory, MemoryMap, MemoryTask
-from cadre.memory.viewer.vector_map import cluster_terms
+from cadre.memory.viewer.vector_map import cluster_terms, unpack_points
 from tests.conftest import actor_for
 
 MAP = "/api/v1/memory-viewer/map/"
@@ -94,6 +96,42 @@ def test_map_is_computed_in_the_background_then_served(bob, client_for, embedded
     assert again.json() == body
     assert not [q for q in queries if "ANY(" in q["sql"]]
     assert MemoryMap.objects.count() == 1
+
+
+def test_points_carry_each_memory_as_the_api_writes_it(bob, client_for, embedded, run_async):
+    client = client_for(bob)
+    # One memory written at a whole second, one with a long text: the time without
+    # microseconds, the preview cut at 80 characters.
+    whole = embedded["Bob drinks green tea every afternoon"]
+    Memory.objects.filter(pk=whole.pk).update(created_at=datetime(2026, 3, 1, 8, 30, tzinfo=UTC))
+    long = embedded["Visitors to the Shanghai office sign in at the lobby desk"]
+    Memory.objects.filter(pk=long.pk).update(content=long.content + " and then" * 20)
+    body = _computed(client, run_async, {"clusters": 3})
+    memory_map = MemoryMap.objects.get(pk=body["map_id"])
+    ids, xs, ys, clusters = unpack_points(memory_map)
+    labels = {c["id"]: c["label"] for c in body["clusters"]}
+    memories = Memory.objects.in_bulk(ids.tolist())
+    assert body["points"] == [
+        {
+            "id": pk,
+            "x": round(float(x), 4),
+            "y": round(float(y), 4),
+            "cluster": cluster,
+            "label": labels[cluster],
+            "kind": "fact",
+            "scope_key": memories[pk].scope_key,
+            "created_at": DateTimeField().to_representation(memories[pk].created_at),
+            "preview": memories[pk].content[:80],
+        }
+        for pk, x, y, cluster in zip(ids.tolist(), xs, ys, clusters.tolist(), strict=True)
+    ]
+    assert next(p for p in body["points"] if p["id"] == whole.pk)["created_at"] == (
+        "2026-03-01T08:30:00Z"
+    )
+    assert len(next(p for p in body["points"] if p["id"] == long.pk)["preview"]) == 80
+    # The body with a query placed (built in Python, not kept rendered) holds the same points.
+    placed = client.get(MAP, {"clusters": 3, "q": "tea"}).json()
+    assert placed["points"] == body["points"]
 
 
 def test_query_is_placed_near_its_hits(bob, client_for, embedded, run_async):
