@@ -2,7 +2,8 @@
 """The first minute after `make up`, in a real browser: the demo set-up runs as the first start
 runs it, then the demo owner signs in through the form, chats with the demo agent over the
 public web chat path (uvicorn, websocket, a real Celery worker) and gets the offline model's
-plain reply, and finds the demo's pending confirmation. Screenshots in var/screenshots/demo-*."""
+plain reply, finds the demo's pending confirmation and sees the chat in the Memory Viewer.
+Screenshots in var/screenshots/demo-*."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from django.urls import reverse
 
 from cadre.agents.models import Run
+from cadre.memory.models import Memory
 from cadre.runtime.demo import demo_setup
 from tests.agents.fake_models import FakeModelServer
 from tests.agents.test_worker_e2e import wait_for, worker  # noqa: F401 - fixture
@@ -74,6 +76,35 @@ def test_the_demo_owner_chats_with_the_demo_agent_at_once(chromium, live_server_
         page.goto(reverse("console:confirmations"))
         expect(page.locator("main")).to_contain_text("im_send")
         page.screenshot(path=str(SCREENSHOTS / "demo-confirmations.png"), full_page=True)
+
+        # The chat seen in the Memory Viewer: the sample memory the reply used is on the
+        # heatmap, its trail lists the model call, the timeline draws the demo's memories and
+        # the map is computed by the worker and drawn.
+        discount = Memory.objects.get(
+            organization=demo.seed.agent.organization, content__contains="standard discount"
+        )
+        _viewer(page, "/memory/heatmap/", "heatmap")
+        details = page.locator("[data-viewer-details]")
+        expect(details).to_contain_text("standard discount")
+        expect(details).to_contain_text("Every memory used is listed as hottest.")
+        expect(details.locator("li", has_text="standard discount")).to_have_count(1)
+        page.goto(f"/memory/{discount.pk}/")
+        expect(page.get_by_test_id("call-count")).not_to_have_text("0")
+        expect(page.locator("main")).to_contain_text("What is the standard discount?")
+        page.screenshot(path=str(SCREENSHOTS / "demo-memory-trail.png"), full_page=True)
+        _viewer(page, "/memory/timeline/", "timeline")
+        expect(page.locator("[data-viewer-status]")).to_contain_text("memories in range")
+        _viewer(page, "/memory/map/", "map")
+        expect(page.locator("[data-viewer-status]")).to_contain_text("memories")
+
+
+def _viewer(page, path: str, name: str) -> None:
+    """A Memory Viewer page opened and its chart drawn (a map first computed by the worker:
+    the page polls until it is ready)."""
+    page.goto(path)
+    expect(page.locator("#memory-viewer[data-ready=true]")).to_be_attached(timeout=60_000)
+    expect(page.locator("[data-viewer-chart] canvas").first).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / f"demo-viewer-{name}.png"), full_page=True)
 
 
 def test_the_demo_agent_answers_through_the_model_the_environment_names(

@@ -123,6 +123,10 @@ def test_each_viewer_page_draws_and_a_point_opens_its_memory(page, bob, viewer_d
 
     _open(page, "/memory/heatmap/", "heatmap")
     expect(page.locator("[data-viewer-details]")).to_contain_text("Hottest")
+    # Five memories used, fewer than a list holds: the coldest does not name them again.
+    expect(page.locator("[data-viewer-details]")).to_contain_text(
+        "Every memory used is listed as hottest."
+    )
     _click_point(page, "viewerMemories")
 
     _open(page, "/memory/quality/", "quality")

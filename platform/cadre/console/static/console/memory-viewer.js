@@ -80,10 +80,10 @@
     return item;
   }
 
-  function list(title, memories, extra) {
+  function list(title, memories, extra, empty) {
     const box = text("div");
     box.append(text("h3", title));
-    if (!memories.length) box.append(text("p", "None.", { class: "muted" }));
+    if (!memories.length) box.append(text("p", empty || "None.", { class: "muted" }));
     const ol = text("ol");
     memories.forEach((m) => ol.append(memoryLink(m, extra ? extra(m) : "")));
     box.append(ol);
@@ -346,7 +346,12 @@
     openOnClick(memories);
     const lists = text("div", null, { class: "viewer-lists" });
     const uses = (m) => "sent " + m.sent + ", retrieved " + m.retrieved;
-    lists.append(list("Hottest", body.hottest, uses), list("Coldest (used least)", body.coldest, uses),
+    // With few memories used the two lists would name the same ones: the coldest leaves out
+    // those already listed as hottest.
+    const hotIds = new Set(body.hottest.map((m) => m.id));
+    const cold = body.coldest.filter((m) => !hotIds.has(m.id));
+    const allHot = body.hottest.length ? "Every memory used is listed as hottest." : "None.";
+    lists.append(list("Hottest", body.hottest, uses), list("Coldest (used least)", cold, uses, allHot),
       list("Not sent to any model call for " + body.unused.days + " days (" + body.unused.count + ")", body.unused.memories));
     details.replaceChildren(lists);
     dataTable("Use by kind and day", ["Day", "Kind", "Sent", "Retrieved"], body.by_kind.map((r) => [r.day, r.kind, r.sent, r.retrieved]));
