@@ -119,13 +119,15 @@
     // ECharts stacks by position in the data, so every kind gets a value for every bucket.
     const buckets = [...new Set(body.by_kind.map((r) => r.t))].sort();
     const count = (kind, t) => (body.by_kind.find((r) => r.kind === kind && r.t === t) || { count: 0 }).count;
+    // A bucket's bar stands over the middle of its hour, day, week or month (its time is the
+    // bucket's start), so a day's additions are drawn on that day.
     const series = kinds.map((kind) => ({
-      name: "added: " + kind, type: "bar", stack: "kinds", xAxisIndex: 0, yAxisIndex: 0,
-      data: buckets.map((t) => [t, count(kind, t)]),
+      name: "added: " + kind, type: "bar", stack: "kinds", xAxisIndex: 0, yAxisIndex: 0, barMaxWidth: 24,
+      data: buckets.map((t) => [bucketMiddle(t, body.bucket), count(kind, t)]),
     }));
     events.forEach((event) => series.push({
       name: event, type: "line", xAxisIndex: 0, yAxisIndex: 0, symbolSize: 6,
-      data: body.by_event.filter((r) => r.event === event).map((r) => [r.t, r.count]),
+      data: body.by_event.filter((r) => r.event === event).map((r) => [bucketMiddle(r.t, body.bucket), r.count]),
     }));
     // With as_of, the memories valid then are drawn full, the others faded.
     const validThen = body.as_of ? new Set(body.as_of.memory_ids) : null;
@@ -143,7 +145,9 @@
         ? "#" + p.value[3] + " " + echarts.format.encodeHTML(p.value[2])
         : echarts.format.encodeHTML(p.seriesName) + ": " + p.value[1] },
       grid: [{ top: 40, height: 200, left: 60, right: 30 }, { top: 290, height: 90, left: 60, right: 30 }],
-      xAxis: [{ type: "time", gridIndex: 0 }, { type: "time", gridIndex: 1 }],
+      // Both axes span the range asked for, so the counts and the points line up and the
+      // slider zooms them together.
+      xAxis: [0, 1].map((gridIndex) => ({ type: "time", gridIndex: gridIndex, min: Date.parse(body.since), max: Date.parse(body.until), containShape: false })),
       yAxis: [{ type: "value", gridIndex: 0, minInterval: 1 }, { type: "category", gridIndex: 1, data: pointKinds }],
       dataZoom: [{ type: "slider", xAxisIndex: [0, 1], bottom: 8 }, { type: "inside", xAxisIndex: [0, 1] }],
       series: series,
@@ -159,6 +163,16 @@
     let message = total + " memories in range" + (shown < total ? " (newest " + shown + " drawn)" : "");
     if (body.as_of) message += " · " + body.as_of.count + " were valid on " + body.as_of.at.slice(0, 10);
     showEmpty(false, message);
+  }
+
+  function bucketMiddle(start, bucket) {
+    const from = new Date(start);
+    const to = new Date(from.getTime());
+    if (bucket === "hour") to.setUTCHours(to.getUTCHours() + 1);
+    else if (bucket === "day") to.setUTCDate(to.getUTCDate() + 1);
+    else if (bucket === "week") to.setUTCDate(to.getUTCDate() + 7);
+    else to.setUTCMonth(to.getUTCMonth() + 1);
+    return new Date((from.getTime() + to.getTime()) / 2).toISOString();
   }
 
   // The as-of slider: one step a day over the range shown; moving it shows the set as it was.
@@ -185,23 +199,25 @@
   function drawSpans(body, validThen) {
     const element = root.querySelector("[data-viewer-spans]");
     const points = body.points.slice(0, 200);
-    const now = new Date().toISOString();
     const spans = chart(element);
     spans.setOption(Object.assign({}, base, {
       tooltip: { formatter: (p) => "#" + p.data.id + " valid " + p.value[1].slice(0, 10) + " → " + (p.data.open ? "now" : p.value[2].slice(0, 10)) },
       grid: { top: 10, bottom: 30, left: 60, right: 30 },
-      xAxis: { type: "time" },
+      // The range asked for, as the chart above: a span reaching past it is cut at its edge.
+      xAxis: { type: "time", min: Date.parse(body.since), max: Date.parse(body.until) },
       yAxis: { type: "category", data: points.map((p) => "#" + p.id), axisLabel: { show: false } },
       series: [{
-        type: "custom", name: "validity",
+        type: "custom", name: "validity", clip: true,
         renderItem: (params, api) => {
           const start = api.coord([api.value(1), api.value(0)]);
           const end = api.coord([api.value(2), api.value(0)]);
           const height = Math.max(2, api.size([0, 1])[1] * 0.6);
-          return { type: "rect", shape: { x: start[0], y: start[1] - height / 2, width: Math.max(2, end[0] - start[0]), height: height }, style: api.style() };
+          // A span of seconds on a month's axis is still drawn, ending where it ends.
+          const width = Math.max(3, end[0] - start[0]);
+          return { type: "rect", shape: { x: Math.min(start[0], end[0] - width), y: start[1] - height / 2, width: width, height: height }, style: api.style() };
         },
         encode: { x: [1, 2], y: 0 },
-        data: points.map((p, i) => ({ id: p.id, open: !p.valid_to, value: [i, p.valid_from, p.valid_to || now],
+        data: points.map((p, i) => ({ id: p.id, open: !p.valid_to, value: [i, p.valid_from, p.valid_to || body.until],
           itemStyle: validThen && !validThen.has(p.id) ? { opacity: 0.25 } : undefined })),
         markLine: body.as_of ? { symbol: "none", label: { show: false }, lineStyle: { color: "#c2382f", type: "dashed" }, data: [{ xAxis: body.as_of.at }] } : undefined,
       }],
