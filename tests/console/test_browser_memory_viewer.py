@@ -54,6 +54,17 @@ POINT_JS = """([chartKey, seriesName]) => {
   return { x: box.left + best.p[0], y: box.top + best.p[1], id: best.c.d.id };
 }"""
 
+# The x extents (ms) of the timeline's axes before and after zooming to the last tenth.
+ZOOM_JS = """() => {
+  const charts = window.cadreViewer.charts;
+  const extent = (chart, index) =>
+    chart.getModel().getComponent("xAxis", index).axis.scale.getExtent();
+  const full = extent(charts.main, 0);
+  charts.main.dispatchAction({ type: "dataZoom", start: 90, end: 100 });
+  return [full, extent(charts.main, 0), extent(charts.main, 1), extent(charts.viewerSpans, 0)]
+    .map((e) => e.map(Math.round));
+}"""
+
 
 @pytest.fixture
 def viewer_data(bob):
@@ -111,6 +122,12 @@ def test_each_viewer_page_draws_and_a_point_opens_its_memory(page, bob, viewer_d
     assert _sign_in(page, bob.user.email, PASSWORD).status == 200
     _open(page, "/memory/timeline/", "timeline")
     expect(page.locator("[data-viewer-status]")).to_contain_text("6 memories in range")
+    # Zoomed to the last tenth of the range (as the slider does): the counts, the points and
+    # the validity spans show the same stretch of time.
+    extents = page.evaluate(ZOOM_JS)
+    full, counts, points, spans = extents
+    assert counts == points == spans, extents
+    assert abs((counts[1] - counts[0]) - (full[1] - full[0]) / 10) < 1000, extents
     _click_point(page, "main", "memories")
 
     _open(page, "/memory/map/", "map")

@@ -153,7 +153,12 @@
       series: series,
     }));
     openOnClick(main);
-    drawSpans(body, validThen);
+    const spans = drawSpans(body, validThen);
+    // The spans follow the slider: the same share of the same range.
+    main.on("datazoom", () => {
+      const zoom = main.getOption().dataZoom[0];
+      spans.dispatchAction({ type: "dataZoom", start: zoom.start, end: zoom.end });
+    });
     setSlider(body);
     dataTable("Memories in range", ["Memory", "Kind", "Written", "Valid from", "Valid to"].concat(body.as_of ? ["Valid on " + body.as_of.at.slice(0, 10)] : []),
       body.points.map((p) => [{ id: p.id, text: p.preview }, p.kind, p.created_at.slice(0, 16).replace("T", " "), p.valid_from.slice(0, 10), p.valid_to ? p.valid_to.slice(0, 10) : "open"]
@@ -204,8 +209,10 @@
       tooltip: { formatter: (p) => "#" + p.data.id + " valid " + p.value[1].slice(0, 10) + " → " + (p.data.open ? "now" : p.value[2].slice(0, 10)) },
       grid: { top: 10, bottom: 30, left: 60, right: 30 },
       // The range asked for, as the chart above: a span reaching past it is cut at its edge.
-      xAxis: { type: "time", min: Date.parse(body.since), max: Date.parse(body.until) },
+      xAxis: { type: "time", min: Date.parse(body.since), max: Date.parse(body.until), containShape: false },
       yAxis: { type: "category", data: points.map((p) => "#" + p.id), axisLabel: { show: false } },
+      // Zoomed from the chart above only (see drawTimeline).
+      dataZoom: [{ type: "inside", xAxisIndex: 0, zoomOnMouseWheel: false, moveOnMouseMove: false, moveOnMouseWheel: false }],
       series: [{
         type: "custom", name: "validity", clip: true,
         renderItem: (params, api) => {
@@ -223,6 +230,7 @@
       }],
     }));
     openOnClick(spans);
+    return spans;
   }
 
   // --- map -----------------------------------------------------------------------------------
