@@ -17,24 +17,26 @@ class HubConfig(AppConfig):
         # per-file upload URLs (/api/v1/hub/uploads/<ticket>) get their own limit.
         BodySizeLimitMiddleware.overrides["/api/v1/hub/publish/"] = UPLOAD_BODY_LIMIT
         BodySizeLimitMiddleware.overrides["/api/v1/hub/uploads/"] = UPLOAD_BODY_LIMIT
+        from cadre.agents.runtime.services import RUN_RATED
         from cadre.agents.runtime.warm import NEXT_TURN
         from cadre.agents.services import AGENTS_PROVISIONED
         from cadre.governance.alerts import ALERT_EVALUATORS
         from cadre.memory.compat.ports import SKILL_RECALL
-        from cadre.memory.viewer.ports import RUN_OUTCOMES, SKILL_OUTCOMES
+        from cadre.memory.viewer.ports import SKILL_OUTCOMES
         from hub import hooks  # registers the hook loading installed skills
         from hub.distribution import installs_sync
-        from hub.outcomes import skill_version_drop_alerts
+        from hub.outcomes import skill_version_drop_alerts, skills_rated
         from hub.recall import memos_skill_details
-        from hub.viewer_figures import rated_runs, skill_outcomes
+        from hub.viewer_figures import skill_outcomes
 
         # Provisioned agents get their template version's skills; hub evaluates skill drops.
         AGENTS_PROVISIONED.register(installs_sync)
         ALERT_EVALUATORS.register("skill_version_drop", skill_version_drop_alerts)
         # A topic-shift prefetch predicts the next turn's skills (and keeps their vectors).
         NEXT_TURN.register("skills", hooks.skills_predict)
-        # The Memory Viewer's recall hit rate and skill success rate come from Hub outcomes.
-        RUN_OUTCOMES.register("hub", rated_runs)
+        # A rated run's skills get its outcome; the Memory Viewer's skill success rate comes
+        # from Hub outcomes.
+        RUN_RATED.register(skills_rated)
         SKILL_OUTCOMES.register("hub", skill_outcomes)
         # MemOS's search/memory with include_skill answers verified Hub skills.
         SKILL_RECALL.register("hub", memos_skill_details)

@@ -14,11 +14,10 @@ from collections.abc import Iterable
 from datetime import timedelta
 from itertools import pairwise
 
-from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from cadre.errors import InvalidInput, NotPermitted
+from cadre.agents.runtime import services as runtime
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
 from hub.models import SkillUsage, SkillVersion
@@ -74,21 +73,17 @@ def package_success_rates(package_ids: Iterable[int]) -> dict[int, dict]:
 EMPTY_RATE = {"uses": 0, "successes": 0, "failures": 0, "success_rate": None}
 
 
-@transaction.atomic
 def run_feedback(*, actor: Actor, run, outcome: str, note: str = "") -> list[SkillUsage]:
-    """The user says whether the run did its job; every skill used in it gets that outcome.
+    """The user says whether the run did its job: the run's rating (agents' `run_rate`, which
+    checks who may rate it), and through it every skill used in the run gets that outcome
+    (`skills_rated`). Returns the run's skill usages."""
+    runtime.run_rate(actor=actor, run=run, outcome=outcome, note=note)
+    return list(SkillUsage.objects.filter(run=run, loaded=True))
 
-    The run's member gives feedback on their own runs; `deployment.manage` on any run of the
-    organization. Each changed usage is audited as `skill.outcome` (the alert rules read it).
-    """
-    if outcome not in SkillUsage.Outcome.values:
-        raise InvalidInput(
-            "outcome must be 'success' or 'failure'.",
-            details={"outcome": [f"Choose from: {', '.join(SkillUsage.Outcome.values)}"]},
-        )
-    own = actor.member is not None and actor.member.pk == run.member_id
-    if not own and not actor.has("deployment.manage"):
-        raise NotPermitted("Only the person the run served, or a deployment manager, may rate it.")
+
+def skills_rated(*, actor: Actor, run, outcome: str, note: str = "") -> None:
+    """A rated run's skills get its outcome (a `run_rate` listener, in its transaction). Each
+    changed usage is audited as `skill.outcome` (the alert rules read it)."""
     usages = list(
         SkillUsage.objects.select_for_update(of=("self",))
         .filter(run=run, loaded=True)
@@ -113,7 +108,6 @@ def run_feedback(*, actor: Actor, run, outcome: str, note: str = "") -> list[Ski
             },
             reason=note,
         )
-    return usages
 
 
 # --- the success-rate drop -----------------------------------------------------------------

@@ -1,29 +1,14 @@
-"""The Hub's figures for the Memory Viewer's quality dashboard: run ratings and skill outcomes."""
+"""The Hub's figures for the Memory Viewer's quality dashboard: skill outcomes."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from django.db.models import Count
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Trunc
 
 from hub.models import SkillUsage
 from hub.outcomes import FAILURE, SUCCESS
-
-
-def rated_runs(organization_id: int, run_ids: list[str]) -> dict[str, str]:
-    """{run id: "success" | "failure"} for the runs a person rated (run feedback)."""
-    numeric = [int(run) for run in run_ids if str(run).isdigit()]
-    # One array parameter: the dashboard asks about every run of its window (20k and more),
-    # which as placeholders would be a statement of that many parameters to send and plan.
-    in_runs = RawSQL("SELECT unnest(%s::bigint[])", [numeric])
-    rows = (
-        SkillUsage.objects.filter(organization_id=organization_id, run_id__in=in_runs)
-        .exclude(feedback="")
-        .values_list("run_id", "feedback")
-    )
-    return {str(run): feedback for run, feedback in rows}
 
 
 def skill_outcomes(actor, since: datetime) -> list[dict]:

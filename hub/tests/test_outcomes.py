@@ -179,21 +179,15 @@ def test_without_hub_evaluating_it_the_drop_rule_never_fires(alice, bob, agent):
     assert alert.details["version"] == "1.0.2"
 
 
-def test_rated_runs_answers_the_runs_a_person_rated(bob, charlie, agent):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from hub.viewer_figures import rated_runs
-
-    liked, disliked, unrated = (_run(bob, agent) for _ in range(3))
-    outcomes.run_feedback(actor=member_actor(bob), run=liked, outcome="success", note="")
-    outcomes.run_feedback(actor=member_actor(bob), run=disliked, outcome="failure", note="")
-    asked = [str(liked.pk), str(disliked.pk), str(unrated.pk), "not-a-run", "99999999"]
-    # A window's every run (20k and more) asked in one statement.
-    many = asked + [str(n) for n in range(10**8, 10**8 + 20_000)]
-    with CaptureQueriesContext(connection) as queries:
-        answer = rated_runs(bob.organization_id, many)
-    assert answer == {str(liked.pk): "success", str(disliked.pk): "failure"}
-    assert len(queries) == 1
-    assert rated_runs(charlie.organization_id, asked) == {}
-    assert rated_runs(bob.organization_id, []) == {}
+def test_run_feedback_is_the_runs_rating(client_for, bob, agent):
+    run = _run(bob, agent)
+    response = client_for(bob).post(
+        f"/api/v1/hub/runs/{run.pk}/feedback/", {"outcome": "success"}, format="json"
+    )
+    assert response.status_code == 200
+    run.refresh_from_db()
+    assert run.rating == "success"
+    assert {e.action for e in AuditEvent.objects.all()} >= {"run.rating", "skill.outcome"}
+    # Rated from chat (the runs API), the run's skills get the outcome as well.
+    client_for(bob).post(f"/api/v1/runs/{run.pk}/rating/", {"outcome": "failure"}, format="json")
+    assert SkillUsage.objects.get(run=run).feedback == "failure"

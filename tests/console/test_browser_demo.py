@@ -71,6 +71,10 @@ def test_the_demo_owner_chats_with_the_demo_agent_at_once(chromium, live_server_
         expect(reply).to_contain_text("5 percent")  # the sample memory, retrieved
         text = reply.inner_text()
         assert not re.search(r"\[[a-z_]+(:\d+)?#\d*\]", text), text
+        # The owner rates the answer under it.
+        rate = page.locator(f'[data-rate-run="{demo.seed.agent.runs.latest("created_at").pk}"]')
+        rate.get_by_role("button", name="Helpful", exact=True).click()
+        expect(rate).to_contain_text("you rated this answer helpful")
         page.screenshot(path=str(SCREENSHOTS / "demo-chat.png"), full_page=True)
 
         page.goto(reverse("console:confirmations"))
@@ -96,6 +100,10 @@ def test_the_demo_owner_chats_with_the_demo_agent_at_once(chromium, live_server_
         expect(page.locator("[data-viewer-status]")).to_contain_text("memories in range")
         _viewer(page, "/memory/map/", "map")
         expect(page.locator("[data-viewer-status]")).to_contain_text("memories")
+        # The rating is the recall hit rate's signal: the one rated call that was sent
+        # memories was a success.
+        _viewer(page, "/memory/quality/", "quality")
+        expect(page.locator('[data-figure="recall_hit_rate"] .value')).to_have_text("100.0%")
 
 
 def _viewer(page, path: str, name: str) -> None:
@@ -103,7 +111,7 @@ def _viewer(page, path: str, name: str) -> None:
     the page polls until it is ready)."""
     page.goto(path)
     expect(page.locator("#memory-viewer[data-ready=true]")).to_be_attached(timeout=60_000)
-    expect(page.locator("[data-viewer-chart] canvas").first).to_be_visible()
+    expect(page.locator("[data-viewer-chart] canvas, [data-figure] canvas").first).to_be_visible()
     page.screenshot(path=str(SCREENSHOTS / f"demo-viewer-{name}.png"), full_page=True)
 
 

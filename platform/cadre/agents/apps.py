@@ -12,13 +12,14 @@ class AgentsConfig(AppConfig):
         from cadre.agents import redaction
         from cadre.agents.hooks import builtins  # noqa: F401
         from cadre.agents.runtime.services import confirmation_decided
-        from cadre.agents.selectors import memory_agent_scopes, template_names
+        from cadre.agents.selectors import memory_agent_scopes, rated_runs, template_names
         from cadre.agents.services import agents_stop_for_member
         from cadre.agents.tools import builtins as tools  # noqa: F401
         from cadre.governance.budgets import TEMPLATES as budget_templates
         from cadre.governance.confirmations import on_decided
         from cadre.memory.agent_scopes import lookups as memory_agent_lookups
         from cadre.memory.services import run_copies
+        from cadre.memory.viewer.ports import RUN_OUTCOMES
         from cadre.tenancy.services import member_deactivated
 
         # The built-in hooks and tools register themselves on import; a decided confirmation
@@ -31,3 +32,5 @@ class AgentsConfig(AppConfig):
         memory_agent_lookups.register("agents", memory_agent_scopes)
         # Budgets (governance) may be set per role template and name it in messages.
         budget_templates.register("names", template_names)
+        # The Memory Viewer's recall hit rate counts the runs people rated.
+        RUN_OUTCOMES.register("runs", rated_runs)

@@ -420,6 +420,10 @@ class Run(TenantModel):
 
     resource = "agent"
 
+    class Rating(models.TextChoices):
+        SUCCESS = "success", "Helpful"
+        FAILURE = "failure", "Not helpful"
+
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
@@ -459,6 +463,11 @@ class Run(TenantModel):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The person's rating of the answer (chat's "Was this helpful?", the runs API, the Hub's
+    # run feedback): the signal the Memory Viewer's recall hit rate and the Hub count.
+    rating = models.CharField(max_length=8, choices=Rating.choices, blank=True)
+    rating_note = models.CharField(max_length=500, blank=True)
+    rated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

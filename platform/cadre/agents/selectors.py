@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import Count, Sum
+from django.db.models.expressions import RawSQL
 
 from cadre.agents.models import AgentTemplate, Run
 from cadre.tenancy.actors import Actor
@@ -221,3 +222,18 @@ def memory_agent_scopes(
         AgentScope(agent_id=pk, name=name, member_id=owner, member_name=owner_name or "")
         for pk, name, owner, owner_name in rows
     ]
+
+
+def rated_runs(organization_id: int, run_ids: list[str]) -> dict[str, str]:
+    """{run id: "success" | "failure"} for the runs among `run_ids` a person rated (the
+    Memory Viewer's run-outcome port)."""
+    numeric = [int(run) for run in run_ids if str(run).isdigit()]
+    # One array parameter: the dashboard asks about every run of its window (20k and more),
+    # which as placeholders would be a statement of that many parameters to send and plan.
+    in_runs = RawSQL("SELECT unnest(%s::bigint[])", [numeric])
+    rows = (
+        Run.objects.filter(organization_id=organization_id, pk__in=in_runs)
+        .exclude(rating="")
+        .values_list("pk", "rating")
+    )
+    return {str(run): rating for run, rating in rows}

@@ -409,8 +409,16 @@ class RunSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "rating",
+            "rating_note",
+            "rated_at",
         ]
         read_only_fields = fields
+
+
+class RunRatingSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=Run.Rating.choices)
+    note = serializers.CharField(allow_blank=True, required=False, max_length=500)
 
 
 class RunDetailSerializer(RunSerializer):

@@ -515,7 +515,7 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         return s.RunDetailSerializer if self.action == "retrieve" else s.RunSerializer
 
     def permission(self) -> str:
-        if self.action in ("create", "cancel"):
+        if self.action in ("create", "cancel", "rating"):
             return "chat.use"
         if self.action == "resume":
             return "confirmation.decide"
@@ -574,6 +574,27 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         data.is_valid(raise_exception=True)
         run = runtime.run_cancel(
             actor=self.actor, run=self.get_object(), reason=data.validated_data.get("reason", "")
+        )
+        return Response(s.RunSerializer(run).data)
+
+    @extend_schema(
+        request=s.RunRatingSerializer,
+        responses=s.RunSerializer,
+        description="Say whether the answer did its job (`success` or `failure`, with an "
+        "optional note); a new rating replaces the last. The run's member rates their own "
+        "runs, a deployment manager any run. The skills the run used get the same outcome, "
+        "and the Memory Viewer's recall hit rate counts the rating.",
+    )
+    @action(detail=True, methods=["post"])
+    def rating(self, request, pk=None):
+        run = self.get_object()
+        data = s.RunRatingSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = runtime.run_rate(
+            actor=self.actor,
+            run=run,
+            outcome=data.validated_data["outcome"],
+            note=data.validated_data.get("note", ""),
         )
         return Response(s.RunSerializer(run).data)
 

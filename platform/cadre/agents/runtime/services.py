@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import transaction
@@ -18,7 +19,9 @@ from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.governance.confirmations import Decision
 from cadre.governance.models import Confirmation
+from cadre.memory.viewer import cache as viewer_cache
 from cadre.observability import current_trace_id
+from cadre.ports import Listeners
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Member
 
@@ -142,6 +145,41 @@ def run_cancel(*, actor: Actor, run: Run, reason: str = "") -> Run:
         reason=reason,
     )
     on_run_finished(run)
+    return run
+
+
+# Told of a person's rating of a run, in its transaction: (actor, run, outcome, note). The Hub
+# gives the run's skills the same outcome.
+RUN_RATED: Listeners[Callable[..., object]] = Listeners("run rated")
+
+
+@transaction.atomic
+def run_rate(*, actor: Actor, run: Run, outcome: str, note: str = "") -> Run:
+    """The person says whether the answer did its job ("success" or "failure"); a new rating
+    replaces the last. The run's member rates their own runs; `deployment.manage` any run of
+    the organization. Audited as `run.rating`; the Memory Viewer's recall hit rate counts it."""
+    if outcome not in Run.Rating.values:
+        raise InvalidInput(
+            "outcome must be 'success' or 'failure'.",
+            details={"outcome": [f"Choose from: {', '.join(Run.Rating.values)}"]},
+        )
+    own = actor.member is not None and actor.member.pk == run.member_id
+    if not own and not actor.has("deployment.manage"):
+        raise NotPermitted("Only the person the run served, or a deployment manager, may rate it.")
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    before = {"rating": run.rating or None}
+    run.rating, run.rating_note, run.rated_at = outcome, note[:500], timezone.now()
+    run.save(update_fields=["rating", "rating_note", "rated_at"])
+    audit.record(
+        actor=actor,
+        action="run.rating",
+        target=run,
+        before=before,
+        after={"rating": outcome},
+        reason=note,
+    )
+    RUN_RATED.notify(actor=actor, run=run, outcome=outcome, note=note)
+    viewer_cache.writes_changed(run.organization_id)  # the quality figures count ratings
     return run
 
 

@@ -216,6 +216,56 @@
       });
     }
 
+    // "Was this helpful?" under a finished answer: the run's rating (the Memory Viewer's
+    // recall hit rate and the Hub's skill outcomes count it).
+    function rateBox(runId) {
+      var existing = log.querySelector('[data-rate-run="' + runId + '"]');
+      if (existing) return existing;
+      var box = element("div", "rate-box");
+      box.setAttribute("data-rate-run", runId);
+      box.appendChild(element("span", "cell-sub", "Was this helpful?"));
+      [["success", "Helpful"], ["failure", "Not helpful"]].forEach(function (spec) {
+        var button = element("button", "btn btn-ghost btn-small", spec[1]);
+        button.type = "button";
+        button.setAttribute("data-rate", spec[0]);
+        box.appendChild(button);
+      });
+      var anchor = bubble(runId);
+      anchor.parentNode.insertBefore(box, anchor.nextSibling);
+      return box;
+    }
+
+    function rate(box, outcome) {
+      var buttons = box.querySelectorAll("button");
+      Array.prototype.forEach.call(buttons, function (b) { b.disabled = true; });
+      fetch(chat.getAttribute("data-runs-api") + box.getAttribute("data-rate-run") + "/rating/", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+        body: JSON.stringify({ outcome: outcome })
+      }).then(function (response) {
+        return response.json().catch(function () { return {}; }).then(function (body) {
+          if (!response.ok) {
+            Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
+            setStatus((body.error && body.error.message) || ("Error " + response.status));
+            return;
+          }
+          box.replaceChildren(element("span", "cell-sub",
+            "Thanks: you rated this answer " + (outcome === "success" ? "helpful." : "not helpful.")));
+        });
+      }).catch(function () {
+        Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
+        setStatus("Could not reach the server; try again.");
+      });
+    }
+
+    log.addEventListener("click", function (event) {
+      var button = event.target.closest && event.target.closest("button[data-rate]");
+      if (!button) return;
+      var box = button.closest("[data-rate-run]");
+      if (box) rate(box, button.getAttribute("data-rate"));
+    });
+
     log.addEventListener("click", function (event) {
       var button = event.target.closest && event.target.closest("button[data-proposal-action]");
       if (!button) return;
@@ -249,6 +299,7 @@
           node.classList.add("failed");
         }
         if (data.status === "failed" && data.error) modelsHint(node, data.error, frame.run);
+        if (data.status === "completed") rateBox(frame.run);
       } else if (frame.kind === "step" && data.status === "started") {
         setMeta(node, "Working: " + data.name);
       } else if (frame.kind === "wait") {

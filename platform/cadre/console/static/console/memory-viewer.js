@@ -414,12 +414,13 @@
       charts["spark" + index] = echarts.init(element, null, { renderer: "canvas" });
       markFirstChart(charts["spark" + index]);
       charts["spark" + index].setOption(Object.assign({}, base, {
-        grid: { top: 4, bottom: 4, left: 4, right: 4 },
+        // Room for a dot on the edge: today is the last day, 0 % and 100 % the bottom and top.
+        grid: { top: 8, bottom: 8, left: 8, right: 8 },
         tooltip: { trigger: "axis" },
         xAxis: { type: "category", show: false, data: figure.series.map((p) => p.day) },
         yAxis: { type: "value", show: false },
         // Days without a value leave gaps; a day standing alone gets a dot (a line needs two).
-        series: [{ type: "line", name: figure.name, showSymbol: figure.series.filter((p) => p.value !== null).length < 3, connectNulls: false, data: figure.series.map((p) => p.value) }],
+        series: [{ type: "line", name: figure.name, showSymbol: figure.series.filter((p) => p.value !== null).length < 3, symbolSize: 6, showAllSymbol: true, clip: false, connectNulls: false, data: figure.series.map((p) => p.value) }],
       }));
     });
   }
