@@ -383,6 +383,13 @@ class WaitSerializer(serializers.ModelSerializer):
 
 
 class RunSerializer(serializers.ModelSerializer):
+    rating = serializers.ChoiceField(
+        choices=Run.Rating.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="The person's rating of the answer; empty until rated",
+    )
+
     class Meta:
         model = Run
         fields = [
