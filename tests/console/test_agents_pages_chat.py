@@ -86,6 +86,21 @@ def test_posting_starts_a_session_and_shows_the_reply(bob, bob_agent):
     ]
 
 
+def test_a_finished_answer_asks_whether_it_helped_until_rated(bob, bob_agent):
+    browser = client(bob)
+    browser.post(reverse("console:chat_agent", args=[bob_agent.pk]), {"text": "the discount?"})
+    session = Session.objects.get(agent=bob_agent)
+    run = session.runs.get()
+    url = reverse("console:chat_session", args=[session.pk])
+    assert f'data-rate-run="{run.pk}"' not in browser.get(url).content.decode()  # not finished
+    engine.run_execute(run.pk)
+    page = browser.get(url).content.decode()
+    assert f'data-rate-run="{run.pk}"' in page and "Was this helpful?" in page
+    runtime.run_rate(actor=member_actor(bob), run=run, outcome="failure")
+    page = browser.get(url).content.decode()
+    assert "You rated this answer: not helpful." in page and "Was this helpful?" not in page
+
+
 def test_empty_message_is_refused_on_the_form(bob, bob_agent):
     response = client(bob).post(reverse("console:chat_agent", args=[bob_agent.pk]), {"text": ""})
     assert response.status_code == 400
