@@ -93,10 +93,10 @@ def enrich(organization_id: int, calls: int) -> None:
 
 
 def rate_runs(organization_id: int, run_ids: list[str]) -> dict[str, str]:
-    """Run feedback for the bench: every third call's run rated, one in four of those a
-    failure (the Hub's rated runs need agents, runs and skills the generator has none of).
-    The Hub's own lookup is asked too, so its cost is in the figures (it finds no rating)."""
-    from hub.viewer_figures import rated_runs
+    """Run ratings for the bench: every third call's run rated, one in four of those a
+    failure (the runs' own ratings need agents and runs the generator has none of). The runs'
+    lookup is asked too, so its cost is in the figures (it finds no rating)."""
+    from cadre.agents.selectors import rated_runs
 
     found = rated_runs(organization_id, run_ids)
     return found | {

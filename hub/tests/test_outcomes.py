@@ -191,3 +191,19 @@ def test_run_feedback_is_the_runs_rating(client_for, bob, agent):
     # Rated from chat (the runs API), the run's skills get the outcome as well.
     client_for(bob).post(f"/api/v1/runs/{run.pk}/rating/", {"outcome": "failure"}, format="json")
     assert SkillUsage.objects.get(run=run).feedback == "failure"
+
+
+def test_feedback_given_before_runs_had_ratings_becomes_their_rating(bob, agent):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    carried = import_module("hub.migrations.0003_run_ratings_from_feedback")
+    rated, unrated, kept = (_run(bob, agent) for _ in range(3))
+    SkillUsage.objects.filter(run=rated).update(feedback="failure", feedback_note="empty file")
+    SkillUsage.objects.filter(run=kept).update(feedback="failure")
+    Run.objects.filter(pk=kept.pk).update(rating="success")  # a rating of its own stays
+    carried.ratings_from_feedback(apps, None)
+    ratings = dict(Run.objects.values_list("pk", "rating"))
+    assert (ratings[rated.pk], ratings[unrated.pk], ratings[kept.pk]) == ("failure", "", "success")
+    assert Run.objects.get(pk=rated.pk).rating_note == "empty file"
