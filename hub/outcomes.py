@@ -17,7 +17,6 @@ from itertools import pairwise
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from cadre.agents.runtime import services as runtime
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
 from hub.models import SkillUsage, SkillVersion
@@ -73,16 +72,9 @@ def package_success_rates(package_ids: Iterable[int]) -> dict[int, dict]:
 EMPTY_RATE = {"uses": 0, "successes": 0, "failures": 0, "success_rate": None}
 
 
-def run_feedback(*, actor: Actor, run, outcome: str, note: str = "") -> list[SkillUsage]:
-    """The user says whether the run did its job: the run's rating (agents' `run_rate`, which
-    checks who may rate it), and through it every skill used in the run gets that outcome
-    (`skills_rated`). Returns the run's skill usages."""
-    runtime.run_rate(actor=actor, run=run, outcome=outcome, note=note)
-    return list(SkillUsage.objects.filter(run=run, loaded=True))
-
-
 def skills_rated(*, actor: Actor, run, outcome: str, note: str = "") -> None:
-    """A rated run's skills get its outcome (a `run_rate` listener, in its transaction). Each
+    """A rated run's skills get its outcome: the user's feedback on the run (a listener of the
+    agents' `run_rate`, in its transaction; the Hub's feedback endpoint rates the run). Each
     changed usage is audited as `skill.outcome` (the alert rules read it)."""
     usages = list(
         SkillUsage.objects.select_for_update(of=("self",))

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cadre.agents.runtime import services as runtime
 from cadre.api.pagination import PagePagination
 from cadre.errors import NotFound
 from hub import distribution, outcomes, selectors
@@ -188,7 +189,7 @@ class RunFeedbackView(APIView):
         run = selectors.run_get(request.actor, run_id)
         serializer = FeedbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        outcomes.run_feedback(
+        runtime.run_rate(  # the run's rating; its skills get the outcome (skills_rated)
             actor=request.actor,
             run=run,
             outcome=serializer.validated_data["outcome"],

@@ -53,7 +53,7 @@ def _record_outcomes(bob, agent, version, results: list[str]) -> None:
 
 def test_success_rate_per_version_from_run_status_and_feedback(client_for, alice, bob, agent):
     runs = [_run(bob, agent) for _ in range(3)]
-    outcomes.run_feedback(actor=member_actor(bob), run=runs[0], outcome="failure", note="wrong")
+    runtime.run_rate(actor=member_actor(bob), run=runs[0], outcome="failure", note="wrong")
     newer = publish(alice, version="1.0.1")
     _run(bob, agent)
     rates = outcomes.version_success_rates([newer.pk])
@@ -104,7 +104,7 @@ def test_feedback_refused_for_bad_input_colleagues_and_outsiders(
         assert response.status_code == 404
     auditor = make_member(roles=["auditor"])  # sees every run, but it is not theirs to rate
     with pytest.raises(NotPermitted):
-        outcomes.run_feedback(actor=member_actor(auditor), run=run, outcome="success")
+        runtime.run_rate(actor=member_actor(auditor), run=run, outcome="success")
     assert SkillUsage.objects.get(run=run).feedback == ""
 
 

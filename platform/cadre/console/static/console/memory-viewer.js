@@ -147,7 +147,7 @@
       grid: [{ top: 40, height: 200, left: 60, right: 30 }, { top: 290, height: 90, left: 60, right: 30 }],
       // Both axes span the range asked for, so the counts and the points line up and the
       // slider zooms them together.
-      xAxis: [0, 1].map((gridIndex) => ({ type: "time", gridIndex: gridIndex, min: Date.parse(body.since), max: Date.parse(body.until), containShape: false })),
+      xAxis: [0, 1].map((gridIndex) => Object.assign(rangeAxis(body), { gridIndex: gridIndex })),
       yAxis: [{ type: "value", gridIndex: 0, minInterval: 1 }, { type: "category", gridIndex: 1, data: pointKinds }],
       dataZoom: [{ type: "slider", xAxisIndex: [0, 1], bottom: 8 }, { type: "inside", xAxisIndex: [0, 1] }],
       series: series,
@@ -168,6 +168,12 @@
     let message = total + " memories in range" + (shown < total ? " (newest " + shown + " drawn)" : "");
     if (body.as_of) message += " · " + body.as_of.count + " were valid on " + body.as_of.at.slice(0, 10);
     showEmpty(false, message);
+  }
+
+  // A time axis over exactly the range asked for (ECharts' containShape would widen it
+  // around a lone bar).
+  function rangeAxis(body) {
+    return { type: "time", min: Date.parse(body.since), max: Date.parse(body.until), containShape: false };
   }
 
   function bucketMiddle(start, bucket) {
@@ -209,7 +215,7 @@
       tooltip: { formatter: (p) => "#" + p.data.id + " valid " + p.value[1].slice(0, 10) + " → " + (p.data.open ? "now" : p.value[2].slice(0, 10)) },
       grid: { top: 10, bottom: 30, left: 60, right: 30 },
       // The range asked for, as the chart above: a span reaching past it is cut at its edge.
-      xAxis: { type: "time", min: Date.parse(body.since), max: Date.parse(body.until), containShape: false },
+      xAxis: rangeAxis(body),
       yAxis: { type: "category", data: points.map((p) => "#" + p.id), axisLabel: { show: false } },
       // Zoomed from the chart above only (see drawTimeline).
       dataZoom: [{ type: "inside", xAxisIndex: 0, zoomOnMouseWheel: false, moveOnMouseMove: false, moveOnMouseWheel: false }],
