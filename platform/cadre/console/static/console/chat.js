@@ -137,6 +137,20 @@
       return input ? input.value : "";
     }
 
+    // A JSON POST to the API with the session's CSRF token: resolves to {ok, status, body}.
+    function postJson(url, payload) {
+      return fetch(url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+        body: JSON.stringify(payload)
+      }).then(function (response) {
+        return response.json().catch(function () { return {}; }).then(function (body) {
+          return { ok: response.ok, status: response.status, body: body };
+        });
+      });
+    }
+
     function proposalBox(runId, proposal) {
       var existing = log.querySelector('[data-proposal="' + proposal.proposal + '"]');
       if (existing) return existing;
@@ -161,9 +175,10 @@
       });
       box.appendChild(actions);
       var anchor = bubble(runId);
-      var place = anchor;  // after the run's confirmation boxes, if any
+      var place = anchor;  // after the run's rating and confirmation boxes, as the page has them
       while (place.nextSibling && place.nextSibling.classList &&
-             place.nextSibling.classList.contains("confirm-box")) {
+             (place.nextSibling.classList.contains("confirm-box") ||
+              place.nextSibling.classList.contains("rate-box"))) {
         place = place.nextSibling;
       }
       anchor.parentNode.insertBefore(box, place.nextSibling);
@@ -191,25 +206,18 @@
       var api = chat.getAttribute("data-proposals-api");
       var buttons = box.querySelectorAll("button");
       Array.prototype.forEach.call(buttons, function (b) { b.disabled = true; });
-      fetch(api + id + "/" + action + "/", {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-        body: "{}"
-      }).then(function (response) {
-        return response.json().catch(function () { return {}; }).then(function (body) {
-          if (!response.ok) {
-            var message = (body.error && body.error.message) || ("Error " + response.status);
-            proposalDecided(box, message);
-            return;
-          }
-          if (action === "confirm") {
-            proposalDecided(box, "Saved as a skill: “" + body.name + "” is waiting for review.",
-              chat.getAttribute("data-reviews-url") + body.id + "/");
-          } else {
-            proposalDecided(box, "Dismissed: nothing was sent to review.");
-          }
-        });
+      postJson(api + id + "/" + action + "/", {}).then(function (answer) {
+        var body = answer.body;
+        if (!answer.ok) {
+          proposalDecided(box, (body.error && body.error.message) || ("Error " + answer.status));
+          return;
+        }
+        if (action === "confirm") {
+          proposalDecided(box, "Saved as a skill: “" + body.name + "” is waiting for review.",
+            chat.getAttribute("data-reviews-url") + body.id + "/");
+        } else {
+          proposalDecided(box, "Dismissed: nothing was sent to review.");
+        }
       }).catch(function () {
         Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
         setStatus("Could not reach the server; try again.");
@@ -238,21 +246,15 @@
     function rate(box, outcome) {
       var buttons = box.querySelectorAll("button");
       Array.prototype.forEach.call(buttons, function (b) { b.disabled = true; });
-      fetch(chat.getAttribute("data-runs-api") + box.getAttribute("data-rate-run") + "/rating/", {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify({ outcome: outcome })
-      }).then(function (response) {
-        return response.json().catch(function () { return {}; }).then(function (body) {
-          if (!response.ok) {
-            Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
-            setStatus((body.error && body.error.message) || ("Error " + response.status));
-            return;
-          }
-          box.replaceChildren(element("span", "cell-sub",
-            "Thanks: you rated this answer " + (outcome === "success" ? "helpful." : "not helpful.")));
-        });
+      var url = chat.getAttribute("data-runs-api") + box.getAttribute("data-rate-run") + "/rating/";
+      postJson(url, { outcome: outcome }).then(function (answer) {
+        if (!answer.ok) {
+          Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
+          setStatus((answer.body.error && answer.body.error.message) || ("Error " + answer.status));
+          return;
+        }
+        box.replaceChildren(element("span", "cell-sub",
+          "Thanks: you rated this answer " + (outcome === "success" ? "helpful." : "not helpful.")));
       }).catch(function () {
         Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
         setStatus("Could not reach the server; try again.");
@@ -260,16 +262,11 @@
     }
 
     log.addEventListener("click", function (event) {
-      var button = event.target.closest && event.target.closest("button[data-rate]");
-      if (!button) return;
-      var box = button.closest("[data-rate-run]");
-      if (box) rate(box, button.getAttribute("data-rate"));
-    });
-
-    log.addEventListener("click", function (event) {
+      var rating = event.target.closest && event.target.closest("button[data-rate]");
+      var ratingBox = rating && rating.closest("[data-rate-run]");
+      if (ratingBox) return rate(ratingBox, rating.getAttribute("data-rate"));
       var button = event.target.closest && event.target.closest("button[data-proposal-action]");
-      if (!button) return;
-      var box = button.closest("[data-proposal]");
+      var box = button && button.closest("[data-proposal]");
       if (box) decideProposal(box, button.getAttribute("data-proposal-action"));
     });
 
