@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from cadre.agents.runtime import services as runtime
 from cadre.api.pagination import PagePagination
 from cadre.errors import NotFound
+from cadre.identifiers import parse_pk
 from hub import distribution, outcomes, selectors
 from hub.models import SkillInstall, SkillUsage
 
@@ -119,8 +120,8 @@ class InstallListView(APIView):
     def get(self, request):
         installs = _installs(request)
         params = request.query_params
-        if params.get("agent", "").isdigit():
-            installs = installs.filter(agent_id=int(params["agent"]))
+        if (agent := parse_pk(params.get("agent", ""))) is not None:
+            installs = installs.filter(agent_id=agent)
         if params.get("package"):
             handle, name = selectors.parse_full_name(params["package"])
             installs = installs.filter(package__namespace__handle=handle, package__name=name)

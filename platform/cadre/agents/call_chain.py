@@ -11,6 +11,7 @@ from django.db.models import Prefetch
 from cadre.agents.models import Run, Step, ToolEffect
 from cadre.errors import NotFound
 from cadre.governance.models import AuditEvent, Confirmation, PolicyDecision
+from cadre.identifiers import parse_pk, parse_pks
 from cadre.memory.models import ContextRecord, ContextRecordItem
 from cadre.tenancy.actors import Actor
 
@@ -146,7 +147,7 @@ def _context_events(run: Run) -> list[dict]:
             "kind": "context",
             "at": record.created_at,
             "duration_ms": None,
-            "step": int(record.step_id) if str(record.step_id).isdigit() else None,
+            "step": parse_pk(str(record.step_id)),
             "query": record.query,
             "tokens": record.total_tokens,
             "record_kind": record.kind,
@@ -226,7 +227,7 @@ def call_chain_runs(actor: Actor, *, run_ids=(), trace_ids=()) -> tuple[set[int]
     """For links to call chains (audit log, confirmations): which of `run_ids` the actor may
     open, and for each of `trace_ids` the first run of that trace they may open. Two queries."""
     visible = Run.objects.restrict(actor, "view")
-    ids = {int(pk) for pk in run_ids if str(pk).isdigit()}
+    ids = set(parse_pks(str(pk) for pk in run_ids))
     runs = set(visible.filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
     traces: dict[str, int] = {}
     wanted = {trace for trace in trace_ids if trace}

@@ -31,6 +31,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from cadre.agents.live import event_frame, session_group
+from cadre.identifiers import parse_pk
 
 CATCH_UP_PAGE = 200
 CLOSE_UNAUTHENTICATED = 4401
@@ -190,7 +191,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         after = query.get("after", [""])[0]
-        opened = await _open(self.scope, session_id, int(after) if after.isdigit() else None)
+        opened = await _open(self.scope, session_id, parse_pk(after))
         if "refused" in opened:
             await self.close(code=opened["refused"])
             return

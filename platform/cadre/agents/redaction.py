@@ -37,6 +37,7 @@ from django.db.models import Min
 from django.utils import timezone
 
 from cadre.agents.models import Run, RunEvent, SessionSummary, Step, Wait
+from cadre.identifiers import parse_pks
 from cadre.memory.models import ContextRecord
 
 MIN_TEXT_MATCH = 12
@@ -153,7 +154,7 @@ def _direct_run_ids(organization_id: int, memory_id: int) -> set[int]:
     recorded = ContextRecord.objects.filter(
         organization_id=organization_id, items__memory_id=memory_id
     ).values_list("run_id", flat=True)
-    ids = {int(value) for value in recorded if str(value).isdigit()}
+    ids = set(parse_pks(str(value) for value in recorded))
     ids |= set(
         Run.objects.filter(
             organization_id=organization_id,

@@ -6,6 +6,7 @@ from django.db.models import Count, Sum
 from django.db.models.expressions import RawSQL
 
 from cadre.agents.models import AgentTemplate, Run
+from cadre.identifiers import parse_pks
 from cadre.tenancy.actors import Actor
 
 USAGE_GROUPS = {
@@ -227,7 +228,7 @@ def memory_agent_scopes(
 def rated_runs(organization_id: int, run_ids: list[str]) -> dict[str, str]:
     """{run id: "success" | "failure"} for the runs among `run_ids` a person rated (the
     Memory Viewer's run-outcome port)."""
-    numeric = [int(run) for run in run_ids if str(run).isdigit()]
+    numeric = parse_pks(str(run) for run in run_ids)
     # One array parameter: the dashboard asks about every run of its window (20k and more),
     # which as placeholders would be a statement of that many parameters to send and plan.
     in_runs = RawSQL("SELECT unnest(%s::bigint[])", [numeric])

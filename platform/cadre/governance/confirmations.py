@@ -35,6 +35,7 @@ from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.governance.models import Confirmation, ConfirmationVote
 from cadre.governance.risk import RiskAssessment
+from cadre.identifiers import parse_pk
 from cadre.ports import Listeners
 from cadre.tenancy.models import Member
 
@@ -85,8 +86,12 @@ def resolve_deciders(organization, rule: dict, requester: Member | None) -> list
             ids.append(requester.manager_id)
         elif isinstance(entry, str) and entry.startswith("role:"):
             roles.append(entry[5:])
-        elif isinstance(entry, str) and entry.startswith("member:") and entry[7:].isdigit():
-            ids.append(int(entry[7:]))
+        elif (
+            isinstance(entry, str)
+            and entry.startswith("member:")
+            and (key := parse_pk(entry[7:])) is not None
+        ):
+            ids.append(key)
     active = Member.objects.filter(organization=organization, status=Member.Status.ACTIVE)
     if roles:
         ids += list(active.filter(roles__overlap=roles).order_by("pk").values_list("pk", flat=True))

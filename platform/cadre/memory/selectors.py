@@ -33,6 +33,7 @@ from django.db.models import Q, QuerySet
 from opentelemetry import trace
 
 from cadre.errors import InvalidInput, NotFound, NotPermitted
+from cadre.identifiers import parse_pk
 from cadre.llm import estimate_tokens
 from cadre.memory.agent_scopes import AgentScope, agent_scopes
 from cadre.memory.models import (
@@ -305,7 +306,7 @@ def parse_scope_key(value: str) -> str:
     if value == Scope.ORGANIZATION:
         return value
     scope, _, raw_id = value.partition(":")
-    if scope not in Scope.values or scope == Scope.ORGANIZATION or not raw_id.isdigit():
+    if scope not in Scope.values or scope == Scope.ORGANIZATION or parse_pk(raw_id) is None:
         raise InvalidInput(
             f"Unknown scope {value!r}.",
             details={"scope": ["Use 'organization' or '<user|agent|position|department>:<id>'."]},

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from django.contrib.contenttypes.models import ContentType
 
+from cadre.identifiers import parse_pks
 from cadre.tenancy.roles import grant_codename, permissions_for_roles, permissions_for_scopes
 
 
@@ -54,7 +55,7 @@ class Actor:
         """Primary keys of `model` objects on which this actor holds `permission`."""
         content_type = ContentType.objects.get_for_model(model)
         raw = self._load_grants().get((grant_codename(permission), content_type.id), set())
-        return {int(pk) for pk in raw if pk.isdigit()}
+        return set(parse_pks(raw))
 
     def may(self, permission: str, model=None) -> bool:
         """Organization-wide, or through at least one grant (on `model`'s grant sources)."""

@@ -23,6 +23,7 @@ from cadre.agents.models import Agent, Deployment, EventTrigger, TriggerEvent
 from cadre.agents.runtime.services import run_start
 from cadre.errors import CadreError, InvalidInput, NotFound
 from cadre.governance import audit
+from cadre.identifiers import parse_pk
 from cadre.tenancy.actors import Actor, system_actor
 from cadre.tenancy.models import Member
 
@@ -85,8 +86,8 @@ def _member_for(trigger: EventTrigger, data: dict) -> Member:
     if not value:
         raise InvalidInput(f"The event has no {trigger.member_field!r}.")
     condition = Q(email__iexact=value) | Q(employee_no=value)
-    if value.isdigit():
-        condition |= Q(pk=int(value))
+    if (key := parse_pk(value)) is not None:
+        condition |= Q(pk=key)
     found = list(
         Member.objects.filter(organization_id=trigger.organization_id).filter(condition)[:2]
     )

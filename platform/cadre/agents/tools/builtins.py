@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 from cadre.agents.models import AgentMessage, AgentTask
 from cadre.agents.runtime import delivery
 from cadre.agents.tools.registry import Tool, register
+from cadre.identifiers import parse_pk
 from cadre.tenancy.models import Member
 
 MANY_RECIPIENTS = 5  # more recipients than this (or any group) makes a message high risk
@@ -168,8 +169,8 @@ def _resolve_recipients(ctx, names: list) -> list[dict]:
             resolved.append({"group": text[6:]})
             continue
         condition = Q(display_name__iexact=text) | Q(email__iexact=text)
-        if text.isdigit():
-            condition |= Q(pk=int(text))
+        if (key := parse_pk(text)) is not None:
+            condition |= Q(pk=key)
         found = list(
             Member.objects.filter(
                 organization_id=ctx.run.organization_id, status=Member.Status.ACTIVE

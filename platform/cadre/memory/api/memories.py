@@ -16,6 +16,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from cadre.errors import InvalidInput
+from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
 from cadre.memory.api.deletion import MemoryDeletionActions
 from cadre.memory.api.serializers import (
@@ -73,9 +74,10 @@ def _expected_version(request, data) -> int:
     if header:
         value = header.removeprefix("W/").strip('"')
         _, _, version = value.rpartition(".")
-        if not version.isdigit():
+        number = parse_pk(version)
+        if number is None:
             raise InvalidInput('If-Match must be the ETag of the memory, e.g. "12.3".')
-        return int(version)
+        return number
     if data.get("version") is None:
         raise InvalidInput(
             "Send the version you are updating (body 'version' or If-Match).",

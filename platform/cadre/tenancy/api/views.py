@@ -15,6 +15,7 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from cadre.api.viewsets import TenantViewSet
+from cadre.identifiers import parse_pk
 from cadre.tenancy import services
 from cadre.tenancy.api import serializers as s
 from cadre.tenancy.models import (
@@ -468,9 +469,10 @@ class GrantViewSet(viewsets.ViewSet):
         ]
 
     def _get_row(self, request, pk):
-        if not str(pk).isdigit():
+        key = parse_pk(pk)
+        if key is None:
             raise NotFound()
-        row = _grant_rows(request.actor).filter(pk=int(pk)).first()
+        row = _grant_rows(request.actor).filter(pk=key).first()
         if row is None:
             raise NotFound()
         return row
