@@ -79,6 +79,7 @@ class AuditEvent(models.Model):
         API_KEY = "api_key", "API key"
         AGENT = "agent", "Agent"
         SYSTEM = "system", "System"
+        SCIM_TOKEN = "scim_token", "SCIM token"
 
     # No index of its own: the unique constraint and the composite indexes below start with
     # it (issue #5: one index fewer to maintain on every insert and seal).

@@ -14,7 +14,13 @@ FILE_NAMES = {"jsonl": "audit.jsonl", "csv": "audit.csv", "ocsf": "audit.ocsf.js
 
 _ACTIVITY = {"create": 1, "read": 2, "view": 2, "update": 3, "delete": 4}
 _ACTIVITY_NAMES = {1: "Create", 2: "Read", 3: "Update", 4: "Delete", 99: "Other"}
-_OCSF_USER_TYPE = {"member": "User", "api_key": "Service", "agent": "Service", "system": "System"}
+_OCSF_USER_TYPE = {
+    "member": "User",
+    "api_key": "Service",
+    "scim_token": "Service",
+    "agent": "Service",
+    "system": "System",
+}
 _DENIALS = ("denied", "deny", "rejected", "failed", "refused")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db.models import Q
 from scim2_models import EnterpriseUser, Group, InvalidFilterException, ScimFilter, User
 from scim2_models.path.expressions import (
@@ -16,6 +18,7 @@ from scim2_models.path.expressions import (
     Present,
 )
 
+from cadre.identifiers import parse_pk
 from cadre.tenancy.models import Department, Member
 
 USER_SCHEMA = User.__schema__
@@ -126,7 +129,7 @@ def user_fields(user: User) -> dict:
     primary = next((e for e in emails if e.primary), emails[0] if emails else None)
     email = (primary.value if primary and primary.value else "") or ""
     user_name = (user.user_name or "").strip()
-    if not email and "@" in user_name:
+    if not email and _is_email(user_name):
         email = user_name
     phones = user.phone_numbers or []
     phone = next((p for p in phones if p.primary), phones[0] if phones else None)
@@ -147,6 +150,14 @@ def user_fields(user: User) -> dict:
         "department_name": ((enterprise.department if enterprise else None) or "").strip(),
         "active": user.active is not False,
     }
+
+
+def _is_email(text: str) -> bool:
+    try:
+        validate_email(text)
+    except ValidationError:
+        return False
+    return True
 
 
 def filter_q(text: str, model, fields: dict) -> Q:
@@ -187,13 +198,12 @@ def _node_q(node, fields: dict) -> Q:
             return ~Q(**{field: ""}) & Q(**{f"{field}__isnull": False})
         value = node.value
         if field.endswith("pk"):
-            if not str(value).isdigit():
-                return Q(pk__in=[])
-            if node.op == CompareOperator.eq:
-                return Q(**{field: int(value)})
-            if node.op == CompareOperator.ne:
-                return ~Q(**{field: int(value)})
-            raise InvalidFilterException(detail=f"{path} takes eq or ne.")
+            if node.op not in (CompareOperator.eq, CompareOperator.ne):
+                raise InvalidFilterException(detail=f"{path} takes eq or ne.")
+            # Ids are ASCII digits within bigint; "²" or a longer number names no resource.
+            key = parse_pk(value)
+            matches = Q(**{field: key}) if key is not None else Q(pk__in=[])
+            return matches if node.op == CompareOperator.eq else ~matches
         if node.op == CompareOperator.ne:
             return ~Q(**{f"{field}__iexact": value})
         lookup = _LOOKUPS.get(node.op)

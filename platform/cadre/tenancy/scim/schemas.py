@@ -7,6 +7,7 @@ from scim2_models import (
     AuthenticationScheme,
     Bulk,
     ChangePassword,
+    Email,
     EnterpriseUser,
     ETag,
     Filter,
@@ -38,7 +39,21 @@ ENTERPRISE_ATTRIBUTES = {"employeeNumber": None, "department": None}
 # A member's `display` is their own display name, not something a group may set.
 GROUP_ATTRIBUTES = {"displayName": None, "members": {"value", "$ref", "type"}}
 
-UserResource = User[EnterpriseUser]
+
+class StoredEmail(Email):
+    """An e-mail as Cadre holds it. scim2-models types `value` as pydantic's EmailStr, which
+    refuses special-use domains (`.local`, `.test`, …) that Cadre stores (`admin@demo.local`):
+    reading such a member back made a whole listing, and Entra's deprovisioning PATCH, a 400.
+    What Cadre stores serializes as it is; what a client sends is checked by the provisioning
+    service with the rule every other way into Cadre uses (Django's EmailValidator)."""
+
+    value: str | None = None
+
+
+class UserResource(User[EnterpriseUser]):
+    """A member as a SCIM User with the enterprise extension, e-mails as Cadre holds them."""
+
+    emails: list[StoredEmail] | None = None
 
 
 def _trimmed(schema: Schema, keep: dict) -> Schema:

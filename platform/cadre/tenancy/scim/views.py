@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
 from django.http import HttpResponse, JsonResponse
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 from scim2_models import (
@@ -21,7 +25,12 @@ from scim2_models import (
 )
 
 from cadre.errors import CadreError, Conflict, InvalidInput, NotPermitted
-from cadre.tenancy.actors import system_actor
+from cadre.identifiers import parse_pk
+from cadre.tenancy.authentication import (
+    ScimTokenRefused,
+    scim_token_actor,
+    scim_token_authenticate,
+)
 from cadre.tenancy.models import Department, Member
 from cadre.tenancy.scim import schemas
 from cadre.tenancy.scim.mapping import (
@@ -35,7 +44,6 @@ from cadre.tenancy.scim.mapping import (
 from cadre.tenancy.services import (
     scim_group_delete,
     scim_group_provision,
-    scim_token_resolve,
     scim_user_delete,
     scim_user_provision,
 )
@@ -55,6 +63,13 @@ def _error(status: int, detail: str, scim_type: str | None = None) -> JsonRespon
     response = JsonResponse(body, status=status, content_type=CONTENT_TYPE)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="scim"'
+    return response
+
+
+def _refused(exc: ScimTokenRefused) -> JsonResponse:
+    response = _error(exc.status, str(exc))
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(int(exc.retry_after + 0.999))
     return response
 
 
@@ -86,13 +101,42 @@ def _respond(body: dict, status: int = 200, etag: str | None = None) -> JsonResp
     return response
 
 
+def _invalid(detail: str) -> SCIMException:
+    return SCIMException(detail=detail, scim_type="invalidValue")
+
+
+def _check_text(value: str) -> None:
+    """PostgreSQL stores no NUL character and no lone surrogate: both are the client's mistake."""
+    if "\x00" in value:
+        raise _invalid(gettext("Text may not contain NUL characters."))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid(gettext("Text may not contain lone surrogates.")) from None
+
+
+def _check_values(document) -> None:
+    """Every string (keys too) of a parsed body, walked without recursion."""
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+
+
 def _body(request) -> dict:
     try:
         body = json.loads(request.body or b"{}")
-    except ValueError:
-        raise SCIMException(detail="The body is not JSON.") from None
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python parses
+        raise SCIMException(detail=gettext("The body is not JSON.")) from None
     if not isinstance(body, dict):
-        raise SCIMException(detail="The body must be a JSON object.")
+        raise SCIMException(detail=gettext("The body must be a JSON object."))
+    _check_values(body)
     return body
 
 
@@ -131,13 +175,23 @@ def scim_view(handler):
 
     @csrf_exempt
     def view(request, *args, **kwargs):
-        scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
-        token = scim_token_resolve(secret.strip()) if scheme.lower() == "bearer" else None
-        if token is None:
-            return _error(401, "A valid SCIM bearer token is required.")
-        actor = system_actor(token.organization, label=f"SCIM token {token.name} ({token.prefix})")
         try:
-            return handler(request, actor, *args, **kwargs)
+            token = scim_token_authenticate(request)
+        except ScimTokenRefused as refused:
+            return _refused(refused)
+        actor = scim_token_actor(token)
+        try:
+            for name, values in request.GET.lists():
+                _check_values([name, *values])
+            if request.method in ("GET", "HEAD"):
+                return handler(request, actor, *args, **kwargs)
+            # A change commits only with its answer: a response that cannot be built (and
+            # answers an error) rolls the change back, so the identity provider's retry
+            # finds the resource as it was.
+            with transaction.atomic():
+                return handler(request, actor, *args, **kwargs)
+        except RequestDataTooBig:
+            return _error(413, gettext("The request body is larger than allowed."))
         except SCIMException as exc:
             return _scim_error(exc)
         except ValidationError as exc:
@@ -219,15 +273,19 @@ def schemas_view(request, actor, urn=None):
 # --- listing ------------------------------------------------------------------------------
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,30}")
+
+
 def _page(query) -> tuple[int, int]:
     def number(name, default):
         raw = query.get(name)
-        if raw in (None, ""):
+        if raw is None or raw == "":
             return default
-        try:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and _INTEGER.fullmatch(raw):
             return int(raw)
-        except ValueError:
-            raise SCIMException(detail=f"{name} must be an integer.") from None
+        raise _invalid(gettext("%(name)s must be an integer.") % {"name": name})
 
     start = max(number("startIndex", 1), 1)
     count = min(max(number("count", schemas.MAX_RESULTS), 0), schemas.MAX_RESULTS)
@@ -243,7 +301,13 @@ def _list(request, queryset, model, fields, document, query=None):
         queryset = queryset.filter(filter_q(text, model, fields)).distinct()
     start, count = _page(query)
     total = queryset.count()
-    rows = list(queryset.order_by("pk")[start - 1 : start - 1 + count]) if count else []
+    # Past the last result the page is empty (RFC 7644 §3.4.2.4), and PostgreSQL is never
+    # asked for an offset beyond bigint.
+    rows = (
+        list(queryset.order_by("pk")[start - 1 : start - 1 + count])
+        if count and start <= total
+        else []
+    )
     resources = [model.model_validate(document(row)) for row in rows]
     body = ListResponse[model](
         total_results=total, start_index=start, items_per_page=len(resources), resources=resources
@@ -255,15 +319,17 @@ def _list(request, queryset, model, fields, document, query=None):
 
 
 def _members(actor):
+    actor.require("member.view")
     return Member.objects.filter(
         organization=actor.organization, scim_deleted_at=None
     ).select_related("department")
 
 
-def _member(actor, pk: str) -> Member:
-    member = _members(actor).filter(pk=int(pk)).first() if pk.isdigit() else None
+def _member(actor, pk: str | int) -> Member:
+    key = parse_pk(pk)
+    member = _members(actor).filter(pk=key).first() if key is not None else None
     if member is None:
-        raise NotFoundException(detail="No such user.")
+        raise NotFoundException(detail=gettext("No such user."))
     return member
 
 
@@ -282,7 +348,7 @@ def users(request, actor):
         return _error(405, "Use GET or POST.")
     parsed = UserResource.model_validate(_body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
     member = scim_user_provision(actor=actor, member=None, fields=user_fields(parsed))
-    document = user_document(_member(actor, str(member.pk)), base)
+    document = user_document(_member(actor, member.pk), base)
     return _respond(_dump(UserResource, document), 201, document["meta"]["version"])
 
 
@@ -326,15 +392,17 @@ def user(request, actor, pk):
 
 
 def _departments(actor):
+    actor.require("department.view")
     return Department.objects.filter(
         organization=actor.organization, is_archived=False
     ).prefetch_related("members")
 
 
-def _department(actor, pk: str) -> Department:
-    department = _departments(actor).filter(pk=int(pk)).first() if pk.isdigit() else None
+def _department(actor, pk: str | int) -> Department:
+    key = parse_pk(pk)
+    department = _departments(actor).filter(pk=key).first() if key is not None else None
     if department is None:
-        raise NotFoundException(detail="No such group.")
+        raise NotFoundException(detail=gettext("No such group."))
     return department
 
 
@@ -361,7 +429,7 @@ def groups(request, actor):
         return _error(405, "Use GET or POST.")
     parsed = Group.model_validate(_body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
     department = scim_group_provision(actor=actor, department=None, **_group_values(parsed))
-    document = group_document(_department(actor, str(department.pk)), base)
+    document = group_document(_department(actor, department.pk), base)
     return _respond(_dump(Group, document), 201, document["meta"]["version"])
 
 
