@@ -55,7 +55,7 @@ def _check_role_change(actor: Actor, old: list[str], new: list[str]) -> None:
         raise NotPermitted("Only an owner can grant or remove the owner role.")
 
 
-def _check_owner_target(actor: Actor, member: Member, verb: str) -> None:
+def check_owner_target(actor: Actor, member: Member, verb: str) -> None:
     """Deactivating or reactivating an owner changes who owns the organization."""
     if "owner" in member.roles and not _acts_as_owner(actor):
         raise NotPermitted(f"Only an owner can {verb} an owner.")
@@ -194,7 +194,7 @@ def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Memb
         raise Conflict("The member is already deactivated.", code="already_deactivated")
     if actor.member is not None and actor.member.pk == member.pk:
         raise Conflict("You cannot deactivate yourself.", code="self")
-    _check_owner_target(actor, member, "deactivate")
+    check_owner_target(actor, member, "deactivate")
     _ensure_an_owner_remains(member, True)
     before = {"status": member.status}
     member.status = Member.Status.DEACTIVATED
@@ -237,7 +237,7 @@ def member_reactivate(*, actor: Actor, member: Member) -> Member:
     actor.require("member.manage", member)
     if member.status != Member.Status.DEACTIVATED:
         raise Conflict("The member is not deactivated.", code="not_deactivated")
-    _check_owner_target(actor, member, "reactivate")
+    check_owner_target(actor, member, "reactivate")
     # Active again, login or not: an IM-only employee needs no login to use their agents, and
     # deactivation revoked any pending invitation, so "invited" would be a dead end (a new
     # invitation can still be sent to an active member without a login).

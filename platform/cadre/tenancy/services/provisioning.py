@@ -13,12 +13,13 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from cadre.errors import InvalidInput, NotPermitted
+from cadre.errors import InvalidInput
 from cadre.governance import audit
 from cadre.identifiers import parse_pk
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department, Member
 from cadre.tenancy.services.members import (
+    check_owner_target,
     member_create,
     member_deactivate,
     member_reactivate,
@@ -87,15 +88,6 @@ def _check_identifiers(member: Member | None, profile: dict) -> None:
             raise InvalidInput(message, details={"emails": [message]}) from None
 
 
-def _acts_as_owner(actor: Actor) -> bool:
-    # The members service's rule (tenancy.services.members), for the one SCIM change it has no
-    # service for: hiding an already deactivated owner.
-    member = actor.member
-    return actor.kind == "system" or (
-        member is not None and member.is_active and "owner" in member.roles
-    )
-
-
 @transaction.atomic
 def scim_user_provision(*, actor: Actor, member: Member | None, fields: dict) -> Member:
     """Create (member None) or bring a member in line with the identity provider's record."""
@@ -131,8 +123,8 @@ def scim_user_delete(*, actor: Actor, member: Member) -> Member:
     """Deprovision: deactivate (agents stop, keys revoked, data kept) and stop serving it."""
     if member.status != Member.Status.DEACTIVATED:
         member_deactivate(actor=actor, member=member, reason="deleted by SCIM")
-    elif "owner" in member.roles and not _acts_as_owner(actor):
-        raise NotPermitted(gettext("Only an owner can delete an owner."))
+    else:
+        check_owner_target(actor, member, "delete")
     member.scim_deleted_at = timezone.now()
     member.save(update_fields=["scim_deleted_at"])
     audit.record(
