@@ -23,7 +23,7 @@ def _settings(organization) -> dict:
     return Organization.objects.get(pk=organization.pk).settings
 
 
-def test_gates_are_read_with_template_view_and_set_with_organization_manage(
+def test_gates_are_read_with_evaluation_view_and_set_with_organization_manage(
     alice, bob, charlie, client_for, make_member, org_a
 ):
     everything_off = {
@@ -31,7 +31,9 @@ def test_gates_are_read_with_template_view_and_set_with_organization_manage(
         "template_model_change": False,
         "embedding_activate": False,
     }
-    assert client_for(bob).get(GATES_URL).json() == everything_off
+    business_admin = make_member(roles=["business_admin"])
+    assert client_for(business_admin).get(GATES_URL).json() == everything_off
+    assert client_for(bob).get(GATES_URL).status_code == 403  # an employee reads no evaluation
     response = client_for(alice).put(GATES_URL, {"template_publish": True}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["template_publish"] is True
@@ -40,7 +42,7 @@ def test_gates_are_read_with_template_view_and_set_with_organization_manage(
     assert (event.actor_type, event.actor_id) == ("member", str(alice.pk))
     # another organization's setting is its own
     assert client_for(charlie).get(GATES_URL).json()["template_publish"] is False
-    # an IT admin (no organization.manage) and an employee may read but not set them
+    # an IT admin (no organization.manage) may read but not set them, an employee neither
     it_admin = make_member(roles=["it_admin"])
     for member in (bob, it_admin):
         with nothing_changes(Organization.objects.get(pk=org_a.pk)):

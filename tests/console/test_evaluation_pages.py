@@ -61,8 +61,9 @@ def regressed(owner, template, suite):
     return run
 
 
-def test_the_evaluation_page_lists_suites_and_the_gates(alice, bob, suite, regressed):
-    page = client(bob).get(reverse("console:evaluation"))
+def test_the_evaluation_page_lists_suites_and_the_gates(alice, bob, make_member, suite, regressed):
+    auditor = make_member(roles=["auditor"])
+    page = client(auditor).get(reverse("console:evaluation"))
     assert page.status_code == 200
     html = page.content.decode()
     assert "Sales turns" in html and reverse("console:evaluation_suite", args=[suite.pk]) in html
@@ -70,8 +71,13 @@ def test_the_evaluation_page_lists_suites_and_the_gates(alice, bob, suite, regre
     assert 'data-gate="template_publish"' in html and "Save gates" not in html  # read only
     owner_page = client(alice).get(reverse("console:evaluation")).content.decode()
     assert "Save gates" in owner_page and "Build the retrieval suite" in owner_page
+    home = client(auditor).get(reverse("console:home")).content.decode()
+    assert reverse("console:evaluation") in home
+    # evaluation is an admin's tool: an employee has neither the page nor the link to it
+    assert client(bob).get(reverse("console:evaluation")).status_code == 403
     assert (
-        reverse("console:evaluation") in client(bob).get(reverse("console:home")).content.decode()
+        reverse("console:evaluation")
+        not in client(bob).get(reverse("console:home")).content.decode()
     )
 
 
@@ -112,14 +118,19 @@ def test_the_suite_page_shows_cases_and_starts_a_replay(alice, suite, template, 
 
 
 def test_the_run_page_shows_both_sides_per_case_the_aggregate_and_overrides(
-    alice, bob, owner, template, suite, regressed
+    alice, bob, make_member, owner, template, suite, regressed
 ):
+    auditor = make_member(roles=["auditor"])
     draft = agents.version_submit(
         actor=owner, version=template.versions.get(pk=regressed.candidate["version"])
     )
     evaluation_gates_set(actor=owner, gates={"template_publish": True})
     agents.version_publish(actor=owner, version=draft, override_gate="approved by the sales lead")
-    page = client(bob).get(reverse("console:evaluation_run", args=[regressed.pk]))
+    assert client(bob).get(reverse("console:evaluation_run", args=[regressed.pk])).status_code in (
+        403,
+        404,
+    )
+    page = client(auditor).get(reverse("console:evaluation_run", args=[regressed.pk]))
     assert page.status_code == 200
     html = page.content.decode()
     # the aggregate: pass rates with intervals, the difference and the verdict
@@ -134,7 +145,9 @@ def test_the_run_page_shows_both_sides_per_case_the_aggregate_and_overrides(
     # who overrode the gate, from the audit log
     assert 'data-override-gate="template_publish"' in html
     assert "Alice" in html and "approved by the sales lead" in html
-    only = client(bob).get(reverse("console:evaluation_run", args=[regressed.pk]) + "?regressed=1")
+    only = client(auditor).get(
+        reverse("console:evaluation_run", args=[regressed.pk]) + "?regressed=1"
+    )
     assert 'data-regressed="true"' in only.content.decode()
 
 

@@ -23,7 +23,7 @@ NAVIGATION = [
     NavItem("Templates", "console:templates", "template.view", "Agents"),
     NavItem("Deployments", "console:deployments", ("deployment.manage", "agent.view"), "Agents"),
     NavItem("Agents & sessions", "console:agents", "agent.view", "Agents"),
-    NavItem("Evaluation", "console:evaluation", "template.view", "Agents"),
+    NavItem("Evaluation", "console:evaluation", "evaluation.view", "Agents"),
     NavItem("Chat", "console:chat", "chat.use", "Agents"),
     NavItem("Memory", "console:memory", "chat.use", "Knowledge"),
     NavItem("Memory search", "console:memory_search", "chat.use", "Knowledge"),

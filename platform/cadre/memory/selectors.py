@@ -591,6 +591,7 @@ def memory_search(
     passed_over: bool = False,
     query_vector: list[float] | None = None,
     candidate_ids: list[int] | None = None,
+    model=None,
 ) -> SearchResult:
     """Search the memories the actor may read.
 
@@ -602,6 +603,7 @@ def memory_search(
     `query_vector`: the query's embedding under the active model, when the caller has it.
     `candidate_ids`: rank only these memories (a pool retrieved ahead, the runtime's prefetch),
     with the same filters, scopes and ranking as the full search.
+    `model`: search another embedding model's vectors (an evaluation replay of a re-embed).
     """
     from cadre.memory import search as search_engine
 
@@ -630,6 +632,7 @@ def memory_search(
             passed_over=dropped,
             query_vector=query_vector,
             candidate_ids=candidate_ids,
+            model=model,
         )
         # Defence in depth: whatever the engine returns, only readable, undeleted rows leave.
         allowed = set(keys)

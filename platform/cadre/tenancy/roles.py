@@ -27,6 +27,9 @@ PERMISSIONS: dict[str, str] = {
     "model.manage": "Add model providers and their credentials, test them, set the default",
     "template.view": "See role templates",
     "template.manage": "Edit, review and publish role templates",
+    # Not an employee's: cases are saved from colleagues' turns and replies quote memories.
+    "evaluation.view": "Read evaluation suites, their cases and replay results",
+    "evaluation.manage": "Build evaluation suites and cases, and start replays",
     "deployment.manage": "Dispatch, roll out and roll back agents",
     "agent.view": "See every agent and its sessions",
     "memory.view": "Read organization, department, position and agent memory",
@@ -83,6 +86,8 @@ ROLES: dict[str, Role] = {
             | {
                 "position.manage",
                 "template.manage",
+                "evaluation.view",
+                "evaluation.manage",
                 "deployment.manage",
                 "agent.view",
                 "memory.view",
@@ -106,6 +111,7 @@ ROLES: dict[str, Role] = {
                 "audit.view",
                 "audit.export",
                 "agent.view",
+                "evaluation.view",
                 "memory.view",
                 "budget.view",
             },
@@ -142,9 +148,19 @@ SCOPES: dict[str, tuple[str, frozenset[str]]] = {
     "memory:read": ("Search and read memory", frozenset({"memory.view"})),
     "memory:write": ("Write, correct and delete memory", frozenset({"memory.manage"})),
     "agents:run": ("Start runs and read agents", frozenset({"agent.view", "chat.use"})),
+    # Evaluation rides with templates: the pipelines that publish a template replay it first.
+    # A key's reach stays its creator's, so an employee's key reads no evaluation.
     "templates:write": (
-        "Manage templates and deployments",
-        frozenset({"template.view", "template.manage", "deployment.manage"}),
+        "Manage templates and deployments, and evaluate them (suites, cases, replays)",
+        frozenset(
+            {
+                "template.view",
+                "template.manage",
+                "deployment.manage",
+                "evaluation.view",
+                "evaluation.manage",
+            }
+        ),
     ),
     "hub:read": ("Search and download skills", frozenset({"skill.view"})),
     "hub:publish": ("Publish skills to the Hub", frozenset({"skill.view", "skill.publish"})),

@@ -1,6 +1,7 @@
 """Evaluation API under /api/v1/evaluation/: suites, cases (written, saved from a turn,
-imported from JSONL), replays (runs) and their per-case results. Read with template.view,
-write with template.manage (API keys: `templates:write`)."""
+imported from JSONL), replays (runs) and their per-case results. Read with evaluation.view,
+write with evaluation.manage (API keys: `templates:write`, capped by the creator's roles);
+a case holding a person's turn or memory the reader may not read is not there (404)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.viewsets import ViewSet
 
-from cadre.agents.evaluation import gates, services
+from cadre.agents.evaluation import gates, selectors, services
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.models import AgentTemplate, Run
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
+from cadre.identifiers import parse_pk
 from cadre.tenancy.api.serializers import TenantPrimaryKeyRelatedField
 
 MAX_IMPORT_BYTES = 10 * 1024 * 1024
@@ -219,8 +221,9 @@ def _numeric(spec: dict) -> dict:
             if not isinstance(target, dict):
                 raise InvalidInput(f"{key}: conflicting keys.", code="invalid_side")
         target[last] = value
-    if isinstance(nested.get("version"), str) and nested["version"].isdigit():
-        nested["version"] = int(nested["version"])
+    if isinstance(nested.get("version"), str):
+        # "²" and "١٢" are digits to str.isdigit() but no key: they stay text, and are refused
+        nested["version"] = parse_pk(nested["version"]) or nested["version"]
     return nested
 
 
@@ -277,6 +280,12 @@ class EvalCaseViewSet(
 
     def base_queryset(self):
         return EvalCase.objects.all()
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if getattr(self, "swagger_fake_view", False):
+            return queryset
+        return queryset.exclude(pk__in=selectors.hidden_case_ids(self.actor))
 
     @extend_schema(request=EvalCaseWriteSerializer, responses={201: EvalCaseSerializer})
     def create(self, request, *args, **kwargs):
@@ -371,9 +380,10 @@ class EvalRunViewSet(
     @extend_schema(responses={200: EvalResultSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def results(self, request, pk=None):
-        """The run's per-case results (baseline, candidate, comparison), in case order."""
+        """The run's per-case results (baseline, candidate, comparison), in case order: those
+        of the cases the caller may read."""
         run = self.get_object()
-        queryset = EvalResult.objects.filter(run=run).order_by("case_id")
+        queryset = selectors.results_for(self.actor, run)
         regressed = request.query_params.get("regressed")
         if regressed in ("true", "1"):
             queryset = queryset.filter(regressed=True)
@@ -401,14 +411,14 @@ class EvaluationGatesSerializer(serializers.Serializer):
 
 
 class EvaluationGatesViewSet(ViewSet):
-    """The organization's evaluation gates: read with template.view, set with
-    organization.manage (API keys: `org:write`)."""
+    """The organization's evaluation gates: read with evaluation.view, set with
+    organization.manage (API keys: `org:admin`)."""
 
     serializer_class = EvaluationGatesSerializer
 
     @extend_schema(responses=EvaluationGatesSerializer)
     def retrieve(self, request):
-        request.actor.require("template.view")
+        request.actor.require("evaluation.view")
         return Response(gates.gates_of(request.actor.organization))
 
     @extend_schema(request=EvaluationGatesSerializer, responses=EvaluationGatesSerializer)

@@ -18,7 +18,9 @@ class EvalSuite(TenantModel):
     """A set of cases with a regression threshold: a candidate whose pass rate falls more than
     `regression_threshold` (a fraction, 0.05 = 5 points) below the baseline's regresses."""
 
-    resource = "template"  # templates' people build and read suites: template.view / .manage
+    # evaluation.view / .manage: not template.view, which every employee holds — cases are
+    # saved from people's turns and replies quote the memories their scopes reach.
+    resource = "evaluation"
 
     class Kind(models.TextChoices):
         CONVERSATION = "conversation", "Conversation"
@@ -60,7 +62,7 @@ class EvalCase(TenantModel):
     [{"name", "arguments"?}], "expected_policy": "allow"|"deny"|…, "expected_memories": [ids]}`.
     """
 
-    resource = "template"
+    resource = "evaluation"
 
     class Source(models.TextChoices):
         TURN = "turn", "Saved from a turn"
@@ -97,7 +99,7 @@ class EvalRun(TenantModel):
     `{"kind": "template_version", "version": id}`, `{"kind": "model", "model_settings": {…}}`
     or `{"kind": "embedding", "embedding_model": "<id>"}`; `summary` holds the aggregate."""
 
-    resource = "template"
+    resource = "evaluation"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"

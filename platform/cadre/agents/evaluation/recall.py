@@ -12,6 +12,8 @@ fills with run feedback.
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import CharField
+from django.db.models.functions import Cast
 
 from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
 from cadre.agents.models import Run
@@ -19,6 +21,7 @@ from cadre.agents.runtime.grants import scope_keys_for
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.memory.models import ContextRecord, ContextRecordItem, EmbeddingModel, Memory
+from cadre.memory.selectors import acting_member
 from cadre.memory.viewer.ports import RUN_OUTCOMES
 from cadre.tenancy.actors import Actor, system_actor
 
@@ -57,13 +60,27 @@ def _suite(actor: Actor) -> EvalSuite:
 @transaction.atomic
 def retrieval_suite_refresh(*, actor: Actor) -> tuple[EvalSuite, int]:
     """The organization's retrieval suite with a case for every rated-success run that has
-    none yet (`template.manage`); returns the suite and how many cases were added."""
-    actor.require("template.manage")
+    none yet (`evaluation.manage`); returns the suite and how many cases were added.
+
+    A turn is its person's: without `memory.personal` only the actor's own turns are taken
+    (the system, checking a re-embed, takes every one). A case keeps its author, and replays
+    as them; the system's cases replay as the person whose turn it was."""
+    actor.require("evaluation.manage")
     suite = _suite(actor)
     organization = actor.organization
+    records = ContextRecord.objects.filter(
+        organization=organization, kind=ContextRecord.Kind.MODEL_CALL
+    )
+    if actor.kind != "system" and not actor.has("memory.personal"):
+        member = acting_member(actor)
+        own_runs = (
+            Run.objects.filter(organization=organization, member=member)
+            .annotate(key=Cast("pk", CharField()))
+            .values("key")
+        )
+        records = records.filter(run_id__in=own_runs) if member else records.none()
     records = list(
-        ContextRecord.objects.filter(organization=organization, kind=ContextRecord.Kind.MODEL_CALL)
-        .exclude(query="")
+        records.exclude(query="")
         .exclude(run_id="")
         .order_by("-created_at", "-pk")
         .values("pk", "run_id", "step_id", "query", "created_at")[:MAX_RECORDS]

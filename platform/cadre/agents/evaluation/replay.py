@@ -2,7 +2,8 @@
 
 The turn is rebuilt as the runtime builds it — the input policy stage, the template's AGENT.md,
 SOP, USER.md and skills, the case's conversation, the memories that existed at the case's
-`as_of` (retrieved under the case's scopes with the side's embedding model), fitted by
+`as_of` (retrieved under the case's scopes with the side's embedding model, through the
+memory gate as the case's author: a replay never reads what its author may not), fitted by
 `context.fit` — and sent to the side's model provider. Tools never act: a call the case
 recorded gets its recorded result, any other call gets a stub and is flagged, and a call the
 template does not allow is refused as the runtime refuses it. Nothing is written: no run, no
@@ -16,6 +17,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext
+
 from cadre.agents import providers
 from cadre.agents.evaluation.checks import reply_checks
 from cadre.agents.hooks.registry import hooks_for
@@ -25,7 +28,10 @@ from cadre.agents.tools import registry as tool_registry
 from cadre.errors import InvalidInput
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
+from cadre.identifiers import parse_pk
 from cadre.llm import ModelProvider, ProviderError, provider_for
+from cadre.memory import selectors as memory_selectors
+from cadre.tenancy.actors import Actor, member_actor
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +39,7 @@ DEFAULT_CONTEXT_TOKENS = 8_000
 DEFAULT_TOP_K = 5
 MAX_MODEL_CALLS = 6
 RECALL_K = 10  # recall@k of a case's expected memories, whatever the template retrieves
+MAX_TOP_K = 100  # the memory gate's own limit
 SIDE_KINDS = ("current", "template_version", "model", "embedding")
 
 
@@ -82,6 +89,15 @@ def clean_side(suite, spec: dict | None) -> dict:
     """A side's spec checked against the suite's organization (InvalidInput names what is
     wrong); returns the spec as stored."""
     spec = dict(spec or {"kind": "current"})
+    try:  # what PostgreSQL's jsonb cannot hold: NUL, a lone surrogate, an infinite number
+        text = json.dumps(spec, ensure_ascii=False, allow_nan=False, default=str)
+        text.encode("utf-8")
+    except (ValueError, UnicodeEncodeError, RecursionError):
+        text = "\x00"
+    if "\x00" in text or "\\u0000" in text:
+        raise InvalidInput(
+            gettext("The side holds text or a number that cannot be stored."), code="invalid_side"
+        )
     kind = spec.get("kind", "current")
     if kind not in SIDE_KINDS:
         raise InvalidInput(
@@ -90,7 +106,7 @@ def clean_side(suite, spec: dict | None) -> dict:
         )  # fmt: skip
     if kind == "template_version":
         version = TemplateVersion.objects.filter(
-            pk=spec.get("version") if isinstance(spec.get("version"), int) else None,
+            pk=parse_pk(spec.get("version")) if isinstance(spec.get("version"), int) else None,
             organization_id=suite.organization_id,
         ).first()
         if version is None or (suite.template_id and version.template_id != suite.template_id):
@@ -209,20 +225,35 @@ def _retrieval_top_k(version) -> int | None:
     return None
 
 
-def retrieve(case, side: Side, query: str, vault, *, top_k: int | None) -> list[dict]:
-    """The memories the turn would be given: as they were at the case's `as_of`, under its
-    scopes, ranked with the side's embedding model; masked with the case's vault."""
-    if not top_k or not case.scopes or not query.strip():
-        return []
-    from cadre.memory import search as memory_search
+def case_author(case) -> Actor | None:
+    """Whom a replay of `case` reads memory as: its author, as they are now (a role taken away
+    since narrows the replay too). A case the system built from a person's rated turn (no
+    author) reads as that person, whose turn it was; a case with neither, or whose person is
+    no longer active, reads no memory."""
+    member = case.created_by
+    if member is None and case.source == "turn":
+        member = case.member
+    if member is None or not member.is_active or member.organization_id != case.organization_id:
+        return None
+    return member_actor(member)
 
-    hits = memory_search.search(
-        organization=case.organization,
-        scope_keys=list(case.scopes),
+
+def retrieve(
+    case, side: Side, query: str, vault, *, top_k: int | None, author: Actor | None
+) -> list[dict]:
+    """The memories the turn would be given: as they were at the case's `as_of`, under its
+    scopes, ranked with the side's embedding model, read through the memory gate as `author`
+    (only what they may read); masked with the case's vault."""
+    if not top_k or not case.scopes or not query.strip() or author is None:
+        return []
+    hits = memory_selectors.memory_search(
+        actor=author,
         query=query,
-        top_k=top_k,
+        top_k=min(int(top_k), MAX_TOP_K),
+        scope_keys=list(case.scopes),
         as_of=case.as_of,
-        model=side.embedding_model,
+        force=True,  # a case's query is replayed as it is, however short
+        model=side.embedding_model,  # None: the active model
     )
     return [
         {
@@ -239,12 +270,12 @@ def retrieve(case, side: Side, query: str, vault, *, top_k: int | None) -> list[
     ]
 
 
-def _recall_at_k(case, side: Side, query: str, vault) -> dict:
+def _recall_at_k(case, side: Side, query: str, vault, author: Actor | None) -> dict:
     """The share of the case's expected memories among the side's top RECALL_K hits (ranked
     with its embedding model, as of the case): what an embedding change is judged by."""
     expected = [m for m in case.expectations.get("expected_memories") or [] if isinstance(m, int)]
     try:
-        hits = retrieve(case, side, query, vault, top_k=RECALL_K)
+        hits = retrieve(case, side, query, vault, top_k=RECALL_K, author=author)
     except Exception as error:  # reported as a miss of every memory, with the reason
         logger.warning("evaluation replay: recall search failed for case %s: %s", case.pk, error)
         hits = []
@@ -318,13 +349,16 @@ def replay_case(case, side: Side) -> dict:
         outcome["reply"] = f"[refused by policy: {policy['reason'] or 'denied'}]"
         return _finished(outcome, case, started, model_seconds)
     text = policy["text"]
+    author = case_author(case)
     try:
-        outcome["memories"] = retrieve(case, side, text, vault, top_k=_retrieval_top_k(version))
+        outcome["memories"] = retrieve(
+            case, side, text, vault, top_k=_retrieval_top_k(version), author=author
+        )
     except Exception as error:  # as the runtime: retrieval failing does not stop the turn
         logger.warning("evaluation replay: retrieval failed for case %s: %s", case.pk, error)
         outcome["error"] = f"retrieval: {error}"[:500]
     if (case.expectations or {}).get("expected_memories"):
-        outcome["recall_at_k"] = _recall_at_k(case, side, text, vault)
+        outcome["recall_at_k"] = _recall_at_k(case, side, text, vault, author)
     budget = int((side.model_settings or {}).get("context_tokens", DEFAULT_CONTEXT_TOKENS))
     order = (side.model_settings or {}).get("context_order", "stable")
     pieces = _pieces(case, version, text, outcome["memories"])

@@ -1,12 +1,18 @@
-"""Read paths of evaluation: suites with their counts and newest replay, a replay's side labels,
-and who overrode a gate (from the audit trail)."""
+"""Read paths of evaluation: suites with their counts and newest replay, the cases and results
+a reader may see, a replay's side labels, and who overrode a gate (from the audit trail).
+
+`evaluation.view` opens the area; a case is personal data besides when it is a person's turn
+or reads memory scopes: it (and its results) shows only to a reader who may read every scope
+it reads and, for a turn, is its person or holds `memory.personal`. Elsewhere it is not there
+(404), as the memory it would show is not."""
 
 from __future__ import annotations
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from cadre.agents.evaluation.models import EvalRun, EvalSuite
+from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.governance.models import AuditEvent
+from cadre.memory import selectors as memory_selectors
 
 
 def suites_for(actor) -> QuerySet[EvalSuite]:
@@ -24,6 +30,61 @@ def suites_for(actor) -> QuerySet[EvalSuite]:
             latest_run=Subquery(newest.values("pk")[:1]),
         )
         .order_by("name", "pk")
+    )
+
+
+def hidden_case_ids(actor) -> set[int]:
+    """The actor's organization's cases it may not see although it holds `evaluation.view`:
+    another person's turn (without `memory.personal`), or a case reading a scope it may not
+    read."""
+    if actor is None or actor.organization is None:
+        return set()
+    member = memory_selectors.acting_member(actor)
+    personal = actor.has(memory_selectors.PERSONAL_PERMISSION)
+    rows = (
+        EvalCase.objects.filter(organization=actor.organization)
+        .filter(Q(source=EvalCase.Source.TURN) | ~Q(scopes=[]))
+        .values_list("pk", "source", "member_id", "scopes")
+    )
+    hidden: set[int] = set()
+    with memory_selectors.scope_keys_memo():  # the actor's reach computed once, not per case
+        for pk, source, member_id, scopes in rows.iterator(chunk_size=500):
+            someone_elses = (
+                source == EvalCase.Source.TURN
+                and member_id is not None
+                and not personal
+                and (member is None or member_id != member.pk)
+            )
+            if someone_elses or not all(_may_read(actor, key) for key in scopes or []):
+                hidden.add(pk)
+    return hidden
+
+
+def _may_read(actor, key) -> bool:
+    """May the actor read this stored scope key (a malformed one, stored before keys were
+    checked, is no one's)?"""
+    if not isinstance(key, str):
+        return False
+    try:
+        return memory_selectors.can_read_scope(actor, key)
+    except ValueError:
+        return False
+
+
+def cases_for(actor) -> QuerySet[EvalCase]:
+    """The cases the actor may read."""
+    return EvalCase.objects.restrict(actor, "view").exclude(pk__in=hidden_case_ids(actor))
+
+
+def results_for(actor, run: EvalRun) -> QuerySet[EvalResult]:
+    """A replay's per-case results the actor may read (those of the cases it may read), in
+    case order."""
+    if not actor.has("evaluation.view") or run.organization_id != actor.organization.pk:
+        return EvalResult.objects.none()
+    return (
+        EvalResult.objects.filter(run=run)
+        .exclude(case_id__in=hidden_case_ids(actor))
+        .order_by("case_id")
     )
 
 

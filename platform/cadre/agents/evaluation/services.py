@@ -1,5 +1,11 @@
 """Write paths of evaluation: suites, cases (written, saved from a turn, imported from JSONL),
-and replays (started here, executed by a Celery task, resumable case by case)."""
+and replays (started here, executed by a Celery task, resumable case by case).
+
+Evaluation is an admin's tool (`evaluation.manage` to build, `evaluation.view` to read): a case
+is a window on memory, so what it may reach is its author's reach. Its scopes and expected
+memories must be ones the author may read (the memory gate's own rules), a replay runs as the
+author, and a person's turn becomes a case only for that person or a holder of
+`memory.personal`, masked like a transcript."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import json
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
 
 from cadre.agents.evaluation import judge as judge_rubric
 from cadre.agents.evaluation.compare import aggregate, compare_case
@@ -16,10 +23,12 @@ from cadre.agents.evaluation.replay import clean_side, replay_case, resolve_side
 from cadre.agents.models import AgentTemplate, Run, Step
 from cadre.agents.runtime.engine import model_side
 from cadre.agents.runtime.grants import scope_keys_for
-from cadre.errors import Conflict, InvalidInput, NotFound
+from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
+from cadre.identifiers import parse_pk
+from cadre.memory import selectors as memory_selectors
 from cadre.tenancy.actors import Actor, system_actor
 from cadre.tenancy.models import Member
 
@@ -36,6 +45,8 @@ EXPECTATION_KEYS = (
     "min_memory_recall",
 )
 POLICY_OUTCOMES = ("allow", "modify", "deny", "require_confirmation")
+MAX_DEPTH = 32  # nesting of a case's JSON values (conversation, tool results, expectations)
+PERSONAL_PERMISSION = memory_selectors.PERSONAL_PERMISSION
 
 
 # --- suites ----------------------------------------------------------------------------------
@@ -75,7 +86,7 @@ def suite_create(
     description: str = "",
     judge: dict | None = None,
 ) -> EvalSuite:
-    actor.require("template.manage")
+    actor.require("evaluation.manage")
     if kind not in EvalSuite.Kind.values:
         raise InvalidInput(
             "kind must be conversation or retrieval.", details={"kind": ["Unknown."]}
@@ -107,7 +118,7 @@ def suite_create(
 
 @transaction.atomic
 def suite_update(*, actor: Actor, suite: EvalSuite, **changes) -> EvalSuite:
-    actor.require("template.manage")
+    actor.require("evaluation.manage")
     before = _suite_snapshot(suite)
     if "regression_threshold" in changes:
         suite.regression_threshold = _clean_threshold(changes["regression_threshold"])
@@ -133,7 +144,7 @@ def suite_update(*, actor: Actor, suite: EvalSuite, **changes) -> EvalSuite:
 
 @transaction.atomic
 def suite_delete(*, actor: Actor, suite: EvalSuite) -> None:
-    actor.require("template.manage")
+    actor.require("evaluation.manage")
     audit.record(
         actor=actor, action="evaluation.suite.delete", target=suite, before=_suite_snapshot(suite)
     )
@@ -159,12 +170,86 @@ def _error(errors: list[str], condition: bool, message: str) -> None:
         errors.append(message)
 
 
-def clean_case(organization, data) -> tuple[dict, list[str]]:
+def _unstorable(value, depth: int = 0) -> str | None:
+    """What in `value` PostgreSQL cannot store or a replay should not walk: a NUL character,
+    a lone surrogate, nesting past MAX_DEPTH; None when it is fine."""
+    if depth > MAX_DEPTH:
+        return gettext("nested deeper than %(depth)s levels") % {"depth": MAX_DEPTH}
+    if isinstance(value, str):
+        if "\x00" in value:
+            return gettext("a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return gettext("a character that is not valid Unicode")
+        return None
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return gettext("a number JSON cannot hold")
+    if isinstance(value, list):
+        items = value
+    elif isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    else:
+        return None
+    for item in items:
+        problem = _unstorable(item, depth + 1)
+        if problem:
+            return problem
+    return None
+
+
+def _clean_scopes(author: Actor, scopes, errors: list[str]) -> list[str]:
+    """The case's scope keys, normalized; a key the author may not read is an error (a case is
+    a window on memory, and its window is its author's)."""
+    if not isinstance(scopes, list) or any(not isinstance(s, str) for s in scopes):
+        errors.append("scopes: a list of memory scope keys")
+        return []
+    cleaned: list[str] = []
+    for raw in scopes:
+        try:
+            key = memory_selectors.parse_scope_key(raw)
+        except InvalidInput:
+            errors.append(gettext("scopes: %(key)r is not a scope key") % {"key": raw[:200]})
+            continue
+        if not memory_selectors.can_read_scope(author, key):
+            errors.append(gettext("scopes: %(key)s is not a scope you may read") % {"key": key})
+            continue
+        cleaned.append(key)
+    return list(dict.fromkeys(cleaned))
+
+
+def _clean_expected_memories(author: Actor, memories, errors: list[str]) -> list[int]:
+    """The expected memory ids, each one the author may read. A memory they may not read and
+    one that does not exist are refused alike: the case is no oracle for memory ids."""
+    if not isinstance(memories, list) or any(
+        isinstance(m, bool) or not isinstance(m, int) for m in memories
+    ):
+        errors.append("expected_memories: a list of memory ids")
+        return []
+    ids = list(dict.fromkeys(memories))
+    keys = [pk for pk in ids if parse_pk(pk) is not None]
+    readable = set(
+        memory_selectors.memory_queryset(author).filter(pk__in=keys).values_list("pk", flat=True)
+    )
+    unreadable = [pk for pk in ids if pk not in readable]
+    if unreadable:
+        errors.append(
+            gettext("expected_memories: not a memory you may read: %(ids)s")
+            % {"ids": ", ".join(str(pk) for pk in unreadable[:20])}
+        )
+    return [pk for pk in ids if pk in readable]
+
+
+def clean_case(organization, data, *, author: Actor) -> tuple[dict, list[str]]:
     """A case's fields from an incoming object (API body or JSONL line), and what is wrong with
-    it; nothing is masked yet."""
+    it; nothing is masked yet. `author` is who writes it: its scopes and expected memories
+    must be theirs to read."""
     errors: list[str] = []
     if not isinstance(data, dict):
         return {}, ["a case must be a JSON object"]
+    problem = _unstorable(data)
+    if problem:
+        return {}, [gettext("the case holds %(problem)s") % {"problem": problem}]
     text = data.get("input", data.get("input_text"))
     _error(
         errors,
@@ -188,16 +273,14 @@ def clean_case(organization, data) -> tuple[dict, list[str]]:
         ),
         "conversation: a list of {role: user|assistant|system, content: string}",
     )
-    scopes = data.get("scopes") or []
-    _error(
-        errors,
-        not isinstance(scopes, list) or any(not isinstance(s, str) for s in scopes),
-        "scopes: a list of memory scope keys",
-    )
+    scopes = _clean_scopes(author, data.get("scopes") or [], errors)
     as_of = data.get("as_of")
     moment = timezone.now()
     if as_of is not None:
-        parsed = parse_datetime(as_of) if isinstance(as_of, str) else None
+        try:
+            parsed = parse_datetime(as_of) if isinstance(as_of, str) else None
+        except ValueError:  # well formed, but no such moment (month 13)
+            parsed = None
         _error(errors, parsed is None, "as_of: an ISO 8601 date and time")
         if parsed is not None:
             moment = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
@@ -224,7 +307,7 @@ def clean_case(organization, data) -> tuple[dict, list[str]]:
         if key in data and key not in expectations:
             expectations[key] = data[key]
     unknown = sorted(set(expectations) - set(EXPECTATION_KEYS))
-    _error(errors, bool(unknown), f"expectations: unknown keys {', '.join(unknown)}")
+    _error(errors, bool(unknown), f"expectations: unknown keys {', '.join(unknown)[:500]}")
     for key in ("required_facts", "forbidden_facts"):
         value = expectations.get(key, [])
         _error(
@@ -242,21 +325,20 @@ def clean_case(organization, data) -> tuple[dict, list[str]]:
     policy = expectations.get("expected_policy")
     _error(
         errors,
-        policy is not None and policy not in POLICY_OUTCOMES,
+        policy is not None and (not isinstance(policy, str) or policy not in POLICY_OUTCOMES),
         f"expected_policy: one of {', '.join(POLICY_OUTCOMES)}",
     )
-    memories = expectations.get("expected_memories", [])
-    _error(
-        errors,
-        not isinstance(memories, list) or any(not isinstance(m, int) for m in memories),
-        "expected_memories: a list of memory ids",
-    )
+    if "expected_memories" in expectations:
+        expectations["expected_memories"] = _clean_expected_memories(
+            author, expectations["expected_memories"], errors
+        )
     member = None
     member_id = data.get("member")
     if member_id is not None:
+        member_pk = parse_pk(member_id) if isinstance(member_id, int) else None
         member = (
-            Member.objects.filter(pk=member_id, organization=organization).first()
-            if isinstance(member_id, int)
+            Member.objects.filter(pk=member_pk, organization=organization).first()
+            if member_pk is not None
             else None
         )
         _error(errors, member is None, "member: no such member in this organization")
@@ -285,7 +367,8 @@ def _case(suite: EvalSuite, actor: Actor, fields: dict, source: str, source_run=
     return EvalCase(
         organization=organization,
         suite=suite,
-        title=fields["title"],
+        # a title may quote the turn ("what bob.private@… asked"): masked like the rest
+        title=_masked(fields["title"], vault, organization)[:200],
         input_text=_masked(fields["input_text"], vault, organization),
         conversation=_masked(fields["conversation"], vault, organization),
         member=fields["member"],
@@ -302,8 +385,8 @@ def _case(suite: EvalSuite, actor: Actor, fields: dict, source: str, source_run=
 @transaction.atomic
 def case_create(*, actor: Actor, suite: EvalSuite, data: dict) -> EvalCase:
     """A case written by hand (or sent through the API), masked like a transcript."""
-    actor.require("template.manage")
-    fields, errors = clean_case(suite.organization, data)
+    actor.require("evaluation.manage")
+    fields, errors = clean_case(suite.organization, data, author=actor)
     if errors:
         raise InvalidInput("The case is not valid.", details={"case": errors})
     case = _case(suite, actor, fields, EvalCase.Source.MANUAL)
@@ -321,7 +404,7 @@ def case_create(*, actor: Actor, suite: EvalSuite, data: dict) -> EvalCase:
 def cases_import_jsonl(*, actor: Actor, suite: EvalSuite, content: bytes | str) -> list[EvalCase]:
     """One case per JSONL line. A bad line refuses the whole file (InvalidInput listing every
     bad line by number); nothing is imported then."""
-    actor.require("template.manage")
+    actor.require("evaluation.manage")
     if isinstance(content, bytes):
         try:
             content = content.decode("utf-8")
@@ -334,17 +417,23 @@ def cases_import_jsonl(*, actor: Actor, suite: EvalSuite, content: bytes | str) 
         raise InvalidInput(f"At most {MAX_IMPORT_LINES} cases per file.", code="invalid_jsonl")
     problems: list[dict] = []
     cleaned: list[dict] = []
-    for number, line in lines:
-        try:
-            data = json.loads(line)
-        except ValueError as error:
-            problems.append({"line": number, "errors": [f"not JSON: {error.msg}"]})
-            continue
-        fields, errors = clean_case(suite.organization, data)
-        if errors:
-            problems.append({"line": number, "errors": errors})
-        else:
-            cleaned.append(fields)
+    with memory_selectors.scope_keys_memo():  # the author's reach computed once per file
+        for number, line in lines:
+            try:
+                data = json.loads(line)
+            except ValueError as error:
+                message = getattr(error, "msg", str(error))
+                problems.append({"line": number, "errors": [f"not JSON: {message}"]})
+                continue
+            except RecursionError:
+                message = gettext("not JSON: nested too deeply")
+                problems.append({"line": number, "errors": [message]})
+                continue
+            fields, errors = clean_case(suite.organization, data, author=actor)
+            if errors:
+                problems.append({"line": number, "errors": errors})
+            else:
+                cleaned.append(fields)
     if problems:
         raise InvalidInput(
             f"{len(problems)} line(s) are not valid cases; nothing was imported.",
@@ -375,12 +464,23 @@ def case_from_turn(
     saw them (masked), the agent's read scopes, the memories as of the turn's start, the tools'
     recorded results, and — unless given — the turn's reply, tool calls, policy outcome (and,
     for a retrieval suite, the memories it was sent) as what good looks like. `step_index`
-    names the model call whose messages give the conversation (default: the first)."""
-    actor.require("template.manage")
+    names the model call whose messages give the conversation (default: the first).
+
+    A turn is its person's: only they, or a holder of `memory.personal` (never a key: no key
+    scope carries it), save it as a case."""
+    actor.require("evaluation.manage")
     if run.organization_id != actor.organization.pk:
         raise NotFound("No such run.")
-    if not (actor.has("agent.view") or (actor.member and run.member_id == actor.member.pk)):
+    member = memory_selectors.acting_member(actor)
+    own = member is not None and run.member_id == member.pk
+    if not (actor.has("agent.view") or own):
         raise NotFound("No such run.")  # a transcript the reviewer may not read is not there
+    if not (own or actor.has(PERSONAL_PERMISSION)):
+        raise NotPermitted(
+            gettext(
+                "Saving another member's turn as a case needs the 'memory.personal' permission."
+            )
+        )
     if run.status != Run.Status.COMPLETED:
         raise InvalidInput("Only a completed turn can become a case.", code="run_not_completed")
     steps = list(run.steps.filter(status=Step.Status.COMPLETED).order_by("index"))
@@ -418,7 +518,7 @@ def case_from_turn(
     if suite.kind == EvalSuite.Kind.RETRIEVAL:
         from cadre.memory.models import ContextRecordItem
 
-        proposed["expected_memories"] = list(
+        sent = list(
             dict.fromkeys(
                 ContextRecordItem.objects.filter(
                     context__organization_id=run.organization_id,
@@ -429,6 +529,11 @@ def case_from_turn(
                 .values_list("memory_id", flat=True)
             )
         )
+        # Proposed, not asked for: what the author may not read (deleted since) is left out.
+        readable = set(
+            memory_selectors.memory_queryset(actor).filter(pk__in=sent).values_list("pk", flat=True)
+        )
+        proposed["expected_memories"] = [pk for pk in sent if pk in readable]
     data = {
         "title": title or f"Turn of run {run.pk}",
         "input": model_side(run.input or {}) or " ",
@@ -439,10 +544,11 @@ def case_from_turn(
         "expectations": {**proposed, **(expectations or {})},
         "member": run.member_id,
     }
-    fields, errors = clean_case(suite.organization, data)
+    fields, errors = clean_case(suite.organization, data, author=actor)
     if errors:
         raise InvalidInput("The case is not valid.", details={"case": errors})
-    # Already the model's side (placeholders); masking again changes nothing it masked.
+    # The model's side (placeholders) masked once more with the one engine: what the turn's
+    # masking let through (a reply quoting a value, a tool's result) is caught here.
     case = _case(suite, actor, fields, EvalCase.Source.TURN, source_run=run)
     case.save()
     audit.record(
@@ -454,7 +560,7 @@ def case_from_turn(
 
 @transaction.atomic
 def case_delete(*, actor: Actor, case: EvalCase) -> None:
-    actor.require("template.manage")
+    actor.require("evaluation.manage")
     audit.record(
         actor=actor, action="evaluation.case.delete", target=case, before={"suite": case.suite_id}
     )
@@ -469,7 +575,7 @@ def eval_run_start(
     *, actor: Actor, suite: EvalSuite, candidate: dict, baseline: dict | None = None
 ) -> EvalRun:
     """A replay of `suite`: queued, executed by the `eval_run_execute` task after commit."""
-    actor.require("template.manage")
+    actor.require("evaluation.manage")
     candidate = clean_side(suite, candidate)
     baseline = clean_side(suite, baseline or {"kind": "current"})
     if not suite.cases.exists():
@@ -510,7 +616,13 @@ def eval_run_execute(run_id: int) -> str:
     # chain share verdicts and sides that do not never mix them.
     candidate.verdicts = baseline.verdicts
     pending: list[EvalResult] = []
-    cases = suite.cases.select_related("suite", "suite__organization", "organization")
+    cases = suite.cases.select_related(
+        "suite",
+        "suite__organization",
+        "organization",
+        "created_by__organization",
+        "member__organization",
+    )
     try:
         judge = judge_rubric.judge_provider(suite)
     except Exception as error:  # an unreachable judge is recorded on each result, not fatal

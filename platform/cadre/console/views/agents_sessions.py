@@ -78,10 +78,14 @@ def session_detail(request, pk: int):
         "tokens_out": sum(item["run"].tokens_out for item in transcript),
         "cost": sum((item["run"].cost for item in transcript), 0),
     }
-    # "Add to evaluation" on a turn: for those who build suites, into one of the suites.
+    # "Add to evaluation" on a turn: for those who build suites, into one of the suites, and
+    # only where the turn may become a case: the person's own, or with `memory.personal`.
+    actor = request.actor
+    own = request.member is not None and session.member_id == request.member.pk
+    can_build_suites = actor.has("evaluation.manage") and (own or actor.has("memory.personal"))
     eval_suites = (
-        list(EvalSuite.objects.restrict(request.actor, "view").order_by("name", "pk"))
-        if request.actor.has("template.manage")
+        list(EvalSuite.objects.restrict(actor, "view").order_by("name", "pk"))
+        if can_build_suites
         else []
     )
     return render(
@@ -93,7 +97,7 @@ def session_detail(request, pk: int):
             "transcript": transcript,
             "totals": totals,
             "eval_suites": eval_suites,
-            "can_build_suites": request.actor.has("template.manage"),
+            "can_build_suites": can_build_suites,
         },
     )
 

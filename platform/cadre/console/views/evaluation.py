@@ -1,7 +1,9 @@
 """Evaluation in the console: the organization's gates, its suites, a suite's cases and
 replays, a replay's baseline and candidate side by side per case with the aggregate and who
-overrode a gate, and "add to evaluation" on a transcript turn. Every write goes through
-`cadre.agents.evaluation` (services, gates, recall)."""
+overrode a gate, and "add to evaluation" on a transcript turn. Read with evaluation.view (the
+cases and results a reader may see: `selectors.cases_for` / `results_for`), write with
+evaluation.manage; every write goes through `cadre.agents.evaluation` (services, gates,
+recall)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from cadre.agents.evaluation import gates, recall, selectors, services
-from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
+from cadre.agents.evaluation.models import EvalRun, EvalSuite
 from cadre.agents.models import Run, TemplateVersion
 from cadre.console.views.base import paginate, query_without_page
 from cadre.console.views.base import require_permission as gate
@@ -113,7 +115,7 @@ def _suite_or_404(request, pk: int) -> EvalSuite:
     )
 
 
-@gate("template.view")
+@gate("evaluation.view")
 def evaluation_home(request):
     configured = gates.gates_of(request.actor.organization)
     return render(
@@ -126,16 +128,16 @@ def evaluation_home(request):
             ],
             "suites": selectors.suites_for(request.actor),
             "overrides": selectors.gate_overrides(request.actor.organization.pk, limit=20),
-            "can_manage": request.actor.has("template.manage"),
+            "can_manage": request.actor.has("evaluation.manage"),
             "can_set_gates": request.actor.has("organization.manage"),
             "suite_form": SuiteForm(actor=request.actor)
-            if request.actor.has("template.manage")
+            if request.actor.has("evaluation.manage")
             else None,
         },
     )
 
 
-@gate("template.manage")
+@gate("evaluation.manage")
 @require_POST
 def suite_create(request):
     form = SuiteForm(request.POST, actor=request.actor)
@@ -171,7 +173,7 @@ def evaluation_gates_save(request):
     return redirect("console:evaluation")
 
 
-@gate("template.manage")
+@gate("evaluation.manage")
 @require_POST
 def retrieval_suite_build(request):
     try:
@@ -185,15 +187,15 @@ def retrieval_suite_build(request):
     return redirect("console:evaluation_suite", pk=suite.pk)
 
 
-@gate("template.view")
+@gate("evaluation.view")
 def suite_detail(request, pk: int):
     suite = _suite_or_404(request, pk)
-    cases = EvalCase.objects.filter(suite=suite).select_related("member").order_by("pk")
+    cases = selectors.cases_for(request.actor).filter(suite=suite).select_related("member")
     runs = list(EvalRun.objects.filter(suite=suite).order_by("-created_at", "-pk")[:20])
     for run in runs:
         run.candidate_label = selectors.side_label(run.candidate)
         run.baseline_label = selectors.side_label(run.baseline)
-    can_manage = request.actor.has("template.manage")
+    can_manage = request.actor.has("evaluation.manage")
     return render(
         request,
         "console/evaluation/suite.html",
@@ -208,7 +210,7 @@ def suite_detail(request, pk: int):
     )
 
 
-@gate("template.manage")
+@gate("evaluation.manage")
 @require_POST
 def replay_start(request, pk: int):
     suite = _suite_or_404(request, pk)
@@ -225,13 +227,13 @@ def replay_start(request, pk: int):
     return redirect("console:evaluation_run", pk=run.pk)
 
 
-@gate("template.view")
+@gate("evaluation.view")
 def run_detail(request, pk: int):
     run = get_object_or_404(
         EvalRun.objects.restrict(request.actor, "view").select_related("suite", "created_by"),
         pk=pk,
     )
-    results = EvalResult.objects.filter(run=run).select_related("case").order_by("case_id")
+    results = selectors.results_for(request.actor, run).select_related("case")
     if request.GET.get("regressed") == "1":
         results = results.filter(regressed=True)
     return render(
@@ -252,7 +254,7 @@ def run_detail(request, pk: int):
     )
 
 
-@gate("template.manage")
+@gate("evaluation.manage")
 @require_POST
 def case_from_turn(request):
     """ "Add to evaluation" on a transcript turn: the case is saved by the from-turn service."""
