@@ -113,7 +113,12 @@ def test_unrelated_memory_is_new_and_dedup_stays_within_a_scope(chart, run_async
             scope_id=chart["sales"].pk,
         )
     assert dedup_result(other)["decision"] == "new"
-    assert dedup_result(shared)["decision"] == "new"  # other scope: no candidates
+    # Bob's department memory waits for review: dedup leaves it alone until it is accepted.
+    assert dedup_result(shared)["decision"] == "skipped"
+    shared = services.memory_verify(
+        actor=actor(chart["alice"]), memory=shared, decision="accept", expected_version=1
+    )
+    assert services.memory_dedup(memory=shared)["decision"] == "new"  # other scope: none
     assert (
         Memory.objects.filter(pk__in=[personal.pk, other.pk, shared.pk], status="active").count()
         == 3

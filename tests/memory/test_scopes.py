@@ -21,6 +21,17 @@ def add(member, content, **fields):
     return services.memory_add(actor=actor(member), content=content, **fields)
 
 
+def accept(chart, memory):
+    """An employee's shared memory waits for review (see test_shared_review.py); the owner
+    accepts it here, so these tests look at who reads what once it is the scope's memory."""
+    return services.memory_verify(
+        actor=actor(chart["alice"]),
+        memory=memory,
+        decision="accept",
+        expected_version=memory.version,
+    )
+
+
 def found(member_or_actor, query, **options):
     caller = member_or_actor if isinstance(member_or_actor, Actor) else actor(member_or_actor)
     return [
@@ -125,6 +136,7 @@ def test_department_memory_is_visible_to_that_department_only(chart):
         scope_id=chart["east"].pk,
         kind="requirement",
     )
+    sales_rule, east_rule = accept(chart, sales_rule), accept(chart, east_rule)
 
     assert found(bob, "discounts approved") == [sales_rule.pk]  # not the sub-department's
     assert set(found(erin, "discounts approved")) == {sales_rule.pk, east_rule.pk}
@@ -141,6 +153,7 @@ def test_auditor_with_memory_view_reads_shared_but_not_personal_memory(chart):
         scope_id=chart["sales"].pk,
     )
     personal = add(chart["bob"], "Sales kickoff makes me nervous, remind me the day before")
+    shared = accept(chart, shared)
     assert found(chart["auditor"], "sales kickoff monday") == [shared.pk]
     with pytest.raises(NotFound):
         selectors.memory_get(actor(chart["auditor"]), personal.pk)
@@ -155,6 +168,7 @@ def test_request_parameters_can_only_narrow_the_scopes(chart):
         scope="department",
         scope_id=chart["support"].pk,
     )
+    support = accept(chart, support)
 
     # Dave asks for Bob's personal scope and Support's: only his own readable scope survives.
     result = selectors.memory_search(
@@ -182,21 +196,23 @@ def test_shared_memory_needs_memory_manage_to_change_unless_you_wrote_it(chart):
     rule = add(
         bob, "Weekly pipeline review on Thursdays", scope="department", scope_id=chart["sales"].pk
     )
+    rule = accept(chart, rule)  # version 2
     # Erin reads it (inherited) but did not write it and has no memory.manage.
     with pytest.raises(NotPermitted):
         services.memory_update(
             actor=actor(erin),
             memory=rule,
-            expected_version=1,
+            expected_version=2,
             content="Weekly pipeline review on Fridays",
         )
     updated = services.memory_update(
         actor=actor(bob),
         memory=rule,
-        expected_version=1,
+        expected_version=2,
         content="Weekly pipeline review on Fridays",
     )
-    assert updated.version == 2
+    assert updated.version == 3
+    assert updated.verification == "unverified"  # the author's new text waits for review
     services.memory_delete(actor=actor(chart["alice"]), memory=updated)  # an owner manages
 
 

@@ -39,6 +39,20 @@ class SourceKind(models.TextChoices):
     IMPORT = "import", "Import"
 
 
+# The scopes many people's agents read: a memory written there by someone who does not govern
+# memory (without `memory.manage`) waits as unverified until a holder of `memory.manage`
+# accepts it, and no model is sent it meanwhile — otherwise any employee could speak to every
+# colleague's agent. Position is among them: every holder of a position (a whole sales force)
+# reads its memory. Personal and agent scopes are read by one person's agents only.
+GOVERNED_SCOPES = ("organization", "department", "position")
+
+
+class Verification(models.TextChoices):
+    VERIFIED = "verified", "Verified"
+    UNVERIFIED = "unverified", "Unverified (waiting for review)"
+    REJECTED = "rejected", "Rejected"
+
+
 def scope_key(scope: str, scope_id: int | None = None) -> str:
     """The single indexed string that names a scope: 'user:12', 'department:5', 'organization'."""
     return scope if scope == Scope.ORGANIZATION else f"{scope}:{scope_id}"
@@ -92,6 +106,16 @@ class Memory(TenantModel):
     confidence = models.FloatField(default=1.0)
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    # Whether models may be sent it (GOVERNED_SCOPES): only `verified` memories are retrieved
+    # for a model; `unverified` ones wait for a holder of `memory.manage`, `rejected` ones were
+    # refused. Every other scope is always verified. The database default keeps rows written
+    # by any other path (bulk loads, raw SQL) verified, as every memory was before review.
+    verification = models.CharField(
+        max_length=16,
+        choices=Verification.choices,
+        default=Verification.VERIFIED,
+        db_default=Verification.VERIFIED,
+    )
     valid_from = models.DateTimeField(default=timezone.now)
     valid_to = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -135,6 +159,12 @@ class Memory(TenantModel):
                 fields=["expires_at"],
                 condition=models.Q(expires_at__isnull=False),
                 name="memory_expires_idx",
+            ),
+            # The review queue: the few memories waiting for (or refused by) a reviewer.
+            models.Index(
+                fields=["organization", "scope_key"],
+                condition=~models.Q(verification="verified"),
+                name="memory_pending_review_idx",
             ),
             GinIndex(fields=["tags"], name="memory_tags_gin"),
             GinIndex(SearchVector("search_text", config="simple"), name="memory_search_gin"),

@@ -1,5 +1,6 @@
 """Hybrid memory retrieval: full-text + pgvector, fused with reciprocal rank fusion, then
-recency, conversation/speaker boosts, neighbouring-turn smoothing and MMR diversity.
+recency, conversation/speaker boosts, neighbouring-turn smoothing and MMR diversity. Only
+verified memories are searched: a shared memory waiting for review reaches no model.
 
 Every hit explains itself (`SearchHit.components`). The two retrieval sides are plain SQL so
 that the planner uses the right indexes:
@@ -32,7 +33,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from cadre.memory import text as memory_text
-from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
+from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding, Verification
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,9 @@ def _filter_sql(
         conditions.append("m.id = ANY(%s)")
         params.append([int(pk) for pk in candidate_ids])
     conditions.append("m.purged_at IS NULL AND m.deleted_at IS NULL")
+    # Search feeds models: a shared memory waiting for review (or refused) is never found.
+    conditions.append("m.verification = %s")
+    params.append(str(Verification.VERIFIED))
     conditions.append("(m.expires_at IS NULL OR m.expires_at > %s)")
     params.append(now)
     if as_of is not None:

@@ -13,6 +13,9 @@ narrow them (see docs/memory.md, "Who can read what").
 - Writes to shared scopes go only to the member's own department (not its ancestors), their
   positions and the organization; correcting or deleting shared memory needs `memory.manage`,
   except that the author of an item may correct their own item.
+- A memory written into a shared scope (organization, department, position) by someone without
+  `memory.manage` waits as unverified: searches (which feed models) never return it, and only
+  holders of `memory.manage`, its writer and its subject see it until it is accepted.
 - `memory.view` (admins, auditors) adds every department's, position's and agent's memory;
   `memory.manage` corrects and deletes it. Another member's personal memory needs
   `memory.personal` (owners and IT admins): to answer an access or deletion request.
@@ -29,7 +32,8 @@ import json
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Q, QuerySet
+from django.db.models.functions import Cast
 from opentelemetry import trace
 
 from cadre.errors import InvalidInput, NotFound, NotPermitted
@@ -43,11 +47,12 @@ from cadre.memory.models import (
     MemoryTask,
     MemoryVersion,
     Scope,
+    Verification,
     scope_key,
     scope_parts,
 )
 from cadre.observability import current_trace_id
-from cadre.tenancy.models import Department, Member, Position
+from cadre.tenancy.models import ApiKey, Department, Member, Position
 
 SHARED_PREFIXES = ("department:", "position:")
 tracer = trace.get_tracer(__name__)
@@ -292,6 +297,17 @@ def can_modify(actor, memory: Memory) -> bool:
     )
 
 
+def can_review(actor) -> bool:
+    """May the actor accept or reject shared memory waiting for review? A person (or their API
+    key with `memory:write`) holding `memory.manage`; never an agent or the system."""
+    return (
+        actor is not None
+        and actor.kind in ("member", "api_key")
+        and can_write_memory(actor)
+        and actor.has("memory.manage")
+    )
+
+
 def narrow_scope_keys(actor, requested: list[str] | None) -> list[str]:
     """The actor's readable scopes, narrowed (never widened) by the request's list."""
     readable = readable_scope_keys(actor)
@@ -388,13 +404,46 @@ def scope_choices(actor) -> list[tuple[str, str]]:
 # --- querysets -------------------------------------------------------------------------
 
 
+def review_condition(actor) -> Q | None:
+    """Which shared memories not (yet) verified the actor may see, as a condition on memories;
+    None: all of them. Holders of `memory.manage` (who accept or reject them) and the system
+    see every one; anyone else only the verified ones, plus those they wrote (themselves or
+    through their API keys) or are the subject of — labelled, so a writer sees their memory
+    wait. A colleague never sees what waits: it is not the organization's memory yet."""
+    if actor.kind == "system" or actor.has("memory.manage"):
+        return None
+    condition = Q(verification=Verification.VERIFIED)
+    if actor.actor_id:
+        condition |= Q(author_type=actor.kind, author_id=actor.actor_id)
+    member = acting_member(actor)
+    if member is not None:
+        # The member's keys as a subquery (author_id holds the key's id as text): no extra
+        # round trip on every memory read.
+        keys = (
+            ApiKey.objects.filter(created_by=member)
+            .annotate(key_id=Cast("pk", output_field=CharField()))
+            .values("key_id")
+        )
+        condition |= (
+            Q(author_type="member", author_id=str(member.pk))
+            | Q(subject_id=member.pk)
+            | Q(author_type="api_key", author_id__in=keys)
+        )
+    return condition
+
+
 def memory_queryset(
     actor, *, scope_keys: list[str] | None = None, with_deleted: bool = False
 ) -> QuerySet[Memory]:
     """Memories the actor may read (never deleted, unless `with_deleted` for counting events),
     optionally narrowed to some scopes: the readable scopes' items, plus those whose subject
-    the actor is, wherever they are."""
+    the actor is, wherever they are — shared memories waiting for review only for those who
+    review them or wrote them (`review_condition`)."""
     rows = readable_rows(actor, Memory.objects.all(), scope_keys=scope_keys)
+    if can_read_memory(actor):
+        review = review_condition(actor)
+        if review is not None:
+            rows = rows.filter(review)
     return rows if with_deleted else rows.exclude(status__in=HIDDEN_STATUSES)
 
 
@@ -447,11 +496,15 @@ def memory_list(
     until=None,
     conversation_id: str | None = None,
     text: str | None = None,
+    verifications: list[str] | None = None,
 ) -> QuerySet[Memory]:
-    """The console's and the API's list: active memories by default, newest first."""
+    """The console's and the API's list: active memories by default, newest first.
+    `verifications` narrows to review states (the review queue: `["unverified"]`)."""
     queryset = memory_queryset(actor, scope_keys=scope_keys)
     statuses = [s for s in (statuses or [Memory.Status.ACTIVE]) if s not in HIDDEN_STATUSES]
     queryset = queryset.filter(status__in=statuses)
+    if verifications:
+        queryset = queryset.filter(verification__in=verifications)
     if kinds:
         queryset = queryset.filter(kind__in=kinds)
     if tags:
@@ -471,10 +524,9 @@ def memory_list(
 
 def memory_get(actor, memory_id) -> Memory:
     """One readable memory; 404 when it is unreadable, deleted or in another organization."""
-    try:
-        pk = int(memory_id)
-    except (TypeError, ValueError):
-        raise NotFound("Memory not found.") from None
+    pk = parse_pk(memory_id)  # '١٢' or '²' names no memory (int() would read the first)
+    if pk is None:
+        raise NotFound("Memory not found.")
     memory = memory_queryset(actor).filter(pk=pk).first()
     if memory is None:
         raise NotFound("Memory not found.")
@@ -485,13 +537,16 @@ def memory_get_for_deletion(actor, memory_id) -> Memory:
     """A memory in a scope the actor may read, deleted or purged ones included: what deleting
     and the deletion report address. 404 when the scope is unreadable or in another
     organization (who may change it is the services' decision)."""
-    try:
-        pk = int(memory_id)
-    except (TypeError, ValueError):
-        raise NotFound("Memory not found.") from None
+    pk = parse_pk(memory_id)  # '١٢' or '²' names no memory (int() would read the first)
+    if pk is None:
+        raise NotFound("Memory not found.")
     # The same reach as reading (readable scopes, and what the actor is the subject of), with
     # deleted and purged memories kept: a second delete is a 409, not a 404.
     condition = _readable_condition(actor, None) if can_read_memory(actor) else None
+    if condition is not None:
+        review = review_condition(actor)
+        if review is not None:
+            condition &= review
     memory = (
         Memory.objects.filter(organization=actor.organization, pk=pk).filter(condition).first()
         if condition is not None
@@ -643,6 +698,7 @@ def memory_search(
                 and hit.memory.organization_id == actor.organization.pk
                 and hit.memory.status != Memory.Status.DELETED
                 and hit.memory.purged_at is None
+                and hit.memory.verification == Verification.VERIFIED
             )
 
         hits = [hit for hit in hits if readable(hit)]

@@ -76,7 +76,7 @@ def steps_of(content: str, attributes: dict) -> list[str]:
 
 
 def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
-    from cadre.memory.models import Kind, Memory
+    from cadre.memory.models import Kind, Memory, Verification
 
     rows = (
         Memory.objects.filter(
@@ -84,6 +84,7 @@ def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
             kind=Kind.EXPERIENCE,
             status=Memory.Status.ACTIVE,
             deleted_at__isnull=True,
+            verification=Verification.VERIFIED,  # a waiting experience teaches no skill
         )
         .order_by("pk")
         .only("pk", "content", "attributes")[:limit]

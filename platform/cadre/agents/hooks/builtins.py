@@ -63,13 +63,14 @@ def memory_retrieval(ctx, config: dict) -> dict:
         return {"memories": [], "passed_over": []}
     try:
         from cadre.agents.runtime import prefetch
-        from cadre.memory.models import Memory
+        from cadre.memory.models import Memory, Verification
         from cadre.memory.selectors import memory_search
 
         has_memories = Memory.objects.filter(
             organization_id=ctx.run.organization_id,
             scope_key__in=ctx.read_scope_keys(),
             status=Memory.Status.ACTIVE,
+            verification=Verification.VERIFIED,
         ).exists()
         if not has_memories:  # nothing to find: skip embedding the query
             return {"memories": [], "passed_over": []}
@@ -153,7 +154,7 @@ def standing_rows(organization_id: int, scope_keys: list[str], config: dict):
     from django.db.models import Q
     from django.utils import timezone
 
-    from cadre.memory.models import Kind, Memory
+    from cadre.memory.models import Kind, Memory, Verification
 
     if not scope_keys:
         return Memory.objects.none()
@@ -163,6 +164,8 @@ def standing_rows(organization_id: int, scope_keys: list[str], config: dict):
             organization_id=organization_id,
             scope_key__in=scope_keys,
             status=Memory.Status.ACTIVE,
+            # A shared memory waiting for review is sent to no model (as search never finds it).
+            verification=Verification.VERIFIED,
             kind__in=kinds,
         )
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))

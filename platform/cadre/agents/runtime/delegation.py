@@ -34,7 +34,7 @@ def _chain_agent_ids(run: Run) -> set[int]:
 def _shared_memories(ctx, ids: list[int]) -> list[dict]:
     if not ids:
         return []
-    from cadre.memory.models import Memory
+    from cadre.memory.models import Memory, Verification
 
     readable = ctx.read_scope_keys()
     rows = Memory.objects.filter(
@@ -42,6 +42,8 @@ def _shared_memories(ctx, ids: list[int]) -> list[dict]:
         pk__in=ids,
         scope_key__in=readable,
         status=Memory.Status.ACTIVE,
+        # A shared memory waiting for review reaches no model, a subagent's included.
+        verification=Verification.VERIFIED,
     ).values("id", "content", "scope_key")
     return [{"id": row["id"], "content": row["content"], "scope": row["scope_key"]} for row in rows]
 

@@ -148,6 +148,7 @@ def record_run_experience(run: Run, config: dict) -> dict:
                 scope=scope,
                 scope_id=scope_id,
                 conversation_id=str(run.session_id),
+                subject=run.member,
             )
             output["trajectories"].append(memory.pk)
         existing = [m for m in recorded if m.kind == Kind.EXPERIENCE]
@@ -163,6 +164,7 @@ def record_run_experience(run: Run, config: dict) -> dict:
                 run_id=run.pk,
                 scope=scope,
                 scope_id=scope_id,
+                subject=run.member,
                 session_id=run.session_id,
                 trace_id=run.trace_id,
                 conversation_id=str(run.session_id),

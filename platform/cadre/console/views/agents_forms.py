@@ -144,7 +144,9 @@ class VersionForm(forms.Form):
     memory_policy = JSONTextField(
         kind=dict,
         kind_label="an object",
-        help_text='{"read_scopes": ["agent", "user"], "write_scopes": ["agent"]}',
+        help_text='{"read_scopes": ["agent", "user"], "write_scopes": ["agent"]}. Memory an '
+        "agent writes to organization, department or position scope for a member without "
+        "memory.manage waits for review: no agent is sent it until a reviewer accepts it.",
     )
     hooks = JSONTextField(
         kind=dict,

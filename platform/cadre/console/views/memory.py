@@ -1,5 +1,6 @@
 """Memory in the console: what the actor may read, each entry's provenance, history and the
-model calls it was sent to; correct and delete with confirmation (through the services)."""
+model calls it was sent to; correct and delete with confirmation, and review (accept or reject)
+shared memory written without `memory.manage` (all through the services)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.timezone import make_aware
+from django.utils.translation import gettext as _
 
 from cadre.console.forms import MemoryCorrectForm, MemoryFilterForm, add_service_error
 from cadre.console.views.base import (
@@ -20,8 +22,9 @@ from cadre.console.views.base import (
     require_permission,
 )
 from cadre.errors import CadreError, NotFound
+from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
-from cadre.memory.models import Kind, MemoryVersion
+from cadre.memory.models import Kind, MemoryVersion, Verification
 from cadre.memory.viewer.trail import memory_trail
 from cadre.memory.viewer.why import best_lexical, explain
 
@@ -47,7 +50,10 @@ def memory_list(request):
         return refused
     actor = request.actor
     filters = MemoryFilterForm(request.GET or None, scope_choices=selectors.scope_choices(actor))
-    memories = selectors.memory_list(actor)
+    # The review queue: shared memory written without memory.manage, waiting for a reviewer.
+    reviewing = request.GET.get("verification") == Verification.UNVERIFIED
+    verifications = [Verification.UNVERIFIED] if reviewing else None
+    memories = selectors.memory_list(actor, verifications=verifications)
     if filters.is_valid():
         data = filters.cleaned_data
         day = timedelta(days=1)
@@ -63,9 +69,11 @@ def memory_list(request):
             if data["until"]
             else None,
             text=data["q"] or None,
+            verifications=verifications,
         )
     page = paginate(request, memories)
     _label_scopes(actor, page.object_list)
+    can_review = selectors.can_review(actor)
     return render(
         request,
         "console/memory/list.html",
@@ -73,7 +81,14 @@ def memory_list(request):
             "filters": filters,
             "page": page,
             "query": query_without_page(request),
-            "filtered": any(request.GET.get(name) for name in filters.fields),
+            "filtered": reviewing or any(request.GET.get(name) for name in filters.fields),
+            "reviewing": reviewing,
+            "can_review": can_review,
+            "waiting": selectors.memory_list(actor, verifications=[Verification.UNVERIFIED])
+            .order_by()
+            .count()
+            if can_review
+            else 0,
         },
     )
 
@@ -165,12 +180,42 @@ def _version_rows(versions) -> list[dict]:
     return rows
 
 
+def _review(request, memory):
+    """Accept or reject the memory (POST `decision`, at the `expected_version` shown); the
+    page again with the outcome."""
+    decision = request.POST.get("decision", "")
+    try:
+        services.memory_verify(
+            actor=request.actor,
+            memory=memory,
+            decision=decision,
+            expected_version=parse_pk(request.POST.get("expected_version")) or 0,
+            reason=request.POST.get("reason", "")[:2000],
+        )
+    except CadreError as refusal:
+        messages.error(request, refusal.message)
+    else:
+        messages.success(
+            request,
+            _("Accepted: agents are sent this memory from their next turn.")
+            if decision == "accept"
+            else _("Rejected: no agent is sent this memory."),
+        )
+    return redirect("console:memory_detail", pk=memory.pk)
+
+
 @require_permission("chat.use")
 def memory_detail(request, pk: int):
     refused = gate(request)
     if refused:
         return refused
     memory = _memory_or_404(request, pk)
+    if request.method == "POST":
+        if not selectors.can_review(request.actor):
+            return denied(
+                request, _("Reviewing shared memory needs the 'memory.manage' permission.")
+            )
+        return _review(request, memory)
     _label_scopes(request.actor, [memory])
     versions = selectors.memory_history(request.actor, pk)
     records = selectors.memory_influence(request.actor, pk)[:50]
@@ -183,6 +228,7 @@ def memory_detail(request, pk: int):
             "records": records,
             "trail": memory_trail(request.actor, pk),
             "can_modify": selectors.can_modify(request.actor, memory),
+            "can_review": selectors.can_review(request.actor),
         },
     )
 

@@ -1,5 +1,6 @@
-"""The memories endpoints: CRUD, scopes, search, feedback, bulk delete, history, trail,
-influence and dedup stats (delete, purge and the deletion report in `deletion.py`)."""
+"""The memories endpoints: CRUD, scopes, search, feedback, bulk delete, review (accept and
+reject shared memory), history, trail, influence and dedup stats (delete, purge and the
+deletion report in `deletion.py`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from cadre.errors import InvalidInput
+from cadre.errors import InvalidInput, NotPermitted
 from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
 from cadre.memory.api.deletion import MemoryDeletionActions
@@ -31,6 +32,7 @@ from cadre.memory.api.serializers import (
     MemorySerializer,
     MemoryUpdateSerializer,
     MemoryVersionSerializer,
+    ReviewRequestSerializer,
     ScopeChoiceSerializer,
     SearchRequestSerializer,
     SearchResponseSerializer,
@@ -38,7 +40,7 @@ from cadre.memory.api.serializers import (
 )
 from cadre.memory.api.viewer_serializers import TrailSerializer
 from cadre.memory.api.viewsets import MemoryScopedViewSet
-from cadre.memory.models import Kind, Memory, SourceKind
+from cadre.memory.models import Kind, Memory, SourceKind, Verification
 from cadre.memory.viewer.trail import memory_trail
 
 LIST_PARAMETERS = [
@@ -62,6 +64,14 @@ LIST_PARAMETERS = [
     OpenApiParameter("until", OpenApiTypes.DATETIME, description="observed_at < until"),
     OpenApiParameter("conversation_id", OpenApiTypes.STR),
     OpenApiParameter("q", OpenApiTypes.STR, description="Substring of the content"),
+    OpenApiParameter(
+        "verification",
+        OpenApiTypes.STR,
+        many=True,
+        enum=Verification.values,
+        description="Review state (shared memory written without memory.manage waits as "
+        "unverified); `unverified` is the review queue",
+    ),
 ]
 
 
@@ -91,7 +101,16 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     model = Memory
     serializer_class = MemorySerializer
     write_actions = frozenset(
-        {"create", "partial_update", "destroy", "purge", "feedback", "delete_by_filter"}
+        {
+            "create",
+            "partial_update",
+            "destroy",
+            "purge",
+            "feedback",
+            "delete_by_filter",
+            "accept",
+            "reject",
+        }
     )
 
     def get_queryset(self):
@@ -101,7 +120,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
             query = ListQuerySerializer(
                 data={
                     key: self.request.query_params.getlist(key)
-                    if key in ("scope", "kind", "tag", "source_kind", "status")
+                    if key in ("scope", "kind", "tag", "source_kind", "status", "verification")
                     else self.request.query_params.get(key)
                     for key in self.request.query_params
                 }
@@ -119,6 +138,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
                 until=data.get("until"),
                 conversation_id=data.get("conversation_id"),
                 text=data.get("q"),
+                verifications=data.get("verification"),
             )
         return selectors.memory_queryset(self.actor)
 
@@ -268,6 +288,79 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         response = Response(MemorySerializer(memory).data)
         response["ETag"] = _etag(memory)
         return response
+
+    def _review(self, request, decision: str):
+        memory = self.get_object()
+        if not selectors.can_review(self.actor):
+            # Refused before the body is read: a reader who may not review learns nothing more.
+            raise NotPermitted("Reviewing shared memory needs the 'memory.manage' permission.")
+        serializer = ReviewRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        memory = services.memory_verify(
+            actor=self.actor,
+            memory=memory,
+            decision=decision,
+            expected_version=_expected_version(request, data),
+            reason=data["reason"],
+        )
+        response = Response(MemorySerializer(memory, context=self.get_serializer_context()).data)
+        response["ETag"] = _etag(memory)
+        return response
+
+    @extend_schema(
+        request=ReviewRequestSerializer,
+        responses={
+            200: MemorySerializer,
+            403: OpenApiResponse(description="Reviewing needs `memory.manage`."),
+            404: OpenApiResponse(description="No memory the caller may see."),
+            409: OpenApiResponse(
+                description="`version_conflict` (it changed since you read it) or "
+                "`not_waiting_for_review`; nothing is changed."
+            ),
+        },
+        parameters=[
+            OpenApiParameter(
+                "If-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="ETag of the version reviewed",
+            )
+        ],
+        description="Accept a shared memory waiting for review (`verification: unverified`, "
+        "or one rejected before): it becomes `verified` and models are sent it from the next "
+        "retrieval. Needs `memory.manage`; applies to the version you read (If-Match or body "
+        "`version`).",
+    )
+    @action(detail=True, methods=["post"])
+    def accept(self, request, pk=None):
+        return self._review(request, "accept")
+
+    @extend_schema(
+        request=ReviewRequestSerializer,
+        responses={
+            200: MemorySerializer,
+            403: OpenApiResponse(description="Reviewing needs `memory.manage`."),
+            404: OpenApiResponse(description="No memory the caller may see."),
+            409: OpenApiResponse(
+                description="`version_conflict` or `not_waiting_for_review`; nothing changed."
+            ),
+        },
+        parameters=[
+            OpenApiParameter(
+                "If-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="ETag of the version reviewed",
+            )
+        ],
+        description="Reject a shared memory waiting for review: it stays `rejected`, sent to "
+        "no model; its writer still sees it (labelled), and correcting it submits it again. "
+        "Needs `memory.manage`.",
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        return self._review(request, "reject")
 
     @extend_schema(
         request=SearchRequestSerializer,

@@ -17,6 +17,7 @@ from cadre.memory.models import (
     MemoryVersion,
     Scope,
     SourceKind,
+    Verification,
 )
 
 
@@ -48,6 +49,7 @@ class MemorySerializer(serializers.ModelSerializer):
             "observed_at",
             "confidence",
             "status",
+            "verification",
             "valid_from",
             "valid_to",
             "expires_at",
@@ -69,6 +71,17 @@ class MemorySerializer(serializers.ModelSerializer):
                 memory.organization, [memory.scope_key], viewer=self.context.get("viewer")
             )
         return labels[memory.scope_key]
+
+
+class ReviewRequestSerializer(serializers.Serializer):
+    """Accepting or rejecting a memory that waits for review, at the version read."""
+
+    version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="The version you reviewed (or send If-Match with the ETag).",
+    )
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class ScopeChoiceSerializer(serializers.Serializer):
@@ -349,3 +362,6 @@ class ListQuerySerializer(serializers.Serializer):
     until = serializers.DateTimeField(required=False)
     conversation_id = serializers.CharField(required=False)
     q = serializers.CharField(required=False, max_length=200)
+    verification = serializers.ListField(
+        child=serializers.ChoiceField(choices=Verification.choices), required=False
+    )

@@ -6,6 +6,8 @@ Every state change writes a MemoryVersion (the item's own history, which holds c
 kinds, scopes, statuses, versions, SHA-256 hashes and lengths, because memory may hold personal
 data and the audit log is kept (and exported) far longer than a memory may be.
 Asynchronous work (embedding, dedup, organization, purge) is enqueued with on_commit.
+A write into a shared scope by someone without `memory.manage` waits as unverified until a
+holder accepts it (`memory_verify`); no model is sent it meanwhile.
 
 The package is split by concern; import from `cadre.memory.services`.
 """
@@ -20,6 +22,8 @@ from cadre.memory.services.common import (
     enqueue,
     enqueue_enrich,
     resolve_write_scope,
+    verification_for_write,
+    vouches_for_shared,
 )
 from cadre.memory.services.context import context_record_for_model_call
 from cadre.memory.services.deletion import (
@@ -40,6 +44,7 @@ from cadre.memory.services.experience import (
 )
 from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
 from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
+from cadre.memory.services.verification import memory_verify
 from cadre.memory.services.writes import (
     UPDATABLE,
     ExtractionResult,
@@ -79,9 +84,12 @@ __all__ = [
     "memory_retention_sweep",
     "memory_supersede",
     "memory_update",
+    "memory_verify",
     "recorded_from_run",
     "resolve_write_scope",
     "run_copies",
     "tool_trajectory_record",
+    "verification_for_write",
+    "vouches_for_shared",
     "without_secrets",
 ]

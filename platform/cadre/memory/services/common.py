@@ -11,12 +11,15 @@ from django.utils import timezone
 from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.memory import selectors
 from cadre.memory.models import (
+    GOVERNED_SCOPES,
     Memory,
     MemoryTask,
     MemoryVersion,
     Scope,
+    Verification,
     scope_key,
 )
+from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Department, Member, Position
 
 MAX_CONTENT_CHARS = 8000
@@ -44,6 +47,42 @@ def audit_view(memory: Memory) -> dict:
         "tags_count": len(memory.tags or []),
         "expires_at": memory.expires_at,
     }
+
+
+def audit_verification(memory: Memory) -> dict:
+    """The verification state for an audit diff, when it is not the usual `verified`."""
+    return (
+        {}
+        if memory.verification == Verification.VERIFIED
+        else {"verification": memory.verification}
+    )
+
+
+def vouches_for_shared(actor, *, subject_id: int | None = None) -> bool:
+    """Does this write come from someone who governs shared memory (`memory.manage`)?
+
+    A member or an API key by its own permissions (a key's are capped by its creator's); the
+    system's jobs always. An agent holds no memory permission of its own: what it writes comes
+    from the turn of the member it names as the subject (the run's member), so that member's
+    permissions decide — with no subject, nobody vouches."""
+    if actor is None:
+        return False
+    if actor.kind == "system":
+        return True
+    if actor.kind in ("member", "api_key"):
+        return actor.has("memory.manage")
+    if actor.kind == "agent" and subject_id is not None:
+        member = Member.objects.filter(organization=actor.organization, pk=subject_id).first()
+        return member is not None and member_actor(member).has("memory.manage")
+    return False
+
+
+def verification_for_write(actor, *, scope: str, subject_id: int | None = None) -> str:
+    """`verified`, or `unverified` for a write into a shared scope nobody governing it vouched
+    for: such a memory reaches no model until a holder of `memory.manage` accepts it."""
+    if scope not in GOVERNED_SCOPES or vouches_for_shared(actor, subject_id=subject_id):
+        return Verification.VERIFIED
+    return Verification.UNVERIFIED
 
 
 def author_fields(actor) -> dict:

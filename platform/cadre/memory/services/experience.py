@@ -70,8 +70,11 @@ def experience_record(
     trace_id: str = "",
     details: dict | None = None,
     conversation_id: str = "",
+    subject=None,
 ) -> Memory:
     """Write one finished task as an `experience` memory with the run as its provenance.
+    `subject`: the run's member (whose permissions decide whether a shared-scope experience
+    waits for review, see writes.memory_add).
 
     `details` joins the attributes (the tool calls' ids, what failed); `task`, `steps` and
     `outcome` are the fields distillation reads."""
@@ -109,6 +112,7 @@ def experience_record(
         source_ref=source_ref,
         tags=["experience"],
         conversation_id=conversation_id,
+        subject=subject,
     )
 
 

@@ -16,6 +16,7 @@ from cadre.memory.models import (
     MemoryEmbedding,
     MemoryVersion,
     SourceKind,
+    Verification,
 )
 from cadre.memory.services.common import (
     NEAR_REASON,
@@ -46,6 +47,10 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
     memory = Memory.objects.select_related("organization").get(pk=memory.pk)
     if memory.status != Memory.Status.ACTIVE:
         return {"decision": "skipped", "reason": f"memory is {memory.status}"}
+    if memory.verification != Verification.VERIFIED:
+        # Waiting for review (or refused): it must not absorb, supersede or archive a memory
+        # models are sent. Dedup runs when it is accepted (services.memory_verify).
+        return {"decision": "skipped", "reason": f"memory is {memory.verification}"}
     if memory.kind in OBSERVATIONS:
         # One run's record: two runs that went alike are two cases for distillation, and a
         # later call does not "update" an earlier one (the exact stage still merges repeats).
@@ -57,7 +62,11 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
         row = MemoryEmbedding.objects.filter(memory=memory, model=model).first()
         if row is None:
             return {"decision": "skipped", "reason": "memory could not be embedded"}
-    candidates = dedup.near_candidates(memory, list(row.embedding), model)
+    candidates = [
+        candidate
+        for candidate in dedup.near_candidates(memory, list(row.embedding), model)
+        if candidate.memory.verification == Verification.VERIFIED
+    ]
     decision = (judge or dedup.judge()).judge(memory, candidates)
     outcome = decision.as_dict()
     outcome["candidates"] = [
@@ -204,6 +213,8 @@ def memory_organize(*, memory: Memory) -> dict:
             scope_key=memory.scope_key,
             kind=Kind.TOOL_TRAJECTORY,
             status=Memory.Status.ACTIVE,
+            # The summary is written verified: only calls already verified may feed it.
+            verification=Verification.VERIFIED,
             attributes__tool=tool,
         ).order_by("observed_at", "pk")
     )

@@ -19,18 +19,21 @@ from cadre.memory import dedup
 from cadre.memory.extraction import charged
 from cadre.memory.extraction import extractor as default_extractor
 from cadre.memory.models import (
+    GOVERNED_SCOPES,
     Kind,
     Memory,
     MemoryEmbedding,
     MemoryVersion,
     Scope,
     SourceKind,
+    Verification,
 )
 from cadre.memory.sensitive import placeholders_in, protect
 from cadre.memory.services.common import (
     EXACT_REASON,
     MAX_CONTENT_CHARS,
     MAX_MESSAGES,
+    audit_verification,
     audit_view,
     author_fields,
     aware,
@@ -44,6 +47,8 @@ from cadre.memory.services.common import (
     require_modify,
     require_write,
     resolve_write_scope,
+    verification_for_write,
+    vouches_for_shared,
     write_version,
 )
 from cadre.memory.text import lexical_document
@@ -115,6 +120,7 @@ def memory_add(
     digest = dedup.content_hash(content)
     scope_name, _, raw_id = key.partition(":")
     subject_id = _subject_id(actor, scope_name, int(raw_id) if raw_id else None, subject)
+    verification = verification_for_write(actor, scope=scope_name, subject_id=subject_id)
     provenance = {
         "source_kind": source_kind,
         "source_ref": source_ref or {},
@@ -138,12 +144,22 @@ def memory_add(
         existing.tags = list(dict.fromkeys([*existing.tags, *tags]))
         existing.version += 1
         existing.updated_at = now
-        existing.save(update_fields=["provenance", "tags", "version", "updated_at"])
+        fields = ["provenance", "tags", "version", "updated_at"]
+        # Someone who governs the scope writing the very same words vouches for them; an
+        # unvouched repeat of a verified memory adds nothing a model was not already sent.
+        vouched = (
+            verification == Verification.VERIFIED and existing.verification != Verification.VERIFIED
+        )
+        if vouched:
+            existing.verification = Verification.VERIFIED
+            fields.append("verification")
+        existing.save(update_fields=fields)
         write_version(
             existing,
             change=MemoryVersion.Change.MERGE,
             actor=actor,
-            reason=f"{EXACT_REASON}: the same content was written again ({source_kind})",
+            reason=f"{EXACT_REASON}: the same content was written again ({source_kind})"
+            + ("; verified: written again by someone who governs the scope" if vouched else ""),
             old_status=existing.status,
         )
         audit.record(
@@ -154,6 +170,7 @@ def memory_add(
                 "decision": "exact_duplicate",
                 "memory": audit_view(existing),
                 "provenance_count": len(existing.provenance),
+                **({"verification": Verification.VERIFIED} if vouched else {}),
             },
             reason=EXACT_REASON,
         )
@@ -182,6 +199,7 @@ def memory_add(
         content_hash=digest,
         tags=tags,
         conversation_id=str(conversation_id or "")[:128],
+        verification=verification,
         created_at=now,
         updated_at=now,
         **author_fields(actor),
@@ -197,7 +215,12 @@ def memory_add(
         new_attributes=attributes,
         new_status=memory.status,
     )
-    audit.record(actor=actor, action="memory.add", target=memory, after=audit_view(memory))
+    audit.record(
+        actor=actor,
+        action="memory.add",
+        target=memory,
+        after={**audit_view(memory), **audit_verification(memory)},
+    )
     enqueue_enrich(memory)
     memory.dedup_decision = "stored"
     return memory
@@ -351,9 +374,12 @@ def tool_trajectory_record(
     scope_id: int | None = None,
     conversation_id: str = "",
     tags: list[str] | None = None,
+    subject=None,
 ) -> Memory:
     """Record one real tool call (name, parameters, result) as a `tool_trajectory` memory, so
-    later runs can search past calls by kind. Defaults to the agent's scope (else the user's)."""
+    later runs can search past calls by kind. Defaults to the agent's scope (else the user's).
+    `subject`: the run's member (whose permissions decide whether a shared-scope record waits
+    for review)."""
     tool = str(tool or "").strip()[:128]
     if not tool:
         raise InvalidInput(
@@ -392,6 +418,7 @@ def tool_trajectory_record(
         },
         tags=[*(tags or []), f"tool:{tool}"[:64]],
         conversation_id=conversation_id,
+        subject=subject,
     )
 
 
@@ -487,6 +514,16 @@ def memory_update(
     if content_changed or "attributes" in changes:
         memory.search_text = lexical_document(memory.content, memory.attributes)
         fields.add("search_text")
+    old_verification = memory.verification
+    if (
+        (content_changed or "attributes" in changes)
+        and memory.scope in GOVERNED_SCOPES
+        and not vouches_for_shared(actor)
+    ):
+        # What was accepted is not what it now says: the new text waits for review again
+        # (else an author could turn an accepted memory into anything).
+        memory.verification = Verification.UNVERIFIED
+        fields.add("verification")
     memory.version += 1
     memory.updated_at = timezone.now()
     memory.save(update_fields=sorted(fields))
@@ -497,6 +534,8 @@ def memory_update(
         if content_changed or "attributes" in changes
         else MemoryVersion.Change.STATE_CHANGE
     )
+    if memory.verification != old_verification:
+        reason = "; ".join(filter(None, [reason, "waits for review again"]))
     write_version(
         memory,
         change=change,
@@ -513,8 +552,15 @@ def memory_update(
         actor=actor,
         action="memory.update",
         target=memory,
-        before=before,
-        after=audit_view(memory),
+        before={
+            **before,
+            **(
+                {"verification": old_verification}
+                if old_verification != memory.verification
+                else {}
+            ),
+        },
+        after={**audit_view(memory), **audit_verification(memory)},
         reason="" if not reason else "update with reason",
     )
     if content_changed:

@@ -39,6 +39,7 @@ from cadre.memory.models import (
     MemoryEmbedding,
     MemoryMap,
     MemoryTask,
+    Verification,
 )
 from cadre.memory.services.common import enqueue
 from cadre.memory.text import STOP_WORDS, tokenize
@@ -306,7 +307,13 @@ def map_compute(memory_map: MemoryMap) -> dict:
         texts: dict[int, str] = {}
         chosen = [ids[i] for i in labelled]
         for chunk in _chunks(chosen):
-            texts.update(Memory.objects.filter(pk__in=chunk).values_list("pk", "content"))
+            # Labels are read by everyone who reads the map: never words of a memory still
+            # waiting for review (only its writer and the reviewers may read those).
+            texts.update(
+                Memory.objects.filter(pk__in=chunk, verification=Verification.VERIFIED).values_list(
+                    "pk", "content"
+                )
+            )
         terms = cluster_terms([texts.get(pk, "") for pk in chosen], labels[labelled], k)
         for c in range(k):
             members = labels == c
