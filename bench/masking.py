@@ -18,6 +18,19 @@ precision 1.000; with no gold spans, recall 1.000.
 Output, exactly: one `TYPE precision=0.xxx recall=0.xxx` line per type, one `ALL ...` line,
 then `latency p50_ms=… p95_ms=…` (wall-clock time of each line's `analyze` call; `--cpu-time`
 measures the thread's CPU time instead, which is what to use on a loaded machine).
+
+`--strict` adds, on the same lines, the measure that says whether anything leaks. IoU ≥ 0.5
+counts a value masked by half as a hit, and the other half is sent to the model. Strictly:
+
+- `leak_free`: the share of gold values of the type whose every character lies inside a
+  predicted span of that type (several adjacent spans of the type may cover it together);
+- `leak_free_any`: the same with predicted spans of any type (a value masked as another type
+  does not leak either, it is only labelled wrong);
+- `strict_precision`: the share of predicted spans of the type that cover a whole gold value of
+  that type (a span cutting a value in two, or on text that is no value, is wrong).
+
+`ALL` pools every type. `--errors N` then prints the lines with a leak or a strict false
+positive instead of the IoU mismatches.
 """
 
 from __future__ import annotations
@@ -70,6 +83,40 @@ def match(gold: list[dict], predicted: list[dict]) -> tuple[Counter, Counter, Co
     return tp, fp, fn
 
 
+def covered(span: tuple[int, int], cover: list[tuple[int, int]]) -> bool:
+    """Every character of `span` lies inside the union of the `cover` spans."""
+    position = span[0]
+    for start, end in sorted(cover):
+        if start > position:
+            break
+        position = max(position, end)
+        if position >= span[1]:
+            return True
+    return position >= span[1]
+
+
+def strict_match(gold: list[dict], predicted: list[dict]) -> dict[str, Counter]:
+    """Per type for one line: gold values, leak-free ones (same type / any type), predictions
+    and the predictions that cover a whole gold value of their type."""
+    counts = {name: Counter() for name in ("gold", "safe", "safe_any", "pred", "pred_ok")}
+    every = [(p["start"], p["end"]) for p in predicted]
+    by_type: dict[str, list[tuple[int, int]]] = {}
+    for p in predicted:
+        by_type.setdefault(p["type"], []).append((p["start"], p["end"]))
+    for g in gold:
+        span = (g["start"], g["end"])
+        counts["gold"][g["type"]] += 1
+        counts["safe"][g["type"]] += covered(span, by_type.get(g["type"], []))
+        counts["safe_any"][g["type"]] += covered(span, every)
+    for p in predicted:
+        counts["pred"][p["type"]] += 1
+        counts["pred_ok"][p["type"]] += any(
+            g["type"] == p["type"] and p["start"] <= g["start"] and g["end"] <= p["end"]
+            for g in gold
+        )
+    return counts
+
+
 def percentile(sorted_values: list[float], fraction: float) -> float:
     if not sorted_values:
         return 0.0
@@ -96,11 +143,16 @@ def read_lines(paths: list[Path]) -> list[dict]:
 
 
 def evaluate(
-    path: Path | list[Path], *, cpu_time: bool = False, errors: list | None = None
+    path: Path | list[Path],
+    *,
+    cpu_time: bool = False,
+    errors: list | None = None,
+    strict: bool = False,
 ) -> dict:
     engine = get_engine()
     clock = time.thread_time if cpu_time else time.perf_counter
     tp, fp, fn = Counter(), Counter(), Counter()
+    strict_counts = {name: Counter() for name in ("gold", "safe", "safe_any", "pred", "pred_ok")}
     latencies: list[float] = []
     lines = read_lines(path if isinstance(path, list) else [path])
     for line in lines[:50]:  # warm-up: first-call costs are not per-message latency
@@ -116,8 +168,19 @@ def evaluate(
         tp += line_tp
         fp += line_fp
         fn += line_fn
-        if errors is not None and (line_fp or line_fn):
-            errors.append({"text": text, "gold": gold, "predicted": predicted})
+        line_strict = strict_match(gold, predicted) if strict else None
+        if line_strict is not None:
+            for name, counter in line_strict.items():
+                strict_counts[name] += counter
+        if errors is not None:
+            if line_strict is not None:
+                wrong = line_strict["safe"] != line_strict["gold"] or (
+                    line_strict["pred_ok"] != line_strict["pred"]
+                )
+            else:
+                wrong = bool(line_fp or line_fn)
+            if wrong:
+                errors.append({"text": text, "gold": gold, "predicted": predicted})
     result = {}
     for entity_type in (*ENTITY_TYPES, "ALL"):
         if entity_type == "ALL":
@@ -131,6 +194,19 @@ def evaluate(
             "fp": p,
             "fn": n,
         }
+        if strict:
+            if entity_type == "ALL":
+                c = {name: sum(counter.values()) for name, counter in strict_counts.items()}
+            else:
+                c = {name: counter[entity_type] for name, counter in strict_counts.items()}
+            result[entity_type].update(
+                leak_free=c["safe"] / c["gold"] if c["gold"] else 1.0,
+                leak_free_any=c["safe_any"] / c["gold"] if c["gold"] else 1.0,
+                strict_precision=c["pred_ok"] / c["pred"] if c["pred"] else 1.0,
+                gold=c["gold"],
+                leaks=c["gold"] - c["safe"],
+                predicted=c["pred"],
+            )
     latencies.sort()
     result["latency"] = {
         "p50_ms": percentile(latencies, 0.5),
@@ -145,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, action="append", default=[], help="labelled JSONL")
     parser.add_argument("--cpu-time", action="store_true", help="latency as thread CPU time")
     parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="also print leak_free, leak_free_any and strict_precision per type",
+    )
+    parser.add_argument(
         "--errors",
         type=int,
         default=0,
@@ -156,10 +237,17 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         parser.error("give one or more labelled JSONL files (positional or --data)")
     errors: list = []
-    result = evaluate(paths, cpu_time=args.cpu_time, errors=errors)
+    result = evaluate(paths, cpu_time=args.cpu_time, errors=errors, strict=args.strict)
     for entity_type in (*ENTITY_TYPES, "ALL"):
         row = result[entity_type]
-        print(f"{entity_type} precision={row['precision']:.3f} recall={row['recall']:.3f}")
+        line = f"{entity_type} precision={row['precision']:.3f} recall={row['recall']:.3f}"
+        if args.strict:
+            line += (
+                f" leak_free={row['leak_free']:.3f} leak_free_any={row['leak_free_any']:.3f}"
+                f" strict_precision={row['strict_precision']:.3f}"
+                f" gold={row['gold']} leaks={row['leaks']} predicted={row['predicted']}"
+            )
+        print(line)
     latency = result["latency"]
     print(f"latency p50_ms={latency['p50_ms']:.3f} p95_ms={latency['p95_ms']:.3f}")
     for item in errors[: args.errors]:

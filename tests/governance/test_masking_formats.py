@@ -37,7 +37,8 @@ POSITIVES = [
     ("SECRET", "QQ邮箱SMTP授权码：wsoldpggifkomdum", "wsoldpggifkomdum"),
     # 3. password … is, a few words between.
     ("SECRET", "The password for the VPN is Qwer@88", "Qwer@88"),
-    ("SECRET", "the password to the wifi is QgFBPzdlf6P#.", "QgFBPzdlf6P#"),
+    # The full stop may be the password's last character: it is masked with it (issue 29).
+    ("SECRET", "the password to the wifi is QgFBPzdlf6P#.", "QgFBPzdlf6P#."),
     # 4. Hugging Face tokens are hf_ + 34 letters: no digit needed.
     (
         "SECRET",

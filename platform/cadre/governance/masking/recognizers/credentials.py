@@ -11,27 +11,59 @@ import re
 import unicodedata
 
 from cadre.governance.masking import checks
-from cadre.governance.masking.recognizers.base import Detection, TrailingPunctuationRecognizer
+from cadre.governance.masking.recognizers.base import CadreRecognizer, Detection
 from cadre.governance.masking.recognizers.text import FILE_EXTENSIONS
 
 _TOKEN_R = r"(?![A-Za-z0-9_-])"
 # The left boundary is checked by the validator (`is_provider_key`), so the pattern starts with
-# the prefixes and the regex engine skips ahead to them.
-_TOKEN_L_GLUED = r"(?<![0-9_-])"
+# the prefixes and the regex engine skips ahead to them. No right boundary: each token runs over
+# its own alphabet and stops at the first character outside it, so a glued neighbour never makes
+# a token vanish (`xoxb-…_`, `sk_live_…_` in markdown emphasis); a word glued to a fixed-length
+# token is cut off again by `ProviderKeyRecognizer.trim`, anything else stays masked with it.
+_TOKEN_L_GLUED = r"(?<![0-9-])(?<![A-Za-z0-9_-]_)"
 PROVIDER_KEYS = (
-    r"(?:(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}"  # AWS access key id
+    r"(?:(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}[0-9A-Za-z]*"  # AWS key id
     r"|gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"  # GitHub
     r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,}"  # Slack
     r"|sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
     r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}"  # Slack webhook
-    r"|AIza[0-9A-Za-z_-]{35}"  # Google
+    r"|AIza[0-9A-Za-z_-]{35,}"  # Google
     r"|(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[0-9A-Za-z]{24,}"  # Stripe
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face (34 letters, or letters and digits)
-    r"|LTAI[A-Za-z0-9]{12,20}"  # Alibaba Cloud AccessKey id
-    r"|AKID[A-Za-z0-9]{32})" + _TOKEN_R  # Tencent Cloud SecretId
+    r"|LTAI[A-Za-z0-9]{12,}"  # Alibaba Cloud AccessKey id
+    r"|AKID[A-Za-z0-9]{32,})"  # Tencent Cloud SecretId
 )
+# Formats whose issuer fixes the length (prefix included): AWS key ids 20, GitHub classic
+# tokens 40 (`ghp_` + 36), fine-grained ones 93 (`github_pat_` + 22 + `_` + 59), Google API
+# keys 39, Tencent SecretIds 36. Longer runs are these tokens glued to whatever follows.
+_FIXED_LENGTHS = (
+    (re.compile(r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}"), 20),
+    (re.compile(r"gh[pousr]_"), 40),
+    (re.compile(r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}"), 93),
+    (re.compile(r"AIza"), 39),
+    (re.compile(r"AKID"), 36),
+)
+# What is glued after a fixed-length token and is cut off: a word (`Contact`, `Thanks`, `asap`,
+# `Regards`), read as capitalized or lower case letters. Anything else (`…EXAMPLEUSER`,
+# `…1234abcd`) might be the token's own characters, so it stays masked.
+_GLUED_WORD = re.compile(r"[A-Z]?[a-z]+")
+
+
+class ProviderKeyRecognizer(CadreRecognizer):
+    """Provider tokens: a run over the token's alphabet, cut back to the issuer's length when
+    what follows that length is a glued word (`AKIAIOSFODNN7EXAMPLEContact:`)."""
+
+    def trim(self, text: str, start: int, end: int) -> tuple[int, int]:
+        for prefix, length in _FIXED_LENGTHS:
+            if end - start > length and prefix.match(text, start):
+                if _GLUED_WORD.fullmatch(text, start + length, end):
+                    return start, start + length
+                break
+        return start, end
+
+
 # The signature may be empty for `"alg": "none"` (validator), then the span ends with the dot.
 JWT = (
     _TOKEN_L_GLUED
@@ -100,11 +132,18 @@ _PROVIDER_PREFIX = re.compile(
     r"|xox[abposr]-|xapp-|https://hooks\.slack\.com/services/|AIza|(?:sk|rk)_(?:live|test)_"
     r"|whsec_|hf_|LTAI|AKID)"
 )
+# Prefixes no word ends with: a token may be glued to the word before it. `AIza` (Google) is
+# one too: a capital `AI` after a word's letters, then `za`.
 _GLUABLE_PREFIX = re.compile(
     r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA|gh[pousr]_|github_pat_|glpat-|xox[abposr]-"
-    r"|xapp-)"
+    r"|xapp-|AIza)"
 )
+_AWS_PREFIX = re.compile(r"AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA")
 _AWS_KEY_ID = re.compile(r"^(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|APKA)[0-9A-Z]{16}$")
+
+
+def _token_char(ch: str) -> bool:
+    return ch.isascii() and (ch.isalnum() or ch in "_-")
 
 
 def is_provider_key(value: str, text: str, start: int, end: int) -> bool:
@@ -117,18 +156,29 @@ def is_provider_key(value: str, text: str, start: int, end: int) -> bool:
 
     Left boundary: not glued to a token character; prefixes no word ends with (AWS, GitHub,
     GitLab, Slack) may follow a letter (`plsghp_…`, `SSNAKIA…`), `sk-` may not
-    (`task-proj-…` is a name).
+    (`task-proj-…` is a name). An underscore that opens markdown emphasis (`_ghp_…_`: nothing
+    of a token before it) is no token character.
     """
     if start:
         before = text[start - 1]
+        if before == "_" and (start == 1 or not _token_char(text[start - 2])):
+            before = " "
         if before.isascii() and (before.isdigit() or before in "_-"):
             return False
         if before.isascii() and before.isalpha() and not _GLUABLE_PREFIX.match(value):
             return False
     if _AWS_KEY_ID.match(value):
         return True
+    if _AWS_PREFIX.match(value):
+        # Longer than an id: an id glued to more characters only when its own 16 random ones
+        # look random (a digit); `ASIAPACIFICHEADQUARTERSReport` is words.
+        return any(ch.isdigit() for ch in value[4:20])
     prefix = _PROVIDER_PREFIX.match(value)
     body = value[prefix.end() :] if prefix else value
+    if value.startswith("xox"):
+        # Slack tokens always have their numeric team/user segments (`xoxb-<digits>-<digits>-…`):
+        # `xoxb-your-token-here` is a placeholder.
+        return any(ch.isdigit() for ch in body)
     return any(ch.isdigit() for ch in body) or (
         any(ch.isupper() for ch in body) and any(ch.islower() for ch in body)
     )
@@ -163,8 +213,12 @@ def _placeholder(value: str) -> bool:
     return _PLACEHOLDER_VALUE.match(value) is not None or _VARIABLE_VALUE.match(value) is not None
 
 
+# Code, not a value: a call or a subscript (`get_password()`, `os.getenv(` cut by the quote that
+# follows, `env(DB_PASS)`, `settings["x"]` cut the same way), whose arguments, when the value
+# shows them, are names only; or an attribute of a well-known object. A password may hold a
+# parenthesis too (`g8aBPUtI2(45Up`, `s(X%1I0g))`): unclosed, or with symbols inside, it is none.
 _CODE_VALUE = re.compile(
-    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\s*[(\[]"
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\s*[(\[](?:[A-Za-z0-9_.]*[)\]])?$"
     r"|(?:os|self|request|req|env|config|settings|process|ctx|args|params|this|cfg)\.)"
 )
 
@@ -204,6 +258,24 @@ def _credential_like(value: str) -> bool:
     return (len(value) >= 5 and _char_classes(value) >= 3) or _random_letters(value)
 
 
+_EMPHASIS = "_*`~"
+
+
+def _without_closing_emphasis(value: str, text: str, start: int) -> str:
+    """`value` without a trailing markdown mark that closes one opened before it on the line
+    (`_password: ******_`, `*token=get_token()*`), for judging what the value is. The span
+    keeps the mark: a password may end with `_` too, and masking one more character is safe."""
+    mark = value[-1:]
+    if not mark or mark not in _EMPHASIS:
+        return value
+    index, stop = start - 1, max(-1, start - 1 - _LOOK_BACK)
+    while index > stop and text[index] not in "\r\n":
+        if text[index] == mark and (index == 0 or not _token_char(text[index - 1])):
+            return value.rstrip(mark)
+        index -= 1
+    return value
+
+
 def is_secret_value(value: str, text: str, start: int, end: int) -> bool:
     """A plausible secret value: not a placeholder, not code, and, after a bare `:`, not a word.
 
@@ -211,6 +283,7 @@ def is_secret_value(value: str, text: str, start: int, end: int) -> bool:
     required"), so an unquoted value there must look like a credential (`_credential_like`);
     after `=` or in quotes anything that is not a placeholder or code counts.
     """
+    value = _without_closing_emphasis(value, text, start)
     if len(value) < 4 or _placeholder(value) or _CODE_VALUE.match(value):
         return False
     if value[0] in "/~" and "/" in value[1:]:
@@ -262,8 +335,36 @@ def is_bearer(value: str, text: str, start: int, end: int) -> bool:
     return len(value) >= 20 or any(ch.isdigit() for ch in value)
 
 
-class SecretValueRecognizer(TrailingPunctuationRecognizer):
-    """Reports one of the named value groups (`quoted` or `bare`), whichever matched."""
+# How far back on the line an opening bracket or emphasis mark is looked for: a sentence, and
+# a bound on the work per value however long the line.
+_LOOK_BACK = 200
+_CLOSING = {")": "(", "]": "[", "}": "{", ">": "<", "）": "（", "】": "【", "」": "「", "》": "《"}
+
+
+def _unclosed_before(text: str, position: int, opener: str, closer: str) -> bool:
+    """An `opener` on the line before `position` that no `closer` closes yet."""
+    depth = 0
+    index, stop = position - 1, max(-1, position - 1 - _LOOK_BACK)
+    while index > stop and text[index] not in "\r\n":
+        if text[index] == closer:
+            depth -= 1
+        elif text[index] == opener:
+            depth += 1
+            if depth > 0:
+                return True
+        index -= 1
+    return False
+
+
+class SecretValueRecognizer(CadreRecognizer):
+    """Reports one of the named value groups (`quoted` or `bare`), whichever matched.
+
+    A bare value ends where `_VALUE` stops (whitespace, quotes, `,` `;`, `&name=`, CJK). Its
+    last characters are the password's own even when they are punctuation (`Summer2024.`,
+    `Ab3$x)`): cutting them off would send them to the model. Only a closing bracket that closes
+    one opened before the label and not inside the value is taken off (`(password: Qw3rty!9x)`);
+    a sentence's full stop after a password is masked with it.
+    """
 
     _anchor: re.Pattern | None = None
 
@@ -281,6 +382,18 @@ class SecretValueRecognizer(TrailingPunctuationRecognizer):
             else:
                 windows.append((low, high))
         return windows
+
+    @staticmethod
+    def _trim_brackets(text: str, label: int, start: int, end: int) -> tuple[int, int]:
+        while end > start and text[end - 1] in _CLOSING:
+            closer, opener = text[end - 1], _CLOSING[text[end - 1]]
+            value = text[start : end - 1]
+            if value.count(opener) >= value.count(closer) + 1:
+                break  # it closes a bracket of the value itself
+            if not _unclosed_before(text, label, opener, closer):
+                break
+            end -= 1
+        return start, end
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -307,7 +420,7 @@ class SecretValueRecognizer(TrailingPunctuationRecognizer):
                 if match.groupdict().get("quoted") is not None:
                     start, end = match.span("quoted")
                 else:
-                    start, end = self.trim(text, *match.span("bare"))
+                    start, end = self._trim_brackets(text, match.start(), *match.span("bare"))
                 value = text[start:end]
                 if end > start and self.validator(value, text, start, end):
                     found.append(Detection(start, end, self.entity, self.score, self.name))

@@ -1,8 +1,10 @@
 """Identity documents: Chinese resident IDs, passports and US social security numbers."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
+# ruff: noqa: RUF001, RUF002 - Chinese text and its full-width punctuation are the point
 
 from __future__ import annotations
+
+import re
 
 from cadre.governance.masking import checks
 from cadre.governance.masking.recognizers.text import NO_DIGIT_AFTER, NO_DIGIT_BEFORE
@@ -52,9 +54,26 @@ def is_ssn(value: str, text: str, start: int, end: int) -> bool:
     return checks.us_ssn_valid(value)
 
 
+# Letters glued after a passport number that read as a word (`Ticket`, `please`), not as the
+# rest of a code (`E12345678AB`, `G12345678X1`).
+_GLUED_WORD_AFTER = re.compile(r"[A-Z]?[a-z]{2,}(?![A-Za-z0-9])")
+# A hyphen and more letters or digits: the number is one part of a longer code.
+_HYPHENATED_AFTER = re.compile(r"-[A-Za-z0-9]")
+
+
 def is_cn_passport(value: str, text: str, start: int, end: int) -> bool:
-    """`G12345678Ticket`: glued to letters on the right only after a passport keyword."""
+    """`G12345678Ticket`: glued to letters on the right when they are a word, or after a
+    passport keyword (`护照：G12345678TK`); continued by a hyphen (`E12345678-B`) only after a
+    passport keyword."""
     if end < len(text) and text[end].isascii() and text[end].isalpha():
-        before = text[max(0, start - 48) : start].lower()
-        return any(word in before for word in PASSPORT_WORDS)
+        if _GLUED_WORD_AFTER.match(text, end):
+            return True
+        return _after_passport_word(text, start)
+    if _HYPHENATED_AFTER.match(text, end):
+        return _after_passport_word(text, start)  # `E12345678-B`: a hyphenated code
     return True
+
+
+def _after_passport_word(text: str, start: int) -> bool:
+    before = text[max(0, start - 48) : start].lower()
+    return any(word in before for word in PASSPORT_WORDS)

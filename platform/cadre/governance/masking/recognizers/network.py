@@ -9,8 +9,10 @@ import re
 from cadre.governance.masking import checks
 from cadre.governance.masking.recognizers.text import FILE_EXTENSIONS
 
+# A local part may start with `_`, which is also how markdown emphasis opens (`_li@x.com_`):
+# the span then keeps that underscore rather than leaving the address unmasked.
 EMAIL = (
-    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9_][A-Za-z0-9._%+-]{0,63}@"
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9-])"
 )
 # Octet ranges (0-255, no leading zero) are checked by the validator, so the pattern can
