@@ -4,6 +4,7 @@ at most DATABASE_POOL_SIZE of them, and a request that waits DATABASE_POOL_TIMEO
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -90,10 +91,11 @@ def _lock_waiters() -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.fixture
-def web_server(transactional_db):
-    """uvicorn serving cadre.asgi on the test database with its default (pooled) settings, as
-    `cadre up` starts it, the pool cut to POOL_SIZE connections waited for at most 1 s."""
+@contextlib.contextmanager
+def pooled_server(application: str = "cadre.asgi:application"):
+    """uvicorn serving `application` on the test database with its default (pooled) settings,
+    as `cadre up` starts it, the pool cut to POOL_SIZE connections waited for at most 1 s.
+    Yields the port. The caller's test needs a transactional database."""
     db = connection.settings_dict
     url = (
         f"postgresql://{db['USER']}:@/{db['NAME']}?host={db['HOST']}&application_name={APPLICATION}"
@@ -109,7 +111,7 @@ def web_server(transactional_db):
     }
     env.pop("DATABASE_POOL", None)
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "cadre.asgi:application", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", application, "--host", "127.0.0.1",
          "--port", str(port), "--lifespan", "off", "--no-access-log"],
         cwd=ROOT, env=env, process_group=0,
     )  # fmt: skip
@@ -126,6 +128,12 @@ def web_server(transactional_db):
     finally:
         server.terminate()
         server.wait(20)
+
+
+@pytest.fixture
+def web_server(transactional_db):
+    with pooled_server() as port:
+        yield port
 
 
 def _get(port: int, path: str, token: str | None = None, timeout: float = 15):
@@ -171,11 +179,26 @@ def test_the_web_process_holds_at_most_its_pool_and_answers_503_past_the_wait(we
             assert 0.9 <= waited < 5  # the pool's timeout, not the lock's end
             assert _server_connections() == POOL_SIZE
 
+            # /readyz says so at once (it does not queue for a connection itself).
+            status, _, body = _get(web_server, "/readyz", timeout=8)
+            ready = json.loads(body)
+            assert status == 503, ready
+            assert ready["checks"]["database"].startswith("busy")
+            assert ready["database_pool"]["exhausted"] is True
+            assert ready["database_pool"]["held"] == POOL_SIZE
+            assert ready["database_pool"]["available"] == 0
+
             blocker.rollback()
             assert [future.result()[0] for future in held] == [200] * POOL_SIZE
     finally:
         blocker.close()
     assert _server_connections() <= POOL_SIZE
+    status, _, body = _get(web_server, "/readyz")
+    ready = json.loads(body)
+    assert status == 200, ready
+    assert ready["database_pool"]["exhausted"] is False
+    assert ready["database_pool"]["max"] == POOL_SIZE
+    assert ready["database_pool"]["reclaimed"] == 0  # every request gave its connection back
 
 
 def test_a_middleware_that_finds_the_pool_exhausted_answers_503_not_500(rf):

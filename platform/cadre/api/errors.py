@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, JsonResponse
+from django.db import connections
+from django.http import Http404, HttpResponse, JsonResponse
 from psycopg_pool import PoolTimeout, TooManyRequests
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from cadre.api.database_pool import reclaim_abandoned
 from cadre.api.throttles import blocked_message, record_auth_failure
 from cadre.errors import CadreError
 
@@ -66,17 +69,75 @@ def database_busy_response() -> JsonResponse:
 
 
 class DatabaseBusyMiddleware:
-    """A view (or DRF's authentication in it) that waited DATABASE_POOL_TIMEOUT for a pooled
-    connection answers 503 `database_busy` with Retry-After instead of a 500."""
+    """The database edge of every request: what a request took it gives back, and a request
+    that could not get a connection says so.
+
+    - Before the request: connections that ended requests left checked out of the pool are
+      given back (cadre.api.database_pool), so leaks cannot add up to an exhausted pool.
+    - A view (or DRF's authentication in it) that waited DATABASE_POOL_TIMEOUT for a pooled
+      connection answers 503 `database_busy` with Retry-After instead of a 500.
+    - An exception that escapes Django's own handling (an error handler that itself raised)
+      answers a fixed 500 here: escaping further, past Django's ASGI handler, skips
+      `request_finished`, the signal that gives the request's connection back.
+    - A streamed body that fails mid-way gives the thread's connections back before the error
+      goes on (Django's ASGI handler skips `request_finished` then too).
+    """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        return self.get_response(request)
+        reclaim_abandoned()
+        try:
+            response = self.get_response(request)
+        except Exception as error:
+            logger.error(
+                "Unhandled error on %s %s, past the error pages",
+                request.method,
+                request.path,
+                exc_info=error,
+            )
+            response = database_busy_response() if database_busy(error) else last_resort_500()
+        if response.streaming and not response.is_async:
+            response.streaming_content = _closing_on_error(response.streaming_content)
+        return response
 
     def process_exception(self, request, exception):
         return database_busy_response() if database_busy(exception) else None
+
+
+def last_resort_500() -> HttpResponse:
+    """A 500 built from constants: nothing in it can fail or touch the database."""
+    return HttpResponse(
+        json.dumps(envelope("server_error", "Something went wrong on our side; it is logged.")),
+        status=500,
+        content_type="application/json",
+    )
+
+
+def _closing_on_error(chunks):
+    """The chunks of a streamed body; if producing one fails, the thread's database
+    connections go back to the pool before the error propagates. (Under ASGI a sync iterator
+    is consumed on the request's thread, the one that holds its connection.)"""
+    try:
+        yield from chunks
+    except Exception:
+        connections.close_all()
+        raise
+
+
+def parse_error_from_recursion(exc: BaseException) -> exceptions.ParseError | None:
+    """A RecursionError raised while a parser read the body (`[` x 50,000 is valid JSON up to
+    the interpreter's nesting limit) is the client's malformed body: 400, not 500."""
+    if not isinstance(exc, RecursionError):
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.endswith("rest_framework/parsers.py"):
+            return exceptions.ParseError("The JSON body is nested too deeply.", code="parse_error")
+        tb = tb.tb_next
+    return None
 
 
 def _message_from(detail: object) -> str:
@@ -101,6 +162,7 @@ def exception_handler(exc, context):
             envelope("payload_too_large", "The request body is larger than allowed."),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
+    exc = parse_error_from_recursion(exc) or exc
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
             exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}

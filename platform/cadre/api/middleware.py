@@ -1,6 +1,6 @@
-"""The request body limit (413), enforced on the bytes actually received, not on what the
-client declares: an ASGI wrapper in front of Django, and Django middleware behind it for the
-servers and test paths that do not mount the wrapper.
+"""Limits on request bodies. Size (413), enforced on the bytes actually received, not on what
+the client declares: an ASGI wrapper in front of Django, and Django middleware behind it for the
+servers and test paths that do not mount the wrapper. Nesting (400): cadre.api.parsers.
 
 `Content-Length` over the limit is refused before anything is read. A body without one
 (`Transfer-Encoding: chunked`) is read at most to the limit, then refused (413) or handed to

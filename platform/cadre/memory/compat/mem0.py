@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, date, datetime
 
 from django.db import transaction
@@ -10,8 +11,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cadre.api.errors import exception_handler as cadre_exception_handler
+from cadre.api.parsers import BoundedJSONParser
 from cadre.api.permissions import IsOrganizationActor
 from cadre.errors import InvalidInput, NotFound
+from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
 from cadre.memory.models import Kind, Memory, Scope, SourceKind, scope_key
 from cadre.tenancy.authentication import ApiKeyAuthentication
@@ -41,26 +44,43 @@ def mem0_exception_handler(exc, context):
 
 
 def json_body(request) -> dict:
+    """The request's JSON object, refused (400) unless every string in it can be stored: JSON
+    allows a lone "\\ud800" escape and "\\u0000", which are not text PostgreSQL, a model or an
+    index takes (a NUL in a memory or its metadata was a 500 when it reached the database)."""
     if not isinstance(request.data, dict):
         raise InvalidInput("The body must be a JSON object.")
-    if not _encodable(request.data):
-        # JSON allows a lone "\ud800" escape; it is not text, and no model or index takes it.
-        raise InvalidInput("The body holds a string that is not valid Unicode.")
+    problem = unstorable_text(request.data)
+    if problem:
+        raise InvalidInput(problem, code="invalid_text")
     return request.data
 
 
-def _encodable(value) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
-    if isinstance(value, dict):
-        return all(_encodable(k) and _encodable(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_encodable(item) for item in value)
-    return True
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "The body holds a NUL character (\\u0000), which cannot be stored."
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "The body holds a string that is not valid Unicode."
+    return None
+
+
+def unstorable_text(value) -> str | None:
+    """Why some string (key or value) in parsed JSON cannot be stored, or None. Walked without
+    recursion; the parser has bounded the depth already (BoundedJSONParser)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def entity_text(value, name: str, *, limit: int = 191) -> str | None:
@@ -68,7 +88,23 @@ def entity_text(value, name: str, *, limit: int = 191) -> str | None:
         return None
     if not isinstance(value, str | int) or isinstance(value, bool) or len(str(value)) > limit:
         raise InvalidInput(f"{name} must be a string.", details={name: ["String."]})
-    return str(value).strip() or None
+    text = str(value)
+    if _text_problem(text):  # query strings reach here without json_body's check
+        raise InvalidInput(
+            f"{name} holds a character that cannot be stored.",
+            code="invalid_text",
+            details={name: ["Text."]},
+        )
+    return text.strip() or None
+
+
+def memory_pk(value) -> int:
+    """The memory a client's id names (URL segment or JSON value), else 404: "²", "١٢",
+    12.5, 1e309 and ids past bigint name no memory (int() read some of them as another id)."""
+    pk = parse_pk(value)
+    if pk is None:
+        raise NotFound("Memory not found.")
+    return pk
 
 
 def _filter_entities(filters) -> dict:
@@ -112,7 +148,8 @@ def member_for(actor, user_id: str) -> Member:
                 organization=actor.organization, platform_user_id=user_id
             ).values("member_id")[:1]
         ).first()
-        or (members.filter(pk=int(user_id)).first() if user_id.isdigit() else None)
+        # ASCII digits only: "²".isdigit() is true and int("²") raised (a 500); "١٢" read as 12.
+        or (members.filter(pk=pk).first() if (pk := parse_pk(user_id)) is not None else None)
     )
     if member is None:
         raise InvalidInput(
@@ -132,12 +169,12 @@ class Target:
         self.member = member_for(actor, entities["user_id"]) if entities["user_id"] else None
         self.agent_id = None
         if entities["agent_id"]:
-            if not entities["agent_id"].isdigit():
+            self.agent_id = parse_pk(entities["agent_id"])
+            if self.agent_id is None:
                 raise InvalidInput(
                     "agent_id must be a Cadre agent id (an integer).",
                     details={"agent_id": ["Integer."]},
                 )
-            self.agent_id = int(entities["agent_id"])
 
     def write_scope(self) -> tuple[str, int]:
         if self.agent_id is not None:
@@ -226,13 +263,23 @@ def flag(value, name: str, default: bool) -> bool:
 
 
 def integer(value, name: str, *, default: int, low: int, high: int) -> int:
+    """A whole number from JSON or a query string, within [low, high]. 1e309 (inf), 2.5,
+    "²" and booleans are refused, not truncated or passed to int() (inf was a 500)."""
     if value is None or value == "":
         return default
-    try:
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
         number = int(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be an integer.", details={name: ["Integer."]}) from None
-    if isinstance(value, bool) or not low <= number <= high:
+    elif isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text[:1] == "-" else text
+        if 0 < len(digits) <= 19 and digits.isascii() and digits.isdigit():
+            number = int(text)
+    if number is None:
+        raise InvalidInput(f"{name} must be an integer.", details={name: ["Integer."]})
+    if not low <= number <= high:
         raise InvalidInput(f"{name} must be between {low} and {high}.", details={name: ["Range."]})
     return number
 
@@ -288,6 +335,7 @@ class Mem0View(APIView):
 
     authentication_classes = [TokenKeyAuthentication, ApiKeyAuthentication]
     permission_classes = [IsOrganizationActor]
+    parser_classes = [BoundedJSONParser]  # JSON only, its nesting bounded (400, not a 500)
     read_only_methods = frozenset({"GET", "HEAD", "OPTIONS"})
     schema = None  # a compatibility layer: its shape is Mem0's, documented in integrations.md
 
@@ -309,7 +357,7 @@ class Mem0View(APIView):
 
     def source_ref(self, entities: dict, metadata: dict | None) -> dict:
         ref = {"client": CLIENT}
-        stack = self.request.headers.get("X-Mem0-Client", "")
+        stack = self.request.headers.get("X-Mem0-Client", "").replace("\x00", "")
         if stack:
             ref["client_stack"] = stack[:200]
         # The integration that sent it, as Mem0 clients name it (OpenClaw's plugin: OPENCLAW).
@@ -550,11 +598,11 @@ class Search(Mem0View):
 
 class MemoryDetail(Mem0View):
     def get(self, request, memory_id):
-        return Response(memory_out(selectors.memory_get(self.actor, memory_id)))
+        return Response(memory_out(selectors.memory_get(self.actor, memory_pk(memory_id))))
 
     def put(self, request, memory_id):
         data = json_body(request)
-        memory = selectors.memory_get(self.actor, memory_id)
+        memory = selectors.memory_get(self.actor, memory_pk(memory_id))
         changes: dict = {}
         if data.get("text") is not None:
             if not isinstance(data["text"], str):
@@ -584,15 +632,15 @@ class MemoryDetail(Mem0View):
         return Response({**memory_out(memory), "text": memory.content})
 
     def delete(self, request, memory_id):
-        memory = selectors.memory_get(self.actor, memory_id)
+        memory = selectors.memory_get(self.actor, memory_pk(memory_id))
         services.memory_delete(actor=self.actor, memory=memory)
         return Response({"message": "Memory deleted successfully!"})
 
 
 class History(Mem0View):
     def get(self, request, memory_id):
-        versions = selectors.memory_history(self.actor, memory_id)
-        memory = selectors.memory_get(self.actor, memory_id)
+        versions = selectors.memory_history(self.actor, memory_pk(memory_id))
+        memory = selectors.memory_get(self.actor, memory_pk(memory_id))
         user_id = memory_out(memory)["user_id"]
         return Response(
             [
@@ -616,7 +664,7 @@ class History(Mem0View):
 class Feedback(Mem0View):
     def post(self, request):
         data = json_body(request)
-        memory = selectors.memory_get(self.actor, data.get("memory_id"))
+        memory = selectors.memory_get(self.actor, memory_pk(data.get("memory_id")))
         feedback = data.get("feedback")
         if feedback is not None and (
             not isinstance(feedback, str) or feedback.upper() not in FEEDBACK_VALUES

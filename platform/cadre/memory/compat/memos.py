@@ -11,13 +11,23 @@ from rest_framework.views import APIView
 from cadre.api.errors import exception_handler as cadre_exception_handler
 from cadre.errors import InvalidInput, NotFound
 from cadre.memory import selectors, services
-from cadre.memory.compat.mem0 import Mem0View, Target, entity_text, flag, integer, json_body
+from cadre.memory.compat.mem0 import (
+    Mem0View,
+    Target,
+    entity_text,
+    flag,
+    integer,
+    json_body,
+    memory_pk,
+)
 from cadre.memory.compat.ports import SKILL_RECALL
 from cadre.memory.models import Kind, Memory, Scope, SourceKind
 
 CLIENT = "memos"
 TASK_PREFIX = "cadre-"
 TOOL_KINDS = (Kind.TOOL_TRAJECTORY, Kind.EXPERIENCE)
+MAX_TAGS = 32
+MAX_TAG_LENGTH = 64  # Memory.tags holds strings of at most 64 characters
 
 
 def memos_exception_handler(exc, context):
@@ -183,9 +193,15 @@ class AddMessage(MemosView):
             )
         tags = data.get("tags")
         if tags is not None and (
-            not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
+            not isinstance(tags, list)
+            or len(tags) > MAX_TAGS
+            or not all(isinstance(t, str) and len(t) <= MAX_TAG_LENGTH for t in tags)
         ):
-            raise InvalidInput("tags must be a list of strings.", details={"tags": ["List."]})
+            raise InvalidInput(
+                f"tags must be a list of at most {MAX_TAGS} strings of at most "
+                f"{MAX_TAG_LENGTH} characters.",
+                details={"tags": ["List."]},
+            )
         flag(data.get("async_mode"), "async_mode", True)  # Cadre's add is stored on return
         written = services.memory_add_from_messages(
             actor=self.actor,
@@ -318,7 +334,7 @@ class GetMemory(MemosView):
 class UpdateMemory(MemosView):
     def post(self, request):
         data = json_body(request)
-        memory = selectors.memory_get(self.actor, data.get("memory_id"))
+        memory = selectors.memory_get(self.actor, memory_pk(data.get("memory_id")))
         value = data.get("memory_value", data.get("text"))
         if not isinstance(value, str) or not value.strip():
             raise InvalidInput("memory_value is required.", details={"memory_value": ["Required."]})
@@ -360,7 +376,7 @@ class DeleteMemory(MemosView):
     @transaction.atomic
     def _delete_ids(self, ids):
         # All or nothing: one id the caller may not see refuses the whole request.
-        memories = [selectors.memory_get(self.actor, memory_id) for memory_id in ids]
+        memories = [selectors.memory_get(self.actor, memory_pk(memory_id)) for memory_id in ids]
         for memory in memories:
             services.memory_delete(actor=self.actor, memory=memory)
 
@@ -398,8 +414,11 @@ class GetStatus(MemosView):
         if not isinstance(task_id, str) or not task_id.startswith(TASK_PREFIX):
             raise InvalidInput("Unknown task_id.", details={"task_id": ["A task id from add."]})
         ids = [part for part in task_id.removeprefix(TASK_PREFIX).split(".") if part]
+        if len(ids) > 100:  # one lookup each: an add writes far fewer
+            raise InvalidInput("Unknown task_id.", details={"task_id": ["A task id from add."]})
         for memory_id in ids:
-            selectors.memory_get_for_deletion(self.actor, memory_id)  # 404 outside one's reach
+            # 404 outside one's reach, and for a part that names no memory ("²", "١٢")
+            selectors.memory_get_for_deletion(self.actor, memory_pk(memory_id))
         return ok({"status": "completed"})
 
 
