@@ -24,6 +24,7 @@ path against the full search's), is measured by bench/prefetch.py (`--locomo FIL
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 from decimal import Decimal
@@ -31,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+# The fake model endpoints listen on loopback, which the outbound guard admits only when allowed.
+os.environ.setdefault("CADRE_MODEL_PROVIDER_ALLOWED_HOSTS", "127.0.0.1")
 
 from cadre.agents.runtime.context import ContextPieces, fit  # noqa: E402
 from cadre.llm.anthropic import AnthropicProvider  # noqa: E402

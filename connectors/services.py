@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from cadre import outbound
 from cadre.agents.models import Deployment
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
@@ -51,9 +52,6 @@ def _check_credentials(platform: str, credentials: dict) -> dict:
     return {name: str(value).strip() for name, value in credentials.items() if value}
 
 
-WEBHOOK_ALLOW_SETTING = "CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS"
-
-
 def _check_settings(platform: str, settings: dict | None) -> dict:
     if settings is not None and not isinstance(settings, dict):
         raise InvalidInput("Settings must be an object.")
@@ -67,13 +65,15 @@ def webhook_callback_checked(url) -> str:
     """A webhook connector's callback URL, refused (400 webhook_url_refused) when it is not
     http(s) or resolves to an internal address — the alert webhooks' SSRF guard, with its own
     allow-list (CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS). Checked again at every send."""
-    from cadre.governance.notifications import WebhookRefused, validate_webhook_url
-
     try:
-        return validate_webhook_url(url, allow_setting=WEBHOOK_ALLOW_SETTING)
-    except WebhookRefused as refused:
-        raise WebhookRefused(
-            refused.message, details={"settings": {"callback_url": [refused.message]}}
+        return outbound.check_url(
+            url, allow_setting=outbound.CONNECTOR_WEBHOOKS, code=outbound.WEBHOOK_URL_REFUSED
+        )
+    except outbound.OutboundRefused as refused:
+        raise outbound.OutboundRefused(
+            refused.message,
+            code=refused.code,
+            details={"settings": {"callback_url": [refused.message]}},
         ) from None
 
 

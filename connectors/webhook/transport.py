@@ -1,10 +1,10 @@
 """Webhook outbound: POST a signed JSON message to the connector's callback URL.
 
 The callback URL is a server-side request on behalf of whoever configured the connector, so it
-gets the alert webhooks' SSRF guard at every send (DNS can change after the URL was saved): a
-host resolving to an internal address is refused unless CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS
-lists it, and the request goes to the very address that was checked (TLS still verifies the
-certificate for the host name), with no redirects followed.
+goes through the outbound guard (cadre.outbound) at every send (DNS can change after the URL was
+saved): a host resolving to an internal address is refused unless
+CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS lists it, and the request goes to the very address that
+was checked (TLS still verifies the certificate for the host name), with no redirects followed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import json
 import time
 import uuid
 
-from cadre.governance.notifications import WebhookRefused, webhook_target
-from connectors.services import WEBHOOK_ALLOW_SETTING
+from cadre import outbound
 from connectors.transport import Recipient, SendResult, Transport, TransportError
 from connectors.webhook.inbound import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
@@ -42,20 +41,16 @@ class WebhookTransport(Transport):
         return SendResult(str(data.get("message_id") or message_id), data)
 
     def _pinned(self, url: str, headers: dict) -> tuple[str, dict]:
-        """The URL rewritten to the checked address (Host header and TLS name kept)."""
+        """The URL rewritten to the checked address (Host header and TLS name kept): the
+        connector's shared client connects where the guard said it may."""
         try:
-            target = webhook_target(url, allow_setting=WEBHOOK_ALLOW_SETTING)
-        except WebhookRefused as refused:
+            pinned = outbound.pinned_url(url, allow_setting=outbound.CONNECTOR_WEBHOOKS)
+        except outbound.OutboundRefused as refused:
             raise TransportError(f"callback URL refused: {refused.message}") from None
         except (OSError, UnicodeError) as error:
             raise TransportError(f"network error: {error}", retryable=True) from None
-        address = f"[{target.address}]" if ":" in target.address else target.address
-        default_port = 443 if target.scheme == "https" else 80
-        headers["Host"] = (
-            target.host if target.port == default_port else (f"{target.host}:{target.port}")
-        )
-        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-        return f"{target.scheme}://{address}:{target.port}{target.path}", extensions
+        headers["Host"] = pinned.host_header
+        return pinned.url, pinned.extensions
 
     def send_text(self, to: Recipient, text: str, *, context=None) -> SendResult:
         return self._post({"type": "text", "to": {"id": to.id, "type": to.type}, "text": text})

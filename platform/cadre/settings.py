@@ -97,7 +97,9 @@ else:
 # connection stays with its thread: without a pool it opens connections as new threads come and
 # keeps them, until the server refuses more (FATAL: too many clients already). psycopg's pool
 # holds at most DATABASE_POOL_SIZE per process; a request that waits DATABASE_POOL_TIMEOUT
-# seconds for one gets 503 `database_busy` (cadre.api.views). The web process is the one that
+# seconds for one gets 503 `database_busy` (cadre.api.errors). A connection whose request's
+# thread ended without giving it back is returned by the next request, and /readyz reports the
+# pool and what was reclaimed (cadre.api.database_pool). The web process is the one that
 # imported cadre.asgi before these settings (uvicorn, as `cadre up` and the image run it).
 # Celery workers (prefork: one task per process at a time), beat, management commands and tests
 # use one thread each, so one persistent connection per process (DATABASE_CONN_MAX_AGE) is
@@ -525,6 +527,31 @@ CADRE_SAML_XMLSEC_BINARY = env_str("CADRE_SAML_XMLSEC_BINARY", "/usr/bin/xmlsec1
 CADRE_SAML_METADATA_ALLOWED_HOSTS = env_list("CADRE_SAML_METADATA_ALLOWED_HOSTS", [])
 CADRE_API_KEY_LAST_USED_INTERVAL = 60  # seconds between last_used_at writes for one key
 
+# --- the outbound guard (cadre/outbound.py) ------------------------------------------------
+# The internal hosts OIDC discovery, JWKS and token endpoints may reach (host names, addresses
+# or networks; "*" every internal address; link-local and metadata addresses never).
+CADRE_OIDC_ALLOWED_HOSTS = env_list("CADRE_OIDC_ALLOWED_HOSTS", [])
+
+
+def _url_host(name: str) -> str | None:
+    try:
+        return urlsplit(env_str(name, "")).hostname
+    except ValueError:  # reported by the setting's own reader
+        return None
+
+
+# The same for model providers' base URLs (a self-hosted model: localhost, 10.20.0.0/16, …).
+# The hosts of the model endpoints this environment names itself are allowed as well: the
+# operator chose them.
+CADRE_MODEL_PROVIDER_ALLOWED_HOSTS = env_list("CADRE_MODEL_PROVIDER_ALLOWED_HOSTS", []) + [
+    host
+    for host in map(
+        _url_host,
+        ("CADRE_MODEL_BASE_URL", "CADRE_MEMORY_PROVIDER_BASE_URL", "CADRE_MEMORY_LLM_BASE_URL"),
+    )
+    if host
+]
+
 # --- API ----------------------------------------------------------------------------------
 
 REST_FRAMEWORK = {
@@ -539,6 +566,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "cadre.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON nested past a bound is a 400, never a RecursionError deep inside a view.
+    "DEFAULT_PARSER_CLASSES": [
+        "cadre.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_THROTTLE_CLASSES": [
         "cadre.api.throttles.ApiKeyRateThrottle",

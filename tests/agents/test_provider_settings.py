@@ -58,7 +58,9 @@ def test_connection_test_reports_latency_and_the_model_list(owner):
         report = providers.provider_config_test(actor=owner, config=config)
     assert report["ok"] is True, report
     assert report["models"] == ["fake-chat", "fake-large"]
-    assert report["reply"] == "ok" and report["warning"] == ""
+    # Status, latency and the model list: never what the endpoint wrote.
+    assert report["status"] == 200 and "reply" not in report and report["warning"] == ""
+    assert "ok" not in {str(value) for key, value in report.items() if key != "ok"}
     assert isinstance(report["latency_ms"], int) and 0 <= report["latency_ms"] < 5000
     chat, listing = server.requests
     assert chat["path"] == "/v1/chat/completions" and chat["body"]["max_tokens"] == 16
@@ -91,7 +93,8 @@ def test_connection_test_with_a_wrong_key_says_401_from_provider(owner):
         report = providers.provider_config_test(actor=owner, config=config)
     assert report["ok"] is False and report["reason"] == "unauthorized"
     assert report["error"].startswith("401 from provider 127.0.0.1:")
-    assert "Incorrect API key provided." in report["error"]
+    assert report["status"] == 401
+    assert "Incorrect API key provided." not in report["error"]  # the endpoint's words stay out
     assert len(server.requests) == 1  # refused at once: no retry, no model list
 
 

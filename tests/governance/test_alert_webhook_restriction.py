@@ -1,5 +1,6 @@
 """Alert webhook URLs: http(s) only, never an internal address (SSRF) unless allowed by
-CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS; checked when a rule is saved and again at every send."""
+CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS (link-local and metadata addresses never); checked when a rule
+is saved and again at every send, in the connection."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from cadre import outbound
 from cadre.governance import alerts, notifications
 from cadre.governance.models import Alert, AlertRule, PolicyDecision
-from cadre.governance.notifications import WebhookRefused, validate_webhook_url
+from cadre.outbound import OutboundRefused as WebhookRefused
 from cadre.tenancy.actors import member_actor
+
+
+def validate_webhook_url(url):
+    """What an alert rule's save checks."""
+    return outbound.check_url(
+        url, allow_setting=outbound.ALERT_WEBHOOKS, code=outbound.WEBHOOK_URL_REFUSED
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -141,8 +150,10 @@ def test_the_allow_list_admits_named_hosts_addresses_and_networks(settings, dns)
         validate_webhook_url("http://10.8.3.4/a")  # outside the allowed network
     with pytest.raises(WebhookRefused):
         validate_webhook_url("http://169.254.169.254/")
-    settings.CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = ["*"]
-    validate_webhook_url("http://169.254.169.254/")
+    settings.CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = ["*", "169.254.0.0/16"]
+    validate_webhook_url("http://10.8.3.4/a")
+    with pytest.raises(WebhookRefused, match="never calls"):
+        validate_webhook_url("http://169.254.169.254/")  # metadata: no setting allows it
     with pytest.raises(WebhookRefused):
         validate_webhook_url("ftp://127.0.0.1/")  # the scheme rule holds regardless
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from cadre import outbound
 from cadre.agents.models import McpServer
 from cadre.agents.tools.builtins import ToolFailed
 from cadre.agents.tools.registry import RISKS, Tool
@@ -34,7 +35,7 @@ from cadre.tenancy.actors import Actor
 PREFIX = "mcp__"
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 MAX_TOOL_NAME = 64  # what model APIs accept for a function name
-ALLOW_SETTING = "CADRE_MCP_ALLOWED_HOSTS"
+ALLOW_SETTING = outbound.MCP_SERVERS
 IDEMPOTENCY_META = "cadre/idempotency_key"
 
 
@@ -111,7 +112,6 @@ def stdio_allowed(command: str) -> bool:
 
 @asynccontextmanager
 async def _session(server: McpServer, headers: dict[str, str] | None = None):
-    import httpx2
     from mcp.client.session import ClientSession
 
     if server.transport == McpServer.Transport.STDIO:
@@ -129,14 +129,15 @@ async def _session(server: McpServer, headers: dict[str, str] | None = None):
 
     from mcp.client.streamable_http import streamable_http_client
 
-    from cadre.governance.notifications import validate_webhook_url
-
-    validate_webhook_url(server.url, allow_setting=ALLOW_SETTING)
+    # Checked now for a clear refusal, and again in every connection the client opens, which
+    # goes to the address that passed (a name resolving elsewhere the second time gains
+    # nothing).
+    outbound.check_url(server.url, allow_setting=ALLOW_SETTING)
     async with (
-        httpx2.AsyncClient(
+        outbound.async_http_client(
+            allow_setting=ALLOW_SETTING,
             headers={**_credentials(server), **(headers or {})},
             timeout=server.timeout_seconds,
-            follow_redirects=False,
         ) as http,
         streamable_http_client(server.url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
@@ -173,18 +174,29 @@ def _sync(make_coroutine, timeout: float):
 
 
 def _unavailable(server: McpServer, error: BaseException) -> McpUnavailable:
+    # An exception group from the SDK's task group: name the first cause.
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
     if isinstance(error, McpUnavailable):
         return error
     if isinstance(error, TimeoutError):
         return McpUnavailable(f"the MCP server {server.name!r} did not answer in time")
-    if isinstance(error, InvalidInput):
-        return McpUnavailable(f"the MCP server {server.name!r} is refused: {error.message}")
-    # An exception group from the SDK's task group: name the first cause.
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
+    refused = _refusal(error)
+    if refused is not None:
+        return McpUnavailable(f"the MCP server {server.name!r} is refused: {refused.message}")
     return McpUnavailable(
         f"the MCP server {server.name!r} could not be reached: {type(error).__name__}: {error}"
     )
+
+
+def _refusal(error: BaseException | None) -> InvalidInput | None:
+    """The guard's refusal behind an error, however deep the SDK wrapped it."""
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, InvalidInput):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def _dump(value):
@@ -433,12 +445,9 @@ def _clean(
     if errors:
         raise InvalidInput("The MCP server is not valid.", details=errors)
     if transport == McpServer.Transport.STREAMABLE_HTTP:
-        from cadre.governance.notifications import WebhookRefused, validate_webhook_url
-
-        try:
-            url = validate_webhook_url(url, allow_setting=ALLOW_SETTING)
-        except WebhookRefused as refused:
-            raise WebhookRefused(refused.message, details={"url": [refused.message]}) from None
+        url = outbound.check_url(
+            url, allow_setting=ALLOW_SETTING, code=outbound.WEBHOOK_URL_REFUSED
+        )
     return {"url": url or "", "command": command or "", "args": args}, credentials
 
 

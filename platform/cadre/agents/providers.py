@@ -8,6 +8,7 @@ from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from cadre import outbound
 from cadre.agents.models import ModelProviderConfig
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
@@ -24,6 +25,7 @@ PROVIDER_KINDS = tuple(ModelProviderConfig.Kind.values)
 # A connection test runs inside a web request: it waits at most this long for the endpoint.
 TEST_TIMEOUT_SECONDS = 15
 _URL = URLValidator(schemes=("http", "https"))
+BASE_URL_REFUSED = "base_url_refused"
 _EDITABLE = ("name", "base_url", "default_model", "timeout_seconds", "parameters", "prices")
 
 
@@ -40,6 +42,14 @@ def _clean(*, kind: str, base_url: str, timeout_seconds: int, preset: str) -> st
             raise InvalidInput(
                 "The base URL must be an http(s) address.", code="invalid_base_url"
             ) from None
+        # Public addresses only, unless the instance allows the host (a self-hosted model);
+        # every request checks again, in its connection.
+        outbound.check_url(
+            base_url,
+            allow_setting=outbound.MODEL_PROVIDERS,
+            code=BASE_URL_REFUSED,
+            field="base_url",
+        )
     elif kind == ModelProviderConfig.Kind.OPENAI_COMPATIBLE and preset not in ("", "openai"):
         raise InvalidInput("This endpoint needs a base URL.", code="invalid_base_url")
     if not 1 <= int(timeout_seconds) <= 600:
@@ -178,8 +188,9 @@ def provider_config_set_default(
 
 
 def provider_config_test(*, actor: Actor, config: ModelProviderConfig, model: str = "") -> dict:
-    """One tiny request to the endpoint (see cadre.llm.probe). The models it lists are kept
-    for the template editor to offer; the test itself is audited (who tried, what came back)."""
+    """One tiny request to the endpoint (see cadre.llm.probe): its status, latency and model
+    list, never what it wrote. The models it lists are kept for the template editor to offer;
+    the test itself is audited (who tried, what came back)."""
     actor.require("model.manage")
     settings = {"model": model.strip()} if model.strip() else {}
     provider = provider_for(settings, config)
@@ -201,6 +212,7 @@ def provider_config_test(*, actor: Actor, config: ModelProviderConfig, model: st
                 "ok": report.ok,
                 "latency_ms": report.latency_ms,
                 "reason": report.reason,
+                "status": report.status,
                 "error": report.error[:500],
             },
         )

@@ -181,7 +181,7 @@ class ConnectionReportSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
     model = serializers.CharField()
     latency_ms = serializers.IntegerField(allow_null=True)
-    reply = serializers.CharField(allow_blank=True)
+    status = serializers.IntegerField(allow_null=True)
     models = serializers.ListField(child=serializers.CharField(), allow_null=True)
     error = serializers.CharField(allow_blank=True)
     reason = serializers.CharField(allow_blank=True)

@@ -39,6 +39,7 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from cadre import outbound
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.governance.models import (
@@ -397,17 +398,15 @@ def _validate(kind: str, severity: str, channels) -> None:
             "channels must be a list of {kind: email|webhook|im, ...}",
             details={"channels": ["Unknown channel."]},
         )
-    from cadre.governance.notifications import WebhookRefused, validate_webhook_url
-
     for channel in channels:
         if channel["kind"] == "webhook":
-            try:
-                channel["url"] = validate_webhook_url(channel.get("url"))
-            except WebhookRefused as refused:
-                # http(s) only, never an internal address (SSRF): 400 webhook_url_refused.
-                raise WebhookRefused(
-                    refused.message, details={"channels": [refused.message]}
-                ) from None
+            # http(s) only, never an internal address (SSRF): 400 webhook_url_refused.
+            channel["url"] = outbound.check_url(
+                channel.get("url"),
+                allow_setting=outbound.ALERT_WEBHOOKS,
+                code=outbound.WEBHOOK_URL_REFUSED,
+                field="channels",
+            )
 
 
 @transaction.atomic

@@ -6,7 +6,8 @@ import json
 from collections.abc import Iterator
 
 import anthropic
-import httpx
+import httpx2
+from anthropic.types import Message
 
 from cadre.llm import failures
 from cadre.llm.base import (
@@ -17,7 +18,12 @@ from cadre.llm.base import (
     ToolCall,
     Usage,
 )
+from cadre.outbound import OutboundRefused
 
+# What a call may raise: the SDK's errors, httpx2's (the SDK's HTTP client: a stream broken after
+# its headers), and the outbound guard's refusal of the destination (raised in the connection,
+# passed through as is).
+_FAILURES = (anthropic.AnthropicError, httpx2.HTTPError, OutboundRefused)
 _PASSED = {"temperature", "top_p", "top_k", "stop_sequences"}
 DEFAULT_MAX_TOKENS = 1024
 MAX_CACHE_BREAKPOINTS = 4  # the Messages API accepts at most four cache_control blocks
@@ -136,30 +142,37 @@ class AnthropicProvider(ModelProvider):
     caches_prompts = True
 
     def _client(self) -> anthropic.Anthropic:
-        # No SDK retries: ModelProvider.chat retries within the call's total budget.
+        # No SDK retries: ModelProvider.chat retries within the call's total budget. Every
+        # connection goes through the outbound guard (CADRE_MODEL_PROVIDER_ALLOWED_HOSTS).
         return anthropic.Anthropic(
             api_key=self.api_key or "not-needed",
             base_url=self.base_url or None,
             timeout=self.attempt_timeout(),
             max_retries=0,
+            http_client=self.guarded_http_client("httpx2"),
         )
+
+    def _host(self) -> str:
+        return failures.host_of(self.base_url, "api.anthropic.com")
 
     def _error(self, error: Exception) -> ProviderError:
         return failures.from_sdk(
             error,
             sdk=anthropic,
-            host=failures.host_of(self.base_url, "api.anthropic.com"),
+            host=self._host(),
             model=self.model,
             timeout=self.timeout,
         )
 
     def list_models(self) -> list[str] | None:
         try:
-            return sorted(model.id for model in self._client().models.list())
+            return sorted(str(model.id) for model in self._client().models.list())
         except anthropic.NotFoundError:
             return None
-        except (anthropic.AnthropicError, httpx.HTTPError) as error:
+        except _FAILURES as error:
             raise self._error(error) from error
+        except (AttributeError, TypeError, ValueError):
+            raise failures.bad_response(self._host()) from None
 
     def _request(self, messages, tools, params) -> dict:
         system, converted = to_anthropic(messages)
@@ -178,8 +191,13 @@ class AnthropicProvider(ModelProvider):
     def complete(self, messages: list[dict], tools: list[dict], **params) -> ChatResult:
         try:
             message = self._client().messages.create(**self._request(messages, tools, params))
-        except (anthropic.AnthropicError, httpx.HTTPError) as error:
+        except _FAILURES as error:
             raise self._error(error) from error
+        except ValueError:  # declared JSON, and is not
+            raise failures.bad_response(self._host()) from None
+        if not isinstance(message, Message):
+            # A 200 that is not JSON comes back as text (an HTML page, a proxy's notice).
+            raise failures.bad_response(self._host())
         return _result(message, self.model)
 
     def stream(self, messages: list[dict], tools: list[dict], **params) -> Iterator[ChatDelta]:
@@ -189,6 +207,6 @@ class AnthropicProvider(ModelProvider):
                     if event.type == "text":
                         yield ChatDelta(text=event.text)
                 final = s.get_final_message()
-        except (anthropic.AnthropicError, httpx.HTTPError) as error:
+        except _FAILURES as error:
             raise self._error(error) from error
         yield ChatDelta(result=_result(final, self.model))

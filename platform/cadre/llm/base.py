@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from cadre import outbound
 from cadre.llm import metering
 from cadre.ports import Registry
 
@@ -26,10 +27,19 @@ class ProviderError(Exception):
     """The model endpoint failed (network, status, malformed answer). `reason` names the kind
     of failure (see cadre.llm.failures); transient ones are retried within the call's budget."""
 
-    def __init__(self, message: str, *, reason: str = "error", status: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "error",
+        status: int | None = None,
+        summary: str = "",
+    ):
         super().__init__(message)
         self.reason = reason
         self.status = status
+        # The message without anything the endpoint wrote: what a connection test shows.
+        self.summary = summary or message
 
     @property
     def transient(self) -> bool:
@@ -224,10 +234,23 @@ class ModelProvider:
         self.timeout = timeout
         self.parameters = parameters or {}
         self._deadline: float | None = None
+        self._http_clients: dict = {}
         # Prices per million tokens (see prices_for_model) and the configuration's name, for
         # the meter's per-call records.
         self.prices = prices or {}
         self.label = label or self.kind
+
+    def guarded_http_client(self, library: str):
+        """The HTTP client the SDK sends through: every connection checked by the outbound
+        guard (CADRE_MODEL_PROVIDER_ALLOWED_HOSTS) and opened to the checked address; one per
+        provider object, so its connections are reused across calls and retries."""
+        client = self._http_clients.get(library)
+        if client is None:
+            client = outbound.http_client(
+                allow_setting=outbound.MODEL_PROVIDERS, library=library, timeout=self.timeout
+            )
+            self._http_clients[library] = client
+        return client
 
     def attempt_timeout(self) -> float:
         """How long the current attempt may wait: what is left of the call's budget."""

@@ -9,8 +9,10 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import httpx
+import httpx2
 
 from cadre.llm.base import ProviderError
+from cadre.outbound import OutboundRefused
 
 # Reasons a caller may act on; the transient ones are retried within the call's time budget.
 UNREACHABLE = "unreachable"
@@ -20,6 +22,10 @@ MODEL_NOT_FOUND = "model_not_found"
 RATE_LIMITED = "rate_limited"
 SERVER_ERROR = "server_error"
 BAD_REQUEST = "bad_request"
+# The answer was not what the API returns (an HTML page, plain text): not a model endpoint.
+BAD_RESPONSE = "bad_response"
+# The outbound guard refused the destination (cadre.outbound): never retried.
+REFUSED = "refused"
 TRANSIENT = frozenset({UNREACHABLE, TIMEOUT, RATE_LIMITED, SERVER_ERROR})
 
 
@@ -46,15 +52,39 @@ def _root_cause(error: BaseException) -> str:
     return text if text and cause is not error else ""
 
 
+def _refusal(error: BaseException) -> OutboundRefused | None:
+    """The guard's refusal the SDK wrapped (as a connection error), if that is the cause."""
+    cause: BaseException | None = error
+    for _depth in range(20):
+        if cause is None:
+            return None
+        if isinstance(cause, OutboundRefused):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def bad_response(host: str) -> ProviderError:
+    """An endpoint that answered 2xx with something that is not the API's JSON."""
+    return ProviderError(
+        f"{host} answered, but not as a model API does (not the expected JSON): check the base URL",
+        reason=BAD_RESPONSE,
+    )
+
+
 def from_sdk(
     error: Exception, *, sdk, host: str, model: str, timeout: float | None = None
 ) -> ProviderError:
     """The ProviderError for an SDK exception (`sdk` is the openai or anthropic module)."""
-    # A stream broken after its headers raises httpx's own errors, not the SDK's.
-    if isinstance(error, sdk.APITimeoutError | httpx.TimeoutException):
+    refusal = _refusal(error)
+    if refusal is not None:
+        return ProviderError(f"{host}: {refusal.message}", reason=REFUSED)
+    # A stream broken after its headers raises the HTTP client's own errors, not the SDK's
+    # (httpx under openai, httpx2 under anthropic).
+    if isinstance(error, sdk.APITimeoutError | httpx.TimeoutException | httpx2.TimeoutException):
         waited = f" after {timeout:g} s" if timeout else ""
         return ProviderError(f"timed out waiting for {host}{waited}", reason=TIMEOUT)
-    if isinstance(error, sdk.APIConnectionError | httpx.TransportError):
+    if isinstance(error, sdk.APIConnectionError | httpx.TransportError | httpx2.TransportError):
         cause = _root_cause(error)
         return ProviderError(
             f"could not reach host {host}" + (f" ({cause})" if cause else ""), reason=UNREACHABLE
@@ -65,17 +95,17 @@ def from_sdk(
 
 
 def from_status(status: int, detail: str, *, host: str, model: str) -> ProviderError:
+    """The error for an HTTP status; `detail` (what the endpoint wrote) is in the message, never
+    in the summary a connection test shows."""
     if status in (401, 403):
+        summary = f"{status} from provider {host}: the API key was refused"
         return ProviderError(
-            f"{status} from provider {host}: the API key was refused ({detail})",
-            reason=UNAUTHORIZED,
-            status=status,
+            f"{summary} ({detail})", reason=UNAUTHORIZED, status=status, summary=summary
         )
     if status == 404:
+        summary = f"model not found: {model!r} at {host}"
         return ProviderError(
-            f"model not found: {model!r} at {host} ({detail})",
-            reason=MODEL_NOT_FOUND,
-            status=status,
+            f"{summary} ({detail})", reason=MODEL_NOT_FOUND, status=status, summary=summary
         )
     if status == 429:
         reason = RATE_LIMITED
@@ -83,4 +113,5 @@ def from_status(status: int, detail: str, *, host: str, model: str) -> ProviderE
         reason = SERVER_ERROR
     else:
         reason = BAD_REQUEST
-    return ProviderError(f"{status} from provider {host}: {detail}", reason=reason, status=status)
+    summary = f"{status} from provider {host}"
+    return ProviderError(f"{summary}: {detail}", reason=reason, status=status, summary=summary)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from cadre.llm import failures
 from cadre.llm.base import (
@@ -18,6 +19,11 @@ from cadre.llm.base import (
     ToolCall,
     Usage,
 )
+from cadre.outbound import OutboundRefused
+
+# What a call may raise: the SDK's errors, httpx's (a stream broken after its headers), and the
+# outbound guard's refusal of the destination (raised in the connection, passed through as is).
+_FAILURES = (openai.OpenAIError, httpx.HTTPError, OutboundRefused)
 
 # Parameters passed through to the endpoint; anything else in a template is ignored.
 _PASSED = {
@@ -113,30 +119,37 @@ class OpenAICompatibleProvider(ModelProvider):
     caches_prompts = True
 
     def _client(self) -> openai.OpenAI:
-        # No SDK retries: ModelProvider.chat retries within the call's total budget.
+        # No SDK retries: ModelProvider.chat retries within the call's total budget. Every
+        # connection goes through the outbound guard (CADRE_MODEL_PROVIDER_ALLOWED_HOSTS).
         return openai.OpenAI(
             api_key=self.api_key or "not-needed",
             base_url=self.base_url or None,
             timeout=self.attempt_timeout(),
             max_retries=0,
+            http_client=self.guarded_http_client("httpx"),
         )
+
+    def _host(self) -> str:
+        return failures.host_of(self.base_url, "api.openai.com")
 
     def _error(self, error: Exception) -> ProviderError:
         return failures.from_sdk(
             error,
             sdk=openai,
-            host=failures.host_of(self.base_url, "api.openai.com"),
+            host=self._host(),
             model=self.model,
             timeout=self.timeout,
         )
 
     def list_models(self) -> list[str] | None:
         try:
-            return sorted(model.id for model in self._client().models.list())
+            return sorted(str(model.id) for model in self._client().models.list())
         except openai.NotFoundError:
             return None  # endpoints without /models (some gateways) are still usable
-        except (openai.OpenAIError, httpx.HTTPError) as error:
+        except _FAILURES as error:
             raise self._error(error) from error
+        except (AttributeError, TypeError, ValueError):
+            raise failures.bad_response(self._host()) from None
 
     def _request(self, messages, tools, params) -> dict:
         request = {"model": self.model, "messages": to_openai_messages(messages)}
@@ -150,8 +163,13 @@ class OpenAICompatibleProvider(ModelProvider):
             response = self._client().chat.completions.create(
                 **self._request(messages, tools, params)
             )
-        except (openai.OpenAIError, httpx.HTTPError) as error:
+        except _FAILURES as error:
             raise self._error(error) from error
+        except ValueError:  # declared JSON, and is not
+            raise failures.bad_response(self._host()) from None
+        if not isinstance(response, ChatCompletion):
+            # A 200 that is not JSON comes back as text (an HTML page, a proxy's notice).
+            raise failures.bad_response(self._host())
         if not response.choices:
             raise ProviderError("openai-compatible endpoint: no choices in the answer")
         choice = response.choices[0]
@@ -179,6 +197,8 @@ class OpenAICompatibleProvider(ModelProvider):
         model, finish = self.model, ""
         try:
             for chunk in self._client().chat.completions.create(**request):
+                if not isinstance(chunk, ChatCompletionChunk):
+                    raise failures.bad_response(self._host())
                 model = chunk.model or model
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
@@ -198,7 +218,7 @@ class OpenAICompatibleProvider(ModelProvider):
                         if part.function is not None:
                             slot["name"] += part.function.name or ""
                             slot["args"] += part.function.arguments or ""
-        except (openai.OpenAIError, httpx.HTTPError) as error:
+        except _FAILURES as error:
             raise self._error(error) from error
         yield ChatDelta(
             result=ChatResult(

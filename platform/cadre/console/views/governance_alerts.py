@@ -20,7 +20,7 @@ from cadre.console.views.governance_forms import AlertFilterForm, AlertNoteForm,
 from cadre.errors import CadreError
 from cadre.governance import alerts
 from cadre.governance.models import Alert, AlertRule
-from cadre.governance.notifications import WebhookRefused
+from cadre.outbound import OutboundRefused
 from cadre.tenancy.models import Member
 
 # What each rule kind counts and its parameters (shown next to the rule form).
@@ -189,7 +189,7 @@ def _save_rule(request, form: AlertRuleForm, rule: AlertRule | None):
             saved = alerts.alert_rule_update(
                 actor=request.actor, rule=rule, is_active=data["is_active"], **fields
             )
-    except WebhookRefused as refused:
+    except OutboundRefused as refused:
         form.add_error("webhook_url", refused.message)
     except CadreError as error:
         add_service_error(form, error)

@@ -9,6 +9,7 @@ from datetime import datetime, time, timedelta
 from django import forms
 from django.core.validators import validate_email
 
+from cadre import outbound
 from cadre.console.forms import ActorFormMixin, organization_zone
 from cadre.governance import alerts
 from cadre.governance.export import FORMATS
@@ -178,14 +179,12 @@ class AlertRuleForm(ActorFormMixin, forms.Form):
         return addresses
 
     def clean_webhook_url(self):
-        from cadre.governance.notifications import WebhookRefused, validate_webhook_url
-
         url = (self.cleaned_data.get("webhook_url") or "").strip()
         if not url:
             return ""
         try:
-            return validate_webhook_url(url)
-        except WebhookRefused as refused:
+            return outbound.check_url(url, allow_setting=outbound.ALERT_WEBHOOKS)
+        except outbound.OutboundRefused as refused:
             raise forms.ValidationError(refused.message) from None
 
     @staticmethod

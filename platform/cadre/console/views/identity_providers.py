@@ -11,15 +11,14 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from cadre import outbound
 from cadre.console.forms import IdentityProviderForm, add_service_error
 from cadre.console.views import sso
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError, InvalidInput
-from cadre.governance.notifications import WebhookRefused, validate_webhook_url
 from cadre.tenancy.models import IdentityProvider
 from cadre.tenancy.services import oidc, saml
 
-METADATA_ALLOW_SETTING = "CADRE_SAML_METADATA_ALLOWED_HOSTS"
 _METADATA_TIMEOUT = 10
 
 
@@ -43,19 +42,21 @@ def _with_urls(provider: IdentityProvider) -> IdentityProvider:
 
 
 def saml_metadata_fetch(url: str) -> str:
-    """An IdP's metadata from its URL, through the outbound-URL guard of the webhooks (public
-    addresses only, unless CADRE_SAML_METADATA_ALLOWED_HOSTS allows the host); no redirects,
-    at most 1 MB. InvalidInput when it cannot be read."""
+    """An IdP's metadata from its URL, through the outbound guard (public addresses only,
+    unless CADRE_SAML_METADATA_ALLOWED_HOSTS allows the host; connected to the checked
+    address); no redirects, at most 1 MB. InvalidInput when it cannot be read."""
 
     def refused(why: str) -> InvalidInput:
         return InvalidInput(f"The IdP metadata URL: {why}", details={"saml_metadata_url": [why]})
 
     try:
-        url = validate_webhook_url(url, allow_setting=METADATA_ALLOW_SETTING)
-    except WebhookRefused as refusal:
-        raise refused(refusal.message) from None
-    try:
-        with httpx.stream("GET", url, timeout=_METADATA_TIMEOUT, follow_redirects=False) as answer:
+        url = outbound.check_url(url, allow_setting=outbound.SAML_METADATA)
+        with (
+            outbound.http_client(
+                allow_setting=outbound.SAML_METADATA, timeout=_METADATA_TIMEOUT
+            ) as client,
+            client.stream("GET", url) as answer,
+        ):
             if answer.status_code != 200:
                 raise refused(f"it answered HTTP {answer.status_code}.")
             body = b""
@@ -63,6 +64,8 @@ def saml_metadata_fetch(url: str) -> str:
                 body += chunk
                 if len(body) > saml.MAX_METADATA_BYTES:
                     raise refused("its metadata is larger than 1 MB.")
+    except outbound.OutboundRefused as refusal:
+        raise refused(refusal.message) from None
     except httpx.HTTPError as caught:
         raise refused(f"it could not be read ({caught}).") from None
     return body.decode("utf-8", errors="replace")
@@ -114,6 +117,12 @@ def identity_provider_edit(request, pk: int | None = None):
         try:
             if data["kind"] == IdentityProvider.Kind.SAML and data["saml_metadata_url"]:
                 data["saml_metadata_xml"] = saml_metadata_fetch(data["saml_metadata_url"])
+            if data["kind"] == IdentityProvider.Kind.OIDC and data.get("issuer"):
+                # Refused now with the reason, rather than at the first sign-in (where the
+                # fetch is refused anyway).
+                outbound.check_url(
+                    data["issuer"], allow_setting=outbound.OIDC_PROVIDERS, field="issuer"
+                )
             provider = oidc.identity_provider_save(actor=request.actor, provider=provider, **data)
         except CadreError as error:
             add_service_error(form, error)
