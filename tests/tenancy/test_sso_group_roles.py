@@ -18,12 +18,13 @@ from cadre.tenancy.models import IdentityProvider, Member, SsoIdentity, User
 from cadre.tenancy.services import oidc
 from tests.refusals import nothing_changes
 from tests.tenancy.oidc_provider import OidcProvider
-from tests.tenancy.test_sso_oidc import provider_login
+from tests.tenancy.test_sso_oidc import forget_provider_keys, provider_login
 
 
 @pytest.fixture
 def idp():
     with OidcProvider() as provider:
+        forget_provider_keys(provider.issuer)
         provider.users["bob"] = {
             "email": "bob@acme.test",
             "email_verified": True,

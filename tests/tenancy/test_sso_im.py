@@ -168,6 +168,23 @@ def test_feishu_matches_by_employee_id_without_email(client, org_a, make_member,
     )
 
 
+def test_feishu_member_without_email_or_login_signs_in(client, org_a, make_member, feishu):
+    """A chat-only member (no e-mail, no login) found by their IM id gets a login of their
+    organization's; it used to fail with a 500 ("users need an email address")."""
+    dana = make_member(display_name="Dana", email="", user=None)
+    IMIdentity.objects.create(
+        organization=org_a, member=dana, platform="feishu", platform_user_id="ou_bob"
+    )
+    provider = _provider(org_a, feishu, "feishu")
+    feishu.users["bob"].update(email="", enterprise_email="")
+    response, _ = im_login(client, provider, feishu, "bob")
+    assert response.status_code == 302
+    dana.refresh_from_db()
+    assert dana.user is not None and signed_in_as(client, dana)
+    assert dana.user.email == f"m{dana.pk}@acme.invalid"
+    assert not dana.user.has_usable_password()
+
+
 def test_feishu_unknown_user_with_jit_off_is_refused(client, org_a, feishu):
     provider = _provider(org_a, feishu, "feishu")
     assert _refused(client, provider, feishu) == "unknown_user"
@@ -357,3 +374,48 @@ def test_dingtalk_directory_error_code_is_refused(client, org_a, bob, dingtalk):
     provider = _provider(org_a, dingtalk, "dingtalk")
     dingtalk.errors["/topapi/v2/user/get"] = {"errcode": 60011, "errmsg": "no permission"}
     assert _refused(client, provider, dingtalk) == "platform_error"
+
+
+# --- hostile account details ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("email", "bob\x00@acme.test"),
+        ("enterprise_email", "bob@acme.test\ud800"),
+        ("name", "Bob\x00"),
+        ("name", "\udfffBob"),
+        ("union_id", "on_" + "x" * 300),
+        ("open_id", "ou_\x00"),
+        ("employee_no", "E" * 65),
+        ("tenant_key", "tk\x00"),
+        ("email", "b" * 250 + "@acme.test"),
+    ],
+)
+def test_feishu_unstorable_account_details_are_refused(client, org_a, feishu, field, value):
+    """NUL bytes, lone surrogates and values longer than Cadre stores, from the platform's
+    user info (which a provider's base URL can point anywhere): a refusal, never a 500."""
+    provider = _provider(org_a, feishu, "feishu", jit_enabled=True)
+    feishu.users["bob"][field] = value
+    assert _refused(client, provider, feishu) == "claims_invalid"
+
+
+def test_feishu_long_display_name_is_shortened_not_refused(client, org_a, feishu):
+    provider = _provider(org_a, feishu, "feishu", jit_enabled=True)
+    feishu.users["bob"]["name"] = "Bob " + "z" * 300
+    response, _ = im_login(client, provider, feishu, "bob")
+    assert response.status_code == 302
+    member = Member.objects.get(organization=org_a, email="bob@acme.test")
+    assert member.display_name.startswith("Bob z") and len(member.display_name) == 150
+
+
+def test_nul_in_the_callbacks_error_is_refused_and_kept_escaped(client, org_a, feishu):
+    provider = _provider(org_a, feishu, "feishu")
+    start = client.get(reverse("console:sso_start", args=["acme", "feishu"]))
+    state = parse_qs(urlsplit(start["Location"]).query)["state"][0]
+    callback = reverse("console:sso_callback", args=["acme", "feishu"])
+    response = client.get(callback, {"state": state, "error": "denied\x00", "code": "x"})
+    assert refused_reason(response) == "provider_error"
+    provider.refresh_from_db()
+    assert provider.last_error == "provider_error: denied\\x00: "

@@ -11,12 +11,13 @@ from joserfc.jwk import RSAKey
 from cadre.governance.audit_models import AuditEvent
 from cadre.tenancy.models import IdentityProvider, SsoSession
 from tests.tenancy.oidc_provider import OidcProvider
-from tests.tenancy.test_sso_oidc import provider_login
+from tests.tenancy.test_sso_oidc import forget_provider_keys, provider_login
 
 
 @pytest.fixture
 def idp():
     with OidcProvider() as provider:
+        forget_provider_keys(provider.issuer)
         provider.users["bob"] = {"email": "bob@acme.test", "email_verified": True, "name": "Bob"}
         yield provider
 

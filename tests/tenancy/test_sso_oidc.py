@@ -6,6 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -15,9 +16,17 @@ from tests.conftest import PASSWORD
 from tests.tenancy.oidc_provider import OidcProvider
 
 
+def forget_provider_keys(issuer: str) -> None:
+    """Drop the discovery document and key set Cadre cached for this issuer: the cache outlives
+    a test, and a later provider on the same loopback port would meet the earlier one's keys
+    (same kid, another key: a refused signature) or skip the fetches a test counts."""
+    cache.delete_many([f"oidc:discovery:{issuer}", f"oidc:jwks:{issuer}"])
+
+
 @pytest.fixture
 def idp():
     with OidcProvider() as provider:
+        forget_provider_keys(provider.issuer)
         provider.users["bob"] = {"email": "bob@acme.test", "email_verified": True, "name": "Bob"}
         yield provider
 

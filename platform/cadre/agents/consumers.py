@@ -41,14 +41,14 @@ CLOSE_NOT_FOUND = 4404
 def _member_for(scope):
     """The member the websocket's signed-in user acts as (the organization chosen in the
     console session, else their first), as the console's middleware resolves it."""
-    from cadre.tenancy.middleware import SESSION_KEY, memberships
+    from cadre.tenancy.middleware import SESSION_KEY, session_memberships
 
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return None
     session = scope.get("session")
     wanted = session.get(SESSION_KEY) if session is not None else None
-    members = memberships(user)
+    members = session_memberships(session, user)
     member = members.filter(organization_id=wanted).first() if wanted else None
     return member or members.first()
 

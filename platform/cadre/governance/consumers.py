@@ -15,14 +15,14 @@ from cadre.governance.confirmations import group_name, queue_item
 
 @database_sync_to_async
 def _member_for(scope):
-    from cadre.tenancy.middleware import SESSION_KEY, memberships
+    from cadre.tenancy.middleware import SESSION_KEY, session_memberships
 
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return None
     session = scope.get("session")
     wanted = session.get(SESSION_KEY) if session is not None else None
-    members = memberships(user)
+    members = session_memberships(session, user)
     member = members.filter(organization_id=wanted).first() if wanted else None
     return member or members.first()
 

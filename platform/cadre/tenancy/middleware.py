@@ -6,6 +6,11 @@ from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Member, Organization
 
 SESSION_KEY = "cadre_organization_id"
+# The organizations a session may act in when an identity provider opened it: the provider
+# vouches for its own organization's member only, so a login that also belongs to other
+# organizations (joined by accepting their invitations) reaches them only after a password
+# sign-in or an invitation accepted in this session. Absent: every membership.
+SIGNIN_SCOPE_KEY = "cadre_signin_organizations"
 
 
 def memberships(user):
@@ -20,6 +25,15 @@ def memberships(user):
     )
 
 
+def session_memberships(session, user):
+    """The user's memberships this session may act in (see SIGNIN_SCOPE_KEY)."""
+    members = memberships(user)
+    scope = session.get(SIGNIN_SCOPE_KEY) if session is not None else None
+    if scope is not None:
+        members = members.filter(organization_id__in=scope)
+    return members
+
+
 class ActorMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -32,9 +46,13 @@ class ActorMiddleware:
             wanted = request.session.get(SESSION_KEY)
             member = None
             if wanted:
-                member = memberships(user).filter(organization_id=wanted).first()
+                member = (
+                    session_memberships(request.session, user)
+                    .filter(organization_id=wanted)
+                    .first()
+                )
             if member is None:
-                member = memberships(user).first()
+                member = session_memberships(request.session, user).first()
                 if member is not None:
                     request.session[SESSION_KEY] = member.organization_id
             if member is not None:

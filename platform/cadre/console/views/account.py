@@ -17,7 +17,7 @@ from cadre.console.forms import InvitationAcceptForm, add_service_error, organiz
 from cadre.console.views.base import posted
 from cadre.errors import CadreError
 from cadre.tenancy import services
-from cadre.tenancy.middleware import SESSION_KEY
+from cadre.tenancy.middleware import SESSION_KEY, SIGNIN_SCOPE_KEY
 from cadre.tenancy.models import IdentityProvider, Organization
 from cadre.tenancy.services.oidc import password_signin_screen
 from cadre.tenancy.services.signin import signin_lock_wait, signin_username
@@ -58,7 +58,10 @@ class ConsoleLoginView(LoginView):
                 '"Sign in with …" button instead of a password.',
             )
             return self.render_to_response(self.get_context_data(form=form), status=403)
-        return super().form_valid(form)
+        response = super().form_valid(form)
+        # A password is the person's own: the session reaches all their organizations.
+        self.request.session.pop(SIGNIN_SCOPE_KEY, None)
+        return response
 
     def form_invalid(self, form):
         if not getattr(self.request, "axes_locked_out", False):
@@ -145,6 +148,10 @@ def invitation_accept(request, token: str):
         else:
             if not signed_in:
                 login(request, member.user, backend=_BACKEND)
+            scope = request.session.get(SIGNIN_SCOPE_KEY)
+            if scope is not None:
+                # Accepted in this session: the organization joins what it may reach.
+                request.session[SIGNIN_SCOPE_KEY] = [*scope, member.organization_id]
             request.session[SESSION_KEY] = member.organization_id
             messages.success(request, f"Welcome to {member.organization.name}.")
             return redirect("console:home")

@@ -11,7 +11,8 @@ from django.views.decorators.http import require_POST
 
 from cadre.console.views.base import require_permission
 from cadre.governance.models import AuditEvent
-from cadre.tenancy.middleware import SESSION_KEY, memberships
+from cadre.identifiers import parse_pk
+from cadre.tenancy.middleware import SESSION_KEY, session_memberships
 from cadre.tenancy.models import ApiKey, Department, Member, Position
 
 RECENT_EVENTS = 8
@@ -61,11 +62,14 @@ def home(request):
 @require_permission()
 def switch_organization(request):
     """Act in another organization — only one the user has an active membership in."""
-    try:
-        organization_id = int(request.POST.get("organization", ""))
-    except ValueError:
-        raise Http404("No such organization.") from None
-    member = memberships(request.user).filter(organization_id=organization_id).first()
+    organization_id = parse_pk(request.POST.get("organization", ""))
+    if organization_id is None:
+        raise Http404("No such organization.")
+    member = (
+        session_memberships(request.session, request.user)
+        .filter(organization_id=organization_id)
+        .first()
+    )
     if member is None:
         raise Http404("No such organization.")
     request.session[SESSION_KEY] = member.organization_id

@@ -16,7 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from cadre.tenancy.middleware import SESSION_KEY
+from cadre.tenancy.middleware import SESSION_KEY, SIGNIN_SCOPE_KEY
 from cadre.tenancy.models import IdentityProvider, Organization
 from cadre.tenancy.services import oidc, saml, sso_logout
 
@@ -176,6 +176,8 @@ def sso_callback(request, org_slug: str, provider_slug: str):
         return _refused(request, provider, refusal)
     login(request, sign_in.member.user, backend=_BACKEND)
     request.session[SESSION_KEY] = sign_in.member.organization_id
+    # This provider vouches for this organization's member only (tenancy/middleware.py).
+    request.session[SIGNIN_SCOPE_KEY] = [sign_in.member.organization_id]
     request.session.save()
     sso_logout.sso_session_record(
         provider=provider, sign_in=sign_in, session_key=request.session.session_key

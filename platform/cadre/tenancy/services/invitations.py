@@ -15,6 +15,7 @@ from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor, member_actor
 from cadre.tenancy.models import Department, Invitation, Member, Position, User
+from cadre.tenancy.services import logins
 from cadre.tenancy.services.common import hash_token
 from cadre.tenancy.services.members import member_create
 
@@ -103,9 +104,15 @@ def invitation_accept(
     member = invitation.member
     if member.status == Member.Status.DEACTIVATED:
         raise InvalidInput("This membership was deactivated.", code="invitation_revoked")
+    if member.user_id is not None and (user is None or member.user_id != user.pk):
+        # The member signed in (through SSO) after this link was sent: whoever opens it now
+        # must not take the member over from the login it has.
+        raise Conflict("This member can already sign in.", code="already_member")
     if user is None:
-        user = User.objects.filter(email=invitation.email).first()
-        if user is not None:
+        # Opening the link proves the mailbox. A login with that name and a password is its
+        # owner's, who signs in first; one an identity provider named after it gives it up.
+        holder = User.objects.filter(email__iexact=invitation.email).first()
+        if holder is not None and not logins.provider_made(holder):
             raise Conflict(
                 "An account with this email exists: sign in, then open the link.",
                 code="sign_in_first",
@@ -115,6 +122,8 @@ def invitation_accept(
             validate_password(password or "", user=candidate)
         except ValidationError as error:
             raise InvalidInput(error.messages[0], details={"password": error.messages}) from None
+        if holder is not None:
+            logins.login_rename(user=holder, reason="an invitation to this address was accepted")
         user = User.objects.create_user(invitation.email, password, display_name=display_name)
     if Member.objects.filter(organization=invitation.organization, user=user).exists():
         raise Conflict("You are already a member of this organization.", code="already_member")

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import httpx
 from authlib.integrations.httpx_client import OAuth2Client
-from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -26,11 +25,19 @@ from joserfc.errors import (
 )
 from joserfc.jwk import KeySet
 
+from cadre import outbound
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
-from cadre.tenancy.models import IdentityProvider, IMIdentity, Member, Organization, SsoIdentity
-from cadre.tenancy.services import claim_roles, im_login, saml
+from cadre.tenancy.models import (
+    IdentityProvider,
+    IMIdentity,
+    Member,
+    Organization,
+    SsoIdentity,
+    SsoSession,
+)
+from cadre.tenancy.services import claim_roles, im_login, logins, saml
 from cadre.tenancy.services.common import save_unique, snapshot
 from cadre.tenancy.services.members import member_create
 
@@ -69,6 +76,10 @@ REASONS = {
     "assertion_replayed": "The SAML assertion was already used.",
     "relay_state_invalid": "The sign-in came back with a RelayState Cadre did not issue.",
     "logout_token_invalid": "The logout token is not valid.",
+    "claims_invalid": (
+        "The identity provider sent account details Cadre cannot keep (control characters, "
+        "broken text or values too long)."
+    ),
 }
 
 
@@ -89,10 +100,18 @@ class SsoRefused(Exception):
 
 
 def _get_json(url: str) -> dict:
+    """A discovery document or key set, through the outbound guard: public addresses only
+    unless CADRE_OIDC_ALLOWED_HOSTS allows the host, connected to the checked address, no
+    redirects. Anyone may start a sign-in, so this is a request anyone can make Cadre send."""
     try:
-        response = httpx.get(url, timeout=_HTTP_TIMEOUT)
+        with outbound.http_client(
+            allow_setting=outbound.OIDC_PROVIDERS, timeout=_HTTP_TIMEOUT
+        ) as client:
+            response = client.get(url)
         response.raise_for_status()
         return response.json()
+    except outbound.OutboundRefused as refused:
+        raise SsoRefused("provider_unreachable", f"{url}: {refused.message}") from None
     except (httpx.HTTPError, ValueError) as caught:
         raise SsoRefused("provider_unreachable", f"{url}: {caught}") from None
 
@@ -120,6 +139,7 @@ def _key_set(provider: IdentityProvider, *, refresh: bool = False) -> KeySet:
 
 
 def _client(provider: IdentityProvider, redirect_uri: str) -> OAuth2Client:
+    # The token endpoint is a URL the discovery document names: the same guard.
     return OAuth2Client(
         client_id=provider.client_id,
         client_secret=provider.client_secret or None,
@@ -127,6 +147,8 @@ def _client(provider: IdentityProvider, redirect_uri: str) -> OAuth2Client:
         redirect_uri=redirect_uri,
         code_challenge_method="S256",
         timeout=_HTTP_TIMEOUT,
+        transport=outbound.transport(allow_setting=outbound.OIDC_PROVIDERS, library="httpx2"),
+        trust_env=False,
     )
 
 
@@ -286,7 +308,59 @@ def sso_claims(
         )
     found["groups"] = claim_roles.groups_of(provider, claims)
     found["session"] = _session_facts(provider, claims)
-    return claims, found
+    return claims, _found_check(found)
+
+
+def _storable(text: str) -> bool:
+    """Whether PostgreSQL can keep the text: no NUL byte, no lone surrogate."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _found_check(found: dict) -> dict:
+    """The account's facts once each can be stored as sent; the display name is shortened to
+    fit. The provider (whose base URLs an administrator sets) may send anything: a value Cadre
+    would have to alter to keep is refused (`claims_invalid`), never a 500. The detail names
+    the fact, never its value, since it is kept as the provider's last error."""
+    texts = {
+        "sub": found["sub"],
+        "email": found["email"],
+        "name": found["name"],
+        "employee_id": found["employee_id"],
+        "tenant": found["tenant"],
+        **{f"im_ids[{i}]": value for i, value in enumerate(found["im_ids"])},
+        **{f"groups[{i}]": value for i, value in enumerate(found["groups"])},
+        **{f"session.{key}": value for key, value in found["session"].items()},
+    }
+    for fact, text in texts.items():
+        if not _storable(text):
+            raise SsoRefused("claims_invalid", f"{fact}: a NUL byte or a lone surrogate")
+    limits = {
+        "sub": SsoIdentity._meta.get_field("subject").max_length,
+        "email": Member._meta.get_field("email").max_length,
+        "employee_id": Member._meta.get_field("employee_no").max_length,
+        "tenant": IMIdentity._meta.get_field("tenant_key").max_length,
+        **{
+            fact: IMIdentity._meta.get_field("platform_user_id").max_length
+            for fact in texts
+            if fact.startswith("im_ids")
+        },
+        **{
+            fact: SsoSession._meta.get_field("provider_session_id").max_length
+            for fact in texts
+            if fact.startswith("session.")
+        },
+    }
+    for fact, limit in limits.items():
+        if len(texts[fact]) > limit:
+            raise SsoRefused("claims_invalid", f"{fact}: longer than {limit} characters")
+    found["name"] = found["name"][: Member._meta.get_field("display_name").max_length]
+    return found
 
 
 def _by_im_identity(provider: IdentityProvider, found: dict) -> Member | None:
@@ -344,13 +418,15 @@ def _match(provider: IdentityProvider, found: dict) -> tuple[Member | None, str]
 
 
 def _user_for(member: Member):
-    """The member's sign-in account; a member invited but never signed in gets one (no password)."""
+    """The member's sign-in account. A member who never signed in gets a new login of their
+    organization's (no password; services/logins.py), never an existing one found by e-mail:
+    this provider vouches for this organization's members only, and a login found by e-mail
+    may be another organization's member (whose memberships would come with it) or an
+    operator's account. A person in two organizations links them by accepting an invitation
+    while signed in."""
     if member.user_id is not None:
         return member.user
-    User = get_user_model()
-    user = User.objects.filter(email__iexact=member.email).first()
-    if user is None:
-        user = User.objects.create_user(email=member.email, password=None)
+    user = logins.member_login_create(member=member)
     member.user = user
     if member.status == Member.Status.INVITED:
         member.status = Member.Status.ACTIVE
@@ -476,7 +552,7 @@ def sso_test_record(*, provider: IdentityProvider, actor, preview: dict | None, 
     """Audit a test sign-in (its outcome only, never the claims); a refusal is kept as the
     provider's last error, like a real sign-in's."""
     if refusal is not None:
-        provider.last_error = f"{refusal.reason}: {refusal.detail}"[:500]
+        provider.last_error = _last_error(refusal)
         provider.last_error_at = timezone.now()
         provider.save(update_fields=["last_error", "last_error_at"])
     outcome = refusal.reason if refusal is not None else (preview["refusal"] or "would_sign_in")
@@ -489,10 +565,18 @@ def sso_test_record(*, provider: IdentityProvider, actor, preview: dict | None, 
     )
 
 
+def _last_error(refusal: SsoRefused) -> str:
+    """The refusal as the provider's last error: its detail quotes what the browser or the
+    provider sent (an `error` parameter, a RelayState), NUL bytes and lone surrogates
+    included, which are kept escaped."""
+    text = f"{refusal.reason}: {refusal.detail}".replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:500]
+
+
 @transaction.atomic
 def sso_failure_record(*, provider: IdentityProvider, refusal: SsoRefused) -> None:
     """Audit a refused sign-in with its reason code and keep it as the provider's last error."""
-    provider.last_error = f"{refusal.reason}: {refusal.detail}"[:500]
+    provider.last_error = _last_error(refusal)
     provider.last_error_at = timezone.now()
     provider.save(update_fields=["last_error", "last_error_at"])
     audit.record(
