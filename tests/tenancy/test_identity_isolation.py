@@ -308,6 +308,21 @@ def test_invitation_for_an_email_an_sso_login_holds_creates_the_invitees_login(
     assert list(squatter.memberships.values_list("organization_id", flat=True)) == [org_b.pk]
 
 
+def test_a_new_organization_owned_by_an_address_a_provider_named_gets_its_own_login(org_b, charlie):
+    """The operator creates an organization for an address that B's provider made a login of:
+    the new organization's owner is a new password login, never B's provider's."""
+    squatter = _login_for(_globex_member(charlie, email="grace@initech.test"))
+    organization, owner = services.organization_create(
+        name="Initech", owner_email="grace@initech.test", password=PASSWORD
+    )
+    assert owner.user_id != squatter.pk
+    assert owner.user.email == "grace@initech.test" and owner.user.check_password(PASSWORD)
+    squatter.refresh_from_db()
+    assert squatter.email.endswith(".invalid")
+    assert not squatter.memberships.filter(organization=organization).exists()
+    assert AuditEvent.objects.filter(action="member.login_rename", organization=org_b).exists()
+
+
 def test_invitation_for_an_email_a_password_login_holds_asks_to_sign_in(org_a, alice, charlie):
     _member, _invitation, token = services.member_invite(actor=member_actor(charlie), email=VICTIM)
     with pytest.raises(Conflict) as refused:

@@ -16,6 +16,7 @@ from cadre.tenancy.models import (
     User,
     department_subtree_ids,
 )
+from cadre.tenancy.services import logins
 from cadre.tenancy.services.common import same_org, save_unique, snapshot
 
 # --- organizations ------------------------------------------------------------------------
@@ -36,6 +37,10 @@ def organization_create(
     organization = Organization.objects.create(name=name, slug=slug)
     email = owner_email.strip().lower()
     user = User.objects.filter(email=email).first()
+    if user is not None and logins.provider_made(user):
+        # Another organization's identity provider named that login: it must not own this one.
+        logins.login_rename(user=user, reason="the address owns a new organization")
+        user = None
     if user is None:
         user = User.objects.create_user(email, password, display_name=owner_name)
     owner = Member.objects.create(
