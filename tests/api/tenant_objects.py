@@ -105,18 +105,21 @@ def _masking_rule(owner: Member):
     )
 
 
-def _agents_world(owner: Member) -> dict:
-    """A published template deployed to the owner, with a run, a rollout and a trigger.
+def agents_world(owner: Member, member: Member | None = None) -> dict:
+    """A published template deployed to `member` (the owner unless given), with a run of that
+    member's agent, a rollout and a trigger, all arranged by the owner.
 
-    Made fresh on every call: a sweep request may change state (stop, cancel, publish)."""
+    Made fresh on every call: a sweep request may change state (stop, cancel, publish). The
+    authorization matrix passes another member to have a transcript that is not the owner's."""
     from cadre.agents import services as agents
     from cadre.agents.runtime import services as runtime
     from cadre.agents.runtime.triggers import trigger_create
 
     actor = member_actor(owner)
+    member = member or owner
     n = next(_counter)
     position = PositionFactory(organization=owner.organization)
-    owner.positions.add(position)
+    member.positions.add(position)
     template = agents.template_create(
         actor=actor,
         name=f"Sweep role {n}",
@@ -130,15 +133,15 @@ def _agents_world(owner: Member) -> dict:
     deployment = agents.deployment_create(
         actor=actor, name=f"Sweep {n}", template=template, positions=[position]
     )
-    agent = deployment.agents.get(member=owner)
-    run = runtime.run_start(actor=actor, agent=agent, text="hello")
+    agent = deployment.agents.get(member=member)
+    run = runtime.run_start(actor=member_actor(member), agent=agent, text="hello")
     second = agents.version_draft(actor=actor, template=template)
     second = agents.version_submit(actor=actor, version=second)
     second = agents.version_publish(actor=actor, version=second, reason="sweep")
     rollout = agents.rollout_start(actor=actor, deployment=deployment, version=second)
     draft = agents.version_draft(actor=actor, template=template)
     trigger, _ = trigger_create(
-        actor=actor, name=f"Sweep trigger {n}", deployment=deployment, member=owner
+        actor=actor, name=f"Sweep trigger {n}", deployment=deployment, member=member
     )
     provider = agents.provider_config_create(
         actor=actor, name=f"Sweep provider {n}", kind="offline"
@@ -157,13 +160,13 @@ def _agents_world(owner: Member) -> dict:
 
 
 def _agents_factory(key: str) -> Callable[[Member], object]:
-    return lambda owner: _agents_world(owner)[key]
+    return lambda owner: agents_world(owner)[key]
 
 
 def _agent_subscription(owner: Member):
     from cadre.agents.models import AgentSubscription
 
-    subscriber, publisher = _agents_world(owner)["agent"], _agents_world(owner)["agent"]
+    subscriber, publisher = agents_world(owner)["agent"], agents_world(owner)["agent"]
     return AgentSubscription.objects.create(
         organization=owner.organization, subscriber=subscriber, publisher=publisher
     )
