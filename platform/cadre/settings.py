@@ -354,6 +354,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "cadre.observability.RequestContextMiddleware",
     "cadre.api.middleware.BodySizeLimitMiddleware",
+    "cadre.api.middleware.URLTextMiddleware",
     "cadre.api.errors.DatabaseBusyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",

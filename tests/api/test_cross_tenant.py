@@ -44,9 +44,7 @@ ANONYMOUS_READ_PREFIXES = ("hub-", "clawhub-")
 # (route name, method) that still validate the body before looking the object up, so an
 # outsider's empty body gets 400 (the same for every id: no existence leak, but not the 404
 # the house rule asks for). Each entry is a bug for the owning app; remove it once fixed.
-VALIDATES_BEFORE_LOOKUP: dict[tuple[str, str], str] = {
-    ("memory-detail", "patch"): "cadre/memory/api/memories.py partial_update: get_object() first",
-}
+VALIDATES_BEFORE_LOOKUP: dict[tuple[str, str], str] = {}
 
 
 @dataclass

@@ -91,6 +91,38 @@ class BodySizeLimitMiddleware:
         return self.get_response(request)
 
 
+def _unusable_text(text: str) -> bool:
+    """NUL (PostgreSQL stores none) or a lone surrogate (not a character; no text column or
+    encoder takes it)."""
+    if "\x00" in text:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+class URLTextMiddleware:
+    """A path or query string carrying NUL (`%00`) or a lone surrogate is a 400 before any
+    view: otherwise each lookup that sends the text to PostgreSQL answered 500."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if _unusable_text(request.path) or any(
+            _unusable_text(key) or any(_unusable_text(value) for value in values)
+            for key, values in request.GET.lists()
+        ):
+            return error_response(
+                400,
+                "bad_request",
+                "The URL contains a NUL character or a lone surrogate.",
+            )
+        return self.get_response(request)
+
+
 class ASGIBodySizeLimit:
     """The ASGI edge in front of Django: the limit on the `http.request` chunks received.
 

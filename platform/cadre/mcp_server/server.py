@@ -18,8 +18,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from cadre.api.parsers import json_body_problem
 from cadre.api.throttles import AuthFailureThrottle, blocked_message, record_auth_failure
-from cadre.errors import CadreError
+from cadre.errors import CadreError, InvalidInput
 from cadre.governance import audit
 from cadre.mcp_server import tools
 from cadre.observability import RequestContext, bind_request_context, tracer
@@ -80,6 +81,11 @@ def _call_sync(key_id: int, origin: RequestContext, tool_name: str, fn, argument
             key = ApiKey.objects.select_related("organization", "created_by").get(pk=key_id)
             actor = api_key_actor(key)
             try:
+                # The same text rules as every JSON body (NUL, lone surrogates, infinity, depth):
+                # a tool's arguments reach PostgreSQL and the masking engine as they came.
+                problem = json_body_problem(arguments)
+                if problem:
+                    raise InvalidInput(problem.replace("body", "arguments", 1))
                 with transaction.atomic():
                     result = fn(actor, **arguments)
                     audit.record(

@@ -200,6 +200,10 @@ def _confirmation_out(actor, confirmation: Confirmation, request_key: str) -> di
     }
 
 
+# A confirmation names its tool in 64 characters (governance's Confirmation.tool).
+MAX_ACTION_NAME = 64
+
+
 def _confirmation_key(actor, request_key: str) -> str:
     return f"mcp:{actor.organization.pk}:{actor.api_key.pk}:{request_key}"[:120]
 
@@ -216,9 +220,14 @@ def confirmation_request(
     """Raise (or, with the same request_key, find again) a confirmation for a person."""
     if not actor.has("chat.use"):
         raise NotPermitted("This API key needs the 'agents:run' scope.")
-    action = (action or "").strip()[:200]
+    action = (action or "").strip()
     if not action:
         raise InvalidInput("Name the action to approve.", details={"action": ["Required."]})
+    if len(action) > MAX_ACTION_NAME:
+        raise InvalidInput(
+            f"The action's name is at most {MAX_ACTION_NAME} characters.",
+            details={"action": [f"At most {MAX_ACTION_NAME} characters."]},
+        )
     if risk not in LEVELS:
         raise InvalidInput(f"risk must be one of: {', '.join(LEVELS)}.", details={"risk": [risk]})
     request_key = (request_key or uuid.uuid4().hex)[:64]

@@ -41,6 +41,7 @@ from cadre.memory.api.serializers import (
 from cadre.memory.api.viewer_serializers import TrailSerializer
 from cadre.memory.api.viewsets import MemoryScopedViewSet
 from cadre.memory.models import Kind, Memory, SourceKind, Verification
+from cadre.memory.services.common import require_modify
 from cadre.memory.viewer.trail import memory_trail
 
 LIST_PARAMETERS = [
@@ -271,6 +272,10 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         "body `version`); otherwise 409 `version_conflict` and nothing is changed.",
     )
     def partial_update(self, request, pk=None):
+        # Who may change it before what the body says: a caller who may not gets 404 or 403,
+        # never the body's field errors.
+        memory = self.get_object()
+        require_modify(self.actor, memory)
         serializer = MemoryUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -280,7 +285,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
             raise InvalidInput("Nothing to change.")
         memory = services.memory_update(
             actor=self.actor,
-            memory=self.get_object(),
+            memory=memory,
             expected_version=expected,
             reason=data.get("reason", ""),
             **changes,

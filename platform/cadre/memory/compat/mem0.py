@@ -17,6 +17,7 @@ from cadre.errors import InvalidInput, NotFound
 from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
 from cadre.memory.models import Kind, Memory, Scope, SourceKind, scope_key
+from cadre.memory.services.common import require_modify
 from cadre.tenancy.authentication import ApiKeyAuthentication
 from cadre.tenancy.models import IMIdentity, Member
 
@@ -601,8 +602,9 @@ class MemoryDetail(Mem0View):
         return Response(memory_out(selectors.memory_get(self.actor, memory_pk(memory_id))))
 
     def put(self, request, memory_id):
-        data = json_body(request)
         memory = selectors.memory_get(self.actor, memory_pk(memory_id))
+        require_modify(self.actor, memory)  # a caller who may not change it learns no more
+        data = json_body(request)
         changes: dict = {}
         if data.get("text") is not None:
             if not isinstance(data["text"], str):
