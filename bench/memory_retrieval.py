@@ -160,7 +160,7 @@ def run(args) -> None:
 
 
 def evaluate(args) -> None:
-    from cadre.memory import embeddings, search
+    from cadre.memory import embeddings, search, selectors
     from cadre.tenancy.models import Organization
 
     data = json.loads(Path(args.data).read_text(encoding="utf-8"))
@@ -171,6 +171,11 @@ def evaluate(args) -> None:
         slug=f"bench-{digest}-{len(data)}", defaults={"name": f"Retrieval benchmark {digest}"}
     )
     by_scope = load(data, organization, args.embed_batch)
+    # Searched through the memory gate as a named system reader (not audited: the benchmark's
+    # own synthetic conversations, shown to no one but the person running it).
+    reader = selectors.system_reader(
+        organization, job="benchmark", reason="measure retrieval recall on LoCoMo"
+    )
 
     questions = []
     for number, sample in enumerate(data, start=1):
@@ -206,16 +211,19 @@ def evaluate(args) -> None:
         started = time.perf_counter()
         for (number, question, evidence), vector in zip(questions, vectors, strict=True):
             kwargs = {
-                "organization": organization,
+                "actor": reader,
                 "scope_keys": [f"agent:{number}"],
                 "query": question,
                 "mode": method,
                 "query_vector": vector,
                 "settings": settings,
+                "force": True,  # every question is asked, whatever its words
             }
-            top20 = search.search(top_k=20, **kwargs)
+            top20 = selectors.memory_search(top_k=20, **kwargs)
             # The hybrid's candidate pool and MMR depend on top_k: rank the top 10 as asked.
-            top10 = search.search(top_k=10, **kwargs) if method == "hybrid" else top20[:10]
+            top10 = (
+                selectors.memory_search(top_k=10, **kwargs) if method == "hybrid" else top20[:10]
+            )
             ids = by_scope[number]
             found10 = [ids.get(hit.memory.pk) for hit in top10]
             found20 = [ids.get(hit.memory.pk) for hit in top20]

@@ -158,9 +158,12 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
 
     from bench.memory_retrieval import evidence_ids
     from cadre.agents.runtime import prefetch
-    from cadre.memory import embeddings, search
+    from cadre.memory import embeddings, selectors
 
     provider = embeddings.provider_for(embeddings.active_model())
+    reader = selectors.system_reader(
+        organization, job="benchmark", reason="measure prefetch recall"
+    )
     recall = dict.fromkeys(("today", "new", "served_today", "served_new", "overlap"), 0.0)
     turns = served = shifts = 0
     for number, sample in enumerate(data, start=1):
@@ -174,16 +177,19 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
         entry, previous = None, None
         for (question, evidence), vector in zip(questions, vectors, strict=True):
             kwargs = {
-                "organization": organization,
+                "actor": reader,
+                "force": True,
                 "scope_keys": [f"agent:{number}"],
                 "query": question,
                 "query_vector": vector,
             }
-            full = search.search(top_k=top_k, **kwargs)
+            full = list(selectors.memory_search(top_k=top_k, **kwargs))
             hits = full
             # The hook's rule (prefetch.take): the pool serves an input close to its query.
             if entry and prefetch.cosine(vector, entry["vector"]) >= settings.CADRE_PREFETCH_MATCH:
-                hits = search.search(top_k=top_k, candidate_ids=entry["ids"], **kwargs)
+                hits = list(
+                    selectors.memory_search(top_k=top_k, candidate_ids=entry["ids"], **kwargs)
+                )
                 served += 1
             for name, found in (("today", full), ("new", hits)):
                 dia = {ids.get(hit.memory.pk) for hit in found}
@@ -196,8 +202,10 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
             turns += 1
             # The task's rule (prefetch.prefetch_next_turn): a topic shift prefetches.
             if previous is not None and prefetch.topic_shift(previous, vector):
-                passed: list = []
-                pool = search.search(top_k=prefetch.pool_size(top_k), passed_over=passed, **kwargs)
+                result = selectors.memory_search(
+                    top_k=prefetch.pool_size(top_k), passed_over=True, **kwargs
+                )
+                pool, passed = list(result), result.passed_over
                 entry = {"vector": vector, "ids": prefetch.pool_ids(pool, passed)}
                 shifts += 1
             previous = vector

@@ -100,6 +100,15 @@ def test_a_held_reembed_replays_the_suite_and_reports_recall_at_10(
     figures = run.summary["recall_at_k"]
     assert (figures["k"], figures["cases"]) == (10, 1)
     assert figures["baseline"] == 1.0 and figures["candidate"] == 1.0
+    # The system read people's turns to build the cases: audited, with its job and reason.
+    reads = AuditEvent.objects.filter(action="memory.system_read")
+    assert reads.exists()
+    assert {(event.actor_label, event.reason) for event in reads} == {
+        (
+            "re-embed recall check",
+            "build the retrieval suite from rated turns to replay a re-embed",
+        )
+    }
     # where the re-embed is shown: the task's result names the run, the run's summary recall
     client = client_for(alice)
     shown = client.get(f"/api/v1/memory-tasks/{task.pk}/").json()

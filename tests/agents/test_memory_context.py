@@ -213,7 +213,7 @@ def test_each_model_call_records_exactly_what_it_was_sent(owner, bob):
     assert not [i for i in records[0].items.all() if i.source == "tool"]
 
     # "Which runs did this memory influence" counts only what was sent.
-    admin = system_actor(bob.organization)
+    admin = system_actor(bob.organization, reason="count the runs a memory influenced")
     assert {r.pk for r in selectors.memory_influence(admin, sent.pk)} == {r.pk for r in records}
     assert not selectors.memory_influence(admin, dropped.pk).exists() or dropped.pk in found
     assert not selectors.memory_influence(admin, withheld.pk).exists()

@@ -245,7 +245,7 @@ def _full_search(agent, bob, text):
 
 
 def test_a_served_turn_sends_what_the_full_search_would(agents, bob, travel_memories):
-    from cadre.memory import search
+    from cadre.agents.runtime.grants import agent_actor
 
     session = _prefetched_session(bob, agents[1])
     nxt = _run(bob, agents[1], TRAVEL_AGAIN, session)
@@ -256,8 +256,8 @@ def test_a_served_turn_sends_what_the_full_search_would(agents, bob, travel_memo
     assert [item.memory_id for item in sent] == [hit.memory.pk for hit in full]
     assert [item.score for item in sent] == pytest.approx([hit.score for hit in full], abs=1e-4)
     # The fixture is one where similarity alone would send something else.
-    nearest = search.search(
-        organization=bob.organization,
+    nearest = selectors.memory_search(
+        actor=agent_actor(agents[1]),
         scope_keys=[f"user:{bob.pk}"],
         query=TRAVEL_AGAIN,
         top_k=3,

@@ -13,11 +13,15 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from cadre.memory import embeddings, search
+from cadre.memory import embeddings, selectors
 from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
 from cadre.memory.text import lexical_document
 
 FAKE_DIMENSION = 8
+
+
+def gate_reader(org):  # a named system reader: internal reads go through the gate
+    return selectors.system_reader(org, job="tests", reason="search the test's memories")
 
 
 def fake_vector(text: str) -> list[float]:
@@ -269,7 +273,9 @@ def test_activate_refuses_an_incomplete_model_then_switches_atomically(openai_en
     assert embeddings.active_model() == new
     assert EmbeddingModel.objects.filter(status="active").count() == 1
     # Search now runs through the new model's index (the old vectors are ignored).
-    hits = search.search(organization=org_a, scope_keys=["agent:1"], query="fact number 3")
+    hits = selectors.memory_search(
+        actor=gate_reader(org_a), scope_keys=["agent:1"], query="fact number 3"
+    )
     assert hits and "vector_rank" in hits[0].components
 
 
@@ -281,6 +287,8 @@ def test_search_falls_back_to_lexical_when_the_endpoint_is_down(openai_env, org_
     openai_env.failures = [(503, {})] * 10
     provider = embeddings.provider_for(embeddings.active_model())
     provider.backoff = 0
-    hits = search.search(organization=org_a, scope_keys=["agent:1"], query="vpn gateway")
+    hits = selectors.memory_search(
+        actor=gate_reader(org_a), scope_keys=["agent:1"], query="vpn gateway"
+    )
     assert [hit.memory.content for hit in hits] == ["The VPN gateway is vpn.acme.test"]
     assert "vector_rank" not in hits[0].components

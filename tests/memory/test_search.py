@@ -38,7 +38,8 @@ def contents(hits) -> list[str]:
 
 
 def find(org, query: str, *, mode: str = "lexical", scope_keys=("agent:1",), **kwargs):
-    return search.search(
+    # The engine itself (only the gate calls it in the code): its ranking and filters.
+    return search._search(
         organization=org, scope_keys=list(scope_keys), query=query, mode=mode, **kwargs
     )
 

@@ -13,7 +13,8 @@ that the planner uses the right indexes:
   index (`WHERE model_id = ...`), with `hnsw.iterative_scan = relaxed_order` so a selective
   scope filter still returns k rows.
 
-See docs/memory-retrieval.md for the parameters and the benchmark figures.
+See docs/memory-retrieval.md for the parameters and the benchmark figures. Nothing here takes
+an actor: every search goes through `selectors.memory_search` (docs/memory.md, "One gate").
 """
 
 from __future__ import annotations
@@ -398,7 +399,7 @@ def _aware(moment: datetime) -> datetime:
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
 
 
-def search(
+def _search(
     *,
     organization,
     scope_keys: list[str],
@@ -421,6 +422,9 @@ def search(
     candidate_ids: Sequence[int] | None = None,
 ) -> list[SearchHit]:
     """The memories of `organization` within `scope_keys` that best answer `query`.
+
+    It takes no actor: only the memory gate (`selectors.memory_search`, which computes the
+    scopes from an actor) calls it; tests/memory/test_memory_gate.py keeps it so.
 
     `passed_over`, when given, receives the candidates relevance alone would have put in the
     top k but diversity (MMR) passed over, with their components (`mmr_redundancy`: their

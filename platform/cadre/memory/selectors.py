@@ -69,11 +69,41 @@ def _key_scopes(actor) -> set[str]:
 
 
 def can_read_memory(actor) -> bool:
+    """Whether the actor may read memory at all: a member, an agent, an API key with a memory
+    scope, or the system (whose reads of rows also need a stated reason, `_system_read`). Any
+    other kind of actor (a SCIM token) reads none."""
     if actor is None or actor.organization is None:
         return False
     if actor.kind == "api_key":
         return bool({"memory:read", "memory:write"} & _key_scopes(actor))
-    return True
+    return actor.kind in ("member", "agent", "system")
+
+
+def system_reader(organization, *, job: str, reason: str, audited: bool = False):
+    """The named system actor an internal job reads memory as: `job` names it in the audit
+    trail, `reason` says why it reads; `audited` records every read it makes (for jobs whose
+    reads reach a person or a model — see docs/memory.md, "One gate")."""
+    from cadre.tenancy.actors import system_actor
+
+    return system_actor(organization, label=job, reason=reason, audit_reads=audited)
+
+
+def _system_read(actor, what: str) -> None:
+    """A system read: refused without a stated reason; audited with it when asked for."""
+    if actor is None or actor.kind != "system":
+        return
+    if not getattr(actor, "reason", ""):
+        raise NotPermitted("A system read of memory needs a stated reason.")
+    if getattr(actor, "audit_reads", False):
+        from cadre.governance import audit
+
+        audit.record(
+            actor=actor,
+            action="memory.system_read",
+            target=("organization", actor.organization.pk),
+            after={"job": actor.label, "read": what},
+            reason=actor.reason,
+        )
 
 
 def can_write_memory(actor) -> bool:
@@ -206,6 +236,8 @@ def _readable_grants(actor, scope_keys: list[str] | None = None) -> tuple[Q | No
     the kinds of scope it reads whole): an admin's reach into every agent and personal scope
     is a kind of scope, so a rollup summed per kind of scope can serve it."""
     member = acting_member(actor)
+    if actor.kind == "system":  # the whole organization (the caller checked the reason)
+        return (Q(scope_key__in=list(dict.fromkeys(scope_keys))) if scope_keys else Q()), []
     if scope_keys:
         requested = list(dict.fromkeys(scope_keys))
         condition = Q(scope_key__in=[key for key in requested if can_read_scope(actor, key)])
@@ -310,6 +342,10 @@ def can_review(actor) -> bool:
 
 def narrow_scope_keys(actor, requested: list[str] | None) -> list[str]:
     """The actor's readable scopes, narrowed (never widened) by the request's list."""
+    if requested and actor.kind == "system":
+        # The system reads the whole organization: the request's scopes, without first
+        # listing every scope that holds memory.
+        return list(dict.fromkeys(requested))
     readable = readable_scope_keys(actor)
     if not requested:
         return readable
@@ -438,7 +474,11 @@ def memory_queryset(
     """Memories the actor may read (never deleted, unless `with_deleted` for counting events),
     optionally narrowed to some scopes: the readable scopes' items, plus those whose subject
     the actor is, wherever they are — shared memories waiting for review only for those who
-    review them or wrote them (`review_condition`)."""
+    review them or wrote them (`review_condition`).
+
+    The one queryset of memories: every read of memory rows outside the write services starts
+    here (tests/memory/test_memory_gate.py walks the code for any that does not)."""
+    _system_read(actor, "memories")
     rows = readable_rows(actor, Memory.objects.all(), scope_keys=scope_keys)
     if can_read_memory(actor):
         review = review_condition(actor)
@@ -574,13 +614,54 @@ def memory_task_queryset(actor) -> QuerySet[MemoryTask]:
 
 
 def context_record_queryset(actor) -> QuerySet[ContextRecord]:
-    """Context records: an admin (`memory.view`) sees all; others those they caused."""
+    """Context records: an admin (`memory.view`) sees all but those quoting a memory they may
+    not read (another member's personal memory, without `memory.personal`: not found);
+    others those they caused."""
     if not can_read_memory(actor):
         return ContextRecord.objects.none()
+    _system_read(actor, "context records")
     queryset = ContextRecord.objects.filter(organization=actor.organization)
-    if actor.has("memory.view") or actor.kind == "system":
+    if actor.kind == "system" or (actor.has("memory.view") and actor.has(PERSONAL_PERMISSION)):
         return queryset
+    if actor.has("memory.view"):
+        readable = readable_rows(actor, Memory.objects.all()).values("pk")
+        quoting_unreadable = ContextRecordItem.objects.filter(
+            context__organization=actor.organization
+        ).exclude(memory_id__in=readable)
+        return queryset.exclude(pk__in=quoting_unreadable.values("context_id"))
     return queryset.filter(actor_type=actor.kind, actor_id=actor.actor_id)
+
+
+def turn_records(actor) -> QuerySet[ContextRecord]:
+    """The runtime's model-call records of the turns the actor may take whole (their query
+    is what a person said): every one for the system (with a stated reason) and holders of
+    `memory.personal`; for a person (or their API key), those of the agents serving them and
+    those they made themselves."""
+    if actor is None or actor.organization is None:
+        return ContextRecord.objects.none()
+    _system_read(actor, "model-call records")
+    queryset = ContextRecord.objects.filter(
+        organization=actor.organization, kind=ContextRecord.Kind.MODEL_CALL
+    )
+    if actor.kind == "system" or (
+        acting_member(actor) is not None and actor.has(PERSONAL_PERMISSION)
+    ):
+        return queryset
+    agents = [str(agent.agent_id) for agent in owned_agent_scopes(actor)]
+    own = Q(actor_type=actor.kind, actor_id=actor.actor_id) if actor.actor_id else Q(pk=None)
+    return queryset.filter(Q(actor_type="agent", actor_id__in=agents) | own)
+
+
+def memory_vectors(actor, *, model, memory_ids) -> dict[int, object]:
+    """The stored vectors under `model` of those of `memory_ids` the actor may read."""
+    from cadre.memory.models import MemoryEmbedding
+
+    readable = memory_queryset(actor).filter(pk__in=list(memory_ids)).values("pk")
+    return dict(
+        MemoryEmbedding.objects.filter(model=model, memory_id__in=readable).values_list(
+            "memory_id", "embedding"
+        )
+    )
 
 
 def memory_influence(actor, memory_id) -> QuerySet[ContextRecord]:
@@ -647,6 +728,8 @@ def memory_search(
     query_vector: list[float] | None = None,
     candidate_ids: list[int] | None = None,
     model=None,
+    mode: str = "hybrid",
+    settings=None,
 ) -> SearchResult:
     """Search the memories the actor may read.
 
@@ -659,11 +742,14 @@ def memory_search(
     `candidate_ids`: rank only these memories (a pool retrieved ahead, the runtime's prefetch),
     with the same filters, scopes and ranking as the full search.
     `model`: search another embedding model's vectors (an evaluation replay of a re-embed).
+    `mode` ("lexical" / "vector": one side alone) and `settings` (search.SearchSettings):
+    the benchmarks' knobs; the engine's own search takes no actor and is called only here.
     """
     from cadre.memory import search as search_engine
 
     if not can_read_memory(actor):
         raise NotPermitted("This API key needs the 'memory:read' scope.")
+    _system_read(actor, "memory search")
     if not 1 <= int(top_k) <= 100:
         raise InvalidInput("top_k must be between 1 and 100.", details={"top_k": ["1..100"]})
     keys = narrow_scope_keys(actor, scope_keys)
@@ -671,7 +757,7 @@ def memory_search(
     hits: list = []
     dropped: list | None = [] if passed_over else None
     if recalled:
-        hits = search_engine.search(
+        hits = search_engine._search(
             organization=actor.organization,
             scope_keys=keys,
             query=query,
@@ -688,6 +774,8 @@ def memory_search(
             query_vector=query_vector,
             candidate_ids=candidate_ids,
             model=model,
+            mode=mode,
+            settings=settings,
         )
         # Defence in depth: whatever the engine returns, only readable, undeleted rows leave.
         allowed = set(keys)

@@ -24,8 +24,8 @@ from cadre.agents.runtime import services as runtime
 from cadre.agents.template_policy import template_policy_chain_set
 from cadre.governance import audit
 from cadre.governance.models import Confirmation, PolicyChain
+from cadre.memory import selectors as memory_selectors
 from cadre.memory import services as memory
-from cadre.memory.models import Memory
 from cadre.runtime.models import DemoData
 from cadre.tenancy import services as tenancy
 from cadre.tenancy.actors import member_actor, system_actor
@@ -236,8 +236,18 @@ def demo_reset(*, organization: Organization) -> dict[str, int] | None:
     )
     deployments = Deployment.objects.filter(organization=organization, template__in=templates)
     agent_ids = list(Agent.objects.filter(deployment__in=deployments).values_list("pk", flat=True))
-    memories = Memory.objects.filter(organization=organization, purged_at=None).filter(
-        Q(pk__in=data.ids("memory.memory")) | Q(scope_key__in=[f"agent:{pk}" for pk in agent_ids])
+    # The demo's memories, through the memory gate as a named system reader (purged, shown
+    # to no one: not audited as a read; each purge is audited by memory_purge_now).
+    reader = memory_selectors.system_reader(
+        organization, job="demo_reset", reason="purge the demo data's memories"
+    )
+    memories = (
+        memory_selectors.memory_queryset(reader, with_deleted=True)
+        .filter(purged_at=None)
+        .filter(
+            Q(pk__in=data.ids("memory.memory"))
+            | Q(scope_key__in=[f"agent:{pk}" for pk in agent_ids])
+        )
     )
     removed = {"memories": 0}
     for item in memories.order_by("pk"):

@@ -46,6 +46,7 @@ class Trajectory:
     steps: list[str]
     success: bool
     vector: list[float] | None = None
+    organization: object | None = None  # whose memory it is (its vector is read as theirs)
 
 
 @dataclass
@@ -75,12 +76,26 @@ def steps_of(content: str, attributes: dict) -> list[str]:
     return [m.group(1) for line in content.splitlines() if (m := _LIST_LINE.match(line))]
 
 
+def distill_reader(organization):
+    """The named system actor skill distillation reads memory as: audited, since the
+    trajectories it reads are sent to the drafting model and become a candidate people read."""
+    from cadre.memory.selectors import system_reader
+
+    return system_reader(
+        organization,
+        job="memory-to-skill",
+        reason="distil skills from verified task trajectories (sent to the drafting model)",
+        audited=True,
+    )
+
+
 def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
     from cadre.memory.models import Kind, Memory, Verification
+    from cadre.memory.selectors import memory_queryset
 
     rows = (
-        Memory.objects.filter(
-            organization=organization,
+        memory_queryset(distill_reader(organization))
+        .filter(
             kind=Kind.EXPERIENCE,
             status=Memory.Status.ACTIVE,
             deleted_at__isnull=True,
@@ -97,7 +112,7 @@ def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
         if success is None or not steps:
             continue
         task = drafting.clean_line(str(attributes.get("task") or memory.content.splitlines()[0]))
-        found.append(Trajectory(memory.pk, task[:300], steps, success))
+        found.append(Trajectory(memory.pk, task[:300], steps, success, organization=organization))
     return found
 
 
@@ -106,15 +121,13 @@ def attach_vectors(trajectories: list[Trajectory]) -> str:
     layer has not embedded yet are embedded here by the same provider (in process: storing
     vectors stays the memory layer's job). Returns the model id."""
     from cadre.memory import embeddings
-    from cadre.memory.models import MemoryEmbedding
+    from cadre.memory.selectors import memory_vectors
 
     model = embeddings.active_model()
-    ids = [t.memory_id for t in trajectories]
-    stored = dict(
-        MemoryEmbedding.objects.filter(model=model, memory_id__in=ids).values_list(
-            "memory_id", "embedding"
-        )
-    )
+    stored: dict = {}
+    for organization in {t.organization for t in trajectories if t.organization is not None}:
+        ids = [t.memory_id for t in trajectories if t.organization == organization]
+        stored |= memory_vectors(distill_reader(organization), model=model, memory_ids=ids)
     missing = [t for t in trajectories if t.memory_id not in stored]
     if missing:
         texts = [f"{t.task}\n" + "\n".join(t.steps) for t in missing]

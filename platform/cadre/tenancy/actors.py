@@ -19,6 +19,10 @@ class Actor:
     api_key: object | None = None
     agent: object | None = None
     label: str = ""
+    # A system actor's stated reason for what it does; the memory gate refuses a system read
+    # without one, and audits it (with the reason) when `audit_reads` is set.
+    reason: str = ""
+    audit_reads: bool = False
     _grants: dict | None = field(default=None, repr=False)
 
     # --- identity for audit ---------------------------------------------------------------
@@ -115,9 +119,19 @@ def api_key_actor(api_key) -> Actor:
     )
 
 
-def system_actor(organization=None, label: str = "system") -> Actor:
+def system_actor(
+    organization=None, label: str = "system", *, reason: str = "", audit_reads: bool = False
+) -> Actor:
+    """The platform acting for itself, named by `label`. Reading memory needs a `reason`
+    (the memory gate refuses a system read without one); `audit_reads` records each read in
+    the audit trail with that reason — for jobs whose reads reach a person or a model."""
     from cadre.tenancy.roles import PERMISSIONS
 
     return Actor(
-        kind="system", organization=organization, permissions=frozenset(PERMISSIONS), label=label
+        kind="system",
+        organization=organization,
+        permissions=frozenset(PERMISSIONS),
+        label=label,
+        reason=reason,
+        audit_reads=audit_reads,
     )

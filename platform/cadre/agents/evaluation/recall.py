@@ -20,8 +20,9 @@ from cadre.agents.models import Run
 from cadre.agents.runtime.grants import scope_keys_for
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
-from cadre.memory.models import ContextRecord, ContextRecordItem, EmbeddingModel, Memory
-from cadre.memory.selectors import acting_member
+from cadre.identifiers import parse_pks
+from cadre.memory import selectors as memory_selectors
+from cadre.memory.models import ContextRecordItem, EmbeddingModel, Memory
 from cadre.memory.viewer.ports import RUN_OUTCOMES
 from cadre.tenancy.actors import Actor, system_actor
 
@@ -68,11 +69,12 @@ def retrieval_suite_refresh(*, actor: Actor) -> tuple[EvalSuite, int]:
     actor.require("evaluation.manage")
     suite = _suite(actor)
     organization = actor.organization
-    records = ContextRecord.objects.filter(
-        organization=organization, kind=ContextRecord.Kind.MODEL_CALL
-    )
+    # Through the memory gate: every turn for the system and `memory.personal`, else those of
+    # the agents serving the actor; and of those, runs the actor's own (a delegated run of
+    # someone else's agent is theirs).
+    records = memory_selectors.turn_records(actor)
     if actor.kind != "system" and not actor.has("memory.personal"):
-        member = acting_member(actor)
+        member = memory_selectors.acting_member(actor)
         own_runs = (
             Run.objects.filter(organization=organization, member=member)
             .annotate(key=Cast("pk", CharField()))
@@ -114,14 +116,15 @@ def retrieval_suite_refresh(*, actor: Actor) -> tuple[EvalSuite, int]:
     runs = {
         str(run.pk): run
         for run in Run.objects.filter(
-            organization=organization, pk__in=[int(r) for r in by_run if r.isdigit()]
+            organization=organization, pk__in=parse_pks(by_run)
         ).select_related("agent", "agent__member")
     }
+    # What the case expects is only what its author may read (the gate narrows it).
     scopes_of = {
         memory_id: key
-        for memory_id, key in Memory.objects.filter(
-            pk__in={m for ids in sent.values() for m in ids}
-        ).values_list("pk", "scope_key")
+        for memory_id, key in memory_selectors.memory_queryset(actor)
+        .filter(pk__in={m for ids in sent.values() for m in ids})
+        .values_list("pk", "scope_key")
     }
     cases = []
     for run_id, run_records in by_run.items():
@@ -198,6 +201,12 @@ def latest_recall_check(organization_id: int, model_id: str) -> EvalRun | None:
 def reembed_filled(task, model: EmbeddingModel) -> dict:
     """Registered on `cadre.memory.activation.REEMBED_FILLED`: a held re-embed has every vector
     under `model`, so replay the retrieval suite old vs new for the admin to judge."""
-    actor = system_actor(task.organization, label="re-embed recall check")
+    actor = system_actor(
+        task.organization,
+        label="re-embed recall check",
+        # The cases it builds quote people's turns to the admins who read the results.
+        reason="build the retrieval suite from rated turns to replay a re-embed",
+        audit_reads=True,
+    )
     run = recall_check_start(actor=actor, model=model)
     return {"kind": "evaluation_run", "evaluation_run": run.pk if run else None}

@@ -64,29 +64,29 @@ def memory_retrieval(ctx, config: dict) -> dict:
     try:
         from cadre.agents.runtime import prefetch
         from cadre.memory.models import Memory, Verification
-        from cadre.memory.selectors import memory_search
+        from cadre.memory.selectors import memory_queryset, memory_search, scope_keys_memo
 
-        has_memories = Memory.objects.filter(
-            organization_id=ctx.run.organization_id,
-            scope_key__in=ctx.read_scope_keys(),
-            status=Memory.Status.ACTIVE,
-            verification=Verification.VERIFIED,
-        ).exists()
-        if not has_memories:  # nothing to find: skip embedding the query
-            return {"memories": [], "passed_over": []}
-        # A pool prefetched after the previous turn, when this input is on its topic (read
-        # again and ranked now as the full search ranks, see runtime/prefetch.py); otherwise
-        # the full search.
-        result, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
-        if result is None:
-            result = memory_search(
-                actor=ctx.actor,
-                query=ctx.input_text,
-                top_k=int(config.get("top_k", 5)),
-                scope_keys=ctx.read_scope_keys(),
-                passed_over=True,
-                query_vector=query_vector,
+        with scope_keys_memo():  # the agent's reach, computed once for both reads
+            has_memories = (
+                memory_queryset(ctx.actor, scope_keys=ctx.read_scope_keys())
+                .filter(status=Memory.Status.ACTIVE, verification=Verification.VERIFIED)
+                .exists()
             )
+            if not has_memories:  # nothing to find: skip embedding the query
+                return {"memories": [], "passed_over": []}
+            # A pool prefetched after the previous turn, when this input is on its topic (read
+            # again and ranked now as the full search ranks, see runtime/prefetch.py);
+            # otherwise the full search.
+            result, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
+            if result is None:
+                result = memory_search(
+                    actor=ctx.actor,
+                    query=ctx.input_text,
+                    top_k=int(config.get("top_k", 5)),
+                    scope_keys=ctx.read_scope_keys(),
+                    passed_over=True,
+                    query_vector=query_vector,
+                )
     except Exception as error:  # retrieval failing must not stop the conversation
         logger.warning("memory retrieval failed for run %s: %s", ctx.run.pk, error)
         return {"memories": [], "error": str(error)[:500]}
@@ -135,7 +135,7 @@ def standing_memories(ctx, config: dict) -> dict:
     if not ctx.read_scope_keys():
         return {"standing": []}
     standing, withheld = [], []
-    for memory in standing_rows(ctx.run.organization_id, ctx.read_scope_keys(), config):
+    for memory in standing_rows(ctx.actor, ctx.read_scope_keys(), config):
         entry = {"id": memory.pk, "version": memory.version, "scope": memory.scope_key}
         text, reason = memory_for_context(ctx, memory.content)
         if text is None:
@@ -148,21 +148,21 @@ def standing_memories(ctx, config: dict) -> dict:
     return output
 
 
-def standing_rows(organization_id: int, scope_keys: list[str], config: dict):
-    """The memories the standing_memories hook sends under `scope_keys` (before the policy
-    chain), oldest first."""
+def standing_rows(actor, scope_keys: list[str], config: dict):
+    """The memories the standing_memories hook sends to `actor` (the run's agent) under
+    `scope_keys` (before the policy chain), oldest first; read through the memory gate."""
     from django.db.models import Q
     from django.utils import timezone
 
     from cadre.memory.models import Kind, Memory, Verification
+    from cadre.memory.selectors import memory_queryset
 
     if not scope_keys:
-        return Memory.objects.none()
+        return []
     kinds = config.get("kinds") or [Kind.PREFERENCE, Kind.REQUIREMENT]
     return (
-        Memory.objects.filter(
-            organization_id=organization_id,
-            scope_key__in=scope_keys,
+        memory_queryset(actor, scope_keys=scope_keys)
+        .filter(
             status=Memory.Status.ACTIVE,
             # A shared memory waiting for review is sent to no model (as search never finds it).
             verification=Verification.VERIFIED,
@@ -267,12 +267,18 @@ def experience_record(run, config: dict) -> dict:
     "memories this run wrote, so the next turn reads the merged state.",
 )
 def session_memory_dedup(run, config: dict) -> dict:
+    from cadre.memory import selectors as memory_selectors
     from cadre.memory import services as memory_services
     from cadre.memory.models import Kind, Memory
 
+    reader = memory_selectors.system_reader(
+        run.organization,
+        job="memory dedup",
+        reason="dedup the memories a run wrote (read by the funnel, shown to no one)",
+    )
     fresh = (
-        Memory.objects.filter(
-            organization_id=run.organization_id,
+        memory_selectors.memory_queryset(reader)
+        .filter(
             conversation_id=str(run.session_id),
             status=Memory.Status.ACTIVE,
             created_at__gte=run.created_at,

@@ -34,17 +34,20 @@ def _chain_agent_ids(run: Run) -> set[int]:
 def _shared_memories(ctx, ids: list[int]) -> list[dict]:
     if not ids:
         return []
+    from cadre.memory import selectors as memory_selectors
     from cadre.memory.models import Memory, Verification
 
-    readable = ctx.read_scope_keys()
-    rows = Memory.objects.filter(
-        organization_id=ctx.run.organization_id,
-        pk__in=ids,
-        scope_key__in=readable,
-        status=Memory.Status.ACTIVE,
-        # A shared memory waiting for review reaches no model, a subagent's included.
-        verification=Verification.VERIFIED,
-    ).values("id", "content", "scope_key")
+    # Through the memory gate as the run's agent, narrowed to the scopes its grants read.
+    rows = (
+        memory_selectors.memory_queryset(ctx.actor, scope_keys=ctx.read_scope_keys())
+        .filter(
+            pk__in=ids,
+            status=Memory.Status.ACTIVE,
+            # A shared memory waiting for review reaches no model, a subagent's included.
+            verification=Verification.VERIFIED,
+        )
+        .values("id", "content", "scope_key")
+    )
     return [{"id": row["id"], "content": row["content"], "scope": row["scope_key"]} for row in rows]
 
 

@@ -116,7 +116,7 @@ def _standing_unchanged(run, config: dict, sent: dict) -> bool:
     """Whether the standing_memories hook would choose now the memories (ids and versions)
     it chose for `run`."""
     keys = scope_keys_for(run.agent, run.grants.get("read_scopes", []))
-    now = [(m.pk, m.version) for m in standing_rows(run.organization_id, keys, config)]
+    now = [(m.pk, m.version) for m in standing_rows(agent_actor(run.agent), keys, config)]
     chosen = [*sent.get("standing", []), *sent.get("withheld", [])]
     return sorted(now) == sorted((item["id"], item["version"]) for item in chosen)
 

@@ -25,9 +25,11 @@ PREVIEW_CHARS = 80
 SENT = Q(status=ContextRecordItem.Status.SENT, context__kind=ContextRecord.Kind.MODEL_CALL)
 
 
-def _memory_labels(ids) -> dict[int, dict]:
+def _memory_labels(actor, ids) -> dict[int, dict]:
+    """Previews of the memories the figures name, read through the memory gate."""
     rows = (
-        Memory.objects.filter(pk__in=list(ids))
+        selectors.memory_queryset(actor, with_deleted=True)
+        .filter(pk__in=list(ids))
         .annotate(preview=Left("content", PREVIEW_CHARS))
         .values("id", "kind", "scope_key", "preview")
     )
@@ -72,7 +74,9 @@ def memory_heatmap(
     by_scope, scopes_total = by_scope
     by_scope = busiest_scopes(by_scope, top)
     unused_sample = list(unused.order_by("created_at", "pk").values_list("pk", flat=True)[:top])
-    labels = _memory_labels({row["memory_id"] for row in hottest + coldest} | set(unused_sample))
+    labels = _memory_labels(
+        actor, {row["memory_id"] for row in hottest + coldest} | set(unused_sample)
+    )
     scope_names = selectors.scope_labels(
         actor.organization,
         sorted({row["memory__scope_key"] for row in by_scope}),
@@ -106,7 +110,7 @@ def memory_heatmap(
         "unused": {
             "days": unused_days,
             "count": unused.count(),
-            "memories": [labels[pk] for pk in unused_sample],
+            "memories": [labels.get(pk, {"id": pk}) for pk in unused_sample],
         },
     }
 

@@ -306,11 +306,20 @@ def map_compute(memory_map: MemoryMap) -> dict:
             labelled = np.sort(rng.choice(n, LABEL_SAMPLE, replace=False))
         texts: dict[int, str] = {}
         chosen = [ids[i] for i in labelled]
+        # Through the memory gate as the map job, within the selection's scopes (which the
+        # requesting actor's reach decided, `map_scope_keys`). Not audited: the labels are a
+        # few frequent words per cluster, shown only to those who read the selection.
+        reader = selectors.system_reader(
+            memory_map.organization,
+            job="memory map",
+            reason="label the clusters of a memory map with their frequent words",
+        )
+        readable = selectors.memory_queryset(reader, scope_keys=list(memory_map.scope_keys))
         for chunk in _chunks(chosen):
             # Labels are read by everyone who reads the map: never words of a memory still
             # waiting for review (only its writer and the reviewers may read those).
             texts.update(
-                Memory.objects.filter(pk__in=chunk, verification=Verification.VERIFIED).values_list(
+                readable.filter(pk__in=chunk, verification=Verification.VERIFIED).values_list(
                     "pk", "content"
                 )
             )

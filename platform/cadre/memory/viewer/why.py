@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cadre.identifiers import parse_pks
+
 
 def _number(value: Any) -> float | None:
     try:
@@ -113,20 +115,28 @@ def best_lexical(items) -> float | None:
     return max(scores) if scores else None
 
 
-def annotate_records(organization_id: int, records) -> None:
+def annotate_records(actor, records) -> None:
     """Give each ContextRecord (its items prefetched) `why_items` — [{"item", "why"}] — and
-    `passed_over_rows` — [{"memory" (or None when gone), "id", "version", "score", "reason",
-    "why"}], or None when the record predates keeping them. One query for every record."""
+    `passed_over_rows` — [{"memory" (or None when gone or not the actor's to read), "id",
+    "version", "score", "reason", "why"}], or None when the record predates keeping them.
+    The passed-over memories are read through the memory gate as `actor` (the reader of the
+    page): a colleague's personal memory the search passed over shows as its id only.
+    One query for every record."""
+    from cadre.memory import selectors
     from cadre.memory.models import ContextRecordItem, Memory
 
     records = list(records)
-    ids = {
+    ids = parse_pks(
         entry.get("id")
         for record in records
         for entry in (record.passed_over or [])
         if isinstance(entry, dict)
-    }
-    memories = Memory.objects.filter(organization_id=organization_id, pk__in=ids).in_bulk()
+    )
+    memories = (
+        selectors.memory_queryset(actor, with_deleted=True).filter(pk__in=ids).in_bulk()
+        if ids
+        else {}
+    )
     for record in records:
         items = list(record.items.all())
         entries = [e for e in (record.passed_over or []) if isinstance(e, dict)]
