@@ -8,11 +8,12 @@ from django.urls import path
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
+from cadre.api.parsers import BoundedJSONParser
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.skills import selectors, services
@@ -287,7 +288,7 @@ class CandidateViewSet(
 
     model = SkillCandidate
     filterset_class = CandidateFilter
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
