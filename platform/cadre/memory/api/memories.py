@@ -98,6 +98,31 @@ def _expected_version(request, data) -> int:
     return int(data["version"])
 
 
+def _review_schema(description: str):
+    """The schema of accepting and rejecting a shared memory (the same request and answers)."""
+    return extend_schema(
+        request=ReviewRequestSerializer,
+        responses={
+            200: MemorySerializer,
+            403: OpenApiResponse(description="Reviewing needs `memory.manage`."),
+            404: OpenApiResponse(description="No memory the caller may see."),
+            409: OpenApiResponse(
+                description="`version_conflict` (it changed since you read it) or "
+                "`not_waiting_for_review`; nothing is changed."
+            ),
+        },
+        parameters=[
+            OpenApiParameter(
+                "If-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="ETag of the version reviewed",
+            )
+        ],
+        description=description,
+    )
+
+
 class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedViewSet):
     model = Memory
     serializer_class = MemorySerializer
@@ -313,55 +338,20 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         response["ETag"] = _etag(memory)
         return response
 
-    @extend_schema(
-        request=ReviewRequestSerializer,
-        responses={
-            200: MemorySerializer,
-            403: OpenApiResponse(description="Reviewing needs `memory.manage`."),
-            404: OpenApiResponse(description="No memory the caller may see."),
-            409: OpenApiResponse(
-                description="`version_conflict` (it changed since you read it) or "
-                "`not_waiting_for_review`; nothing is changed."
-            ),
-        },
-        parameters=[
-            OpenApiParameter(
-                "If-Match",
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                description="ETag of the version reviewed",
-            )
-        ],
-        description="Accept a shared memory waiting for review (`verification: unverified`, "
-        "or one rejected before): it becomes `verified` and models are sent it from the next "
+    @_review_schema(
+        "Accept a shared memory waiting for review (`verification: unverified`, or one "
+        "rejected before): it becomes `verified` and models are sent it from the next "
         "retrieval. Needs `memory.manage`; applies to the version you read (If-Match or body "
-        "`version`).",
+        "`version`)."
     )
     @action(detail=True, methods=["post"])
     def accept(self, request, pk=None):
         return self._review(request, "accept")
 
-    @extend_schema(
-        request=ReviewRequestSerializer,
-        responses={
-            200: MemorySerializer,
-            403: OpenApiResponse(description="Reviewing needs `memory.manage`."),
-            404: OpenApiResponse(description="No memory the caller may see."),
-            409: OpenApiResponse(
-                description="`version_conflict` or `not_waiting_for_review`; nothing changed."
-            ),
-        },
-        parameters=[
-            OpenApiParameter(
-                "If-Match",
-                OpenApiTypes.STR,
-                OpenApiParameter.HEADER,
-                description="ETag of the version reviewed",
-            )
-        ],
-        description="Reject a shared memory waiting for review: it stays `rejected`, sent to "
-        "no model; its writer still sees it (labelled), and correcting it submits it again. "
-        "Needs `memory.manage`.",
+    @_review_schema(
+        "Reject a shared memory waiting for review: it stays `rejected`, sent to no model; its "
+        "writer still sees it (labelled), and correcting it submits it again. Needs "
+        "`memory.manage`."
     )
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
