@@ -18,6 +18,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from cadre import signing
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
@@ -88,6 +89,33 @@ def _version_snapshot(version: SkillVersion) -> dict:
     }
 
 
+# --- who may act ------------------------------------------------------------------------------
+# Views call these before they read the body, so a caller who may not act is refused (403) the
+# same whatever they sent, and never learns from a 400 what a valid body would be. The services
+# call them again: they are the rule, the views' calls only put it first.
+
+
+def require_namespace_creator(actor: Actor) -> None:
+    """Team namespaces are created by skill reviewers (or whoever runs the organization)."""
+    if not (actor.has("skill.review") or actor.has("organization.manage")):
+        raise NotPermitted(gettext("Creating a Hub namespace needs 'skill.review'."))
+
+
+def require_reviewer(actor: Actor, package: SkillPackage) -> None:
+    """Approving or rejecting a version needs `skill.review` reaching its package."""
+    if not actor.can("skill.review", package):
+        raise NotPermitted(gettext("You do not have the 'skill.review' permission on this skill."))
+
+
+def require_maintainer(actor: Actor, package: SkillPackage) -> None:
+    """Tags, yanks, deprecation and settings: the package's owner or one of its reviewers."""
+    if not can_maintain(actor, package):
+        raise NotPermitted(
+            gettext("Only the owner of %(skill)s or a skill reviewer may change it.")
+            % {"skill": package.full_name}
+        )
+
+
 # --- namespaces ------------------------------------------------------------------------------
 
 
@@ -96,8 +124,7 @@ def namespace_create(
     *, actor: Actor, handle: str, department: Department | None = None, display_name: str = ""
 ) -> HubNamespace:
     """A team namespace (`@sales-emea`) owned by the actor's organization."""
-    if not (actor.has("skill.review") or actor.has("organization.manage")):
-        raise NotPermitted("Creating a Hub namespace needs 'skill.review'.")
+    require_namespace_creator(actor)
     handle = handle.strip().lstrip("@").lower()
     if not NAME_PATTERN.match(handle) or len(handle) > 64:
         raise InvalidInput(
@@ -510,8 +537,7 @@ def version_review(
     *, actor: Actor, version: SkillVersion, approve: bool, note: str = ""
 ) -> SkillVersion:
     version = SkillVersion.objects.select_for_update().select_related("package").get(pk=version.pk)
-    if not actor.can("skill.review", version.package):
-        raise NotPermitted("You do not have the 'skill.review' permission on this skill.")
+    require_reviewer(actor, version.package)
     if version.status != SkillVersion.Status.PENDING_REVIEW:
         raise Conflict(f"{version} is {version.status}, not pending review.", code="not_pending")
     if approve:
@@ -534,16 +560,9 @@ def version_review(
     return version
 
 
-def _require_maintainer(actor: Actor, package: SkillPackage) -> None:
-    if not can_maintain(actor, package):
-        raise NotPermitted(
-            f"Only the owner of {package.full_name} or a skill reviewer may change it."
-        )
-
-
 @transaction.atomic
 def version_yank(*, actor: Actor, version: SkillVersion, reason: str) -> SkillVersion:
-    _require_maintainer(actor, version.package)
+    require_maintainer(actor, version.package)
     if not reason.strip():
         raise InvalidInput("Say why the version is yanked.", details={"reason": ["Required."]})
     version = SkillVersion.objects.select_for_update().get(pk=version.pk)
@@ -567,7 +586,7 @@ def version_yank(*, actor: Actor, version: SkillVersion, reason: str) -> SkillVe
 
 @transaction.atomic
 def version_unyank(*, actor: Actor, version: SkillVersion) -> SkillVersion:
-    _require_maintainer(actor, version.package)
+    require_maintainer(actor, version.package)
     version = SkillVersion.objects.select_for_update().get(pk=version.pk)
     if not version.yanked:
         return version
@@ -604,7 +623,7 @@ def version_remove(*, actor: Actor, version: SkillVersion, reason: str = "") -> 
 def package_deprecate(
     *, actor: Actor, package: SkillPackage, message: str = "", deprecated: bool = True
 ) -> SkillPackage:
-    _require_maintainer(actor, package)
+    require_maintainer(actor, package)
     before = {"deprecated": package.deprecated, "message": package.deprecation_message}
     package.deprecated = deprecated
     package.deprecation_message = message.strip() if deprecated else ""
@@ -630,7 +649,7 @@ def package_update(
     display_name: str | None = None,
     badges: list[str] | None = None,
 ) -> SkillPackage:
-    _require_maintainer(actor, package)
+    require_maintainer(actor, package)
     before = {
         "visibility": package.visibility,
         "department": package.department_id,
@@ -702,7 +721,7 @@ def dist_tag_set(
     *, actor: Actor, package: SkillPackage, tag: str, version: SkillVersion
 ) -> DistTag:
     """Point `tag` at `version` (rollback = re-tag an older version); the move is audited."""
-    _require_maintainer(actor, package)
+    require_maintainer(actor, package)
     tag = _check_tag(tag)
     if version.package_id != package.pk:
         raise NotFound("No such version of this skill.")
@@ -730,7 +749,7 @@ def dist_tag_set(
 
 @transaction.atomic
 def dist_tag_remove(*, actor: Actor, package: SkillPackage, tag: str) -> None:
-    _require_maintainer(actor, package)
+    require_maintainer(actor, package)
     existing = DistTag.objects.filter(package=package, tag=tag).select_related("version").first()
     if existing is None:
         raise NotFound(f"{package.full_name} has no dist-tag '{tag}'.")

@@ -97,6 +97,7 @@ def upload_tickets_publish(
 ) -> services.PublishOutcome:
     """Publish a version from uploaded files (`{path, uploadTicket}` each), then consume
     their tickets."""
+    actor.require("skill.publish")
     if len(files) > LIMITS.max_files:
         raise InvalidInput(f"At most {LIMITS.max_files} files.")
     tickets = {

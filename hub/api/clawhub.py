@@ -264,6 +264,7 @@ class SkillsView(ClawHubView):
     @extend_schema(operation_id="clawhub_publish", request=ClawHubPublish, responses={200: dict})
     def post(self, request):
         """Publish a version from files uploaded through upload tickets."""
+        request.actor.require("skill.publish")  # before the body: a refusal tells nothing of it
         data = request.data if isinstance(request.data, dict) else {}
         slug = str(data.get("slug") or "").strip().lower()
         version = str(data.get("version") or "").strip()

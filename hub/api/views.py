@@ -1,4 +1,9 @@
-"""Cadre Hub API views (/api/v1/hub/): thin adapters over hub.services and hub.selectors."""
+"""Cadre Hub API views (/api/v1/hub/): thin adapters over hub.services and hub.selectors.
+
+Each write finds what it names as the caller may see it (404 otherwise), then checks that the
+caller may act on it (403), and only then reads the body (400): a refused caller learns nothing
+from the body's errors.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,13 @@ from django.db.models import Prefetch
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cadre import signing
 from cadre.api.pagination import PagePagination
+from cadre.api.parsers import BoundedJSONParser
 from cadre.errors import InvalidInput, NotFound
 from cadre.tenancy.models import Department
 from hub import selectors, services
@@ -178,6 +184,7 @@ class PackageDetailView(APIView):
     @extend_schema(request=s.PackageUpdateSerializer, responses=s.PackageDetailSerializer)
     def patch(self, request, namespace, name):
         package = _package(request, namespace, name)
+        services.require_maintainer(request.actor, package)
         serializer = s.PackageUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -196,6 +203,7 @@ class DeprecateView(APIView):
     @extend_schema(request=s.DeprecateSerializer, responses=s.PackageDetailSerializer)
     def post(self, request, namespace, name):
         package = _package(request, namespace, name)
+        services.require_maintainer(request.actor, package)
         serializer = s.DeprecateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         package = services.package_deprecate(
@@ -234,6 +242,7 @@ class ReviewView(APIView):
     def post(self, request, namespace, name, version):
         package = _package(request, namespace, name)
         found = _version(request, package, version)
+        services.require_reviewer(request.actor, package)
         serializer = s.ReviewSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         found = services.version_review(
@@ -250,6 +259,7 @@ class YankView(APIView):
     def post(self, request, namespace, name, version):
         package = _package(request, namespace, name)
         found = _version(request, package, version)
+        services.require_maintainer(request.actor, package)
         serializer = s.YankSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         found = services.version_yank(
@@ -272,6 +282,7 @@ class TagView(APIView):
     @extend_schema(request=s.TagSerializer, responses=s.PackageDetailSerializer)
     def put(self, request, namespace, name, tag):
         package = _package(request, namespace, name)
+        services.require_maintainer(request.actor, package)
         serializer = s.TagSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         found = _version(request, package, serializer.validated_data["version"])
@@ -353,10 +364,11 @@ class SigningKeyView(APIView):
 
 
 class NamespaceView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(request=s.NamespaceSerializer, responses={201: s.NamespaceSerializer})
     def post(self, request):
+        services.require_namespace_creator(request.actor)
         serializer = s.NamespaceSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
