@@ -93,9 +93,12 @@ def test_an_employee_capped_key_reads_no_evaluation(make_member, key_client, rep
     assert client.get("/api/v1/evaluation/suites/").status_code == 200  # the key works
     creator.roles = ["employee"]
     creator.save(update_fields=["roles"])
+    personal_case = f"/api/v1/evaluation/cases/{replayed['case'].pk}/"
     for url in _reads(replayed):
         response = client.get(url)
-        assert response.status_code == 403, (url, response.status_code)
+        # the case reads bob's personal scope: not found, not forbidden (issue 29's rule)
+        expected = 404 if url == personal_case else 403
+        assert response.status_code == expected, (url, response.status_code)
         assert SECRET not in response.content.decode()
 
 
@@ -302,7 +305,9 @@ def test_a_hostile_version_is_a_400(alice, client_for, owner, version):
             format="json",
         )
     assert response.status_code == 400, response.content
-    assert response.json()["error"]["code"] == "invalid_side"
+    # a NUL is refused at the edge by the bounded JSON parser (cadre.api.parsers)
+    expected = "parse_error" if "\x00" in version else "invalid_side"
+    assert response.json()["error"]["code"] == expected
 
 
 def test_hostile_case_fields_are_a_400(alice, client_for, owner):

@@ -22,6 +22,9 @@ A row is `route  methods  rule  object`:
     personal      another member's personal data (their `user:` memory, their transcripts,
                   cases made from them): its subject, the agent's owner and holders of
                   `memory.personal`; everyone else gets 404, never 403.
+    personal:P    the same data reached through a tool that needs P (a case saved from a
+                  person's turn, in evaluation: an admin's tool): holders of `memory.personal`
+                  and P; the subject without P is refused; everyone else gets 404.
     subject       the subject's own (chatting in their own session): everyone else gets 404.
     own:P         the subject's own, or anyone holding P (a deployment manager cancels any
                   run); everyone else is refused.
@@ -231,7 +234,8 @@ event-trigger-list                   GET              perm:deployment.manage|age
 event-trigger-list                   POST             perm:deployment.manage     -
 event-trigger-detail                 GET              perm:deployment.manage|agent.view auto
 agent-subscription-list              GET              member                     -
-agent-subscription-list              POST             perm:deployment.manage     -
+# a member subscribes an agent of their own (pending until the publisher's side approves)
+agent-subscription-list              POST             own:deployment.manage      -
 agent-subscription-detail            GET              perm:deployment.manage|agent.view auto
 agent-subscription-detail            DELETE           perm:deployment.manage     auto
 agent-subscription-approve           POST             perm:deployment.manage     auto
@@ -251,7 +255,7 @@ eval-case-from-turn                  POST             perm:evaluation.manage    
 eval-case-import                     POST             perm:evaluation.manage     -
 eval-case-detail                     GET              perm:evaluation.view       auto
 eval-case-detail                     DELETE           perm:evaluation.manage     auto
-eval-case-detail                     GET              personal                   turn_case
+eval-case-detail                     GET              personal:evaluation.view   turn_case
 eval-run-list                        GET              perm:evaluation.view       -
 eval-run-list                        POST             perm:evaluation.manage     -
 eval-run-detail                      GET              perm:evaluation.view       auto
@@ -276,7 +280,7 @@ hub-skills                           GET              perm:skill.view           
 hub-publish                          POST             perm:skill.publish         -
 hub-search                           GET              perm:skill.view            -
 hub-signing-key                      GET              perm:skill.view            -
-hub-namespaces                       POST             perm:skill.publish         -
+hub-namespaces                       POST             perm:skill.review|organization.manage -
 hub-skill                            GET              perm:skill.view            auto
 hub-skill                            PATCH            perm:skill.review          auto
 hub-skill-deprecate                  POST             perm:skill.review          auto
@@ -587,7 +591,7 @@ def declarations() -> list[Declaration]:
             continue
         route, methods, rule, obj = line.split()
         word, _, rest = rule.partition(":")
-        if word in ("perm", "own"):
+        if word in ("perm", "own") or (word == "personal" and rest):
             permissions = tuple(rest.split("|"))
         else:
             word, permissions = rule, ()

@@ -230,6 +230,11 @@ def expected(declaration: Declaration, principal: Principal) -> str:
     if rule == "perm":
         granted = principal.permissions
         return "allowed" if any(p in granted for p in declaration.permissions) else "denied"
+    if rule == "personal" and declaration.permissions:
+        granted = principal.permissions
+        if "memory.personal" in granted and any(p in granted for p in declaration.permissions):
+            return "allowed"
+        return "denied" if principal.subject else "not_found"
     if rule == "personal":
         return (
             "allowed"

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from django.db.models import Prefetch
 
 from cadre.agents.models import Run, Step, ToolEffect
+from cadre.agents.selectors import transcripts_readable
 from cadre.errors import NotFound
 from cadre.governance.models import AuditEvent, Confirmation, PolicyDecision
 from cadre.identifiers import parse_pk, parse_pks
@@ -33,10 +34,11 @@ def run_call_chain(actor: Actor, run: Run) -> dict:
     "hidden_children"}: each event is {"kind": inbound|policy|context|model_call|tool_call|
     hook|wait|confirmation|reply, "at", "duration_ms", "step", ...}; children are the
     delegated runs (at any depth, parents first) the actor may see, `hidden_children` how
-    many others there are. The actor must be able to see the run (agent.view, or their own
-    agent): another organization's run, or a colleague's without agent.view, is NotFound.
+    many others there are. The actor must be able to read the run's transcript (its
+    subject, the agent's owner, or `memory.personal`: `selectors.transcripts_readable`):
+    another organization's run, or a colleague's, is NotFound.
     """
-    visible = Run.objects.restrict(actor, "view")
+    visible = transcripts_readable(actor, Run.objects.all())
     if not visible.filter(pk=run.pk).exists():
         raise NotFound("No such run.")
     descendants = _descendants(run)
@@ -226,7 +228,7 @@ def _confirmation_events(run: Run) -> list[dict]:
 def call_chain_runs(actor: Actor, *, run_ids=(), trace_ids=()) -> tuple[set[int], dict[str, int]]:
     """For links to call chains (audit log, confirmations): which of `run_ids` the actor may
     open, and for each of `trace_ids` the first run of that trace they may open. Two queries."""
-    visible = Run.objects.restrict(actor, "view")
+    visible = transcripts_readable(actor, Run.objects.all())
     ids = set(parse_pks(str(pk) for pk in run_ids))
     runs = set(visible.filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
     traces: dict[str, int] = {}

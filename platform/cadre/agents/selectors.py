@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.expressions import RawSQL
 
 from cadre.agents.models import AgentTemplate, Run
@@ -66,6 +66,33 @@ def template_names(organization_id: int, ids: list[int]) -> dict[int, str]:
 # --- the console's reads: agents, sessions and their transcripts ---------------------------
 
 
+def transcripts_readable(actor: Actor, queryset):
+    """The sessions or runs of `queryset` (any model with `member` and `agent`) whose
+    transcript the actor may read — the one gate for conversations, in the API and the console.
+
+    A transcript is personal data: its subject (the session's member), the agent's owner (the
+    member the agent serves) and holders of `memory.personal` read it. `agent.view` alone (an
+    auditor, a business admin) sees that agents and sessions exist, never what was said, so
+    another member's session is not found, not forbidden. Actions that need no transcript
+    (cancelling or rating a run as a deployment manager) use `.restrict()` instead.
+    """
+    queryset = queryset.restrict(actor, "view")
+    if actor is None or actor.has("memory.personal"):
+        return queryset
+    if actor.member is None:
+        return queryset.none()
+    me = actor.member.pk
+    return queryset.filter(Q(member_id=me) | Q(agent__member_id=me))
+
+
+def run_may_act(actor: Actor, run) -> bool:
+    """May the actor cancel or rate `run`: the person it served, or a deployment manager.
+    Checked before a request body is read, so a caller who may not act is refused (403), not
+    told what their body lacks; the runtime services check it again."""
+    own = actor.member is not None and actor.member.pk == run.member_id
+    return own or actor.has("deployment.manage")
+
+
 def agent_find(
     actor: Actor,
     *,
@@ -77,8 +104,6 @@ def agent_find(
 ):
     """Agents the actor may see, narrowed by member, position, template version, status or
     a name fragment (agent or member)."""
-    from django.db.models import Q
-
     from cadre.agents.models import Agent
 
     agents = Agent.objects.restrict(actor, "view").select_related(

@@ -31,7 +31,7 @@ PERMISSIONS: dict[str, str] = {
     "evaluation.view": "Read evaluation suites, their cases and replay results",
     "evaluation.manage": "Build evaluation suites and cases, and start replays",
     "deployment.manage": "Dispatch, roll out and roll back agents",
-    "agent.view": "See every agent and its sessions",
+    "agent.view": "See every agent, its usage and which sessions it has (transcripts are personal)",
     "memory.view": "Read organization, department, position and agent memory",
     "memory.manage": "Correct and delete shared and agent memory",
     "memory.personal": "Read, correct and delete members' personal memory",

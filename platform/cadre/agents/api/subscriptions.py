@@ -3,10 +3,12 @@ approve, pause, resume, delete). The services in runtime/subscriptions.py decide
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from cadre.agents.models import Agent, AgentSubscription
@@ -85,6 +87,15 @@ class AgentSubscriptionViewSet(
         "agents; a member's own agent following a colleague's stays pending until approved.",
     )
     def create(self, request, *args, **kwargs):
+        # Who may subscribe, before what they sent: an admin, or a member with an agent of
+        # their own to subscribe (the service checks the agents named).
+        if not self.actor.has("deployment.manage") and not (
+            self.actor.member is not None
+            and Agent.objects.filter(
+                organization=self.actor.organization, member=self.actor.member
+            ).exists()
+        ):
+            raise PermissionDenied(_("You have no agent of your own to subscribe."))
         serializer = AgentSubscriptionCreateSerializer(
             data=request.data, context={"request": request}
         )

@@ -12,11 +12,12 @@ import django_filters
 from asgiref.sync import sync_to_async
 from django.db.models import Count, Prefetch
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, renderers, serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -40,7 +41,12 @@ from cadre.agents.models import (
 )
 from cadre.agents.runtime import services as runtime
 from cadre.agents.runtime import triggers
-from cadre.agents.selectors import USAGE_GROUPS, usage_summary
+from cadre.agents.selectors import (
+    USAGE_GROUPS,
+    run_may_act,
+    transcripts_readable,
+    usage_summary,
+)
 from cadre.agents.template_policy import template_policy_chain, template_policy_chain_set
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
@@ -263,6 +269,11 @@ class ProviderConfigViewSet(
     model = ModelProviderConfig
     serializer_class = s.ProviderConfigSerializer
 
+    def permission(self) -> str:
+        # Providers hold endpoints and credentials: writing them is `model.manage`, not the
+        # template permission their reads share, and is checked before the body is read.
+        return "model.manage" if self.verb() != "view" else super().permission()
+
     def perform_create(self, serializer):
         data = serializer.validated_data
         serializer.instance = providers.provider_config_create(
@@ -442,6 +453,13 @@ class AgentViewSet(
     @extend_schema(request=s.AgentSerializer, responses=s.AgentSerializer)
     def partial_update(self, request, *args, **kwargs):
         agent = self.get_object()
+        # Who may edit, before what they sent: the member the agent serves, or a deployment
+        # manager (the service checks it again, on the agent's deployment).
+        own = self.actor.member is not None and self.actor.member.pk == agent.member_id
+        if not (own or self.actor.may("deployment.manage")):
+            raise PermissionDenied(
+                _("Only the person the agent serves, or a deployment manager, may edit USER.md.")
+            )
         user_md = request.data.get("user_md") if isinstance(request.data, dict) else None
         if not isinstance(user_md, str):
             raise InvalidInput(
@@ -457,6 +475,13 @@ class SessionViewSet(
     model = Session
     serializer_class = s.SessionSerializer
     filterset_fields = ["agent", "channel"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Session.objects.none()
+        # A session's title is its first message: another member's is left out of lists and
+        # not found in detail, whatever `agent.view` says.
+        return transcripts_readable(self.actor, self.base_queryset())
 
 
 class EventStreamRenderer(renderers.BaseRenderer):
@@ -510,6 +535,31 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
                 Prefetch("waits", queryset=Wait.objects.order_by("created_at")),
             )
         return Run.objects.all()
+
+    # Acting on a run without reading it: a deployment manager cancels or rates any run, a
+    # decider resumes one; everything else shows the transcript and goes through its gate.
+    UNREAD_ACTIONS = ("cancel", "rating", "resume")
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Run.objects.none()
+        if self.action in self.UNREAD_ACTIONS:
+            return super().get_queryset()
+        return transcripts_readable(self.actor, self.base_queryset())
+
+    def _run_data(self, run: Run) -> dict:
+        """A run as answered to an action: its input and output only to those who may read
+        the transcript (a deployment manager cancelling a colleague's run sees its status)."""
+        data = s.RunSerializer(run).data
+        if not transcripts_readable(self.actor, Run.objects.filter(pk=run.pk)).exists():
+            data.update(input={}, output={}, error="")
+        return data
+
+    def _require_may_act(self, run: Run) -> None:
+        if not run_may_act(self.actor, run):
+            raise PermissionDenied(
+                _("Only the person the run served, or a deployment manager, may do this.")
+            )
 
     def get_serializer_class(self):
         return s.RunDetailSerializer if self.action == "retrieve" else s.RunSerializer
@@ -570,12 +620,14 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     @extend_schema(request=s.ReasonSerializer, responses=s.RunSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
+        run = self.get_object()
+        self._require_may_act(run)
         data = s.ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = runtime.run_cancel(
-            actor=self.actor, run=self.get_object(), reason=data.validated_data.get("reason", "")
+            actor=self.actor, run=run, reason=data.validated_data.get("reason", "")
         )
-        return Response(s.RunSerializer(run).data)
+        return Response(self._run_data(run))
 
     @extend_schema(
         request=s.RunRatingSerializer,
@@ -588,6 +640,7 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     @action(detail=True, methods=["post"])
     def rating(self, request, pk=None):
         run = self.get_object()
+        self._require_may_act(run)
         data = s.RunRatingSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = runtime.run_rate(
@@ -596,7 +649,7 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             outcome=data.validated_data["outcome"],
             note=data.validated_data.get("note", ""),
         )
-        return Response(s.RunSerializer(run).data)
+        return Response(self._run_data(run))
 
     @extend_schema(request=s.RunResumeSerializer, responses=s.WaitSerializer)
     @action(detail=True, methods=["post"])

@@ -9,7 +9,8 @@ from django.urls import path
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.exceptions import NotFound
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.viewsets import ViewSet
@@ -17,6 +18,7 @@ from rest_framework.viewsets import ViewSet
 from cadre.agents.evaluation import gates, selectors, services
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.models import AgentTemplate, Run
+from cadre.api.parsers import BoundedJSONParser
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
 from cadre.identifiers import parse_pk
@@ -275,7 +277,7 @@ class EvalCaseViewSet(
     model = EvalCase
     serializer_class = EvalCaseSerializer
     filterset_fields = ["suite", "source"]
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
     action_verbs = {"from_turn": "manage", "import_jsonl": "manage"}
 
     def base_queryset(self):
@@ -286,6 +288,15 @@ class EvalCaseViewSet(
         if getattr(self, "swagger_fake_view", False):
             return queryset
         return queryset.exclude(pk__in=selectors.hidden_case_ids(self.actor))
+
+    def _require_in_organization(self) -> None:
+        """Before the permission refusal (403): a case holding another person's turn, or a
+        memory scope the caller may not read, is not found (404) whatever the caller's
+        permissions, so the refusal does not tell a colleague's turn was saved."""
+        super()._require_in_organization()
+        value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
+        if value is not None and parse_pk(value) in selectors.hidden_case_ids(self.actor):
+            raise NotFound()
 
     @extend_schema(request=EvalCaseWriteSerializer, responses={201: EvalCaseSerializer})
     def create(self, request, *args, **kwargs):

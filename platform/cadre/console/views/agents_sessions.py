@@ -1,7 +1,11 @@
 """Agents & sessions in the console: find agents by member, position or template version; an
 agent's sessions; a session's transcript — each run with its steps (model calls, tool calls,
 hooks, waits), tool effects, confirmations, context records, usage, cost and trace id; a run's
-call chain (what it did in order, and the runs it delegated to, under one trace id)."""
+call chain (what it did in order, and the runs it delegated to, under one trace id).
+
+Transcripts are personal data: a session and a call chain are read by the session's member,
+the agent's owner and holders of `memory.personal` (`selectors.transcripts_readable`); anyone
+else is answered 404, and `agent.view` alone lists an agent's sessions by count, not title."""
 
 from __future__ import annotations
 
@@ -52,25 +56,34 @@ def agent_detail(request, pk: int):
         ),
         pk=pk,
     )
-    sessions = agent.sessions.annotate(run_count=Count("runs")).order_by("-last_activity_at", "-pk")
+    sessions = selectors.transcripts_readable(request.actor, agent.sessions.all())
+    sessions = sessions.annotate(run_count=Count("runs")).order_by("-last_activity_at", "-pk")
+    # A session's title is its first message: the ones the actor may not read are counted only.
+    private_sessions = agent.sessions.count() - sessions.count()
     return render(
         request,
         "console/agents/agents/detail.html",
-        {"agent": agent, "page": paginate(request, sessions), "query": ""},
+        {
+            "agent": agent,
+            "page": paginate(request, sessions),
+            "query": "",
+            "private_sessions": private_sessions,
+        },
     )
 
 
-@require_permission("agent.view")
+@require_permission()
 def session_detail(request, pk: int):
+    """A session's transcript: its member's own conversation, also theirs to read here."""
     session = get_object_or_404(
-        Session.objects.restrict(request.actor, "view").select_related(
+        selectors.transcripts_readable(request.actor, Session.objects.all()).select_related(
             "agent", "agent__member", "agent__version"
         ),
         pk=pk,
     )
     transcript = selectors.session_transcript(session)
     annotate_records(  # each model call's "why retrieved" (score components, passed over)
-        session.organization_id,
+        request.actor,
         [record for item in transcript for record in item["context_records"]],
     )
     totals = {
@@ -98,15 +111,19 @@ def session_detail(request, pk: int):
             "totals": totals,
             "eval_suites": eval_suites,
             "can_build_suites": can_build_suites,
+            "may_view_agents": actor.may("agent.view"),
         },
     )
 
 
 @require_permission()
 def run_call_chain_view(request, pk: int):
-    """Readable by whoever may read the run: `agent.view`, or the member whose agent it is."""
+    """Readable by whoever may read the run's transcript: its member, the agent's owner, or
+    `memory.personal` (another member's run is not found, whatever `agent.view` says)."""
     run = get_object_or_404(
-        Run.objects.restrict(request.actor, "view").select_related("agent", "member", "session"),
+        selectors.transcripts_readable(request.actor, Run.objects.all()).select_related(
+            "agent", "member", "session"
+        ),
         pk=pk,
     )
     chain = run_call_chain(request.actor, run)
@@ -128,7 +145,9 @@ def run_call_chain_view(request, pk: int):
             "run": run,
             "chain": chain,
             "sections": sections,
-            "may_view_transcript": request.actor.may("agent.view"),
+            # the crumbs lead through the agents pages; the transcript is readable (same gate)
+            "may_view_agents": request.actor.may("agent.view"),
+            "may_view_transcript": True,
         },
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from cadre.agents.call_chain import call_chain_runs
@@ -191,6 +192,11 @@ def confirmation_detail(request, pk: int):
 def confirmation_decide_view(request, pk: int):
     """Approve or reject as one of the confirmation's deciders (the service checks who may)."""
     confirmation = _confirmation_or_404(request, pk)
+    # Who may decide, before what they sent: one of its deciders (or an owner); an auditor
+    # or an IT admin who sees it is refused, not told what the form lacks.
+    decider = request.member is not None and request.member.pk in confirmation.decider_ids
+    if not (decider or request.actor.has("organization.manage")):
+        return denied(request, gettext("You are not one of the people who may decide this."))
     form = DecisionForm(request.POST)
     if not form.is_valid():
         context = _detail_context(request, confirmation, form)
