@@ -150,11 +150,22 @@ def fetch_capped(
     transport, method: str, url: str, request: dict, *, auth: bool, limit: int
 ) -> tuple[bytes, str]:
     """Stream a file, stopping as soon as it passes `limit` bytes; (content, content type)."""
-    from connectors.transport import TransportError
+    from cadre import outbound
+    from connectors.transport import destination_refused
 
     request = dict(request)
     if auth:
         transport.authorize(request, transport.access_token())
+    try:
+        return _read_capped(transport, method, url, request, limit=limit)
+    except outbound.OutboundRefused as refused:
+        # A download URL (from the platform's answer, or a redirect) to a refused address.
+        raise destination_refused(refused) from None
+
+
+def _read_capped(transport, method: str, url: str, request: dict, *, limit: int):
+    from connectors.transport import TransportError
+
     with transport.client.stream(method, transport.url(url), **request) as response:
         if response.status_code >= 400:
             raise TransportError(

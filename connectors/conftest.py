@@ -6,6 +6,7 @@ import pytest
 from django.core.cache import cache
 
 from connectors.tests.fakes import FakePlatformServer
+from connectors.tests.guard import connections, dns  # noqa: F401 - the outbound-guard fixtures
 from tests.conftest import (  # noqa: F401 - the shared cast, re-exported as fixtures
     _fresh_throttles,
     alice,

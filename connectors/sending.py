@@ -1,36 +1,16 @@
 """Outbound: send a message once per idempotency key through the connector's transport, over
-one HTTP client per process."""
+the process's shared guarded HTTP client (connectors.transport.shared_client)."""
 
 from __future__ import annotations
-
-import os
-import threading
-
-import httpx
 
 from connectors import services
 from connectors.base import platform_for, registry
 from connectors.models import Connector, Delivery
 from connectors.transport import Recipient, Transport, TransportError
 
-_client_lock = threading.Lock()
-_client: tuple[int, httpx.Client] | None = None
-
-
-def shared_client() -> httpx.Client:
-    """One HTTP client per process (thread-safe, keeps connections alive): building one costs
-    tens of milliseconds of CPU (TLS context), more than the rest of processing an event."""
-    global _client
-    pid = os.getpid()
-    if _client is None or _client[0] != pid:  # a forked worker builds its own
-        with _client_lock:
-            if _client is None or _client[0] != pid:
-                _client = (pid, httpx.Client(timeout=Transport.timeout))
-    return _client[1]
-
 
 def transport_for(connector: Connector) -> Transport:
-    return platform_for(connector).transport(client=shared_client())
+    return platform_for(connector).transport()
 
 
 def send(

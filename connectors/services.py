@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -17,8 +19,12 @@ from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department, Member, Position
 from connectors.base import registry
 from connectors.models import Connector, ConnectorBinding, Delivery
+from connectors.transport import check_api_url
 
 CONNECTOR_FIELDS = ("name", "platform", "status", "settings")
+# Settings naming a platform API Cadre calls (a private deployment, a proxy): checked by the
+# outbound guard when saved, and again at every connection.
+API_URL_SETTINGS = ("api_base_url", "oapi_base_url")
 
 
 def _snapshot(connector: Connector) -> dict:
@@ -52,12 +58,62 @@ def _check_credentials(platform: str, credentials: dict) -> dict:
     return {name: str(value).strip() for name, value in credentials.items() if value}
 
 
+def _unstorable(value) -> str:
+    """Why a settings value cannot be stored (PostgreSQL's JSON takes no NUL, no lone surrogate
+    and no infinity), or "" when it can."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "Null characters are not allowed."
+        if any("\ud800" <= character <= "\udfff" for character in value):
+            return "Surrogate characters are not allowed."
+    elif isinstance(value, float) and not math.isfinite(value):
+        return "Numbers must be finite."
+    elif isinstance(value, dict):
+        return next(
+            (reason for item in value.items() for reason in map(_unstorable, item) if reason), ""
+        )
+    elif isinstance(value, list):
+        return next((reason for reason in map(_unstorable, value) if reason), "")
+    return ""
+
+
+# Numeric settings the transport reads at every send: (type, lowest, highest).
+_DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
+NUMERIC_SETTINGS = {"max_attempts": (int, 1, 10), "backoff_base": (float, 0.0, 60.0)}
+
+
+def _check_numbers(settings: dict) -> None:
+    for name, (kind, lowest, highest) in NUMERIC_SETTINGS.items():
+        if name not in settings:
+            continue
+        value = settings[name]
+        # Digits from a form arrive as text: ASCII ones only ("²".isdigit() is true).
+        number = float(value) if isinstance(value, str) and _DECIMAL.fullmatch(value) else value
+        if (
+            isinstance(number, bool)
+            or not isinstance(number, int | float)
+            or (kind is int and number != int(number))
+            or not lowest <= number <= highest
+        ):
+            raise InvalidInput(
+                f"{name} must be a number from {lowest} to {highest}.",
+                details={"settings": {name: [f"A number from {lowest} to {highest}."]}},
+            )
+        settings[name] = kind(number)
+
+
 def _check_settings(platform: str, settings: dict | None) -> dict:
     if settings is not None and not isinstance(settings, dict):
         raise InvalidInput("Settings must be an object.")
     settings = dict(settings or {})
+    if reason := _unstorable(settings):
+        raise InvalidInput(f"Settings: {reason}", details={"settings": [reason]})
+    _check_numbers(settings)
     if platform == "webhook" and settings.get("callback_url"):
         settings["callback_url"] = webhook_callback_checked(settings["callback_url"])
+    for name in API_URL_SETTINGS:
+        if settings.get(name):  # empty: the platform's public API
+            settings[name] = check_api_url(settings[name], field=name)
     return settings
 
 
@@ -345,15 +401,17 @@ def connector_test_credentials(
     import importlib
     from urllib.parse import urlsplit
 
-    import httpx
-
-    from connectors.transport import TransportError
+    from connectors.transport import DestinationRefused, TransportError
 
     actor.require("connector.manage", connector)
     _platform_class(connector.platform)
     # The platform package's TRANSPORT class, as the connector base class finds it.
     module = importlib.import_module(f"connectors.{connector.platform}.transport")
-    transport = module.TRANSPORT(connector, client=client or httpx.Client(timeout=timeout))
+    transport = module.TRANSPORT(
+        connector,
+        client=client
+        or outbound.http_client(allow_setting=module.TRANSPORT.allow_setting, timeout=timeout),
+    )
     # One attempt: a person is waiting for the answer, and retrying a refused connection or
     # a wrong secret tells them nothing new.
     transport.max_attempts = 1
@@ -362,6 +420,10 @@ def connector_test_credentials(
         target, message = _credentials_probe(transport)
         host = urlsplit(target).netloc or host
         result = CredentialCheck(True, message, host)
+    except DestinationRefused as error:
+        result = CredentialCheck(
+            False, f"Cadre does not call {host}: {error}", host, reachable=False
+        )
     except TransportError as error:
         network = error.status is None and error.retryable and str(error).startswith("network")
         if network:

@@ -4,6 +4,12 @@ Each platform's ``transport.py`` subclasses `Transport`, says how to fetch a tok
 its API's error codes (`check`), and implements send/update. Tokens live in the shared cache
 (Redis) with a TTL below their expiry, so every worker process reuses one token and a token the
 platform reports invalid is dropped and fetched again once.
+
+Every request goes through the outbound guard (cadre.outbound): an org admin chooses a
+connector's `api_base_url` (a private deployment, a proxy), and a platform's answers name URLs
+too (file downloads, DingTalk's sessionWebhook), so the client resolves each host, refuses
+link-local and metadata addresses always and internal ones unless the platforms' allow-list
+(CADRE_CONNECTOR_ALLOWED_HOSTS) names them, and connects to the address it checked.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import logging
+import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,10 +28,46 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from django.core.cache import cache
 
+from cadre import outbound
+
 if TYPE_CHECKING:
     from connectors.models import Connector
 
 logger = logging.getLogger(__name__)
+
+# The allow-list of the IM platforms' APIs (connectors' API base URLs, directory reads, file
+# downloads, DingTalk sessionWebhooks, IM logins): the internal hosts they may reach anyway.
+PLATFORM_APIS = "CADRE_CONNECTOR_ALLOWED_HOSTS"
+TIMEOUT = 10.0
+
+_clients_lock = threading.Lock()
+_clients: dict[str, tuple[int, httpx.Client]] = {}
+
+
+def shared_client(allow_setting: str = PLATFORM_APIS) -> httpx.Client:
+    """One guarded HTTP client per process and allow-list (thread-safe, keeps connections
+    alive): building one costs tens of milliseconds of CPU (TLS context), more than the rest of
+    processing an event."""
+    pid = os.getpid()
+    held = _clients.get(allow_setting)
+    if held is None or held[0] != pid:  # a forked worker builds its own
+        with _clients_lock:
+            held = _clients.get(allow_setting)
+            if held is None or held[0] != pid:
+                held = (pid, outbound.http_client(allow_setting=allow_setting, timeout=TIMEOUT))
+                _clients[allow_setting] = held
+    return held[1]
+
+
+def check_api_url(url, *, allow_setting: str = PLATFORM_APIS, field: str = "api_base_url") -> str:
+    """A platform API URL an admin configures, refused when saved (400 url_refused, under
+    `settings.<field>`) when it is not http(s) or resolves to an address the guard refuses."""
+    try:
+        return outbound.check_url(url, allow_setting=allow_setting)
+    except outbound.OutboundRefused as refused:
+        raise outbound.OutboundRefused(
+            refused.message, code=refused.code, details={"settings": {field: [refused.message]}}
+        ) from None
 
 
 class TransportError(Exception):
@@ -96,18 +140,29 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - current)
 
 
+class DestinationRefused(TransportError):
+    """The outbound guard refused where a request was going: nothing was sent, and trying again
+    sends nothing either (an admin has to change the URL or the allow-list)."""
+
+
+def destination_refused(refused: outbound.OutboundRefused) -> DestinationRefused:
+    return DestinationRefused(f"destination refused: {refused.message}")
+
+
 class Transport:
     """Outbound API client of one connector."""
 
     platform = ""
     default_base_url = ""
+    # Which allow-list the guarded client applies to this platform's destinations.
+    allow_setting = PLATFORM_APIS
     max_attempts = 4
     backoff_base = 0.5  # seconds; doubled per attempt, with jitter
     backoff_max = 30.0
     # A Retry-After longer than this is not slept on in-process: the caller reschedules.
     max_inline_wait = 60.0
     token_margin = 300  # cache a token this many seconds less than its lifetime
-    timeout = 10.0
+    timeout = TIMEOUT
 
     def __init__(
         self,
@@ -121,7 +176,8 @@ class Transport:
         self.credentials = credentials if credentials is not None else connector.credentials
         self.settings = connector.settings or {}
         self.base_url = (self.settings.get("api_base_url") or self.default_base_url).rstrip("/")
-        self.client = client or httpx.Client(timeout=self.timeout)
+        # Tests pass a client bound to their fakes; everything else shares the guarded one.
+        self.client = client or shared_client(self.allow_setting)
         self.sleep = sleep
         self.max_attempts = int(self.settings.get("max_attempts", self.max_attempts))
         self.backoff_base = float(self.settings.get("backoff_base", self.backoff_base))
@@ -214,6 +270,8 @@ class Transport:
                 self.authorize(request_kwargs, self.access_token())
             try:
                 response = self.client.request(method, self.url(path), **request_kwargs)
+            except outbound.OutboundRefused as refused:
+                raise destination_refused(refused) from None
             except httpx.TransportError as error:
                 last_error = TransportError(f"network error: {error}", retryable=True)
                 wait = self.backoff(attempt)

@@ -1,15 +1,22 @@
 """DingTalk outbound: app access token (cached), robot 1:1 and group messages, session webhook
-replies, interactive cards (create-and-deliver, update)."""
+replies, interactive cards (create-and-deliver, update).
+
+A sessionWebhook is used only when its host is allow-listed (connectors.dingtalk.session_webhook)
+and, like every request of the transport, it goes through the outbound guard: a host resolving
+to a refused address gets nothing, and the reply goes through the robot API instead.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import httpx
 
 from connectors.dingtalk.session_webhook import session_webhook_allowed
 from connectors.transport import (
+    DestinationRefused,
     RateLimited,
     Recipient,
     SendResult,
@@ -17,6 +24,8 @@ from connectors.transport import (
     Transport,
     TransportError,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class DingTalkTransport(Transport):
@@ -100,26 +109,28 @@ class DingTalkTransport(Transport):
             return ""
         return url if session_webhook_allowed(url) else ""
 
+    def _by_session(self, context: dict | None, body: dict) -> SendResult | None:
+        """Reply through the message's sessionWebhook; None when there is none to use or the
+        guard refused its address (nothing was sent: the robot API answers instead)."""
+        url = self._session_webhook(context)
+        if not url:
+            return None
+        try:
+            return SendResult("", self.call("POST", url, auth=False, json=body))
+        except DestinationRefused as refused:
+            logger.warning("dingtalk: sessionWebhook not used: %s", refused)
+            return None
+
     def send_text(self, to: Recipient, text: str, *, context=None) -> SendResult:
-        if url := self._session_webhook(context):
-            data = self.call(
-                "POST", url, auth=False, json={"msgtype": "text", "text": {"content": text}}
-            )
-            return SendResult("", data)
+        body = {"msgtype": "text", "text": {"content": text}}
+        if (sent := self._by_session(context, body)) is not None:
+            return sent
         return self._robot(to, "sampleText", {"content": text})
 
     def send_markdown(self, to: Recipient, markdown: str, *, title="", context=None) -> SendResult:
-        if url := self._session_webhook(context):
-            data = self.call(
-                "POST",
-                url,
-                auth=False,
-                json={
-                    "msgtype": "markdown",
-                    "markdown": {"title": title or "Cadre", "text": markdown},
-                },
-            )
-            return SendResult("", data)
+        body = {"msgtype": "markdown", "markdown": {"title": title or "Cadre", "text": markdown}}
+        if (sent := self._by_session(context, body)) is not None:
+            return sent
         return self._robot(to, "sampleMarkdown", {"title": title or "Cadre", "text": markdown})
 
     def send_card(self, to: Recipient, card: dict, *, context=None) -> SendResult:

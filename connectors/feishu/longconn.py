@@ -16,6 +16,7 @@ Feishu connector whose `settings.mode` is `long_connection`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -23,9 +24,11 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
+from cadre import outbound
 from connectors import inbound
 from connectors.base import InboundRequest, PayloadInvalid, Verified, platform_for
 from connectors.models import Connector
+from connectors.transport import PLATFORM_APIS
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +119,18 @@ class LongConnection:
         return base or DOMAINS.get(self.settings.get("domain", "feishu"), DOMAINS["feishu"])
 
     def client(self):
+        """The SDK client, once `domain()` passed the outbound guard: the SDK calls it with its
+        own HTTP client, so the guard checks where it points first (OutboundRefused, and the
+        supervisor's backoff, for a refused address; the SDK resolves the name again, which
+        only an allow-listed or public name reaches)."""
         import lark_oapi as lark
 
+        destination = outbound.parse_url(self.domain())
+        # A name not resolving now: the SDK reports it and reconnects by itself.
+        with contextlib.suppress(OSError):
+            outbound.resolve_checked(
+                destination.host, destination.port, allow_setting=PLATFORM_APIS
+            )
         return lark.ws.Client(
             self.credentials["app_id"],
             self.credentials["app_secret"],

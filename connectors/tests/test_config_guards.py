@@ -4,6 +4,8 @@ organization's deployments."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cadre.agents import services as agent_services
@@ -154,3 +156,52 @@ def test_binding_to_an_own_deployment_is_accepted(alice, client_for):
     )
     assert response.status_code == 201, response.content
     assert ConnectorBinding.objects.get().deployment_id == ours.pk
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"card_template_id": "a\x00b"},
+        {"a\x00": 1},
+        {"nested": {"x": ["\udc00"]}},
+        {"max_attempts": "²"},
+        {"max_attempts": "1e309"},
+        {"max_attempts": 0},
+        {"max_attempts": 10**30},
+        {"max_attempts": True},
+        {"backoff_base": -1},
+        {"backoff_base": "١٢"},
+    ],
+)
+def test_hostile_settings_are_refused_with_400_and_nothing_stored(alice, client_for, settings):
+    """Strings PostgreSQL's JSON cannot hold, and numbers a send would crash on, are a clear 400
+    when saved — never a 500 then, nor a crash at every send afterwards."""
+    body = {"platform": "webhook", "name": "ERP", "credentials": {"signing_secret": SECRET}}
+    response = client_for(alice).post(
+        "/api/v1/connectors/",
+        json.dumps({**body, "settings": settings}),  # escapes a lone surrogate as \udc00
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    assert not Connector.objects.exists()
+
+
+def test_infinite_numbers_in_settings_are_refused(alice, client_for):
+    body = json.dumps(
+        {"platform": "webhook", "name": "ERP", "credentials": {"signing_secret": SECRET},
+         "settings": {"backoff_base": "INF"}}
+    ).replace('"INF"', "1e309")  # fmt: skip
+    response = client_for(alice).post("/api/v1/connectors/", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert not Connector.objects.exists()
+
+
+def test_numeric_settings_from_a_form_are_stored_as_numbers(alice, client_for):
+    response = client_for(alice).post(
+        "/api/v1/connectors/",
+        {"platform": "webhook", "name": "ERP", "credentials": {"signing_secret": SECRET},
+         "settings": {"max_attempts": "3", "backoff_base": "0.25"}},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 201, response.content
+    assert Connector.objects.get().settings == {"max_attempts": 3, "backoff_base": 0.25}

@@ -1,10 +1,11 @@
 """Webhook outbound: POST a signed JSON message to the connector's callback URL.
 
 The callback URL is a server-side request on behalf of whoever configured the connector, so it
-goes through the outbound guard (cadre.outbound) at every send (DNS can change after the URL was
-saved): a host resolving to an internal address is refused unless
-CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS lists it, and the request goes to the very address that
-was checked (TLS still verifies the certificate for the host name), with no redirects followed.
+goes through the outbound guard (cadre.outbound) at every connection (DNS can change after the
+URL was saved): the transport's client resolves the host, refuses it when it resolves to an
+internal address that CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS does not list, and connects to the
+very address that was checked (TLS still verifies the certificate for the host name), with no
+redirects followed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from connectors.webhook.inbound import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMEST
 
 class WebhookTransport(Transport):
     platform = "webhook"
+    # A receiver of the customer's, not an IM platform: the webhooks' own allow-list.
+    allow_setting = outbound.CONNECTOR_WEBHOOKS
 
     def _secret(self) -> str:
         return self.credentials.get("callback_secret") or self.credentials["signing_secret"]
@@ -34,23 +37,13 @@ class WebhookTransport(Transport):
             SIGNATURE_HEADER: sign(self._secret(), timestamp, body),
             EVENT_ID_HEADER: message_id,
         }
-        url, extensions = self._pinned(self.settings["callback_url"], headers)
-        data = self.call(
-            "POST", url, auth=False, content=body, headers=headers, extensions=extensions
-        )
-        return SendResult(str(data.get("message_id") or message_id), data)
-
-    def _pinned(self, url: str, headers: dict) -> tuple[str, dict]:
-        """The URL rewritten to the checked address (Host header and TLS name kept): the
-        connector's shared client connects where the guard said it may."""
+        url = self.settings["callback_url"]
         try:
-            pinned = outbound.pinned_url(url, allow_setting=outbound.CONNECTOR_WEBHOOKS)
+            outbound.parse_url(url)  # a stored URL that is not http(s): refused, never sent
         except outbound.OutboundRefused as refused:
             raise TransportError(f"callback URL refused: {refused.message}") from None
-        except (OSError, UnicodeError) as error:
-            raise TransportError(f"network error: {error}", retryable=True) from None
-        headers["Host"] = pinned.host_header
-        return pinned.url, pinned.extensions
+        data = self.call("POST", url, auth=False, content=body, headers=headers)
+        return SendResult(str(data.get("message_id") or message_id), data)
 
     def send_text(self, to: Recipient, text: str, *, context=None) -> SendResult:
         return self._post({"type": "text", "to": {"id": to.id, "type": to.type}, "text": text})

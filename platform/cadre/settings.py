@@ -510,6 +510,8 @@ CADRE_INVITATION_DAYS = env_int("CADRE_INVITATION_DAYS", 7, minimum=1)
 CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS", [])
 # The same guard for webhook connectors' callback URLs (their own allow-list).
 CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS", [])
+# …and for the IM platforms' APIs (connector api_base_url, directory, files, IM logins).
+CADRE_CONNECTOR_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_ALLOWED_HOSTS", [])
 # MCP servers agents call as tools (docs/integrations.md): Streamable HTTP URLs never reach
 # internal addresses except these host names, IP addresses or networks ("*" allows all); stdio
 # servers run only these commands on the workers (names or absolute paths; empty: no stdio).
@@ -548,7 +550,12 @@ CADRE_MODEL_PROVIDER_ALLOWED_HOSTS = env_list("CADRE_MODEL_PROVIDER_ALLOWED_HOST
     host
     for host in map(
         _url_host,
-        ("CADRE_MODEL_BASE_URL", "CADRE_MEMORY_PROVIDER_BASE_URL", "CADRE_MEMORY_LLM_BASE_URL"),
+        (
+            "CADRE_MODEL_BASE_URL",
+            "CADRE_MEMORY_PROVIDER_BASE_URL",
+            "CADRE_MEMORY_LLM_BASE_URL",
+            "CADRE_EMBEDDING_BASE_URL",
+        ),
     )
     if host
 ]

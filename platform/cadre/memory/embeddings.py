@@ -150,7 +150,7 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         timeout: float = 30.0,
         backoff: float = 0.5,
     ) -> None:
-        import httpx
+        from cadre import outbound
 
         self.name = name
         self.base_url = base_url.rstrip("/")
@@ -158,7 +158,11 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         self.max_attempts = max_attempts
         self.backoff = backoff
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        # The guard's client: the endpoint's address is checked and pinned at every connection
+        # (a model endpoint's allow-list: a self-hosted one on this host is legitimate).
+        self._client = outbound.http_client(
+            allow_setting=outbound.MODEL_PROVIDERS, timeout=timeout, headers=headers
+        )
         self._dimension = dimension or KNOWN_OPENAI_DIMENSIONS.get(name)
 
     @property

@@ -18,7 +18,9 @@ that returns a one-time `code` to the callback, and APIs that turn the code into
   `/topapi/v2/user/get` (job_number, org_email, dept_id_list).
 
 Each adapter returns the platform's user as one flat dict of claims (what "test sign-in"
-shows) and the normalized facts matching uses (`found`).
+shows) and the normalized facts matching uses (`found`). Every call goes through the outbound
+guard (an admin chooses `api_base_url`): the IM platforms' allow-list applies, the one the
+connectors' API base URLs use (CADRE_CONNECTOR_ALLOWED_HOSTS).
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ from urllib.parse import urlencode
 import httpx
 from django.core.cache import cache
 
+from cadre import outbound
 from cadre.tenancy.models import IdentityProvider
 
 _HTTP_TIMEOUT = 10
+# The IM platforms' APIs: the allow-list connectors.transport.PLATFORM_APIS names (a login and
+# a connector of a private deployment reach the same host).
+_ALLOW_SETTING = "CADRE_CONNECTOR_ALLOWED_HOSTS"
 
 DEFAULT_URLS = {
     "feishu": ("https://accounts.feishu.cn", "https://open.feishu.cn"),
@@ -62,7 +68,10 @@ def _urls(provider: IdentityProvider) -> tuple[str, str]:
 
 def _call(method: str, url: str, **kwargs) -> tuple[int, dict]:
     try:
-        response = httpx.request(method, url, timeout=_HTTP_TIMEOUT, **kwargs)
+        with outbound.http_client(allow_setting=_ALLOW_SETTING, timeout=_HTTP_TIMEOUT) as client:
+            response = client.request(method, url, **kwargs)
+    except outbound.OutboundRefused as refused:
+        raise _refused("provider_unreachable", f"{url.split('?')[0]}: {refused.message}") from None
     except httpx.HTTPError as caught:
         raise _refused("provider_unreachable", f"{url.split('?')[0]}: {caught}") from None
     try:
