@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 # The allow-list of the IM platforms' APIs (connectors' API base URLs, directory reads, file
 # downloads, DingTalk sessionWebhooks, IM logins): the internal hosts they may reach anyway.
-PLATFORM_APIS = "CADRE_CONNECTOR_ALLOWED_HOSTS"
+PLATFORM_APIS = outbound.CONNECTOR_APIS
 TIMEOUT = 10.0
 
 _clients_lock = threading.Lock()

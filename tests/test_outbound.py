@@ -247,22 +247,6 @@ def test_a_name_that_does_not_resolve_is_a_connect_error(dns):
         client.get("http://nowhere.invalid/")
 
 
-def test_a_pinned_url_names_the_checked_address_and_keeps_the_host_for_tls(dns, settings):
-    settings.CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS = ["hooks.corp.internal"]
-    dns["hooks.corp.internal"] = ["10.1.2.3", "169.254.169.254"]
-    pinned = outbound.pinned_url(
-        "https://hooks.corp.internal:8443/in?x=1", allow_setting=outbound.CONNECTOR_WEBHOOKS
-    )
-    assert pinned.url == "https://10.1.2.3:8443/in?x=1"
-    assert pinned.host_header == "hooks.corp.internal:8443"
-    assert pinned.extensions == {"sni_hostname": "hooks.corp.internal"}
-    # The next lookup answers metadata: refused, even for an allowed name.
-    with pytest.raises(OutboundRefused):
-        outbound.pinned_url(
-            "https://hooks.corp.internal/", allow_setting=outbound.CONNECTOR_WEBHOOKS
-        )
-
-
 @pytest.mark.django_db
 def test_the_async_client_refuses_at_connection_time_too(receiver):
     import asyncio

@@ -1,6 +1,7 @@
 """The one outbound guard: every server-side fetch Cadre makes to a URL someone configured
 (model providers, OIDC discovery and keys, SAML metadata, MCP servers, alert and connector
-webhooks) resolves the host, checks every address, and connects to the address it checked.
+webhooks, the IM platforms' APIs, the agents' http_request tool) resolves the host, checks
+every address, and connects to the address it checked.
 
 A URL is a request made on behalf of whoever configured it, so by default it may reach only
 public addresses. Two classes of address are refused:
@@ -46,6 +47,13 @@ MCP_SERVERS = "CADRE_MCP_ALLOWED_HOSTS"
 SAML_METADATA = "CADRE_SAML_METADATA_ALLOWED_HOSTS"
 OIDC_PROVIDERS = "CADRE_OIDC_ALLOWED_HOSTS"
 MODEL_PROVIDERS = "CADRE_MODEL_PROVIDER_ALLOWED_HOSTS"
+# The IM platforms' APIs: connectors' API base URLs, directory reads, file downloads, DingTalk
+# sessionWebhooks and IM logins (a login and a connector of a private deployment reach the same
+# host).
+CONNECTOR_APIS = "CADRE_CONNECTOR_ALLOWED_HOSTS"
+# The agents' http_request tool: the internal hosts agents may call (beside each tool rule's own
+# host names).
+AGENT_HTTP = "CADRE_AGENT_HTTP_ALLOWED_HOSTS"
 SURFACES = (
     ALERT_WEBHOOKS,
     CONNECTOR_WEBHOOKS,
@@ -53,6 +61,8 @@ SURFACES = (
     SAML_METADATA,
     OIDC_PROVIDERS,
     MODEL_PROVIDERS,
+    CONNECTOR_APIS,
+    AGENT_HTTP,
 )
 
 # The error code of a refused webhook or MCP server URL (alert rules, connectors, MCP).
@@ -417,32 +427,3 @@ def async_http_client(*, allow_setting: str, timeout: float = 10.0, **options):
     )
     options.setdefault("follow_redirects", False)
     return http.AsyncClient(transport=guarded, timeout=timeout, trust_env=False, **options)
-
-
-@dataclass(frozen=True)
-class PinnedUrl:
-    """A URL rewritten to its checked address, for a client Cadre did not build (a connector's
-    shared httpx client): send `url` with the `Host` header and TLS name `extensions` given."""
-
-    url: str
-    host_header: str
-    extensions: dict
-
-
-def pinned_url(url: str, *, allow_setting: str) -> PinnedUrl:
-    """Resolve and check `url` now and name its checked address (OSError when the name does not
-    resolve, OutboundRefused when refused)."""
-    destination = parse_url(url)
-    [address, *_others] = resolve_checked(
-        destination.host, destination.port, allow_setting=allow_setting
-    )
-    parts = urlsplit(url.strip())
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    literal = f"[{address}]" if address.version == 6 else str(address)
-    default_port = 443 if destination.scheme == "https" else 80
-    named = f"[{destination.host}]" if ":" in destination.host else destination.host
-    return PinnedUrl(
-        url=f"{destination.scheme}://{literal}:{destination.port}{path}",
-        host_header=named if destination.port == default_port else f"{named}:{destination.port}",
-        extensions={"sni_hostname": destination.host} if destination.scheme == "https" else {},
-    )

@@ -512,6 +512,8 @@ CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS"
 CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS", [])
 # …and for the IM platforms' APIs (connector api_base_url, directory, files, IM logins).
 CADRE_CONNECTOR_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_ALLOWED_HOSTS", [])
+# …and for the agents' http_request tool (beside each tool rule's own allowed_hosts).
+CADRE_AGENT_HTTP_ALLOWED_HOSTS = env_list("CADRE_AGENT_HTTP_ALLOWED_HOSTS", [])
 # MCP servers agents call as tools (docs/integrations.md): Streamable HTTP URLs never reach
 # internal addresses except these host names, IP addresses or networks ("*" allows all); stdio
 # servers run only these commands on the workers (names or absolute paths; empty: no stdio).

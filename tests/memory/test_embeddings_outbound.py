@@ -38,3 +38,16 @@ def test_a_loopback_endpoint_needs_the_model_providers_allow_list(connections, s
     with pytest.raises((OutboundRefused, EmbeddingError)):
         provider.embed(["a private memory"])
     assert connections == []
+
+
+def test_a_refused_endpoint_is_an_embedding_error_so_search_falls_back(dns, connections):
+    # Callers (hybrid search, the embedding jobs) fall back to lexical search on EmbeddingError;
+    # the guard's own OutboundRefused (a 400) would escape them and fail the search instead.
+    dns["embed.example.test"] = METADATA
+    provider = OpenAICompatibleProvider(
+        base_url="https://embed.example.test/v1", name="m", api_key="sk-secret", max_attempts=3
+    )
+    with pytest.raises(EmbeddingError, match=r"embed\.example\.test") as refused:
+        provider.embed(["a private memory"])
+    assert not isinstance(refused.value, OutboundRefused)
+    assert reached(connections, METADATA, "embed.example.test") == []

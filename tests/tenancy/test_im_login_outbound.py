@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from cadre.outbound import OutboundRefused
+from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IdentityProvider
-from cadre.tenancy.services import im_login
+from cadre.tenancy.services import im_login, oidc
 from cadre.tenancy.services.oidc import SsoRefused
 from connectors.tests import guard
 from connectors.tests.guard import reached
@@ -55,3 +57,56 @@ def test_a_login_whose_api_is_loopback_is_refused_unless_allowed(org_a, connecti
         im_login.user_claims(provider, code="code-1", verifier="v", redirect_uri="https://x/cb")
     assert "internal address" in refused.value.detail
     assert connections == []
+
+
+# --- when the provider is saved ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "api_base_url",
+    [
+        "http://169.254.169.254",
+        "https://open.example.test",
+        "http://[fd00:ec2::254]",
+        "http://127.0.0.1:9",
+        "http://10.0.0.5",
+        "file:///etc/passwd",
+    ],
+)
+def test_an_api_base_url_at_an_internal_address_is_refused_when_saved(
+    org_a, alice, dns, connections, settings, api_base_url
+):
+    settings.CADRE_CONNECTOR_ALLOWED_HOSTS = []
+    dns["open.example.test"] = METADATA
+    with pytest.raises(OutboundRefused) as refused:
+        oidc.identity_provider_save(
+            actor=member_actor(alice),
+            name="Feishu login",
+            slug="feishu",
+            kind="feishu",
+            client_id="cli_a",
+            client_secret="app-secret",
+            api_base_url=api_base_url,
+        )
+    assert refused.value.status == 400
+    assert set(refused.value.details) == {"api_base_url"}
+    assert not IdentityProvider.objects.filter(organization=org_a).exists()
+    assert connections == []
+
+
+def test_changing_a_saved_login_to_an_internal_api_keeps_the_old_url(org_a, alice, settings):
+    settings.CADRE_CONNECTOR_ALLOWED_HOSTS = []
+    provider = _provider(org_a, "feishu", "https://open.feishu.cn")
+    with pytest.raises(OutboundRefused):
+        oidc.identity_provider_save(
+            actor=member_actor(alice), provider=provider, api_base_url="http://127.0.0.1:9"
+        )
+    provider.refresh_from_db()
+    assert provider.api_base_url == "https://open.feishu.cn"
+    # An administrator allows the internal gateway: it is saved.
+    settings.CADRE_CONNECTOR_ALLOWED_HOSTS = ["127.0.0.1"]
+    saved = oidc.identity_provider_save(
+        actor=member_actor(alice), provider=provider, api_base_url="http://127.0.0.1:9"
+    )
+    saved.refresh_from_db()
+    assert saved.api_base_url == "http://127.0.0.1:9"

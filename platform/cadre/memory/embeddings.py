@@ -185,6 +185,8 @@ class OpenAICompatibleProvider(EmbeddingProvider):
     def _request(self, batch: list[str]) -> list[list[float]]:
         import httpx
 
+        from cadre import outbound
+
         # Empty strings are rejected by some servers; a space embeds as "nothing".
         payload = {"model": self.name, "input": [text or " " for text in batch]}
         url = f"{self.base_url}/embeddings"
@@ -193,6 +195,10 @@ class OpenAICompatibleProvider(EmbeddingProvider):
             delay = self.backoff * 2 ** (attempt - 1)
             try:
                 response = self._client.post(url, json=payload)
+            except outbound.OutboundRefused as refused:
+                # The guard refused the endpoint's address: no retry will change that, and the
+                # callers' fallbacks (lexical search) expect an EmbeddingError, not a 400.
+                raise EmbeddingError(f"{url}: {refused.message}") from None
             except httpx.TransportError as error:
                 last_error = f"{type(error).__name__}: {error}"
             else:

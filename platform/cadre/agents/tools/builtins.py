@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from cadre import outbound
 from cadre.agents.models import AgentMessage, AgentTask
 from cadre.agents.runtime import delivery
 from cadre.agents.tools.registry import Tool, register
@@ -261,15 +262,23 @@ def _http_request(ctx, args: dict) -> dict:
         raise ToolFailed(
             "host_not_allowed", f"{urlsplit(args['url']).hostname!r} is not an allowed host"
         )
+    # The rule's host names say where this agent may go; the outbound guard says which
+    # addresses any agent may reach: an allowed name resolving to link-local or cloud metadata
+    # is always refused, to loopback or a private network unless CADRE_AGENT_HTTP_ALLOWED_HOSTS
+    # admits it, and the socket connects to the address that was checked (no DNS rebinding).
     try:
-        response = httpx.request(
-            args.get("method", "GET"),
-            args["url"],
-            json=args.get("body"),
-            headers={"Idempotency-Key": ctx.key, "User-Agent": "Cadre-Agent/1"},
+        with outbound.http_client(
+            allow_setting=outbound.AGENT_HTTP,
             timeout=float(ctx.rule.get("timeout_seconds", 10)),
-            follow_redirects=False,
-        )
+        ) as client:
+            response = client.request(
+                args.get("method", "GET"),
+                args["url"],
+                json=args.get("body"),
+                headers={"Idempotency-Key": ctx.key, "User-Agent": "Cadre-Agent/1"},
+            )
+    except outbound.OutboundRefused as refused:
+        raise ToolFailed("host_not_allowed", refused.message) from None
     except httpx.HTTPError as error:
         raise ToolFailed("http_error", str(error)) from None
     return {"status": response.status_code, "body": response.text[:20000]}

@@ -36,7 +36,7 @@ from cadre.tenancy.models import IdentityProvider
 _HTTP_TIMEOUT = 10
 # The IM platforms' APIs: the allow-list connectors.transport.PLATFORM_APIS names (a login and
 # a connector of a private deployment reach the same host).
-_ALLOW_SETTING = "CADRE_CONNECTOR_ALLOWED_HOSTS"
+_ALLOW_SETTING = outbound.CONNECTOR_APIS
 
 DEFAULT_URLS = {
     "feishu": ("https://accounts.feishu.cn", "https://open.feishu.cn"),

@@ -706,6 +706,13 @@ def identity_provider_save(
         raise InvalidInput(
             "An OpenID Connect provider needs its issuer.", details={"issuer": ["Required."]}
         )
+    if fields.get("api_base_url"):
+        # An IM login's API is called with the app secret and the user's code: a URL at (or
+        # resolving to) metadata or an internal host not allowed is refused now, with a reason,
+        # rather than only at the first sign-in (where the guard refuses the fetch anyway).
+        provider.api_base_url = outbound.check_url(
+            fields["api_base_url"], allow_setting=outbound.CONNECTOR_APIS, field="api_base_url"
+        )
     if provider.kind == IdentityProvider.Kind.WECOM and not provider.agent_id:
         raise InvalidInput(
             "A WeCom login needs the application's AgentId.", details={"agent_id": ["Required."]}
