@@ -105,12 +105,17 @@ def _unusable_text(text: str) -> bool:
 
 class URLTextMiddleware:
     """A path or query string carrying NUL (`%00`) or a lone surrogate is a 400 before any
-    view: otherwise each lookup that sends the text to PostgreSQL answered 500."""
+    view: otherwise each lookup that sends the text to PostgreSQL answered 500. SCIM answers
+    these itself, in the error format identity providers read (cadre.tenancy.scim)."""
+
+    own_answers = ("/scim/",)
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
+        if request.path.startswith(self.own_answers):
+            return self.get_response(request)
         if _unusable_text(request.path) or any(
             _unusable_text(key) or any(_unusable_text(value) for value in values)
             for key, values in request.GET.lists()
