@@ -14,8 +14,32 @@ def test_ascii_digits_within_bigint_are_keys(value):
 
 @pytest.mark.parametrize(
     "value",
-    ["²", "١٢", "1²", "", "0", "-1", "+1", " 1", "1 ", "1.0", "1e3", "\x00", "1\x00",
-     "\ud800", str(MAX_PK + 1), "9" * 400, 0, -3, True, False, 1.0, None, [1], {"1": 1}],
+    [
+        "²",
+        "١٢",
+        "1²",
+        "",
+        "0",
+        "-1",
+        "+1",
+        " 1",
+        "1 ",
+        "1.0",
+        "1e3",
+        "\x00",
+        "1\x00",
+        "\ud800",
+        str(MAX_PK + 1),
+        "9" * 400,
+        0,
+        -3,
+        True,
+        False,
+        1.0,
+        None,
+        [1],
+        {"1": 1},
+    ],
 )
 def test_everything_else_is_not_a_key(value):
     assert parse_pk(value) is None
