@@ -817,8 +817,15 @@ def directory_conflict_resolve(
             details={"resolution": [f"Choose from: {', '.join(sorted(allowed))}"]},
         )
     connector = conflict.connector
-    user = DirectoryUser(**{k: v for k, v in conflict.directory_values.items()
-                            if k in DirectoryUser.__dataclass_fields__})  # fmt: skip
+    values = {k: v for k, v in (conflict.directory_values or {}).items()
+              if k in DirectoryUser.__dataclass_fields__}  # fmt: skip
+    try:
+        user = DirectoryUser(**values)
+    except TypeError:  # a record without the directory's id or name: nothing to apply
+        raise Conflict(
+            "The directory's record of this user is incomplete; run a sync to queue it again.",
+            code="incomplete_conflict",
+        ) from None
     link = UserLink.objects.filter(connector=connector, platform_user_id=user.id).first()
     if resolution in ("take_directory", "keep_local"):
         target = conflict.member

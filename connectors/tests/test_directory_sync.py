@@ -396,3 +396,24 @@ def test_wecom_and_dingtalk_contact_events_parse_into_changes():
         {"kind": "user_deleted", "object_id": "d1"},
         {"kind": "user_deleted", "object_id": "d2"},
     ]
+
+
+def test_a_conflict_whose_directory_record_is_incomplete_is_refused_not_a_500(alice):
+    """A queued conflict without the directory's id or name (only a hand-edited row has one)
+    is a 409 that changes nothing, not a TypeError."""
+    from cadre.errors import Conflict
+
+    connector = make_connector(alice, "feishu", {"app_id": "cli_x", "app_secret": "s"})
+    conflict = DirectoryConflict.objects.create(
+        organization=alice.organization,
+        connector=connector,
+        kind="local_edit",
+        platform_user_id="ou_9",
+        member=alice,
+        fields=["title"],
+    )
+    with nothing_changes(conflict), pytest.raises(Conflict) as refused:
+        directory_conflict_resolve(
+            actor=member_actor(alice), conflict=conflict, resolution="keep_local"
+        )
+    assert refused.value.code == "incomplete_conflict"
