@@ -195,8 +195,13 @@
     const days = Math.max(1, Math.ceil((until - since) / 86400000));
     slider.min = "0"; slider.max = String(days);
     slider.dataset.since = String(since);
-    const at = asOfField.value ? Date.parse(asOfField.value + "T23:59:59Z") : until;
-    slider.value = String(Math.min(days, Math.max(0, Math.round((at - since) / 86400000))));
+    // The step whose day (sliderDate) is the as-of day: counted in whole days from the range's
+    // first day, so the time of day the range starts at never moves it to a neighbour.
+    const firstDay = Date.parse(new Date(since).toISOString().slice(0, 10) + "T00:00:00Z");
+    const step = asOfField.value
+      ? Math.round((Date.parse(asOfField.value + "T00:00:00Z") - firstDay) / 86400000)
+      : days;
+    slider.value = String(Math.min(days, Math.max(0, step)));
     slider.disabled = false;
   }
   function sliderDate() {
