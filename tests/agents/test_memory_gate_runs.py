@@ -5,30 +5,14 @@ review (docs/memory.md, "One gate")."""
 
 from __future__ import annotations
 
-import hashlib
-
 from cadre.agents.hooks.builtins import standing_rows
 from cadre.agents.runtime import delegation, run_context
 from cadre.agents.runtime import services as runtime
 from cadre.agents.runtime.grants import agent_actor
 from cadre.memory import selectors
-from cadre.memory.models import Memory, Verification
-from cadre.memory.text import lexical_document
+from cadre.memory.models import Verification
 from cadre.tenancy.actors import member_actor
-
-
-def remember(org, content: str, scope_key: str, **fields) -> Memory:
-    scope, _, scope_id = scope_key.partition(":")
-    return Memory.objects.create(
-        organization=org,
-        scope=scope,
-        scope_id=int(scope_id) if scope_id else None,
-        scope_key=scope_key,
-        content=content,
-        search_text=lexical_document(content, {}),
-        content_hash=hashlib.sha256(content.encode()).hexdigest(),
-        **fields,
-    )
+from tests.memory.test_memory_gate import remember
 
 
 def test_standing_rows_never_hold_a_colleagues_personal_memory(org_a, alice, bob, bob_agent):
