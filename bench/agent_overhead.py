@@ -243,7 +243,7 @@ def drive(agents: list, sessions: int, messages: int, think: float, timeout: flo
     from django.utils import timezone
 
     from cadre.agents.models import Run
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.tenancy.actors import member_actor
 
     active = agents[:sessions]

@@ -112,7 +112,7 @@ def retrying_connector(owner_agent, sends: int, url: str) -> list[int]:
     from cadre.agents.models import AgentMessage
     from cadre.tenancy.actors import member_actor
     from cadre.tenancy.models import IMIdentity, Member
-    from connectors import services
+    from connectors.base import services
     from connectors.tasks import agent_message_deliver
 
     organization = owner_agent.organization

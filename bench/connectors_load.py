@@ -204,7 +204,7 @@ def create_objects(receiver_url: str) -> dict:
     from cadre.tenancy import services as tenancy
     from cadre.tenancy.actors import member_actor
     from cadre.tenancy.models import IMIdentity
-    from connectors import services
+    from connectors.base import services
 
     _, owner = tenancy.organization_create(
         name="Bench", slug="bench", owner_email="owner@bench.test", password=None

@@ -35,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 # The fake model endpoints listen on loopback, which the outbound guard admits only when allowed.
 os.environ.setdefault("CADRE_MODEL_PROVIDER_ALLOWED_HOSTS", "127.0.0.1")
 
-from cadre.agents.runtime.context import ContextPieces, fit  # noqa: E402
+from cadre.agents.runtime.steps.context import ContextPieces, fit  # noqa: E402
 from cadre.llm.anthropic import AnthropicProvider  # noqa: E402
 from cadre.llm.openai_compatible import OpenAICompatibleProvider  # noqa: E402
 from tests.agents.fake_models import FakeModelServer  # noqa: E402

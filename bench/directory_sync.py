@@ -64,9 +64,9 @@ def owner_of(slug: str):
 def batched(platform: str, org_data, server) -> dict:
     from cadre.tenancy.actors import member_actor
     from cadre.tenancy.models import Department, IMIdentity, Member
-    from connectors import services
-    from connectors.directory import directory_client
-    from connectors.directory_sync import directory_sync_execute, directory_sync_start
+    from connectors.base import services
+    from connectors.directory.contacts import directory_client
+    from connectors.directory.sync import directory_sync_execute, directory_sync_start
     from connectors.tests.fake_directory import CREDENTIALS, FakeDirectory
 
     fake = FakeDirectory(server, platform, org_data)
@@ -120,8 +120,8 @@ def naive(platform: str, org_data, server) -> dict:
         member_create,
         member_update,
     )
-    from connectors import services
-    from connectors.directory import directory_client
+    from connectors.base import services
+    from connectors.directory.contacts import directory_client
     from connectors.tests.fake_directory import CREDENTIALS, FakeDirectory
 
     fake = FakeDirectory(server, platform, org_data)

@@ -126,7 +126,7 @@ def legacy_map(memory_map, size: int):
     """The map as the first build stored it: JSON rows of `size` points (its default sample),
     served whole."""
     from cadre.memory.models import MemoryMap
-    from cadre.memory.viewer import vector_map
+    from cadre.viewer import vector_map
 
     ids, x, y, clusters = vector_map.unpack_points(memory_map)
     keep = sorted(range(len(ids)), key=lambda i: (int(ids[i]) * 2654435761) % 2**32)[:size]
@@ -154,10 +154,11 @@ def measure(args) -> None:
     from django.conf import settings
     from rest_framework.test import APIClient
 
+    from cadre.agents import ratings as ports
     from cadre.memory.models import ContextRecord, Memory, MemoryMap, MemoryUsageDay
-    from cadre.memory.viewer import cache, ports, reach, vector_map
     from cadre.tenancy.actors import member_actor
     from cadre.tenancy.models import Member, Organization
+    from cadre.viewer import cache, reach, vector_map
     from tests.factories import MemberFactory
 
     corpus = Corpus(args.seed)
@@ -356,7 +357,7 @@ def first_charts(client, repeat: int, model) -> None:
 
 
 def legacy_map_rows(memory_map) -> list:
-    from cadre.memory.viewer import vector_map
+    from cadre.viewer import vector_map
 
     ids, x, y, clusters = vector_map.unpack_points(memory_map)
     return [

@@ -1,4 +1,4 @@
-"""Memory retrieval in a turn's assembly, with and without the prefetch (runtime/prefetch.py).
+"""Memory retrieval in a turn's assembly, with and without the prefetch (lifecycle/prefetch.py).
 
 One member's agent with --memories memories of their own (embedded with the local model). A
 session moves to a new topic; the prefetch task runs for that turn; then --turns follow-up
@@ -132,7 +132,7 @@ def locomo(path: str, top_k: int, pool: int) -> None:
 
     call_command("migrate", verbosity=0)
     from bench.memory_retrieval import load
-    from cadre.agents.runtime import prefetch
+    from cadre.agents.hooks import prefetched as prefetch
     from cadre.tenancy.models import Organization
 
     prefetch.POOL_SIZE = pool or prefetch.POOL_SIZE
@@ -157,7 +157,7 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
     from django.conf import settings
 
     from bench.memory_retrieval import evidence_ids
-    from cadre.agents.runtime import prefetch
+    from cadre.agents.hooks import prefetched as prefetch
     from cadre.memory import embeddings, selectors
 
     provider = embeddings.provider_for(embeddings.active_model())
@@ -231,14 +231,16 @@ def main() -> None:
         return
     owner, agent = setup(args.memories, rng)
 
+    from cadre.agents.hooks import prefetched
     from cadre.agents.hooks.builtins import memory_retrieval
     from cadre.agents.models import Run
-    from cadre.agents.runtime import engine, prefetch
-    from cadre.agents.runtime import services as runtime
-    from cadre.agents.runtime.run_context import RunContext
+    from cadre.agents.runtime.lifecycle import execution as engine
+    from cadre.agents.runtime.lifecycle import prefetch
+    from cadre.agents.runtime.lifecycle import services as runtime
+    from cadre.agents.runtime.steps.run_context import RunContext
     from cadre.tenancy.actors import member_actor
 
-    prefetch.POOL_SIZE = args.pool or prefetch.POOL_SIZE
+    prefetched.POOL_SIZE = args.pool or prefetched.POOL_SIZE
 
     def turn(text, session=None):
         run = runtime.run_start(actor=member_actor(owner), agent=agent, text=text, session=session)

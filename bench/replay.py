@@ -123,7 +123,7 @@ def build(cases: int):
 def bare_provider_ms(suite) -> float:
     """The offline provider's two calls per case on the messages the replay would send."""
     from cadre.agents.evaluation.replay import _pieces, current_version
-    from cadre.agents.runtime import context as context_assembly
+    from cadre.agents.runtime.steps import context as context_assembly
     from cadre.llm import provider_for
 
     version = current_version(suite)

@@ -1299,7 +1299,7 @@ class SelfHosted:
         from django.test.utils import teardown_databases
 
         from cadre.governance import export
-        from connectors.views import edge_threads_stop
+        from connectors.inbound.views import edge_threads_stop
 
         self.dingtalk_api.stop()
         self.listener.stop()

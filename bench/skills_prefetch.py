@@ -131,8 +131,9 @@ def main() -> None:
     owner, agent = setup(args.skills)
 
     from cadre.agents.models import Run
-    from cadre.agents.runtime import engine, prefetch
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import execution as engine
+    from cadre.agents.runtime.lifecycle import prefetch
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.memory import embeddings
     from cadre.tenancy.actors import member_actor
     from hub import skill_prefetch

@@ -19,7 +19,7 @@ from cadre.api.viewsets import TenantViewSet
 from cadre.im import platform_choices
 from cadre.tenancy.api.serializers import TenantPrimaryKeyRelatedField
 from cadre.tenancy.models import Department, Member, Position
-from connectors import services
+from connectors.base import services
 from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
 
 

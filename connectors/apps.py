@@ -9,12 +9,18 @@ class ConnectorsConfig(AppConfig):
     verbose_name = "Connectors"
 
     def ready(self) -> None:
+        # lazy: ready() — the registries and the modules that fill them need loaded apps
         from cadre.checks import APP_CHECKS
         from cadre.governance.notifications import ALERT_CHANNELS
-        from connectors import alerts, decisions, delivery, health, proposals
+        from connectors import platforms
+        from connectors.base import health, logins
+        from connectors.cards import decisions, proposals
+        from connectors.outbound import alerts, delivery
 
+        platforms.register()  # each platform folder's descriptor, by name
         delivery.register()  # each platform: an IM platform and the runtime's delivery channel
         decisions.register()  # confirmation cards: sent when created, updated when decided
         proposals.register()  # skill proposal cards: sent to the employee, updated when decided
+        logins.register()  # each platform's own OAuth login, for tenancy's sign-in
         APP_CHECKS.register("connectors", health.doctor_checks)
         ALERT_CHANNELS.register("im", alerts.alert_im_deliver)

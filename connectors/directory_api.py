@@ -15,7 +15,7 @@ from rest_framework.routers import SimpleRouter
 from cadre.tenancy.api.serializers import TenantPrimaryKeyRelatedField
 from cadre.tenancy.models import Member
 from connectors.api import ConnectorField, ManageOnly
-from connectors.directory_sync import directory_conflict_resolve, directory_sync_start
+from connectors.directory.sync import directory_conflict_resolve, directory_sync_start
 from connectors.models import Connector, DirectoryConflict, DirectorySync
 
 

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import timedelta
 
 from celery import shared_task
+from django.utils import timezone
 
-from connectors.transport import TransportError
+from cadre.agents.models import AgentMessage
+from cadre.agents.runtime.records.delivery import Reply
+from connectors.base.transport import TransportError
+from connectors.directory.contacts import ContactChange
+from connectors.directory.sync import (
+    contact_change_apply,
+    directory_reconcile_all,
+    directory_sync_execute,
+)
+from connectors.inbound.dispatch import decision_refused_notice as refused_notice_send
+from connectors.inbound.dispatch import run_reply
+from connectors.inbound.drain import inbound_drain
+from connectors.models import Connector, DirectorySync, InboundEvent
+from connectors.outbound import agent_messages
 
 
 class RetryableSend(Exception):
@@ -41,8 +56,6 @@ SEND_RETRIES = {
 def inbound_events_drain() -> int:
     """Process the stored inbound events in batches until none is queued (exactly once each:
     every batch is claimed in one statement). The inbound edge asks for one after each commit."""
-    from connectors.drain import inbound_drain
-
     return inbound_drain()
 
 
@@ -56,19 +69,14 @@ def inbound_events_drain() -> int:
 )
 def decision_refused_notice(self, event_id: int) -> None:
     """Tell the person who clicked why their click was refused (platforms without ack text)."""
-    from connectors.dispatch import decision_refused_notice as notice
-
     with retry_transient_sends():
-        notice(event_id)
+        refused_notice_send(event_id)
 
 
 @shared_task(**SEND_RETRIES)
 def deliver_run_reply(self, reply: dict) -> None:
     """A run started from an IM message finished: send its reply (`Reply.to_dict()`, handed
     over by the runtime's delivery channel)."""
-    from cadre.agents.runtime.delivery import Reply
-    from connectors.dispatch import run_reply
-
     with retry_transient_sends():
         run_reply(Reply.from_dict(reply))
 
@@ -77,12 +85,6 @@ def deliver_run_reply(self, reply: dict) -> None:
 def inbound_events_prune(days: int = 14) -> int:
     """Beat: delete handled inbound events older than `days` (kept well beyond every
     platform's replay window, so a replayed old event still meets its de-duplication row)."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from connectors.models import InboundEvent
-
     cutoff = timezone.now() - timedelta(days=max(days, 2))
     deleted, _ = InboundEvent.objects.filter(
         received_at__lt=cutoff,
@@ -100,8 +102,6 @@ def inbound_events_prune(days: int = 14) -> int:
 def agent_message_deliver(self, message_id: int) -> str:
     """Deliver a message an agent sent with `im_send` (an `AgentMessage`) once per
     recipient; a retry skips recipients already sent. Returns the message's status."""
-    from connectors import agent_messages
-
     try:
         with retry_transient_sends():
             return agent_messages.deliver(message_id)
@@ -117,12 +117,6 @@ def agent_message_deliver(self, message_id: int) -> str:
 def agent_messages_deliver_queued(max_age_hours: int = 24, limit: int = 500) -> int:
     """Beat: enqueue a delivery for every agent message still queued (new ones, and ones whose
     delivery task was lost); a delivery already running is left alone by its lock."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from cadre.agents.models import AgentMessage
-
     since = timezone.now() - timedelta(hours=max_age_hours)
     queued = list(
         AgentMessage.objects.filter(status=AgentMessage.Status.QUEUED, created_at__gte=since)
@@ -138,9 +132,6 @@ def agent_messages_deliver_queued(max_age_hours: int = 24, limit: int = 500) -> 
 def directory_sync_run(sync_id: int) -> str:
     """Run a queued directory sync (full or reconciliation); a run already finished is left
     as it is, so a redelivered task does nothing."""
-    from connectors.directory_sync import directory_sync_execute
-    from connectors.models import DirectorySync
-
     sync = DirectorySync.objects.select_related("connector__organization").filter(pk=sync_id)
     found = sync.first()
     if found is None:
@@ -158,10 +149,6 @@ def directory_sync_run(sync_id: int) -> str:
 )
 def directory_change_apply(connector_id: int, change: dict) -> str:
     """Apply one contact-change event (handed over by the inbound drain)."""
-    from connectors.directory import ContactChange
-    from connectors.directory_sync import contact_change_apply
-    from connectors.models import Connector
-
     connector = Connector.objects.select_related("organization").filter(pk=connector_id).first()
     if connector is None:
         return "missing"
@@ -174,6 +161,4 @@ def directory_change_apply(connector_id: int, change: dict) -> str:
 @shared_task(ignore_result=True)
 def directory_reconcile() -> int:
     """Beat, nightly: a full read of every connector with directory sync turned on."""
-    from connectors.directory_sync import directory_reconcile_all
-
     return directory_reconcile_all()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from connectors import api, directory_api, views
+from connectors import api, directory_api
+from connectors.inbound import views
 
 urlpatterns: list = [
     path("<slug:platform>/<str:public_id>/events", views.inbound, name="connectors-inbound"),

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cadre.agents.models import Agent
 from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor, system_actor
@@ -35,6 +36,7 @@ from hub.models import (
     SkillPackage,
     SkillVersion,
 )
+from hub.selectors import resolve_version
 from hub.versions import is_version, parse_range, parse_version, sort_key
 
 POLICIES = tuple(SkillInstall.Policy.values)
@@ -89,7 +91,6 @@ def _packages_by_name(organization_id: int, names: Iterable[str]) -> dict[str, S
 
 
 def _resolve(package: SkillPackage, requested: str) -> tuple[SkillVersion | None, str]:
-    from hub.selectors import resolve_version
 
     try:
         return resolve_version(package, requested or "latest"), ""
@@ -118,7 +119,6 @@ def installs_sync(*, agent_ids: Iterable[int], actor: Actor | None = None) -> in
     a changed range or policy re-resolves; references that disappeared are removed. Unchanged
     installs are left exactly as they are (an offered update stays offered).
     """
-    from cadre.agents.models import Agent
 
     agents = list(
         Agent.objects.filter(pk__in=list(agent_ids)).select_related("version", "organization")
@@ -235,7 +235,6 @@ def installs_sync(*, agent_ids: Iterable[int], actor: Actor | None = None) -> in
 
 def _install_where_missing(package: SkillPackage) -> None:
     """Agents that referenced the package before it had a version get their install now."""
-    from cadre.agents.models import Agent
 
     name = package.full_name
     referencing = Agent.objects.filter(

@@ -10,7 +10,7 @@ skill's name or description, or (when embeddings are available) close in meaning
 and each one skipped — is recorded as a `SkillUsage` of the run.
 
 The hook returns one section carrying the skills (`{"title": "Skills", "skills": [...]}`);
-`cadre.agents.runtime.context.fit` places the descriptions and bodies within the budget.
+`cadre.agents.runtime.steps.context.fit` places the descriptions and bodies within the budget.
 Hook config: `{"semantic": true, "semantic_threshold": 0.4, "body_tokens": <int>}`.
 """
 
@@ -25,10 +25,11 @@ from django.db import transaction
 from cadre import signing
 from cadre.agents.hooks import builtins  # noqa: F401 - registered first: a stable default order
 from cadre.agents.hooks.registry import hook
-from cadre.agents.runtime.warm import warming
+from cadre.agents.runtime.lifecycle.warm import warming
 from cadre.llm import estimate_tokens
 from hub import skill_prefetch
 from hub.bundles import fingerprint as compute_fingerprint
+from hub.distribution import installs_sync
 from hub.integrity import signed_payload
 from hub.models import SkillBlob, SkillFile, SkillInstall, SkillUsage, SkillVersion
 from hub.validation import parse_skill_md
@@ -272,7 +273,6 @@ def _output(loaded: list[dict], skipped: list[dict]) -> dict:
 
 def skills_for_run(run, agent, *, config: dict | None = None, context_tokens: int = 8000) -> dict:
     """Load the agent's installed skills for `run` and record them; the hook's output."""
-    from hub.distribution import installs_sync
 
     config = config or {}
     # Most runs' agents have no skill installed: a plain lookup says so far more cheaply

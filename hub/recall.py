@@ -7,6 +7,7 @@ import re
 
 from django.urls import reverse
 
+from cadre import signing
 from cadre.errors import NotFound
 from hub import selectors
 from hub.integrity import IntegrityError, verify_files
@@ -18,7 +19,6 @@ SECTION = re.compile(r"^#{1,3}\s+(.+?)\s*$", re.MULTILINE)
 
 def verified_files(package: SkillPackage, version: SkillVersion) -> dict[str, bytes]:
     """The version's files, checked against its fingerprint and the Hub's signature."""
-    from cadre import signing
 
     files = {item.path: bytes(item.blob.content) for item in version.files.select_related("blob")}
     verify_files(

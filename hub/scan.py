@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from cadre.governance.masking.engine import analyze
+
 VERDICTS = ("pass", "review", "warn", "block")
 MAX_EXCERPT = 160
 
@@ -161,8 +163,6 @@ def _excerpt(line: str) -> str:
 
 def _secret_spans(text: str) -> list[tuple[int, int]]:
     """Spans of credentials found by the platform's masking engine (SECRET entities)."""
-    from cadre.governance.masking.engine import analyze
-
     return [(found.start, found.end) for found in analyze(text, entities=["SECRET"])]
 
 

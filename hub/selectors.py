@@ -10,6 +10,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from cadre.agents.models import Run
 from cadre.errors import InvalidInput, NotFound
 from cadre.tenancy.models import Department, department_subtree_ids
 from cadre.tenancy.roles import GRANTABLE
@@ -21,6 +22,8 @@ from hub.models import (
     SkillPackage,
     SkillVersion,
 )
+from hub.outcomes import EMPTY_RATE, package_success_rates
+from hub.semantic import semantic_matches
 from hub.versions import Version, parse_range, parse_version, sort_key
 
 INSTALL_WINDOW_DAYS = 60
@@ -207,7 +210,6 @@ def package_stats(package: SkillPackage) -> dict:
         successes=Coalesce(Sum("successes"), 0),
         failures=Coalesce(Sum("failures"), 0),
     )
-    from hub.outcomes import EMPTY_RATE, package_success_rates
 
     # Outcomes of the runs that loaded the skill, plus any counted by `version_record_outcome`.
     usage = package_success_rates([package.pk]).get(package.pk, EMPTY_RATE)
@@ -288,7 +290,6 @@ def search(
         rows = list(slim.order_by("-updated_at", "pk")[:CANDIDATES])
     if semantic and lowered and len(rows) < limit:
         # Stage 1b: meaning, not words — only fills what the lexical stage left empty.
-        from hub.semantic import semantic_matches
 
         for package, similarity in semantic_matches(
             base, lowered, limit=limit, exclude={p.pk for p in rows}
@@ -315,7 +316,6 @@ def _attach_usage(packages: list[SkillPackage]) -> None:
         )
     )
     usage = {row["package_id"]: row for row in rows}
-    from hub.outcomes import package_success_rates
 
     # Run outcomes of the agents that used each skill (feedback, else the run's status).
     outcomes = package_success_rates([p.pk for p in packages])
@@ -369,7 +369,6 @@ def installs_visible(actor) -> QuerySet[SkillInstall]:
 
 def run_get(actor, run_id: int):
     """A run the actor may see (`agent.view`, or their own through `chat.use`), else 404."""
-    from cadre.agents.models import Run
 
     run = Run.objects.restrict(actor, "view").filter(pk=run_id).first()
     if run is None:

@@ -11,7 +11,9 @@ import logging
 
 from django.db import DatabaseError
 from django.db.models import QuerySet
+from pgvector.django import CosineDistance
 
+from cadre.memory import embeddings
 from hub.models import SkillEmbedding, SkillPackage
 
 logger = logging.getLogger(__name__)
@@ -30,21 +32,20 @@ def embedding_text(package: SkillPackage) -> str:
     )
 
 
-def _active():
-    """(model, provider) or None when embeddings cannot be used here."""
+def active_embedding():
+    """(model, provider) of the memory layer's active embedding model, or None when
+    embeddings cannot be used here (search and prefetch then stay lexical)."""
     try:
-        from cadre.memory import embeddings
-
         model = embeddings.active_model()
         return model, embeddings.provider_for(model)
-    except Exception as error:  # ImportError, ImproperlyConfigured, provider or DB errors
+    except Exception as error:  # ImproperlyConfigured, a missing extra, provider or DB errors
         logger.info("hub search: semantic stage unavailable (%s)", error)
         return None
 
 
 def package_embed(package: SkillPackage) -> bool:
     """Embed the package's current text under the active model; False if unavailable."""
-    active = _active()
+    active = active_embedding()
     if active is None:
         return False
     model, provider = active
@@ -68,13 +69,11 @@ def semantic_matches(
     packages: QuerySet[SkillPackage], query: str, *, limit: int, exclude: set[int]
 ) -> list[tuple[SkillPackage, float]]:
     """(package, cosine similarity) of the visible `packages` nearest to `query`."""
-    active = _active()
+    active = active_embedding()
     if active is None or not query.strip():
         return []
     model, provider = active
     try:
-        from pgvector.django import CosineDistance
-
         vector = provider.embed([query])[0]
         rows = list(
             SkillEmbedding.objects.filter(model=model, package__in=packages.values("pk"))

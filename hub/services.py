@@ -23,8 +23,10 @@ from django.utils.translation import gettext
 from cadre import signing
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
+from cadre.queues import enqueue
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department
+from hub.approval import Approval, version_approval
 from hub.bundles import Bundle
 from hub.distribution import version_distribute
 from hub.integrity import signed_payload
@@ -102,8 +104,9 @@ def require_namespace_creator(actor: Actor) -> None:
 
 
 def require_reviewer(actor: Actor, package: SkillPackage) -> None:
-    """Approving or rejecting a version needs `skill.review` reaching its package."""
-    if not actor.can("skill.review", package):
+    """Approving or rejecting a version needs `skill.review` reaching its package (the Hub's
+    review stage, `hub.approval.version_approval`)."""
+    if not version_approval(actor, package).allowed:
         raise NotPermitted(gettext("You do not have the 'skill.review' permission on this skill."))
 
 
@@ -182,15 +185,6 @@ def _namespace_for_publish(actor: Actor, handle: str | None) -> HubNamespace:
 NO_REVIEW_NOTE = "published without review (reviewer or org policy)"
 
 
-def _may_skip_review(actor: Actor, package: SkillPackage | None) -> bool:
-    policy = (actor.organization.settings or {}).get("hub", {})
-    if policy.get("publish_without_review"):
-        return True
-    if actor.has("skill.review"):
-        return True
-    return package is not None and package.pk is not None and actor.can("skill.review", package)
-
-
 def _store_files(version: SkillVersion, bundle: Bundle) -> None:
     existing = set(
         SkillBlob.objects.filter(sha256__in=[f.sha256 for f in bundle.files]).values_list(
@@ -241,11 +235,18 @@ def package_publish(
     tags: list[str] | tuple[str, ...] = (),
     dry_run: bool = False,
     review_note: str = "",
+    approval: Approval | None = None,
 ) -> PublishOutcome:
     """Upload a version. Invalid or blocked uploads raise (or, with dry_run, report).
-    `review_note` says how a version that publishes at once was reviewed elsewhere (the skill
-    review stages); without it such a version is recorded as published without review."""
-    actor.require("skill.publish")
+
+    Whether it publishes at once is the Hub's review stage (`version_approval` at upload),
+    unless `approval` — the final approval of the skill review stages, which decided the
+    stage already — completes the review: then the approver needs neither `skill.publish`
+    nor to maintain the package. `review_note` says how a version that publishes at once was
+    reviewed elsewhere; without it such a version is recorded as published without review."""
+    reviewed = approval is not None and approval.allowed and approval.completes_review
+    if not reviewed:
+        actor.require("skill.publish")
     if actor.member is None:
         raise NotPermitted("Publishing needs a member (a person or their API key).")
     parsed = parse_version(version)
@@ -293,6 +294,7 @@ def package_publish(
             report=report,
             scan=scan,
             review_note=review_note,
+            approval=approval if reviewed else None,
         )
         if outcome.version.status == SkillVersion.Status.PUBLISHED:
             for tag in tags:
@@ -320,6 +322,7 @@ def _create_version(
     report,
     scan,
     review_note="",
+    approval: Approval | None = None,
 ) -> SkillVersion:
     space = _namespace_for_publish(actor, namespace)
     package = SkillPackage.objects.select_for_update().filter(namespace=space, name=name).first()
@@ -332,7 +335,7 @@ def _create_version(
             department=department or space.department,
             display_name=display_name,
         )
-    elif not can_maintain(actor, package):
+    elif approval is None and not can_maintain(actor, package):
         raise NotPermitted(
             f"Only the owner of {package.full_name} or a skill reviewer may publish new versions."
         )
@@ -375,7 +378,9 @@ def _create_version(
             "has_skill_md": skill_md is not None,
         },
     )
-    if _may_skip_review(actor, package) and scan.verdict in AUTO_PUBLISH_VERDICTS:
+    if approval is None:
+        approval = version_approval(actor, package, uploading=True)
+    if approval.completes_review and scan.verdict in AUTO_PUBLISH_VERDICTS:
         _publish(actor, version, note=review_note or NO_REVIEW_NOTE)
     return version
 
@@ -480,10 +485,8 @@ def _refresh_package_text(package: SkillPackage, latest: SkillVersion | None) ->
 
 
 def _queue_embedding(package_id: int) -> None:
-    from hub.tasks import package_embed
-
     try:
-        package_embed.delay(package_id)
+        enqueue("hub.tasks.package_embed", package_id)
     except Exception:
         logger.warning("hub: could not queue embedding of package %s", package_id)
 
@@ -534,10 +537,18 @@ def _refresh_latest(actor: Actor, package: SkillPackage) -> None:
 
 @transaction.atomic
 def version_review(
-    *, actor: Actor, version: SkillVersion, approve: bool, note: str = ""
+    *,
+    actor: Actor,
+    version: SkillVersion,
+    approve: bool,
+    note: str = "",
+    approval: Approval | None = None,
 ) -> SkillVersion:
+    """Approve (publish) or reject a version pending review. The reviewer decides the Hub's
+    review stage, unless `approval` (the skill review stages' final approval) decided it."""
     version = SkillVersion.objects.select_for_update().select_related("package").get(pk=version.pk)
-    require_reviewer(actor, version.package)
+    if approval is None or not (approval.allowed and approval.completes_review):
+        require_reviewer(actor, version.package)
     if version.status != SkillVersion.Status.PENDING_REVIEW:
         raise Conflict(f"{version} is {version.status}, not pending review.", code="not_pending")
     if approve:

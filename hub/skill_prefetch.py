@@ -1,6 +1,6 @@
 """Prefetch of the next turn's skill relevance: the description vectors the `skills` hook's
 semantic stage compares the input with, embedded after a topic shift (in the background, see
-cadre.agents.runtime.warm) so the next turn on that topic does not embed them again.
+cadre.agents.runtime.lifecycle.warm) so the next turn on that topic does not embed them again.
 
 - `prefetch` (from `hooks.skills_predict`, on the runtime's topic-shift prefetch) embeds this
   turn's input — the predicted next input, as for memories — and every verified installed
@@ -25,7 +25,7 @@ import math
 from django.conf import settings
 from django.core.cache import cache
 
-from hub.semantic import _active
+from hub.semantic import active_embedding
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def cosine(a, b) -> float:
 def embedded_scores(text: str, descriptions: list[str]) -> list[float] | None:
     """Cosine similarity of `text` to each description, all embedded now; None when
     embeddings are off."""
-    active = _active()
+    active = active_embedding()
     if active is None or not descriptions:
         return None
     _, provider = active
@@ -75,7 +75,7 @@ def _texts(skills: list[dict]) -> list[str]:
 def prefetch(run, text: str, skills: list[dict]) -> list[float] | None:
     """Embed `text` and the skills' descriptions, keep them for the next turn of `run`'s
     session; the similarity of `text` to each skill (None when embeddings are unavailable)."""
-    active = _active()
+    active = active_embedding()
     if active is None or not skills or run.session_id is None:
         return None
     model, provider = active
@@ -114,7 +114,7 @@ def semantic_scores(run, text: str, skills: list[dict]) -> tuple[list[float] | N
     if not skills:
         return None, False
     texts = _texts(skills)
-    active = _active() if enabled() and run.session_id is not None else None
+    active = active_embedding() if enabled() and run.session_id is not None else None
     if active is None:
         return embedded_scores(text, texts), False
     model, provider = active

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from hub import semantic, uploads
+from hub.models import SkillPackage
+
 
 @shared_task(
     name="hub.tasks.package_embed",
@@ -15,16 +18,11 @@ from celery import shared_task
 )
 def package_embed(package_id: int) -> bool:
     """Idempotent: re-embeds only when the package's text changed."""
-    from hub.models import SkillPackage
-    from hub.semantic import package_embed as embed
-
     package = SkillPackage.objects.filter(pk=package_id).first()
-    return embed(package) if package is not None else False
+    return semantic.package_embed(package) if package is not None else False
 
 
 @shared_task(name="hub.tasks.upload_tickets_purge", ignore_result=True)
 def upload_tickets_purge() -> int:
     """Beat: delete expired (abandoned) upload tickets and their staged bytes; idempotent."""
-    from hub.uploads import upload_tickets_purge as purge
-
-    return purge()
+    return uploads.upload_tickets_purge()

@@ -26,7 +26,7 @@ TESTS = re.compile(r"(^|\.)(tests|conftest)(\.|$)")
 
 def contract() -> dict:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    (layers,) = [c for c in config["contracts"] if c.get("id") == "layers"]
     return layers
 
 

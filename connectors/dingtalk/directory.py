@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import httpx
 
+from connectors.base.transport import RateLimited, TokenInvalid, TransportError
 from connectors.dingtalk.transport import DingTalkTransport
-from connectors.directory import (
+from connectors.directory.contacts import (
     ContactChange,
     DirectoryClient,
     DirectoryDepartment,
@@ -20,7 +21,6 @@ from connectors.directory import (
     PermissionDenied,
     Progress,
 )
-from connectors.transport import RateLimited, TokenInvalid, TransportError
 
 ROOT = 1
 PAGE_SIZE = 100  # topapi/v2/user/list's maximum

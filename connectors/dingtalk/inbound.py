@@ -23,7 +23,6 @@ import time
 
 from django.core.cache import cache
 
-from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -38,7 +37,9 @@ from connectors.base import (
     object_field,
     text_field,
 )
+from connectors.base.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.dingtalk.directory import contact_changes
+from connectors.dingtalk.login import LOGIN
 from connectors.dingtalk.session_webhook import session_webhook_allowed
 
 # DingTalk's documented window: a timestamp more than one hour from now is illegitimate.
@@ -57,9 +58,20 @@ class DingTalkPlatform(Platform):
         cards=True, card_updates=True, threads=False, long_connection=True, file_messages=True
     )
     credential_fields = ("app_key", "app_secret")
+    credential_labels = {
+        "app_key": ("Client ID (AppKey)", "Developer console → your app → Credentials."),
+        "app_secret": ("Client Secret (AppSecret)", "Developer console → your app → Credentials."),
+    }
     setting_fields = ("robot_code", "card_template_id", "api_base_url", "oapi_base_url", "mode")
     extra = "dingtalk"
     extra_module = "dingtalk_stream"
+    extra_purpose = "DingTalk stream mode"
+    extra_consequence = (
+        "Stream mode is unavailable until it is installed; HTTP callbacks work without it."
+    )
+    outbound_mode = "stream mode"
+    stream_module = "stream"
+    login = LOGIN
 
     def verify(self, request: InboundRequest) -> Verified:
         if request.method != "POST":
@@ -94,17 +106,6 @@ class DingTalkPlatform(Platform):
                 }
             )
         return Reply.json({})
-
-    def setup_instructions(self, callback_url: str) -> list[str]:
-        return [
-            "DingTalk developer console → your app → Robot → message receiving mode: HTTP.",
-            f"Message receiving address: {callback_url}",
-            "Paste the app's Client ID (AppKey) and Client Secret (AppSecret) here.",
-            "Recommended instead: Stream mode (no public URL, and every message arrives over "
-            "a connection Cadre opens with the app credentials — an HTTP callback's sign does "
-            "not cover the message): install cadre[dingtalk] and run "
-            "`python manage.py connectors_stream <connector id>`.",
-        ]
 
 
 def claim_sign(connector_id: int, timestamp: str, given: str, body: bytes) -> None:

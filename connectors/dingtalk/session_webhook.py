@@ -6,7 +6,7 @@ send the agent's answer (and the conversation it quotes) anywhere, loopback incl
 DingTalk's own host (CADRE_DINGTALK_SESSION_WEBHOOK_HOSTS, default oapi.dingtalk.com) is used;
 for any other URL the reply goes through the robot API, to the sender's own DingTalk account.
 This host check comes on top of the outbound guard every transport request goes through
-(connectors.transport): an allowed host resolving to a refused address still gets nothing.
+(connectors.base.transport): an allowed host resolving to a refused address still gets nothing.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from connectors import inbound
+from asgiref.sync import sync_to_async
+
 from connectors.base import InboundRequest, PayloadInvalid, Verified, platform_for
+from connectors.inbound.store import inbound_store
 from connectors.models import Connector
 
 logger = logging.getLogger(__name__)
@@ -34,7 +36,7 @@ def receive(connector_id: int, data: dict) -> dict:
     except PayloadInvalid as error:
         logger.warning("connectors: unreadable DingTalk stream message: %s", error)
         return {"ok": False, "error": str(error)}
-    stored = inbound.inbound_store(connector, [event], notify_refusals=False)[0]
+    stored = inbound_store(connector, [event], notify_refusals=False)[0]
     if stored.decision is not None:
         return {
             "cardUpdateOptions": {"updateCardDataByKey": True},
@@ -45,8 +47,7 @@ def receive(connector_id: int, data: dict) -> dict:
 
 def handler_for(connector_id: int):
     """A dingtalk_stream CallbackHandler storing messages for this connector."""
-    import dingtalk_stream
-    from asgiref.sync import sync_to_async
+    import dingtalk_stream  # lazy: optional dependency (cadre[dingtalk])
 
     class CadreHandler(dingtalk_stream.CallbackHandler):
         async def process(self, callback: dingtalk_stream.CallbackMessage):
@@ -57,7 +58,7 @@ def handler_for(connector_id: int):
 
 
 def run(connector: Connector) -> None:  # pragma: no cover - needs DingTalk's servers
-    import dingtalk_stream
+    import dingtalk_stream  # lazy: optional dependency (cadre[dingtalk])
 
     credentials = connector.credentials
     client = dingtalk_stream.DingTalkStreamClient(

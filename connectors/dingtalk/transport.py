@@ -14,8 +14,7 @@ import time
 
 import httpx
 
-from connectors.dingtalk.session_webhook import session_webhook_allowed
-from connectors.transport import (
+from connectors.base.transport import (
     DestinationRefused,
     RateLimited,
     Recipient,
@@ -24,6 +23,7 @@ from connectors.transport import (
     Transport,
     TransportError,
 )
+from connectors.dingtalk.session_webhook import session_webhook_allowed
 
 logger = logging.getLogger(__name__)
 

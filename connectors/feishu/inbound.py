@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Mapping
 
-from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     DecisionOutcome,
@@ -29,8 +28,10 @@ from connectors.base import (
     object_field,
     text_field,
 )
+from connectors.base.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.feishu import crypto
 from connectors.feishu.directory import contact_change
+from connectors.feishu.login import LOGIN
 
 # Feishu retries an unacknowledged event for up to ~6 hours; a replay inside the window is
 # still caught by the event-id de-duplication.
@@ -47,9 +48,26 @@ class FeishuPlatform(Platform):
     )
     credential_fields = ("app_id", "app_secret")
     optional_credential_fields = ("encrypt_key", "verification_token")
+    credential_labels = {
+        "app_id": ("App ID", "Credentials & Basic Info → App ID (cli_…)."),
+        "app_secret": ("App Secret", "Credentials & Basic Info → App Secret."),
+        "encrypt_key": (
+            "Encrypt Key",
+            "Events & Callbacks → Encryption strategy. Recommended: events are then encrypted "
+            "and signed.",
+        ),
+        "verification_token": ("Verification Token", "Events & Callbacks → Encryption strategy."),
+    }
     setting_fields = ("domain", "api_base_url", "mode", "user_id_type", "tolerance_seconds")
     extra = "feishu"
     extra_module = "lark_oapi"
+    extra_purpose = "Feishu/Lark long-connection mode"
+    extra_consequence = (
+        "Long-connection mode is unavailable until it is installed; HTTP callbacks work without it."
+    )
+    outbound_mode = "long-connection mode"
+    stream_module = "longconn"
+    login = LOGIN
 
     # --- verify -----------------------------------------------------------------------------
 
@@ -264,15 +282,6 @@ class FeishuPlatform(Platform):
                 }
             )
         return Reply.json({})
-
-    def setup_instructions(self, callback_url: str) -> list[str]:
-        return [
-            "In the Feishu developer console, open your app → Events & Callbacks.",
-            f"Event subscription request URL: {callback_url}",
-            f"Card callback (card.action.trigger) request URL: {callback_url}",
-            "Copy the Encrypt Key and Verification Token into this connector.",
-            "Subscribe to im.message.receive_v1; grant im:message and im:message:send_as_bot.",
-        ]
 
 
 def _text_of(message_type: str, content: str) -> str:

@@ -4,10 +4,10 @@
 and secret, then holds a websocket to it and reconnects by itself. Each event arrives as a frame
 carrying the same JSON an HTTP callback would (in plaintext: the connection is authenticated by
 the app credentials over TLS, so there is no signature to check). `receive` puts it through the
-HTTP path's own `FeishuPlatform.parse` and `inbound.inbound_store` — de-duplication on the
-event id, single-use card tokens, the task enqueued on commit — and the frame's answer carries
-what the HTTP acknowledgement would (a card click's toast). A failure to store answers the frame
-with an error, so Feishu delivers the event again.
+HTTP path's own `FeishuPlatform.parse` and `connectors.inbound.store.inbound_store` —
+de-duplication on the event id, single-use card tokens, the task enqueued on commit — and the
+frame's answer carries what the HTTP acknowledgement would (a card click's toast). A failure
+to store answers the frame with an error, so Feishu delivers the event again.
 
 Needs the `feishu` extra (`lark-oapi`). One process per connector:
 `python manage.py connectors_stream <public id>`; `cadre up` starts one for every active
@@ -25,10 +25,10 @@ from typing import Any
 from django.db import close_old_connections, connections
 
 from cadre import outbound
-from connectors import inbound
 from connectors.base import InboundRequest, PayloadInvalid, Verified, platform_for
+from connectors.base.transport import PLATFORM_APIS
+from connectors.inbound.store import inbound_store
 from connectors.models import Connector
-from connectors.transport import PLATFORM_APIS
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def receive(connector_id: int, data: dict) -> dict:
         return {}
     if not events:
         return {}
-    stored = inbound.inbound_store(connector, events, notify_refusals=False)
+    stored = inbound_store(connector, events, notify_refusals=False)
     decisions = {item.event.event_key: item.decision for item in stored if item.decision}
     reply = platform.acknowledge(verified, events, decisions)
     return json.loads(reply.body or b"{}")
@@ -88,13 +88,15 @@ class LongConnection:
 
     def on_event(self, event: Any) -> None:
         """im.message.receive_v1 (and any other subscribed event) as the SDK's raw event."""
-        import lark_oapi as lark
+        import lark_oapi as lark  # lazy: optional dependency (cadre[feishu])
 
         self._store(json.loads(lark.JSON.marshal(event)))
 
     def on_card_action(self, trigger: Any) -> Any:
         """card.action.trigger: store the click, answer with the toast the HTTP path shows."""
-        import lark_oapi as lark
+        import lark_oapi as lark  # lazy: optional dependency (cadre[feishu])
+
+        # lazy: optional dependency (cadre[feishu])
         from lark_oapi.event.callback.model.p2_card_action_trigger import (
             P2CardActionTriggerResponse,
         )
@@ -103,7 +105,7 @@ class LongConnection:
         return P2CardActionTriggerResponse(answer)
 
     def handler(self):
-        import lark_oapi as lark
+        import lark_oapi as lark  # lazy: optional dependency (cadre[feishu])
 
         # Plaintext frames: no encrypt key or token (the SDK does not check them over the
         # websocket anyway).
@@ -123,7 +125,7 @@ class LongConnection:
         own HTTP client, so the guard checks where it points first (OutboundRefused, and the
         supervisor's backoff, for a refused address; the SDK resolves the name again, which
         only an allow-listed or public name reaches)."""
-        import lark_oapi as lark
+        import lark_oapi as lark  # lazy: optional dependency (cadre[feishu])
 
         destination = outbound.parse_url(self.domain())
         # A name not resolving now: the SDK reports it and reconnects by itself.

@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from connectors.transport import (
+from connectors.base.transport import (
     RateLimited,
     Recipient,
     SendResult,

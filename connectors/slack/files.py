@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from connectors.base.attachments import AttachmentError
+
 
 def _trusted(url: str, transport) -> bool:
     """Slack's own hosts, or the host of the connector's configured API (Enterprise Grid or
@@ -20,8 +22,6 @@ def _trusted(url: str, transport) -> bool:
 
 
 def download_request(transport, attachment) -> tuple[str, str, dict, bool]:
-    from connectors.attachments import AttachmentError
-
     url = attachment.source.get("url", "")
     # The bot token goes with the request: only ever to Slack (a signed event names the URL,
     # but a token is not sent wherever a payload points).

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from urllib.parse import parse_qs
 
-from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -28,6 +28,7 @@ from connectors.base import (
     object_field,
     text_field,
 )
+from connectors.base.attachments import Attachment, file_messages_enabled, with_attachments
 
 WINDOW = 60 * 5
 
@@ -64,10 +65,20 @@ class SlackPlatform(Platform):
         cards=True, card_updates=True, threads=True, long_connection=False, file_messages=True
     )
     credential_fields = ("bot_token", "signing_secret")
+    credential_labels = {
+        "bot_token": (
+            "Bot User OAuth Token",
+            "OAuth & Permissions → Bot User OAuth Token (xoxb-…).",
+        ),
+        "signing_secret": ("Signing Secret", "Basic Information → App Credentials."),
+    }
     ack_shows_decisions = False
     setting_fields = ("api_base_url", "team_id")
     extra = "slack"
     extra_module = "slack_sdk"
+    extra_purpose = "Slack"
+    extra_consequence = "Nothing is lost: Cadre verifies Slack signatures itself without it."
+    supports_direct_chat_replies = True
     no_retry_headers = {"X-Slack-No-Retry": "1"}
 
     def verify(self, request: InboundRequest) -> Verified:
@@ -207,17 +218,6 @@ class SlackPlatform(Platform):
         # Slack ignores the body of an interactivity ack; refusals are posted to response_url.
         return Reply(200, b"", "text/plain; charset=utf-8")
 
-    def setup_instructions(self, callback_url: str) -> list[str]:
-        return [
-            f"api.slack.com/apps → your app → Event Subscriptions → Request URL: {callback_url}",
-            "Subscribe to bot events message.im and app_mention.",
-            f"Interactivity & Shortcuts → Request URL: {callback_url}",
-            "OAuth scopes: chat:write, im:history, app_mentions:read, users:read, "
-            "users:read.email. Paste the Bot token and the Signing secret here.",
-        ]
-
 
 def _strip_mentions(text: str) -> str:
-    import re
-
     return re.sub(r"<@[A-Z0-9]+>\s*", "", text or "").strip()

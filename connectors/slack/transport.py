@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from connectors.transport import RateLimited, Recipient, SendResult, Transport, TransportError
+from connectors.base.transport import RateLimited, Recipient, SendResult, Transport, TransportError
 
 
 class SlackTransport(Transport):
@@ -35,6 +35,12 @@ class SlackTransport(Transport):
         if response.status_code >= 400:
             raise TransportError(f"HTTP {response.status_code}", status=response.status_code)
         return data
+
+    def credentials_probe(self) -> tuple[str, str]:
+        # Bot tokens do not expire, so there is no token endpoint: auth.test checks the token.
+        data = self.call("POST", "/auth.test")
+        who = " in ".join(part for part in (data.get("user"), data.get("team")) if part)
+        return self.url("/auth.test"), f"Slack accepted the bot token ({who or 'ok'})."
 
     def _post(self, method: str, body: dict) -> SendResult:
         data = self.call("POST", f"/{method}", json=body)

@@ -7,7 +7,7 @@ import time
 
 from cadre.agents.models import Run
 from cadre.tenancy.actors import member_actor
-from connectors import services
+from connectors.base import services
 from connectors.models import Connector, Delivery, InboundEvent
 from tests.refusals import nothing_changes
 

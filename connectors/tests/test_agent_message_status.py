@@ -12,8 +12,8 @@ from django.urls import reverse
 from cadre.agents import services as agent_services
 from cadre.agents import tasks
 from cadre.agents.models import AgentMessage, Run, RunEvent, Step, ToolEffect
-from cadre.agents.runtime import engine
-from cadre.agents.runtime.services import run_start
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle.services import run_start
 from cadre.governance import confirmations
 from cadre.governance.models import AuditEvent, Confirmation
 from cadre.tenancy.actors import member_actor

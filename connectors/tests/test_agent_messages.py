@@ -8,14 +8,15 @@ from django.core.cache import cache
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import AgentMessage, Session
-from cadre.agents.runtime.services import run_start
+from cadre.agents.runtime.lifecycle.services import run_start
 from cadre.tenancy.actors import member_actor, system_actor
-from connectors import agent_messages, services
+from connectors.base import services
+from connectors.base.transport import TransportError
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
 from connectors.models import Delivery
+from connectors.outbound import agent_messages
 from connectors.tasks import agent_message_deliver, agent_messages_deliver_queued
 from connectors.tests.helpers import make_connector
-from connectors.transport import TransportError
 from tests.factories import IMIdentityFactory, PositionFactory
 
 pytestmark = pytest.mark.django_db

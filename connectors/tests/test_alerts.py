@@ -10,9 +10,9 @@ import pytest
 from cadre.governance import alerts, notifications
 from cadre.governance.models import Alert
 from cadre.tenancy.actors import member_actor
-from connectors import alerts as connector_alerts
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
 from connectors.models import Delivery
+from connectors.outbound import alerts as connector_alerts
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory
 

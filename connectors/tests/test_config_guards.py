@@ -12,9 +12,9 @@ from cadre.agents import services as agent_services
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from connectors.base import platform_for
+from connectors.base.transport import Recipient, TransportError
 from connectors.models import Connector, ConnectorBinding
 from connectors.tests.helpers import make_connector
-from connectors.transport import Recipient, TransportError
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from connectors import decisions
 from connectors.base import ParsedEvent, registry
+from connectors.cards import decisions
 from connectors.models import InboundEvent
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory
@@ -116,9 +116,9 @@ def test_capabilities_are_declared_per_platform():
 
 def test_card_listeners_and_delivery_channels_are_registered_once():
     from cadre import im
-    from cadre.agents.runtime.delivery import channels
+    from cadre.agents.runtime.records.delivery import channels
     from cadre.governance.confirmations import on_created, on_decided
-    from connectors import delivery
+    from connectors.outbound import delivery
 
     assert list(on_created).count(decisions.cards_for_created) == 1
     assert list(on_decided).count(decisions.cards_for_decided) == 1

@@ -7,8 +7,8 @@ import pytest
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import ApiKey, Department, IMIdentity, Member
 from cadre.tenancy.services import api_key_create, member_update
-from connectors.directory import ContactChange
-from connectors.directory_sync import (
+from connectors.directory.contacts import ContactChange
+from connectors.directory.sync import (
     contact_change_apply,
     directory_conflict_resolve,
     directory_sync_execute,
@@ -327,7 +327,7 @@ def test_feishu_contact_event_through_the_inbound_path(
 
     from django.test import Client
 
-    from connectors import drain
+    from connectors.inbound import drain
     from connectors.models import InboundEvent
     from connectors.tests.fake_directory import FakeUser
 
@@ -367,7 +367,7 @@ def test_contact_events_of_a_connector_without_directory_sync_are_ignored(server
 
     from django.test import Client
 
-    from connectors import drain
+    from connectors.inbound import drain
     from connectors.models import InboundEvent
 
     connector = make_connector(

@@ -11,8 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from connectors import drain, inbound
 from connectors.base import ParsedEvent
+from connectors.inbound import drain
+from connectors.inbound import store as inbound
 from connectors.models import Delivery, InboundEvent
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory

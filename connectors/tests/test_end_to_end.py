@@ -21,12 +21,13 @@ from django.test import Client
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import AgentMessage, Run, Wait
-from cadre.agents.runtime.delivery import Reply
+from cadre.agents.runtime.records.delivery import Reply
 from cadre.tenancy.actors import member_actor
-from connectors import dispatch, tasks
+from connectors import tasks
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
 from connectors.feishu.tests.fake_api import APP_ID, FakeFeishu
 from connectors.feishu.tests.fake_api import APP_SECRET as FEISHU_SECRET
+from connectors.inbound import dispatch
 from connectors.models import ConnectorNotice, Delivery, InboundEvent, UnmappedIdentity
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.tests.helpers import make_connector, webhook_post

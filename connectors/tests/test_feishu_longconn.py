@@ -11,8 +11,8 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 
-from connectors import streams
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
+from connectors.inbound import streams
 from connectors.models import InboundEvent, UnmappedIdentity
 from connectors.tests.helpers import make_connector
 
@@ -203,7 +203,7 @@ def test_stream_workers_lists_active_stream_mode_connectors_only(alice):
 @pytest.mark.django_db
 def test_stream_worker_fingerprint_changes_when_credentials_rotate(alice):
     from cadre.tenancy.actors import member_actor
-    from connectors import services
+    from connectors.base import services
 
     connector = make_connector(
         alice, "feishu", {"app_id": "a", "app_secret": "s"}, {"mode": "long_connection"}

@@ -8,18 +8,18 @@ import json
 
 import pytest
 
-from connectors import inbound
-from connectors.attachments import AttachmentError, AttachmentTooLarge, attachment_download
 from connectors.base import InboundRequest, Verified, platform_for
+from connectors.base.attachments import AttachmentError, AttachmentTooLarge, attachment_download
+from connectors.base.transport import TransportError
 from connectors.dingtalk import stream
 from connectors.dingtalk.tests.fake_api import APP_KEY, FakeDingTalk
 from connectors.dingtalk.tests.fake_api import APP_SECRET as DING_SECRET
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
+from connectors.inbound import store as inbound
 from connectors.models import InboundEvent
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.tests.helpers import make_connector
 from connectors.tests.test_end_to_end import bob_agent  # noqa: F401  (fixture)
-from connectors.transport import TransportError
 from connectors.wecom.tests.fake_api import CORP_ID, CORP_SECRET, FakeWeCom
 
 pytestmark = pytest.mark.django_db
@@ -351,7 +351,7 @@ def test_a_file_message_reaches_the_agents_run_with_a_reference_to_fetch_it(
     bob_agent,  # noqa: F811  (the end-to-end fixture, imported above)
 ):
     from cadre.agents.models import Run
-    from connectors import drain
+    from connectors.inbound import drain
     from tests.factories import IMIdentityFactory
 
     IMIdentityFactory(member=bob, platform="feishu", platform_user_id="ou_bob")

@@ -10,8 +10,13 @@ from cadre.agents.models import Run
 from cadre.errors import Conflict, InvalidInput
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IMIdentity, Member
-from connectors import identities, selectors
-from connectors.identity_import import MAX_ROWS, identity_import_apply, identity_import_plan
+from connectors import selectors
+from connectors.base import identities
+from connectors.directory.identity_import import (
+    MAX_ROWS,
+    identity_import_apply,
+    identity_import_plan,
+)
 from connectors.models import InboundEvent, UnmappedIdentity
 from connectors.tests.helpers import make_connector, webhook_post
 from connectors.tests.test_end_to_end import bob_agent  # noqa: F401 - fixture

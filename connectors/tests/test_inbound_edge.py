@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from connectors import views
+from connectors.inbound import views
 from connectors.models import Connector, InboundEvent
 from connectors.tests.helpers import make_connector
 from connectors.webhook.inbound import sign
@@ -203,7 +203,7 @@ def test_edge_event_is_processed_and_answered_once(edge, hook, celery_eager, fak
 def test_edge_asks_for_one_drain_after_answering_several_events(edge, hook):
     from celery.signals import before_task_publish
 
-    from connectors import drain
+    from connectors.inbound import drain
 
     published: list[str] = []
 

@@ -182,7 +182,7 @@ def test_concurrent_duplicates_are_stored_and_enqueued_exactly_once(alice, celer
 
 def test_rotated_secret_is_picked_up_at_once_despite_the_cache(hook, alice):
     from cadre.tenancy.actors import member_actor
-    from connectors import services
+    from connectors.base import services
 
     assert webhook_post(Client(), hook, message("before")).status_code == 200  # now cached
     services.connector_rotate_credentials(

@@ -11,16 +11,15 @@ import pytest
 
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
-from connectors import services
-from connectors.attachments import fetch_capped
-from connectors.base import platform_for
+from connectors.base import platform_for, services
+from connectors.base.attachments import fetch_capped
+from connectors.base.transport import DestinationRefused, Recipient, TransportError
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
-from connectors.directory import directory_client
+from connectors.directory.contacts import directory_client
 from connectors.models import Connector, Delivery
-from connectors.sending import send
+from connectors.outbound.sending import send
 from connectors.tests.guard import reached
 from connectors.tests.helpers import make_connector
-from connectors.transport import DestinationRefused, Recipient, TransportError
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ import pytest
 from cadre.skills import services as skill_services
 from cadre.skills.models import SkillCandidate, SkillProposal
 from cadre.tenancy.actors import member_actor
-from connectors import proposals
+from connectors.cards import proposals
 from connectors.models import Delivery, InboundEvent
 from connectors.tests.test_end_to_end import (  # noqa: F401 - fixtures and drivers
     DRIVERS,

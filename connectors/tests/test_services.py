@@ -9,8 +9,7 @@ from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IMIdentity
-from connectors import identities, services
-from connectors.base import ParsedEvent
+from connectors.base import ParsedEvent, identities, services
 from connectors.models import ConnectorNotice, UnmappedIdentity
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory, PositionFactory
@@ -150,8 +149,8 @@ def test_unmapped_user_is_queued_once_and_admins_notified_once(alice):
 
 
 def test_doctor_reports_a_missing_extra_for_long_connection_mode(alice):
+    from connectors.base.health import doctor_checks
     from connectors.feishu import FeishuPlatform
-    from connectors.health import doctor_checks
 
     make_connector(alice, "feishu", CREDS, {"mode": "long_connection"})
     make_connector(alice, "webhook", {"signing_secret": "s"})
@@ -167,7 +166,7 @@ def test_doctor_reports_a_missing_extra_for_long_connection_mode(alice):
 def test_doctor_runs_the_connector_checks_that_connectors_registers(alice):
     from cadre.checks import APP_CHECKS
     from cadre.runtime.doctor import run_checks
-    from connectors.health import doctor_checks
+    from connectors.base.health import doctor_checks
 
     make_connector(alice, "webhook", {"signing_secret": "s"})
     assert APP_CHECKS.get("connectors") is doctor_checks

@@ -29,7 +29,7 @@ from connectors.tests.fake_longconn import FakeLongConnection  # noqa: E402
 CREATE_CONNECTOR = """
 from cadre.tenancy.actors import system_actor
 from cadre.tenancy.models import Organization
-from connectors import services
+from connectors.base import services
 org = Organization.objects.get(slug="demo")
 connector = services.connector_create(
     actor=system_actor(org), platform="feishu", name="Feishu (long connection)",

@@ -196,9 +196,9 @@ def test_stream_command_line_reaches_the_management_command(settings):
 
 @pytest.mark.django_db
 def test_doctor_fails_a_stream_connector_whose_sdk_is_missing(alice, monkeypatch):
+    from connectors.base.health import doctor_checks
     from connectors.feishu.inbound import FeishuPlatform
-    from connectors.health import doctor_checks
-    from connectors.streams import stream_workers
+    from connectors.inbound.streams import stream_workers
     from connectors.tests.helpers import make_connector
 
     make_connector(

@@ -11,6 +11,7 @@ import hmac
 import json
 from collections.abc import Mapping
 
+from cadre import outbound
 from connectors.base import (
     Capabilities,
     DecisionOutcome,
@@ -37,13 +38,46 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return f"v1={digest.hexdigest()}"
 
 
+def callback_url_checked(url) -> str:
+    """A webhook connector's callback URL, refused (400 webhook_url_refused) when it is not
+    http(s) or resolves to an internal address — the alert webhooks' SSRF guard, with its own
+    allow-list (CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS). Checked again at every send."""
+    try:
+        return outbound.check_url(
+            url, allow_setting=outbound.CONNECTOR_WEBHOOKS, code=outbound.WEBHOOK_URL_REFUSED
+        )
+    except outbound.OutboundRefused as refused:
+        raise outbound.OutboundRefused(
+            refused.message,
+            code=refused.code,
+            details={"settings": {"callback_url": [refused.message]}},
+        ) from None
+
+
 class WebhookPlatform(Platform):
     name = "webhook"
     label = "Webhook"
     capabilities = Capabilities(cards=True, card_updates=True, threads=True, markdown=True)
     credential_fields = ("signing_secret",)
     optional_credential_fields = ("callback_secret",)
+    credential_labels = {
+        "signing_secret": (
+            "Signing secret",
+            "The sending system signs every event with it. Use a long random value.",
+        ),
+        "callback_secret": (
+            "Callback signing secret",
+            "Cadre signs replies to your callback URL with it (default: the signing secret).",
+        ),
+    }
+    supports_direct_chat_replies = True
     setting_fields = ("callback_url", "tolerance_seconds")
+
+    @classmethod
+    def settings_checked(cls, settings: dict) -> dict:
+        if settings.get("callback_url"):
+            settings["callback_url"] = callback_url_checked(settings["callback_url"])
+        return settings
 
     def verify(self, request: InboundRequest) -> Verified:
         if request.method != "POST":
@@ -101,11 +135,3 @@ class WebhookPlatform(Platform):
         for outcome in decisions.values():
             body["decision"] = {"accepted": outcome.accepted, "message": outcome.message}
         return Reply.json(body)
-
-    def setup_instructions(self, callback_url: str) -> list[str]:
-        return [
-            f"POST JSON events to {callback_url}",
-            f"Sign each request: {TIMESTAMP_HEADER}: <unix seconds>, {SIGNATURE_HEADER}: "
-            "v1=hex(HMAC-SHA256(signing secret, '<timestamp>.' + body))",
-            "Give every event a unique event_id; redeliveries with the same id are ignored.",
-        ]

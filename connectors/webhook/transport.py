@@ -15,7 +15,8 @@ import time
 import uuid
 
 from cadre import outbound
-from connectors.transport import Recipient, SendResult, Transport, TransportError
+from cadre.errors import InvalidInput
+from connectors.base.transport import Recipient, SendResult, Transport, TransportError
 from connectors.webhook.inbound import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
 
@@ -26,6 +27,17 @@ class WebhookTransport(Transport):
 
     def _secret(self) -> str:
         return self.credentials.get("callback_secret") or self.credentials["signing_secret"]
+
+    def credentials_probe(self) -> tuple[str, str]:
+        # A webhook has no platform to authenticate to: send a signed ping to the callback URL.
+        url = self.settings.get("callback_url", "")
+        if not url:
+            raise InvalidInput(
+                "This webhook has no callback URL to test.",
+                details={"callback_url": ["Set a callback URL to send replies to."]},
+            )
+        self._post({"type": "ping", "to": {"id": "", "type": "user"}, "text": "ping"})
+        return url, "The callback URL accepted a signed ping."
 
     def _post(self, message: dict) -> SendResult:
         message_id = message.setdefault("message_id", uuid.uuid4().hex)

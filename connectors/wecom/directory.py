@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import httpx
 
-from connectors.directory import (
+from connectors.directory.contacts import (
     ContactChange,
     DirectoryClient,
     DirectoryDepartment,

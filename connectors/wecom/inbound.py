@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from connectors.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -22,8 +21,10 @@ from connectors.base import (
     Verified,
     check_freshness,
 )
+from connectors.base.attachments import Attachment, file_messages_enabled, with_attachments
 from connectors.wecom import crypto
 from connectors.wecom.directory import contact_change
+from connectors.wecom.login import LOGIN
 
 DEFAULT_TOLERANCE = 3600
 
@@ -45,6 +46,16 @@ class WeComPlatform(Platform):
         cards=True, card_updates=True, threads=False, long_connection=False, file_messages=True
     )
     credential_fields = ("corp_id", "corp_secret", "token", "encoding_aes_key")
+    credential_labels = {
+        "corp_id": ("Corp ID", "My Company → Company information → Corp ID (ww…)."),
+        "corp_secret": ("Secret", "App Management → your app → Secret."),
+        "token": ("Token", "Receive messages → Set API receive → Token."),
+        "encoding_aes_key": (
+            "EncodingAESKey",
+            "Receive messages → Set API receive → EncodingAESKey (43 characters).",
+        ),
+    }
+    login = LOGIN
     ack_shows_decisions = False
     setting_fields = ("agent_id", "api_base_url", "tolerance_seconds")
 
@@ -167,12 +178,3 @@ class WeComPlatform(Platform):
         # WeCom wants an empty 200 (a passive reply would have to be encrypted XML); the
         # outcome of a card click is shown by updating the card through the API.
         return Reply(200, b"", "text/plain; charset=utf-8")
-
-    def setup_instructions(self, callback_url: str) -> list[str]:
-        return [
-            "WeCom admin console → Apps → your app → Receive messages → Set API receive.",
-            f"URL: {callback_url}",
-            "Token and EncodingAESKey: paste the values you generate there into this connector.",
-            "Also set the app's AgentId and Secret here, and add this server's IP to the "
-            "app's trusted IP list.",
-        ]

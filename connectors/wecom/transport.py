@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from connectors.transport import (
+from connectors.base.transport import (
     RateLimited,
     Recipient,
     SendResult,

@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.api.pagination import PagePagination
 from cadre.errors import NotFound
 from cadre.identifiers import parse_pk

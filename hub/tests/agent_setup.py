@@ -61,8 +61,8 @@ def deploy(owner, template, *members):
 def completed_run(member, agent, text: str, session=None):
     """One turn of `agent` for `member`, executed in-process, asserted completed."""
     from cadre.agents.models import Run
-    from cadre.agents.runtime import engine
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import execution as engine
+    from cadre.agents.runtime.lifecycle import services as runtime
 
     run = runtime.run_start(actor=member_actor(member), agent=agent, text=text, session=session)
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
@@ -73,7 +73,7 @@ def completed_run(member, agent, text: str, session=None):
 def install_and_run(owner) -> dict:
     """An agent of the owner's organization with a Hub skill installed, and one run of it:
     URL kwargs for the install and run routes (the cross-tenant sweep)."""
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from hub.models import SkillInstall
     from hub.tests.factories import publish
 

@@ -16,7 +16,7 @@ from django.core.cache import cache
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import Step
-from cadre.agents.runtime import prefetch, warm
+from cadre.agents.runtime.lifecycle import prefetch, warm
 from cadre.governance.models import AuditEvent, UsageRecord
 from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor

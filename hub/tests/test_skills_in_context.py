@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.context import ContextPieces, fit
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.steps.context import ContextPieces, fit
 from cadre.tenancy.actors import member_actor
 from hub.models import SkillBlob, SkillUsage, SkillVersion
 from hub.tests.agent_setup import deploy, template_with_skills

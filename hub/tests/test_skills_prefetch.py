@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from cadre.agents.runtime import prefetch
+from cadre.agents.runtime.lifecycle import prefetch
 from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor
 from hub import services as hub_services

@@ -23,7 +23,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from cadre.api.middleware import ASGIBodySizeLimit  # noqa: E402
 from cadre.mcp_server.server import with_mcp  # noqa: E402
 from cadre.routing import websocket_urlpatterns  # noqa: E402
-from connectors.views import InboundEdge  # noqa: E402
+from connectors.inbound.views import InboundEdge  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -9,6 +9,8 @@ from celery import Celery
 from celery.signals import task_postrun, task_prerun, worker_process_init
 from celery.worker.control import inspect_command
 
+from cadre.observability import instrument_celery
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cadre.settings")
 
 
@@ -42,8 +44,6 @@ def cadre_install(state) -> dict:
 
 @worker_process_init.connect(weak=False)
 def _instrument_worker(**_kwargs) -> None:
-    from cadre.observability import instrument_celery
-
     instrument_celery()
 
 

@@ -8,12 +8,15 @@ Secrets also accept a `<NAME>_FILE` variant pointing at a file (Docker/Kubernete
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_RATE = re.compile(r"^(?P<count>\d+)/(?P<multiple>\d*)(?P<unit>[smhd])[a-z]*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _raw(name: str) -> str | None:
@@ -107,3 +110,24 @@ def env_secret(name: str, default: str | None = None) -> str | None:
             raise ImproperlyConfigured(f"{name}_FILE: file {file_name!r} is empty")
         return content
     return direct if direct else default
+
+
+def parse_rate(rate: str) -> tuple[int, int]:
+    """'600/minute' -> (600, 60); '10/15m' -> (10, 900). Raises ValueError otherwise."""
+    match = _RATE.match(rate.strip().lower())
+    if match is None or int(match["count"]) < 1:
+        raise ValueError(
+            f"{rate!r} is not a rate: write <count>/<period>, e.g. 600/minute, 20/5m, 1000/day"
+        )
+    seconds = _UNIT_SECONDS[match["unit"]] * int(match["multiple"] or 1)
+    return int(match["count"]), seconds
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate limit, <count>/<period> (600/minute, 20/5m, 10000/day; see parse_rate)."""
+    value = env_str(name, default)
+    try:
+        parse_rate(value)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}: {error}") from None
+    return value

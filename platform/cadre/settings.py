@@ -16,7 +16,16 @@ from csp.constants import NONCE as CSP_NONCE
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from cadre.env import env_bool, env_float, env_int, env_list, env_secret, env_str, env_url
+from cadre.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_rate,
+    env_secret,
+    env_str,
+    env_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent  # the repository root
 DATA_DIR = Path(env_str("CADRE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -201,7 +210,7 @@ CACHES = {
 # How long the Memory Viewer's timeline, heatmap and quality figures are served from cache
 # (writes of memories, context records and maps start a new version at once); 0 = never.
 MEMORY_VIEWER_CACHE_SECONDS = env_int("CADRE_MEMORY_VIEWER_CACHE_SECONDS", 30, minimum=0)
-# Prefetch of the next turn's memories (agents/runtime/prefetch.py): after a reply whose input's
+# Prefetch of the next turn's memories (runtime/lifecycle/prefetch.py): after a reply whose input's
 # embedding is farther than CADRE_PREFETCH_TOPIC_SHIFT (cosine distance) from the previous
 # turn's, the retrieval for it runs in the background; the next turn reuses those candidates
 # when its input is at least CADRE_PREFETCH_MATCH similar. 0 seconds of TTL turns it off.
@@ -348,6 +357,8 @@ INSTALLED_APPS = [
     "cadre.skills",
     "cadre.console",
     "hub",
+    "cadre.viewer",
+    "cadre.compat",
     "connectors",
 ]
 
@@ -594,23 +605,12 @@ REST_FRAMEWORK = {
 }
 
 
-def _rate(name: str, default: str) -> str:
-    from cadre.api.throttles import parse_rate
-
-    value = env_str(name, default)
-    try:
-        parse_rate(value)
-    except ValueError as error:
-        raise ImproperlyConfigured(f"{name}: {error}") from None
-    return value
-
-
 # API rate limits (<count>/<period>: 600/minute, 20/5m, 10000/day); 429 + Retry-After beyond.
 CADRE_API_THROTTLE_RATES = {
-    "api_key": _rate("CADRE_API_RATE_KEY", "1200/minute"),
-    "user": _rate("CADRE_API_RATE_USER", "1200/minute"),
-    "anon": _rate("CADRE_API_RATE_ANON", "120/minute"),
-    "auth_failure": _rate("CADRE_API_RATE_AUTH_FAILURE", "30/5m"),
+    "api_key": env_rate("CADRE_API_RATE_KEY", "1200/minute"),
+    "user": env_rate("CADRE_API_RATE_USER", "1200/minute"),
+    "anon": env_rate("CADRE_API_RATE_ANON", "120/minute"),
+    "auth_failure": env_rate("CADRE_API_RATE_AUTH_FAILURE", "30/5m"),
 }
 
 SPECTACULAR_SETTINGS = {

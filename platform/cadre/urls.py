@@ -10,13 +10,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 import connectors.urls as connectors_urls
 import hub.urls as hub_urls
 from cadre.api import views as api_views
-from cadre.memory.compat import urls as memory_compat_urls
+from cadre.compat import urls as compat_urls
 from cadre.runtime.health import healthz, readyz
 
 api_v1 = [
     path("", include("cadre.tenancy.api.urls")),
     path("", include("cadre.governance.api.urls")),
     path("", include("cadre.memory.api.urls")),
+    path("", include("cadre.viewer.urls")),
     path("", include("cadre.governance.masking.api")),
     path("", include("cadre.agents.api.urls")),
     path("evaluation/", include("cadre.agents.evaluation.api")),
@@ -35,8 +36,8 @@ urlpatterns = [
     path("connectors/", include(connectors_urls.urlpatterns)),
     # Memory APIs other clients speak: MemoryClient(host="<CADRE_BASE_URL>/mem0"),
     # MemOS plugins with MEMOS_BASE_URL=<CADRE_BASE_URL>/memos
-    path("mem0/", include(memory_compat_urls.mem0_urlpatterns)),
-    path("memos/", include(memory_compat_urls.memos_urlpatterns)),
+    path("mem0/", include(compat_urls.mem0_urlpatterns)),
+    path("memos/", include(compat_urls.memos_urlpatterns)),
     path("scim/v2/", include("cadre.tenancy.scim.urls")),
     path("", include(hub_urls.site_urlpatterns)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from kombu import Exchange, Queue
 
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.celery import app
 from cadre.tenancy.actors import member_actor
 

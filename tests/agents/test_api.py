@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cadre.agents.models import Agent, AgentTemplate, Run, TemplateVersion
-from cadre.agents.runtime import engine
+from cadre.agents.runtime.lifecycle import execution as engine
 from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +97,7 @@ def test_employee_reads_templates_but_cannot_change_them(client_for, bob, templa
 def test_outsider_gets_404_on_templates_agents_and_runs(
     client_for, charlie, bob, bob_agent, template
 ):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.tenancy.actors import member_actor
 
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hi")

@@ -13,8 +13,8 @@ from django.db.models import Sum
 
 from cadre.agents import services
 from cadre.agents.models import Run, Step
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance import budgets
 from cadre.governance.models import Budget, UsageRecord
 from cadre.tenancy.actors import member_actor

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance import policy
 from cadre.tenancy.actors import member_actor
 

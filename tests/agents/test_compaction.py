@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents import services
+from cadre.agents.hooks.compaction import SUMMARY_PROMPT
 from cadre.agents.models import Run, SessionSummary
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.after import run_after_hooks
-from cadre.agents.runtime.compaction import SUMMARY_PROMPT
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
 from cadre.llm import estimate_tokens
 from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import OFFLINE_TOOLS, publish

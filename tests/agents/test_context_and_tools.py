@@ -11,9 +11,10 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import Run, ToolEffect
-from cadre.agents.runtime import crashpoints, engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.context import ContextPieces, fit
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import crashpoints
+from cadre.agents.runtime.steps.context import ContextPieces, fit
 from cadre.agents.tools.builtins import host_allowed
 from cadre.llm import estimate_tokens
 from cadre.tenancy.actors import member_actor

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from cadre.agents.models import Step
-from cadre.agents.runtime.context import ContextPieces, fit
+from cadre.agents.runtime.steps.context import ContextPieces, fit
 from cadre.agents.selectors import usage_summary
 from cadre.agents.services import validate_content
 from cadre.errors import InvalidInput

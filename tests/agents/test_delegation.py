@@ -7,8 +7,11 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import Run, Wait
-from cadre.agents.runtime import crashpoints, delegation, engine, run_context
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import crashpoints
+from cadre.agents.runtime.records.grants import shared_memories
+from cadre.agents.runtime.steps import delegation, run_context
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from tests.factories import MemberFactory
@@ -163,6 +166,6 @@ def test_only_memories_the_sender_can_read_are_shared(bob, alice, deployment, or
     theirs = memory(f"user:{alice.pk}", "Alice's private note")
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="x")
     ctx = run_context.RunContext(run)
-    shared = delegation._shared_memories(ctx, [mine.pk, theirs.pk])
+    shared = shared_memories(ctx, [mine.pk, theirs.pk])
     assert [m["id"] for m in shared] == [mine.pk]
     assert alice_agent.pk != bob_agent.pk

@@ -8,8 +8,9 @@ import pytest
 
 from cadre.agents import tasks
 from cadre.agents.models import AgentMessage, Run, Session
-from cadre.agents.runtime import delivery, engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import delivery
 from cadre.governance import confirmations
 from cadre.governance.models import Confirmation
 from cadre.tenancy.actors import member_actor

@@ -7,8 +7,8 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import Agent, Deployment, Rollout, Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance.models import AuditEvent
 from cadre.tenancy import services as tenancy_services

@@ -15,8 +15,8 @@ from cadre.agents.evaluation import services, tasks
 from cadre.agents.evaluation.compare import aggregate, bootstrap_difference, wilson
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.models import AgentMessage, AgentTask, Run, ToolEffect
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.agents.tools import registry as tool_registry
 from cadre.errors import InvalidInput
 from cadre.governance.models import AuditEvent, PolicyDecision

@@ -12,8 +12,8 @@ import pytest
 
 from cadre.agents.evaluation import services
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.tenancy.actors import member_actor
 from tests.refusals import nothing_changes

@@ -8,11 +8,11 @@ import pytest
 
 from cadre.agents.evaluation import recall
 from cadre.agents.evaluation.models import EvalCase, EvalRun
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.ratings import RUN_OUTCOMES
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import InvalidInput
 from cadre.governance.models import AuditEvent
-from cadre.memory.viewer.ports import RUN_OUTCOMES
 from cadre.tenancy.actors import member_actor
 from tests.memory.conftest import eager_celery  # noqa: F401 (an autouse fixture)
 from tests.memory.test_reembed import DIMENSION, embedding_server  # noqa: F401 (a fixture)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents.models import Run, Step
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.after import run_after_hooks
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
 from cadre.governance.masking.policy import PLACEHOLDER
 from cadre.memory.models import Memory, MemoryVersion
 from cadre.skills.models import DistillationRecord, SkillCandidate

@@ -8,9 +8,11 @@ import pytest
 from cadre.agents import services
 from cadre.agents.hooks.registry import hook, hook_names, hooks_for
 from cadre.agents.models import Run, Step
-from cadre.agents.runtime import crashpoints, delegation, engine, grants
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.after import run_after_hooks
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
+from cadre.agents.runtime.records import crashpoints, grants
+from cadre.agents.runtime.steps import delegation
 from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import publish
 

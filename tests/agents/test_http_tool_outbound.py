@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cadre.agents.tools.builtins import ToolFailed, _http_request
+from cadre.agents.tools.builtins import _http_request
+from cadre.agents.tools.registry import ToolFailed
 from connectors.tests import guard
 from connectors.tests.guard import reached
 

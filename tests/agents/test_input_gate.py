@@ -10,7 +10,7 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import AgentTemplate, Run, Step, TemplateVersion
-from cadre.agents.runtime import engine
+from cadre.agents.runtime.lifecycle import execution as engine
 from cadre.governance.models import AuditEvent, PolicyChain, PolicyDecision
 from cadre.governance.policy.services import policy_chain_set
 from cadre.tenancy.actors import member_actor
@@ -250,7 +250,7 @@ def test_a_run_recorded_with_the_former_input_hook_step_replays():
     from types import SimpleNamespace
 
     from cadre.agents.models import Step
-    from cadre.agents.runtime.run_context import NonDeterministicReplay, RunContext
+    from cadre.agents.runtime.steps.run_context import NonDeterministicReplay, RunContext
 
     old = SimpleNamespace(kind=Step.Kind.HOOK, name="on_init:input_policy")
     context = SimpleNamespace(steps={0: old})

@@ -15,9 +15,9 @@ import pytest
 
 from cadre.agents import services
 from cadre.agents.models import Run, Step, ToolEffect
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.after import run_after_hooks
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
 from cadre.governance.models import PolicyDecision
 from cadre.governance.policy.services import policy_chain_set
 from cadre.memory.models import ContextRecord, Memory
@@ -242,7 +242,7 @@ def test_tools_act_on_the_originals_and_their_results_are_checked(owner, bob):
 
 def test_a_memory_masked_on_its_way_to_the_model_says_so_in_its_trail(owner, bob):
     from cadre.memory.models import ContextRecordItem
-    from cadre.memory.viewer.trail import memory_trail
+    from cadre.viewer.trail import memory_trail
 
     with FakeModelServer([{"text": "Noted."}, {"text": "It is <PHONE_1>."}]) as server:
         agent = _agent(owner, bob, server)

@@ -16,8 +16,9 @@ import pytest
 
 from cadre.agents import mcp_tools, services
 from cadre.agents.models import McpServer, Run, Step, ToolEffect, Wait
-from cadre.agents.runtime import crashpoints, engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import crashpoints
 from cadre.errors import InvalidInput
 from cadre.governance import confirmations
 from cadre.governance.models import AuditEvent, Confirmation

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from cadre.agents import redaction
 from cadre.agents.models import Run, RunEvent, Step
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.celery import app as celery_app
 from cadre.governance.models import AuditEvent
 from cadre.memory import selectors

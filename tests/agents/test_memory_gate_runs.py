@@ -6,9 +6,9 @@ review (docs/memory.md, "One gate")."""
 from __future__ import annotations
 
 from cadre.agents.hooks.builtins import standing_rows
-from cadre.agents.runtime import delegation, run_context
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.grants import agent_actor
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records.grants import agent_actor, shared_memories
+from cadre.agents.runtime.steps import run_context
 from cadre.memory import selectors
 from cadre.memory.models import Verification
 from cadre.tenancy.actors import member_actor
@@ -40,7 +40,7 @@ def test_a_delegation_shares_nothing_of_another_members_personal_memory(
     theirs = remember(org_a, "Alice's salary review notes", f"user:{alice.pk}")
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="x")
     ctx = run_context.RunContext(run)
-    assert delegation._shared_memories(ctx, [theirs.pk]) == []
+    assert shared_memories(ctx, [theirs.pk]) == []
     # The gate, asked directly as the agent for that scope, agrees.
     gated = selectors.memory_queryset(ctx.actor, scope_keys=[f"user:{alice.pk}"])
     assert not gated.filter(pk=theirs.pk).exists()

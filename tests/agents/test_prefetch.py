@@ -12,8 +12,9 @@ from django.core.cache import cache
 from cadre.agents import services
 from cadre.agents import tasks as agent_tasks
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine, prefetch
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import prefetch
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.memory import selectors
 from cadre.memory import services as memory_services
 from cadre.memory.models import ContextRecordItem
@@ -237,7 +238,7 @@ def travel_memories(bob, bob_memories):
 
 
 def _full_search(agent, bob, text):
-    from cadre.agents.runtime.grants import agent_actor
+    from cadre.agents.runtime.records.grants import agent_actor
 
     return selectors.memory_search(
         actor=agent_actor(agent), query=text, top_k=3, scope_keys=[f"user:{bob.pk}"]
@@ -245,7 +246,7 @@ def _full_search(agent, bob, text):
 
 
 def test_a_served_turn_sends_what_the_full_search_would(agents, bob, travel_memories):
-    from cadre.agents.runtime.grants import agent_actor
+    from cadre.agents.runtime.records.grants import agent_actor
 
     session = _prefetched_session(bob, agents[1])
     nxt = _run(bob, agents[1], TRAVEL_AGAIN, session)

@@ -11,8 +11,8 @@ from django.db import connection
 
 from cadre.agents import providers
 from cadre.agents.models import MODEL_FAILURE, ModelProviderConfig, Run, RunEvent
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.llm import ProviderError

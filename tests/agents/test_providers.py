@@ -11,8 +11,9 @@ from django.db import connection
 
 from cadre.agents import services
 from cadre.agents.models import Run
-from cadre.agents.runtime import crashpoints, engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import crashpoints
 from cadre.governance.models import AuditEvent
 from cadre.llm import ToolCall
 from cadre.llm.anthropic import AnthropicProvider

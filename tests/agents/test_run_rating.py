@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine
+from cadre.agents.runtime.lifecycle import execution as engine
 from cadre.agents.selectors import rated_runs
 from cadre.governance.models import AuditEvent
 from cadre.memory import services as memory_services

@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from cadre.agents import services
 from cadre.agents.models import AgentMessage, AgentTask, Run, RunEvent, Step, ToolEffect, Wait
-from cadre.agents.runtime import crashpoints, engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import crashpoints
 from cadre.tenancy.actors import member_actor, system_actor
 from tests.factories import MemberFactory
 

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from cadre.agents import services
+from cadre.agents import services, subscriptions
 from cadre.agents.models import AgentSubscription, Run, Step
-from cadre.agents.runtime import crashpoints, engine, subscriptions
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.records import crashpoints
 from cadre.errors import NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor

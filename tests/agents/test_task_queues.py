@@ -145,7 +145,7 @@ def test_a_send_hanging_on_an_unreachable_platform_does_not_hold_up_a_chat_run(
     queues, alice, bob, bob_agent, client_for, monkeypatch
 ):
     # Hang until the platform lets go, however slow this machine is (10 s otherwise).
-    monkeypatch.setattr("connectors.transport.Transport.timeout", 300.0)
+    monkeypatch.setattr("connectors.base.transport.Transport.timeout", 300.0)
     platform = UnreachablePlatform()
     make_connector(
         alice,

@@ -11,8 +11,8 @@ import pytest
 
 from cadre.agents.evaluation import services as evaluation
 from cadre.agents.models import Agent, AgentSubscription, ModelProviderConfig, Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance.models import Confirmation
 from cadre.memory.models import ContextRecord, ContextRecordItem
 from cadre.tenancy.actors import member_actor

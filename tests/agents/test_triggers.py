@@ -10,7 +10,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from cadre.agents.models import Run, TriggerEvent
-from cadre.agents.runtime import engine, triggers
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import triggers
 from cadre.governance.models import AuditEvent
 from tests.refusals import nothing_changes
 

@@ -123,7 +123,7 @@ def test_message_over_the_websocket_streams_the_reply(eager, bob, bob_agent):
 
 
 def test_a_confirmation_is_decided_inline_and_the_run_continues(eager, bob, bob_agent):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.tenancy.actors import member_actor
 
     opening = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hi")
@@ -166,7 +166,7 @@ def test_a_confirmation_is_decided_inline_and_the_run_continues(eager, bob, bob_
 
 
 def test_another_members_session_is_refused(eager, alice, bob, charlie, bob_agent, alice_agent):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.tenancy.actors import member_actor
 
     session_id = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hi").session_id
@@ -192,7 +192,7 @@ def test_another_members_session_is_refused(eager, alice, bob, charlie, bob_agen
 
 
 def test_bad_frames_get_an_error_and_start_nothing(eager, bob, bob_agent):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.tenancy.actors import member_actor
 
     session_id = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hi").session_id

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def finished_run(eager, bob, bob_agent):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
     from cadre.tenancy.actors import member_actor
 
     return runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hi")

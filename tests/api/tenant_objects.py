@@ -112,8 +112,8 @@ def agents_world(owner: Member, member: Member | None = None) -> dict:
     Made fresh on every call: a sweep request may change state (stop, cancel, publish). The
     authorization matrix passes another member to have a transcript that is not the owner's."""
     from cadre.agents import services as agents
-    from cadre.agents.runtime import services as runtime
-    from cadre.agents.runtime.triggers import trigger_create
+    from cadre.agents.runtime.lifecycle import services as runtime
+    from cadre.agents.runtime.lifecycle.triggers import trigger_create
 
     actor = member_actor(owner)
     member = member or owner
@@ -173,7 +173,7 @@ def _agent_subscription(owner: Member):
 
 
 def _connector(owner: Member):
-    from connectors.services import connector_create
+    from connectors.base.services import connector_create
 
     return connector_create(
         actor=member_actor(owner),

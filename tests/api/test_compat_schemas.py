@@ -8,7 +8,7 @@ import re
 import jsonschema
 import pytest
 
-from cadre.memory.compat.urls import mem0_urlpatterns, memos_urlpatterns
+from cadre.compat.urls import mem0_urlpatterns, memos_urlpatterns
 from hub.tests.factories import publish
 from tests.skills.conftest import _instance_signing_key  # noqa: F401 - autouse: a fresh key
 

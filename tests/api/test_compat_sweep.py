@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from cadre.compat.urls import mem0_urlpatterns, memos_urlpatterns
 from cadre.memory import services
-from cadre.memory.compat.urls import mem0_urlpatterns, memos_urlpatterns
 from cadre.memory.models import Memory
 from cadre.tenancy.actors import member_actor
 from tests.refusals import nothing_changes

@@ -75,7 +75,7 @@ def _n() -> int:
 def _directory_connector(owner: Member):
     """A Feishu connector: a platform with a contact directory (the task is not run here)."""
     from cadre.tenancy.actors import member_actor
-    from connectors.services import connector_create
+    from connectors.base.services import connector_create
 
     return connector_create(
         actor=member_actor(owner),
@@ -251,7 +251,7 @@ CREATE_BODIES: dict[str, Body] = {
 
 def _eval_turn(owner: Member) -> dict:
     """A suite and a completed turn of the owner's own agent, for "add to evaluation"."""
-    from cadre.agents.runtime import engine
+    from cadre.agents.runtime.lifecycle import execution as engine
 
     run = _make("Run", owner)
     engine.run_execute(run.pk)

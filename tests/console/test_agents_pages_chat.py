@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 
 from cadre.agents.models import Run, Session
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance.models import Confirmation
 from cadre.tenancy.actors import member_actor
 from tests.console.agents_setup import (  # noqa: F401 - fixtures

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.memory.models import ContextRecord, ContextRecordItem
 from cadre.tenancy.actors import member_actor
 from tests.console.agents_setup import (  # noqa: F401 - fixtures

@@ -15,8 +15,8 @@ from cadre.agents import services as agents
 from cadre.agents.evaluation import services
 from cadre.agents.evaluation.gates import evaluation_gates_set
 from cadre.agents.evaluation.models import EvalCase
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.tenancy.actors import member_actor
 from tests.console.agents_setup import (  # noqa: F401 - fixtures
     bob_agent,

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from cadre.memory import embeddings, services
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryMap
-from cadre.memory.viewer import vector_map
+from cadre.viewer import vector_map
 from tests.conftest import PASSWORD, actor_for
 from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and helpers
     browser_page,

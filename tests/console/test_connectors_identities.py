@@ -10,8 +10,8 @@ from django.urls import reverse
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IMIdentity
-from connectors import services
-from connectors.identities import identity_resolve
+from connectors.base import services
+from connectors.base.identities import identity_resolve
 from connectors.models import UnmappedIdentity
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
-from connectors import services
+from connectors.base import services
 from connectors.feishu.inbound import FeishuPlatform
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
 from connectors.models import Connector, ConnectorBinding, UnmappedIdentity

@@ -12,8 +12,8 @@ from cadre.agents import services as agents
 from cadre.agents.evaluation import services
 from cadre.agents.evaluation.gates import evaluation_gates_set
 from cadre.agents.evaluation.models import EvalCase, EvalSuite
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Organization

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cadre.agents.models import AgentMessage, Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance import confirmations
 from cadre.governance.models import AuditEvent, Confirmation, ConfirmationVote
 from cadre.governance.risk import classify

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.tenancy.actors import member_actor
 from hub.models import SkillBlob, SkillInstall, SkillUsage, SkillVersion
 from hub.tests.agent_setup import deploy, template_with_skills

@@ -194,7 +194,7 @@ def test_the_version_editor_picks_provider_and_model_from_lists(alice, browser, 
 def test_the_chat_links_admins_to_models_when_the_provider_failed(
     alice, bob, browser, alice_agent, bob_agent
 ):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
 
     error = f"{MODEL_FAILURE}could not reach host 127.0.0.1:9"
     pages = {}

@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 
 from cadre.agents.models import TemplateVersion
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.memory import embeddings, search, selectors, services
 from cadre.memory.models import ContextRecord, MemoryEmbedding
 from cadre.tenancy.actors import member_actor

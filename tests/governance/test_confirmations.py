@@ -293,8 +293,8 @@ published, deployment, bob_agent = _agents.published, _agents.deployment, _agent
 
 def _paused_run(bob, bob_agent, org_a, text):
     from cadre.agents.models import Run, Wait
-    from cadre.agents.runtime import engine
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import execution as engine
+    from cadre.agents.runtime.lifecycle import services as runtime
 
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text=text)
     assert engine.run_execute(run.pk) == Run.Status.WAITING
@@ -315,7 +315,8 @@ def _paused_run(bob, bob_agent, org_a, text):
 
 def test_approval_resumes_the_run_and_the_call_runs_once_despite_a_crash(bob, bob_agent, org_a):
     from cadre.agents.models import AgentMessage, Run
-    from cadre.agents.runtime import crashpoints, engine
+    from cadre.agents.runtime.lifecycle import execution as engine
+    from cadre.agents.runtime.records import crashpoints
     from tests.factories import MemberFactory
 
     names = [
@@ -334,7 +335,7 @@ def test_approval_resumes_the_run_and_the_call_runs_once_despite_a_crash(bob, bo
 
 def test_rejection_resumes_the_run_with_a_refusal_the_model_sees(bob, bob_agent, org_a):
     from cadre.agents.models import AgentMessage, Run
-    from cadre.agents.runtime import engine
+    from cadre.agents.runtime.lifecycle import execution as engine
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
     confirmations.confirmation_decide(
@@ -348,7 +349,7 @@ def test_rejection_resumes_the_run_with_a_refusal_the_model_sees(bob, bob_agent,
 
 def test_expiry_resumes_the_run_as_rejected(bob, bob_agent, org_a):
     from cadre.agents.models import AgentMessage, Run
-    from cadre.agents.runtime import engine
+    from cadre.agents.runtime.lifecycle import execution as engine
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
     Confirmation.objects.filter(pk=confirmation.pk).update(
@@ -400,7 +401,7 @@ def test_api_visibility_and_unauthorized_decider(alice, bob, charlie, make_membe
 
 
 def test_card_content_carries_a_single_use_token_per_decider(bob):
-    from connectors.decisions import confirmation_card, read_decision_token
+    from connectors.cards.decisions import confirmation_card, read_decision_token
 
     confirmation = _confirm(bob)
     card = confirmation_card(confirmation, bob)
@@ -499,7 +500,7 @@ def test_websocket_streams_the_queue_to_deciders_only(alice, bob, make_member):
 
 def test_run_call_chain_links_policy_steps_and_confirmation(bob, bob_agent, org_a, alice, charlie):
     from cadre.agents.call_chain import run_call_chain
-    from cadre.agents.runtime import engine
+    from cadre.agents.runtime.lifecycle import execution as engine
 
     run, confirmation = _paused_run(bob, bob_agent, org_a, "send hello to group:all-staff")
     policy.evaluate(

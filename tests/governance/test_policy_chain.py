@@ -358,7 +358,7 @@ published, deployment, bob_agent = _agents.published, _agents.deployment, _agent
 
 
 def test_runtime_input_hook_entry_point_masks_and_records(bob, bob_agent):
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
 
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="my phone 13812345678")
     result = policy.policy_check_input(run=run, text=run.input["text"])
@@ -370,7 +370,7 @@ def test_api_template_chain_links_every_version_and_runs_for_its_agents(
     owner, alice, bob, charlie, template, published, bob_agent, client_for
 ):
     from cadre.agents.models import Run
-    from cadre.agents.runtime import services as runtime
+    from cadre.agents.runtime.lifecycle import services as runtime
 
     url = f"/api/v1/templates/{template.pk}/policy-chain/"
     assert client_for(alice).get(url).json()["version"] == 0

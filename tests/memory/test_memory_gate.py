@@ -88,21 +88,21 @@ ALLOWED: dict[str, dict[str, str]] = {
     "platform/cadre/memory/tasks.py": {
         "Memory": "a memory task loads the memory it processes (extraction, enrichment)"
     },
-    "platform/cadre/memory/viewer/vector_map.py": {
+    "platform/cadre/viewer/vector_map.py": {
         "MemoryEmbedding": "the map job's vectors of a selection the requesting actor's reach "
         "decided (points carry ids and coordinates, no content)",
     },
-    "platform/cadre/memory/viewer/activity.py": {
+    "platform/cadre/viewer/activity.py": {
         "MemoryVersion": "counts of versions of memories the gate returned (subqueries)"
     },
-    "platform/cadre/memory/viewer/quality.py": {
+    "platform/cadre/viewer/quality.py": {
         "MemoryVersion": "counts of versions of memories the gate returned (subqueries)",
         "ContextRecord": "counts of model calls sent memories the gate returned (numbers only)",
     },
-    "platform/cadre/memory/viewer/timeline.py": {
+    "platform/cadre/viewer/timeline.py": {
         "MemoryVersion": "counts of versions of memories the gate returned (subqueries)"
     },
-    "platform/cadre/memory/viewer/trail.py": {
+    "platform/cadre/viewer/trail.py": {
         "MemoryVersion": "the versions of one memory memory_get returned to the actor"
     },
     "platform/cadre/agents/selectors.py": {
@@ -389,7 +389,7 @@ def test_a_records_passed_over_memory_shows_only_to_who_may_read_it(org_a, alice
     reading the transcript (memory.view, not memory.personal) sees a colleague's personal one
     by id only, its subject sees its words."""
     from cadre.memory.models import ContextRecord
-    from cadre.memory.viewer.why import annotate_records
+    from cadre.viewer.why import annotate_records
 
     theirs = remember(org_a, "Bob's medical appointment on Friday", f"user:{bob.pk}")
     record = ContextRecord.objects.create(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cadre.agents.runtime.grants import agent_actor
+from cadre.agents.runtime.records.grants import agent_actor
 from cadre.errors import NotFound, NotPermitted
 from cadre.memory import selectors, services
 from cadre.memory.models import Memory

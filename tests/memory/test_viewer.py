@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from cadre.agents import ratings as ports
 from cadre.memory import services
 from cadre.memory.models import ContextRecord, ContextRecordItem, Memory, MemoryVersion
-from cadre.memory.viewer import ports
 from tests.conftest import actor_for
 
 TIMELINE = "/api/v1/memory-viewer/timeline/"

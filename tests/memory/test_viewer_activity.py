@@ -23,7 +23,7 @@ from cadre.memory.models import (
     MemoryVersion,
 )
 from cadre.memory.services.common import EXACT_REASON, NEAR_REASON
-from cadre.memory.viewer import quality, reach, timeline
+from cadre.viewer import quality, reach, timeline
 from tests.conftest import actor_for
 from tests.memory.test_viewer import known  # noqa: F401 - the fixture
 from tests.memory.test_viewer_rollup import _both, rated  # noqa: F401 - the fixture
@@ -338,7 +338,7 @@ def test_row_serializers_write_what_drf_fields_would(name, settings):
     from django.utils import timezone as django_timezone
     from rest_framework import serializers
 
-    from cadre.memory.api import viewer_serializers
+    from cadre.viewer import serializers as viewer_serializers
 
     fast = getattr(viewer_serializers, name)
     plain = type("Plain", (serializers.Serializer,), {k: v for k, v in fast().fields.items()})
@@ -349,7 +349,7 @@ def test_row_serializers_write_what_drf_fields_would(name, settings):
 
 
 def test_the_heatmap_lists_the_busiest_scopes_and_counts_the_rest(known, alice):  # noqa: F811
-    from cadre.memory.viewer import heatmap
+    from cadre.viewer import heatmap
 
     actor = actor_for(alice)
     whole = heatmap.memory_heatmap(actor)

@@ -13,7 +13,7 @@ from rest_framework.fields import DateTimeField
 
 from cadre.memory import embeddings, services
 from cadre.memory.models import Memory, MemoryMap, MemoryTask
-from cadre.memory.viewer.vector_map import cluster_terms, unpack_points
+from cadre.viewer.vector_map import cluster_terms, unpack_points
 from tests.conftest import actor_for
 
 MAP = "/api/v1/memory-viewer/map/"

@@ -12,6 +12,7 @@ from django.db.models import Count, Max, Q
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
+from cadre.agents import ratings as ports
 from cadre.memory import services
 from cadre.memory.models import (
     ContextRecord,
@@ -20,7 +21,7 @@ from cadre.memory.models import (
     MemoryLastSent,
     MemoryUsageDay,
 )
-from cadre.memory.viewer import heatmap, ports, quality, reach
+from cadre.viewer import heatmap, quality, reach
 from tests.conftest import actor_for
 from tests.memory.test_viewer import _add, _call, known  # noqa: F401 - the fixture
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from cadre.agents.runtime.context import ContextPieces, context_manifest
+from cadre.agents.runtime.steps.context import ContextPieces, context_manifest
 from cadre.memory import search
 from cadre.memory.models import ContextRecord, Memory
 from cadre.memory.services.context import context_record_for_model_call
-from cadre.memory.viewer.why import explain
+from cadre.viewer.why import explain
 from tests.conftest import actor_for
 
 NOW = timezone.now()

@@ -8,8 +8,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from cadre.agents.models import AgentTemplate, ModelProviderConfig, Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance.models import AuditEvent
 from cadre.runtime.default_provider import provider_from_env
 from cadre.runtime.demo import demo_setup, describe

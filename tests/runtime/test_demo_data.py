@@ -10,8 +10,8 @@ from django.core.management import call_command
 
 from cadre.agents import services as agents
 from cadre.agents.models import Agent, AgentTemplate, Deployment, Run, TemplateVersion
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance.audit import verify_chain
 from cadre.governance.models import AuditEvent, Confirmation, PolicyChain
 from cadre.memory import services as memory

@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.after import run_after_hooks
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
 from cadre.skills import services
 from cadre.skills.models import SkillCandidate, SkillProposal
 from cadre.tenancy.actors import member_actor

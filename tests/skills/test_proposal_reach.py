@@ -23,7 +23,7 @@ PREFERENCE = "From now on, always write reports in bullet points, and my manager
 
 
 def _after(run, capture):
-    from cadre.agents.runtime.after import run_after_hooks
+    from cadre.agents.runtime.lifecycle.after import run_after_hooks
 
     with capture(execute=True):
         run_after_hooks(run.pk)

@@ -10,9 +10,9 @@ import pytest
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import Run
-from cadre.agents.runtime import engine
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime.after import run_after_hooks
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
 from cadre.llm import provider_for
 from cadre.memory import services as memory_services
 from cadre.skills import distill

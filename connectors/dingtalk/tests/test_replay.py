@@ -16,6 +16,7 @@ import pytest
 from django.test import Client
 
 from cadre.agents.models import Run
+from connectors.base.transport import Recipient
 from connectors.dingtalk.inbound import parse_callback, sign
 from connectors.dingtalk.session_webhook import session_webhook_allowed
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
@@ -24,7 +25,6 @@ from connectors.models import Connector, InboundEvent
 from connectors.tests.fakes import FakePlatformServer
 from connectors.tests.helpers import make_connector
 from connectors.tests.test_end_to_end import bob_agent  # noqa: F401 - the published agent
-from connectors.transport import Recipient
 from tests.factories import IMIdentityFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from connectors.base.transport import Recipient
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
 from connectors.dingtalk.transport import DingTalkTransport
 from connectors.tests.helpers import make_connector
-from connectors.transport import Recipient
 
 pytestmark = pytest.mark.django_db
 

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from connectors.base import platform_for
+from connectors.base.transport import RateLimited, Recipient, TransportError
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
 from connectors.feishu.transport import FeishuTransport
 from connectors.tests.helpers import make_connector
-from connectors.transport import RateLimited, Recipient, TransportError
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from connectors import streams
 from connectors.base import registry
+from connectors.inbound import streams
 from connectors.models import Connector
 
 
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         if connector is None:
             raise CommandError(f"No active connector with public id {public_id!r}.")
         platform = registry()[connector.platform]
-        if connector.platform not in streams.RUNNERS:
+        if connector.platform not in streams.stream_platforms():
             raise CommandError(f"{platform.label} has no long-connection worker.")
         if not platform.extra_installed():
             raise CommandError(

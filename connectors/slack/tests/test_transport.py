@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from connectors.base.transport import Recipient, TransportError
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.slack.transport import SlackTransport
 from connectors.tests.helpers import make_connector
-from connectors.transport import Recipient, TransportError
 
 pytestmark = pytest.mark.django_db
 

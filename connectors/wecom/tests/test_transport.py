@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from connectors.base.transport import Recipient
 from connectors.tests.helpers import make_connector
-from connectors.transport import Recipient
 from connectors.wecom.tests.fake_api import CORP_ID, CORP_SECRET, FakeWeCom
 from connectors.wecom.transport import WeComTransport
 

@@ -30,10 +30,17 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from cadre.agents.live import event_frame, session_group
+from cadre.agents import selectors
+from cadre.agents.live import session_group
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.errors import CadreError, InvalidInput
+from cadre.governance.confirmations import confirmation_decide
 from cadre.identifiers import parse_pk
+from cadre.tenancy.actors import member_actor
+from cadre.tenancy.middleware import SESSION_KEY, session_memberships
+from cadre.tenancy.models import Member
 
-CATCH_UP_PAGE = 200
+CATCH_UP_PAGE = selectors.CHAT_EVENTS_PAGE
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 
@@ -41,8 +48,6 @@ CLOSE_NOT_FOUND = 4404
 def _member_for(scope):
     """The member the websocket's signed-in user acts as (the organization chosen in the
     console session, else their first), as the console's middleware resolves it."""
-    from cadre.tenancy.middleware import SESSION_KEY, session_memberships
-
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return None
@@ -56,19 +61,12 @@ def _member_for(scope):
 def _actor(member_id: int):
     """A fresh actor per action: a member deactivated or stripped of chat.use meanwhile is
     refused by the services."""
-    from cadre.tenancy.actors import member_actor
-    from cadre.tenancy.models import Member
-
     return member_actor(Member.objects.select_related("organization").get(pk=member_id))
 
 
 @database_sync_to_async
 def _open(scope, session_id: int, after: int | None) -> dict | None:
     """Who is connecting, their session (or None), and the event id to stream from."""
-    from cadre.agents import selectors
-    from cadre.agents.models import Run, RunEvent
-    from cadre.tenancy.actors import member_actor
-
     member = _member_for(scope)
     if member is None:
         return {"refused": CLOSE_UNAUTHENTICATED}
@@ -76,18 +74,7 @@ def _open(scope, session_id: int, after: int | None) -> dict | None:
     if session is None:
         return {"refused": CLOSE_NOT_FOUND}
     if after is None:
-        # Runs still going are streamed from their first event; otherwise only what comes next.
-        unfinished = Run.objects.filter(session=session).exclude(status__in=Run.TERMINAL)
-        first = (
-            RunEvent.objects.filter(run__in=unfinished)
-            .order_by("id")
-            .values_list("id", flat=True)
-            .first()
-        )
-        if first is not None:
-            after = first - 1
-        else:
-            after = RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+        after = selectors.chat_stream_from(session)
     return {
         "member": member.pk,
         "organization": member.organization_id,
@@ -97,52 +84,14 @@ def _open(scope, session_id: int, after: int | None) -> dict | None:
     }
 
 
-def _confirmation_item(confirmation, member_id: int) -> dict:
-    from cadre.governance.confirmations import queue_item
-
-    return {
-        **queue_item(confirmation),
-        "can_decide": confirmation.status == "pending" and member_id in confirmation.decider_ids,
-    }
-
-
 @database_sync_to_async
 def _events_after(session_id: int, member_id: int, after: int) -> list[dict]:
     """Up to CATCH_UP_PAGE events of the session's runs after `after`, oldest first."""
-    from cadre.agents.models import RunEvent
-
-    # `id > after` keeps the scan to the newest rows of the table; the join narrows them to
-    # this session.
-    events = RunEvent.objects.filter(id__gt=after, run__session_id=session_id).order_by("id")
-    return _frames([event_frame(event) for event in events[:CATCH_UP_PAGE]], member_id)
-
-
-def _frames(events: list[dict], member_id: int) -> list[dict]:
-    """Socket frames for events; a `wait` on a confirmation carries the confirmation."""
-    from cadre.governance.models import Confirmation
-
-    wanted = {_confirmation_id(event) for event in events} - {None}
-    confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)} if wanted else {}
-    frames = []
-    for event in events:
-        frame = {"type": "event", **event}
-        confirmation = confirmations.get(_confirmation_id(event))
-        if confirmation is not None:
-            frame["confirmation"] = _confirmation_item(confirmation, member_id)
-        frames.append(frame)
-    return frames
-
-
-def _confirmation_id(event: dict):
-    details = event["data"].get("details") if event["kind"] == "wait" else None
-    return details.get("confirmation") if isinstance(details, dict) else None
+    return selectors.chat_events_after(session_id, member_id, after, limit=CATCH_UP_PAGE)
 
 
 @database_sync_to_async
 def _send_message(member_id: int, session_id: int, text: str) -> dict:
-    from cadre.agents import selectors
-    from cadre.agents.runtime import services as runtime
-
     actor = _actor(member_id)
     session = selectors.chat_session_get(actor, session_id)
     if session is None:  # the session (or the member's right to chat) is gone
@@ -153,21 +102,13 @@ def _send_message(member_id: int, session_id: int, text: str) -> dict:
 
 @database_sync_to_async
 def _decide(member_id: int, session_id: int, content: dict) -> dict:
-    from cadre.agents.models import Run
-    from cadre.governance.confirmations import confirmation_decide
-    from cadre.governance.models import Confirmation
-
     actor = _actor(member_id)
     try:
         confirmation_id = int(content.get("confirmation"))
     except (TypeError, ValueError):
         return {"type": "error", "code": "invalid", "message": "confirmation must be an id."}
     # Only the confirmations of this conversation's runs are decided here.
-    confirmation = Confirmation.objects.filter(
-        organization=actor.organization,
-        pk=confirmation_id,
-        run_id__in=Run.objects.filter(session_id=session_id).values("pk"),
-    ).first()
+    confirmation = selectors.chat_confirmation_get(actor, session_id, confirmation_id)
     if confirmation is None:
         return {"type": "error", "code": "not_found", "message": "No such confirmation."}
     decided = confirmation_decide(
@@ -177,7 +118,7 @@ def _decide(member_id: int, session_id: int, content: dict) -> dict:
         via="console",
         reason=str(content.get("reason", ""))[:2000],
     )
-    return {"type": "decided", "confirmation": _confirmation_item(decided, member_id)}
+    return {"type": "decided", "confirmation": selectors.chat_confirmation_item(decided, member_id)}
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -219,8 +160,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         fresh = [event for event in message["events"] if event["id"] > self.after]
         if not fresh:
             return
-        if any(_confirmation_id(event) is not None for event in fresh):
-            frames = await database_sync_to_async(_frames)(fresh, self.member_id)
+        if any(selectors.event_confirmation_id(event) is not None for event in fresh):
+            frames = await database_sync_to_async(selectors.chat_event_frames)(
+                fresh, self.member_id
+            )
         else:
             frames = [{"type": "event", **event} for event in fresh]
         await self._forward(frames)
@@ -232,19 +175,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json(frame)
 
     async def receive_json(self, content, **kwargs):
-        from cadre.errors import CadreError
-
         kind = content.get("type") if isinstance(content, dict) else None
         try:
             if kind == "message":
                 text = content.get("text")
                 if not isinstance(text, str):
-                    raise _invalid("text must be a string.")
+                    raise InvalidInput("text must be a string.")
                 reply = await _send_message(self.member_id, self.session_id, text)
             elif kind == "decide":
                 reply = await _decide(self.member_id, self.session_id, content)
             else:
-                raise _invalid('type must be "message" or "decide".')
+                raise InvalidInput('type must be "message" or "decide".')
         except CadreError as error:
             reply = {"type": "error", "code": error.code, "message": error.message}
         await self.send_json(reply)
@@ -261,9 +202,3 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
             return
         await self.receive_json(content, **kwargs)
-
-
-def _invalid(message: str):
-    from cadre.errors import InvalidInput
-
-    return InvalidInput(message)

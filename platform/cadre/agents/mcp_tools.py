@@ -26,8 +26,7 @@ from django.utils import timezone
 
 from cadre import outbound
 from cadre.agents.models import McpServer
-from cadre.agents.tools.builtins import ToolFailed
-from cadre.agents.tools.registry import RISKS, Tool
+from cadre.agents.tools.registry import RISKS, Tool, ToolFailed
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor

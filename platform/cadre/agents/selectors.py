@@ -1,13 +1,36 @@
-"""Read paths for agents: usage and cost aggregated per member, agent, template or organization."""
+"""Read paths for agents: usage and cost, agents and sessions, transcripts and the web chat."""
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Max, Prefetch, Q, Sum
 from django.db.models.expressions import RawSQL
 
-from cadre.agents.models import AgentTemplate, Run
+from cadre.agents.live import event_frame
+from cadre.agents.models import (
+    Agent,
+    AgentMessage,
+    AgentTemplate,
+    Deployment,
+    Run,
+    RunEvent,
+    Session,
+    Step,
+    TemplateVersion,
+    ToolEffect,
+    Wait,
+)
+from cadre.governance.confirmations import queue_item
+from cadre.governance.models import Confirmation
 from cadre.identifiers import parse_pks
+from cadre.memory.agent_scopes import AgentScope
+from cadre.memory.models import ContextRecord, ContextRecordItem
 from cadre.tenancy.actors import Actor
+
+# The web chat shows a session's last CHAT_TURNS conversation runs and, beside them, the
+# agent's last CHAT_SESSIONS sessions; a socket catches up CHAT_EVENTS_PAGE events at a time.
+CHAT_TURNS = 50
+CHAT_SESSIONS = 20
+CHAT_EVENTS_PAGE = 200
 
 USAGE_GROUPS = {
     "member": ("member_id", "member__display_name"),
@@ -104,8 +127,6 @@ def agent_find(
 ):
     """Agents the actor may see, narrowed by member, position, template version, status or
     a name fragment (agent or member)."""
-    from cadre.agents.models import Agent
-
     agents = Agent.objects.restrict(actor, "view").select_related(
         "member", "member__department", "version", "deployment"
     )
@@ -122,10 +143,62 @@ def agent_find(
     return agents.distinct().order_by("name", "pk")
 
 
+def agent_sessions_readable(actor: Actor, agent) -> tuple:
+    """The agent's sessions whose transcript the actor may read, most recently active first,
+    each with its `run_count`; and how many others the agent has (a session's title is its
+    first message, so the ones the actor may not read are counted only)."""
+    sessions = transcripts_readable(actor, agent.sessions.all())
+    sessions = sessions.annotate(run_count=Count("runs")).order_by("-last_activity_at", "-pk")
+    return sessions, agent.sessions.count() - sessions.count()
+
+
+def agents_by_id(organization_id: int, ids) -> dict:
+    """{id: agent} of the organization's agents among `ids`, with their members."""
+    return {
+        agent.pk: agent
+        for agent in Agent.objects.filter(organization=organization_id, pk__in=ids).select_related(
+            "member"
+        )
+    }
+
+
+def template_find(actor: Actor, *, text: str = ""):
+    """Templates the actor may see, by name, each with its latest and published version
+    numbers and how many versions are not published; narrowed by a name or code fragment."""
+    templates = (
+        AgentTemplate.objects.restrict(actor, "view")
+        .annotate(
+            latest_number=Max("versions__number"),
+            published_number=Max(
+                "versions__number", filter=Q(versions__status=TemplateVersion.Status.PUBLISHED)
+            ),
+            open_versions=Count(
+                "versions", filter=~Q(versions__status=TemplateVersion.Status.PUBLISHED)
+            ),
+        )
+        .order_by("name", "pk")
+    )
+    if text:
+        templates = templates.filter(Q(name__icontains=text) | Q(code__icontains=text))
+    return templates
+
+
+def deployment_find(actor: Actor, *, status: str = ""):
+    """Deployments the actor may see, newest first, each with its `agent_count`; narrowed to
+    one status when `status` is one."""
+    deployments = (
+        Deployment.objects.restrict(actor, "view")
+        .select_related("template", "version")
+        .annotate(agent_count=Count("agents"))
+        .order_by("-created_at", "-pk")
+    )
+    if status in Deployment.Status.values:
+        deployments = deployments.filter(status=status)
+    return deployments
+
+
 def chat_agents(actor: Actor):
     """The actor's own agents (never a colleague's, whatever the actor's permissions)."""
-    from cadre.agents.models import Agent
-
     if actor.member is None or not actor.has("chat.use"):
         return Agent.objects.none()
     return (
@@ -137,8 +210,6 @@ def chat_agents(actor: Actor):
 
 def chat_session_get(actor: Actor, session_id: int):
     """One of the actor's own chat sessions, or None (another member's is not found)."""
-    from cadre.agents.models import Session
-
     if actor.member is None or not actor.has("chat.use"):
         return None
     return (
@@ -151,10 +222,137 @@ def chat_session_get(actor: Actor, session_id: int):
     )
 
 
+def chat_sessions(agent, *, limit: int = CHAT_SESSIONS) -> list:
+    """The agent's most recently active sessions (the chat page's sidebar); the caller has
+    already checked that the agent is the actor's own (`chat_agents`)."""
+    return list(agent.sessions.order_by("-last_activity_at", "-pk")[:limit])
+
+
+def chat_confirmation_can_decide(confirmation: Confirmation, member_id: int | None) -> bool:
+    """May this member decide the confirmation now: it is pending and they are a decider."""
+    return (
+        confirmation.status == Confirmation.Status.PENDING and member_id in confirmation.decider_ids
+    )
+
+
+def chat_confirmation_item(confirmation: Confirmation, member_id: int | None) -> dict:
+    """A confirmation as the web chat's socket sends it, with whether this member decides."""
+    return {
+        **queue_item(confirmation),
+        "can_decide": chat_confirmation_can_decide(confirmation, member_id),
+    }
+
+
+def chat_confirmation_get(actor: Actor, session_id: int, confirmation_id: int):
+    """A confirmation one of this session's runs waits on, or None: the web chat's page and
+    socket decide only their own conversation's confirmations (another session's is not
+    found). The caller has already checked that the session is the actor's (see
+    `chat_session_get`)."""
+    return Confirmation.objects.filter(
+        organization=actor.organization,
+        pk=confirmation_id,
+        run_id__in=Run.objects.filter(session_id=session_id).values("pk"),
+    ).first()
+
+
+def chat_stream_from(session, runs=None) -> int:
+    """The event id after which a live view of `session` streams: runs still going are sent
+    from their first event (the page shows them as in progress); otherwise only what comes
+    next. `runs` are the runs the page shows; without them, every run of the session."""
+    if runs is None:
+        unfinished = Run.objects.filter(session=session).exclude(status__in=Run.TERMINAL)
+    else:
+        unfinished = [run.pk for run in runs if not run.is_terminal]
+    first = (
+        RunEvent.objects.filter(run__in=unfinished).order_by("id").values_list("id", flat=True)
+    ).first()
+    if first is not None:
+        return first - 1
+    return RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def chat_event_frames(events: list[dict], member_id: int | None) -> list[dict]:
+    """Socket frames for run events (`cadre.agents.live.event_frame` dicts); a `wait` on a
+    governance confirmation carries the confirmation, as `chat_confirmation_item`."""
+    wanted = {event_confirmation_id(event) for event in events} - {None}
+    confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)} if wanted else {}
+    frames = []
+    for event in events:
+        frame = {"type": "event", **event}
+        confirmation = confirmations.get(event_confirmation_id(event))
+        if confirmation is not None:
+            frame["confirmation"] = chat_confirmation_item(confirmation, member_id)
+        frames.append(frame)
+    return frames
+
+
+def event_confirmation_id(event: dict):
+    """The confirmation a `wait` event waits on, else None."""
+    details = event["data"].get("details") if event["kind"] == "wait" else None
+    return details.get("confirmation") if isinstance(details, dict) else None
+
+
+def chat_events_after(
+    session_id: int, member_id: int | None, after: int, *, limit: int = CHAT_EVENTS_PAGE
+) -> list[dict]:
+    """Socket frames for up to `limit` events of the session's runs after `after`, oldest
+    first (a reconnecting socket catches up page by page)."""
+    # `id > after` keeps the scan to the newest rows of the table; the join narrows them to
+    # this session.
+    events = RunEvent.objects.filter(id__gt=after, run__session_id=session_id).order_by("id")
+    return chat_event_frames([event_frame(event) for event in events[:limit]], member_id)
+
+
+def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
+    """What the web chat's page shows of one of the actor's own sessions (from
+    `chat_session_get`): its last `limit` conversation runs, oldest first, each with the
+    confirmations it waits on and the agent messages that failed to reach the person; the
+    pending confirmations of this session (with `can_decide` for the actor); and `after`, the
+    event id the page's socket streams from (`chat_stream_from`).
+
+    Returns {"runs", "turns": [{"run", "confirmations", "failed_messages"}], "pending", "after"}.
+    """
+    runs = list(session.runs.filter(parent__isnull=True).order_by("-created_at", "-pk")[:limit])[
+        ::-1
+    ]
+    run_ids = [run.pk for run in runs]
+    member_id = actor.member.pk if actor.member is not None else None
+    pending = list(
+        Confirmation.objects.filter(
+            organization=actor.organization,
+            run_id__in=run_ids,
+            status=Confirmation.Status.PENDING,
+        ).order_by("created_at")
+    )
+    by_run: dict[int, list] = {}
+    for confirmation in pending:
+        confirmation.can_decide = chat_confirmation_can_decide(confirmation, member_id)
+        by_run.setdefault(confirmation.run_id, []).append(confirmation)
+    failed: dict[int, list] = {}
+    for message in AgentMessage.objects.filter(
+        organization=actor.organization,
+        run_id__in=run_ids,
+        status=AgentMessage.Status.FAILED,
+    ).order_by("pk"):
+        failed.setdefault(message.run_id, []).append(message)
+    turns = [
+        {
+            "run": run,
+            "confirmations": by_run.get(run.pk, []),
+            "failed_messages": failed.get(run.pk, []),
+        }
+        for run in runs
+    ]
+    return {
+        "runs": runs,
+        "turns": turns,
+        "pending": pending,
+        "after": chat_stream_from(session, runs),
+    }
+
+
 def deployment_agent_counts(deployment) -> dict:
     """A deployment's agents counted by status and by template version number."""
-    from cadre.agents.models import Agent
-
     rows = (
         Agent.objects.filter(deployment=deployment)
         .values("status", "version__number")
@@ -179,12 +377,6 @@ def session_transcript(session) -> list[dict]:
     The caller has already checked that the actor may see the session; a fixed number of
     queries whatever the number of runs and steps.
     """
-    from django.db.models import Prefetch
-
-    from cadre.agents.models import Step, ToolEffect, Wait
-    from cadre.governance.models import Confirmation
-    from cadre.memory.models import ContextRecord, ContextRecordItem
-
     runs = list(
         session.runs.select_related("version")
         .order_by("created_at", "pk")
@@ -233,9 +425,6 @@ def memory_agent_scopes(
 ):
     """Memory's lookup of agent scopes (registered on `cadre.memory.agent_scopes.lookups`):
     the owner and name of each agent of one member, or of the agents with these ids."""
-    from cadre.agents.models import Agent
-    from cadre.memory.agent_scopes import AgentScope
-
     agents = Agent.objects.filter(organization_id=organization_id)
     if member_id is not None:
         agents = agents.filter(member_id=member_id)

@@ -1,6 +1,6 @@
 """Write paths for role templates, provider settings, deployments, rollouts and agents.
 
-The runtime's write paths (runs, waits, triggers) live in `cadre.agents.runtime.services`.
+The runtime's write paths (runs, waits, triggers) live in `cadre.agents.runtime.lifecycle`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cadre.agents.evaluation.gates import check_model_change, check_publish
+from cadre.agents.hooks.registry import hook_names
+from cadre.agents.mcp_tools import check_permission_names, split_name
 from cadre.agents.models import (
     HOOK_POINTS,
     Agent,
@@ -28,6 +31,8 @@ from cadre.agents.models import (
 )
 from cadre.agents.providers import PROVIDER_KINDS
 from cadre.agents.providers import provider_config_create as provider_config_create
+from cadre.agents.runtime.steps.context import ORDERS as CONTEXT_ORDERS
+from cadre.agents.tools.registry import tool_names
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.ports import Listeners
@@ -72,11 +77,6 @@ def validate_content(content: dict, organization_id: int | None = None) -> dict:
     """Check the structured fields of a template version; return them normalized. Tool
     permissions may name MCP tools (`mcp__<server>__<tool>`, `mcp__<server>__*`); given the
     organization, their servers must be registered."""
-    from cadre.agents.hooks.registry import hook_names
-    from cadre.agents.mcp_tools import check_permission_names, split_name
-    from cadre.agents.runtime.context import ORDERS as CONTEXT_ORDERS
-    from cadre.agents.tools.registry import tool_names
-
     errors: dict[str, str] = {}
     settings = content.get("model_settings")
     if settings is not None:
@@ -365,8 +365,6 @@ def version_publish(
     organization requires it, its newest replay must pass — and, when it changes the template's
     model, the newest replay of that model change — or `override_gate` says why not (audited
     per gate; see evaluation.gates)."""
-    from cadre.agents.evaluation.gates import check_model_change, check_publish
-
     validate_content(version.content(), version.organization_id)
     check_publish(actor=actor, version=version, override_reason=override_gate)
     check_model_change(actor=actor, version=version, override_reason=override_gate)
@@ -382,7 +380,9 @@ def version_publish(
     return version
 
 
-def _as_text(value) -> str:
+def field_text(value) -> str:
+    """A template version's content field as text (JSON fields pretty-printed, keys sorted), as
+    its diff compares it."""
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
@@ -394,7 +394,7 @@ def version_diff(a: TemplateVersion, b: TemplateVersion) -> dict[str, str]:
         raise InvalidInput("Both versions must belong to the same template.")
     changes = {}
     for name in TemplateVersion.CONTENT_FIELDS:
-        old, new = _as_text(getattr(a, name)), _as_text(getattr(b, name))
+        old, new = field_text(getattr(a, name)), field_text(getattr(b, name))
         if old == new:
             continue
         lines = difflib.unified_diff(

@@ -1,4 +1,5 @@
-"""Celery tasks of the agent runtime: thin adapters over the engine and runtime services."""
+"""Celery tasks of the agent runtime: thin adapters over its lifecycle floor. The runtime
+queues them by name (cadre.queues), so only this module imports them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import logging
 from celery import shared_task
 from django.db import OperationalError
 
-from cadre.agents.runtime.engine import RunBusy
+from cadre.agents.runtime.lifecycle import finish, prefetch, services
+from cadre.agents.runtime.lifecycle.after import run_after_hooks
+from cadre.agents.runtime.lifecycle.execution import RunBusy
+from cadre.agents.runtime.lifecycle.execution import run_execute as execute
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +28,9 @@ def run_execute(self, run_id: int) -> str:
     completed step; a second delivery while another worker holds the run retries later. A
     model endpoint's failure is not retried here: the model client retried within the call's
     time budget and the engine failed the run with the endpoint's error."""
-    from cadre.agents.runtime import engine, finish
-
     try:
-        return engine.run_execute(run_id)
-    except engine.RunBusy as busy:
+        return execute(run_id)
+    except RunBusy as busy:
         raise self.retry(exc=busy, countdown=2) from None
     except OperationalError as error:
         if self.request.retries >= self.max_retries:
@@ -50,30 +52,22 @@ def run_execute(self, run_id: int) -> str:
 )
 def run_after(self, run_id: int) -> None:
     """The asynchronous hooks of a finished run: process_memory, compact, post_process."""
-    from cadre.agents.runtime.after import run_after_hooks
-
     run_after_hooks(run_id)
 
 
 @shared_task(ignore_result=True)
 def prefetch_next_turn(run_id: int) -> str:
     """After a reply on a new topic: retrieve the next turn's memories ahead of it."""
-    from cadre.agents.runtime.prefetch import prefetch_next_turn as prefetch
-
-    return prefetch(run_id)
+    return prefetch.prefetch_next_turn(run_id)
 
 
 @shared_task(ignore_result=True)
 def waits_expire() -> int:
     """Beat: expire overdue waits (each run then follows its wait's timeout policy)."""
-    from cadre.agents.runtime.services import waits_expire as expire
-
-    return expire()
+    return services.waits_expire()
 
 
 @shared_task(ignore_result=True)
 def runs_requeue_stale() -> int:
     """Beat: queue again runs that stopped making progress without being redelivered."""
-    from cadre.agents.runtime.services import runs_requeue_stale as requeue
-
-    return requeue()
+    return services.runs_requeue_stale()

@@ -9,4 +9,5 @@ class ApiConfig(AppConfig):
     verbose_name = "API"
 
     def ready(self) -> None:
-        from cadre.api import schema  # noqa: F401 - registers the extensions
+        # lazy: ready() — registers the OpenAPI extensions, which read DRF's settings.
+        from cadre.api import schema  # noqa: F401

@@ -3,7 +3,6 @@ anonymous traffic, and per address for failed authentication (see docs/api.md)."
 
 from __future__ import annotations
 
-import re
 import time
 
 from django.conf import settings
@@ -11,20 +10,9 @@ from django.core.cache import caches
 from rest_framework import throttling
 from rest_framework.exceptions import Throttled
 
+from cadre.env import parse_rate
+
 THROTTLE_CACHE = "throttle"
-_RATE = re.compile(r"^(?P<count>\d+)/(?P<multiple>\d*)(?P<unit>[smhd])[a-z]*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_rate(rate: str) -> tuple[int, int]:
-    """'600/minute' -> (600, 60); '10/15m' -> (10, 900). Raises ValueError otherwise."""
-    match = _RATE.match(rate.strip().lower())
-    if match is None or int(match["count"]) < 1:
-        raise ValueError(
-            f"{rate!r} is not a rate: write <count>/<period>, e.g. 600/minute, 20/5m, 1000/day"
-        )
-    seconds = _UNIT_SECONDS[match["unit"]] * int(match["multiple"] or 1)
-    return int(match["count"]), seconds
 
 
 def client_ip(request) -> str:

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.utils.functional import SimpleLazyObject
 
 from cadre.console.navigation import navigation_for
+from cadre.tenancy.middleware import session_memberships
 
 
 def console(request) -> dict:
@@ -21,8 +22,6 @@ def console(request) -> dict:
     context = {"actor": actor, "current_member": member}
     user = getattr(request, "user", None)
     if actor is not None and member is not None and isinstance(user, get_user_model()):
-        from cadre.tenancy.middleware import session_memberships
-
         context["navigation"] = SimpleLazyObject(lambda: navigation_for(actor, request.path))
         context["memberships"] = SimpleLazyObject(
             lambda: list(session_memberships(request.session, user))

@@ -14,10 +14,12 @@ from django.contrib.auth.password_validation import password_validators_help_tex
 from django.utils import timezone
 
 from cadre.console.department_tree import department_choices
+from cadre.console.scoping import restricted_for
 from cadre.console.templatetags.console import target_type_label
 from cadre.errors import CadreError
 from cadre.im import platform_choices
-from cadre.tenancy.models import Department, Member, Position
+from cadre.memory.models import Kind, Memory, SourceKind
+from cadre.tenancy.models import Department, Member, Position, department_subtree_ids
 from cadre.tenancy.roles import ROLES, SCOPES
 
 
@@ -43,7 +45,7 @@ class ActorFormMixin:
         super().__init__(*args, **kwargs)
 
 
-def _department_field(field: forms.ModelChoiceField, queryset) -> None:
+def department_field(field: forms.ModelChoiceField, queryset) -> None:
     """Restrict a department field and list its choices as an indented tree."""
     field.queryset = queryset
     field.choices = department_choices(queryset, field.empty_label or "")
@@ -83,17 +85,17 @@ class MemberForm(ActorFormMixin, forms.Form):
     def __init__(self, *args, member: Member | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.member = member
-        _department_field(
+        department_field(
             self.fields["department"],
-            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+            restricted_for(self.actor, Department, "view").filter(is_archived=False),
         )
-        managers = Member.objects.restrict(self.actor, "view").exclude(
+        managers = restricted_for(self.actor, Member, "view").exclude(
             status=Member.Status.DEACTIVATED
         )
         if member is not None:
             managers = managers.exclude(pk=member.pk)
         self.fields["manager"].queryset = managers
-        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+        self.fields["positions"].queryset = restricted_for(self.actor, Position, "view").filter(
             is_archived=False
         )
         if not self.actor.has("member.assign_roles"):
@@ -123,11 +125,11 @@ class InviteForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _department_field(
+        department_field(
             self.fields["department"],
-            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+            restricted_for(self.actor, Department, "view").filter(is_archived=False),
         )
-        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+        self.fields["positions"].queryset = restricted_for(self.actor, Position, "view").filter(
             is_archived=False
         )
         if not self.actor.has("member.assign_roles"):
@@ -176,9 +178,7 @@ class MemberFilterForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _department_field(
-            self.fields["department"], Department.objects.restrict(self.actor, "view")
-        )
+        department_field(self.fields["department"], restricted_for(self.actor, Department, "view"))
 
 
 # --- departments and positions ------------------------------------------------------------
@@ -198,14 +198,12 @@ class DepartmentForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, department: Department | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        parents = Department.objects.restrict(self.actor, "view").filter(is_archived=False)
+        parents = restricted_for(self.actor, Department, "view").filter(is_archived=False)
         if department is not None:
-            from cadre.tenancy.models import department_subtree_ids
-
             # A department cannot move under itself or below: do not even offer those.
             below = department_subtree_ids(department.organization_id, {department.pk})
             parents = parents.exclude(pk__in=below)
-        _department_field(self.fields["parent"], parents)
+        department_field(self.fields["parent"], parents)
 
 
 class PositionForm(ActorFormMixin, forms.Form):
@@ -220,9 +218,9 @@ class PositionForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _department_field(
+        department_field(
             self.fields["department"],
-            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+            restricted_for(self.actor, Department, "view").filter(is_archived=False),
         )
 
 
@@ -363,8 +361,6 @@ class MemoryFilterForm(forms.Form):
     )
 
     def __init__(self, *args, scope_choices: list[tuple[str, str]], **kwargs):
-        from cadre.memory.models import Kind, Memory, SourceKind
-
         super().__init__(*args, **kwargs)
         self.fields["scope"].choices = [("", "All readable scopes"), *scope_choices]
         self.fields["kind"].choices = [("", "Any kind"), *Kind.choices]

@@ -40,6 +40,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from cadre import outbound
+from cadre.crypto import encrypt
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.governance.models import (
@@ -51,8 +52,13 @@ from cadre.governance.models import (
     PolicyDecision,
 )
 from cadre.ports import Registry
+from cadre.queues import enqueue
+from cadre.tenancy.actors import system_actor
 
 logger = logging.getLogger(__name__)
+
+# Delivers one alert to one channel (enqueued by name: the tasks module imports this one).
+ALERT_NOTIFY = "cadre.governance.tasks.alert_notify"
 
 RULE_KINDS = (
     "high_risk_requests",
@@ -277,8 +283,6 @@ def fingerprint(rule: AlertRule, group: str) -> str:
 
 def alert_rule_evaluate(rule: AlertRule, now=None) -> list[Alert]:
     """Evaluate one rule; open new alerts or bump grouped ones. Returns the alerts touched."""
-    from cadre.tenancy.actors import system_actor
-
     now = now or timezone.now()
     touched = []
     evaluate = ALERT_EVALUATORS.get(rule.kind)
@@ -324,10 +328,8 @@ def alert_rule_evaluate(rule: AlertRule, now=None) -> list[Alert]:
                     "count": count,
                 },
             )
-            from cadre.governance.tasks import alert_notify
-
             for index in range(len(rule.channels)):
-                transaction.on_commit(lambda pk=alert.pk, i=index: alert_notify.delay(pk, i))
+                transaction.on_commit(lambda pk=alert.pk, i=index: enqueue(ALERT_NOTIFY, pk, i))
             touched.append(alert)
     AlertRule.objects.filter(pk=rule.pk).update(last_evaluated_at=now)
     return touched
@@ -344,8 +346,6 @@ def alert_open(
 ) -> Alert | None:
     """Open an alert raised by a service rather than a rule (a budget reaching 80 %), in the
     caller's transaction; None when an alert with this fingerprint is already open."""
-    from cadre.tenancy.actors import system_actor
-
     if (
         Alert.objects.filter(organization=organization, fingerprint=fingerprint)
         .exclude(status=Alert.Status.RESOLVED)
@@ -422,7 +422,6 @@ def alert_rule_create(
     actor.require("policy.manage")
     channels = channels or []
     _validate(kind, severity, channels)
-    from cadre.crypto import encrypt
 
     # Webhook secrets are stored encrypted (CADRE_ENCRYPTION_KEY), like connector secrets.
     channels = [
@@ -476,8 +475,6 @@ def alert_rule_update(*, actor, rule: AlertRule, **changes) -> AlertRule:
         raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}")
     channels = changes.get("channels", rule.channels)
     if "channels" in changes:
-        from cadre.crypto import encrypt
-
         channels = [dict(c) if isinstance(c, dict) else c for c in channels or []]
         _validate(changes.get("kind", rule.kind), changes.get("severity", rule.severity), channels)
         stored = {

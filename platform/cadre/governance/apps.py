@@ -9,11 +9,12 @@ class GovernanceConfig(AppConfig):
     verbose_name = "Governance"
 
     def ready(self) -> None:
-        # The built-in policy plugins register themselves on import.
-        from cadre.governance.budgets import METER
-        from cadre.governance.masking.directory import connect_signals
-        from cadre.governance.policy import plugins  # noqa: F401
-        from cadre.llm.metering import METERS
+        # Every import here is lazy: ready() — the modules need the loaded apps (the models);
+        # the built-in policy plugins register themselves on import.
+        from cadre.governance.budgets import METER  # lazy: ready()
+        from cadre.governance.masking.directory import connect_signals  # lazy: ready()
+        from cadre.governance.policy import plugins  # lazy: ready()  # noqa: F401
+        from cadre.llm.metering import METERS  # lazy: ready()
 
         connect_signals()
         # Every model call charged to an account is reserved and settled against budgets.

@@ -32,6 +32,7 @@ from functools import cache, partial
 from operator import itemgetter
 from typing import Any
 
+from celery import current_app as celery_app
 from django.core.cache import cache as django_cache
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
@@ -39,8 +40,8 @@ from django.utils import timezone
 
 from cadre.governance import audit_digest
 from cadre.governance.audit_models import AuditChainHead, AuditEvent
-from cadre.governance.audit_tasks import audit_seal
 from cadre.observability import current_request, current_trace_id
+from cadre.queues import enqueue, enqueue_with
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ SEAL_BATCH = 2000  # events per sealing statement (and per chain-lock hold)
 # before an event is sealed.
 SEAL_WINDOW = 0.5
 SEAL_MARGIN = 0.1
+# The sealing task (audit_tasks imports this module; this one names the task).
+SEAL_TASK = "cadre.governance.audit_tasks.audit_seal"
 
 
 def _plain(value: Any) -> Any:
@@ -329,14 +332,14 @@ def _seal_soon(organization_id: int) -> None:
     # enqueues claims a window, so an app that is eager (tests) seals on every commit.
     if _due_window.get(organization_id) == window:
         return
-    if audit_seal.app.conf.task_always_eager:
-        audit_seal.delay(organization_id)  # runs here and now
+    if celery_app.conf.task_always_eager:
+        enqueue(SEAL_TASK, organization_id)  # runs here and now
         return
     _due_window[organization_id] = window
     if not django_cache.add(f"audit:seal:{organization_id}:{window}", 1, timeout=60):
         return
     due = datetime.fromtimestamp((window + 1) * SEAL_WINDOW + SEAL_MARGIN, UTC)
-    audit_seal.apply_async(args=[organization_id], eta=due)
+    enqueue_with(SEAL_TASK, args=[organization_id], eta=due)
 
 
 def seal(*, organization=None, batch_size: int = SEAL_BATCH) -> int:

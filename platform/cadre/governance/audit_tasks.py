@@ -6,6 +6,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from cadre.governance.audit import digest_all, seal
+
 
 @shared_task(
     autoretry_for=(ConnectionError, OSError, OperationalError),
@@ -16,9 +18,6 @@ from django.db import OperationalError
 def audit_seal(organization_id: int | None = None) -> int:
     """Seal committed audit events into their hash chain: one organization's (enqueued after
     its commits) or every organization's (beat safety net). Idempotent; returns how many."""
-    # Imported when run: audit imports this module to enqueue the task.
-    from cadre.governance.audit import seal
-
     return seal(organization=organization_id)
 
 
@@ -30,6 +29,4 @@ def audit_seal(organization_id: int | None = None) -> int:
 )
 def audit_digest() -> dict:
     """Sign a digest of every organization's chain head into the digest log (beat)."""
-    from cadre.governance.audit import digest_all
-
     return digest_all()

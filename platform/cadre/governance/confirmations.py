@@ -32,11 +32,16 @@ from django.utils import timezone
 
 from cadre import im
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
-from cadre.governance import audit
+from cadre.governance import audit, policy
+from cadre.governance.masking.engine import mask
+from cadre.governance.masking.vault import ConversationVault, EphemeralVault
 from cadre.governance.models import Confirmation, ConfirmationVote
-from cadre.governance.risk import RiskAssessment
+from cadre.governance.risk import RiskAssessment, classify
 from cadre.identifiers import parse_pk
+from cadre.observability import current_trace_id
 from cadre.ports import Listeners
+from cadre.queues import enqueue
+from cadre.tenancy.actors import member_actor, system_actor
 from cadre.tenancy.models import Member
 
 logger = logging.getLogger(__name__)
@@ -116,9 +121,6 @@ def _others_needed(rule: dict, requester, ids: list[int]) -> int:
 
 def mask_arguments(organization, arguments: dict, conversation_key: str = "") -> dict:
     """The arguments with every string masked (placeholders consistent with the conversation)."""
-    from cadre.governance.masking.engine import mask
-    from cadre.governance.masking.vault import ConversationVault, EphemeralVault
-
     vault = (
         ConversationVault(organization, conversation_key) if conversation_key else EphemeralVault()
     )
@@ -181,8 +183,6 @@ def confirmation_create(
     deciders = resolve_deciders(organization, rule, requester)
     masked = mask_arguments(organization, arguments, conversation_key)
     if not trace_id:
-        from cadre.observability import current_trace_id
-
         trace_id = current_trace_id()
     confirmation = Confirmation(
         organization=organization,
@@ -209,7 +209,6 @@ def confirmation_create(
             confirmation.save(force_insert=True)
     except IntegrityError:  # the same call asked at the same moment by a second worker
         return Confirmation.objects.get(idempotency_key=idempotency_key)
-    from cadre.tenancy.actors import system_actor
 
     audit.record(
         actor=actor or system_actor(organization, label="agent runtime"),
@@ -229,9 +228,10 @@ def confirmation_create(
         },
     )
     _after_commit(confirmation, "created")
-    from cadre.governance.tasks import confirmation_notify
 
-    transaction.on_commit(lambda: confirmation_notify.delay(confirmation.pk))
+    transaction.on_commit(
+        lambda: enqueue("cadre.governance.tasks.confirmation_notify", confirmation.pk)
+    )
     return confirmation
 
 
@@ -282,8 +282,6 @@ def confirmation_decide(
     """Record one decider's decision. Raises NotPermitted for someone not allowed to decide,
     Conflict when it is already decided or expired. Reject by any decider rejects; approval
     needs `required_approvals` votes (and, at critical level, one not from the requester)."""
-    from cadre.tenancy.actors import member_actor
-
     verdict = _DECISIONS.get(str(decision).lower())
     if verdict is None:
         raise InvalidInput("decision must be 'approve' or 'reject'")
@@ -430,8 +428,6 @@ def _decided(confirmation: Confirmation, actor) -> None:
 
 
 def _expire_one(pk: int, now) -> bool:
-    from cadre.tenancy.actors import system_actor
-
     with transaction.atomic():
         updated = Confirmation.objects.filter(
             pk=pk, status=Confirmation.Status.PENDING, expires_at__lte=now
@@ -596,8 +592,6 @@ def tool_call_gate(
     """Policy chain at the tool_call stage, then risk; a high-risk (or `always_confirm`) call
     gets its Confirmation, keyed by `idempotency_key` — pass the key of the wait step the run
     will pause on, and use it as the wait key too, so a replayed run finds the same one."""
-    from cadre.governance import policy
-
     result = policy.evaluate(
         organization=organization,
         stage="tool_call",
@@ -614,7 +608,6 @@ def tool_call_gate(
         return ToolCallGate(
             "deny", result.reason, policy_result=result, retry_after=result.retry_after
         )
-    from cadre.governance.risk import classify
 
     assessment = classify(
         tool=tool,

@@ -11,12 +11,13 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from cadre.governance.confirmations import group_name, queue_item
+from cadre.governance.models import Confirmation
+from cadre.tenancy.middleware import SESSION_KEY, session_memberships
+from cadre.tenancy.roles import permissions_for_roles
 
 
 @database_sync_to_async
 def _member_for(scope):
-    from cadre.tenancy.middleware import SESSION_KEY, session_memberships
-
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return None
@@ -29,8 +30,6 @@ def _member_for(scope):
 
 @database_sync_to_async
 def _pending_queue(member, sees_all: bool) -> list[dict]:
-    from cadre.governance.models import Confirmation
-
     queryset = Confirmation.objects.filter(
         organization_id=member.organization_id, status=Confirmation.Status.PENDING
     )
@@ -43,8 +42,6 @@ def _pending_queue(member, sees_all: bool) -> list[dict]:
 
 class ConfirmationQueueConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        from cadre.tenancy.roles import permissions_for_roles
-
         member = await _member_for(self.scope)
         if member is None:
             await self.close(code=4401)

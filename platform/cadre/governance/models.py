@@ -278,7 +278,7 @@ class Confirmation(TenantModel):
             return None
         return Q(requester_id=actor.member.pk) | Q(decider_ids__contains=[actor.member.pk])
 
-    # --- what connectors need (connectors.decisions.ConfirmationLike) -------------------------
+    # --- what connectors need (connectors.cards.decisions.ConfirmationLike) --------------------
 
     @property
     def title(self) -> str:

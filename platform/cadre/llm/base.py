@@ -20,12 +20,13 @@ from decimal import Decimal
 
 from cadre import outbound
 from cadre.llm import metering
+from cadre.llm.reasons import TRANSIENT
 from cadre.ports import Registry
 
 
 class ProviderError(Exception):
     """The model endpoint failed (network, status, malformed answer). `reason` names the kind
-    of failure (see cadre.llm.failures); transient ones are retried within the call's budget."""
+    of failure (cadre.llm.reasons); transient ones are retried within the call's budget."""
 
     def __init__(
         self,
@@ -43,8 +44,6 @@ class ProviderError(Exception):
 
     @property
     def transient(self) -> bool:
-        from cadre.llm.failures import TRANSIENT
-
         return self.reason in TRANSIENT
 
 
@@ -346,32 +345,10 @@ def _spent(error: ProviderError, attempts: int, started: float) -> ProviderError
     )
 
 
-# Provider kinds by name. The built-in adapters load their SDK on first use; a deployment (or a
-# test) may register another kind, a callable taking ModelProvider's keyword arguments.
+# Provider kinds by name, filled with the built-in adapters by the package (cadre.llm, whose
+# adapters load their SDK on first use); a deployment (or a test) may register another kind, a
+# callable taking ModelProvider's keyword arguments.
 PROVIDERS: Registry[Callable[..., ModelProvider]] = Registry("model providers")
-
-
-def _offline(**options) -> ModelProvider:
-    from cadre.llm.offline import OfflineProvider
-
-    return OfflineProvider(**options)
-
-
-def _openai_compatible(**options) -> ModelProvider:
-    from cadre.llm.openai_compatible import OpenAICompatibleProvider
-
-    return OpenAICompatibleProvider(**options)
-
-
-def _anthropic(**options) -> ModelProvider:
-    from cadre.llm.anthropic import AnthropicProvider
-
-    return AnthropicProvider(**options)
-
-
-PROVIDERS.register("offline", _offline)
-PROVIDERS.register("openai_compatible", _openai_compatible)
-PROVIDERS.register("anthropic", _anthropic)
 
 
 @dataclass(frozen=True)

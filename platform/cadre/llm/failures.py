@@ -12,21 +12,18 @@ import httpx
 import httpx2
 
 from cadre.llm.base import ProviderError
+from cadre.llm.reasons import (
+    BAD_REQUEST,
+    BAD_RESPONSE,
+    MODEL_NOT_FOUND,
+    RATE_LIMITED,
+    REFUSED,
+    SERVER_ERROR,
+    TIMEOUT,
+    UNAUTHORIZED,
+    UNREACHABLE,
+)
 from cadre.outbound import OutboundRefused
-
-# Reasons a caller may act on; the transient ones are retried within the call's time budget.
-UNREACHABLE = "unreachable"
-TIMEOUT = "timeout"
-UNAUTHORIZED = "unauthorized"
-MODEL_NOT_FOUND = "model_not_found"
-RATE_LIMITED = "rate_limited"
-SERVER_ERROR = "server_error"
-BAD_REQUEST = "bad_request"
-# The answer was not what the API returns (an HTML page, plain text): not a model endpoint.
-BAD_RESPONSE = "bad_response"
-# The outbound guard refused the destination (cadre.outbound): never retried.
-REFUSED = "refused"
-TRANSIENT = frozenset({UNREACHABLE, TIMEOUT, RATE_LIMITED, SERVER_ERROR})
 
 
 def host_of(base_url: str, default: str) -> str:

@@ -179,7 +179,7 @@ def _summarize_tool_result(message: dict) -> str:
     return f"{name} done: {json.dumps(data, ensure_ascii=False, sort_keys=True)[:300]}"
 
 
-# The context's section titles (cadre.agents.runtime.context) -> how a reply names the source.
+# The context's section titles (cadre.agents.runtime.steps.context) -> how a reply names the source.
 _SOURCES = {
     "About the user (USER.md)": "USER.md",
     "Standard operating procedure (SOP)": "SOP",

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from cadre.llm.base import ModelProvider, ProviderError
-from cadre.llm.failures import MODEL_NOT_FOUND
+from cadre.llm.reasons import MODEL_NOT_FOUND
 
 PROBE_MESSAGES = [{"role": "user", "content": "Reply with the single word: ok"}]
 PROBE_MAX_TOKENS = 16

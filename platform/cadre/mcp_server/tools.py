@@ -8,6 +8,7 @@ import uuid
 
 from django.http import Http404
 
+from cadre.agents.models import Agent
 from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.governance import confirmations
 from cadre.governance.masking.engine import mask
@@ -259,8 +260,6 @@ def confirmation_status(actor, *, request_key: str) -> dict:
 
 def agent_document(actor, *, agent_id: str, document: str) -> str:
     """SOP, AGENT.md or USER.md of an agent the key may see (others: not found)."""
-    from cadre.agents.models import Agent
-
     if not str(agent_id).isdigit():
         raise NotFound("No such agent.")
     agent = (

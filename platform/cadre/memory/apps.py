@@ -7,8 +7,3 @@ class MemoryConfig(AppConfig):
     name = "cadre.memory"
     label = "memory"
     verbose_name = "Memory"
-
-    def ready(self):
-        from cadre.memory.viewer.cache import connect_signals
-
-        connect_signals()

@@ -19,6 +19,7 @@ from typing import Protocol
 from cadre.llm import ModelProvider, ProviderError, chat_json
 from cadre.memory.extraction import charged, memory_model
 from cadre.memory.models import Memory, MemoryEmbedding, SourceKind
+from cadre.memory.text import STOP_WORDS
 
 NEAR_THRESHOLD = 0.75  # MemOS local plugin: candidates at cosine >= 0.75 go to the judge
 NEAR_CANDIDATES = 5
@@ -160,8 +161,6 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """Words that carry meaning: stop words dropped, plurals folded, CJK per character."""
-    from cadre.memory.text import STOP_WORDS
-
     words = set()
     for token in _TOKEN.findall(normalize_content(text)):
         if _CJK_CHAR.fullmatch(token):

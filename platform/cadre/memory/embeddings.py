@@ -29,6 +29,7 @@ from django.db import ProgrammingError, connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from cadre import outbound
 from cadre.env import env_int, env_secret, env_str, env_url
 from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
 
@@ -150,8 +151,6 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         timeout: float = 30.0,
         backoff: float = 0.5,
     ) -> None:
-        from cadre import outbound
-
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.batch_size = batch_size
@@ -184,8 +183,6 @@ class OpenAICompatibleProvider(EmbeddingProvider):
 
     def _request(self, batch: list[str]) -> list[list[float]]:
         import httpx
-
-        from cadre import outbound
 
         # Empty strings are rejected by some servers; a space embeds as "nothing".
         payload = {"model": self.name, "input": [text or " " for text in batch]}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cadre.env import env_int, env_secret, env_str, env_url
+from cadre.governance.budgets import account_for_member
 from cadre.llm import (
     ModelProvider,
     ProviderConfig,
@@ -116,8 +117,6 @@ def charged(purpose: str, *, actor=None, organization_id: int | None = None):
     if account is None:
         member = getattr(actor, "member", None)
         if member is not None:
-            from cadre.governance.budgets import account_for_member
-
             account = account_for_member(member, purpose=purpose)
         else:
             organization = getattr(actor, "organization", None)

@@ -33,7 +33,9 @@ import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
 
+from cadre.memory import embeddings
 from cadre.memory import text as memory_text
+from cadre.memory.embeddings import vector_type
 from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding, Verification
 
 logger = logging.getLogger(__name__)
@@ -309,8 +311,6 @@ def vector_candidates(
     compared one by one instead: exact, and faster than an HNSW walk that must skip the
     other scopes' neighbours. `exact=True` disables index scans: the ground truth for ANN
     recall in the benchmarks."""
-    from cadre.memory.embeddings import vector_type
-
     kind = vector_type(model)
     table = Memory._meta.db_table
     embedding_table = MemoryEmbedding._meta.db_table
@@ -475,8 +475,6 @@ def _search(
     vector: list[tuple[int, float]] = []
     embedding_model = None
     if mode in ("hybrid", "vector"):
-        from cadre.memory import embeddings
-
         embedding_model = model or embeddings.active_model()
         if query_vector is None:
             try:
@@ -540,7 +538,7 @@ class Candidates:
     query: np.ndarray | None
 
 
-def _binary_connection():
+def binary_connection():
     """The psycopg connection under Django's, with pgvector's types registered once."""
     from pgvector.psycopg import register_vector
 
@@ -559,9 +557,7 @@ def fetch_candidates(
     read in PostgreSQL's binary format: parsing the text form of 384 floats costs ~0.5 ms a
     row in Python, the binary form is a memory copy. The Memory objects carry only
     RANKING_FIELDS (the hits' full rows are fetched once the top k is known)."""
-    from cadre.memory.embeddings import vector_type
-
-    raw = _binary_connection()
+    raw = binary_connection()
     fields = [f.attname for f in Memory._meta.concrete_fields if f.attname in RANKING_FIELDS]
     columns = ", ".join(f"m.{name}" for name in fields)
     table = Memory._meta.db_table

@@ -37,13 +37,16 @@ from django.db.models.functions import Cast
 from opentelemetry import trace
 
 from cadre.errors import InvalidInput, NotFound, NotPermitted
+from cadre.governance import audit
 from cadre.identifiers import parse_pk
 from cadre.llm import estimate_tokens
+from cadre.memory import search as search_engine
 from cadre.memory.agent_scopes import AgentScope, agent_scopes
 from cadre.memory.models import (
     ContextRecord,
     ContextRecordItem,
     Memory,
+    MemoryEmbedding,
     MemoryTask,
     MemoryVersion,
     Scope,
@@ -52,6 +55,7 @@ from cadre.memory.models import (
     scope_parts,
 )
 from cadre.observability import current_trace_id
+from cadre.tenancy.actors import system_actor
 from cadre.tenancy.models import ApiKey, Department, Member, Position
 
 SHARED_PREFIXES = ("department:", "position:")
@@ -83,8 +87,6 @@ def system_reader(organization, *, job: str, reason: str, audited: bool = False)
     """The named system actor an internal job reads memory as: `job` names it in the audit
     trail, `reason` says why it reads; `audited` records every read it makes (for jobs whose
     reads reach a person or a model — see docs/memory.md, "One gate")."""
-    from cadre.tenancy.actors import system_actor
-
     return system_actor(organization, label=job, reason=reason, audit_reads=audited)
 
 
@@ -95,8 +97,6 @@ def _system_read(actor, what: str) -> None:
     if not getattr(actor, "reason", ""):
         raise NotPermitted("A system read of memory needs a stated reason.")
     if getattr(actor, "audit_reads", False):
-        from cadre.governance import audit
-
         audit.record(
             actor=actor,
             action="memory.system_read",
@@ -116,7 +116,7 @@ def can_write_memory(actor) -> bool:
     return True
 
 
-def _department_chain(organization_id: int, department_id: int | None) -> list[int]:
+def department_chain(organization_id: int, department_id: int | None) -> list[int]:
     """The department and its ancestors, nearest first."""
     if department_id is None:
         return []
@@ -139,7 +139,7 @@ def membership_scope_keys(actor) -> list[str]:
     member = getattr(actor, "member", None)
     if member is not None and member.organization_id == actor.organization.pk:
         keys.append(scope_key(Scope.USER, member.pk))
-        for department_id in _department_chain(actor.organization.pk, member.department_id):
+        for department_id in department_chain(actor.organization.pk, member.department_id):
             keys.append(scope_key(Scope.DEPARTMENT, department_id))
         for position_id in member.positions.values_list("id", flat=True):
             keys.append(scope_key(Scope.POSITION, position_id))
@@ -654,8 +654,6 @@ def turn_records(actor) -> QuerySet[ContextRecord]:
 
 def memory_vectors(actor, *, model, memory_ids) -> dict[int, object]:
     """The stored vectors under `model` of those of `memory_ids` the actor may read."""
-    from cadre.memory.models import MemoryEmbedding
-
     readable = memory_queryset(actor).filter(pk__in=list(memory_ids)).values("pk")
     return dict(
         MemoryEmbedding.objects.filter(model=model, memory_id__in=readable).values_list(
@@ -745,8 +743,6 @@ def memory_search(
     `mode` ("lexical" / "vector": one side alone) and `settings` (search.SearchSettings):
     the benchmarks' knobs; the engine's own search takes no actor and is called only here.
     """
-    from cadre.memory import search as search_engine
-
     if not can_read_memory(actor):
         raise NotPermitted("This API key needs the 'memory:read' scope.")
     _system_read(actor, "memory search")

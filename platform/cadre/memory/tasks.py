@@ -1,4 +1,4 @@
-"""Celery tasks for memory: enrich, dedup, organize, purge, re-embed, vector map, retention.
+"""Celery tasks for memory: enrich, dedup, organize, purge, re-embed, retention.
 
 Each task takes the id of its `MemoryTask` record, marks it in progress / completed / failed
 (attempts and error visible at /api/v1/memory-tasks/), calls one service, and is idempotent: a
@@ -15,8 +15,9 @@ from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
-from cadre.memory import schedule
-from cadre.memory.models import EmbeddingModel, Memory, MemoryMap, MemoryTask
+from cadre.memory import embeddings, reembed, schedule, services
+from cadre.memory.models import EmbeddingModel, Memory, MemoryTask
+from cadre.tenancy.models import Organization
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,10 @@ def _fail(task, record: MemoryTask, error: Exception) -> None:
     record.save(update_fields=["status", "error", "updated_at"])
 
 
-def _run(task, task_id: int, work) -> dict | None:
+def run_recorded(task, task_id: int, work) -> dict | None:
+    """`work(record)` for the MemoryTask `task_id`, the record marked in progress, then
+    completed with the result or failed (waiting while `task` has retries left); None when the
+    record is gone or already completed."""
     record = _begin(task_id)
     if record is None:
         return None
@@ -84,8 +88,6 @@ def memory_enrich(self, task_id: int) -> dict | None:
     """Embed the memory under the active model, then queue its dedup."""
 
     def work(record: MemoryTask) -> dict:
-        from cadre.memory import embeddings, services
-
         memory = _memory(record)
         if memory is None or memory.status == Memory.Status.DELETED:
             return {"skipped": "memory gone or deleted"}
@@ -112,7 +114,7 @@ def memory_enrich(self, task_id: int) -> dict | None:
             )
         return {"model": model.pk, "embedded": written}
 
-    return _run(self, task_id, work)
+    return run_recorded(self, task_id, work)
 
 
 @shared_task(name="cadre.memory.tasks.memory_dedup", **RETRY)
@@ -120,8 +122,6 @@ def memory_dedup(self, task_id: int) -> dict | None:
     """Near-duplicate + judge stages, then organization for what is still active."""
 
     def work(record: MemoryTask) -> dict:
-        from cadre.memory import services
-
         memory = _memory(record)
         if memory is None:
             return {"skipped": "memory gone"}
@@ -137,20 +137,18 @@ def memory_dedup(self, task_id: int) -> dict | None:
                 )
         return outcome
 
-    return _run(self, task_id, work)
+    return run_recorded(self, task_id, work)
 
 
 @shared_task(name="cadre.memory.tasks.memory_organize", **RETRY)
 def memory_organize(self, task_id: int) -> dict | None:
     def work(record: MemoryTask) -> dict:
-        from cadre.memory import services
-
         memory = _memory(record)
         if memory is None or memory.status != Memory.Status.ACTIVE:
             return {"skipped": "memory not active"}
         return services.memory_organize(memory=memory)
 
-    return _run(self, task_id, work)
+    return run_recorded(self, task_id, work)
 
 
 @shared_task(name="cadre.memory.tasks.memory_purge", **RETRY)
@@ -158,8 +156,6 @@ def memory_purge(self, task_id: int) -> dict | None:
     """Redact the deleted memories' run copies in batches, then purge their content. While a
     memory is deferred (more sessions to redact, or a run in progress) the record stays
     `waiting` with its progress in `result`, and the task sends itself again."""
-    from cadre.memory import services
-
     record = _begin(task_id)
     if record is None:
         return None
@@ -196,11 +192,9 @@ def memory_reembed(self, task_id: int) -> dict | None:
     the organization holds the switch for a person (see memory.reembed.reembed_task_run)."""
 
     def work(record: MemoryTask) -> dict:
-        from cadre.memory import reembed
-
         return reembed.reembed_task_run(record)
 
-    return _run(self, task_id, work)
+    return run_recorded(self, task_id, work)
 
 
 @shared_task(
@@ -214,9 +208,6 @@ def memory_reembed(self, task_id: int) -> dict | None:
 )
 def memory_retention_sweep(self) -> dict:
     """Beat job: purge expired memories (each purge audited per organization, ids only)."""
-    from cadre.memory import services
-    from cadre.tenancy.models import Organization
-
     result = services.memory_retention_sweep()
     now = timezone.now()
     for organization_id, count in result["purged_by_organization"].items():
@@ -231,33 +222,3 @@ def memory_retention_sweep(self) -> dict:
             result={"purged": count},
         )
     return result
-
-
-@shared_task(name="cadre.memory.tasks.memory_map", **RETRY)
-def memory_map(self, task_id: int) -> dict | None:
-    """Compute a vector map (projection, clusters, labels) for the viewer."""
-
-    def work(record: MemoryTask) -> dict:
-        from cadre.memory.viewer import vector_map
-
-        memory_map = MemoryMap.objects.filter(pk=record.params.get("map_id")).first()
-        if memory_map is None or memory_map.status == MemoryMap.Status.READY:
-            return {"skipped": "map gone or already computed"}
-        try:
-            return vector_map.map_compute(memory_map)
-        except Exception as error:
-            if self.request.retries >= (self.max_retries or 0) or self.request.is_eager:
-                vector_map.map_failed(memory_map.pk, f"{type(error).__name__}: {error}")
-            raise
-
-    return _run(self, task_id, work)
-
-
-TASKS = {
-    MemoryTask.Kind.ENRICH: memory_enrich,
-    MemoryTask.Kind.DEDUP: memory_dedup,
-    MemoryTask.Kind.ORGANIZE: memory_organize,
-    MemoryTask.Kind.PURGE: memory_purge,
-    MemoryTask.Kind.REEMBED: memory_reembed,
-    MemoryTask.Kind.MAP: memory_map,
-}

@@ -33,6 +33,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from cadre.runtime import embedded
+
 REPO_ROOT = Path(__file__).resolve().parents[3]  # platform/cadre/runtime/cli.py -> repository
 HEALTH_TIMEOUT = 180.0  # seconds to wait for the web server's first answer (slow CI machines)
 
@@ -82,6 +84,7 @@ def _doctor() -> int:
         print("      fix: correct the variable named above (see deploy/.env.example)")
         print("1 FAIL")
         return 1
+    # lazy: settings — the checks read the models, once django.setup() above succeeded.
     from cadre.runtime.doctor import failed, render, run_checks
 
     checks = run_checks()
@@ -428,7 +431,8 @@ def _stream_workers() -> list:
     """The stream-mode connectors; the parent keeps no database connection between looks."""
     from django.db import connections
 
-    from connectors.streams import stream_workers
+    # lazy: settings — the connectors' models, in the parent once Django is set up.
+    from connectors.inbound.streams import stream_workers
 
     try:
         return stream_workers()
@@ -497,6 +501,7 @@ def _up(args) -> int:
         # instead of three children crashing on it.
         call_command("check")
         call_command("migrate", interactive=False, verbosity=1)
+        # lazy: settings — the demo writes rows, once Django is set up and migrated.
         from cadre.runtime.demo import demo_setup, describe
 
         account = demo_setup()
@@ -602,8 +607,6 @@ def _up(args) -> int:
 def _release_services(settings) -> None:
     from django.db import connections
 
-    from cadre.runtime import embedded
-
     connections.close_all()
     if settings.REDIS_EMBEDDED:
         embedded.stop_redis(settings.DATA_DIR)
@@ -654,6 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         # Everything after `manage` belongs to Django, including its own --help.
         return _manage(argv[1:])
     if argv and argv[0] == "skill":
+        # lazy: heavy — the skill client takes about a second to import; `cadre up` does not
+        # pay it.
         from hub.cli import main as skill_main
 
         return skill_main(argv[1:])

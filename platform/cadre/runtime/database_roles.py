@@ -22,6 +22,9 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from cadre.memory.embeddings import ensure_index
+from cadre.memory.models import EmbeddingModel
+
 logger = logging.getLogger(__name__)
 
 AUDIT_EVENTS = "governance_auditevent"
@@ -95,9 +98,6 @@ def grant_app_role(*, using: str = DEFAULT_DB_ALIAS, role: str | None = None) ->
 def build_owner_indexes(*, using: str = DEFAULT_DB_ALIAS) -> None:
     """Build what only the owner can: the HNSW index of each registered embedding model (the
     application role's own attempt, for a model it registers, is refused and logged)."""
-    from cadre.memory.embeddings import ensure_index
-    from cadre.memory.models import EmbeddingModel
-
     for model in EmbeddingModel.objects.using(using).order_by("pk"):
         ensure_index(model)
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from cadre.agents import services as agents
 from cadre.agents.models import Agent, AgentTemplate, Deployment, ModelProviderConfig
-from cadre.agents.runtime import services as runtime
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.agents.template_policy import template_policy_chain_set
 from cadre.governance import audit
 from cadre.governance.models import Confirmation, PolicyChain

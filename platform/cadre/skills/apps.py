@@ -2,10 +2,12 @@
 
 from django.apps import AppConfig
 
+from hub.apps import UPLOAD_BODY_LIMIT
+
 
 def feedback_verdict(text: str) -> str | None:
     """The employee's next message as feedback on the previous answer (for its experience)."""
-    from cadre.skills import drafting
+    from cadre.skills import drafting  # lazy: settings — drafting imports models
 
     if drafting.is_affirmation(text):
         return "affirmation"
@@ -18,16 +20,12 @@ class SkillsConfig(AppConfig):
     verbose_name = "Skills"
 
     def ready(self) -> None:
-        # Registers the post_process:skill_backflow hook with the agents' hook registry.
-        from cadre.agents.runtime.experience import FEEDBACK_CLASSIFIERS
-        from cadre.api.middleware import BodySizeLimitMiddleware
+        from cadre.agents.hooks.experience import FEEDBACK_CLASSIFIERS  # lazy: ready()
+        from cadre.api.middleware import BodySizeLimitMiddleware  # lazy: ready()
+
+        # lazy: ready() — registers the post_process:skill_backflow hook with the agents' hooks.
         from cadre.skills import hooks  # noqa: F401
-        from hub.apps import UPLOAD_BODY_LIMIT
 
         # Candidate uploads and resubmissions carry a bundle, as Hub publishes do.
         BodySizeLimitMiddleware.overrides["/api/v1/skills/candidates/"] = UPLOAD_BODY_LIMIT
         FEEDBACK_CLASSIFIERS.register("skills", feedback_verdict)
-        from cadre.memory.viewer.ports import DERIVED_SKILLS
-        from cadre.skills.viewer_trail import skills_from_memory
-
-        DERIVED_SKILLS.register("skills", skills_from_memory)

@@ -25,7 +25,11 @@ import re
 from dataclasses import dataclass, field
 
 from cadre.llm import ProviderError
+from cadre.memory import embeddings
+from cadre.memory.models import Kind, Memory, Verification
+from cadre.memory.selectors import memory_queryset, memory_vectors, system_reader
 from cadre.skills import drafting
+from cadre.skills.scoring import jaccard
 
 CLUSTER_SIMILARITY = 0.55  # cosine similarity for joining a cluster (all-MiniLM-L6-v2 scale)
 STEP_SIMILARITY = 0.5  # word-set Jaccard for two steps to count as the same step
@@ -79,8 +83,6 @@ def steps_of(content: str, attributes: dict) -> list[str]:
 def distill_reader(organization):
     """The named system actor skill distillation reads memory as: audited, since the
     trajectories it reads are sent to the drafting model and become a candidate people read."""
-    from cadre.memory.selectors import system_reader
-
     return system_reader(
         organization,
         job="memory-to-skill",
@@ -90,9 +92,6 @@ def distill_reader(organization):
 
 
 def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
-    from cadre.memory.models import Kind, Memory, Verification
-    from cadre.memory.selectors import memory_queryset
-
     rows = (
         memory_queryset(distill_reader(organization))
         .filter(
@@ -120,9 +119,6 @@ def attach_vectors(trajectories: list[Trajectory]) -> str:
     """Give each trajectory its memory's vector under the active model; memories the memory
     layer has not embedded yet are embedded here by the same provider (in process: storing
     vectors stays the memory layer's job). Returns the model id."""
-    from cadre.memory import embeddings
-    from cadre.memory.selectors import memory_vectors
-
     model = embeddings.active_model()
     stored: dict = {}
     for organization in {t.organization for t in trajectories if t.organization is not None}:
@@ -176,8 +172,6 @@ def _step_tokens(text: str) -> set[str]:
 
 
 def _match(groups: list[StepGroup], tokens: set[str]) -> StepGroup | None:
-    from cadre.skills.scoring import jaccard
-
     best, best_score = None, STEP_SIMILARITY
     for group in groups:
         score = jaccard(group.tokens, tokens)

@@ -15,6 +15,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from cadre.agents import providers
+from cadre.agents.models import ModelProviderConfig
 from cadre.llm import ModelProvider, ProviderError, provider_for
 
 logger = logging.getLogger(__name__)
@@ -366,8 +368,6 @@ def is_model(provider: ModelProvider | None) -> bool:
 def model_for_version(version) -> ModelProvider | None:
     """The template version's model (its own provider, else the organization's default), or
     None when it runs the offline provider."""
-    from cadre.agents import providers
-
     try:
         config, settings = providers.resolve(version.model_settings, version.organization_id)
         provider = provider_for(settings, config)
@@ -378,8 +378,6 @@ def model_for_version(version) -> ModelProvider | None:
 
 def model_for_organization(organization) -> ModelProvider | None:
     """The organization's skills model (`settings.skills.provider_config`), if any."""
-    from cadre.agents.models import ModelProviderConfig
-
     skills = (organization.settings or {}).get("skills") or {}
     config_id = skills.get("provider_config")
     if not config_id:

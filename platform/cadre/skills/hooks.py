@@ -11,17 +11,23 @@ from __future__ import annotations
 import logging
 
 from cadre.agents.hooks.registry import hook
+from cadre.agents.models import Run
+from cadre.agents.runtime.records.bookkeeping import emit
+from cadre.agents.runtime.records.grants import agent_actor
 from cadre.errors import CadreError
 from cadre.llm import ProviderError
-from cadre.skills import drafting
+from cadre.skills import drafting, services
+from cadre.skills.models import SkillProposal
+from cadre.skills.scoring import jaccard
+from cadre.tenancy.actors import member_actor
+from hub.models import SkillPackage, SkillUsage
+from hub.selectors import resolve_version
 
 logger = logging.getLogger(__name__)
 MIN_CONTEXT_OVERLAP = 0.05
 
 
 def _previous_run(run):
-    from cadre.agents.models import Run
-
     return (
         Run.objects.filter(
             session_id=run.session_id, status=Run.Status.COMPLETED, created_at__lt=run.created_at
@@ -33,8 +39,6 @@ def _previous_run(run):
 
 
 def _latest(package, fallback=None):
-    from hub.selectors import resolve_version
-
     try:
         return resolve_version(package, "latest")
     except CadreError:  # nothing installable: the version that was used, if any
@@ -44,8 +48,6 @@ def _latest(package, fallback=None):
 def _skills_in_context(run, previous) -> list:
     """(package, latest published version) of the skills in the answer's context: the Hub's
     record of what the runs loaded when it has one, else the template's skill references."""
-    from hub.models import SkillPackage, SkillUsage
-
     found: dict[int, tuple] = {}
     usages = SkillUsage.objects.filter(
         run_id__in=[previous.pk, run.pk], loaded=True
@@ -71,8 +73,6 @@ def _skills_in_context(run, previous) -> list:
 
 
 def _best_skill(candidates: list, text: str):
-    from cadre.skills.scoring import jaccard
-
     mine = set(drafting.words(text))
     best, best_score = None, MIN_CONTEXT_OVERLAP
     for package, version in candidates:
@@ -89,10 +89,6 @@ def _best_skill(candidates: list, text: str):
 
 
 def _confirm_by_reply(run) -> dict | None:
-    from cadre.skills import services
-    from cadre.skills.models import SkillProposal
-    from cadre.tenancy.actors import member_actor
-
     if not drafting.is_affirmation(run.input.get("text", "")):
         return None
     proposal = (
@@ -150,11 +146,6 @@ def _skill_md_of(version) -> str:
     "and ask them to confirm it (a confirmed change becomes a skill candidate).",
 )
 def skill_backflow(run, config: dict) -> dict:
-    from cadre.agents.runtime.grants import agent_actor
-    from cadre.agents.runtime.records import emit
-    from cadre.skills import services
-    from cadre.skills.models import SkillProposal
-
     if run.trigger != "message" or run.parent_id is not None:
         return {"proposal": None, "reason": "not a person's message"}  # events, subagents
     confirmed = _confirm_by_reply(run)

@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import re
 
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db.models import Exists, F, OuterRef, Q
+
 from cadre.llm import ProviderError
 from cadre.skills import drafting
+from cadre.tenancy.actors import system_actor
+from hub.models import SkillEmbedding, SkillVersion
+from hub.selectors import packages_visible
+from hub.semantic import semantic_matches
 
 WEIGHTS = {
     "validation": 2.0,
@@ -86,12 +93,6 @@ def jaccard(a: set[str], b: set[str]) -> float:
 def _lexical_neighbours(actor, name: str, tokens: set[str]) -> list:
     """Published Hub skills the actor sees that share any word (any-word full-text match on
     the Hub's search document, GIN-indexed) or look like the name (trigram)."""
-    from django.contrib.postgres.search import SearchQuery, SearchRank
-    from django.db.models import Exists, F, OuterRef, Q
-
-    from hub.models import SkillVersion
-    from hub.selectors import packages_visible
-
     if not tokens:
         return []
     # Words are [a-z0-9]+ only (drafting.words), so the raw tsquery cannot be malformed.
@@ -114,10 +115,6 @@ def overlap_component(organization, *, name: str, text: str, exclude_package_id=
     """1 - the highest similarity to a published Hub skill the organization can see (not the
     package this candidate would version). Lexical: word overlap with the name, description
     and body; semantic: the Hub's embeddings, when it has any."""
-    from cadre.tenancy.actors import system_actor
-    from hub import selectors as hub_selectors
-    from hub.models import SkillEmbedding
-
     actor = system_actor(organization, label="skill scoring")
     mine = _tokens(f"{name.replace('-', ' ')} {text}")
     nearest: list[dict] = []
@@ -135,9 +132,7 @@ def overlap_component(organization, *, name: str, text: str, exclude_package_id=
             }
         )
     if SkillEmbedding.objects.filter(package__organization=organization).exists():
-        from hub.semantic import semantic_matches
-
-        visible = hub_selectors.packages_visible(actor)
+        visible = packages_visible(actor)
         exclude = {exclude_package_id} if exclude_package_id else set()
         for package, similarity in semantic_matches(visible, text[:2000], limit=5, exclude=exclude):
             nearest.append(

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import base64
 import difflib
-from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
 from cadre.errors import NotFound
 from cadre.skills.models import ReviewStage, SkillCandidate, SkillProposal
-from cadre.tenancy.models import Department, department_subtree_ids
+from hub.approval import REVIEW_PERMISSION, Approval, review_approval
+from hub.models import DistTag, SkillVersion
+from hub.services import NO_REVIEW_NOTE
 
 DEFAULT_STAGES = [
-    {"name": "Skill review", "roles": [], "permission": "skill.review", "allow_requester": False}
+    {"name": "Skill review", "roles": [], "permission": REVIEW_PERMISSION, "allow_requester": False}
 ]
 MAX_DIFF_LINES = 2000
 
@@ -72,112 +73,22 @@ def proposal_get(actor, pk) -> SkillProposal:
     return proposal
 
 
-def _holds(actor, permission: str, candidate: SkillCandidate, cache: dict) -> bool:
-    """`permission` on the candidate: organization-wide, or through a grant on a department
-    whose subtree holds the candidate's department (the subtree computed once per `cache`)."""
-    if actor.has(permission):
-        return True
-    if permission not in cache:
-        roots = actor.granted_ids(permission, Department)
-        cache[permission] = department_subtree_ids(actor.organization.pk, roots) if roots else set()
-    return candidate.department_id in cache[permission]
-
-
-def stage_deciders_match(actor, candidate: SkillCandidate, stage: dict, cache=None) -> bool:
-    """Does the actor meet the stage's rule (a role, or the permission on the candidate)?"""
-    member = actor.member
-    if member is None or actor.organization is None:
-        return False
-    if candidate.organization_id != actor.organization.pk:
-        return False
-    # Roles count only for a person acting for themself: an API key is capped by its scopes.
-    if actor.kind == "member" and set(stage.get("roles") or []) & set(member.roles or []):
-        return True
-    permission = stage.get("permission")
-    return bool(permission) and _holds(actor, permission, candidate, {} if cache is None else cache)
-
-
-@dataclass(frozen=True)
-class DecideRule:
-    """May the actor decide the candidate's current stage, and how.
-
-    `sole_reviewer`: they asked for the skill and nobody else could decide the stage, so they
-    may decide it themself, with a justification that is recorded and shown with the version.
-    """
-
-    allowed: bool
-    reason: str = ""
-    sole_reviewer: bool = False
-
-
-def other_deciders_count(candidate: SkillCandidate, stage: dict, *, excluding: int | None) -> int:
-    """How many active members other than `excluding` meet the stage's rule for the candidate:
-    by a role (the stage's roles, or a role carrying its permission) or by a grant."""
-    from guardian.models import UserObjectPermission
-
-    from cadre.tenancy.actors import member_actor
-    from cadre.tenancy.models import Member
-    from cadre.tenancy.roles import ROLES, grant_codename
-
-    permission = stage.get("permission") or ""
-    roles = set(stage.get("roles") or [])
-    if permission:
-        roles |= {name for name, role in ROLES.items() if permission in role.permissions}
-    members = Member.objects.filter(
-        organization_id=candidate.organization_id, status=Member.Status.ACTIVE
-    ).exclude(pk=excluding)
-    by_role = set(members.filter(roles__overlap=sorted(roles)).values_list("pk", flat=True))
-    by_grant = 0
-    if permission:
-        grantees = UserObjectPermission.objects.filter(
-            permission__codename=grant_codename(permission),
-            content_type__app_label=Department._meta.app_label,
-            content_type__model=Department._meta.model_name,
-        ).values("user_id")
-        for member in (
-            members.filter(user_id__in=grantees)
-            .exclude(pk__in=by_role)
-            .select_related("organization")
-        ):
-            if stage_deciders_match(member_actor(member), candidate, stage):
-                by_grant += 1
-    return len(by_role) + by_grant
-
-
-def decide_rule(actor, candidate: SkillCandidate, cache: dict | None = None) -> DecideRule:
-    """The rule for deciding the candidate's current stage. Pass one `cache` dict when
-    checking many candidates: grants and other deciders are then resolved once."""
-    cache = {} if cache is None else cache
-    stage = candidate.current_stage
-    if stage is None:
-        return DecideRule(
+def decide_rule(actor, candidate: SkillCandidate, cache: dict | None = None) -> Approval:
+    """The rule for deciding the candidate's current stage (`hub.approval.review_approval`,
+    the one rule the Hub's own review asks too). Pass one `cache` dict when checking many
+    candidates: grants and other deciders are then resolved once."""
+    if candidate.current_stage is None:
+        return Approval(
             False, f"The candidate is {candidate.get_status_display().lower()}, not in review."
         )
-    if not stage_deciders_match(actor, candidate, stage, cache):
-        who = ", ".join(
-            [*(f"role {role}" for role in stage.get("roles") or [])]
-            + ([f"'{stage['permission']}'"] if stage.get("permission") else [])
-        )
-        return DecideRule(False, f"The stage “{stage['name']}” is decided by {who or 'nobody'}.")
-    is_requester = actor.member is not None and candidate.requested_by_id == actor.member.pk
-    if not is_requester or stage.get("allow_requester"):
-        return DecideRule(True)
-    key = ("others", candidate.organization_id, candidate.department_id, repr(stage))
-    if key not in cache:
-        cache[key] = other_deciders_count(candidate, stage, excluding=actor.member.pk)
-    others = cache[key]
-    if others:
-        return DecideRule(
-            False,
-            f"You asked for this skill: someone else decides “{stage['name']}” "
-            f"({others} other member{'s' if others != 1 else ''} may).",
-        )
-    return DecideRule(
-        True,
-        f"You asked for this skill and no other member can decide “{stage['name']}”: you may "
-        "decide it as sole reviewer, with a justification (audited, and shown on the Hub "
-        "version page).",
-        sole_reviewer=True,
+    return review_approval(
+        actor,
+        stages=candidate.stages,
+        stage_index=candidate.stage_index,
+        organization_id=candidate.organization_id,
+        department_id=candidate.department_id,
+        requester_id=candidate.requested_by_id,
+        cache=cache,
     )
 
 
@@ -256,8 +167,6 @@ def previous_files(candidate: SkillCandidate) -> tuple[str, dict[str, bytes]]:
     """(label, files) to compare with: the Hub's latest published version of the skill (once
     published, the version it was based on), else the candidate's previous revision, else
     nothing (every file is new)."""
-    from hub.models import DistTag, SkillVersion
-
     version = None
     if candidate.published_version_id is not None:
         # Published: shown against what it was reviewed against (nothing for a new skill),
@@ -294,9 +203,6 @@ def version_review_record(version) -> dict:
       organization publishes without review);
     - `pending` / `rejected`: not published.
     """
-    from hub.models import SkillVersion
-    from hub.services import NO_REVIEW_NOTE
-
     candidate = (
         SkillCandidate.objects.filter(published_version=version)
         .select_related("requested_by")

@@ -17,17 +17,24 @@ from django.utils import timezone
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.ports import Listeners
-from cadre.skills import drafting, scoring, selectors
+from cadre.queues import enqueue
+from cadre.skills import distill, drafting, scoring, selectors
 from cadre.skills.models import (
     CandidateRevision,
+    DistillationRecord,
     ReviewDecision,
     ReviewStage,
     SkillCandidate,
     SkillEvidence,
     SkillProposal,
 )
-from cadre.tenancy.actors import Actor
+from cadre.tenancy.actors import Actor, system_actor
 from cadre.tenancy.roles import PERMISSIONS, ROLES
+from hub import services as hub_services
+from hub.approval import Approval
+from hub.bundles import bundle_from_files, read_bundle
+from hub.models import DistTag, SkillPackage, SkillVersion, UsedVersion
+from hub.versions import parse_version
 
 MAX_STAGES = 6
 MAX_COMMENT = 4000
@@ -111,11 +118,8 @@ def review_stages_set(*, actor: Actor, stages: list) -> list[dict]:
 
 def _checked(files: dict[str, bytes], name: str | None = None):
     """(bundle, validation report, scan) through the Hub's bundle reader and checks."""
-    from hub.bundles import bundle_from_files
-    from hub.services import check_bundle
-
     bundle = bundle_from_files(files, folder_name=name)
-    report, scan = check_bundle(bundle, name=name)
+    report, scan = hub_services.check_bundle(bundle, name=name)
     if not report.ok:
         raise InvalidInput(
             f"The skill is not valid: {report.errors[0]}",
@@ -127,8 +131,6 @@ def _checked(files: dict[str, bytes], name: str | None = None):
 
 def _target_package(organization, name: str):
     """The organization's Hub package of that name (in its own namespace), and its latest."""
-    from hub.models import DistTag, SkillPackage
-
     package = (
         SkillPackage.objects.filter(
             organization=organization, namespace__handle=organization.slug, name=name
@@ -221,8 +223,6 @@ def candidate_create(
 
 def candidate_upload(*, actor: Actor, data: bytes, note: str = "") -> SkillCandidate:
     """An author's bundle (zip or tar.gz, read by the Hub's bundle reader) as a candidate."""
-    from hub.bundles import read_bundle
-
     actor.require("skill.publish")
     if actor.member is None:
         raise NotPermitted("Uploading a skill candidate needs a member.")
@@ -308,9 +308,6 @@ def candidate_resubmit(
 
 def _next_version(package) -> str:
     """1.0.0 for a new skill; otherwise the next minor after every number the package used."""
-    from hub.models import UsedVersion
-    from hub.versions import parse_version
-
     if package is None:
         return "1.0.0"
     used = [
@@ -323,22 +320,9 @@ def _next_version(package) -> str:
     return f"{top.major}.{top.minor + 1}.0"
 
 
-def _publisher(actor: Actor) -> Actor:
-    """The final approver, publishing because the organization's review stages approved: the
-    Hub's own review is this workflow, so the publication needs no second review there."""
-    return replace(
-        actor,
-        permissions=actor.permissions | {"skill.view", "skill.publish", "skill.review"},
-        label=f"{actor.label} (final skill approval)",
-        _grants=None,
-    )
-
-
-def _publish(actor: Actor, candidate: SkillCandidate, comment: str):
-    from hub import services as hub_services
-    from hub.bundles import bundle_from_files
-    from hub.models import SkillVersion
-
+def _publish(actor: Actor, candidate: SkillCandidate, comment: str, approval: Approval):
+    """Publish the candidate through the Hub with the final stage's `approval`: the Hub's own
+    review is this workflow, so the publication needs no second review there."""
     if candidate.scan_verdict == "block":
         raise InvalidInput(
             "The security scan blocked this skill; a blocked skill never publishes.",
@@ -347,7 +331,8 @@ def _publish(actor: Actor, candidate: SkillCandidate, comment: str):
         )
     if actor.member is None:
         raise NotPermitted("Publishing needs a member.")
-    publisher = _publisher(actor)
+    # The same person and permissions; the audit trail says they publish as final approver.
+    publisher = replace(actor, label=f"{actor.label} (final skill approval)")
     package = candidate.package
     if package is not None and package.organization_id != candidate.organization_id:
         raise Conflict("The target skill belongs to another organization.")
@@ -361,11 +346,12 @@ def _publish(actor: Actor, candidate: SkillCandidate, comment: str):
         changelog=(comment or f"From skill candidate {candidate.pk} ({candidate.source})")[:2000],
         display_name=candidate.name.replace("-", " ").capitalize(),
         review_note=note,
+        approval=approval,
     )
     version = outcome.version
     if version.status == SkillVersion.Status.PENDING_REVIEW:  # a `warn` verdict waits in the Hub
         version = hub_services.version_review(
-            actor=publisher, version=version, approve=True, note=note
+            actor=publisher, version=version, approve=True, note=note, approval=approval
         )
     return version
 
@@ -454,7 +440,7 @@ def candidate_decide(
     elif candidate.stage_index + 1 < len(candidate.stages):
         candidate.stage_index += 1
     else:
-        published = _publish(actor, candidate, comment)
+        published = _publish(actor, candidate, comment, rule)
         candidate.status = SkillCandidate.Status.PUBLISHED
         candidate.published_version = published
         candidate.package = published.package
@@ -533,9 +519,7 @@ def proposal_create(
         organization=run.organization,
         after={"name": proposal.name, "kind": proposal.kind, "run": run.pk, "by": draft.drafted_by},
     )
-    from cadre.skills.tasks import proposal_notify
-
-    transaction.on_commit(lambda: proposal_notify.delay(proposal.pk))
+    transaction.on_commit(lambda: enqueue("skills.proposal_notify", proposal.pk))
     return proposal
 
 
@@ -642,10 +626,6 @@ def memory_distill(*, organization) -> list:
     """Cluster the organization's task trajectories and keep the drafts that pass the
     counterfactual check as candidates; every cluster looked at is recorded, kept or dropped.
     Idempotent: a cluster (the same trajectories) is looked at once."""
-    from cadre.skills import distill
-    from cadre.skills.models import DistillationRecord
-    from cadre.tenancy.actors import system_actor
-
     actor = system_actor(organization, label="memory-to-skill")
     trajectories = distill.load_trajectories(organization)
     if not trajectories:
@@ -667,8 +647,6 @@ def memory_distill(*, organization) -> list:
 
 @transaction.atomic
 def _record_distillation(actor: Actor, organization, result, model_id: str):
-    from cadre.skills.models import DistillationRecord
-
     candidate = None
     pending = (
         SkillCandidate.objects.filter(

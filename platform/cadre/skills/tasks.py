@@ -6,6 +6,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from cadre.memory.embeddings import EmbeddingError
+from cadre.skills import services
+from cadre.tenancy.models import Organization
 
 
 @shared_task(
@@ -18,9 +20,6 @@ from cadre.memory.embeddings import EmbeddingError
 def memory_distill(organization_id: int | None = None) -> dict:
     """Distill skills from memory for one organization (or every active one). Idempotent:
     clusters already looked at are skipped."""
-    from cadre.skills import services
-    from cadre.tenancy.models import Organization
-
     organizations = Organization.objects.filter(status=Organization.Status.ACTIVE)
     if organization_id is not None:
         organizations = organizations.filter(pk=organization_id)
@@ -43,6 +42,4 @@ def memory_distill(organization_id: int | None = None) -> dict:
 )
 def proposal_notify(proposal_id: int) -> int:
     """Bring a new skill proposal to the employee through the IM connectors (its card)."""
-    from cadre.skills import services
-
     return services.proposal_send_cards(proposal_id=proposal_id)

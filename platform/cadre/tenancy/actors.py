@@ -6,8 +6,15 @@ from dataclasses import dataclass, field
 
 from django.contrib.contenttypes.models import ContentType
 
+from cadre.errors import NotPermitted
 from cadre.identifiers import parse_pks
-from cadre.tenancy.roles import grant_codename, permissions_for_roles, permissions_for_scopes
+from cadre.tenancy.querysets import grant_filter
+from cadre.tenancy.roles import (
+    PERMISSIONS,
+    grant_codename,
+    permissions_for_roles,
+    permissions_for_scopes,
+)
 
 
 @dataclass
@@ -80,7 +87,6 @@ class Actor:
             return True
         if obj.pk is None:
             return False
-        from cadre.tenancy.querysets import grant_filter
 
         condition = grant_filter(type(obj), self, permission)
         if condition is None:
@@ -88,8 +94,6 @@ class Actor:
         return type(obj)._default_manager.filter(pk=obj.pk).filter(condition).exists()
 
     def require(self, permission: str, obj=None) -> None:
-        from cadre.errors import NotPermitted
-
         allowed = self.can(permission, obj) if obj is not None else self.has(permission)
         if not allowed:
             raise NotPermitted(f"You do not have the '{permission}' permission.")
@@ -125,8 +129,6 @@ def system_actor(
     """The platform acting for itself, named by `label`. Reading memory needs a `reason`
     (the memory gate refuses a system read without one); `audit_reads` records each read in
     the audit trail with that reason — for jobs whose reads reach a person or a model."""
-    from cadre.tenancy.roles import PERMISSIONS
-
     return Actor(
         kind="system",
         organization=organization,

@@ -12,6 +12,7 @@ class TenancyConfig(AppConfig):
         from axes.signals import user_locked_out
         from django.contrib.auth.signals import user_login_failed
 
+        # lazy: ready() — the sign-in services need the loaded apps (the models).
         from cadre.tenancy.services import signin
 
         user_login_failed.connect(signin.on_login_failed, dispatch_uid="cadre-signin-failed")

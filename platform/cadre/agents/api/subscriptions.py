@@ -1,5 +1,5 @@
 """REST for subscriptions between agents: /api/v1/agent-subscriptions/ (list, create, get,
-approve, pause, resume, delete). The services in runtime/subscriptions.py decide who may act."""
+approve, pause, resume, delete). The services in agents/subscriptions.py decide who may act."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from cadre.agents import subscriptions as services
 from cadre.agents.models import Agent, AgentSubscription
-from cadre.agents.runtime import subscriptions as services
 from cadre.api.viewsets import TenantViewSet
 
 

@@ -22,7 +22,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cadre.agents import providers, services
+from cadre.agents import generation, providers, services
 from cadre.agents import serializers as s
 from cadre.agents.call_chain import run_call_chain
 from cadre.agents.models import (
@@ -39,8 +39,8 @@ from cadre.agents.models import (
     TemplateVersion,
     Wait,
 )
-from cadre.agents.runtime import services as runtime
-from cadre.agents.runtime import triggers
+from cadre.agents.runtime.lifecycle import services as runtime
+from cadre.agents.runtime.lifecycle import triggers
 from cadre.agents.selectors import (
     USAGE_GROUPS,
     run_may_act,
@@ -144,8 +144,6 @@ class TemplateViewSet(
     )
     @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
     def generate(self, request, pk=None):
-        from cadre.agents import generation
-
         template = self.get_object()
         serializer = s.GenerateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

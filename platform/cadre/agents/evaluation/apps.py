@@ -9,8 +9,8 @@ class EvaluationConfig(AppConfig):
     verbose_name = "Evaluation"
 
     def ready(self) -> None:
-        from cadre.agents.evaluation import gates, recall
-        from cadre.memory import activation
+        from cadre.agents.evaluation import gates, recall  # lazy: ready()
+        from cadre.memory import activation  # lazy: ready()
 
         # Switching search to a new embedding model can wait for a passing retrieval suite;
         # a re-embed held for a person replays it old model against new when it is filled.

@@ -17,6 +17,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
+from cadre.agents.models import TemplateVersion
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.tenancy.actors import Actor
@@ -141,8 +142,6 @@ def model_identity(model_settings: dict | None) -> dict:
 
 def published_before(version):
     """The template's published version that `version` would replace (None: its first)."""
-    from cadre.agents.models import TemplateVersion
-
     return (
         TemplateVersion.objects.filter(
             template_id=version.template_id, status=TemplateVersion.Status.PUBLISHED

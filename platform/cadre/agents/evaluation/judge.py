@@ -12,7 +12,10 @@ import json
 import logging
 import re
 
+from cadre.agents import providers
+from cadre.agents.models import ModelProviderConfig
 from cadre.errors import InvalidInput
+from cadre.llm import provider_for
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +41,6 @@ def clean_judge(organization_id: int, value) -> dict:
         )
     judge: dict = {"rubric": rubric}
     if value.get("provider_config") is not None:
-        from cadre.agents.models import ModelProviderConfig
-
         try:
             config_id = int(value["provider_config"])
         except (TypeError, ValueError):
@@ -66,8 +67,6 @@ def judge_provider(suite):
     """The judge's provider for `suite`, or None when it has no judge."""
     if not suite.judge:
         return None
-    from cadre.agents import providers
-    from cadre.llm import provider_for
 
     settings = {k: v for k, v in suite.judge.items() if k != "rubric"}
     config, settings = providers.resolve(settings, suite.organization_id)

@@ -5,8 +5,7 @@ as the candidate, reporting recall@k of both before anyone switches.
 A case is one rated turn: the query of the run's first model call, the memories its model
 calls were sent (`ContextRecordItem` status `sent`) as what good looks like, the agent's read
 scopes and the record's time as `as_of`. Only runs a person rated a success count ("sent and
-confirmed useful"); ratings come through the memory viewer's run-outcome port, which the Hub
-fills with run feedback.
+confirmed useful"); ratings come from the run-outcome sources of `cadre.agents.ratings`.
 """
 
 from __future__ import annotations
@@ -16,14 +15,15 @@ from django.db.models import CharField
 from django.db.models.functions import Cast
 
 from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
+from cadre.agents.evaluation.services import eval_run_start
 from cadre.agents.models import Run
-from cadre.agents.runtime.grants import scope_keys_for
+from cadre.agents.ratings import RUN_OUTCOMES
+from cadre.agents.runtime.records.grants import scope_keys_for
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.identifiers import parse_pks
 from cadre.memory import selectors as memory_selectors
 from cadre.memory.models import ContextRecordItem, EmbeddingModel, Memory
-from cadre.memory.viewer.ports import RUN_OUTCOMES
 from cadre.tenancy.actors import Actor, system_actor
 
 RETRIEVAL_SUITE = "Retrieval: rated turns"
@@ -165,8 +165,6 @@ def retrieval_suite_refresh(*, actor: Actor) -> tuple[EvalSuite, int]:
 def recall_check_start(*, actor: Actor, model: EmbeddingModel) -> EvalRun | None:
     """Refresh the retrieval suite and replay it with the active embedding model as the
     baseline and `model` as the candidate (queued); None when the suite has no cases."""
-    from cadre.agents.evaluation.services import eval_run_start
-
     active = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
     if active is not None and active.pk == model.pk:
         raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")

@@ -23,14 +23,17 @@ from cadre.agents import providers
 from cadre.agents.evaluation.checks import reply_checks
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import TemplateVersion
-from cadre.agents.runtime import context as context_assembly
+from cadre.agents.runtime.steps import context as context_assembly
 from cadre.agents.tools import registry as tool_registry
 from cadre.errors import InvalidInput
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
+from cadre.governance.policy import resolve_chain, stage_handled
+from cadre.governance.policy.chain import evaluate
 from cadre.identifiers import parse_pk
 from cadre.llm import ModelProvider, ProviderError, provider_for
 from cadre.memory import selectors as memory_selectors
+from cadre.memory.models import EmbeddingModel
 from cadre.tenancy.actors import Actor, member_actor
 
 logger = logging.getLogger(__name__)
@@ -126,8 +129,6 @@ def clean_side(suite, spec: dict | None) -> dict:
             )  # fmt: skip
         return {"kind": kind, "model_settings": settings}
     if kind == "embedding":
-        from cadre.memory.models import EmbeddingModel
-
         name = spec.get("embedding_model")
         if not isinstance(name, str) or not EmbeddingModel.objects.filter(pk=name).exists():
             raise InvalidInput(
@@ -148,13 +149,10 @@ def resolve_side(suite, spec: dict) -> Side:
     if kind == "model":
         settings = {**settings, **spec["model_settings"]}
     if kind == "embedding":
-        from cadre.memory.models import EmbeddingModel
-
         embedding_model = EmbeddingModel.objects.get(pk=spec["embedding_model"])
     settings.setdefault("provider", "offline")
     config, settings = providers.resolve(settings, suite.organization_id)
     provider = provider_for(settings, config)
-    from cadre.governance.policy import resolve_chain
 
     return Side(
         chain=resolve_chain(suite.organization, getattr(version, "policy_chain_id", None)),
@@ -193,9 +191,6 @@ class RecordedTools:
 
 
 def _input_policy(side: Side, case) -> dict:
-    from cadre.governance.policy import stage_handled
-    from cadre.governance.policy.chain import evaluate
-
     chain = side.chain
     if not case.input_text or not stage_handled(chain, "input"):
         return {"action": "allow", "reason": "", "text": case.input_text}

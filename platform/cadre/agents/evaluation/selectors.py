@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
+from cadre.agents.models import TemplateVersion
 from cadre.governance.models import AuditEvent
 from cadre.memory import selectors as memory_selectors
 
@@ -92,8 +93,6 @@ def side_label(spec: dict) -> str:
     """A side of a replay as people read it."""
     kind = (spec or {}).get("kind", "current")
     if kind == "template_version":
-        from cadre.agents.models import TemplateVersion
-
         number = (
             TemplateVersion.objects.filter(pk=spec.get("version"))
             .values_list("number", flat=True)

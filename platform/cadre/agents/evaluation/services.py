@@ -16,22 +16,26 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 
+from cadre import queues
 from cadre.agents.evaluation import judge as judge_rubric
 from cadre.agents.evaluation.compare import aggregate, compare_case
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.evaluation.replay import clean_side, replay_case, resolve_side
 from cadre.agents.models import AgentTemplate, Run, Step
-from cadre.agents.runtime.engine import model_side
-from cadre.agents.runtime.grants import scope_keys_for
+from cadre.agents.runtime.records.grants import scope_keys_for
+from cadre.agents.runtime.records.runs import model_side
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
 from cadre.identifiers import parse_pk
 from cadre.memory import selectors as memory_selectors
+from cadre.memory.models import ContextRecordItem
 from cadre.tenancy.actors import Actor, system_actor
 from cadre.tenancy.models import Member
 
+# The replay task (evaluation/tasks.py), queued by name: the task module imports this one.
+EVAL_RUN_TASK = "cadre.agents.evaluation.tasks.eval_run_execute"
 MAX_IMPORT_LINES = 5_000
 RESULT_BATCH = 50
 MAX_TEXT = 20_000
@@ -516,8 +520,6 @@ def case_from_turn(
         else "allow",
     }
     if suite.kind == EvalSuite.Kind.RETRIEVAL:
-        from cadre.memory.models import ContextRecordItem
-
         sent = list(
             dict.fromkeys(
                 ContextRecordItem.objects.filter(
@@ -591,9 +593,7 @@ def eval_run_start(
         actor=actor, action="evaluation.run.start", target=run,
         after={"suite": suite.pk, "baseline": baseline, "candidate": candidate},
     )  # fmt: skip
-    from cadre.agents.evaluation.tasks import eval_run_execute as task
-
-    transaction.on_commit(lambda: task.delay(run.pk))
+    transaction.on_commit(lambda: queues.enqueue(EVAL_RUN_TASK, run.pk))
     return run
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from cadre.agents.evaluation import services
+
 
 @shared_task(
     bind=True,
@@ -18,6 +20,4 @@ from django.db import OperationalError
 )
 def eval_run_execute(self, run_id: int) -> str:
     """Replay a suite (resumes after the last stored case result when redelivered)."""
-    from cadre.agents.evaluation import services
-
     return services.eval_run_execute(run_id)

@@ -2,15 +2,28 @@
 "retrieved" stage), memory and experience writing after the run, compaction (dedup and the
 session summary), and the default subagent inheritance.
 
-The chain's input stage is not a hook: the runtime runs it for every run (engine._input_gate),
-so no template can switch it off."""
+The chain's input stage is not a hook: the runtime runs it for every run (its input gate, in
+runtime/steps/assembly.py), so no template can switch it off."""
 
 from __future__ import annotations
 
 import json
 import logging
 
+from django.db.models import Q
+from django.utils import timezone
+
+from cadre.agents.hooks import prefetched
+from cadre.agents.hooks.compaction import session_compact
+from cadre.agents.hooks.experience import record_run_experience
 from cadre.agents.hooks.registry import hook
+from cadre.agents.runtime.records.grants import agent_actor
+from cadre.governance.masking.policy import PLACEHOLDER
+from cadre.governance.masking.vault import reidentify
+from cadre.memory import selectors as memory_selectors
+from cadre.memory import services as memory_services
+from cadre.memory.models import Kind, Memory, Scope, Verification, scope_parts
+from cadre.memory.selectors import memory_queryset, scope_keys_memo
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +71,10 @@ def shared_memories_for_context(ctx, shared: list[dict]) -> tuple[list[dict], li
 )
 def memory_retrieval(ctx, config: dict) -> dict:
     # Which of these the model call is actually given (and which the budget drops) is
-    # recorded per model call, in its ContextRecord (see engine._model_step).
+    # recorded per model call, in its ContextRecord (see steps/model.model_step).
     if not ctx.input_text.strip() or not ctx.read_scope_keys():
         return {"memories": [], "passed_over": []}
     try:
-        from cadre.agents.runtime import prefetch
-        from cadre.memory.models import Memory, Verification
-        from cadre.memory.selectors import memory_queryset, memory_search, scope_keys_memo
-
         with scope_keys_memo():  # the agent's reach, computed once for both reads
             has_memories = (
                 memory_queryset(ctx.actor, scope_keys=ctx.read_scope_keys())
@@ -75,11 +84,11 @@ def memory_retrieval(ctx, config: dict) -> dict:
             if not has_memories:  # nothing to find: skip embedding the query
                 return {"memories": [], "passed_over": []}
             # A pool prefetched after the previous turn, when this input is on its topic (read
-            # again and ranked now as the full search ranks, see runtime/prefetch.py);
+            # again and ranked now as the full search ranks, see runtime/lifecycle/prefetch.py);
             # otherwise the full search.
-            result, query_vector = prefetch.take(ctx, int(config.get("top_k", 5)))
+            result, query_vector = prefetched.take(ctx, int(config.get("top_k", 5)))
             if result is None:
-                result = memory_search(
+                result = memory_selectors.memory_search(
                     actor=ctx.actor,
                     query=ctx.input_text,
                     top_k=int(config.get("top_k", 5)),
@@ -151,12 +160,6 @@ def standing_memories(ctx, config: dict) -> dict:
 def standing_rows(actor, scope_keys: list[str], config: dict):
     """The memories the standing_memories hook sends to `actor` (the run's agent) under
     `scope_keys` (before the policy chain), oldest first; read through the memory gate."""
-    from django.db.models import Q
-    from django.utils import timezone
-
-    from cadre.memory.models import Kind, Memory, Verification
-    from cadre.memory.selectors import memory_queryset
-
     if not scope_keys:
         return []
     kinds = config.get("kinds") or [Kind.PREFERENCE, Kind.REQUIREMENT]
@@ -180,9 +183,6 @@ def turn_as_said(run) -> tuple[str, str]:
     A person's run keeps the originals (`text`; the model's masked side is `model_text`).
     A delegated run was written by its parent's model and answers it, so both carry
     placeholders: the input's from the parent's session, the reply's from its own."""
-    from cadre.governance.masking.policy import PLACEHOLDER
-    from cadre.governance.masking.vault import reidentify
-
     said, answered = run.input.get("text", ""), run.output.get("text", "")
     if run.parent_id and PLACEHOLDER.search(said):
         parent_session = (
@@ -205,10 +205,6 @@ def turn_as_said(run) -> tuple[str, str]:
     "them with provenance under the agent's writable scopes.",
 )
 def memory_write(run, config: dict) -> dict:
-    from cadre.agents.runtime.grants import agent_actor
-    from cadre.memory import services as memory_services
-    from cadre.memory.models import Scope, scope_parts
-
     scope, scope_id = scope_parts(config.get("scope_key") or run.agent.memory_scope_key)
     # What the employee states about themselves (preferences, requirements, facts) is theirs:
     # it goes to their personal scope and follows them to their other agents (those whose
@@ -255,8 +251,6 @@ def memory_write(run, config: dict) -> dict:
     "message's correction or approval becomes that experience's feedback.",
 )
 def experience_record(run, config: dict) -> dict:
-    from cadre.agents.runtime.experience import record_run_experience
-
     return record_run_experience(run, config)
 
 
@@ -267,10 +261,6 @@ def experience_record(run, config: dict) -> dict:
     "memories this run wrote, so the next turn reads the merged state.",
 )
 def session_memory_dedup(run, config: dict) -> dict:
-    from cadre.memory import selectors as memory_selectors
-    from cadre.memory import services as memory_services
-    from cadre.memory.models import Kind, Memory
-
     reader = memory_selectors.system_reader(
         run.organization,
         job="memory dedup",
@@ -303,8 +293,6 @@ def session_memory_dedup(run, config: dict) -> dict:
     "tool fact, superseded plan) and the turns each covers; the next call reads the summary.",
 )
 def session_summary(run, config: dict) -> dict:
-    from cadre.agents.runtime.compaction import session_compact
-
     return session_compact(run, config)
 
 

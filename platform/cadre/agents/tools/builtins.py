@@ -6,36 +6,32 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import urlsplit
 
+import httpx
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cadre import outbound
 from cadre.agents.models import AgentMessage, AgentTask
-from cadre.agents.runtime import delivery
-from cadre.agents.tools.registry import Tool, register
+from cadre.agents.runtime.records import delivery
+from cadre.agents.subscriptions import publish
+from cadre.agents.tools.registry import Tool, ToolFailed, register
 from cadre.identifiers import parse_pk
+from cadre.memory import selectors as memory_selectors
+from cadre.memory import services as memory_services
+from cadre.memory.dedup import normalize_content
+from cadre.memory.models import Scope, scope_key, scope_parts
+from cadre.memory.services.writes import PERSONAL_KINDS
 from cadre.tenancy.models import Member
 
 MANY_RECIPIENTS = 5  # more recipients than this (or any group) makes a message high risk
-
-
-class ToolFailed(Exception):
-    """The call could not be done (bad recipient, host not allowed…); the model is told why."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 # --- memory -----------------------------------------------------------------------------------
 
 
 def _memory_search(ctx, args: dict) -> dict:
-    from cadre.memory.selectors import memory_search
-
-    result = memory_search(
+    result = memory_selectors.memory_search(
         actor=ctx.actor,
         query=args["query"],
         top_k=int(args.get("top_k", 5)),
@@ -43,7 +39,7 @@ def _memory_search(ctx, args: dict) -> dict:
         force=True,
     )
     # The result passes the "retrieved" stage (masking) before the model reads it; the next
-    # model call's ContextRecord lists these memories as sent (engine._record_context).
+    # model call's ContextRecord lists these memories as sent (steps/assembly.record_context).
     return {
         "memories": [
             {
@@ -61,17 +57,11 @@ def _memory_search(ctx, args: dict) -> dict:
 def _stated_by_user(ctx, content: str) -> bool:
     """Did the person say this in the turn ("remember that …")? Then it is their statement,
     not the model's inference. Compared on the model's side of the input (masked alike)."""
-    from cadre.memory.dedup import normalize_content
-
     said = normalize_content(getattr(ctx.runtime, "input_text", "") or "")
     return bool(said) and normalize_content(content) in said
 
 
 def _memory_write(ctx, args: dict) -> dict:
-    from cadre.memory import services as memory_services
-    from cadre.memory.models import Scope, scope_key, scope_parts
-    from cadre.memory.services.writes import PERSONAL_KINDS
-
     kind = args.get("kind", "fact")
     stated = _stated_by_user(ctx, args["content"])
     scope = args.get("scope")
@@ -255,8 +245,6 @@ def host_allowed(url: str, allowed: list[str]) -> bool:
 
 
 def _http_request(ctx, args: dict) -> dict:
-    import httpx
-
     allowed = list(ctx.rule.get("allowed_hosts", []))
     if not host_allowed(args["url"], allowed):
         raise ToolFailed(
@@ -400,12 +388,6 @@ register(
 # --- subscriptions ----------------------------------------------------------------------------
 
 
-def _publish(ctx, args: dict) -> dict:
-    from cadre.agents.runtime.subscriptions import publish
-
-    return publish(ctx, args)
-
-
 # Not named "publish": governance's risk rules read that word in a tool's name as a send
 # outside the organization; this stays inside it, between the organization's own agents.
 register(
@@ -427,6 +409,6 @@ register(
         },
         risk="medium",
         side_effect="internal",
-        handler=_publish,
+        handler=publish,
     )
 )

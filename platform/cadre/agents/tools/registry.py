@@ -14,6 +14,15 @@ from dataclasses import dataclass, field
 RISKS = ("low", "medium", "high")
 
 
+class ToolFailed(Exception):
+    """The call could not be done (bad recipient, host not allowed…); the model is told why."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.utils.safestring import mark_safe
 
+from cadre.tenancy.roles import ROLES
+
 register = template.Library()
 
 
@@ -40,8 +42,6 @@ def get_item(mapping, key):
 
 @register.filter
 def role_label(name: str) -> str:
-    from cadre.tenancy.roles import ROLES
-
     role = ROLES.get(name)
     return role.label if role else name
 

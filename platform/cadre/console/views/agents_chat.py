@@ -12,19 +12,15 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cadre.agents import selectors
-from cadre.agents.models import MODEL_FAILURE, AgentMessage, Run, RunEvent
-from cadre.agents.runtime import services as runtime
+from cadre.agents.models import MODEL_FAILURE
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.console.forms import add_service_error
 from cadre.console.views.agents_forms import ChatMessageForm
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 from cadre.governance.confirmations import confirmation_decide
-from cadre.governance.models import Confirmation
 from cadre.skills import selectors as skill_selectors
 from cadre.skills.models import SkillProposal
-
-CONVERSATION_RUNS = 50
-SIDEBAR_SESSIONS = 20
 
 
 def _own_agent_or_404(request, pk: int):
@@ -43,59 +39,22 @@ def _own_session_or_404(request, pk: int):
 
 def _chat_page(request, agent, session=None, form=None, status: int = 200):
     agents = list(selectors.chat_agents(request.actor))
-    sessions = list(agent.sessions.order_by("-last_activity_at", "-pk")[:SIDEBAR_SESSIONS])
+    sessions = selectors.chat_sessions(agent)
     turns, pending, after = [], [], 0
     if session is not None:
-        runs = list(
-            session.runs.filter(parent__isnull=True).order_by("-created_at", "-pk")[
-                :CONVERSATION_RUNS
-            ]
-        )[::-1]
-        run_ids = [run.pk for run in runs]
-        pending = list(
-            Confirmation.objects.filter(
-                organization=request.actor.organization,
-                run_id__in=run_ids,
-                status=Confirmation.Status.PENDING,
-            ).order_by("created_at")
-        )
-        by_run: dict[int, list] = {}
-        for confirmation in pending:
-            confirmation.can_decide = request.actor.member.pk in confirmation.decider_ids
-            by_run.setdefault(confirmation.run_id, []).append(confirmation)
+        transcript = selectors.chat_transcript(request.actor, session)
+        pending, after = transcript["pending"], transcript["after"]
         # The skill proposals drafted from this person's corrections, still waiting for them.
         proposals = {
             proposal.run_id: proposal
             for proposal in skill_selectors.proposals_for(request.actor).filter(
-                run_id__in=run_ids, status=SkillProposal.Status.PENDING
+                run_id__in=[run.pk for run in transcript["runs"]],
+                status=SkillProposal.Status.PENDING,
             )
         }
-        failed: dict[int, list] = {}
-        for message in AgentMessage.objects.filter(
-            organization=request.actor.organization,
-            run_id__in=run_ids,
-            status=AgentMessage.Status.FAILED,
-        ).order_by("pk"):
-            failed.setdefault(message.run_id, []).append(message)
         turns = [
-            {
-                "run": run,
-                "confirmations": by_run.get(run.pk, []),
-                "proposal": proposals.get(run.pk),
-                "failed_messages": failed.get(run.pk, []),
-            }
-            for run in runs
+            {**turn, "proposal": proposals.get(turn["run"].pk)} for turn in transcript["turns"]
         ]
-        # The websocket streams what happens after this page: events of runs that are still
-        # going are sent from their start (the page shows them as in progress).
-        open_ids = [run.pk for run in runs if not run.is_terminal]
-        first_open = (
-            RunEvent.objects.filter(run_id__in=open_ids).order_by("id").values_list("id", flat=True)
-        ).first()
-        if first_open is not None:
-            after = first_open - 1
-        else:
-            after = RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
     return render(
         request,
         "console/agents/chat/chat.html",
@@ -178,10 +137,7 @@ def chat_send(request, pk: int):
 def chat_decide(request, pk: int, confirmation_pk: int):
     """Approve or reject a confirmation one of this conversation's runs waits on."""
     session = _own_session_or_404(request, pk)
-    run_ids = Run.objects.filter(session=session).values_list("pk", flat=True)
-    confirmation = Confirmation.objects.filter(
-        organization=request.actor.organization, pk=confirmation_pk, run_id__in=run_ids
-    ).first()
+    confirmation = selectors.chat_confirmation_get(request.actor, session.pk, confirmation_pk)
     if confirmation is None:
         raise Http404("No such confirmation.")
     decision = request.POST.get("decision", "")

@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib import messages
-from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_POST
 from cadre.agents import selectors, services
 from cadre.agents.models import Deployment, Rollout
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import restricted
 from cadre.console.views.agents_forms import DeploymentForm, ReasonForm, RolloutForm
 from cadre.console.views.base import denied, paginate, posted, require_permission
 from cadre.errors import CadreError
@@ -40,22 +40,15 @@ def viewer(view):
 
 def _deployment_or_404(request, pk: int) -> Deployment:
     return get_object_or_404(
-        Deployment.objects.restrict(request.actor, "view").select_related("template", "version"),
+        restricted(request, Deployment, "view").select_related("template", "version"),
         pk=pk,
     )
 
 
 @viewer
 def deployment_list(request):
-    deployments = (
-        Deployment.objects.restrict(request.actor, "view")
-        .select_related("template", "version")
-        .annotate(agent_count=Count("agents"))
-        .order_by("-created_at", "-pk")
-    )
     status = request.GET.get("status", "")
-    if status in Deployment.Status.values:
-        deployments = deployments.filter(status=status)
+    deployments = selectors.deployment_find(request.actor, status=status)
     return render(
         request,
         "console/agents/deployments/list.html",
@@ -185,7 +178,7 @@ def deployment_rollout(request, pk: int):
 
 def _rollout_or_404(request, pk: int, rollout_pk: int) -> Rollout:
     return get_object_or_404(
-        Rollout.objects.restrict(request.actor, "view").select_related(
+        restricted(request, Rollout, "view").select_related(
             "deployment", "from_version", "to_version"
         ),
         pk=rollout_pk,

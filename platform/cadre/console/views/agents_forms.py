@@ -15,8 +15,9 @@ from cadre.agents.models import (
     TemplateVersion,
     channel_choices,
 )
-from cadre.agents.runtime.services import MAX_INPUT_CHARS
-from cadre.console.forms import ActorFormMixin, _department_field
+from cadre.agents.runtime.lifecycle.services import MAX_INPUT_CHARS
+from cadre.console.forms import ActorFormMixin, department_field
+from cadre.console.scoping import in_organization_of, restricted_for
 from cadre.tenancy.models import Department, Member, Position
 
 # The structured fields of a version, edited as JSON, with the shape each must have.
@@ -100,7 +101,7 @@ class TemplateCreateForm(forms.Form):
         ]
 
 
-class VersionForm(forms.Form):
+class VersionForm(ActorFormMixin, forms.Form):
     name = forms.CharField(max_length=200)
     target_positions = forms.CharField(
         required=False,
@@ -162,12 +163,12 @@ class VersionForm(forms.Form):
     # the JSON field holds the rest.
     SELECTED = ("provider_config", "model")
 
-    def __init__(self, *args, organization=None, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         configs = list(
-            ModelProviderConfig.objects.filter(organization=organization, is_active=True).order_by(
-                "name", "pk"
-            )
+            in_organization_of(self.actor, ModelProviderConfig)
+            .filter(is_active=True)
+            .order_by("name", "pk")
         )
         self.configs = {str(config.pk): config for config in configs}
         self.default = default = next((config for config in configs if config.is_default), None)
@@ -294,23 +295,23 @@ class DeploymentForm(ActorFormMixin, forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].queryset = (
-            TemplateVersion.objects.restrict(self.actor, "view")
+            restricted_for(self.actor, TemplateVersion, "view")
             .filter(status=TemplateVersion.Status.PUBLISHED, template__is_archived=False)
             .select_related("template")
             .order_by("template__name", "-number")
         )
         self.fields["version"].label_from_instance = lambda v: f"{v.template.name} · v{v.number}"
-        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+        self.fields["positions"].queryset = restricted_for(self.actor, Position, "view").filter(
             is_archived=False
         )
-        _department_field(
+        department_field(
             self.fields["departments"],
-            Department.objects.restrict(self.actor, "view").filter(is_archived=False),
+            restricted_for(self.actor, Department, "view").filter(is_archived=False),
         )
         self.fields["departments"].choices = [
             choice for choice in self.fields["departments"].choices if choice[0] != ""
         ]
-        self.fields["members"].queryset = Member.objects.restrict(self.actor, "view").filter(
+        self.fields["members"].queryset = restricted_for(self.actor, Member, "view").filter(
             status=Member.Status.ACTIVE
         )
 
@@ -363,10 +364,10 @@ class AgentFilterForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["member"].queryset = Member.objects.restrict(self.actor, "view")
-        self.fields["position"].queryset = Position.objects.restrict(self.actor, "view")
+        self.fields["member"].queryset = restricted_for(self.actor, Member, "view")
+        self.fields["position"].queryset = restricted_for(self.actor, Position, "view")
         self.fields["version"].queryset = (
-            TemplateVersion.objects.restrict(self.actor, "view")
+            restricted_for(self.actor, TemplateVersion, "view")
             .filter(status=TemplateVersion.Status.PUBLISHED)
             .select_related("template")
             .order_by("template__name", "-number")

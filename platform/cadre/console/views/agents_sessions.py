@@ -9,7 +9,6 @@ else is answered 404, and `agent.view` alone lists an agent's sessions by count,
 
 from __future__ import annotations
 
-from django.db.models import Count
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
@@ -17,9 +16,10 @@ from cadre.agents import selectors
 from cadre.agents.call_chain import run_call_chain
 from cadre.agents.evaluation.models import EvalSuite
 from cadre.agents.models import Agent, Run, Session
+from cadre.console.scoping import restricted, restricted_for
 from cadre.console.views.agents_forms import AgentFilterForm
 from cadre.console.views.base import paginate, query_without_page, require_permission
-from cadre.memory.viewer.why import annotate_records
+from cadre.viewer.why import annotate_records
 
 
 @require_permission("agent.view")
@@ -51,15 +51,12 @@ def agent_list(request):
 @require_permission("agent.view")
 def agent_detail(request, pk: int):
     agent = get_object_or_404(
-        Agent.objects.restrict(request.actor, "view").select_related(
+        restricted(request, Agent, "view").select_related(
             "member", "member__department", "version", "version__template", "deployment"
         ),
         pk=pk,
     )
-    sessions = selectors.transcripts_readable(request.actor, agent.sessions.all())
-    sessions = sessions.annotate(run_count=Count("runs")).order_by("-last_activity_at", "-pk")
-    # A session's title is its first message: the ones the actor may not read are counted only.
-    private_sessions = agent.sessions.count() - sessions.count()
+    sessions, private_sessions = selectors.agent_sessions_readable(request.actor, agent)
     return render(
         request,
         "console/agents/agents/detail.html",
@@ -97,7 +94,7 @@ def session_detail(request, pk: int):
     own = request.member is not None and session.member_id == request.member.pk
     can_build_suites = actor.has("evaluation.manage") and (own or actor.has("memory.personal"))
     eval_suites = (
-        list(EvalSuite.objects.restrict(actor, "view").order_by("name", "pk"))
+        list(restricted_for(actor, EvalSuite, "view").order_by("name", "pk"))
         if can_build_suites
         else []
     )
@@ -127,13 +124,9 @@ def run_call_chain_view(request, pk: int):
         pk=pk,
     )
     chain = run_call_chain(request.actor, run)
-    agents = {
-        agent.pk: agent
-        for agent in Agent.objects.filter(
-            organization=run.organization_id,
-            pk__in={run.agent_id, *(child["run"]["agent"] for child in chain["children"])},
-        ).select_related("member")
-    }
+    agents = selectors.agents_by_id(
+        run.organization_id, {run.agent_id, *(child["run"]["agent"] for child in chain["children"])}
+    )
     sections = [
         {**section, "agent": agents.get(section["run"]["agent"])}
         for section in (chain, *chain["children"])

@@ -7,15 +7,16 @@ from __future__ import annotations
 import difflib
 
 from django.contrib import messages
-from django.db.models import Count, Max, Prefetch, Q
+from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
-from cadre.agents import generation, services
+from cadre.agents import generation, selectors, services
 from cadre.agents.models import AgentTemplate, Deployment, TemplateVersion
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import get_restricted_or_404, restricted
 from cadre.console.views.agents_forms import (
     DiffForm,
     GenerateForm,
@@ -40,12 +41,12 @@ TRANSITION_DONE = {
 
 
 def _template_or_404(request, pk: int) -> AgentTemplate:
-    return get_object_or_404(AgentTemplate.objects.restrict(request.actor, "view"), pk=pk)
+    return get_restricted_or_404(request, AgentTemplate, "view", pk=pk)
 
 
 def _version_or_404(request, pk: int, number: int) -> TemplateVersion:
     return get_object_or_404(
-        TemplateVersion.objects.restrict(request.actor, "view").select_related(
+        restricted(request, TemplateVersion, "view").select_related(
             "template", "created_by", "published_by"
         ),
         template_id=pk,
@@ -55,22 +56,8 @@ def _version_or_404(request, pk: int, number: int) -> TemplateVersion:
 
 @gate("template.view")
 def template_list(request):
-    templates = (
-        AgentTemplate.objects.restrict(request.actor, "view")
-        .annotate(
-            latest_number=Max("versions__number"),
-            published_number=Max(
-                "versions__number", filter=Q(versions__status=TemplateVersion.Status.PUBLISHED)
-            ),
-            open_versions=Count(
-                "versions", filter=~Q(versions__status=TemplateVersion.Status.PUBLISHED)
-            ),
-        )
-        .order_by("name", "pk")
-    )
     text = request.GET.get("q", "").strip()
-    if text:
-        templates = templates.filter(Q(name__icontains=text) | Q(code__icontains=text))
+    templates = selectors.template_find(request.actor, text=text)
     context = {
         "page": paginate(request, templates),
         "query": query_without_page(request),
@@ -102,7 +89,7 @@ def template_create(request):
 @gate("template.view")
 def template_detail(request, pk: int):
     template = get_object_or_404(
-        AgentTemplate.objects.restrict(request.actor, "view").prefetch_related(
+        restricted(request, AgentTemplate, "view").prefetch_related(
             Prefetch(
                 "versions",
                 queryset=TemplateVersion.objects.select_related(
@@ -163,7 +150,7 @@ def version_edit(request, pk: int, number: int):
     form = VersionForm(
         posted(request),
         initial=VersionForm.initial_for(version),
-        organization=request.actor.organization,
+        actor=request.actor,
     )
     if request.method == "POST" and form.is_valid():
         # Compared with the stored values: JSON fields are text in the form, never "unchanged".
@@ -249,8 +236,8 @@ def template_diff(request, pk: int):
                 row = {"field": name, "unified": unified.splitlines()}
                 if split:
                     row["table"] = _side_by_side(
-                        services._as_text(getattr(old, name)),
-                        services._as_text(getattr(new, name)),
+                        services.field_text(getattr(old, name)),
+                        services.field_text(getattr(new, name)),
                         a,
                         b,
                     )

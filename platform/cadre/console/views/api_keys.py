@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from cadre.console.forms import ApiKeyForm, add_service_error
+from cadre.console.scoping import get_restricted_or_404, restricted
 from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
@@ -16,7 +17,7 @@ from cadre.tenancy.roles import SCOPES
 
 @require_permission("apikey.view")
 def api_key_list(request):
-    keys = ApiKey.objects.restrict(request.actor, "view").select_related("created_by", "revoked_by")
+    keys = restricted(request, ApiKey, "view").select_related("created_by", "revoked_by")
     return render(
         request,
         "console/api_keys/list.html",
@@ -60,7 +61,7 @@ def api_key_create(request):
 
 @require_permission("apikey.manage")
 def api_key_revoke(request, pk: int):
-    key = get_object_or_404(ApiKey.objects.restrict(request.actor, "view"), pk=pk)
+    key = get_restricted_or_404(request, ApiKey, "view", pk=pk)
     error = None
     if request.method == "POST":
         try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 
 from django.db.models import Q
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from cadre.agents.call_chain import call_chain_runs
 from cadre.console.forms import AuditFilterForm, organization_zone
+from cadre.console.scoping import get_restricted_or_404, restricted_for
 from cadre.console.views.base import paginate, query_without_page, require_permission
 from cadre.governance.models import AuditEvent
 
@@ -18,9 +19,9 @@ PAGE_SIZE = 50
 @require_permission("audit.view")
 def audit_list(request):
     actor = request.actor
-    events = AuditEvent.objects.restrict(actor, "view").order_by("-sequence")
+    events = restricted_for(actor, AuditEvent, "view").order_by("-sequence")
     target_types = (
-        AuditEvent.objects.restrict(actor, "view")
+        restricted_for(actor, AuditEvent, "view")
         .exclude(target_type="")
         .order_by("target_type")
         .values_list("target_type", flat=True)
@@ -100,7 +101,7 @@ def _change_rows(changes: dict) -> list[dict]:
 
 @require_permission("audit.view")
 def audit_detail(request, pk: int):
-    event = get_object_or_404(AuditEvent.objects.restrict(request.actor, "view"), pk=pk)
+    event = get_restricted_or_404(request, AuditEvent, "view", pk=pk)
     rows = _change_rows(event.changes or {})
     return render(
         request,

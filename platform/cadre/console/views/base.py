@@ -1,4 +1,8 @@
-"""What every console view shares: the permission gate, the 403 page, pagination."""
+"""What every console view shares: the permission gate, the 403 page, pagination.
+
+The gate resolves the actor (`request.actor`); what a view reads is scoped to that actor by
+`cadre.console.scoping` (`restricted`, `get_restricted_or_404`), the console's one tenancy gate.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from cadre.console.department_tree import tree_order
 from cadre.console.forms import DepartmentForm, PositionForm, add_service_error
+from cadre.console.scoping import restricted, restricted_for
 from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
@@ -22,13 +23,13 @@ _CURRENT_MEMBERS = Count(
 
 def _visible_department(request, pk: int) -> Department:
     return get_object_or_404(
-        Department.objects.restrict(request.actor, "view").select_related("parent"), pk=pk
+        restricted(request, Department, "view").select_related("parent"), pk=pk
     )
 
 
 def _visible_position(request, pk: int) -> Position:
     return get_object_or_404(
-        Position.objects.restrict(request.actor, "view").select_related("department"), pk=pk
+        restricted(request, Position, "view").select_related("department"), pk=pk
     )
 
 
@@ -38,9 +39,7 @@ def _visible_position(request, pk: int) -> Position:
 @require_permission("department.view")
 def department_list(request):
     show_archived = request.GET.get("archived") == "1"
-    departments = Department.objects.restrict(request.actor, "view").annotate(
-        member_count=_CURRENT_MEMBERS
-    )
+    departments = restricted(request, Department, "view").annotate(member_count=_CURRENT_MEMBERS)
     archived_count = departments.filter(is_archived=True).count()
     if not show_archived:
         departments = departments.filter(is_archived=False)
@@ -61,7 +60,7 @@ def department_detail(request, pk: int):
     department = _visible_department(request, pk)
     actor = request.actor
     members = (
-        Member.objects.restrict(actor, "view")
+        restricted_for(actor, Member, "view")
         .filter(department=department)
         .exclude(status=Member.Status.DEACTIVATED)
         .order_by("display_name", "pk")
@@ -72,12 +71,12 @@ def department_detail(request, pk: int):
         {
             "department": department,
             "children": list(
-                Department.objects.restrict(actor, "view")
+                restricted_for(actor, Department, "view")
                 .filter(parent=department)
                 .annotate(member_count=_CURRENT_MEMBERS)
             ),
             "positions": list(
-                Position.objects.restrict(actor, "view").filter(
+                restricted_for(actor, Position, "view").filter(
                     department=department, is_archived=False
                 )
             ),
@@ -187,7 +186,7 @@ def department_url(department: Department) -> str:
 def position_list(request):
     show_archived = request.GET.get("archived") == "1"
     positions = (
-        Position.objects.restrict(request.actor, "view")
+        restricted(request, Position, "view")
         .select_related("department")
         .annotate(
             member_count=Count(

@@ -9,7 +9,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
+from cadre.agents.models import Deployment
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import get_restricted_or_404, restricted, restricted_for
 from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.console.views.connectors_directory import directory_context
 from cadre.console.views.connectors_directory import urlpatterns as directory_urlpatterns
@@ -31,10 +33,10 @@ from cadre.console.views.connectors_setup import (
 from cadre.errors import CadreError
 from cadre.im import platform_choices, platforms
 from cadre.tenancy.models import IMIdentity
-from connectors import identities, selectors, services
-from connectors import identity_import as importer
-from connectors.base import registry
-from connectors.health import connector_health
+from connectors import selectors
+from connectors.base import identities, registry, services
+from connectors.base.health import connector_health
+from connectors.directory import identity_import as importer
 from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
 
 PERMISSION = "connector.manage"
@@ -42,7 +44,7 @@ PERMISSION = "connector.manage"
 
 def _connector(request, pk: int) -> Connector:
     """A connector the actor manages, or 404 (another organization's does not exist)."""
-    return get_object_or_404(Connector.objects.restrict(request.actor, "manage"), pk=pk)
+    return get_restricted_or_404(request, Connector, "manage", pk=pk)
 
 
 def _platforms() -> list[dict]:
@@ -190,10 +192,8 @@ def connector_test(request, pk: int):
 
 
 def _deployments(actor) -> list[tuple[int, str]]:
-    from cadre.agents.models import Deployment
-
     return list(
-        Deployment.objects.restrict(actor, "view").order_by("name").values_list("pk", "name")
+        restricted_for(actor, Deployment, "view").order_by("name").values_list("pk", "name")
     )
 
 
@@ -238,8 +238,10 @@ def binding_list(request, pk: int):
 @require_permission(PERMISSION)
 def binding_remove(request, pk: int, binding_pk: int):
     connector = _connector(request, pk)
-    binding = get_object_or_404(
-        ConnectorBinding.objects.restrict(request.actor, "manage"),
+    binding = get_restricted_or_404(
+        request,
+        ConnectorBinding,
+        "manage",
         pk=binding_pk,
         connector=connector,
     )
@@ -257,7 +259,7 @@ def binding_remove(request, pk: int, binding_pk: int):
 
 def _identities_context(request, connector: Connector, **extra) -> dict:
     identities = (
-        IMIdentity.objects.restrict(request.actor, "view")
+        restricted(request, IMIdentity, "view")
         .filter(platform=connector.platform)
         .select_related("member")
         .order_by("platform_user_id", "pk")
@@ -357,7 +359,7 @@ def identity_import_upload(request, pk: int):
 
 def _unmapped(request, connector: Connector, unmapped_pk: int) -> UnmappedIdentity:
     return get_object_or_404(
-        UnmappedIdentity.objects.restrict(request.actor, "manage").select_related("connector"),
+        restricted(request, UnmappedIdentity, "manage").select_related("connector"),
         pk=unmapped_pk,
         connector=connector,
     )

@@ -7,11 +7,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
+from cadre.console.scoping import get_restricted_or_404
 from cadre.console.views.base import require_permission
 from cadre.errors import CadreError
 from cadre.tenancy.models import Member
-from connectors.directory import supports_directory
-from connectors.directory_sync import directory_conflict_resolve, directory_sync_start
+from connectors.directory.contacts import supports_directory
+from connectors.directory.sync import directory_conflict_resolve, directory_sync_start
 from connectors.models import Connector, DirectoryConflict, DirectorySync
 
 PERMISSION = "connector.manage"
@@ -23,7 +24,7 @@ RESOLUTIONS = {
 
 
 def _connector(request, pk: int) -> Connector:
-    return get_object_or_404(Connector.objects.restrict(request.actor, "manage"), pk=pk)
+    return get_restricted_or_404(request, Connector, "manage", pk=pk)
 
 
 def directory_context(connector: Connector) -> dict:

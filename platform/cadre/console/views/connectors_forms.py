@@ -7,6 +7,7 @@ from django import forms
 
 from cadre.console.department_tree import department_choices
 from cadre.console.forms import ActorFormMixin
+from cadre.console.scoping import restricted_for
 from cadre.console.views.connectors_setup import (
     STREAM_MODES,
     credential_fields,
@@ -15,7 +16,7 @@ from cadre.console.views.connectors_setup import (
 )
 from cadre.im import platform_choices
 from cadre.tenancy.models import Department, Member, Position
-from connectors.identity_import import MAX_BYTES
+from connectors.directory.identity_import import MAX_BYTES
 
 CREDENTIAL_PREFIX = "credential_"
 SETTING_PREFIX = "setting_"
@@ -159,14 +160,14 @@ class BindingForm(ActorFormMixin, forms.Form):
     def __init__(self, *args, deployments: list[tuple[int, str]], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["deployment"].choices = [("", "— Any of their agents —"), *deployments]
-        self.fields["positions"].queryset = Position.objects.restrict(self.actor, "view").filter(
+        self.fields["positions"].queryset = restricted_for(self.actor, Position, "view").filter(
             is_archived=False
         )
-        departments = Department.objects.restrict(self.actor, "view").filter(is_archived=False)
+        departments = restricted_for(self.actor, Department, "view").filter(is_archived=False)
         self.fields["departments"].queryset = departments
         self.fields["departments"].choices = department_choices(departments, "")[1:]
         self.fields["members"].queryset = (
-            Member.objects.restrict(self.actor, "view")
+            restricted_for(self.actor, Member, "view")
             .filter(status=Member.Status.ACTIVE)
             .order_by("display_name")
         )
@@ -195,7 +196,7 @@ class MapIdentityForm(ActorFormMixin, forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["member"].queryset = (
-            Member.objects.restrict(self.actor, "manage")
+            restricted_for(self.actor, Member, "manage")
             .filter(status=Member.Status.ACTIVE)
             .order_by("display_name")
         )

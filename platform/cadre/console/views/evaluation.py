@@ -16,7 +16,8 @@ from django.views.decorators.http import require_POST
 
 from cadre.agents.evaluation import gates, recall, selectors, services
 from cadre.agents.evaluation.models import EvalRun, EvalSuite
-from cadre.agents.models import Run, TemplateVersion
+from cadre.agents.models import AgentTemplate, Run, TemplateVersion
+from cadre.console.scoping import in_organization, restricted, restricted_for
 from cadre.console.views.base import paginate, query_without_page
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
@@ -89,10 +90,8 @@ class SuiteForm(forms.Form):
 
     def __init__(self, *args, actor, **kwargs):
         super().__init__(*args, **kwargs)
-        from cadre.agents.models import AgentTemplate
-
         self.templates = {
-            t.pk: t for t in AgentTemplate.objects.restrict(actor, "view").order_by("name", "pk")
+            t.pk: t for t in restricted_for(actor, AgentTemplate, "view").order_by("name", "pk")
         }
         self.fields["template"].choices = [("", "No template")] + [
             (pk, t.name) for pk, t in self.templates.items()
@@ -111,7 +110,7 @@ class FromTurnForm(forms.Form):
 
 def _suite_or_404(request, pk: int) -> EvalSuite:
     return get_object_or_404(
-        EvalSuite.objects.restrict(request.actor, "view").select_related("template"), pk=pk
+        restricted(request, EvalSuite, "view").select_related("template"), pk=pk
     )
 
 
@@ -230,7 +229,7 @@ def replay_start(request, pk: int):
 @gate("evaluation.view")
 def run_detail(request, pk: int):
     run = get_object_or_404(
-        EvalRun.objects.restrict(request.actor, "view").select_related("suite", "created_by"),
+        restricted(request, EvalRun, "view").select_related("suite", "created_by"),
         pk=pk,
     )
     results = selectors.results_for(request.actor, run).select_related("case")
@@ -265,8 +264,8 @@ def case_from_turn(request):
     if not form.is_valid():
         messages.error(request, "Choose a suite to add the turn to.")
         return redirect(back)
-    suite = EvalSuite.objects.restrict(request.actor, "view").filter(pk=form.cleaned_data["suite"])
-    run = Run.objects.filter(organization=request.actor.organization, pk=form.cleaned_data["run"])
+    suite = restricted(request, EvalSuite, "view").filter(pk=form.cleaned_data["suite"])
+    run = in_organization(request, Run).filter(pk=form.cleaned_data["run"])
     if not suite.exists() or not run.exists():
         messages.error(request, "That suite or turn is not there.")
         return redirect(back)

@@ -10,6 +10,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import (
+    get_restricted_or_404,
+    in_organization,
+    restricted,
+    restricted_for,
+)
 from cadre.console.views.base import (
     paginate,
     posted,
@@ -43,9 +49,7 @@ KIND_HELP = {
 
 def _alert_or_404(request, pk: int) -> Alert:
     return get_object_or_404(
-        Alert.objects.restrict(request.actor, "view").select_related(
-            "rule", "acknowledged_by", "resolved_by"
-        ),
+        restricted(request, Alert, "view").select_related("rule", "acknowledged_by", "resolved_by"),
         pk=pk,
     )
 
@@ -55,7 +59,7 @@ def alert_list(request):
     actor = request.actor
     filters = AlertFilterForm(request.GET or None)
     found = (
-        Alert.objects.restrict(actor, "view")
+        restricted_for(actor, Alert, "view")
         .select_related("rule", "acknowledged_by", "resolved_by")
         .order_by("-last_seen_at", "-pk")
     )
@@ -65,7 +69,7 @@ def alert_list(request):
         if filters.cleaned_data["status"]:
             found = found.filter(status=filters.cleaned_data["status"])
     counts = {
-        status: Alert.objects.restrict(actor, "view").filter(status=status).count()
+        status: restricted_for(actor, Alert, "view").filter(status=status).count()
         for status in (Alert.Status.OPEN, Alert.Status.ACKNOWLEDGED)
     }
     return render(
@@ -132,12 +136,12 @@ def alert_resolve(request, pk: int):
 
 
 def _rule_or_404(request, pk: int) -> AlertRule:
-    return get_object_or_404(AlertRule.objects.restrict(request.actor, "manage"), pk=pk)
+    return get_restricted_or_404(request, AlertRule, "manage", pk=pk)
 
 
 @require_permission("policy.manage")
 def alert_rule_list(request):
-    rules = list(AlertRule.objects.restrict(request.actor, "manage").order_by("name"))
+    rules = list(restricted(request, AlertRule, "manage").order_by("name"))
     member_ids = {
         int(pk)
         for rule in rules
@@ -146,9 +150,7 @@ def alert_rule_list(request):
         for pk in channel.get("members", [])
     }
     names = dict(
-        Member.objects.filter(
-            organization=request.actor.organization, pk__in=member_ids
-        ).values_list("pk", "display_name")
+        in_organization(request, Member).filter(pk__in=member_ids).values_list("pk", "display_name")
     )
     rows = [
         {

@@ -14,6 +14,8 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from cadre.agents.call_chain import call_chain_runs
+from cadre.agents.models import Agent
+from cadre.console.scoping import restricted_for
 from cadre.console.views.base import (
     denied,
     paginate,
@@ -32,7 +34,7 @@ QUEUE_LIMIT = 200
 def _visible(actor):
     """What the actor may see: deciders and auditors everything, others what they requested
     or may decide (Confirmation.grant_filter)."""
-    return Confirmation.objects.restrict(actor, "view")
+    return restricted_for(actor, Confirmation, "view")
 
 
 def _gate(request):
@@ -153,8 +155,6 @@ def _detail_context(request, confirmation: Confirmation, form: DecisionForm | No
     }
     agent = None
     if confirmation.agent_id:
-        from cadre.agents.models import Agent
-
         agent = Agent.objects.filter(
             organization=confirmation.organization_id, pk=confirmation.agent_id
         ).first()

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 
 from cadre import signing
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import restricted, restricted_for
 from cadre.console.views.base import paginate, posted, require_permission
 from cadre.console.views.governance_forms import AuditExportForm
 from cadre.errors import CadreError
@@ -23,9 +24,7 @@ _FROM_AUDIT_LIST = ("action", "target_type", "since", "until")
 
 def _export_or_404(request, pk: int) -> AuditExport:
     return get_object_or_404(
-        AuditExport.objects.restrict(request.actor, "export").select_related(
-            "organization", "requested_by"
-        ),
+        restricted(request, AuditExport, "export").select_related("organization", "requested_by"),
         pk=pk,
     )
 
@@ -46,7 +45,7 @@ def audit_export_list(request):
                 messages.success(request, "The export was started; this page follows its progress.")
                 return redirect("console:audit_export", pk=job.pk)
         status = 400
-    jobs = AuditExport.objects.restrict(actor, "export").select_related("requested_by")
+    jobs = restricted_for(actor, AuditExport, "export").select_related("requested_by")
     return render(
         request,
         "console/governance/audit_exports.html",

@@ -11,6 +11,7 @@ from django.core.validators import validate_email
 
 from cadre import outbound
 from cadre.console.forms import ActorFormMixin, organization_zone
+from cadre.console.scoping import restricted_for
 from cadre.governance import alerts
 from cadre.governance.export import FORMATS
 from cadre.governance.masking.policy import MODES
@@ -97,7 +98,7 @@ class ConfirmationHistoryForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["decider"].queryset = Member.objects.restrict(self.actor, "view").order_by(
+        self.fields["decider"].queryset = restricted_for(self.actor, Member, "view").order_by(
             "display_name"
         )
 
@@ -163,7 +164,7 @@ class AlertRuleForm(ActorFormMixin, forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["im_members"].queryset = (
-            Member.objects.restrict(self.actor, "view")
+            restricted_for(self.actor, Member, "view")
             .filter(status=Member.Status.ACTIVE)
             .order_by("display_name")
         )

@@ -15,13 +15,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
-from cadre.agents.models import TemplateVersion
+from cadre.agents.models import AgentTemplate, TemplateVersion
 from cadre.agents.template_policy import (
     template_policy_chain,
     template_policy_chain_set,
     template_resolved_chain,
 )
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import get_restricted_or_404, in_organization_of, restricted_for
 from cadre.console.views.base import denied, require_permission
 from cadre.console.views.governance_forms import MaskingBenchForm, MaskingRuleForm
 from cadre.errors import CadreError
@@ -37,28 +38,22 @@ OPERATIONS = ("add", "save", "toggle", "up", "down", "remove")
 
 
 def _templates(actor):
-    from cadre.agents.models import AgentTemplate
-
-    return AgentTemplate.objects.filter(organization=actor.organization, is_archived=False)
+    return in_organization_of(actor, AgentTemplate).filter(is_archived=False)
 
 
 def _template_or_404(actor, raw):
     """The organization's template named by ?template= / the form (None: the organization)."""
     if raw in (None, ""):
         return None
-    from cadre.agents.models import AgentTemplate
-
     if not str(raw).isdigit():
         raise Http404("No such template.")
-    return get_object_or_404(
-        AgentTemplate.objects.filter(organization=actor.organization), pk=int(raw)
-    )
+    return get_object_or_404(in_organization_of(actor, AgentTemplate), pk=int(raw))
 
 
 def _stored_chain(actor, template) -> PolicyChain | None:
     if template is not None:
         return template_policy_chain(template)
-    chains = PolicyChain.objects.restrict(actor, "manage")
+    chains = restricted_for(actor, PolicyChain, "manage")
     return chains.filter(scope=PolicyChain.Scope.ORGANIZATION).first()
 
 
@@ -141,9 +136,9 @@ def _chain_context(request, template, *, errors=None, drafts=None, error=None) -
     chain = _stored_chain(actor, template)
     templates = list(_templates(actor))
     with_own = set(
-        TemplateVersion.objects.filter(
-            organization=actor.organization, policy_chain__isnull=False
-        ).values_list("template_id", flat=True)
+        in_organization_of(actor, TemplateVersion)
+        .filter(policy_chain__isnull=False)
+        .values_list("template_id", flat=True)
     )
     plugins = all_plugins()
     return {
@@ -359,7 +354,7 @@ def masking_bench(request):
         else:
             status = 400
     if actor.has("policy.manage"):
-        context["rules"] = MaskingRule.objects.restrict(actor, "manage").order_by("name")
+        context["rules"] = restricted_for(actor, MaskingRule, "manage").order_by("name")
         context["rule_form"] = MaskingRuleForm()
     if request.htmx and request.method == "POST":
         # htmx swaps only 2xx answers; the fragment carries the form's errors itself.
@@ -375,7 +370,7 @@ def _bench_with_rule_form(request, rule_form, status):
     context = {
         "form": MaskingBenchForm(templates=list(_templates(actor))),
         "result": None,
-        "rules": MaskingRule.objects.restrict(actor, "manage").order_by("name"),
+        "rules": restricted_for(actor, MaskingRule, "manage").order_by("name"),
         "rule_form": rule_form,
         "can_manage": True,
     }
@@ -403,7 +398,7 @@ def masking_rule_create(request):
 
 
 def _rule_or_404(request, pk: int) -> MaskingRule:
-    return get_object_or_404(MaskingRule.objects.restrict(request.actor, "manage"), pk=pk)
+    return get_restricted_or_404(request, MaskingRule, "manage", pk=pk)
 
 
 @require_POST

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from cadre.console.scoping import restricted_for
 from cadre.console.views.base import require_permission
 from cadre.governance.models import AuditEvent
 from cadre.identifiers import parse_pk
@@ -24,7 +25,7 @@ def home(request):
     context: dict = {}
     if actor.may("member.view"):
         by_status = dict(
-            Member.objects.restrict(actor, "view")
+            restricted_for(actor, Member, "view")
             .values_list("status")
             .annotate(count=Count("pk"))
             .values_list("status", "count")
@@ -37,23 +38,23 @@ def home(request):
         }
     if actor.may("department.view"):
         context["departments"] = (
-            Department.objects.restrict(actor, "view").filter(is_archived=False).count()
+            restricted_for(actor, Department, "view").filter(is_archived=False).count()
         )
     if actor.may("position.view"):
         context["positions"] = (
-            Position.objects.restrict(actor, "view").filter(is_archived=False).count()
+            restricted_for(actor, Position, "view").filter(is_archived=False).count()
         )
     if actor.may("apikey.view"):
         now = timezone.now()
         context["api_keys"] = (
-            ApiKey.objects.restrict(actor, "view")
+            restricted_for(actor, ApiKey, "view")
             .filter(revoked_at=None)
             .filter(Q(expires_at=None) | Q(expires_at__gt=now))
             .count()
         )
     if actor.may("audit.view"):
         context["recent_events"] = list(
-            AuditEvent.objects.restrict(actor, "view").order_by("-sequence")[:RECENT_EVENTS]
+            restricted_for(actor, AuditEvent, "view").order_by("-sequence")[:RECENT_EVENTS]
         )
     return render(request, "console/home.html", context)
 

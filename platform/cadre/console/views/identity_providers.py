@@ -6,13 +6,14 @@ from __future__ import annotations
 import httpx
 from django.conf import settings
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from cadre import outbound
 from cadre.console.forms import IdentityProviderForm, add_service_error
+from cadre.console.scoping import get_in_organization_or_404, in_organization
 from cadre.console.views import sso
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError, InvalidInput
@@ -82,10 +83,7 @@ def identity_providers(request):
         except CadreError as error:
             messages.error(request, error.message)
         return redirect("console:identity_providers")
-    providers = [
-        _with_urls(provider)
-        for provider in IdentityProvider.objects.filter(organization=organization)
-    ]
+    providers = [_with_urls(provider) for provider in in_organization(request, IdentityProvider)]
     return render(
         request,
         "console/identity_providers.html",
@@ -102,11 +100,8 @@ def identity_providers(request):
 
 @require_permission("organization.manage")
 def identity_provider_edit(request, pk: int | None = None):
-    organization = request.actor.organization
     provider = (
-        get_object_or_404(IdentityProvider, organization=organization, pk=pk)
-        if pk is not None
-        else None
+        get_in_organization_or_404(request, IdentityProvider, pk=pk) if pk is not None else None
     )
     initial = {name: getattr(provider, name) for name in oidc.PROVIDER_FIELDS} if provider else {}
     if provider:
@@ -150,5 +145,5 @@ def identity_provider_test(request, pk: int):
 
     A link (GET) like "Sign in with …": the console's CSP (form-action 'self') would stop a
     form's redirect to the provider, and starting a test changes nothing."""
-    provider = get_object_or_404(IdentityProvider, organization=request.actor.organization, pk=pk)
+    provider = get_in_organization_or_404(request, IdentityProvider, pk=pk)
     return sso.test_start(request, provider)

@@ -8,7 +8,7 @@ import json
 
 from django import forms
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
@@ -16,6 +16,7 @@ from cadre.agents import mcp_tools
 from cadre.agents.models import McpServer
 from cadre.agents.tools.registry import RISKS
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import get_restricted_or_404, restricted
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 
@@ -63,7 +64,7 @@ class McpServerForm(forms.Form):
 
 
 def _server(request, pk: int) -> McpServer:
-    return get_object_or_404(McpServer.objects.restrict(request.actor, "manage"), pk=pk)
+    return get_restricted_or_404(request, McpServer, "manage", pk=pk)
 
 
 @require_permission(PERMISSION)
@@ -87,7 +88,7 @@ def mcp_server_list(request):
         else:
             messages.success(request, f"{server.name} was registered. Discover its tools next.")
             return redirect("console:mcp_server", pk=server.pk)
-    servers = McpServer.objects.restrict(request.actor, "manage").order_by("name")
+    servers = restricted(request, McpServer, "manage").order_by("name")
     return render(
         request,
         "console/mcp_servers/list.html",

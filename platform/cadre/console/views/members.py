@@ -17,6 +17,7 @@ from cadre.console.forms import (
     MemberForm,
     add_service_error,
 )
+from cadre.console.scoping import get_restricted_or_404, restricted, restricted_for
 from cadre.console.views.base import paginate, posted, query_without_page, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
@@ -38,9 +39,7 @@ MEMBER_FIELDS = (
 
 def _visible_member(request, pk: int) -> Member:
     """A member the actor may see, or 404 (another organization's member does not exist)."""
-    queryset = Member.objects.restrict(request.actor, "view").select_related(
-        "department", "manager", "user"
-    )
+    queryset = restricted(request, Member, "view").select_related("department", "manager", "user")
     return get_object_or_404(queryset, pk=pk)
 
 
@@ -49,7 +48,7 @@ def member_list(request):
     actor = request.actor
     filters = MemberFilterForm(request.GET or None, actor=actor)
     members = (
-        Member.objects.restrict(actor, "view")
+        restricted_for(actor, Member, "view")
         .select_related("department")
         .order_by("display_name", "pk")
     )
@@ -277,9 +276,7 @@ def identity_add(request, pk: int):
 @require_permission("member.manage")
 def identity_remove(request, pk: int, identity_pk: int):
     member = _visible_member(request, pk)
-    identity = get_object_or_404(
-        IMIdentity.objects.restrict(request.actor, "view"), pk=identity_pk, member=member
-    )
+    identity = get_restricted_or_404(request, IMIdentity, "view", pk=identity_pk, member=member)
     try:
         services.im_identity_delete(actor=request.actor, identity=identity)
     except CadreError as error:

@@ -25,8 +25,8 @@ from cadre.errors import CadreError, NotFound
 from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
 from cadre.memory.models import Kind, MemoryVersion, Verification
-from cadre.memory.viewer.trail import memory_trail
-from cadre.memory.viewer.why import best_lexical, explain
+from cadre.viewer.trail import memory_trail
+from cadre.viewer.why import best_lexical, explain
 
 
 def gate(request):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
@@ -14,6 +14,7 @@ from cadre.agents import providers
 from cadre.agents.evaluation.recall import latest_recall_check, recall_check_start
 from cadre.agents.models import ModelProviderConfig
 from cadre.console.forms import add_service_error
+from cadre.console.scoping import get_restricted_or_404, restricted
 from cadre.console.views.base import posted
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
@@ -78,13 +79,11 @@ def _embedding_context(request) -> dict:
 
 
 def _provider_or_404(request, pk: int) -> ModelProviderConfig:
-    return get_object_or_404(ModelProviderConfig.objects.restrict(request.actor, "view"), pk=pk)
+    return get_restricted_or_404(request, ModelProviderConfig, "view", pk=pk)
 
 
 def _page(request, *, report=None, tested=None, status=200):
-    configs = ModelProviderConfig.objects.restrict(request.actor, "view").order_by(
-        "-is_default", "name", "pk"
-    )
+    configs = restricted(request, ModelProviderConfig, "view").order_by("-is_default", "name", "pk")
     presets = provider_presets()
     return render(
         request,

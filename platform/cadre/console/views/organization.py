@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from cadre.console.forms import OrganizationForm, add_service_error
+from cadre.console.scoping import get_restricted_or_404, in_organization
 from cadre.console.views.base import denied, posted, require_permission
 from cadre.errors import CadreError
 from cadre.tenancy import services
@@ -55,7 +56,7 @@ def organization_detail(request):
             "form": form,
             "roles": list(ROLES.values()),
             "my_roles": request.member.roles,
-            "scim_tokens": ScimToken.objects.filter(organization=organization),
+            "scim_tokens": in_organization(request, ScimToken),
             "can_manage_tokens": request.actor.has("apikey.manage"),
             "scim_url": request.build_absolute_uri("/scim/v2/"),
         },
@@ -81,7 +82,7 @@ def scim_token_create(request):
 @require_POST
 @require_permission("apikey.manage")
 def scim_token_revoke(request, pk: int):
-    token = get_object_or_404(ScimToken.objects.restrict(request.actor, "view"), pk=pk)
+    token = get_restricted_or_404(request, ScimToken, "view", pk=pk)
     try:
         services.scim_token_revoke(actor=request.actor, token=token)
     except CadreError as error:

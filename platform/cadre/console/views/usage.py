@@ -9,12 +9,13 @@ from decimal import Decimal
 from django import forms
 from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from cadre.agents.models import AgentTemplate
-from cadre.console.forms import ActorFormMixin, _department_field, add_service_error
+from cadre.console.forms import ActorFormMixin, add_service_error, department_field
+from cadre.console.scoping import get_restricted_or_404, restricted_for
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 from cadre.governance import budgets, usage
@@ -59,11 +60,9 @@ class BudgetForm(ActorFormMixin, forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _department_field(self.fields["department"], Department.objects.restrict(self.actor))
-        self.fields["member"].queryset = Member.objects.restrict(self.actor).order_by(
-            "display_name"
-        )
-        self.fields["template"].queryset = AgentTemplate.objects.restrict(self.actor).order_by(
+        department_field(self.fields["department"], restricted_for(self.actor, Department))
+        self.fields["member"].queryset = restricted_for(self.actor, Member).order_by("display_name")
+        self.fields["template"].queryset = restricted_for(self.actor, AgentTemplate).order_by(
             "name"
         )
 
@@ -221,7 +220,7 @@ def budget_create(request):
 
 
 def _budget_or_404(request, pk: int) -> Budget:
-    return get_object_or_404(Budget.objects.restrict(request.actor, "view"), pk=pk)
+    return get_restricted_or_404(request, Budget, "view", pk=pk)
 
 
 @require_permission("budget.manage")

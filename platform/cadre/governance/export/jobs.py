@@ -17,6 +17,8 @@ from cadre.governance.export.bundle import MANIFEST, write_bundle
 from cadre.governance.export.formats import FORMATS
 from cadre.governance.export.rows import export_rows, iso
 from cadre.governance.models import AuditChainHead, AuditEvent, AuditExport
+from cadre.queues import enqueue
+from cadre.tenancy.actors import system_actor
 
 FILTER_FIELDS = ("action", "actor_type", "actor_id", "target_type", "target_id", "trace_id")
 
@@ -89,17 +91,14 @@ def audit_export_create(
             "mask": mask,
         },
     )
-    from cadre.governance.tasks import audit_export_run
 
-    transaction.on_commit(lambda: audit_export_run.delay(export.pk))
+    transaction.on_commit(lambda: enqueue("cadre.governance.tasks.audit_export_run", export.pk))
     return export
 
 
 def audit_export_run(*, export_id: int) -> AuditExport:
     """Write the bundle of one export. Idempotent: a completed export is returned as is, a
     running one whose worker died is written again from scratch (same range, same rows)."""
-    from cadre.tenancy.actors import system_actor
-
     export = AuditExport.objects.select_related("organization").get(pk=export_id)
     if export.status == AuditExport.Status.COMPLETED:
         return export

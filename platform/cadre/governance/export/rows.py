@@ -7,6 +7,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import lru_cache
 
+from cadre.governance.masking.engine import MaskingEngine, get_engine
+from cadre.governance.masking.policy import MaskingPolicy
+from cadre.governance.masking.rules import rules_for
 from cadre.governance.models import AuditEvent
 
 PAGE_SIZE = 5000
@@ -38,10 +41,6 @@ class TextMasker:
     because labels and reasons repeat heavily across an audit log."""
 
     def __init__(self, organization, *, cache_size: int = 50_000):
-        from cadre.governance.masking.engine import MaskingEngine, get_engine
-        from cadre.governance.masking.policy import MaskingPolicy
-        from cadre.governance.masking.rules import rules_for
-
         # The organization's own rules are read once per export, not once per value.
         own = [_RuleRecognizer(rule) for rule in rules_for(organization)]
         engine = MaskingEngine([*get_engine().recognizers, *own])

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from cadre import signing
 from cadre.governance import audit, audit_digest
+from cadre.governance.audit_models import AuditEvent
 from cadre.governance.export.bundle import BLOCK_LINES, MANIFEST, SIGNATURE
 
 
@@ -285,7 +286,7 @@ class _ChainCheck:
 
     def _hash_matches(self, row: dict) -> bool:
         try:
-            fields = {name: row[name] for name in audit._HASHED_FIELDS}
+            fields = {name: row[name] for name in AuditEvent.CHAINED_FIELDS}
             created = datetime.fromisoformat(row["created_at"])
             return audit.event_hash(row["organization"], created, fields) == row["hash"]
         except (KeyError, TypeError, ValueError):

@@ -215,6 +215,7 @@ def directory_for(organization) -> Directory:
 
 
 def load_members(organization_id: int) -> list[dict]:
+    # lazy: settings — the engine and its directory run without Django (the masking benches).
     from cadre.tenancy.models import IMIdentity, Member
 
     members: dict[int, dict] = {}

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cadre.governance.masking.directory import DIRECTORY_TYPE, directory_for
 from cadre.governance.masking.policy import (
     DEFAULT_POLICY,
     PARTIAL,
@@ -29,6 +30,7 @@ from cadre.governance.masking.recognizers import (
     fold_width,
     resolve_overlaps,
 )
+from cadre.governance.masking.rules import rules_for
 from cadre.governance.masking.vault import EphemeralVault, Vault
 
 
@@ -67,9 +69,6 @@ class MaskingEngine:
             if wanted is None or recognizer.entity in wanted:
                 candidates.extend(recognizer.scan(folded, lowered))
         if organization is not None:
-            from cadre.governance.masking.directory import DIRECTORY_TYPE, directory_for
-            from cadre.governance.masking.rules import rules_for
-
             for rule in rules_for(organization):
                 if wanted is None or rule.entity_type in wanted:
                     candidates.extend(rule.scan(text))
@@ -128,6 +127,7 @@ class MaskingEngine:
     def presidio_analyzer(self):
         """A Presidio `AnalyzerEngine` (no-op NLP engine, nothing downloaded) running these
         same recognizers — for parity checks and for code that wants Presidio's interface."""
+        # lazy: heavy — Presidio pulls in transformers when installed; only parity checks ask.
         from cadre.governance.masking.presidio import presidio_analyzer_for
 
         return presidio_analyzer_for(self.recognizers)

@@ -122,6 +122,7 @@ def rules_for(organization) -> tuple[CompiledRule, ...]:
     """The organization's active rules, compiled; rebuilt only when they changed."""
     from django.db.models import Count, Max
 
+    # lazy: settings — the engine and its rules run without Django (the masking benches).
     from cadre.governance.models import MaskingRule
 
     queryset = MaskingRule.objects.filter(organization_id=organization.pk, is_active=True)

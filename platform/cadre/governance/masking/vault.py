@@ -15,6 +15,7 @@ import hmac
 from collections.abc import Sequence
 from typing import Protocol
 
+from cadre.errors import InvalidInput
 from cadre.governance.masking.policy import PLACEHOLDER, normalize, placeholder_label
 
 MAX_ATTEMPTS = 50
@@ -79,13 +80,12 @@ class ConversationVault:
 
     def __init__(self, organization, conversation_key: str):
         if not conversation_key or len(conversation_key) > 200:
-            from cadre.errors import InvalidInput
-
             raise InvalidInput("conversation_key must be 1-200 characters")
         self.organization = organization
         self.conversation_key = conversation_key
 
     def _rows(self):
+        # lazy: settings — the engine and its vaults run without Django (the masking benches).
         from cadre.governance.models import PseudonymMapping
 
         return PseudonymMapping.objects.filter(
@@ -126,8 +126,6 @@ class ConversationVault:
         from django.db import IntegrityError, transaction
         from django.db.models import Max
 
-        from cadre.governance.models import PseudonymMapping
-
         label = placeholder_label(entity_type)
         for _ in range(MAX_ATTEMPTS):
             existing = self._rows().filter(value_hash=digest).values_list("placeholder", flat=True)
@@ -137,7 +135,7 @@ class ConversationVault:
             number = highest + 1
             try:
                 with transaction.atomic():  # a savepoint: a lost race leaves the caller's txn
-                    PseudonymMapping.objects.create(
+                    self._rows().create(
                         organization=self.organization,
                         conversation_key=self.conversation_key,
                         label=label,

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
-from cadre.errors import CadreError
+from cadre.errors import CadreError, NotPermitted
 from cadre.governance import audit
 from cadre.governance.models import PolicyChain, PolicyDecision
 from cadre.governance.policy.base import (
@@ -29,6 +29,8 @@ from cadre.governance.policy.base import (
     PolicyContext,
     get,
 )
+from cadre.observability import current_trace_id
+from cadre.tenancy.actors import system_actor
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,6 @@ class ChainResult:
             return
         if self.retry_after is not None:
             raise RateLimited(self.reason, retry_after=self.retry_after)
-        from cadre.errors import NotPermitted
 
         raise NotPermitted(self.reason, code="policy_denied")
 
@@ -124,8 +125,6 @@ def evaluate(
     if stage not in STAGES:
         raise ValueError(f"unknown policy stage {stage!r}")
     if not trace_id:
-        from cadre.observability import current_trace_id
-
         trace_id = current_trace_id()
     chain = chain or resolve_chain(organization, chain_id)
     current = payload
@@ -211,7 +210,6 @@ def _record(
     audited = [decision for decision in result.decisions if decision.audited]
     if not audited:
         return
-    from cadre.tenancy.actors import system_actor
 
     actor = actor or system_actor(organization, label="policy chain")
     target = ("run", run_id) if run_id else ("organization", organization.pk)

@@ -8,6 +8,9 @@ import math
 import re
 import time
 
+from cadre.governance.masking.engine import mask
+from cadre.governance.masking.policy import MaskingPolicy
+from cadre.governance.masking.services import mask_for_conversation
 from cadre.governance.policy.base import (
     DENY,
     REQUIRE_CONFIRMATION,
@@ -59,15 +62,11 @@ class MaskingPlugin(Plugin):
     }
 
     def evaluate(self, context: PolicyContext) -> Decision:
-        from cadre.governance.masking.policy import MaskingPolicy
-
         text = context.payload
         if not isinstance(text, str) or not text:
             return Decision.allow()
         policy = MaskingPolicy.from_dict(context.config or None)
         if context.conversation_key:
-            from cadre.governance.masking.services import mask_for_conversation
-
             result = mask_for_conversation(
                 organization=context.organization,
                 conversation_key=context.conversation_key,
@@ -75,8 +74,6 @@ class MaskingPlugin(Plugin):
                 policy=policy,
             )
         else:
-            from cadre.governance.masking.engine import mask
-
             result = mask(text, policy=policy, organization=context.organization)
         if not result.detections:
             return Decision.allow()

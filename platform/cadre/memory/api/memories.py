@@ -1,6 +1,6 @@
 """The memories endpoints: CRUD, scopes, search, feedback, bulk delete, review (accept and
-reject shared memory), history, trail, influence and dedup stats (delete, purge and the
-deletion report in `deletion.py`)."""
+reject shared memory), history, influence and dedup stats (delete, purge and the deletion
+report in `deletion.py`; the trail is the Memory Viewer's, cadre.viewer.api)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,9 @@ from cadre.memory.api.serializers import (
     SearchResponseSerializer,
     task_ref,
 )
-from cadre.memory.api.viewer_serializers import TrailSerializer
 from cadre.memory.api.viewsets import MemoryScopedViewSet
 from cadre.memory.models import Kind, Memory, SourceKind, Verification
 from cadre.memory.services.common import require_modify
-from cadre.memory.viewer.trail import memory_trail
 
 LIST_PARAMETERS = [
     OpenApiParameter(
@@ -466,18 +464,6 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     def history(self, request, pk=None):
         versions = selectors.memory_history(self.actor, pk)
         return Response(MemoryVersionSerializer(versions, many=True).data)
-
-    @extend_schema(
-        responses=TrailSerializer,
-        description="The memory's provenance trail: its origin (session, message, author), "
-        "every version and merge with the memories merged in, every recorded model call "
-        "that received, withheld or dropped it (`withheld`: policy or the budget kept it "
-        "out; `masked`: sent after the policy chain masked it, with what), and the skills "
-        "distilled from it.",
-    )
-    @action(detail=True, methods=["get"])
-    def trail(self, request, pk=None):
-        return Response(TrailSerializer(memory_trail(self.actor, pk)).data)
 
     @extend_schema(
         responses=ContextRecordSerializer(many=True),

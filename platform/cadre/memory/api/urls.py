@@ -1,16 +1,15 @@
-"""Memory API routes under /api/v1/: memories, memory-viewer, memory-tasks, context records,
-and switching the embedding model."""
+"""Memory API routes under /api/v1/: memories, memory-tasks, context records, and switching
+the embedding model (the Memory Viewer's routes are cadre.viewer's)."""
 
 from __future__ import annotations
 
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from cadre.memory.api import embeddings, memories, records, viewer
+from cadre.memory.api import embeddings, memories, records
 
 router = SimpleRouter()
 router.register("memories", memories.MemoryViewSet, basename="memory")
-router.register("memory-viewer", viewer.MemoryViewerViewSet, basename="memory-viewer")
 router.register("memory-tasks", records.MemoryTaskViewSet, basename="memory-task")
 router.register(
     "memory-context-records", records.ContextRecordViewSet, basename="memory-context-record"

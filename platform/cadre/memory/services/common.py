@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from cadre import queues
 from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.memory import selectors
 from cadre.memory.models import (
@@ -249,10 +250,10 @@ def enqueue(kind: str, *, organization, memory: Memory | None, key: str, params=
         },
     )
     if created or task.status == MemoryTask.Status.FAILED:
-        from cadre.memory import tasks
-
-        sender = tasks.TASKS[kind]
-        transaction.on_commit(lambda: sender.delay(task.pk))
+        # By name: the tasks import these services (the map's task is the Memory Viewer's,
+        # kept under its memory name for routing and queued messages).
+        name = f"cadre.memory.tasks.memory_{kind}"
+        transaction.on_commit(lambda: queues.enqueue(name, task.pk))
     return task
 
 

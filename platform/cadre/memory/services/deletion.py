@@ -38,6 +38,7 @@ from cadre.memory.services.common import (
     write_version,
 )
 from cadre.ports import Registry
+from cadre.tenancy.actors import system_actor
 
 tracer = trace.get_tracer(__name__)
 
@@ -429,8 +430,6 @@ def memory_purge(
     memory with more, or with a run still in progress, is `deferred` and purged later). The row (id,
     scope, kind, dates, deletion report) stays so records that point at it still resolve.
     Idempotent. Audited with ids, never content."""
-    from cadre.tenancy.actors import system_actor
-
     actor = actor or system_actor(organization, label="memory purge")
     queryset = Memory.objects.select_for_update().filter(
         organization=organization, status=Memory.Status.DELETED, purged_at__isnull=True
@@ -524,8 +523,6 @@ def memory_purge(
 def memory_retention_sweep(*, now: datetime | None = None, batch: int = 500) -> dict:
     """Delete and purge every memory past its `expires_at`, per organization, in batches; and
     resume deletions whose purge has not finished within STALE_DELETION (a lost task)."""
-    from cadre.tenancy.actors import system_actor
-
     now = now or timezone.now()
     totals: dict[str, int] = {}
     expired_q = Q(expires_at__lte=now) & (

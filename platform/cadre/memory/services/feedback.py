@@ -9,7 +9,7 @@ from django.db import transaction
 from opentelemetry import trace
 
 from cadre.llm import ProviderError, chat_json
-from cadre.memory import dedup, selectors
+from cadre.memory import dedup, embeddings, selectors
 from cadre.memory.extraction import charged, memory_model
 from cadre.memory.models import (
     Kind,
@@ -81,7 +81,6 @@ def _feedback_affected(statement: str, hits: list, actor=None) -> tuple[list, st
 def _rule_affected(statement: str, hits: list) -> list:
     if not hits:
         return []
-    from cadre.memory import embeddings
 
     model = embeddings.active_model()
     vectors = embeddings.provider_for(model).embed(

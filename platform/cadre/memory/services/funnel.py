@@ -9,7 +9,7 @@ from django.utils import timezone
 from opentelemetry import trace
 
 from cadre.governance import audit
-from cadre.memory import dedup
+from cadre.memory import dedup, embeddings
 from cadre.memory.models import (
     Kind,
     Memory,
@@ -25,6 +25,7 @@ from cadre.memory.services.common import (
     write_version,
 )
 from cadre.memory.services.writes import memory_add, memory_supersede, memory_update
+from cadre.tenancy.actors import system_actor
 
 tracer = trace.get_tracer(__name__)
 OBSERVATIONS = (Kind.EXPERIENCE, Kind.TOOL_TRAJECTORY)
@@ -41,9 +42,6 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
     update    -> the conflict rule decides which one supersedes the other;
     new       -> nothing changes.
     """
-    from cadre.memory import embeddings
-    from cadre.tenancy.actors import system_actor
-
     memory = Memory.objects.select_related("organization").get(pk=memory.pk)
     if memory.status != Memory.Status.ACTIVE:
         return {"decision": "skipped", "reason": f"memory is {memory.status}"}
@@ -201,8 +199,6 @@ def memory_organize(*, memory: Memory) -> dict:
     """Keep one `summary` memory per tool and scope once a tool has several recorded calls:
     how often it was called, how often it failed, which runs — so a later run finds "how this
     tool behaves here" in one item instead of many trajectories."""
-    from cadre.tenancy.actors import system_actor
-
     memory = Memory.objects.select_related("organization").get(pk=memory.pk)
     tool = (memory.attributes or {}).get("tool")
     if memory.kind != Kind.TOOL_TRAJECTORY or not tool:

@@ -43,7 +43,7 @@ _RELAY_STATE = re.compile(r"^[A-Za-z0-9_-]{32,64}$")
 
 
 class SamlRefused(Exception):
-    """A SAML message refused for `reason` (a key of services.oidc.REASONS)."""
+    """A SAML message refused for `reason` (a key of services.refusals.REASONS)."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(reason)

@@ -19,7 +19,8 @@ from cadre.governance import audit
 from cadre.tenancy.actors import member_actor, system_actor
 from cadre.tenancy.models import IdentityProvider, SsoSession
 from cadre.tenancy.services import oidc, saml
-from cadre.tenancy.services.oidc import SignIn, SsoRefused
+from cadre.tenancy.services.oidc import SignIn
+from cadre.tenancy.services.refusals import SsoRefused
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 _LOGOUT_TOKEN_SECONDS = 600  # how old a logout_token's iat may be (and how long its jti is kept)

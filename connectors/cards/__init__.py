@@ -1,0 +1,1 @@
+"""Cards stage: confirmation cards (signed single-use decision tokens) and skill proposal cards."""

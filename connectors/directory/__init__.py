@@ -1,0 +1,1 @@
+"""Directory stage: platforms' contact directories, the directory sync, bulk identity import."""

@@ -1,0 +1,211 @@
+"""The worker side: process a claimed inbound event once, hand it to the agents runtime, reply.
+
+A message from a mapped member starts a run of the member's agent through the agents runtime
+(`cadre.agents.runtime.lifecycle.services.run_start`, in a session per chat), in the same
+transaction that marks the event processed; the finished run's reply goes back through
+`run_reply`. An unmapped sender gets a polite reply and lands in the console queue. Events are
+claimed and drained in batches by `connectors.inbound.drain`.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from cadre.agents.runtime.records.delivery import Reply
+from cadre.queues import enqueue
+from connectors.base import ParsedEvent, identities, registry, services
+from connectors.base.transport import Transport, TransportError
+from connectors.cards.decisions import decision_apply
+from connectors.inbound.sessions import Batch, resolve_sender, start_run
+from connectors.models import Delivery, InboundEvent
+from connectors.outbound.sending import send, transport_for
+
+
+def finish_event(event: InboundEvent, status: str, *, error: str = "", **fields) -> None:
+    event.status = status
+    event.error = error[:300]
+    event.processed_at = timezone.now()
+    for name, value in fields.items():
+        setattr(event, name, value)
+    event.save(update_fields=["status", "error", "processed_at", *fields])
+
+
+def parsed(event: InboundEvent) -> ParsedEvent:
+    payload = event.payload or {}
+    return ParsedEvent(
+        event_key=event.event_key,
+        kind=event.kind,
+        sender_id=event.sender_id,
+        chat_id=event.chat_id,
+        sender_name=payload.get("sender_name", ""),
+        sender_email=payload.get("sender_email", ""),
+        sender_mobile=payload.get("sender_mobile", ""),
+        tenant_key=payload.get("tenant_key", ""),
+        chat_type=payload.get("chat_type", "p2p"),
+        text=payload.get("text", ""),
+        message_id=payload.get("message_id", ""),
+        thread_ref=payload.get("thread_ref", ""),
+        action=payload.get("action", {}),
+        context=payload.get("context", {}),
+        attachments=payload.get("attachments", []),
+    )
+
+
+def _directory_changes(event: InboundEvent, changes: list) -> None:
+    """A contact-change event: each change is applied by a task (it reads the platform)."""
+    with transaction.atomic():
+        finish_event(event, InboundEvent.Status.PROCESSED)
+        for change in changes:
+            if isinstance(change, dict) and change.get("kind") and change.get("object_id"):
+                transaction.on_commit(
+                    lambda change=change: enqueue(
+                        "connectors.tasks.directory_change_apply",
+                        event.connector_id,
+                        {"kind": str(change["kind"]), "object_id": str(change["object_id"])},
+                    )
+                )
+
+
+NO_AGENT_REPLY = (
+    "Hello! You do not have an assistant on this channel yet. Please ask your "
+    "administrator to set one up for you."
+)
+
+
+def process_claimed(event: InboundEvent, batch: Batch) -> str:
+    """The work on a claimed event. Raises a retryable TransportError (event left claimed) or
+    any unexpected error (event marked failed)."""
+    connector = event.connector
+    try:
+        if event.kind == "card_action":
+            outcome = decision_apply(event)
+            if outcome.startswith("refused: "):
+                reply_text(
+                    event,
+                    outcome.removeprefix("refused: "),
+                    key=f"refused:{event.pk}",
+                    transport=batch.transport(connector),
+                )
+            finish_event(event, InboundEvent.Status.PROCESSED)
+            return event.status
+        changes = ((event.payload or {}).get("context") or {}).get("directory")
+        if event.kind == "event" and changes and connector.settings.get("directory_sync"):
+            _directory_changes(event, changes)
+            return event.status
+        if event.kind != "message" or not event.sender_id:
+            batch.settle(event, InboundEvent.Status.IGNORED)
+            return event.status
+        message = parsed(event)
+        member = resolve_sender(connector, message, batch)
+        if member is None:
+            identities.unmapped_record(connector, message)
+            reply_text(
+                event,
+                identities.UNMAPPED_REPLY,
+                key=f"unmapped:{event.pk}",
+                transport=batch.transport(connector),
+            )
+            batch.settle(event, InboundEvent.Status.UNMAPPED)
+            return event.status
+        event.member = member
+        # The run and the event's "processed" commit together: a worker dying in between
+        # leaves neither, so the event is claimed again and its run is started once.
+        with transaction.atomic():
+            run = start_run(event, member, message, batch)
+            if run is not None:
+                finish_event(
+                    event, InboundEvent.Status.PROCESSED, member=member, run_ref=str(run.pk)
+                )
+        if run is None:
+            reply_text(
+                event,
+                NO_AGENT_REPLY,
+                key=f"no-agent:{event.pk}",
+                transport=batch.transport(connector),
+            )
+            batch.settle(event, InboundEvent.Status.PROCESSED, error="no agent for this member")
+        return event.status
+    except TransportError as error:
+        services.record_failure(connector, str(error))
+        if error.retryable:
+            raise
+        finish_event(event, InboundEvent.Status.FAILED, error=str(error))
+        return event.status
+    except Exception as error:
+        services.record_failure(connector, f"{type(error).__name__}: {error}")
+        finish_event(event, InboundEvent.Status.FAILED, error=f"{type(error).__name__}: {error}")
+        raise
+
+
+def reply_text(
+    event: InboundEvent,
+    text: str,
+    *,
+    key: str,
+    markdown: bool = False,
+    transport: Transport | None = None,
+) -> Delivery:
+    """Answer an inbound message where it came from (same chat, thread when supported)."""
+    message = parsed(event)
+    if message.chat_type == "group" and message.chat_id:
+        recipient, recipient_type = message.chat_id, "chat"
+    else:
+        recipient, recipient_type = message.sender_id, "user"
+        platform = registry().get(event.connector.platform)
+        if message.chat_id and platform is not None and platform.supports_direct_chat_replies:
+            recipient, recipient_type = message.chat_id, "chat"
+    return send(
+        event.connector,
+        kind="markdown" if markdown else "text",
+        recipient=recipient,
+        recipient_type=recipient_type,
+        body={"text": text},
+        idempotency_key=key,
+        thread_ref=message.thread_ref if message.chat_type == "group" else "",
+        inbound_event_id=event.pk,
+        context=message.context,
+        transport=transport,
+    )
+
+
+def decision_refused_notice(event_id: int) -> None:
+    event = InboundEvent.objects.select_related("connector").get(pk=event_id)
+    message = parsed(event)
+    text = event.error or "This button cannot be used."
+    transport = transport_for(event.connector)
+    response_url = message.context.get("response_url", "")
+    if response_url and hasattr(transport, "respond"):
+        transport.respond(response_url, text)
+        return
+    send(
+        event.connector,
+        kind="text",
+        recipient=message.sender_id,
+        body={"text": text},
+        idempotency_key=f"refused:{event.pk}",
+        inbound_event_id=event.pk,
+        transport=transport,
+    )
+
+
+def run_reply(reply: Reply) -> Delivery | None:
+    """Send a finished run's reply to the chat its message came from (once per run).
+
+    The agents runtime hands it over when a run started from a connector finishes (through
+    the delivery channel the connectors register, task `connectors.tasks.deliver_run_reply`).
+    """
+    event = (
+        InboundEvent.objects.filter(run_ref=str(reply.run_id)).select_related("connector").first()
+    )
+    if event is None:
+        return None
+    if reply.status == "completed":
+        text = reply.text
+    elif reply.status in ("failed", "cancelled"):
+        text = "Sorry, I could not finish that. Please try again later."
+    else:
+        return None
+    if not text:
+        return None
+    return reply_text(event, text, key=f"run:{reply.run_id}", markdown=False)

@@ -1,0 +1,2 @@
+"""Outbound stage: send once per idempotency key, deliver run replies and agent messages, and
+send governance alerts over IM."""

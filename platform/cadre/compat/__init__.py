@@ -1,0 +1,1 @@
+"""The memory APIs other clients speak: Mem0 at /mem0/, MemOS at /memos/."""

@@ -1,1 +1,0 @@
-"""The Memory Viewer's read paths: timeline, heatmap, quality figures, trail and vector map."""
