@@ -1,10 +1,10 @@
-"""Prompt-cache warming after a topic-shift prefetch (cadre/agents/runtime/warm.py), through real
-runs against the loopback model servers with prompt caching: when the next turn's stable
-prefix changes (here the Hub applies a skill's patch release between two turns), a template
-with `warm_prompt_cache` sends that prefix ahead — byte for byte what the next turn begins with
-— and the next turn reads it from the provider's cache; the warm-up is charged and audited
-under its own purpose, and is no step or reply of the run. Without the setting, or with the
-offline provider, nothing is sent."""
+"""Prompt-cache warming after a topic-shift prefetch (cadre/agents/runtime/lifecycle/warm.py),
+through real runs against the loopback model servers with prompt caching: when the next turn's
+stable prefix changes (here the Hub applies a skill's patch release between two turns), a template
+with `warm_prompt_cache` sends that prefix ahead — byte for byte what the next turn begins with —
+and the next turn reads it from the provider's cache; the warm-up is charged and audited under its
+own purpose, and is no step or reply of the run. Without the setting, or with the offline provider,
+nothing is sent."""
 
 from __future__ import annotations
 

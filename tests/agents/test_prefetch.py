@@ -1,8 +1,8 @@
-"""Prefetch of the next turn's memories (agents/runtime/prefetch.py), through real runs with the
-offline provider, the local embedding model and the real Redis cache: a topic shift queues and
-fills a prefetch, a turn on the same topic does not; the next turn on the new topic is served
-from it (the search is not run again) and its ContextRecord says so; a memory deleted in
-between is not sent; another member's session never reads it."""
+"""Prefetch of the next turn's memories (agents/runtime/lifecycle/prefetch.py), through real runs
+with the offline provider, the local embedding model and the real Redis cache: a topic shift queues
+and fills a prefetch, a turn on the same topic does not; the next turn on the new topic is served
+from it (the search is not run again) and its ContextRecord says so; a memory deleted in between is
+not sent; another member's session never reads it."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""Agent tools: the registry, the built-ins and the executor that enforces permissions."""
+"""Agent tools: the registry and the built-ins (the executor that enforces permissions is
+the runtime's, agents/runtime/steps/executor.py)."""
