@@ -166,6 +166,31 @@ def test_deploy_rollout_and_rollback_through_the_api(
     assert client_for(bob).get("/api/v1/deployments/").status_code == 403
 
 
+def test_a_deployment_has_no_policy_of_its_own(client_for, alice, template, published, sales):
+    """What agents may do is the template's and the policy chain's: a deployment neither stores
+    nor shows a `policy`, and the schema offers none."""
+    from cadre.agents.models import Deployment
+
+    created = client_for(alice).post(
+        "/api/v1/deployments/",
+        {
+            "name": "Sales",
+            "template": template.pk,
+            "positions": [sales.pk],
+            "policy": {"tools": {"deny": ["http_request"]}},
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert "policy" not in created.json()
+    assert "policy" not in {field.name for field in Deployment._meta.get_fields()}
+    fetched = client_for(alice).get(f"/api/v1/deployments/{created.json()['id']}/").json()
+    assert "policy" not in fetched
+    schema = client_for(alice).get("/api/schema/", {"format": "json"}).json()["components"]
+    for name in ("Deployment", "DeploymentCreate", "DeploymentCreateRequest"):
+        assert "policy" not in schema["schemas"].get(name, {}).get("properties", {}), name
+
+
 def test_employee_sees_and_edits_only_their_own_agents(client_for, bob, alice, deployment):
     api = client_for(bob)
     listed = api.get("/api/v1/agents/").json()

@@ -288,7 +288,6 @@ class Deployment(TenantModel):
     departments = models.ManyToManyField(Department, blank=True, related_name="+")
     members = models.ManyToManyField(Member, blank=True, related_name="+")
     channels = models.JSONField(default=list, blank=True)  # ["console", "feishu", ...]
-    policy = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     created_by = models.ForeignKey(
         Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -1,5 +1,6 @@
 """Model providers of an organization: add, change, make the default, test; and which one
-serves a template version (its own, else the organization's default, else its `provider`)."""
+serves a template version (its own, else the organization's default, else its `provider`).
+A change that would move published templates to another model passes the model-change gate."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cadre import outbound
-from cadre.agents.models import ModelProviderConfig
+from cadre.agents.evaluation.gates import check_provider_change
+from cadre.agents.models import AgentTemplate, ModelProviderConfig, TemplateVersion
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.llm import (
@@ -131,6 +133,21 @@ def provider_config_update(
         timeout_seconds=merged["timeout_seconds"],
         preset=config.preset,
     )
+    moved = [
+        label
+        for label, field in (("model", "default_model"), ("base URL", "base_url"))
+        if (merged[field] or "").strip() != getattr(config, field)
+    ]
+    if moved:
+        check_provider_change(
+            organization=actor.organization,
+            templates=templates_calling(
+                organization_id=config.organization_id,
+                config=config,
+                default_model_only="base URL" not in moved,
+            ),
+            change=f"Changing the {' and '.join(moved)} of “{config.name}”",
+        )
     for name, value in merged.items():
         setattr(config, name, value.strip() if isinstance(value, str) else value)
     if api_key is not None and api_key.strip():
@@ -171,6 +188,17 @@ def provider_config_set_default(
             raise InvalidInput("An inactive provider cannot be the default.", code="inactive")
     if current == config:
         return config
+    serving = current if current is not None and current.is_active else None
+    if serving != config:
+        check_provider_change(
+            organization=actor.organization,
+            templates=templates_calling(organization_id=actor.organization.pk, config=None),
+            change=(
+                f"Making “{config.name}” the organization's default provider"
+                if config is not None
+                else "Leaving the organization without a default provider"
+            ),
+        )
     if current is not None:
         current.is_default = False
         current.save(update_fields=["is_default"])
@@ -226,6 +254,39 @@ def organization_default(organization_id: int) -> ModelProviderConfig | None:
     return ModelProviderConfig.objects.filter(
         organization_id=organization_id, is_default=True, is_active=True
     ).first()
+
+
+def templates_calling(
+    *,
+    organization_id: int,
+    config: ModelProviderConfig | None,
+    default_model_only: bool = False,
+) -> list[AgentTemplate]:
+    """The templates whose published versions call `config` (as `resolve` decides): naming
+    it, or naming no provider while it is the organization's active default; with
+    `default_model_only`, only those whose calls take its default model (no model of their own
+    for it). `config=None`: the templates whose versions name no provider (the default, or its
+    absence, decides their model)."""
+    is_default = config is None or (config.is_default and config.is_active)
+    versions = TemplateVersion.objects.filter(
+        organization_id=organization_id, status=TemplateVersion.Status.PUBLISHED
+    )
+    found: dict[int, AgentTemplate] = {}
+    for version in versions.select_related("template").order_by("template__name", "pk"):
+        settings = version.model_settings or {}
+        named = settings.get("provider_config")
+        if named:
+            if config is None or str(named) != str(config.pk):
+                continue
+            model = settings.get("model")
+        elif is_default:
+            same_kind = config is not None and settings.get("provider", "offline") == config.kind
+            model = settings.get("model") if same_kind else None
+        else:
+            continue
+        if not (default_model_only and model):
+            found.setdefault(version.template_id, version.template)
+    return list(found.values())
 
 
 class ProviderUnavailable(Exception):

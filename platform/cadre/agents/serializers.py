@@ -223,7 +223,6 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "departments",
             "members",
             "channels",
-            "policy",
             "status",
             "agent_count",
             "created_at",
@@ -253,7 +252,6 @@ class DeploymentCreateSerializer(serializers.Serializer):
         required=False,
         default=["console"],
     )
-    policy = serializers.DictField(required=False)
 
 
 class RolloutStartSerializer(serializers.Serializer):

@@ -476,7 +476,6 @@ def deployment_create(
     departments: list[Department] = (),
     members: list[Member] = (),
     channels: list[str] = ("console",),
-    policy: dict | None = None,
 ) -> Deployment:
     """Send a published version to its targets: each targeted member gets an Agent."""
     actor.require("deployment.manage")
@@ -494,7 +493,6 @@ def deployment_create(
         template=template,
         version=version,
         channels=list(channels),
-        policy=policy or {},
         created_by=actor.member,
     )
     deployment.positions.set(positions)

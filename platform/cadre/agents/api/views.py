@@ -353,7 +353,6 @@ class DeploymentViewSet(
             departments=data.get("departments", ()),
             members=data.get("members", ()),
             channels=data["channels"],
-            policy=data.get("policy"),
         )
         return Response(s.DeploymentSerializer(deployment).data, status=status.HTTP_201_CREATED)
 

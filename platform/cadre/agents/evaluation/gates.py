@@ -8,6 +8,11 @@ effect (`organization.settings["evaluation_gates"]`):
 - `embedding_activate`: switching search to an embedding model needs a passing retrieval-suite
   replay with that model as the candidate.
 
+A provider change that would change the model of published templates (its model or base URL,
+or which provider is the organization's default) cannot be replayed before it is made, so
+while `template_model_change` is on it is refused (409 `model_change_gated`), naming the
+templates it would change.
+
 A failing or missing replay blocks the change (409 `evaluation_gate`) unless the actor
 overrides it with a reason, which is audited with who overrode it, the gate and the replay it
 overrode."""
@@ -194,6 +199,31 @@ def check_model_change(*, actor: Actor, version, override_reason: str = "") -> E
         replay=latest_model_replay(version, current),
         override_reason=override_reason,
         what="this model change",
+    )
+
+
+def check_provider_change(*, organization, templates, change: str) -> None:
+    """With `template_model_change` on, refuse a provider change (`change` says which) that
+    would move the published `templates` to another model: no replay can be run of an endpoint
+    before it exists, so the way through is a new provider, a replay naming it and a published
+    version per template — each passing this gate — or turning the gate off first."""
+    if not templates:
+        return
+    # as stored now: the actor's copy may predate a change of the gates
+    organization = type(organization).objects.only("settings").get(pk=organization.pk)
+    if not gates_of(organization)[TEMPLATE_MODEL_CHANGE]:
+        return
+    names = ", ".join(f"“{template.name}”" for template in templates)
+    raise Conflict(
+        f"{change} would change the model of {names} without a replay, and the organization's "
+        "model-change evaluation gate is on. Add a provider with the new setting, replay each "
+        "template's suite with it as the candidate model, and publish a version that names it; "
+        "or turn the gate off on the Evaluation page first.",
+        code="model_change_gated",
+        details={
+            "gate": TEMPLATE_MODEL_CHANGE,
+            "templates": [{"id": template.pk, "name": template.name} for template in templates],
+        },
     )
 
 
