@@ -22,6 +22,12 @@ JSON) and the servers cache prompts as the providers document:
   messages) and read back when a later breakpoint, or a block up to 20 before it, ends the
   same prefix; none below 1024 tokens (`cache_read_input_tokens`,
   `cache_creation_input_tokens`, and `input_tokens` for the rest).
+
+`usage_format` names whose documented usage fields the OpenAI-compatible server answers in
+(USAGE_FORMATS): "openai" (`prompt_tokens_details.cached_tokens`, also Qwen/DashScope's
+compatible mode, Zhipu GLM and Kimi K2), "deepseek" (`prompt_cache_hit_tokens` /
+`prompt_cache_miss_tokens`), "moonshot" (a top-level `cached_tokens`; streamed usage in the
+last chunk's choice, as Moonshot sends it) or "plain" (no cache fields: Ollama, LM Studio).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ MODELS = ["fake-chat", "fake-large"]
 MIN_CACHED_TOKENS = 1024
 OPENAI_CACHE_BLOCK = 128
 ANTHROPIC_LOOKBACK = 20
+USAGE_FORMATS = ("openai", "deepseek", "moonshot", "plain")
 
 
 def _tokens(text: str) -> int:
@@ -58,9 +65,12 @@ class FakeModelServer:
         models: list[str] | None = None,
         chunk_delay: float = 0.0,
         caching: bool = False,
+        usage_format: str = "openai",
     ):
+        assert usage_format in USAGE_FORMATS, usage_format
         self.script = list(script or [])
         self.caching = caching
+        self.usage_format = usage_format
         self.requests: list[dict] = []
         self.usages: list[dict] = []  # what each answer reported, in order
         self._openai_prompts: list[str] = []
@@ -197,6 +207,22 @@ class FakeModelServer:
             "prompt_tokens_details": {"cached_tokens": cached},
         }
 
+    def _in_format(self, usage: dict) -> dict:
+        """The usage as the provider of `usage_format` documents it."""
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        counts = {k: v for k, v in usage.items() if k != "prompt_tokens_details"}
+        if self.usage_format == "deepseek":
+            return {
+                **counts,
+                "prompt_cache_hit_tokens": cached,
+                "prompt_cache_miss_tokens": usage["prompt_tokens"] - cached,
+            }
+        if self.usage_format == "moonshot":
+            return {**counts, "cached_tokens": cached}
+        if self.usage_format == "plain":
+            return counts
+        return usage
+
     def _anthropic_usage(self, body: dict, text: str) -> dict:
         blocks: list[tuple[str, bool]] = []  # (canonical block, is a breakpoint)
         for tool in body.get("tools") or []:
@@ -261,6 +287,7 @@ class FakeModelServer:
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         if self.caching:
             usage = self._openai_usage(body, text)
+        usage = self._in_format(usage)
         with self.lock:
             self.usages.append(usage)
         finish = "tool_calls" if calls else "stop"
@@ -299,7 +326,9 @@ class FakeModelServer:
                 if delta is None
                 else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
             }
-            if with_usage:
+            if with_usage and delta is not None:
+                payload["choices"][0]["usage"] = usage  # Moonshot: in the last choice
+            elif with_usage:
                 payload["usage"] = usage
             handler.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
             handler.wfile.flush()
@@ -325,8 +354,9 @@ class FakeModelServer:
             )
             for piece in self._pieces(arguments, 5):
                 chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-        chunk({}, finish_reason=finish)
-        if (body.get("stream_options") or {}).get("include_usage"):
+        moonshot = self.usage_format == "moonshot"
+        chunk({}, finish_reason=finish, with_usage=moonshot)
+        if not moonshot and (body.get("stream_options") or {}).get("include_usage"):
             chunk(None, with_usage=True)
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()

@@ -196,6 +196,10 @@ class ModelPricesSerializer(serializers.Serializer):
     cached_input = serializers.DecimalField(
         max_digits=14, decimal_places=6, min_value=0, required=False
     )
+    # Prompt tokens written to the provider's cache, where it charges them (Anthropic, DashScope).
+    cache_write = serializers.DecimalField(
+        max_digits=14, decimal_places=6, min_value=0, required=False
+    )
 
 
 class ProviderPricesSerializer(ModelPricesSerializer):

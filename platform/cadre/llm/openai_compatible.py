@@ -91,16 +91,48 @@ def to_openai_tools(tools: list[dict]) -> list[dict]:
     ]
 
 
+def _field(value, name: str):
+    """A field of a usage object the SDK parsed, or of a dict (fields the SDK does not declare
+    come through as they were sent)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def _count(value, name: str) -> int:
+    number = _field(value, name)
+    return number if isinstance(number, int) and number > 0 else 0
+
+
 def _usage(usage) -> Usage:
-    """Usage from an answer's `usage`; `prompt_tokens_details.cached_tokens` are the prompt
-    tokens the endpoint's prefix cache served (OpenAI, and vLLM/DeepSeek-style servers)."""
+    """Usage from an answer's `usage`, read in each provider's own fields (docs/models.md):
+    prompt tokens served from the endpoint's prefix cache are
+    `prompt_tokens_details.cached_tokens` (OpenAI, Azure, Qwen/DashScope, Zhipu GLM, Kimi K2,
+    vLLM), `prompt_cache_hit_tokens` (DeepSeek, beside `prompt_cache_miss_tokens`) or a
+    top-level `cached_tokens` (Moonshot's context cache); prompt tokens written to an explicit
+    cache are `prompt_tokens_details.cache_creation_input_tokens` (DashScope). Every one of
+    them is part of `prompt_tokens`."""
     if usage is None:
         return Usage()
-    details = getattr(usage, "prompt_tokens_details", None)
+    prompt = _count(usage, "prompt_tokens")
+    details = _field(usage, "prompt_tokens_details")
+    cached = max(
+        _count(details, "cached_tokens"),
+        _count(usage, "prompt_cache_hit_tokens"),
+        _count(usage, "cached_tokens"),
+    )
+    miss = _field(usage, "prompt_cache_miss_tokens")
+    if not prompt and isinstance(miss, int):
+        prompt = cached + max(miss, 0)  # hits and misses are the whole prompt (DeepSeek)
+    cached = min(cached, prompt)
+    written = min(_count(details, "cache_creation_input_tokens"), prompt - cached)
     return Usage(
-        usage.prompt_tokens or 0,
-        usage.completion_tokens or 0,
-        cached_input_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+        prompt,
+        _count(usage, "completion_tokens"),
+        cached_input_tokens=cached,
+        cache_write_tokens=written,
     )
 
 
@@ -203,6 +235,9 @@ class OpenAICompatibleProvider(ModelProvider):
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
                 for choice in chunk.choices or []:
+                    if chunk.usage is None and _field(choice, "usage") is not None:
+                        # Moonshot streams its usage in the last chunk's choice
+                        usage = _usage(_field(choice, "usage"))
                     delta = choice.delta
                     if choice.finish_reason:
                         finish = choice.finish_reason

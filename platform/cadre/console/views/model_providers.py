@@ -58,6 +58,7 @@ class PricesForm(forms.Form):
     input = forms.CharField(max_length=40, required=False, label="Input")
     output = forms.CharField(max_length=40, required=False, label="Output")
     cached_input = forms.CharField(max_length=40, required=False, label="Cached input")
+    cache_write = forms.CharField(max_length=40, required=False, label="Cache write")
 
 
 def _embedding_context(request) -> dict:
