@@ -15,6 +15,11 @@ out, and every failure is a contrast case):
   better than the failures — so a step everybody takes, or a pattern found by chance in a few
   runs, does not become a skill.
 Every cluster looked at leaves a `DistillationRecord` saying why it was kept or dropped.
+
+The newest trajectories are read (a window of `limit`), so what people did lately is what gets
+distilled. A draft quotes tasks and steps masked by the governance masking engine (phone
+numbers, e-mail addresses, colleagues' names become placeholders): it goes to an
+organization-wide review queue and to the skills model, never an employee's raw words.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from cadre.governance.masking.engine import mask
+from cadre.governance.masking.vault import EphemeralVault
 from cadre.llm import ProviderError
 from cadre.memory import embeddings
 from cadre.memory.models import Kind, Memory, Verification
@@ -92,6 +99,8 @@ def distill_reader(organization):
 
 
 def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
+    """Of the newest `limit` verified experiences, those with an outcome and steps, oldest
+    first (the clustering is the same for the same window)."""
     rows = (
         memory_queryset(distill_reader(organization))
         .filter(
@@ -100,11 +109,11 @@ def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
             deleted_at__isnull=True,
             verification=Verification.VERIFIED,  # a waiting experience teaches no skill
         )
-        .order_by("pk")
+        .order_by("-pk")
         .only("pk", "content", "attributes")[:limit]
     )
     found = []
-    for memory in rows:
+    for memory in reversed(list(rows)):
         attributes = memory.attributes or {}
         success = outcome_of(attributes)
         steps = steps_of(memory.content, attributes)
@@ -209,6 +218,26 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def cluster_key(members: list[Trajectory]) -> str:
+    """The cluster's identity: the SHA-256 of its sorted memory ids (looked at once)."""
+    ids = ",".join(str(i) for i in sorted(t.memory_id for t in members))
+    return hashlib.sha256(ids.encode()).hexdigest()
+
+
+def masked_members(members: list[Trajectory]) -> list[Trajectory]:
+    """The cluster with every task and step masked, one placeholder per value for the cluster
+    (what the draft quotes and the skills model reads)."""
+    organization = next((t.organization for t in members if t.organization is not None), None)
+    vault = EphemeralVault()
+
+    def masked(text: str) -> str:
+        return mask(text, conversation=vault, organization=organization).text
+
+    return [
+        replace(t, task=masked(t.task), steps=[masked(step) for step in t.steps]) for t in members
+    ]
+
+
 @dataclass
 class ClusterResult:
     members: list[Trajectory]
@@ -222,8 +251,7 @@ class ClusterResult:
 
     @property
     def key(self) -> str:
-        ids = ",".join(str(i) for i in sorted(t.memory_id for t in self.members))
-        return hashlib.sha256(ids.encode()).hexdigest()
+        return cluster_key(self.members)
 
     @property
     def successes(self) -> list[Trajectory]:
@@ -266,7 +294,7 @@ def render_draft(name: str, tasks: list[str], steps: list[StepGroup], sources: i
 
 
 def distill_cluster(members: list[Trajectory], provider=None) -> ClusterResult:
-    result = ClusterResult(members=members)
+    result = ClusterResult(members=masked_members(members))
     successes, failures = result.successes, result.failures
     result.figures = {"successes": len(successes), "failures": len(failures)}
     if len(successes) < MIN_SUCCESSES:

@@ -636,11 +636,12 @@ def memory_distill(*, organization) -> list:
     for members in distill.cluster(trajectories):
         if sum(1 for t in members if t.success) < distill.MIN_SUCCESSES:
             continue  # too small to say anything: not recorded, it may grow
-        result = distill.distill_cluster(members, provider)
+        # Looked at before: skipped before any model call (the counterfactual check).
         if DistillationRecord.objects.filter(
-            organization=organization, cluster_key=result.key
+            organization=organization, cluster_key=distill.cluster_key(members)
         ).exists():
             continue
+        result = distill.distill_cluster(members, provider)
         records.append(_record_distillation(actor, organization, result, model_id))
     return records
 

@@ -272,6 +272,23 @@ def _http_request(ctx, args: dict) -> dict:
     return {"status": response.status_code, "body": response.text[:20000]}
 
 
+def _http_audit_target(ctx, args: dict, result: dict | None) -> dict:
+    """Method, host and path: never the query string or credentials (they may hold secrets)."""
+    parts = urlsplit(args["url"])
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    target = {
+        "method": args.get("method", "GET"),
+        "host": f"{parts.hostname or ''}{port}",
+        "path": parts.path or "/",
+    }
+    if result is not None:
+        target["status"] = result.get("status")
+    return target
+
+
 register(
     Tool(
         name="http_request",
@@ -289,6 +306,7 @@ register(
         risk="medium",
         side_effect="external",
         handler=_http_request,
+        audit_target=_http_audit_target,
     )
 )
 
@@ -321,6 +339,13 @@ def _task_create(ctx, args: dict) -> dict:
     }
 
 
+def _task_audit_target(ctx, args: dict, result: dict | None) -> dict:
+    target = {"title": args["title"][:300], "assignee": ctx.run.member_id}
+    if result is not None:
+        target["task_id"] = result.get("task_id")
+    return target
+
+
 register(
     Tool(
         name="task_create",
@@ -338,6 +363,7 @@ register(
         risk="low",
         side_effect="internal",
         handler=_task_create,
+        audit_target=_task_audit_target,
     )
 )
 

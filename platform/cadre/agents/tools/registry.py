@@ -35,6 +35,10 @@ class Tool:
     risk_for: Callable[[dict], str] | None = None
     # Handled by the runtime itself (pauses the run): await_event, delegate.
     control: bool = False
+    # What the effect was done to, for its audit event (`tool.<name>`, `tool.<name>.failed`):
+    # called with the tool's context, the arguments and the result (None when it failed).
+    # A tool whose handler's service audits the effect itself (memory_write, im_send) has none.
+    audit_target: Callable[[object, dict, dict | None], dict] | None = None
     extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:

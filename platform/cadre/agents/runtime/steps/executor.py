@@ -3,7 +3,9 @@
 Every call is checked against the run's grants (the template's allow-list, narrowed for
 subagents) — a denied call is audited and the model is told it was refused. Side effects are
 keyed by the step's idempotency key in ToolEffect: an internal effect and its record commit
-together (exactly once); a retried call returns the recorded result.
+together (exactly once); a retried call returns the recorded result. A tool that names its
+effect's target (`Tool.audit_target`) is audited here: `tool.<name>` in the effect's own
+transaction, or `tool.<name>.failed` when the effect failed (its rows rolled back).
 """
 
 from __future__ import annotations
@@ -79,8 +81,29 @@ def _invalid(ctx, call: ToolCall, message: str) -> dict:
     )
 
 
+def _audit_effect(tool, tool_ctx: ToolContext, arguments: dict, result, failed=None) -> None:
+    if tool.audit_target is None:
+        return
+    changes = {
+        "tool": tool.name,
+        "step": tool_ctx.step_index,
+        "idempotency_key": tool_ctx.key,
+        "target": tool.audit_target(tool_ctx, arguments, result),
+        "outcome": "failed" if failed is not None else "done",
+    }
+    if failed is not None:
+        changes["error"] = failed.code
+    audit.record(
+        actor=tool_ctx.actor,
+        action=f"tool.{tool.name}.failed" if failed is not None else f"tool.{tool.name}",
+        target=("run", tool_ctx.run.pk),
+        organization=tool_ctx.run.organization,
+        changes=changes,
+    )
+
+
 def perform_effect(tool, tool_ctx: ToolContext, arguments: dict) -> dict:
-    """Run a tool handler once per idempotency key."""
+    """Run a tool handler once per idempotency key; audit its effect (`Tool.audit_target`)."""
     organization_id = tool_ctx.run.organization_id
     recorded = ToolEffect.objects.filter(key=tool_ctx.key).values_list("result", flat=True).first()
     if recorded is not None:
@@ -96,7 +119,10 @@ def perform_effect(tool, tool_ctx: ToolContext, arguments: dict) -> dict:
             ToolEffect.objects.create(
                 organization_id=organization_id, key=tool_ctx.key, tool=tool.name, result=result
             )
+            _audit_effect(tool, tool_ctx, arguments, result)
     except ToolFailed as failed:
+        # The effect's rows rolled back; the attempt is still on record.
+        _audit_effect(tool, tool_ctx, arguments, None, failed)
         return refusal(failed.code, failed.message)
     except IntegrityError:
         # Another attempt recorded the effect first (its own rows rolled back with ours).
