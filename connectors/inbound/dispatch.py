@@ -190,22 +190,16 @@ def decision_refused_notice(event_id: int) -> None:
 
 
 def run_reply(reply: Reply) -> Delivery | None:
-    """Send a finished run's reply to the chat its message came from (once per run).
+    """Send a finished run's reply, or the notice of a run that ended without one, to the chat
+    its message came from (once per run: a redelivered hand-off sends nothing more).
 
     The agents runtime hands it over when a run started from a connector finishes (through
-    the delivery channel the connectors register, task `connectors.tasks.deliver_run_reply`).
+    the delivery channel the connectors register, task `connectors.tasks.deliver_run_reply`);
+    each platform's transport renders the text its own way.
     """
     event = (
         InboundEvent.objects.filter(run_ref=str(reply.run_id)).select_related("connector").first()
     )
-    if event is None:
+    if event is None or not reply.text:
         return None
-    if reply.status == "completed":
-        text = reply.text
-    elif reply.status in ("failed", "cancelled"):
-        text = "Sorry, I could not finish that. Please try again later."
-    else:
-        return None
-    if not text:
-        return None
-    return reply_text(event, text, key=f"run:{reply.run_id}", markdown=False)
+    return reply_text(event, reply.text, key=f"run:{reply.run_id}", markdown=False)

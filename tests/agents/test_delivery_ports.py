@@ -180,3 +180,44 @@ def test_a_confirmation_raised_by_a_run_sends_its_cards_once(
 
 def test_the_decision_listener_is_registered_once():
     assert list(confirmations.on_decided).count(runtime.confirmation_decided) == 1
+
+
+def test_a_run_stopped_by_its_limit_hands_its_channel_a_notice_not_the_error(
+    bob, bob_agent, django_capture_on_commit_callbacks
+):
+    fake = FakeChannel()
+    run = _im_run(bob, bob_agent, "hello there")
+    Run.objects.filter(pk=run.pk).update(grants={**run.grants, "budget": {"max_steps": 0}})
+    channels = delivery.channels.overridden({"feishu": fake.channel})
+    with channels, django_capture_on_commit_callbacks(execute=True):
+        assert engine.run_execute(run.pk) == Run.Status.FAILED
+    run.refresh_from_db()
+    assert run.error == "budget exceeded: too many model calls"
+    assert fake.replies == [
+        delivery.Reply(
+            run_id=run.pk,
+            session_id=run.session_id,
+            channel="feishu",
+            conversation="7:chat-1",
+            status=Run.Status.FAILED,
+            text=delivery.NOTICES["limit"],
+            notice="limit",
+        )
+    ]
+    # The chat is told the same line.
+    notice = run.events.get(kind="notice")
+    assert notice.data == {"notice": "limit", "text": delivery.NOTICES["limit"]}
+
+
+def test_a_run_of_a_stopped_agent_hands_its_channel_the_unavailable_notice(
+    bob, bob_agent, django_capture_on_commit_callbacks
+):
+    fake = FakeChannel()
+    run = _im_run(bob, bob_agent, "hello there")
+    type(bob_agent).objects.filter(pk=bob_agent.pk).update(status="stopped")
+    channels = delivery.channels.overridden({"feishu": fake.channel})
+    with channels, django_capture_on_commit_callbacks(execute=True):
+        assert engine.run_execute(run.pk) == Run.Status.CANCELLED
+    assert [(reply.notice, reply.text) for reply in fake.replies] == [
+        ("unavailable", delivery.NOTICES["unavailable"])
+    ]

@@ -130,6 +130,7 @@ def test_add_a_provider_test_it_make_it_default_and_chat_through_it(
 def test_an_unreachable_default_fails_the_reply_fast_and_points_to_models(page, alice):
     from cadre.agents import providers
     from cadre.agents.models import Run
+    from cadre.agents.runtime.records.delivery import NOTICES
     from cadre.tenancy.actors import member_actor
     from tests.agents.fake_models import closed_port
 
@@ -153,9 +154,12 @@ def test_an_unreachable_default_fails_the_reply_fast_and_points_to_models(page, 
     expect(page.locator("#chat-log .bubble.agent")).to_have_count(2)
     reply = agent_bubble(page)
     expect(reply.locator(".meta")).to_have_text("Failed", timeout=10_000)
-    expect(reply).to_contain_text("Model provider failed: could not reach host 127.0.0.1:")
+    # The bubble says what the person's IM would; the endpoint's error is for who can fix it.
+    expect(reply).to_contain_text(NOTICES["failed"])
+    expect(reply).not_to_contain_text("127.0.0.1")
     run_id = reply.get_attribute("data-run")
     hint = page.locator(f'[data-models-hint="{run_id}"]')
+    expect(hint).to_contain_text("Model provider failed: could not reach host 127.0.0.1:")
     expect(hint.get_by_role("link", name="check it under Models")).to_have_attribute(
         "href", "/models/"
     )

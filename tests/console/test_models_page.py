@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from cadre.agents import providers
 from cadre.agents.models import MODEL_FAILURE, ModelProviderConfig, Run
+from cadre.agents.runtime.records.delivery import NOTICES
 from cadre.governance.models import AuditEvent
 from cadre.memory.models import MemoryTask
 from cadre.tenancy.actors import member_actor
@@ -205,8 +207,10 @@ def test_the_chat_links_admins_to_models_when_the_provider_failed(
         pages[member.pk] = browser(member).get(url).content.decode()
     assert "could not reach host 127.0.0.1:9" in pages[alice.pk]
     assert f'<a href="{reverse("console:models")}">check it under Models</a>' in pages[alice.pk]
-    assert "could not reach host 127.0.0.1:9" in pages[bob.pk]
-    assert "check it under Models" not in pages[bob.pk]  # bob cannot fix it: no link
+    # bob cannot fix it: he reads what his IM would, neither the endpoint's error nor the link
+    assert "could not reach host 127.0.0.1:9" not in pages[bob.pk]
+    assert escape(NOTICES["failed"]) in pages[bob.pk]
+    assert "check it under Models" not in pages[bob.pk]
     assert "data-models-url" not in pages[bob.pk]
 
 

@@ -19,6 +19,7 @@ from cadre.agents.models import (
     ToolEffect,
     Wait,
 )
+from cadre.agents.runtime.records.delivery import run_notice
 from cadre.governance.confirmations import queue_item
 from cadre.governance.models import Confirmation
 from cadre.identifiers import parse_pks
@@ -310,7 +311,10 @@ def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
     pending confirmations of this session (with `can_decide` for the actor); and `after`, the
     event id the page's socket streams from (`chat_stream_from`).
 
-    Returns {"runs", "turns": [{"run", "confirmations", "failed_messages"}], "pending", "after"}.
+    A run that ended without a reply shows its `notice`, the line its IM conversation got.
+
+    Returns {"runs", "turns": [{"run", "notice", "confirmations", "failed_messages"}], "pending",
+    "after"}.
     """
     runs = list(session.runs.filter(parent__isnull=True).order_by("-created_at", "-pk")[:limit])[
         ::-1
@@ -338,6 +342,7 @@ def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
     turns = [
         {
             "run": run,
+            "notice": run_notice(run),
             "confirmations": by_run.get(run.pk, []),
             "failed_messages": failed.get(run.pk, []),
         }

@@ -23,6 +23,7 @@ from django.db import OperationalError
 
 from cadre.agents.models import MODEL_FAILURE, Run, Step
 from cadre.agents.runtime.records.bookkeeping import bookkeeping, emit
+from cadre.agents.runtime.records.delivery import budget_refusal
 from cadre.agents.runtime.records.runs import run_account
 from cadre.agents.runtime.steps.assembly import assemble
 from cadre.agents.runtime.steps.executor import handle_tool_call
@@ -50,6 +51,7 @@ class Outcome:
     error: str = ""
     refused: str = ""
     refused_code: str = ""
+    notice: str = ""  # what the person is told of a run ending without a reply (delivery.NOTICES)
 
 
 def run_loop(ctx: RunContext) -> str:
@@ -92,7 +94,7 @@ def execute(ctx: RunContext) -> Outcome:
     except RunRefused as refused:
         return Outcome(Run.Status.COMPLETED, text=refused.reply, refused=refused.reason)
     except RunStopped as stopped:
-        return Outcome(stopped.status, error=stopped.message)
+        return Outcome(stopped.status, error=stopped.message, notice=stopped.notice)
     except NonDeterministicReplay as error:
         return Outcome(Run.Status.FAILED, error=f"cannot resume: {error}")
     except BudgetExceeded as exceeded:
@@ -117,7 +119,7 @@ def _budget_refused(run: Run, exceeded: BudgetExceeded) -> Outcome:
         ).update(status=Step.Status.FAILED, error=exceeded.message[:4000])
     return Outcome(
         Run.Status.COMPLETED,
-        text=f"I can't run this request: {exceeded.message}",
+        text=budget_refusal(exceeded.message),
         refused=exceeded.message,
         refused_code=exceeded.code,
     )

@@ -50,7 +50,7 @@ def run_execute(run_id: int) -> str:
             return run.status if run else "missing"
         refusal = run_refusal(run)
         if refusal:
-            finish_run(run, None, Run.Status.CANCELLED, error=refusal)
+            finish_run(run, None, Run.Status.CANCELLED, error=refusal, notice="unavailable")
             return run.status
         now = timezone.now()
         # One statement, committed at once (the attempt counts even if this worker dies); its
@@ -79,5 +79,6 @@ def run_execute(run_id: int) -> str:
                     error=outcome.error,
                     refused=outcome.refused,
                     refused_code=outcome.refused_code,
+                    notice=outcome.notice,
                 )
             return outcome.status

@@ -10,6 +10,7 @@ from django.utils import timezone
 from cadre.agents.models import Agent, Run, RunEvent
 from cadre.agents.runtime.lifecycle.services import on_run_finished
 from cadre.agents.runtime.records.bookkeeping import relaxed_durability
+from cadre.agents.runtime.records.delivery import notice_data
 from cadre.agents.runtime.steps.run_context import RunContext
 
 
@@ -22,9 +23,12 @@ def finish_run(
     error: str = "",
     refused: str = "",
     refused_code: str = "",
+    notice: str = "",
 ) -> None:
     """Record how the run ended (status, output, usage, its last events) and what follows in
-    the same transaction (`on_run_finished`); nothing when it already ended."""
+    the same transaction (`on_run_finished`); nothing when it already ended. A run ending
+    without a reply records `notice`, what the person is told (`delivery.NOTICES`; by default
+    its status's own), and tells the chat with a `notice` event."""
     # The transcript keeps what the employee wrote and is shown (originals); the model's side
     # (placeholders) is kept next to it for later turns and for memory.
     # A delegated run's reply goes back to its parent's model, not to a person: it keeps the
@@ -55,6 +59,8 @@ def finish_run(
             if refused_code:  # "budget_exceeded"; a policy refusal has none
                 fields["output"]["refused_code"] = refused_code
             text = display
+        else:
+            fields["output"] = {"notice": notice or status}
         if error:
             fields["error"] = error[:4000]
         updated = Run.objects.filter(pk=run.pk).exclude(status__in=Run.TERMINAL).update(**fields)
@@ -73,6 +79,8 @@ def finish_run(
         events = []
         if status == Run.Status.COMPLETED:
             events.append(RunEvent(run_id=run.pk, kind="reply", data={"text": text}))
+        else:
+            events.append(RunEvent(run_id=run.pk, kind="notice", data=notice_data(run)))
         events.append(
             RunEvent(
                 run_id=run.pk,

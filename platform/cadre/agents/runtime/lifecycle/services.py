@@ -123,10 +123,12 @@ def run_cancel(*, actor: Actor, run: Run, reason: str = "") -> Run:
     run.status = Run.Status.CANCELLED
     run.finished_at = timezone.now()
     run.error = reason or "cancelled"
-    run.save(update_fields=["status", "finished_at", "error"])
+    run.output = {"notice": "cancelled"}
+    run.save(update_fields=["status", "finished_at", "error", "output"])
     run.waits.filter(status=Wait.Status.PENDING).update(
         status=Wait.Status.CANCELLED, resolved_at=timezone.now()
     )
+    emit(run.pk, "notice", delivery.notice_data(run))
     emit(run.pk, "status", {"status": run.status})
     audit.record(
         actor=actor,
@@ -256,33 +258,25 @@ def event_deliver(*, actor: Actor, key: str, payload: dict) -> int:
 
 
 def on_run_finished(run: Run) -> None:
-    """In the finishing transaction: wake a delegating parent, queue the after-run hooks."""
+    """In the finishing transaction: wake a delegating parent, queue the after-run hooks, hand
+    the reply (or, for a run that ended without one, its notice) to the conversation's
+    channel."""
     if run.parent_id is not None:  # only a delegating parent waits for a run
         waits = Wait.objects.select_for_update().filter(
             kind=Wait.Kind.EVENT, key=f"run:{run.pk}:finished", status=Wait.Status.PENDING
         )
         for wait in waits:
             _resolve(wait, finished_payload(run))
-    if run.status == Run.Status.COMPLETED:
-        if not run.output.get("refused"):  # a refused input is not a turn to learn from
-            # Learning from a turn (memory, compaction, post-processing) yields to answering:
-            # the `after` queue, served by another pool than runs, at the lowest priority.
-            transaction.on_commit(
-                lambda: queues.enqueue_with(
-                    RUN_AFTER_TASK, args=(run.pk,), priority=AFTER_RUN_PRIORITY
-                )
-            )
-            prefetch.schedule(run, priority=AFTER_RUN_PRIORITY)
-        delivery.reply_deliver(
-            delivery.Reply(
-                run_id=run.pk,
-                session_id=run.session_id,
-                channel=run.session.channel,
-                conversation=run.session.external_id,
-                status=run.status,
-                text=run.output.get("text", ""),
-            )
+    # A refused input is not a turn to learn from.
+    if run.status == Run.Status.COMPLETED and not run.output.get("refused"):
+        # Learning from a turn (memory, compaction, post-processing) yields to answering:
+        # the `after` queue, served by another pool than runs, at the lowest priority.
+        transaction.on_commit(
+            lambda: queues.enqueue_with(RUN_AFTER_TASK, args=(run.pk,), priority=AFTER_RUN_PRIORITY)
         )
+        prefetch.schedule(run, priority=AFTER_RUN_PRIORITY)
+    # A person always hears back: a failed or cancelled run's notice goes out like a reply.
+    delivery.reply_deliver(delivery.run_reply(run))
 
 
 def waits_expire(now=None) -> int:

@@ -6,6 +6,12 @@ delivery needs of a finished run, never the `Run` itself — and the id of each 
 sends with `im_send`. Both are handed over once the runtime's transaction commits. A channel with
 nothing registered delivers nothing: the run finishes all the same.
 
+A person always hears back: a run that ends without a reply (failed, cancelled, stopped by its
+limits, its agent unavailable) hands its channel a notice instead, one of `NOTICES`: what
+happened and what to do, never the internal error (that stays on the run for those who manage
+it). The web chat shows the same line (`run_notice`); a run a hard budget refuses replies with
+the budget's reason and `BUDGET_ADVICE`.
+
 An agent message that no channel can deliver (none registered, or the channel's `check` finds no
 way to reach any recipient) fails at once, with the reason, so the tool's result says so; one
 that fails later is marked by `message_outcome`, which corrects the recorded tool effect and
@@ -19,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
-from cadre.agents.models import AgentMessage, RunEvent, ToolEffect
+from cadre.agents.models import AgentMessage, Run, RunEvent, ToolEffect
 from cadre.governance import audit
 from cadre.ports import Registry
 from cadre.tenancy.actors import system_actor
@@ -35,6 +41,7 @@ class Reply:
     conversation: str  # the session's external id: "<connector id>:<chat id>"
     status: str  # the run's terminal status
     text: str  # what the person is shown (originals, not the model's placeholders)
+    notice: str = ""  # "" for the agent's reply, else what `text` tells of (a `NOTICES` key)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,6 +63,64 @@ class Channel:
 
 
 channels: Registry[Channel] = Registry("delivery channels")
+
+
+# What a person is told of a run that ended without a reply, by the code its finish records
+# (`Run.output["notice"]`): what happened and what to do, no internal details.
+NOTICES = {
+    "failed": (
+        "Sorry, I could not finish that: something went wrong on my side. Please try again in "
+        "a moment; if it keeps happening, tell your administrator."
+    ),
+    "cancelled": (
+        "This request was cancelled before I finished it. Send it again if you still need it."
+    ),
+    "timed_out": (
+        "I stopped: what I was waiting for (such as a confirmation) did not come in time. Send "
+        "the request again if you still need it."
+    ),
+    "limit": (
+        "I stopped before finishing: this request needed more work than I may do for one "
+        "request. Please try a smaller request, or ask your administrator to raise the limit."
+    ),
+    "unavailable": (
+        "I could not take this request: this assistant is not available right now. Please ask "
+        "your administrator."
+    ),
+}
+BUDGET_ADVICE = "Please ask your administrator if you need it sooner."
+
+
+def budget_refusal(reason: str) -> str:
+    """The reply of a run a hard budget refused: the budget's reason and what to do."""
+    return f"I can't run this request: {reason} {BUDGET_ADVICE}"
+
+
+def run_notice(run: Run) -> str:
+    """The line a person is shown for a run that ended without a reply; "" for any other."""
+    if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
+        return ""
+    return NOTICES.get((run.output or {}).get("notice", "")) or NOTICES[run.status]
+
+
+def notice_data(run: Run) -> dict:
+    """The data of the `notice` run event a run ending without a reply records for the chat."""
+    return {"notice": (run.output or {}).get("notice") or run.status, "text": run_notice(run)}
+
+
+def run_reply(run: Run) -> Reply:
+    """What the channel of a finished run's conversation delivers: its reply, or its notice."""
+    notice = run_notice(run)
+    output = run.output or {}
+    return Reply(
+        run_id=run.pk,
+        session_id=run.session_id,
+        channel=run.session.channel,
+        conversation=run.session.external_id,
+        status=run.status,
+        text=notice or output.get("text", ""),
+        notice=(output.get("notice") or run.status) if notice else output.get("refused_code", ""),
+    )
 
 
 def reply_deliver(reply: Reply) -> bool:

@@ -60,11 +60,11 @@ def model_step(
     """One model call as a step, refused (the run stopped) when the run's budget is spent."""
     budget = ctx.grants.get("budget", {})
     if ctx.model_calls >= int(budget.get("max_steps", DEFAULT_MAX_STEPS)):
-        raise RunStopped(Run.Status.FAILED, "budget exceeded: too many model calls")
+        raise RunStopped(Run.Status.FAILED, "budget exceeded: too many model calls", notice="limit")
     if ctx.tokens_in + ctx.tokens_out >= int(budget.get("max_tokens", DEFAULT_MAX_TOKENS)):
-        raise RunStopped(Run.Status.FAILED, "budget exceeded: token limit reached")
+        raise RunStopped(Run.Status.FAILED, "budget exceeded: token limit reached", notice="limit")
     if budget.get("max_cost") is not None and ctx.cost >= Decimal(str(budget["max_cost"])):
-        raise RunStopped(Run.Status.FAILED, "budget exceeded: cost limit reached")
+        raise RunStopped(Run.Status.FAILED, "budget exceeded: cost limit reached", notice="limit")
 
     def call(step: Step) -> dict:
         if manifest is not None:

@@ -28,12 +28,14 @@ class RunPaused(Exception):
 
 
 class RunStopped(Exception):
-    """The run must not continue (cancelled, member deactivated, budget spent)."""
+    """The run must not continue (cancelled, member deactivated, budget spent). `notice` names
+    what the person is told (a `records.delivery.NOTICES` key; the status's own when empty)."""
 
-    def __init__(self, status: str, message: str):
+    def __init__(self, status: str, message: str, *, notice: str = ""):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.notice = notice
 
 
 class RunRefused(Exception):
@@ -399,9 +401,13 @@ class RunContext:
         output = dict(wait.payload)
         if wait.status == Wait.Status.EXPIRED:
             if wait.on_timeout == Wait.OnTimeout.FAIL:
-                raise RunStopped(Run.Status.FAILED, f"timed out waiting for {wait.key}")
+                raise RunStopped(
+                    Run.Status.FAILED, f"timed out waiting for {wait.key}", notice="timed_out"
+                )
             if wait.on_timeout == Wait.OnTimeout.CANCEL:
-                raise RunStopped(Run.Status.CANCELLED, f"timed out waiting for {wait.key}")
+                raise RunStopped(
+                    Run.Status.CANCELLED, f"timed out waiting for {wait.key}", notice="timed_out"
+                )
             output = {"timeout": True, **output}
         with transaction.atomic():
             step.status = Step.Status.COMPLETED

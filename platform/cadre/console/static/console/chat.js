@@ -7,7 +7,6 @@
 (function () {
   "use strict";
 
-  var TERMINAL = { completed: true, failed: true, cancelled: true };
   var LABELS = {
     queued: "Queued", running: "Running", waiting: "Waiting", completed: "Completed",
     failed: "Failed", cancelled: "Cancelled"
@@ -85,7 +84,7 @@
       var prefix = chat.getAttribute("data-model-failure");
       if (!url || !prefix || error.indexOf(prefix) !== 0) return;
       if (log.querySelector('[data-models-hint="' + runId + '"]')) return;
-      var note = element("div", "effect-failed models-hint", "You can fix this: ");
+      var note = element("div", "effect-failed models-hint", error + ". You can fix this: ");
       var link = element("a", "", "check it under Models");
       link.setAttribute("href", url);
       note.appendChild(link);
@@ -289,12 +288,12 @@
         text.data += data.text || "";
       } else if (frame.kind === "reply") {
         textNode(node).data = data.text || "";
+      } else if (frame.kind === "notice") {
+        // A run that ended without a reply: the line its IM conversation got too.
+        textNode(node).data = data.text || "";
       } else if (frame.kind === "status") {
         setMeta(node, LABELS[data.status] || data.status);
-        if (TERMINAL[data.status] && data.error && textNode(node).data === "…") {
-          textNode(node).data = data.error;
-          node.classList.add("failed");
-        }
+        if (data.status === "failed") node.classList.add("failed");
         if (data.status === "failed" && data.error) modelsHint(node, data.error, frame.run);
         if (data.status === "completed") rateBox(frame.run);
       } else if (frame.kind === "step" && data.status === "started") {
