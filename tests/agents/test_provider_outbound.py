@@ -18,6 +18,7 @@ from cadre.agents import providers
 from cadre.agents.models import ModelProviderConfig
 from cadre.llm import ProviderError
 from cadre.llm.anthropic import AnthropicProvider
+from cadre.llm.metering import uncharged
 from cadre.llm.openai_compatible import OpenAICompatibleProvider
 from tests.agents.fake_models import FakeModelServer
 
@@ -124,7 +125,7 @@ def test_a_run_cannot_reach_a_refused_address_either(nothing_allowed):
             OpenAICompatibleProvider(model="m", base_url=server.base_url, api_key="sk-x"),
             AnthropicProvider(model="m", base_url=server.root_url, api_key="sk-x"),
         ):
-            with pytest.raises(ProviderError) as refused:
+            with uncharged(), pytest.raises(ProviderError) as refused:
                 provider.chat([{"role": "user", "content": "hi"}])
             assert refused.value.reason == "refused" and not refused.value.transient
     assert server.requests == []

@@ -16,6 +16,7 @@ from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.llm import ProviderError
+from cadre.llm.metering import uncharged
 from cadre.llm.openai_compatible import OpenAICompatibleProvider
 from cadre.llm.presets import provider_presets
 from cadre.tenancy.actors import member_actor
@@ -101,7 +102,7 @@ def test_connection_test_with_a_wrong_key_says_401_from_provider(owner):
 def test_a_404_names_the_missing_model():
     with FakeModelServer() as server:
         provider = OpenAICompatibleProvider(model="nope", base_url=server.root_url + "/nowhere")
-        with pytest.raises(ProviderError) as caught:
+        with uncharged(), pytest.raises(ProviderError) as caught:
             provider.chat([{"role": "user", "content": "hi"}])
     assert caught.value.reason == "model_not_found"
     assert str(caught.value).startswith("model not found: 'nope' at 127.0.0.1:")

@@ -13,11 +13,20 @@ from django.urls import reverse
 from cadre.agents import providers
 from cadre.agents.models import Step
 from cadre.llm.base import ProviderConfig, Usage, provider_for
+from cadre.llm.metering import uncharged
 from cadre.llm.openai_compatible import OpenAICompatibleProvider
 from cadre.llm.presets import provider_presets
 from cadre.tenancy.actors import member_actor
 from tests.agents.fake_models import FakeModelServer
 from tests.agents.test_memory_context import _agent, _run
+
+
+@pytest.fixture(autouse=True)
+def _adapter_calls_name_no_account():
+    """These tests call the adapters themselves, outside any account."""
+    with uncharged():
+        yield
+
 
 # Whose documented usage fields each preset's endpoint answers in (see fake_models).
 USAGE_FORMAT = {

@@ -17,11 +17,20 @@ from cadre.agents.runtime.records import crashpoints
 from cadre.governance.models import AuditEvent
 from cadre.llm import ToolCall
 from cadre.llm.anthropic import AnthropicProvider
+from cadre.llm.metering import uncharged
 from cadre.llm.offline import OfflineProvider
 from cadre.llm.openai_compatible import OpenAICompatibleProvider
 from cadre.tenancy.actors import member_actor
 from tests.agents.conftest import publish
 from tests.agents.fake_models import FakeModelServer
+
+
+@pytest.fixture(autouse=True)
+def _adapter_calls_name_no_account():
+    """These tests call the adapters themselves, outside any account."""
+    with uncharged():
+        yield
+
 
 TOOLS = [
     {

@@ -13,7 +13,9 @@ from cadre.agents.models import Run
 from cadre.agents.runtime.lifecycle import execution as engine
 from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.agents.runtime.lifecycle.after import run_after_hooks
+from cadre.governance.models import UsageRecord
 from cadre.llm import provider_for
+from cadre.llm.metering import Account, charged_to
 from cadre.memory import services as memory_services
 from cadre.skills import distill
 from cadre.skills.models import DistillationRecord, SkillProposal
@@ -102,7 +104,9 @@ def _trajectories(alice):
         )
 
 
-def test_the_model_judges_held_out_cases_with_and_without_the_skill(alice):
+def test_the_model_judges_held_out_cases_with_and_without_the_skill(
+    alice, django_capture_on_commit_callbacks
+):
     held_out = 2  # every third of six successes
     judged = [
         {"text": "1. Book a booth"},
@@ -115,7 +119,9 @@ def test_the_model_judges_held_out_cases_with_and_without_the_skill(alice):
         config = _config(alice, server)
         alice.organization.settings = {"skills": {"provider_config": config.pk, "model": "m"}}
         alice.organization.save(update_fields=["settings"])
-        assert memory_distill(alice.organization_id)["acme"] == {"kept": 1, "dropped": 0}
+        # The rubric is asked once the candidate's transaction commits.
+        with django_capture_on_commit_callbacks(execute=True):
+            assert memory_distill(alice.organization_id)["acme"] == {"kept": 1, "dropped": 0}
         with_skill = server.requests[1]["body"]["messages"][0]["content"]
     record = DistillationRecord.objects.get()
     assert record.check_method == "model openai_compatible:m"
@@ -124,6 +130,9 @@ def test_the_model_judges_held_out_cases_with_and_without_the_skill(alice):
     assert "Confirm the booth budget with finance" in with_skill  # the skill was in the prompt
     rubric_part = next(c for c in record.candidate.score_components if c["key"] == "model_rubric")
     assert rubric_part["value"] == 0.8 and rubric_part["detail"] == "Clear, reusable steps."
+    # Every call metered: the counterfactual check and the rubric, the organization's.
+    purposes = [r.purpose for r in UsageRecord.objects.order_by("pk")]
+    assert purposes == ["skills.distill"] * len(judged) + ["skills.scoring"]
 
 
 def test_a_skill_the_model_finds_unhelpful_is_dropped(alice):
@@ -140,6 +149,7 @@ def test_a_skill_the_model_finds_unhelpful_is_dropped(alice):
     ] * 2
     with FakeModelServer(no_gain) as server:
         provider = provider_for({"model": "m"}, _config(alice, server))
-        result = distill.distill_cluster(members, provider)
+        with charged_to(Account(organization_id=alice.organization_id, purpose="skills.distill")):
+            result = distill.distill_cluster(members, provider)
     assert not result.kept
     assert "did not help" in result.reason

@@ -24,7 +24,9 @@ from cadre.agents import providers, services
 from cadre.agents.models import AgentTemplate, TemplateVersion
 from cadre.errors import InvalidInput
 from cadre.governance import audit
-from cadre.llm import ProviderError, provider_for
+from cadre.governance.budgets import account_for_actor
+from cadre.llm import BudgetExceeded, ProviderError, provider_for
+from cadre.llm.metering import charged_to
 from cadre.tenancy.actors import Actor
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -216,11 +218,13 @@ def model_draft(provider, template_name: str, documents: list[tuple[str, str]], 
     return {key: data[key] for key in ("sop", "agent_md", "user_md_template")}
 
 
-@transaction.atomic
 def template_generate(
     *, actor: Actor, template: AgentTemplate, documents: list[tuple[str, bytes]], notes: str = ""
 ) -> TemplateVersion:
-    """A new draft version of `template` drafted from documents (see the module docs)."""
+    """A new draft version of `template` drafted from documents (see the module docs). The
+    model is asked before the transaction that stores the draft (a model call holds no
+    database transaction open), charged to the acting member and the template under
+    `template.generate`; a hard budget refuses it (BudgetExceeded) and nothing is stored."""
     actor.require("template.manage", template)
     if not documents and not notes.strip():
         raise InvalidInput("Upload at least one document or write notes.")
@@ -235,13 +239,32 @@ def template_generate(
     mode = "offline"
     draft = None
     if provider.kind != "offline":
+        account = account_for_actor(actor, template_id=template.pk, purpose="template.generate")
         try:
-            draft = model_draft(provider, template.name, texts, notes)
+            with charged_to(account):
+                draft = model_draft(provider, template.name, texts, notes)
             mode = f"model:{provider.model}"
+        except BudgetExceeded:
+            raise  # the person is told why, not handed an offline draft instead
         except (ProviderError, ValueError) as error:
             mode = f"offline (the model failed: {str(error)[:200]})"
     if draft is None:
         draft = offline_draft(template.name, texts, notes)
+    return _store_draft(
+        actor=actor, template=template, documents=documents, notes=notes, draft=draft, mode=mode
+    )
+
+
+@transaction.atomic
+def _store_draft(
+    *,
+    actor: Actor,
+    template: AgentTemplate,
+    documents: list[tuple[str, bytes]],
+    notes: str,
+    draft: dict,
+    mode: str,
+) -> TemplateVersion:
     version = services.version_draft(actor=actor, template=template)
     version = services.version_update(actor=actor, version=version, **draft)
     version.generated_from = {

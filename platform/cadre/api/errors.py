@@ -17,6 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from cadre.api.database_pool import reclaim_abandoned
 from cadre.api.throttles import blocked_message, record_auth_failure
 from cadre.errors import CadreError
+from cadre.llm import BudgetExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,11 @@ def exception_handler(exc, context):
         if exc.status == 429 and exc.details.get("retry_after") is not None:
             response["Retry-After"] = str(int(exc.details["retry_after"]))
         return response
+    if isinstance(exc, BudgetExceeded):
+        # A hard budget refused a model call the request needed: nothing was sent.
+        return Response(
+            envelope(exc.code, exc.message, exc.details), status=status.HTTP_429_TOO_MANY_REQUESTS
+        )
     if isinstance(exc, RequestDataTooBig):
         return Response(
             envelope("payload_too_large", "The request body is larger than allowed."),

@@ -291,6 +291,30 @@ def usage_reserve(
         )
 
 
+def usage_admit(*, account: Account, tokens: int = 1, now: datetime | None = None) -> None:
+    """Refuse up front (BudgetExceeded) work whose model calls a hard budget could not hold now
+    (a replay that would be refused at its first call): read only, nothing is reserved — each
+    call is still reserved and refused by the meter."""
+    now = now or timezone.now()
+    budgets = list(_applicable(account).filter(enforcement=Budget.Enforcement.HARD).order_by("pk"))
+    if not budgets:
+        return
+    time_zone = (
+        Organization.objects.filter(pk=account.organization_id)
+        .values_list("time_zone", flat=True)
+        .first()
+        or "UTC"
+    )
+    for budget in budgets:
+        _roll(budget, now, time_zone)  # in memory only: never saved here
+        if budget.metric == Budget.Metric.TOKENS:
+            over = budget.used_tokens + budget.reserved_tokens + tokens > budget.limit
+        else:
+            over = budget.used_cost + budget.reserved_cost >= budget.limit
+        if over:
+            raise _refusal(budget, tokens, ZERO)
+
+
 def usage_settle(
     *, record: UsageRecord, usage: Usage | None, cost: Decimal = ZERO, model: str = ""
 ) -> UsageRecord:
@@ -586,6 +610,14 @@ def account_for_member(member, *, template_id=None, run_id=None, purpose="run") 
         run_id=run_id,
         purpose=purpose,
     )
+
+
+def account_for_actor(actor, *, template_id=None, purpose: str) -> Account:
+    """The account the model calls an actor starts are charged to: their member when a person
+    acts, else the organization (an API key, the system)."""
+    if getattr(actor, "member", None) is not None:
+        return account_for_member(actor.member, template_id=template_id, purpose=purpose)
+    return Account(organization_id=actor.organization.pk, template_id=template_id, purpose=purpose)
 
 
 METER = BudgetMeter()

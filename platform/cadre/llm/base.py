@@ -281,10 +281,11 @@ class ModelProvider:
         on_delta: Callable[[str], None] | None = None,
         **params,
     ) -> ChatResult:
-        """One model call, metered when it is charged to an account (see metering): reserved
-        before anything is sent — a hard budget it could exceed raises BudgetExceeded — and
-        settled with its real usage after."""
+        """One model call, charged to the current account (see metering; refused with none,
+        or inside a database transaction): reserved before anything is sent — a hard budget it
+        could exceed raises BudgetExceeded — and settled with its real usage after."""
         params = {**self.parameters, **params}
+        metering.check_call()
         active = metering.meter()
         if active is None:
             return self._chat(messages, tools, stream=stream, on_delta=on_delta, **params)

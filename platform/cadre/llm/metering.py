@@ -1,10 +1,15 @@
 """Who pays for a model call: the account it is charged to and the meter that reserves and settles.
 
-Every model call goes through `ModelProvider.chat`. When code runs under `charged_to(account)`
-and a meter is registered (governance's budgets, in its AppConfig.ready), the call is
-reserved before it is sent (a hard budget that the call could exceed refuses it with
-`BudgetExceeded`, nothing reaches the model) and settled with its real usage after. A call
-outside any account, or with no meter registered, is sent unmetered (a connection test).
+Every model call goes through `ModelProvider.chat`, and every call names what it is charged to:
+code runs it under `charged_to(account)` (an organization and a purpose, and the member,
+department, template or run where there is one). A call with no account is refused
+(`UnchargedModelCall`) before anything is sent, and so is a call made inside a database
+transaction (`ModelCallInTransaction`): a model call takes seconds, and a transaction held
+open meanwhile holds its locks and its pooled connection. With a meter registered
+(governance's budgets, in its AppConfig.ready) the call is reserved before it is sent (a hard
+budget that the call could exceed refuses it with `BudgetExceeded`, nothing reaches the model)
+and settled with its real usage after. Only a provider's connection test (cadre.llm.probe)
+sends without an account, and `uncharged()` lets the adapters' own tests do so.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
+
+from django.db import connection
 
 from cadre.ports import Registry
 
@@ -64,6 +71,53 @@ def purpose(name: str) -> Iterator[Account | None]:
     account = _current.get()
     with charged_to(replace(account, purpose=name) if account is not None else None) as inner:
         yield inner
+
+
+class UnchargedModelCall(RuntimeError):
+    """A model call names no account: run it under `charged_to(Account(...))`."""
+
+
+class ModelCallInTransaction(RuntimeError):
+    """A model call inside a database transaction: ask the model first, then write."""
+
+
+_uncharged: ContextVar[bool] = ContextVar("cadre_model_uncharged", default=False)
+
+
+@contextmanager
+def uncharged() -> Iterator[None]:
+    """Calls inside the block may name no account (sent unmetered): the adapters' own tests.
+    Product code never uses it (tests/governance/test_model_calls_metered.py)."""
+    token = _uncharged.set(True)
+    try:
+        yield
+    finally:
+        _uncharged.reset(token)
+
+
+def in_transaction() -> bool:
+    """Whether the default database connection is inside a transaction this code opened (the
+    ones a test case wraps every test in do not count: Django's own durable check skips them
+    the same way)."""
+    return connection.in_atomic_block and any(
+        not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks
+    )
+
+
+def check_call() -> Account | None:
+    """The account of the call about to be sent; refuses a call with none or in a transaction."""
+    if in_transaction():
+        raise ModelCallInTransaction(
+            "a model call inside a database transaction: call the model before (or after) "
+            "the transaction that stores its result"
+        )
+    account = _current.get()
+    if account is None and not _uncharged.get():
+        raise UnchargedModelCall(
+            "a model call that names no account: run it under "
+            "cadre.llm.metering.charged_to(Account(organization_id=..., purpose=...))"
+        )
+    return account
 
 
 def meter() -> Meter | None:

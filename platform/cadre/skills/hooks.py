@@ -16,6 +16,7 @@ from cadre.agents.runtime.records.bookkeeping import emit
 from cadre.agents.runtime.records.grants import agent_actor
 from cadre.errors import CadreError
 from cadre.llm import ProviderError
+from cadre.llm.metering import purpose
 from cadre.skills import drafting, services
 from cadre.skills.models import SkillProposal
 from cadre.skills.scoring import jaccard
@@ -24,6 +25,7 @@ from hub.models import SkillPackage, SkillUsage
 from hub.selectors import resolve_version
 
 logger = logging.getLogger(__name__)
+DRAFTING_PURPOSE = "skills.drafting"
 MIN_CONTEXT_OVERLAP = 0.05
 
 
@@ -115,14 +117,16 @@ def _draft(run, *, request: str, output: str, correction: str, base) -> drafting
     provider = drafting.model_for_version(run.version)
     if provider is not None:
         try:
-            return drafting.model_correction_draft(
-                provider,
-                request=request,
-                output=output,
-                correction=correction,
-                base_skill_md=base_md,
-                base_name=base_name,
-            )
+            # Charged to the run's account (its after-run hook) under its own purpose.
+            with purpose(DRAFTING_PURPOSE):
+                return drafting.model_correction_draft(
+                    provider,
+                    request=request,
+                    output=output,
+                    correction=correction,
+                    base_skill_md=base_md,
+                    base_name=base_name,
+                )
         except ProviderError as error:
             logger.warning("skill backflow: the model could not draft (%s); using rules", error)
     return drafting.offline_correction_draft(

@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
+from cadre.governance.budgets import account_for_member
+from cadre.llm.metering import Account, charged_to, current_account
 from cadre.ports import Listeners
 from cadre.queues import enqueue
 from cadre.skills import distill, drafting, scoring, selectors
@@ -40,6 +42,9 @@ MAX_STAGES = 6
 MAX_COMMENT = 4000
 DECISIONS = ("approve", "reject", "request_changes")
 EVIDENCE_KINDS_COUNTED = ("conversation", "trajectories", "upload")
+# The purposes skills' model calls are metered under (docs/budgets.md).
+SCORING_PURPOSE = "skills.scoring"
+DISTILL_PURPOSE = "skills.distill"
 
 
 def encode_files(files: dict[str, bytes]) -> dict[str, str]:
@@ -155,14 +160,59 @@ def _apply_checks(candidate: SkillCandidate, files: dict[str, bytes]) -> None:
     candidate.description = description if isinstance(description, str) else ""
 
 
+def _scoring_account(candidate: SkillCandidate) -> Account:
+    """What scoring's model rubric is charged to: the current account (a run's hook) under
+    `skills.scoring`, else the member who asked for the skill, else the organization."""
+    current = current_account()
+    if current is not None:
+        return replace(current, purpose=SCORING_PURPOSE)
+    if candidate.requested_by_id is not None:
+        return account_for_member(candidate.requested_by, purpose=SCORING_PURPOSE)
+    return Account(organization_id=candidate.organization_id, purpose=SCORING_PURPOSE)
+
+
 def _rescore(candidate: SkillCandidate, *, provider=None) -> None:
+    """Score the candidate now; a skills model's rubric is asked once the transaction that
+    stores the candidate commits (a model call never holds a transaction open)."""
     cases = sum(e.weight for e in candidate.evidence.all() if e.kind in EVIDENCE_KINDS_COUNTED)
     if provider is None:
         provider = drafting.model_for_organization(candidate.organization)
     candidate.score, candidate.score_components = scoring.score_candidate(
-        candidate, evidence_cases=cases, provider=provider
+        candidate, evidence_cases=cases, provider=None
     )
     candidate.save(update_fields=["score", "score_components"])
+    if provider is None:
+        return
+    for component in candidate.score_components:
+        if component["key"] == "model_rubric":
+            component["detail"] = "asked of the skills model once the candidate is saved"
+    candidate.save(update_fields=["score_components"])
+    account = _scoring_account(candidate)
+    candidate_id, revision = candidate.pk, candidate.revision
+    transaction.on_commit(lambda: _model_rubric(candidate_id, revision, provider, account))
+
+
+def _model_rubric(candidate_id: int, revision: int, provider, account: Account) -> None:
+    """The skills model's rubric for a candidate's revision, after its transaction."""
+    candidate = SkillCandidate.objects.filter(pk=candidate_id, revision=revision).first()
+    if candidate is None:
+        return
+    with charged_to(account):
+        rubric = scoring.model_rubric_component(provider, scoring.candidate_skill_md(candidate))
+    with transaction.atomic():
+        candidate = (
+            SkillCandidate.objects.select_for_update()
+            .filter(pk=candidate_id, revision=revision)
+            .first()
+        )
+        if candidate is None:
+            return  # resubmitted meanwhile: its own rubric is on its way
+        components = [
+            rubric if component["key"] == "model_rubric" else component
+            for component in candidate.score_components
+        ]
+        candidate.score, candidate.score_components = scoring.total(components), components
+        candidate.save(update_fields=["score", "score_components"])
 
 
 def candidate_create(
@@ -632,6 +682,8 @@ def memory_distill(*, organization) -> list:
         return []
     model_id = distill.attach_vectors(trajectories)
     provider = drafting.model_for_organization(organization)
+    # No one asked for it: the counterfactual check's calls are the organization's.
+    account = Account(organization_id=organization.pk, purpose=DISTILL_PURPOSE)
     records = []
     for members in distill.cluster(trajectories):
         if sum(1 for t in members if t.success) < distill.MIN_SUCCESSES:
@@ -641,7 +693,8 @@ def memory_distill(*, organization) -> list:
             organization=organization, cluster_key=distill.cluster_key(members)
         ).exists():
             continue
-        result = distill.distill_cluster(members, provider)
+        with charged_to(account):
+            result = distill.distill_cluster(members, provider)
         records.append(_record_distillation(actor, organization, result, model_id))
     return records
 

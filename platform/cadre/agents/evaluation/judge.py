@@ -15,7 +15,7 @@ import re
 from cadre.agents import providers
 from cadre.agents.models import ModelProviderConfig
 from cadre.errors import InvalidInput
-from cadre.llm import provider_for
+from cadre.llm import BudgetExceeded, provider_for
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _verdict(text: str) -> dict:
 
 
 def judge_reply(provider, rubric: str, case, reply: str) -> dict:
-    """The judge's verdict on one reply, or a judge_error (never raises)."""
+    """The judge's verdict on one reply, or a judge_error (raises only BudgetExceeded)."""
     expectations = case.expectations or {}
     prompt = {
         "rubric": rubric,
@@ -105,6 +105,8 @@ def judge_reply(provider, rubric: str, case, reply: str) -> dict:
     try:
         result = provider.chat(messages, [])
         return _verdict(result.text)
+    except BudgetExceeded:
+        raise  # a refused call stops the replay (see services.eval_run_execute)
     except Exception as error:  # a judge's failure is recorded, never the replay's
         logger.info("evaluation judge failed for case %s: %s", case.pk, error)
         return {"error": JUDGE_ERROR, "detail": f"{type(error).__name__}: {error}"[:500]}

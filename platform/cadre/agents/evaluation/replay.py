@@ -7,7 +7,8 @@ memory gate as the case's author: a replay never reads what its author may not),
 `context.fit` — and sent to the side's model provider. Tools never act: a call the case
 recorded gets its recorded result, any other call gets a stub and is flagged, and a call the
 template does not allow is refused as the runtime refuses it. Nothing is written: no run, no
-step, no context record, no policy decision, no usage record.
+step, no context record, no policy decision — only the usage records of its model calls,
+which are metered like any other (services.replay_account).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from cadre.governance.masking.vault import EphemeralVault
 from cadre.governance.policy import resolve_chain, stage_handled
 from cadre.governance.policy.chain import evaluate
 from cadre.identifiers import parse_pk
-from cadre.llm import ModelProvider, ProviderError, provider_for
+from cadre.llm import BudgetExceeded, ModelProvider, ProviderError, provider_for
 from cadre.memory import selectors as memory_selectors
 from cadre.memory.models import EmbeddingModel
 from cadre.tenancy.actors import Actor, member_actor
@@ -372,6 +373,8 @@ def replay_case(case, side: Side) -> dict:
         call_started = time.perf_counter()
         try:
             result = side.provider.chat(messages, specs)
+        except BudgetExceeded:
+            raise  # the replay stops: its calls are refused, not recorded as model errors
         except ProviderError as error:
             outcome["error"] = f"model: {error}"[:500]
             break

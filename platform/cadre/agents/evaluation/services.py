@@ -26,9 +26,12 @@ from cadre.agents.runtime.records.grants import scope_keys_for
 from cadre.agents.runtime.records.runs import model_side
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
+from cadre.governance.budgets import account_for_actor, account_for_member, usage_admit
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
 from cadre.identifiers import parse_pk
+from cadre.llm import BudgetExceeded
+from cadre.llm.metering import Account, charged_to, purpose
 from cadre.memory import selectors as memory_selectors
 from cadre.memory.models import ContextRecordItem
 from cadre.tenancy.actors import Actor, system_actor
@@ -38,6 +41,9 @@ from cadre.tenancy.models import Member
 EVAL_RUN_TASK = "cadre.agents.evaluation.tasks.eval_run_execute"
 MAX_IMPORT_LINES = 5_000
 RESULT_BATCH = 50
+# The purposes a replay's model calls are metered under (docs/budgets.md).
+REPLAY_PURPOSE = "evaluation.replay"
+JUDGE_PURPOSE = "evaluation.judge"
 MAX_TEXT = 20_000
 EXPECTATION_KEYS = (
     "reference_reply",
@@ -582,6 +588,10 @@ def eval_run_start(
     baseline = clean_side(suite, baseline or {"kind": "current"})
     if not suite.cases.exists():
         raise InvalidInput("The suite has no cases.", code="empty_suite")
+    # Refused here, where the person starts it, when a hard budget could not hold a call now.
+    usage_admit(
+        account=account_for_actor(actor, template_id=suite.template_id, purpose=REPLAY_PURPOSE)
+    )
     run = EvalRun.objects.create(
         organization=suite.organization,
         suite=suite,
@@ -597,12 +607,37 @@ def eval_run_start(
     return run
 
 
+def replay_account(run: EvalRun) -> Account:
+    """What a replay's model calls (both sides and the judge) are charged to: the member who
+    started it (else the organization) and the suite's template."""
+    template_id = run.suite.template_id
+    if run.created_by is not None:
+        return account_for_member(run.created_by, template_id=template_id, purpose=REPLAY_PURPOSE)
+    return Account(
+        organization_id=run.organization_id, template_id=template_id, purpose=REPLAY_PURPOSE
+    )
+
+
 def eval_run_execute(run_id: int) -> str:
-    """Replay every case of the run's suite on both sides, then aggregate. Idempotent: a case
-    with a result is not replayed again, a finished run is left as it is."""
-    run = EvalRun.objects.select_related("suite", "suite__organization").filter(pk=run_id).first()
+    """Replay every case of the run's suite on both sides, then aggregate (every model call
+    charged to `replay_account`; a hard budget refusing one fails the run with
+    `budget_exceeded`)."""
+    run = (
+        EvalRun.objects.select_related("suite", "suite__organization", "created_by")
+        .filter(pk=run_id)
+        .first()
+    )
     if run is None or run.status in (EvalRun.Status.COMPLETED, EvalRun.Status.FAILED):
         return run.status if run else "missing"
+    with charged_to(replay_account(run)):
+        try:
+            return _execute(run)
+        except BudgetExceeded as exceeded:
+            return _finish(run, failed=f"{exceeded.code}: {exceeded.message}"[:1000])
+
+
+def _execute(run: EvalRun) -> str:
+    """Idempotent: a case with a result is not replayed again."""
     if run.status == EvalRun.Status.QUEUED:
         run.status, run.started_at = EvalRun.Status.RUNNING, timezone.now()
         run.save(update_fields=["status", "started_at"])
@@ -633,11 +668,13 @@ def eval_run_execute(run_id: int) -> str:
         base, cand = replay_case(case, baseline), replay_case(case, candidate)
         if suite.judge:
             for outcome in (base, cand):
-                verdict = (
-                    judge_rubric.judge_reply(judge, suite.judge["rubric"], case, outcome["reply"])
-                    if judge is not None
-                    else {"error": judge_rubric.JUDGE_ERROR, "detail": judge_unavailable}
-                )
+                if judge is None:
+                    verdict = {"error": judge_rubric.JUDGE_ERROR, "detail": judge_unavailable}
+                else:
+                    with purpose(JUDGE_PURPOSE):
+                        verdict = judge_rubric.judge_reply(
+                            judge, suite.judge["rubric"], case, outcome["reply"]
+                        )
                 judge_rubric.apply(outcome, verdict)
         pending.append(
             EvalResult(

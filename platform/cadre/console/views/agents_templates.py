@@ -27,6 +27,7 @@ from cadre.console.views.agents_forms import (
 from cadre.console.views.base import denied, paginate, posted, query_without_page
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
+from cadre.llm import BudgetExceeded
 
 TRANSITIONS = {
     "submit": services.version_submit,
@@ -267,7 +268,7 @@ def template_generate(request, pk: int):
                 documents=documents,
                 notes=form.cleaned_data["notes"],
             )
-        except CadreError as error:
+        except (CadreError, BudgetExceeded) as error:  # a hard budget refused the model
             add_service_error(form, error)
         else:
             messages.success(

@@ -21,6 +21,7 @@ from cadre.console.scoping import in_organization, restricted, restricted_for
 from cadre.console.views.base import paginate, query_without_page
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
+from cadre.llm import BudgetExceeded
 from cadre.memory.models import EmbeddingModel
 
 GATE_LABELS = {
@@ -219,7 +220,7 @@ def replay_start(request, pk: int):
         return redirect("console:evaluation_suite", pk=suite.pk)
     try:
         run = services.eval_run_start(actor=request.actor, suite=suite, candidate=form.candidate())
-    except CadreError as error:
+    except (CadreError, BudgetExceeded) as error:  # a hard budget refused the replay
         messages.error(request, error.message)
         return redirect("console:evaluation_suite", pk=suite.pk)
     messages.success(request, "The replay is queued; this page shows it as it finishes.")
