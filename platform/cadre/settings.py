@@ -378,6 +378,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "cadre.tenancy.middleware.ActorMiddleware",
+    # Audits a request's reads of other people's personal memory, once per person read.
+    "cadre.memory.personal_reads.PersonalReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -149,6 +149,7 @@ memory-list                          POST             member                    
 memory-delete-by-filter              POST             member                     -
 memory-feedback                      POST             member                     -
 memory-scopes                        GET              member                     -
+memory-access-log                    GET              member                     -
 memory-search                        POST             member                     -
 memory-stats                         GET              perm:memory.view           -
 memory-detail                        GET              member                     auto

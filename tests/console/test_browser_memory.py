@@ -18,7 +18,9 @@ from rest_framework.test import APIClient
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import Run, Session
+from cadre.memory import services as memory_services
 from cadre.memory.models import Memory
+from cadre.tenancy.actors import member_actor
 from tests.agents.test_worker_e2e import wait_for, worker  # noqa: F401 - fixture
 from tests.console.agents_setup import (  # noqa: F401 - fixtures
     TOOLS,
@@ -153,3 +155,29 @@ def test_the_employee_finds_corrects_and_deletes_the_memory_in_the_browser(
         memory.refresh_from_db()
         assert memory.status == Memory.Status.DELETED
         assert page.goto(f"/memory/{memory.pk}/").status == 404
+
+
+def test_the_employee_sees_on_their_memory_page_who_read_their_memories(
+    chromium, live_server_url, alice, bob, bob_agent
+):
+    """The owner reads Bob's personal memory on the console; Bob's Memory page says so."""
+    memory = memory_services.memory_add(
+        actor=member_actor(bob),
+        content="My bonus target is 1.2 million yuan",
+        scope="user",
+        kind="fact",
+        source_kind="user_statement",
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with browser_page(chromium, live_server_url) as page:
+        sign_in(page, alice)
+        page.goto(f"/memory/{memory.pk}/")
+        expect(page.locator("body")).to_contain_text("bonus target")
+    with browser_page(chromium, live_server_url) as page:
+        sign_in(page, bob)
+        page.goto("/memory/")
+        row = page.get_by_test_id("access-log-row")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text(alice.display_name)
+        expect(row).to_contain_text("console:memory_detail")
+        page.screenshot(path=str(SCREENSHOTS / "memory_6_access_log.png"), full_page=True)

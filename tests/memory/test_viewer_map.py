@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.fields import DateTimeField
 
+from cadre.governance.audit_models import AuditEvent
 from cadre.memory import embeddings, services
 from cadre.memory.models import Memory, MemoryMap, MemoryTask
 from cadre.viewer.vector_map import cluster_terms, unpack_points
@@ -175,3 +176,20 @@ def test_cluster_terms_prefer_what_sets_a_cluster_apart():
         ["tea", "green", "office"],
         ["desk", "office", "floor"],
     ]
+
+
+def test_an_admins_map_of_a_members_memories_is_a_read_they_see(
+    alice, bob, client_for, embedded, run_async
+):
+    """The map previews each memory: an admin's map of Bob's personal scope is audited once
+    (docs/memory.md, "Who looked at my personal memories"); Bob's own map is not."""
+    reads = AuditEvent.objects.filter(action="memory.personal_read")
+    _computed(client_for(bob), run_async, {"clusters": 3})
+    assert not reads.exists()
+
+    body = _computed(client_for(alice), run_async, {"clusters": 3, "scope": f"user:{bob.pk}"})
+    assert len(body["points"]) == 12
+    event = reads.get()
+    assert event.target_id == str(bob.pk)
+    assert event.changes["route"] == "memory-viewer-vector-map"
+    assert event.changes["count"] == 12

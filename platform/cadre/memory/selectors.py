@@ -40,6 +40,7 @@ from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.identifiers import parse_pk
 from cadre.llm import estimate_tokens
+from cadre.memory import personal_reads
 from cadre.memory import search as search_engine
 from cadre.memory.agent_scopes import AgentScope, agent_scopes
 from cadre.memory.models import (
@@ -484,7 +485,9 @@ def memory_queryset(
         review = review_condition(actor)
         if review is not None:
             rows = rows.filter(review)
-    return rows if with_deleted else rows.exclude(status__in=HIDDEN_STATUSES)
+    rows = rows if with_deleted else rows.exclude(status__in=HIDDEN_STATUSES)
+    # A reader of other people's personal memory leaves a trace they see (personal_reads).
+    return personal_reads.watched(actor, rows)
 
 
 def readable_rows(actor, rows: QuerySet, *, scope_keys: list[str] | None = None) -> QuerySet:
@@ -787,6 +790,9 @@ def memory_search(
 
         hits = [hit for hit in hits if readable(hit)]
         dropped = [hit for hit in dropped or [] if readable(hit)]
+        reader = personal_reads.reader_id(actor)
+        if reader is not None:
+            personal_reads.note(actor, reader, [hit.memory for hit in hits])
     record = None
     if on_behalf_of is not None:
         record = context_record_write(

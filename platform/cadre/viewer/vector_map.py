@@ -32,7 +32,7 @@ from django.db.models.functions import Left
 from django.utils import timezone
 
 from cadre.errors import InvalidInput
-from cadre.memory import embeddings, selectors
+from cadre.memory import embeddings, personal_reads, selectors
 from cadre.memory.embeddings import vector_type
 from cadre.memory.models import (
     EmbeddingModel,
@@ -40,6 +40,7 @@ from cadre.memory.models import (
     MemoryEmbedding,
     MemoryMap,
     MemoryTask,
+    Scope,
     Verification,
 )
 from cadre.memory.search import binary_connection
@@ -398,6 +399,10 @@ def map_points_json(actor, memory_map: MemoryMap, display: int = DEFAULT_DISPLAY
         .order_by()
         .values("id", "kind", "scope_key", "created", "preview")
     )
+    if personal_reads.reader_id(actor) is not None:
+        # The statement below reads past the gate's watch on fetched rows: the personal memories
+        # it would preview are noted here (one small query, for such readers only).
+        list(readable.filter(scope=Scope.USER).values("id", "scope_key", "subject_id"))
     readable_sql, readable_params = readable.query.get_compiler(using=readable.db).as_sql()
     labels = {str(cluster["id"]): cluster["label"] for cluster in memory_map.clusters}
     # row_to_json writes a row without spaces; the rounding is Python's, as before. The only

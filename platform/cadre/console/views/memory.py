@@ -23,10 +23,12 @@ from cadre.console.views.base import (
 )
 from cadre.errors import CadreError, NotFound
 from cadre.identifiers import parse_pk
-from cadre.memory import selectors, services
+from cadre.memory import personal_reads, selectors, services
 from cadre.memory.models import Kind, MemoryVersion, Verification
 from cadre.viewer.trail import memory_trail
 from cadre.viewer.why import best_lexical, explain
+
+ACCESS_LOG_SHOWN = 20  # the newest reads of the member's personal memory on their Memory page
 
 
 def gate(request):
@@ -84,6 +86,11 @@ def memory_list(request):
             "filtered": reviewing or any(request.GET.get(name) for name in filters.fields),
             "reviewing": reviewing,
             "can_review": can_review,
+            # Who read this member's personal memory (owners, IT admins): theirs to see.
+            "access_log": [
+                personal_reads.entry(event)
+                for event in personal_reads.access_log(actor)[:ACCESS_LOG_SHOWN]
+            ],
             "waiting": selectors.memory_list(actor, verifications=[Verification.UNVERIFIED])
             .order_by()
             .count()

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.identifiers import parse_pk
-from cadre.memory import selectors, services
+from cadre.memory import personal_reads, selectors, services
 from cadre.memory.api.deletion import MemoryDeletionActions
 from cadre.memory.api.serializers import (
     ContextRecordSerializer,
@@ -202,6 +202,29 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         return Response(
             [{"key": key, "label": label} for key, label in selectors.scope_choices(self.actor)]
         )
+
+    @extend_schema(
+        responses=inline_serializer(
+            "MemoryAccessLogEntry",
+            many=True,
+            fields={
+                "at": serializers.DateTimeField(),
+                "reader": serializers.CharField(help_text="Who read (their name)."),
+                "reader_type": serializers.CharField(help_text="member or api_key"),
+                "route": serializers.CharField(help_text="The page or API route read through."),
+                "via": serializers.CharField(help_text="console, api, mem0, memos or mcp"),
+                "count": serializers.IntegerField(help_text="How many memories were read."),
+            },
+        ),
+        description="Who read the caller's own personal memories (`user:<caller>`): each "
+        "read by someone else (an owner or IT admin holding `memory.personal`), when, through "
+        "which page or API route and how many memories, newest first. Only ever the caller's "
+        "own; reading one's own memories leaves nothing here.",
+    )
+    @action(detail=False, methods=["get"], url_path="access-log")
+    def access_log(self, request):
+        page = self.paginate_queryset(personal_reads.access_log(self.actor))
+        return self.get_paginated_response([personal_reads.entry(event) for event in page])
 
     @extend_schema(
         request=MemoryCreateSerializer,
