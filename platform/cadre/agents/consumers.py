@@ -11,8 +11,10 @@ streams. The cursor drops what was already sent, so nothing arrives twice or out
 Frames sent:
     {"type": "ready", "session": id, "after": last event id already known}
     {"type": "event", "id", "run", "kind", "data"[, "confirmation"]}
-        kind: status, step, delta, wait, resume, reply, hook; a `wait` on a governance
-        confirmation carries {"id", "summary", "risk_level", "status", "can_decide", ...}
+        kind: status, step, delta, wait, resume, reply, notice, hook; a `wait` on a governance
+        confirmation carries {"id", "summary", "risk_level", "status", "can_decide", ...};
+        a failed run's `status` carries its internal `error` only to a viewer who may manage
+        models (everyone sees the run's `notice`)
     {"type": "accepted", "run": id, "text": "..."}          a message was accepted
     {"type": "decided", "confirmation": {...}}              a decision was recorded
     {"type": "error", "code": "...", "message": "..."}
@@ -160,7 +162,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         fresh = [event for event in message["events"] if event["id"] > self.after]
         if not fresh:
             return
-        if any(selectors.event_confirmation_id(event) is not None for event in fresh):
+        if any(selectors.chat_frame_depends_on_viewer(event) for event in fresh):
             frames = await database_sync_to_async(selectors.chat_event_frames)(
                 fresh, self.member_id
             )

@@ -25,7 +25,8 @@ from cadre.governance.models import Confirmation
 from cadre.identifiers import parse_pks
 from cadre.memory.agent_scopes import AgentScope
 from cadre.memory.models import ContextRecord, ContextRecordItem
-from cadre.tenancy.actors import Actor
+from cadre.tenancy.actors import Actor, member_actor
+from cadre.tenancy.models import Member
 
 # The web chat shows a session's last CHAT_TURNS conversation runs and, beside them, the
 # agent's last CHAT_SESSIONS sessions; a socket catches up CHAT_EVENTS_PAGE events at a time.
@@ -272,14 +273,44 @@ def chat_stream_from(session, runs=None) -> int:
     return RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
 
+def chat_viewer_sees_errors(member_id: int | None) -> bool:
+    """May this viewer read a run's internal error (the model endpoint's answer, an exception's
+    text)? Those who manage models, as the chat page's "check it under Models" note; everyone
+    else gets the run's short notice only (its `notice` event)."""
+    member = (
+        Member.objects.select_related("organization").filter(pk=member_id).first()
+        if member_id is not None
+        else None
+    )
+    return member is not None and member_actor(member).has("model.manage")
+
+
+def event_carries_error(event: dict) -> bool:
+    """Does the event carry a run's internal error (the `status` event of a failed run)?"""
+    return "error" in (event["data"] or {})
+
+
+def chat_frame_depends_on_viewer(event: dict) -> bool:
+    """Is the socket frame of this event not the same for every viewer: a confirmation's
+    `can_decide`, or an internal error only some may read (see `chat_event_frames`)?"""
+    return event_confirmation_id(event) is not None or event_carries_error(event)
+
+
 def chat_event_frames(events: list[dict], member_id: int | None) -> list[dict]:
     """Socket frames for run events (`cadre.agents.live.event_frame` dicts); a `wait` on a
-    governance confirmation carries the confirmation, as `chat_confirmation_item`."""
+    governance confirmation carries the confirmation, as `chat_confirmation_item`. A run's
+    internal `error` is sent only to a viewer who may manage models (`chat_viewer_sees_errors`),
+    read afresh, so a role taken away meanwhile takes the errors with it."""
     wanted = {event_confirmation_id(event) for event in events} - {None}
     confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)} if wanted else {}
+    sees_errors = any(event_carries_error(event) for event in events) and (
+        chat_viewer_sees_errors(member_id)
+    )
     frames = []
     for event in events:
         frame = {"type": "event", **event}
+        if event_carries_error(event) and not sees_errors:
+            frame["data"] = {key: value for key, value in event["data"].items() if key != "error"}
         confirmation = confirmations.get(event_confirmation_id(event))
         if confirmation is not None:
             frame["confirmation"] = chat_confirmation_item(confirmation, member_id)

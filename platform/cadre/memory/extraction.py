@@ -28,6 +28,7 @@ from cadre.llm import (
     provider_config_from_env,
     provider_for,
 )
+from cadre.memory import text as memory_text
 from cadre.memory.models import Kind
 
 logger = logging.getLogger(__name__)
@@ -187,12 +188,50 @@ _RULES: list[tuple[str, str, re.Pattern, bool]] = [
 ]
 
 
+# A plain first-person statement ("I work from the Hangzhou office on Fridays.", "My manager is
+# Li Wei.", "我周五在杭州办公室上班。") is a fact about the person, kept when no rule above
+# matches. What only sounds like one is not kept: a question, a request to the assistant ("I
+# need you to…", "帮我…"), an opinion or an acknowledgement ("I think…", "I see", "我知道了"),
+# and what holds only for the moment ("I'm in a meeting today", "我刚到").
+_FIRST_PERSON = re.compile(
+    r"^\s*(?:(?:also|and|btw|by the way|fyi|oh|so)\b[,:]?\s*)?(?:i|i'm|i've|my|we|we're|our)\b"
+    r"|^\s*(?:另外|还有|对了|顺便说一下)?[，,：:\s]*我",  # noqa: RUF001
+    re.I,
+)
+_NOT_A_FACT = re.compile(
+    # questions and requests, in either language
+    r"[?？]|\b(?:you|your|please)\b|[吗呢你您请帮]|什么|哪|怎么|为什么|是否|谁|多少|几点"  # noqa: RUF001
+    # intentions, opinions, acknowledgements and passing states after the subject
+    r"|^\W*(?:(?:also|and|btw|by the way|fyi|oh|so)\b\W*)?(?:i|we)\s*(?:'m|'re|am|are|was|were)?"
+    r"\s*(?:just\s+|not\s+|really\s+|also\s+|do\s+not\s+|don't\s+)*"
+    r"(?:need|want|would|'d|will|'ll|shall|should|can|could|may|might|must|have to|hope|wish"
+    r"|wonder|wondering|think|guess|believe|feel|see|agree|disagree|know|understand|mean|meant"
+    r"|got|get|thank|thanks|appreciate|sure|looking|trying|going to|gonna|done|back|here"
+    r"|ready|fine|good|ok|okay|sorry|afraid|curious|glad|happy)\b"
+    r"|^\W*(?:另外|还有|对了)?\W*我们?(?:想|要|需要|希望|觉得|认为|猜|知道|明白|懂|同意|不确定"
+    r"|不知道|不清楚|刚|正在)"
+    r"|\b(?:today|tonight|tomorrow|yesterday|right now|at the moment)\b"
+    r"|\bthis (?:morning|afternoon|evening|week)\b|今天|明天|昨天|今晚|刚才|刚刚|马上|待会|一会儿"
+    r"|了\W*$",
+    re.I,
+)
+
+
+def first_person_fact(sentence: str) -> bool:
+    """Is `sentence` a plain statement of a fact about the speaker (see _FIRST_PERSON)?"""
+    text = sentence.replace("\u2019", "'")
+    if not _FIRST_PERSON.search(text) or _NOT_A_FACT.search(text):
+        return False
+    return bool(memory_text.content_terms(text))
+
+
 def split_sentences(text: str) -> list[str]:
     return [part.strip() for part in _SENTENCE_END.split(text or "") if part and part.strip()]
 
 
 class RuleExtractor:
-    """Explicit requirements and preferences in the user's own words, English and Chinese.
+    """Explicit requirements and preferences, and plain first-person facts, in the user's own
+    words, English and Chinese.
 
     Only `user` messages are read (an assistant's text is not a user statement). Each sentence
     that matches a rule becomes one candidate; "remember that …" prefixes are stripped.
@@ -229,6 +268,11 @@ class RuleExtractor:
                     inner.attributes["rule"] = f"{rule}+{inner.attributes['rule']}"
                     return inner
             return Candidate(kind=kind, content=content, confidence=0.9, attributes={"rule": rule})
+        if first_person_fact(sentence):
+            content = sentence.strip()[:MAX_CANDIDATE_CHARS]
+            return Candidate(
+                kind=Kind.FACT, content=content, confidence=0.8, attributes={"rule": "first_person"}
+            )
         return None
 
 
@@ -237,7 +281,8 @@ class RuleExtractor:
 EXTRACTION_PROMPT = """You extract long-term memories from a conversation between a user and an
 assistant. Keep only what will still matter in future conversations: the user's explicit
 requirements ("from now on…", "always…", "以后…"), preferences, and stable facts about their
-work. Ignore greetings, one-off requests and anything the assistant said on its own.
+work. Ignore greetings, one-off requests and anything the assistant said on its own. A question
+the user asks states nothing: never turn it into a memory.
 Answer with a JSON object: {"memories": [{"kind": one of "fact", "preference", "requirement",
 "experience", "content": a self-contained sentence in the user's language, "confidence":
 0..1}]}. Answer {"memories": []} when there is nothing worth keeping."""

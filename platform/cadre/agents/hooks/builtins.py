@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from cadre.agents.hooks import prefetched
 from cadre.agents.hooks.compaction import session_compact
-from cadre.agents.hooks.experience import record_run_experience
+from cadre.agents.hooks.experience import record_run_experience, tool_calls
 from cadre.agents.hooks.registry import hook
 from cadre.agents.runtime.records.grants import agent_actor
 from cadre.governance.masking.policy import PLACEHOLDER
@@ -231,6 +231,8 @@ def memory_write(run, config: dict) -> dict:
         subject=run.member,
         conversation_id=str(run.session_id),
         source_ref={"run_id": run.pk, "session_id": run.session_id, "trace_id": run.trace_id},
+        # What the model stored through the memory tool this turn is not stored a second time.
+        already_written=remembered_by_tool(run),
     )
     return {
         "written": len(written),
@@ -241,6 +243,15 @@ def memory_write(run, config: dict) -> dict:
             {"id": memory.pk, "scope": memory.scope_key, "kind": memory.kind} for memory in written
         ],
     }
+
+
+def remembered_by_tool(run) -> list[str]:
+    """What the run's memory_write calls stored (their content as said), successful ones."""
+    return [
+        str(call["arguments"].get("content", ""))
+        for call in tool_calls(run)
+        if call["tool"] == "memory_write" and not call["error"]
+    ]
 
 
 @hook(

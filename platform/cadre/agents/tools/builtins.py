@@ -22,6 +22,7 @@ from cadre.memory import services as memory_services
 from cadre.memory.dedup import normalize_content
 from cadre.memory.models import Scope, scope_key, scope_parts
 from cadre.memory.services.writes import PERSONAL_KINDS
+from cadre.memory.statements import is_question
 from cadre.tenancy.models import Member
 
 MANY_RECIPIENTS = 5  # more recipients than this (or any group) makes a message high risk
@@ -56,12 +57,20 @@ def _memory_search(ctx, args: dict) -> dict:
 
 def _stated_by_user(ctx, content: str) -> bool:
     """Did the person say this in the turn ("remember that …")? Then it is their statement,
-    not the model's inference. Compared on the model's side of the input (masked alike)."""
-    said = normalize_content(getattr(ctx.runtime, "input_text", "") or "")
+    not the model's inference. Like is compared with like: `content` arrives re-identified
+    (the executor puts the values back into the model's placeholders), so the input is
+    re-identified from the same vault too — a phone number or a colleague's name masked on
+    the model's side is the same words on both."""
+    said = normalize_content(ctx.runtime.reidentify(ctx.runtime.input_text or ""))
     return bool(said) and normalize_content(content) in said
 
 
 def _memory_write(ctx, args: dict) -> dict:
+    if is_question(args["content"]):
+        # A question states nothing: stored, it would read as a fact (and could replace one).
+        raise ToolFailed(
+            "not_a_statement", "a question is not remembered: write what the person stated"
+        )
     kind = args.get("kind", "fact")
     stated = _stated_by_user(ctx, args["content"])
     scope = args.get("scope")

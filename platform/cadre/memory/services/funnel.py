@@ -25,6 +25,7 @@ from cadre.memory.services.common import (
     write_version,
 )
 from cadre.memory.services.writes import memory_add, memory_supersede, memory_update
+from cadre.memory.statements import is_question
 from cadre.tenancy.actors import system_actor
 
 tracer = trace.get_tracer(__name__)
@@ -60,10 +61,14 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
         row = MemoryEmbedding.objects.filter(memory=memory, model=model).first()
         if row is None:
             return {"decision": "skipped", "reason": "memory could not be embedded"}
+    # Like with like: a question (stored before questions were refused, or through the API)
+    # never merges with, updates or archives a statement, nor a statement a question.
+    asks = is_question(memory.content)
     candidates = [
         candidate
         for candidate in dedup.near_candidates(memory, list(row.embedding), model)
         if candidate.memory.verification == Verification.VERIFIED
+        and is_question(candidate.memory.content) == asks
     ]
     decision = (judge or dedup.judge()).judge(memory, candidates)
     outcome = decision.as_dict()

@@ -51,6 +51,7 @@ from cadre.memory.services.common import (
     vouches_for_shared,
     write_version,
 )
+from cadre.memory.statements import is_question
 from cadre.memory.text import lexical_document
 from cadre.tenancy.models import Member
 
@@ -269,6 +270,7 @@ def memory_add_from_messages(
     extractor=None,
     personal_scope: tuple[str, int | None] | None = None,
     subject=None,
+    already_written: list[str] | None = None,
 ) -> ExtractionResult:  # a list[Memory] with .extractor and .candidates
     """Extract memories from conversation messages and write each (see extraction.py).
 
@@ -276,6 +278,10 @@ def memory_add_from_messages(
     are the model's reading of them (`model_inference`), which the conflict rule ranks lower.
     With `personal_scope` (scope, scope_id), what the person states about themselves (facts,
     preferences, requirements) is written there and the rest (experience) to `scope`.
+
+    A question states nothing: a candidate that only asks (statements.is_question) is never
+    written. `already_written` holds what the same turn already stored (the memory tool's
+    writes, as said): a candidate saying nothing more than one of them is not written again.
     """
     require_write(actor)
     if not isinstance(messages, list) or not messages:
@@ -306,6 +312,7 @@ def memory_add_from_messages(
             for message in messages
         ]
     candidates = []
+    stored = [dedup.normalize_content(text) for text in already_written or () if text]
     # Charged to the run that asked (process_memory), else to the acting member.
     with charged("memory.extraction", actor=actor):
         extracted = extractor.extract(messages)
@@ -315,6 +322,15 @@ def memory_add_from_messages(
             # A placeholder left over from some session's masking means nothing outside it
             # (and may mean another value in another session): never made durable.
             logger.info("extracted memory skipped: it holds a session placeholder")
+            continue
+        if is_question(candidate.content):
+            # "Which format do I prefer?" matches the preference rule but states nothing.
+            logger.info("extracted memory skipped: it is a question")
+            continue
+        said = dedup.normalize_content(candidate.content)
+        if any(said and said in text for text in stored):
+            # Already stored this turn (the memory tool): writing it again would only add an
+            # exact-duplicate merge to the same memory.
             continue
         candidates.append(candidate)
     source_kind = (

@@ -78,7 +78,7 @@
     }
 
     // A run its model endpoint failed: those who manage models get a link to the Models page
-    // (the page renders the attribute only for them).
+    // (the page renders the attribute, and the socket sends a run's error, only for them).
     function modelsHint(node, error, runId) {
       var url = chat.getAttribute("data-models-url");
       var prefix = chat.getAttribute("data-model-failure");
