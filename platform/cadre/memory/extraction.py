@@ -30,6 +30,7 @@ from cadre.llm import (
 )
 from cadre.memory import text as memory_text
 from cadre.memory.models import Kind
+from cadre.memory.statements import split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -130,10 +131,6 @@ def charged(purpose: str, *, actor=None, organization_id: int | None = None):
 
 # --- rule-based extraction -----------------------------------------------------------------
 
-# A Latin stop ends a sentence only before whitespace: memory reads what was actually said,
-# and "zhang.san@example.com", "v1.2" or "3.5%" are not sentence ends.
-_SENTENCE_END = re.compile(r"(?<=[。！？；])\s*|(?<=[.!?;])\s+|\n+")  # noqa: RUF001
-
 # (rule name, kind, pattern, strip) — `strip` removes a prefix that only asks to remember.
 _RULES: list[tuple[str, str, re.Pattern, bool]] = [
     (
@@ -223,10 +220,6 @@ def first_person_fact(sentence: str) -> bool:
     if not _FIRST_PERSON.search(text) or _NOT_A_FACT.search(text):
         return False
     return bool(memory_text.content_terms(text))
-
-
-def split_sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SENTENCE_END.split(text or "") if part and part.strip()]
 
 
 class RuleExtractor:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+# A Latin stop ends a sentence only before whitespace: memory reads what was actually said,
+# and "zhang.san@example.com", "v1.2" or "3.5%" are not sentence ends.
 _SENTENCE_END = re.compile(r"(?<=[。！？；])\s*|(?<=[.!?;])\s+|\n+")
 _QUESTION_MARK = re.compile(r"[?？][\s\"'”’)）]*$")
 
@@ -96,7 +98,12 @@ def sentence_is_question(sentence: str) -> bool:
     return bool(_PARTICLE_ZH.search(text)) or _asks_zh(text)
 
 
+def split_sentences(text: str) -> list[str]:
+    """The sentences of `text`, as memory reads them (extraction, questions)."""
+    return [part.strip() for part in _SENTENCE_END.split(text or "") if part and part.strip()]
+
+
 def is_question(text: str) -> bool:
     """Does `text` only ask (every sentence of it a question)? Such text states nothing."""
-    sentences = [part.strip() for part in _SENTENCE_END.split(text or "") if part.strip()]
+    sentences = split_sentences(text)
     return bool(sentences) and all(sentence_is_question(part) for part in sentences)
