@@ -142,12 +142,20 @@ def embedding_model(db):
     return model
 
 
+def _summary(text: str) -> str:
+    """What made the run fail: its failures and errors sections, else the run's last lines."""
+    starts = [i for i in (text.find("= FAILURES ="), text.find("= ERRORS =")) if i >= 0]
+    if starts:
+        return text[text.rfind("\n", 0, min(starts)) + 1 :]
+    return text[-6000:]
+
+
 @pytest.mark.timeout(600)
 def test_the_api_conforms_to_its_schema(live_api, owner_key, embedding_model, tmp_path):
     report, output = tmp_path / "events.ndjson", tmp_path / "schemathesis.txt"
     returncode = _schemathesis(live_api, owner_key, report, output)
     text = output.read_text()
-    summary = text[text.find("FAILURES") :]
+    summary = _summary(text)
     assert report.exists(), text
     events = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
     assert events, summary
