@@ -73,8 +73,9 @@ def calls_of(tool: str) -> list[dict]:
 
 
 @contextlib.contextmanager
-def serve_crm():
-    """Yield the URL of the fake CRM's Streamable HTTP endpoint on loopback; stopped on exit."""
+def serve_crm(app: MCPServer = crm):
+    """Yield the URL of the fake CRM's (or another SDK server's) Streamable HTTP endpoint on
+    loopback; stopped on exit."""
     import uvicorn
 
     CALLS.clear()
@@ -83,7 +84,7 @@ def serve_crm():
     listener.listen(64)
     server = uvicorn.Server(
         uvicorn.Config(
-            crm.streamable_http_app(),
+            app.streamable_http_app(),
             lifespan="on",
             log_level="warning",
             access_log=False,

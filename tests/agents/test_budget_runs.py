@@ -117,6 +117,7 @@ def test_run_usage_equals_the_per_call_records_and_the_api_sums(owner, bob, alic
             "calls": 3,
             "input_tokens": 120,
             "cached_input_tokens": 0,
+            "cache_write_tokens": 0,
             "output_tokens": 25,
             "total_tokens": 145,
             "cost": "0.000195",

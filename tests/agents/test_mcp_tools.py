@@ -143,7 +143,8 @@ def test_a_read_runs_with_real_arguments_and_a_masked_result(owner, bob, crm):
     assert _result(step)["found"] is True
     assert PHONE not in _sent_to_model(model) and EMAIL not in _sent_to_model(model)
     audit = AuditEvent.objects.get(action="tool.mcp_call")
-    assert audit.changes["server"] == "crm" and audit.changes["tool"] == "get_contact"
+    assert audit.changes["target"]["server"] == "crm"
+    assert audit.changes["target"]["tool"] == "get_contact" and audit.changes["outcome"] == "done"
 
 
 def _approve(run):

@@ -8,7 +8,10 @@ each with the JSON schema the server declared; every call then goes through the 
 built-in tool: allow-list, risk (the admin's per-tool setting; default medium, high for a tool
 annotated `destructiveHint`), confirmation when high, arguments re-identified from the vault,
 the effect keyed by the step's idempotency key (sent as the `Idempotency-Key` header and in the
-request's `_meta`), the result through the `retrieved` stage, audited.
+request's `_meta`), the result through the `retrieved` stage, audited by the executor as
+`tool.mcp_call` — or `tool.mcp_call.failed` with the failure's class (`timeout`, `unreachable`,
+`server_error`, `refused`) when the server answered an error, did not answer in time or could
+not be reached; never the failure's text, which may quote the arguments or the far side.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import shutil
 import threading
 from contextlib import asynccontextmanager
 
+import httpx2
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -38,8 +42,21 @@ ALLOW_SETTING = outbound.MCP_SERVERS
 IDEMPOTENCY_META = "cadre/idempotency_key"
 
 
+# What went wrong with a call, as its audit event names it (`McpUnavailable.error_class`).
+TIMEOUT = "timeout"  # no answer within the server's timeout_seconds
+UNREACHABLE = "unreachable"  # no connection, or the connection broke
+SERVER_ERROR = "server_error"  # the server answered an error (JSON-RPC error, HTTP status)
+REFUSED = "refused"  # the outbound guard or the operator's settings refused it
+
+
 class McpUnavailable(Exception):
-    """The server could not be reached, or answered outside the protocol."""
+    """The server could not be reached, or answered outside the protocol. `error_class` says
+    which (one of the names above); `exception` names the underlying exception's class."""
+
+    def __init__(self, message: str, error_class: str = UNREACHABLE, exception: str = ""):
+        super().__init__(message)
+        self.error_class = error_class
+        self.exception = exception
 
 
 # --- names and risk -----------------------------------------------------------------------
@@ -117,7 +134,9 @@ async def _session(server: McpServer, headers: dict[str, str] | None = None):
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         if not stdio_allowed(server.command):
-            raise McpUnavailable(f"the command {server.command!r} is not allowed on this install")
+            raise McpUnavailable(
+                f"the command {server.command!r} is not allowed on this install", REFUSED
+            )
         params = StdioServerParameters(
             command=server.command, args=list(server.args or []), env=_credentials(server) or None
         )
@@ -173,18 +192,31 @@ def _sync(make_coroutine, timeout: float):
 
 
 def _unavailable(server: McpServer, error: BaseException) -> McpUnavailable:
+    from mcp.shared.exceptions import MCPError
+
     # An exception group from the SDK's task group: name the first cause.
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, McpUnavailable):
         return error
-    if isinstance(error, TimeoutError):
-        return McpUnavailable(f"the MCP server {server.name!r} did not answer in time")
+    exception = type(error).__name__
+    if isinstance(error, TimeoutError | httpx2.TimeoutException):
+        return McpUnavailable(
+            f"the MCP server {server.name!r} did not answer in time", TIMEOUT, exception
+        )
     refused = _refusal(error)
     if refused is not None:
-        return McpUnavailable(f"the MCP server {server.name!r} is refused: {refused.message}")
+        return McpUnavailable(
+            f"the MCP server {server.name!r} is refused: {refused.message}", REFUSED, exception
+        )
+    if isinstance(error, MCPError | httpx2.HTTPStatusError):
+        return McpUnavailable(
+            f"the MCP server {server.name!r} answered an error: {error}", SERVER_ERROR, exception
+        )
     return McpUnavailable(
-        f"the MCP server {server.name!r} could not be reached: {type(error).__name__}: {error}"
+        f"the MCP server {server.name!r} could not be reached: {exception}: {error}",
+        UNREACHABLE,
+        exception,
     )
 
 
@@ -278,30 +310,35 @@ class McpToolUnavailable(Exception):
     server no longer lists. The message says which."""
 
 
+AUDIT_ACTION = "tool.mcp_call"
+
+
 def _perform(server: McpServer, tool: dict):
     def handler(ctx, arguments: dict) -> dict:
         try:
-            result = call_tool(server, tool["name"], arguments, ctx.key)
+            return call_tool(server, tool["name"], arguments, ctx.key)
         except McpUnavailable as error:
-            raise ToolFailed("mcp_unavailable", str(error)) from None
-        # Recorded with the effect (same transaction): once per idempotency key.
-        audit.record(
-            actor=ctx.actor,
-            action="tool.mcp_call",
-            target=("run", ctx.run.pk),
-            organization=ctx.run.organization,
-            changes={
-                "server": server.name,
-                "server_id": server.pk,
-                "tool": tool["name"],
-                "step": ctx.step_index,
-                "idempotency_key": ctx.key,
-                "is_error": bool(result.get("is_error")),
-            },
-        )
-        return result
+            # The model reads the message; the audit keeps only what kind of failure it was.
+            raise ToolFailed(
+                "mcp_unavailable",
+                str(error),
+                details={"error_class": error.error_class, "exception": error.exception},
+            ) from None
 
     return handler
+
+
+def _audit_target(server: McpServer, tool: dict):
+    """The server and tool a call went to (and whether the server reported the tool's own
+    error), for `tool.mcp_call` / `tool.mcp_call.failed`: never the arguments or the result."""
+
+    def target(ctx, arguments: dict, result: dict | None) -> dict:
+        found = {"server": server.name, "server_id": server.pk, "tool": tool["name"]}
+        if result is not None:
+            found["is_error"] = bool(result.get("is_error"))
+        return found
+
+    return target
 
 
 def resolve(organization_id: int, name: str, servers: dict | None = None) -> Tool:
@@ -330,6 +367,8 @@ def resolve(organization_id: int, name: str, servers: dict | None = None) -> Too
                 risk=tool_risk(server, tool),
                 side_effect="external",
                 handler=_perform(server, tool),
+                audit_target=_audit_target(server, tool),
+                audit_action=AUDIT_ACTION,
                 extra={"mcp_server": server.name, "mcp_tool": tool["name"]},
             )
     raise McpToolUnavailable(f"the MCP server {server_name!r} lists no tool {name!r}")

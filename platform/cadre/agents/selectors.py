@@ -19,7 +19,7 @@ from cadre.agents.models import (
     ToolEffect,
     Wait,
 )
-from cadre.agents.runtime.records.delivery import run_notice
+from cadre.agents.runtime.records.delivery import NOTICES, run_notice
 from cadre.governance.confirmations import queue_item
 from cadre.governance.models import Confirmation
 from cadre.identifiers import parse_pks
@@ -288,6 +288,30 @@ def chat_viewer_sees_errors(member_id: int | None) -> bool:
 def event_carries_error(event: dict) -> bool:
     """Does the event carry a run's internal error (the `status` event of a failed run)?"""
     return "error" in (event["data"] or {})
+
+
+def run_errors_visible(actor: Actor) -> bool:
+    """May this API caller read runs' internal errors (the model endpoint's answer, an
+    exception's text)? Those who manage models, as on the chat socket
+    (`chat_viewer_sees_errors`); everyone else reads `run_error_public`."""
+    return actor.has("model.manage")
+
+
+def run_error_public(status: str, output: dict | None = None) -> dict:
+    """A run's error as told to a reader who may not see the internal one: a stable code
+    (`run_failed`, or `run_cancelled`) and the run's short notice, no internal details."""
+    code = "run_cancelled" if status == Run.Status.CANCELLED else "run_failed"
+    notice = (output or {}).get("notice", "")
+    return {"error": code, "message": NOTICES.get(notice) or NOTICES.get(status, NOTICES["failed"])}
+
+
+def run_event_data_for(data: dict, status: str, output: dict | None, visible: bool) -> dict:
+    """A run event's data for one reader: a `status` event's internal `error` replaced by
+    `run_error_public` unless the reader may see it (`run_errors_visible`)."""
+    if visible or "error" not in (data or {}):
+        return data
+    kept = {key: value for key, value in data.items() if key != "error"}
+    return {**kept, **run_error_public(data.get("status") or status, output)}
 
 
 def chat_frame_depends_on_viewer(event: dict) -> bool:

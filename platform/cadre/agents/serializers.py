@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from cadre.agents import selectors
 from cadre.agents.models import (
     Agent,
     AgentTemplate,
@@ -385,11 +386,18 @@ class WaitSerializer(serializers.ModelSerializer):
 
 
 class RunSerializer(serializers.ModelSerializer):
+    """A run. Its internal `error` (the model endpoint's answer, an exception's text) only with
+    the context's `run_errors_visible` (callers holding model.manage); otherwise `error` is a
+    stable code (`run_failed`, `run_cancelled`) and `error_message` the run's short notice."""
+
     rating = serializers.ChoiceField(
         choices=Run.Rating.choices,
         allow_blank=True,
         read_only=True,
         help_text="The person's rating of the answer; empty until rated",
+    )
+    error_message = serializers.SerializerMethodField(
+        help_text="What went wrong, for people: no internal details; empty without an error"
     )
 
     class Meta:
@@ -409,6 +417,7 @@ class RunSerializer(serializers.ModelSerializer):
             "input",
             "output",
             "error",
+            "error_message",
             "attempts",
             "step_count",
             "tokens_in",
@@ -423,6 +432,15 @@ class RunSerializer(serializers.ModelSerializer):
             "rated_at",
         ]
         read_only_fields = fields
+
+    def get_error_message(self, run) -> str:
+        return selectors.run_error_public(run.status, run.output)["message"] if run.error else ""
+
+    def to_representation(self, run):
+        data = super().to_representation(run)
+        if run.error and not self.context.get("run_errors_visible", False):
+            data["error"] = selectors.run_error_public(run.status, run.output)["error"]
+        return data
 
 
 class RunRatingSerializer(serializers.Serializer):

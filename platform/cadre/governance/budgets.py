@@ -343,6 +343,7 @@ def usage_settle(
             current.status = UsageRecord.Status.SETTLED
             current.input_tokens = usage.input_tokens
             current.cached_input_tokens = usage.cached_input_tokens
+            current.cache_write_tokens = usage.cache_write_tokens
             current.output_tokens = usage.output_tokens
             current.cost = cost
             current.model = (model or current.model)[:200]
@@ -352,6 +353,7 @@ def usage_settle(
                 "status",
                 "input_tokens",
                 "cached_input_tokens",
+                "cache_write_tokens",
                 "output_tokens",
                 "cost",
                 "model",

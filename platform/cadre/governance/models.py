@@ -514,6 +514,9 @@ class UsageRecord(TenantModel):
     reserved_cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
     input_tokens = models.BigIntegerField(default=0)
     cached_input_tokens = models.BigIntegerField(default=0)
+    # Of input_tokens, written to the provider's prompt cache (Anthropic's
+    # cache_creation_input_tokens, DashScope's cache writes): priced at the cache-write price.
+    cache_write_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
     # {"<budget id>": "<period start>"}: the budgets whose counters hold this reservation.

@@ -48,6 +48,7 @@ def usage_summary(
             calls=Count("id"),
             input_tokens=Sum("input_tokens"),
             cached_input_tokens=Sum("cached_input_tokens"),
+            cache_write_tokens=Sum("cache_write_tokens"),
             output_tokens=Sum("output_tokens"),
             cost=Sum("cost"),
         )
@@ -76,6 +77,7 @@ def usage_summary(
                 "calls": row["calls"],
                 "input_tokens": row["input_tokens"] or 0,
                 "cached_input_tokens": row["cached_input_tokens"] or 0,
+                "cache_write_tokens": row["cache_write_tokens"] or 0,
                 "output_tokens": row["output_tokens"] or 0,
                 "total_tokens": (row["input_tokens"] or 0) + (row["output_tokens"] or 0),
                 "cost": row["cost"] or 0,
@@ -105,6 +107,7 @@ CSV_COLUMNS = [
     "model",
     "input_tokens",
     "cached_input_tokens",
+    "cache_write_tokens",
     "output_tokens",
     "cost",
 ]
@@ -129,6 +132,7 @@ def usage_csv(records) -> str:
                 record.model,
                 record.input_tokens,
                 record.cached_input_tokens,
+                record.cache_write_tokens,
                 record.output_tokens,
                 record.cost,
             ]

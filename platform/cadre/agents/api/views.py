@@ -43,6 +43,8 @@ from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.agents.runtime.lifecycle import triggers
 from cadre.agents.selectors import (
     USAGE_GROUPS,
+    run_errors_visible,
+    run_event_data_for,
     run_may_act,
     transcripts_readable,
     usage_summary,
@@ -490,26 +492,28 @@ class EventStreamRenderer(renderers.BaseRenderer):
         return json.dumps(data).encode()
 
 
-def _sse(event: RunEvent) -> str:
-    data = json.dumps({"kind": event.kind, **event.data}, ensure_ascii=False, default=str)
+def _sse(event: RunEvent, data: dict) -> str:
+    data = json.dumps({"kind": event.kind, **data}, ensure_ascii=False, default=str)
     return f"id: {event.pk}\nevent: {event.kind}\ndata: {data}\n\n"
 
 
-def _events_after(run_id: int, after: int) -> tuple[list[RunEvent], str]:
+def _events_after(run_id: int, after: int) -> tuple[list[RunEvent], str, dict | None]:
     events = list(RunEvent.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:500])
-    run_status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
-    return events, run_status
+    row = Run.objects.filter(pk=run_id).values_list("status", "output").first()
+    run_status, output = row if row is not None else (None, None)
+    return events, run_status, output
 
 
-async def run_event_stream(run_id: int, after: int, max_seconds: float):
-    """Server-sent events of a run until it finishes, starts waiting, or time runs out."""
+async def run_event_stream(run_id: int, after: int, max_seconds: float, errors_visible: bool):
+    """Server-sent events of a run until it finishes, starts waiting, or time runs out. A
+    failed run's internal error only when `errors_visible` (`run_errors_visible`)."""
     deadline = time.monotonic() + max_seconds
     fetch = sync_to_async(_events_after, thread_sensitive=True)
     while True:
-        events, run_status = await fetch(run_id, after)
+        events, run_status, output = await fetch(run_id, after)
         for event in events:
             after = event.pk
-            yield _sse(event)
+            yield _sse(event, run_event_data_for(event.data, run_status, output, errors_visible))
         if not events and (run_status in Run.TERMINAL or run_status == Run.Status.WAITING):
             yield f"event: end\ndata: {json.dumps({'status': run_status})}\n\n"
             return
@@ -544,12 +548,18 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             return super().get_queryset()
         return transcripts_readable(self.actor, self.base_queryset())
 
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "run_errors_visible": self._errors_visible()}
+
+    def _errors_visible(self) -> bool:
+        return run_errors_visible(self.actor)
+
     def _run_data(self, run: Run) -> dict:
         """A run as answered to an action: its input and output only to those who may read
         the transcript (a deployment manager cancelling a colleague's run sees its status)."""
-        data = s.RunSerializer(run).data
+        data = s.RunSerializer(run, context={"run_errors_visible": self._errors_visible()}).data
         if not transcripts_readable(self.actor, Run.objects.filter(pk=run.pk)).exists():
-            data.update(input={}, output={}, error="")
+            data.update(input={}, output={}, error="", error_message="")
         return data
 
     def _require_may_act(self, run: Run) -> None:
@@ -584,7 +594,8 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         run = runtime.run_start(
             actor=self.actor, agent=data["agent"], text=data["text"], session=data.get("session")
         )
-        return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        data = s.RunSerializer(run, context={"run_errors_visible": self._errors_visible()}).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         parameters=[
@@ -680,7 +691,9 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             )
         },
         description="Server-sent events of the run (status, step, delta, wait, reply); ends "
-        "when the run finishes or waits. Resume with the Last-Event-ID header.",
+        "when the run finishes or waits. Resume with the Last-Event-ID header. A failed run's "
+        "`status` event carries its internal `error` only to callers holding model.manage; "
+        "others read `error: run_failed` (or `run_cancelled`) and a short `message`.",
     )
     @action(
         detail=True, methods=["get"], renderer_classes=[renderers.JSONRenderer, EventStreamRenderer]
@@ -697,7 +710,8 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             raise InvalidInput("timeout must be a number of seconds.")
         seconds = min(max(seconds, 0.0), STREAM_MAX_SECONDS)
         response = StreamingHttpResponse(
-            run_event_stream(run.pk, after, seconds), content_type="text/event-stream"
+            run_event_stream(run.pk, after, seconds, self._errors_visible()),
+            content_type="text/event-stream",
         )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"

@@ -15,12 +15,15 @@ RISKS = ("low", "medium", "high")
 
 
 class ToolFailed(Exception):
-    """The call could not be done (bad recipient, host not allowed…); the model is told why."""
+    """The call could not be done (bad recipient, host not allowed…); the model is told why.
+    `details` go to the failure's audit event: names and classes, never the message (it may
+    quote the arguments or the far side's answer)."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, *, details: dict | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.details = details or {}
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class Tool:
     # called with the tool's context, the arguments and the result (None when it failed).
     # A tool whose handler's service audits the effect itself (memory_write, im_send) has none.
     audit_target: Callable[[object, dict, dict | None], dict] | None = None
+    # The action of that event when not `tool.<name>` (every MCP tool: `tool.mcp_call`).
+    audit_action: str | None = None
     extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:

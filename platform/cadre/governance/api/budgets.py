@@ -147,6 +147,7 @@ class UsageRecordSerializer(serializers.ModelSerializer):
             "model",
             "input_tokens",
             "cached_input_tokens",
+            "cache_write_tokens",
             "output_tokens",
             "cost",
             "created_at",
@@ -160,6 +161,7 @@ class UsageSummarySerializer(serializers.Serializer):
     calls = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     cached_input_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     cost = serializers.DecimalField(max_digits=20, decimal_places=6)

@@ -4,8 +4,9 @@ Every call is checked against the run's grants (the template's allow-list, narro
 subagents) — a denied call is audited and the model is told it was refused. Side effects are
 keyed by the step's idempotency key in ToolEffect: an internal effect and its record commit
 together (exactly once); a retried call returns the recorded result. A tool that names its
-effect's target (`Tool.audit_target`) is audited here: `tool.<name>` in the effect's own
-transaction, or `tool.<name>.failed` when the effect failed (its rows rolled back).
+effect's target (`Tool.audit_target`) is audited here: `tool.<name>` (or its `audit_action`) in
+the effect's own transaction, or `tool.<name>.failed` when the effect failed (its rows rolled
+back), with the failure's code and details.
 """
 
 from __future__ import annotations
@@ -93,9 +94,12 @@ def _audit_effect(tool, tool_ctx: ToolContext, arguments: dict, result, failed=N
     }
     if failed is not None:
         changes["error"] = failed.code
+        if failed.details:
+            changes["failure"] = failed.details
+    action = tool.audit_action or f"tool.{tool.name}"
     audit.record(
         actor=tool_ctx.actor,
-        action=f"tool.{tool.name}.failed" if failed is not None else f"tool.{tool.name}",
+        action=f"{action}.failed" if failed is not None else action,
         target=("run", tool_ctx.run.pk),
         organization=tool_ctx.run.organization,
         changes=changes,
