@@ -10,6 +10,7 @@ import json
 from unittest import mock
 
 import pytest
+from django.urls import reverse
 
 from cadre.agents.models import MODEL_FAILURE, Run
 from cadre.agents.runtime.lifecycle import finish
@@ -89,3 +90,23 @@ def test_a_run_without_an_error_shows_none(client_for, bob, bob_agent):
         run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="hello")
     answer = client_for(bob).get(f"/api/v1/runs/{run.pk}/").json()
     assert answer["error"] == "" and answer["error_message"] == ""
+
+
+def test_the_console_transcript_and_call_chain_show_the_error_to_those_who_manage_models(
+    client_for, alice, bob, failed_run
+):
+    pages = (
+        reverse("console:session", args=[failed_run.session_id]),
+        reverse("console:run_call_chain", args=[failed_run.pk]),
+    )
+    for url in pages:
+        employee = client_for(bob).get(url)
+        assert employee.status_code == 200
+        html = employee.content.decode()
+        assert not any(part in html for part in SECRET_PARTS), url
+    transcript = client_for(bob).get(pages[0]).content.decode()
+    assert NOTICES["failed"] in transcript
+
+    transcript = client_for(alice).get(pages[0])
+    assert transcript.status_code == 200
+    assert "llm.internal.acme.test" in transcript.content.decode()

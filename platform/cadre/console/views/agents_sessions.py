@@ -79,6 +79,12 @@ def session_detail(request, pk: int):
         pk=pk,
     )
     transcript = selectors.session_transcript(session)
+    errors_visible = selectors.run_errors_visible(request.actor)
+    for item in transcript:  # a failed run's internal error only to those who manage models
+        run = item["run"]
+        item["error_message"] = (
+            selectors.run_error_public(run.status, run.output)["message"] if run.error else ""
+        )
     annotate_records(  # each model call's "why retrieved" (score components, passed over)
         request.actor,
         [record for item in transcript for record in item["context_records"]],
@@ -109,6 +115,7 @@ def session_detail(request, pk: int):
             "eval_suites": eval_suites,
             "can_build_suites": can_build_suites,
             "may_view_agents": actor.may("agent.view"),
+            "errors_visible": errors_visible,
         },
     )
 
@@ -136,6 +143,7 @@ def run_call_chain_view(request, pk: int):
         "console/agents/agents/call_chain.html",
         {
             "run": run,
+            "errors_visible": selectors.run_errors_visible(request.actor),
             "chain": chain,
             "sections": sections,
             # the crumbs lead through the agents pages; the transcript is readable (same gate)
