@@ -324,15 +324,22 @@ def first_charts(client, repeat: int, model) -> None:
     model is made the active one, so the page is served the map computed above (its
     selection: the owner's scopes, every point)."""
     from django.conf import settings
+    from django.utils import timezone
     from playwright.sync_api import sync_playwright
 
-    from cadre.memory.models import EmbeddingModel, MemoryMap
+    from cadre.memory.models import MemoryMap, OrganizationEmbeddingModel
+    from cadre.tenancy.models import Organization
     from tests.live_asgi import serve_asgi
 
-    EmbeddingModel.objects.exclude(pk=model.pk).filter(status=EmbeddingModel.Status.ACTIVE).update(
-        status=EmbeddingModel.Status.RETIRED
+    organization = Organization.objects.get(slug="lat-0")
+    Status = OrganizationEmbeddingModel.Status
+    uses = OrganizationEmbeddingModel.objects.filter(organization=organization)
+    uses.filter(status=Status.ACTIVE).exclude(model=model).update(status=Status.RETIRED)
+    OrganizationEmbeddingModel.objects.update_or_create(
+        organization=organization,
+        model=model,
+        defaults={"status": Status.ACTIVE, "activated_at": timezone.now()},
     )
-    EmbeddingModel.objects.filter(pk=model.pk).update(status=EmbeddingModel.Status.ACTIVE)
     # A map asked for by an earlier run on another model waits for a worker the bench has not.
     MemoryMap.objects.exclude(model=model).delete()
     settings.MEMORY_VIEWER_CACHE_SECONDS = 0

@@ -33,8 +33,9 @@ def embedding_text(package: SkillPackage) -> str:
 
 
 def active_embedding():
-    """(model, provider) of the memory layer's active embedding model, or None when
-    embeddings cannot be used here (search and prefetch then stay lexical)."""
+    """(model, provider) of the instance's configured embedding model (the Hub's vectors serve
+    every organization), or None when embeddings cannot be used here (search and prefetch then
+    stay lexical)."""
     try:
         model = embeddings.active_model()
         return model, embeddings.provider_for(model)

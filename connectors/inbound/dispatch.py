@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from cadre.agents.runtime.records.delivery import Reply
+from cadre.agents.runtime.records.delivery import FOLLOW_UP, Reply
 from cadre.queues import enqueue
 from connectors.base import ParsedEvent, identities, registry, services
 from connectors.base.transport import Transport, TransportError
@@ -202,4 +202,7 @@ def run_reply(reply: Reply) -> Delivery | None:
     )
     if event is None or not reply.text:
         return None
-    return reply_text(event, reply.text, key=f"run:{reply.run_id}", markdown=False)
+    key = f"run:{reply.run_id}"
+    if reply.notice.startswith(FOLLOW_UP):  # a line after the reply: once per run and kind
+        key = f"{key}:{reply.notice}"
+    return reply_text(event, reply.text, key=key, markdown=False)

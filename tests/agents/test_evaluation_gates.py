@@ -237,7 +237,7 @@ def filled(bob, owner, request, monkeypatch, django_capture_on_commit_callbacks)
                 "The CFO is Liu Yang",
             )
         ]
-    local = embeddings.active_model()
+    local = embeddings.active_model(bob.organization)
     evaluation_gates_set(actor=owner, gates={"embedding_activate": True})
     monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "openai")
     monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "fake-embed-16")
@@ -245,37 +245,37 @@ def filled(bob, owner, request, monkeypatch, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         task = reembed_start(actor=owner)
     task.refresh_from_db()
-    return {"memories": memories, "local": local, "task": task}
+    return {"memories": memories, "local": local, "task": task, "organization": bob.organization}
 
 
 def test_a_held_reembed_fills_the_vectors_but_does_not_switch(filled):
     from cadre.memory import embeddings
-    from cadre.memory.models import EmbeddingModel
+    from cadre.memory.models import OrganizationEmbeddingModel
 
     task = filled["task"]
     assert task.status == "completed", task.error
     assert task.result["held"] is True and task.result["activated"] is False
     assert task.result["remaining"] == 0
-    assert EmbeddingModel.objects.get(pk=NEW_MODEL).status == "building"
-    assert embeddings.active_model().pk == filled["local"].pk
+    assert OrganizationEmbeddingModel.objects.get(model_id=NEW_MODEL).status == "building"
+    assert embeddings.active_model(filled["organization"]).pk == filled["local"].pk
 
 
 def test_activating_an_embedding_model_is_blocked_without_a_retrieval_replay(filled, owner, bob):
     from cadre.errors import Conflict, NotPermitted
-    from cadre.memory.models import EmbeddingModel
+    from cadre.memory.models import OrganizationEmbeddingModel
     from cadre.memory.reembed import embedding_activate
     from cadre.tenancy.actors import member_actor
 
-    models = EmbeddingModel.objects.all()
+    uses = OrganizationEmbeddingModel.objects.all()
     with (
-        nothing_changes(*[EmbeddingModel.objects.get(pk=m.pk) for m in models]),
+        nothing_changes(*[OrganizationEmbeddingModel.objects.get(pk=use.pk) for use in uses]),
         pytest.raises(Conflict) as blocked,
     ):
         embedding_activate(actor=owner, model_id=NEW_MODEL)
     assert blocked.value.code == "evaluation_gate"
     assert blocked.value.details["gate"] == "embedding_activate"
-    assert EmbeddingModel.objects.get(status="active").pk == filled["local"].pk
-    with nothing_changes(EmbeddingModel), pytest.raises(NotPermitted):
+    assert OrganizationEmbeddingModel.objects.get(status="active").model_id == filled["local"].pk
+    with nothing_changes(OrganizationEmbeddingModel), pytest.raises(NotPermitted):
         embedding_activate(actor=member_actor(bob), model_id=NEW_MODEL, override_gate="x")
 
 
@@ -286,7 +286,8 @@ def test_an_override_switches_and_is_audited_with_its_reason(filled, owner, alic
     model = embedding_activate(
         actor=owner, model_id=NEW_MODEL, override_gate="the old endpoint shuts down tonight"
     )
-    assert model.status == "active" and embeddings.active_model().pk == NEW_MODEL
+    assert model.status == "active"
+    assert embeddings.active_model(filled["organization"]).pk == NEW_MODEL
     override = AuditEvent.objects.get(action="evaluation.gate.override")
     assert (override.actor_type, override.actor_id) == ("member", str(alice.pk))
     assert override.reason == "the old endpoint shuts down tonight"
@@ -334,21 +335,21 @@ def test_the_console_switch_needs_a_reason_without_a_passing_check(filled, alice
         reverse("console:embeddings_activate"), {"model": NEW_MODEL}, follow=True
     ).content.decode()
     assert "needs a passing evaluation suite (embedding_activate)" in refused
-    assert embeddings.active_model().pk == filled["local"].pk
+    assert embeddings.active_model(filled["organization"]).pk == filled["local"].pk
     console.post(
         reverse("console:embeddings_activate"), {"model": NEW_MODEL, "override": "vendor EOL"}
     )
-    assert embeddings.active_model().pk == NEW_MODEL
+    assert embeddings.active_model(filled["organization"]).pk == NEW_MODEL
     assert AuditEvent.objects.get(action="evaluation.gate.override").reason == "vendor EOL"
 
 
 def test_the_api_switch_is_gated_and_takes_an_override(filled, alice, bob, client_for):
     from cadre.memory import embeddings
-    from cadre.memory.models import EmbeddingModel
+    from cadre.memory.models import OrganizationEmbeddingModel
 
     url = "/api/v1/embedding-models/activate/"
     client = client_for(alice)
-    with nothing_changes(EmbeddingModel.objects.get(pk=NEW_MODEL)):
+    with nothing_changes(OrganizationEmbeddingModel.objects.get(model_id=NEW_MODEL)):
         refused = client.post(url, {"model": NEW_MODEL}, format="json")
     assert refused.status_code == 409
     assert refused.json()["error"]["code"] == "evaluation_gate"
@@ -358,5 +359,5 @@ def test_the_api_switch_is_gated_and_takes_an_override(filled, alice, bob, clien
     switched = client.post(url, {"model": NEW_MODEL, "override_gate": "EOL"}, format="json")
     assert switched.status_code == 200, switched.content
     assert switched.json()["id"] == NEW_MODEL and switched.json()["status"] == "active"
-    assert embeddings.active_model().pk == NEW_MODEL
+    assert embeddings.active_model(filled["organization"]).pk == NEW_MODEL
     assert AuditEvent.objects.get(action="evaluation.gate.override").reason == "EOL"

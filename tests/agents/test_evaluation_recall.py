@@ -86,12 +86,12 @@ def test_a_held_reembed_replays_the_suite_and_reports_recall_at_10(
     from cadre.memory import embeddings
     from cadre.memory.reembed import embedding_activate
 
-    local = embeddings.active_model()
+    local = embeddings.active_model(owner.organization)
     evaluation_gates_set(actor=owner, gates={"embedding_activate": True})
     task = _reembed_to_the_new_model(
         owner, request, monkeypatch, django_capture_on_commit_callbacks
     )
-    assert embeddings.active_model().pk == local.pk  # held: nothing switched yet
+    assert embeddings.active_model(owner.organization).pk == local.pk  # held: nothing switched yet
     (check,) = task.result["checks"]
     run = EvalRun.objects.get(pk=check["evaluation_run"])
     assert run.baseline == {"kind": "embedding", "embedding_model": local.pk}
@@ -128,7 +128,7 @@ def test_a_held_reembed_replays_the_suite_and_reports_recall_at_10(
     assert f"Switch search to {NEW_MODEL}" in card and 'name="override"' not in card
     # the passing check opens the gate
     console.post(reverse("console:embeddings_activate"), {"model": NEW_MODEL})
-    assert embeddings.active_model().pk == NEW_MODEL
+    assert embeddings.active_model(owner.organization).pk == NEW_MODEL
     assert AuditEvent.objects.filter(action="memory.embedding_activate").count() == 1
     with pytest.raises(InvalidInput):
         embedding_activate(actor=owner, model_id=NEW_MODEL)  # already active
@@ -187,18 +187,18 @@ def test_with_the_gate_off_a_suite_with_cases_still_shows_recall_before_the_swit
     from cadre.memory import embeddings
     from cadre.memory.reembed import embedding_activate
 
-    local = embeddings.active_model()
+    local = embeddings.active_model(owner.organization)
     recall.retrieval_suite_refresh(actor=owner)  # one case: the rated turn
     task = _reembed_to_the_new_model(
         owner, request, monkeypatch, django_capture_on_commit_callbacks
     )
-    assert embeddings.active_model().pk == local.pk  # held for a person, gate or not
+    assert embeddings.active_model(owner.organization).pk == local.pk  # held for a person
     (check,) = task.result["checks"]
     run = EvalRun.objects.get(pk=check["evaluation_run"])
     assert run.summary["recall_at_k"]["candidate"] == 1.0
     # The gate is off: switching needs no passing check and no override.
     embedding_activate(actor=owner, model_id=NEW_MODEL)
-    assert embeddings.active_model().pk == NEW_MODEL
+    assert embeddings.active_model(owner.organization).pk == NEW_MODEL
 
 
 def test_with_the_gate_off_and_no_cases_a_reembed_switches_on_its_own(
@@ -209,6 +209,6 @@ def test_with_the_gate_off_and_no_cases_a_reembed_switches_on_its_own(
     task = _reembed_to_the_new_model(
         owner, request, monkeypatch, django_capture_on_commit_callbacks
     )
-    assert embeddings.active_model().pk == NEW_MODEL
+    assert embeddings.active_model(owner.organization).pk == NEW_MODEL
     assert not task.result.get("checks")
     assert not EvalRun.objects.exists()

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import pytest
 
 from cadre.governance.models import AuditEvent
+from cadre.memory import services as memory_services
+from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Member
 from tests.api.request_bodies import FORMATS, has_file, post_as
 from tests.api.tenant_objects import FACTORIES
@@ -31,6 +33,17 @@ class Body:
     status: int = 201  # what a successful POST answers
     formats: tuple[str, ...] = tuple(FORMATS)  # the encodings it must succeed with
     why: str = ""  # why some encoding is not accepted
+
+
+def _feedback(owner: Member, stated: str, correction: str) -> dict:
+    memory_services.memory_add(
+        actor=member_actor(owner),
+        scope="user",
+        kind="requirement",
+        content=stated,
+        source_kind="user_statement",
+    )
+    return {"text": correction}
 
 
 def _model(name: str):
@@ -136,7 +149,10 @@ CREATE_BODIES: dict[str, Body] = {
         }
     ),
     "memory-delete-by-filter": Body(lambda o: {"tags": ["nothing-tagged-so"]}, status=200),
-    "memory-feedback": Body(lambda o: {"text": "Reports go to Dana, not Erin."}),
+    # A correction writes only when it contradicts something: the owner said Erin first.
+    "memory-feedback": Body(
+        lambda o: _feedback(o, "Reports go to Erin.", "Reports go to Dana, not Erin.")
+    ),
     "memory-search": Body(
         lambda o: {"query": "quarterly report", "top_k": 5, "kinds": ["fact"]}, status=200
     ),
@@ -266,14 +282,16 @@ def _eval_jsonl(owner: Member) -> dict:
 
 
 def _embedding_copy(owner: Member) -> dict:
-    """A new id for the active embedding model (same provider, name and size): with no memory
-    missing a vector under it, it can be switched to."""
+    """A new id for the active embedding model (same provider, name and size), re-embedded
+    for the owner's organization: with no memory missing a vector under it, it can be
+    switched to."""
     from cadre.memory import embeddings
 
-    active = embeddings.active_model()
+    active = embeddings.active_model(owner.organization)
     copy = embeddings.register_model(
         f"{active.pk}-copy-{_n()}", active.provider, active.name, active.dimension
     )
+    embeddings.mark_building(copy, owner.organization)
     return {"model": copy.pk}
 
 

@@ -146,8 +146,9 @@ def _schemathesis(base_url: str, key: str, report: Path, output: Path) -> int:
 
 
 @pytest.fixture
-def embedding_model(db):
-    """The embedding model activated and loaded before the run.
+def embedding_model(db, org_a):
+    """The embedding model activated (for the organization the run is in) and loaded before
+    the run.
 
     Loaded: the local model's first load in a process takes about 30 s on two shared cores,
     longer than the run's request timeout. Activated: on a fresh database the model is
@@ -156,7 +157,7 @@ def embedding_model(db):
     (a 500 seen on POST /memories/feedback/ from two workers) — a known bug, not this test's."""
     from cadre.memory import embeddings
 
-    model = embeddings.active_model()
+    model = embeddings.active_model(org_a)
     embeddings.provider_for(model).embed(["warm up"])
     return model
 

@@ -143,7 +143,8 @@ masking-rule-list                    GET,POST         perm:policy.manage        
 masking-rule-detail                  GET,PUT,PATCH,DELETE perm:policy.manage         auto
 
 # --- /api/v1/: memory --------------------------------------------------------------------------
-embedding-model-activate             POST             perm:memory.manage         -
+embedding-model-list                 GET              perm:model.manage          -
+embedding-model-activate             POST             perm:model.manage          -
 memory-list                          GET              member                     -
 memory-list                          POST             member                     -
 memory-delete-by-filter              POST             member                     -
@@ -536,8 +537,8 @@ console:provider_prices              POST             perm:model.manage         
 console:provider_test                POST             perm:model.manage          provider
 console:provider_default             POST             perm:model.manage          provider
 console:embeddings                   GET              perm:model.manage          -
-console:embeddings_reembed           POST             perm:memory.manage         -
-console:embeddings_activate          POST             perm:memory.manage         -
+console:embeddings_reembed           POST             perm:model.manage          -
+console:embeddings_activate          POST             perm:model.manage          -
 console:embeddings_recall_check      POST             perm:template.manage       -
 console:mcp_servers                  GET,POST         perm:connector.manage      -
 console:mcp_server                   GET,POST         perm:connector.manage      mcp_server

@@ -14,7 +14,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from cadre.memory import embeddings, selectors
-from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
+from cadre.memory.models import (
+    EmbeddingModel,
+    Memory,
+    MemoryEmbedding,
+    OrganizationEmbeddingModel,
+)
 from cadre.memory.text import lexical_document
 
 FAKE_DIMENSION = 8
@@ -217,7 +222,7 @@ def _index_definition(name: str) -> str | None:
 def test_register_model_creates_a_partial_hnsw_index_per_model():
     small = embeddings.register_model("test/small", "openai", "small", 8)
     large = embeddings.register_model("test/large", "openai", "large", 3072)
-    assert small.status == EmbeddingModel.Status.BUILDING
+    assert not small.uses.exists()  # the instance knows it; no organization uses it yet
     definition = _index_definition(embeddings.index_name(small))
     assert "USING hnsw" in definition
     assert "vector(8)" in definition and "vector_cosine_ops" in definition
@@ -230,13 +235,14 @@ def test_register_model_creates_a_partial_hnsw_index_per_model():
 
 
 @pytest.mark.django_db
-def test_active_model_registers_and_activates_the_configured_default(openai_env):
+def test_active_model_registers_and_activates_the_configured_default(openai_env, org_a):
     assert not EmbeddingModel.objects.exists()
-    model = embeddings.active_model()
+    model = embeddings.active_model(org_a)
     assert model.id == "openai/fake-a"
-    assert model.status == EmbeddingModel.Status.ACTIVE and model.activated_at is not None
+    use = OrganizationEmbeddingModel.objects.get(organization=org_a, model=model)
+    assert use.status == OrganizationEmbeddingModel.Status.ACTIVE and use.activated_at is not None
     assert _index_definition(embeddings.index_name(model)) is not None
-    assert embeddings.active_model() == model
+    assert embeddings.active_model(org_a) == model
 
 
 @pytest.mark.django_db
@@ -253,25 +259,26 @@ def test_embed_memories_is_idempotent_and_skips_deleted(openai_env, org_a):
 
 @pytest.mark.django_db
 def test_activate_refuses_an_incomplete_model_then_switches_atomically(openai_env, org_a):
-    old = embeddings.active_model()
+    old = embeddings.active_model(org_a)
     memories = [remember(org_a, f"fact number {i}") for i in range(4)]
     embeddings.embed_memories(memories)
     new = embeddings.register_model("openai/fake-b", "openai", "fake-b", FAKE_DIMENSION)
+    embeddings.mark_building(new, org_a)
     embeddings.embed_memories(memories[:2], new)
-    assert list(embeddings.missing_embeddings(new)) == memories[2:]
+    assert list(embeddings.missing_embeddings(new, org_a)) == memories[2:]
+
+    def statuses():
+        uses = OrganizationEmbeddingModel.objects.filter(organization=org_a)
+        return dict(uses.values_list("model_id", "status"))
 
     with pytest.raises(embeddings.EmbeddingModelIncomplete, match="2 memories"):
-        embeddings.activate(new)
-    old.refresh_from_db()
-    new.refresh_from_db()
-    assert (old.status, new.status) == ("active", "building")
+        embeddings.activate(new, org_a)
+    assert statuses() == {old.pk: "active", new.pk: "building"}
 
-    assert embeddings.embed_memories(embeddings.missing_embeddings(new), new) == 2
-    embeddings.activate(new)
-    old.refresh_from_db()
-    assert old.status == EmbeddingModel.Status.RETIRED
-    assert embeddings.active_model() == new
-    assert EmbeddingModel.objects.filter(status="active").count() == 1
+    assert embeddings.embed_memories(embeddings.missing_embeddings(new, org_a), new) == 2
+    embeddings.activate(new, org_a)
+    assert statuses() == {old.pk: "retired", new.pk: "active"}
+    assert embeddings.active_model(org_a) == new
     # Search now runs through the new model's index (the old vectors are ignored).
     hits = selectors.memory_search(
         actor=gate_reader(org_a), scope_keys=["agent:1"], query="fact number 3"

@@ -74,13 +74,14 @@ def test_feedback_in_chinese_corrects_a_chinese_memory(bob):
     assert contents(bob, "周报发给谁")[0] == "周报现在发给李伟"
 
 
-def test_feedback_that_matches_nothing_is_kept_as_a_new_personal_memory(bob):
+def test_feedback_that_matches_nothing_changes_nothing_and_says_so(bob):
     add(bob, "I prefer tea in the afternoon", kind="preference")
     result = services.memory_feedback(
         actor=actor(bob), text="Actually, my car is parked on level B2"
     )
-    assert result.superseded == []
-    assert result.created[0].content == "my car is parked on level B2"
+    assert result.superseded == [] and result.created == []
+    assert result.message == "Nothing was changed: no stored memory says otherwise."
+    assert not Memory.objects.filter(content__contains="level B2").exists()
     assert Memory.objects.get(content="I prefer tea in the afternoon").status == "active"
 
 
@@ -97,8 +98,8 @@ def test_feedback_does_not_supersede_memory_the_actor_may_not_change(chart):
     )
     rule.refresh_from_db()
     assert rule.status == "active"
-    assert result.superseded == []
-    assert result.created[0].scope_key == f"user:{erin.pk}"
+    assert result.superseded == [] and result.created == []
+    assert result.outcome == "nothing_changed"
 
 
 def test_as_of_hides_what_was_not_yet_recorded(bob):

@@ -66,6 +66,10 @@ ALLOWED: dict[str, dict[str, str]] = {
     "platform/cadre/memory/services/experience.py": {
         "*": "write service: finds the run's experience record to update it"
     },
+    "platform/cadre/memory/services/feedback.py": {
+        "Memory": "write service: locks the memories a correction supersedes, read again so "
+        "one changed meanwhile is left as it is"
+    },
     "platform/cadre/memory/services/funnel.py": {
         "*": "the dedup funnel (a write path): compares a new memory with its scope's rows"
     },

@@ -15,8 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.management import CommandError, call_command
 
+from cadre.governance.models import AuditEvent
 from cadre.memory import embeddings, selectors, services
-from cadre.memory.models import EmbeddingModel, MemoryEmbedding
+from cadre.memory.models import EmbeddingModel, MemoryEmbedding, OrganizationEmbeddingModel
 from tests.memory.conftest import actor
 
 DIMENSION = 16
@@ -85,7 +86,7 @@ def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, em
                 "The CFO is Liu Yang",
             )
         ]
-    local = embeddings.active_model()
+    local = embeddings.active_model(bob.organization)
     assert MemoryEmbedding.objects.filter(model=local).count() == 3
     target = "openai/fake-embed-16"
 
@@ -108,8 +109,8 @@ def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, em
     assert "2 embedded, 1 remaining" in out.getvalue()
     assert "embedding under openai/fake-embed-16" in err.getvalue()  # the tqdm bar
     new = EmbeddingModel.objects.get(pk=target)
-    assert new.status == "building"
-    assert embeddings.active_model().pk == local.pk  # search still uses the complete model
+    assert OrganizationEmbeddingModel.objects.get(model=new).status == "building"
+    assert embeddings.active_model(bob.organization).pk == local.pk  # still the complete one
     assert selectors.memory_search(actor=actor(bob), query="where is the warehouse").hits
 
     # Written during the re-embed: embedded under the building model too.
@@ -126,9 +127,10 @@ def test_reembed_is_resumable_and_switches_only_when_complete(bob, run_async, em
     out = io.StringIO()
     call_command("memory_reembed", "--model", target, stdout=out, stderr=io.StringIO())
     assert "1 embedded, 0 remaining; model openai/fake-embed-16 is active" in out.getvalue()
-    new.refresh_from_db()
-    local.refresh_from_db()
-    assert (new.status, local.status) == ("active", "retired")
+    uses = OrganizationEmbeddingModel.objects.filter(organization=bob.organization)
+    assert dict(uses.values_list("model_id", "status")) == {target: "active", local.pk: "retired"}
+    switched = AuditEvent.objects.get(action="memory.embedding_activate")
+    assert (switched.organization_id, switched.actor_type) == (bob.organization_id, "system")
     assert MemoryEmbedding.objects.filter(model=new).count() == 4
     assert sorted(embedding_server) == sorted(
         [m.content for m in memories] + [late.content]
@@ -162,7 +164,7 @@ def test_the_models_page_starts_a_reembed_and_shows_its_coverage(
                 content=text,
                 source_kind="user_statement",
             )
-    local = embeddings.active_model()
+    local = embeddings.active_model(bob.organization)
     monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "openai")
     monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "fake-embed-16")
     monkeypatch.setenv("CADRE_EMBEDDING_DIMENSION", str(DIMENSION))

@@ -266,14 +266,14 @@ def test_an_agent_reads_its_own_memory_and_its_members_but_no_other_agents(chart
     own = services.memory_add(
         actor=agent(5),
         scope="agent",
-        kind="experience",
+        kind="fact",
         content="The ERP export times out after 500 rows",
         source_kind="tool_result",
     )
     services.memory_add(
         actor=agent(6),
         scope="agent",
-        kind="experience",
+        kind="fact",
         content="The ERP export needs the finance role",
         source_kind="tool_result",
     )

@@ -35,6 +35,7 @@ from cadre.agents.runtime.steps.context import ORDERS as CONTEXT_ORDERS
 from cadre.agents.tools.registry import tool_names
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
+from cadre.memory.models import Kind
 from cadre.ports import Listeners
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import Department, Member, Position, department_subtree_ids
@@ -131,6 +132,13 @@ def validate_content(content: dict, organization_id: int | None = None) -> dict:
                 bad = [s for s in policy.get(key, []) if s not in MEMORY_SCOPES]
                 if bad:
                     errors["memory_policy"] = f"{key}: unknown scope {bad[0]!r}"
+            kinds = policy.get("retrieve_kinds")
+            if kinds is not None and (
+                not isinstance(kinds, list) or any(kind not in Kind.values for kind in kinds)
+            ):
+                errors["memory_policy"] = (
+                    f"retrieve_kinds: a list of memory kinds ({', '.join(Kind.values)})"
+                )
     hooks = content.get("hooks")
     if isinstance(hooks, dict):
         hooks = content["hooks"] = _without_input_gate(hooks)

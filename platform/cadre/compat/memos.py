@@ -20,7 +20,7 @@ from cadre.compat.mem0 import (
 )
 from cadre.errors import InvalidInput, NotFound
 from cadre.memory import selectors, services
-from cadre.memory.models import Kind, Memory, Scope, SourceKind
+from cadre.memory.models import STATEMENT_KINDS, Kind, Memory, Scope, SourceKind
 from hub.recall import memos_skill_details
 
 CLIENT = "memos"
@@ -261,6 +261,8 @@ class SearchMemory(MemosView):
                 query=query.strip(),
                 top_k=min(facts + prefs + tools, 100),
                 scope_keys=target.read_scope_keys(),
+                # Tool memory (trajectories, experience) only when asked for.
+                kinds=[*STATEMENT_KINDS, *TOOL_KINDS] if with_tools else None,
                 force=True,
             )
         answer = {
@@ -400,6 +402,8 @@ class AddFeedback(MemosView):
                 "status": "completed",
                 "task_id": _task_id(result.created),
                 "superseded": [str(memory.pk) for memory in result.superseded],
+                "outcome": result.outcome,
+                "feedback_message": result.message,
             }
         )
 

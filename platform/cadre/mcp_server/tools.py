@@ -123,6 +123,8 @@ def memory_feedback(actor, **arguments) -> dict:
         "statement": _masked(actor, result.statement),
         "created": [_memory_out(actor, MemorySerializer(m).data) for m in result.created],
         "superseded": [_memory_out(actor, MemorySerializer(m).data) for m in result.superseded],
+        "outcome": result.outcome,
+        "message": _masked(actor, result.message),
     }
 
 

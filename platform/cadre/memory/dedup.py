@@ -6,6 +6,9 @@ Funnel, within one scope (services.memory_dedup runs it):
 2. near — cosine similarity ≥ NEAR_THRESHOLD among the top NEAR_CANDIDATES active memories of
    the same scope under the active embedding model;
 3. judge — memory's model (`extraction.memory_model`) or the rule judge decides.
+
+A statement and a derived record (experience, tool trajectory, summary) are never candidates
+of each other: what a run did is not what a person said (`comparable_kinds`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from typing import Protocol
 
 from cadre.llm import ModelProvider, ProviderError, chat_json
 from cadre.memory.extraction import charged, memory_model
-from cadre.memory.models import Memory, MemoryEmbedding, SourceKind
+from cadre.memory.models import (
+    DERIVED_KINDS,
+    STATEMENT_KINDS,
+    Memory,
+    MemoryEmbedding,
+    SourceKind,
+)
 from cadre.memory.text import STOP_WORDS
 
 NEAR_THRESHOLD = 0.75  # MemOS local plugin: candidates at cosine >= 0.75 go to the judge
@@ -86,6 +95,20 @@ def outranks(new: Memory, old: Memory) -> bool:
     return new.observed_at >= old.observed_at
 
 
+def comparable_kinds(kind: str) -> list[str]:
+    """The kinds a memory of `kind` may be a duplicate or an update of: a statement only of
+    statements, a derived record (an experience, a tool call, a summary) only of its own kind.
+    A run's record never absorbs, replaces or archives what a person stated, nor the reverse."""
+    if kind in DERIVED_KINDS:
+        return [str(kind)]
+    return [str(other) for other in STATEMENT_KINDS]
+
+
+def comparable(memory: Memory, other: Memory) -> bool:
+    """May one of these two merge into, update or supersede the other?"""
+    return str(other.kind) in comparable_kinds(memory.kind)
+
+
 @dataclass
 class Candidate:
     memory: Memory
@@ -118,7 +141,8 @@ def near_candidates(
     threshold: float = NEAR_THRESHOLD,
     limit: int = NEAR_CANDIDATES,
 ) -> list[Candidate]:
-    """Active memories of the same scope whose vector is within `threshold` cosine of `vector`.
+    """Active memories of the same scope whose vector is within `threshold` cosine of `vector`,
+    of a kind it may merge with (`comparable_kinds`: statements with statements only).
 
     Exact distances over the scope's rows: a scope holds few enough memories that an index
     scan (whose post-filtering loses rows, see REFERENCE) would only cost recall here.
@@ -131,6 +155,7 @@ def near_candidates(
             memory__organization_id=memory.organization_id,
             memory__scope_key=memory.scope_key,
             memory__status=Memory.Status.ACTIVE,
+            memory__kind__in=comparable_kinds(memory.kind),
         )
         .exclude(memory_id=memory.pk)
         .annotate(distance=CosineDistance("embedding", vector))

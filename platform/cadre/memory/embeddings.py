@@ -1,6 +1,11 @@
 """The one embedding interface: providers (local sentence-transformers, any OpenAI-compatible
-endpoint), the registry of embedding models, their per-model HNSW indexes, and the atomic
-switch of the active model.
+endpoint), the registry of embedding models, their per-model HNSW indexes, and each
+organization's atomic switch of its active model.
+
+The models and their vectors are the instance's (a memory has one vector per model, whichever
+organization owns it); which model an organization's search uses, and switching it, are the
+organization's (`OrganizationEmbeddingModel`): one organization's re-embed or switch never
+changes another's search.
 
 Configuration (environment):
   CADRE_EMBEDDING_PROVIDER   local (default) | openai
@@ -31,7 +36,13 @@ from django.utils import timezone
 
 from cadre import outbound
 from cadre.env import env_int, env_secret, env_str, env_url
-from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding
+from cadre.memory.models import (
+    EmbeddingModel,
+    Memory,
+    MemoryEmbedding,
+    OrganizationEmbeddingModel,
+)
+from cadre.tenancy.models import Organization
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +63,8 @@ class EmbeddingError(RuntimeError):
 
 
 class EmbeddingModelIncomplete(ValueError):
-    """`activate` was asked to switch to a model that has not embedded every memory yet."""
+    """`activate` was asked to switch to a model that has not embedded every memory of the
+    organization yet."""
 
 
 class EmbeddingProvider:
@@ -396,7 +408,8 @@ def _create_index(cursor, statement: str, name: str, *, savepoint: bool) -> None
 
 
 def register_model(id: str, provider: str, name: str, dimension: int) -> EmbeddingModel:
-    """Record an embedding model (status `building` when new) and ensure its HNSW index."""
+    """Record an embedding model on the instance and ensure its HNSW index (no organization
+    uses it until a re-embed or a first use there)."""
     if dimension < 1 or dimension > HNSW_MAX_HALFVEC_DIMENSION:
         raise ValueError(f"dimension must be 1..{HNSW_MAX_HALFVEC_DIMENSION}, got {dimension}")
     model, created = EmbeddingModel.objects.get_or_create(
@@ -426,36 +439,108 @@ def configured_model() -> EmbeddingModel:
     return register_model(config.model_id, config.provider, config.name, dimension)
 
 
-def active_model() -> EmbeddingModel:
-    """The model search uses. On first use (none active yet) the configured model is
-    registered and activated: with no active model there is nothing a partial one hides."""
-    model = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
-    if model is not None:
-        return model
-    candidate = configured_model()
-    with transaction.atomic():
-        locked = list(EmbeddingModel.objects.select_for_update().order_by("pk"))
-        current = next((m for m in locked if m.status == EmbeddingModel.Status.ACTIVE), None)
-        if current is not None:  # another process won the race
-            return current
-        candidate = next(m for m in locked if m.pk == candidate.pk)
-        candidate.status = EmbeddingModel.Status.ACTIVE
-        candidate.activated_at = timezone.now()
-        candidate.save(update_fields=["status", "activated_at"])
-    return candidate
+def _organization_id(organization) -> int:
+    return getattr(organization, "pk", organization)
 
 
-def embeddable_memories() -> QuerySet[Memory]:
-    """Memories that must carry an embedding under the active model: not deleted/purged."""
-    return Memory.objects.filter(deleted_at__isnull=True, purged_at__isnull=True).exclude(
-        status=Memory.Status.DELETED
+def _lock_organization(organization_id: int) -> None:
+    """Serialize changes of one organization's models (FOR NO KEY UPDATE: rows referencing
+    the organization are still written meanwhile)."""
+    list(
+        Organization.objects.select_for_update(no_key=True)
+        .filter(pk=organization_id)
+        .values_list("pk", flat=True)
     )
 
 
-def missing_embeddings(model: EmbeddingModel) -> QuerySet[Memory]:
-    """Embeddable memories without a vector under `model` (what a re-embed still has to do)."""
+def current_model(organization) -> EmbeddingModel | None:
+    """The model `organization`'s search uses, or None before its first use (nothing is
+    registered or activated here)."""
+    use = (
+        OrganizationEmbeddingModel.objects.filter(
+            organization_id=_organization_id(organization),
+            status=OrganizationEmbeddingModel.Status.ACTIVE,
+        )
+        .select_related("model")
+        .first()
+    )
+    return use.model if use is not None else None
+
+
+def active_model(organization=None) -> EmbeddingModel:
+    """The model `organization`'s search uses (an Organization or its pk). On its first use
+    (none active yet) the configured model is registered and activated for it: with no active
+    model there is nothing a partial one hides.
+
+    Without an organization: the instance's configured model — what an organization starts
+    with, and what instance-wide vectors (the Hub's packages, searched by every organization)
+    use."""
+    if organization is None:
+        return configured_model()
+    model = current_model(organization)
+    if model is not None:
+        return model
+    candidate = configured_model()
+    organization_id = _organization_id(organization)
+    with transaction.atomic():
+        _lock_organization(organization_id)
+        current = current_model(organization_id)
+        if current is not None:  # another process won the race
+            return current
+        OrganizationEmbeddingModel.objects.update_or_create(
+            organization_id=organization_id,
+            model=candidate,
+            defaults={
+                "status": OrganizationEmbeddingModel.Status.ACTIVE,
+                "activated_at": timezone.now(),
+            },
+        )
+    return candidate
+
+
+def building_models(organization) -> list[EmbeddingModel]:
+    """The models a re-embed of `organization` is filling (its memories written meanwhile are
+    embedded under them too)."""
+    return [
+        use.model
+        for use in OrganizationEmbeddingModel.objects.filter(
+            organization_id=_organization_id(organization),
+            status=OrganizationEmbeddingModel.Status.BUILDING,
+        ).select_related("model")
+    ]
+
+
+def mark_building(model: EmbeddingModel, organization) -> OrganizationEmbeddingModel:
+    """Record that a re-embed of `organization` fills `model` (the organization's active model
+    stays active)."""
+    organization_id = _organization_id(organization)
+    use, _ = OrganizationEmbeddingModel.objects.get_or_create(
+        organization_id=organization_id, model=model
+    )
+    if use.status == OrganizationEmbeddingModel.Status.RETIRED:
+        OrganizationEmbeddingModel.objects.filter(
+            pk=use.pk, status=OrganizationEmbeddingModel.Status.RETIRED
+        ).update(status=OrganizationEmbeddingModel.Status.BUILDING)
+        use.refresh_from_db()
+    return use
+
+
+def embeddable_memories(organization=None) -> QuerySet[Memory]:
+    """Memories that must carry an embedding under the active model: not deleted/purged
+    (of `organization` when given)."""
+    memories = Memory.objects.filter(deleted_at__isnull=True, purged_at__isnull=True).exclude(
+        status=Memory.Status.DELETED
+    )
+    if organization is not None:
+        memories = memories.filter(organization_id=_organization_id(organization))
+    return memories
+
+
+def missing_embeddings(model: EmbeddingModel, organization) -> QuerySet[Memory]:
+    """The organization's embeddable memories without a vector under `model` (what its
+    re-embed still has to do)."""
     embedded = MemoryEmbedding.objects.filter(memory=OuterRef("pk"), model=model)
-    return embeddable_memories().exclude(Exists(embedded)).order_by("pk")
+    return embeddable_memories(organization).exclude(Exists(embedded)).order_by("pk")
 
 
 def embedding_text(memory: Memory) -> str:
@@ -466,10 +551,17 @@ def embedding_text(memory: Memory) -> str:
 def embed_memories(
     memories: Iterable[Memory], model: EmbeddingModel | None = None, *, batch_size: int = 256
 ) -> int:
-    """Embed the given memories under `model` (default: the active one). Idempotent: memories
-    already embedded under that model, deleted or purged ones are skipped. Returns how many
-    vectors were written."""
-    model = model or active_model()
+    """Embed the given memories under `model` (default: each memory's organization's active
+    model). Idempotent: memories already embedded under that model, deleted or purged ones are
+    skipped. Returns how many vectors were written."""
+    if model is None:
+        by_organization: dict[int, list[Memory]] = {}
+        for memory in memories:
+            by_organization.setdefault(memory.organization_id, []).append(memory)
+        return sum(
+            embed_memories(group, active_model(organization_id), batch_size=batch_size)
+            for organization_id, group in by_organization.items()
+        )
     provider = provider_for(model)
     written = 0
     batch: list[Memory] = []
@@ -516,26 +608,34 @@ def embed_memories(
     return written
 
 
-def activate(model: EmbeddingModel) -> EmbeddingModel:
-    """Make `model` the one search uses, retiring the previous one, in one transaction.
-    Refused (EmbeddingModelIncomplete) while any embeddable memory lacks a vector under it."""
+def activate(model: EmbeddingModel, organization) -> OrganizationEmbeddingModel:
+    """Make `model` the one `organization`'s search uses, retiring its previous one, in one
+    transaction. Refused (EmbeddingModelIncomplete) while any of the organization's embeddable
+    memories lacks a vector under it. Other organizations' models are untouched."""
     ensure_index(model)
+    organization_id = _organization_id(organization)
     with transaction.atomic():
-        locked = {m.pk: m for m in EmbeddingModel.objects.select_for_update().order_by("pk")}
-        target = locked[model.pk]
-        missing = missing_embeddings(target).count()
+        _lock_organization(organization_id)
+        missing = missing_embeddings(model, organization_id).count()
         if missing:
             raise EmbeddingModelIncomplete(
-                f"embedding model {target.id}: {missing} memories are not embedded yet; "
+                f"embedding model {model.id}: {missing} memories are not embedded yet; "
                 "finish the re-embed before activating it"
             )
-        now = timezone.now()
-        for other in locked.values():
-            if other.pk != target.pk and other.status == EmbeddingModel.Status.ACTIVE:
-                other.status = EmbeddingModel.Status.RETIRED
-                other.save(update_fields=["status"])
-        target.status = EmbeddingModel.Status.ACTIVE
-        target.activated_at = now
-        target.save(update_fields=["status", "activated_at"])
-    model.refresh_from_db()
-    return model
+        uses = OrganizationEmbeddingModel.objects.filter(organization_id=organization_id)
+        uses.filter(status=OrganizationEmbeddingModel.Status.ACTIVE).exclude(model=model).update(
+            status=OrganizationEmbeddingModel.Status.RETIRED
+        )
+        use, created = OrganizationEmbeddingModel.objects.get_or_create(
+            organization_id=organization_id,
+            model=model,
+            defaults={
+                "status": OrganizationEmbeddingModel.Status.ACTIVE,
+                "activated_at": timezone.now(),
+            },
+        )
+        if not created and use.status != OrganizationEmbeddingModel.Status.ACTIVE:
+            use.status = OrganizationEmbeddingModel.Status.ACTIVE
+            use.activated_at = timezone.now()
+            use.save(update_fields=["status", "activated_at"])
+    return use

@@ -30,6 +30,14 @@ class Kind(models.TextChoices):
     SUMMARY = "summary", "Summary"
 
 
+# Records the system derives from runs and from other memories (a task's experience, a tool
+# call, a summary), not anything a person stated: they never merge with, update or supersede
+# a statement (nor a statement them), and retrieval leaves them out unless asked for by kind
+# (a template's `memory_policy.retrieve_kinds`, a search's `kinds`).
+DERIVED_KINDS = (Kind.EXPERIENCE, Kind.TOOL_TRAJECTORY, Kind.SUMMARY)
+STATEMENT_KINDS = tuple(kind for kind in Kind if kind not in DERIVED_KINDS)
+
+
 class SourceKind(models.TextChoices):
     # Ordered by authority: a user statement outranks a tool result, which outranks an inference.
     USER_STATEMENT = "user_statement", "User statement"
@@ -215,23 +223,50 @@ class MemoryVersion(models.Model):
 
 
 class EmbeddingModel(models.Model):
-    """An embedding model known to this instance. Exactly one is `active` for search."""
+    """An embedding model known to this instance: its id, provider and vector size. Which one
+    an organization's search uses is the organization's (`OrganizationEmbeddingModel`); a
+    memory's vector under a model (`MemoryEmbedding`) serves whichever organization owns it."""
+
+    id = models.CharField(max_length=128, primary_key=True)  # e.g. "local/all-MiniLM-L6-v2"
+    provider = models.CharField(max_length=32)  # "local", "openai"
+    name = models.CharField(max_length=200)
+    dimension = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class OrganizationEmbeddingModel(TenantModel):
+    """An embedding model as one organization uses it: `building` while a re-embed fills the
+    organization's vectors under it, `active` for the organization's search (exactly one),
+    `retired` once another took over. Switching is the organization's alone: another
+    organization's model, switch and re-embed never change which vectors this one searches."""
+
+    resource = "memory"
 
     class Status(models.TextChoices):
         BUILDING = "building", "Building (re-embedding in progress)"
         ACTIVE = "active", "Active"
         RETIRED = "retired", "Retired"
 
-    id = models.CharField(max_length=128, primary_key=True)  # e.g. "local/all-MiniLM-L6-v2"
-    provider = models.CharField(max_length=32)  # "local", "openai"
-    name = models.CharField(max_length=200)
-    dimension = models.PositiveIntegerField()
+    model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="uses")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING)
     created_at = models.DateTimeField(default=timezone.now)
     activated_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("organization", "model", name="orgembeddingmodel_unique_model"),
+            models.UniqueConstraint(
+                "organization",
+                condition=models.Q(status="active"),
+                name="orgembeddingmodel_one_active",
+            ),
+        ]
+
     def __str__(self) -> str:
-        return self.id
+        return f"{self.model_id} in organization {self.organization_id} ({self.status})"
 
 
 class MemoryEmbedding(models.Model):

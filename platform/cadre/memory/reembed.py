@@ -1,11 +1,15 @@
-"""Re-embedding every memory under a new embedding model, resumably, then switching to it;
-and what the console shows of it (the active model, coverage, starting a re-embed).
+"""Re-embedding an organization's memories under a new embedding model, resumably, then
+switching its search to it; and what the console shows of it (the active model, coverage,
+starting a re-embed).
 
-Shared by `manage.py memory_reembed` (with a tqdm progress bar) and the `memory_reembed` Celery
+Everything here is one organization's: its re-embed walks its memories only, its switch
+changes its search only and is audited in it (another organization's model, vectors, search
+and audit trail are untouched). Shared by `manage.py memory_reembed` (the instance operator's,
+run organization by organization, with a tqdm progress bar) and the `memory_reembed` Celery
 task. Resumable because only memories still missing a vector under the model are embedded
 (`embeddings.missing_embeddings`); the switch (`embeddings.activate`) happens only when none is
 missing, atomically, so search never runs against a half-built model. Memories written while a
-re-embed runs are embedded under every `building` model by the enrich task as well.
+re-embed runs are embedded under the organization's `building` models by the enrich task too.
 
 An organization may hold the switch for a person (`cadre.memory.activation`): its re-embed then
 fills the vectors without activating, the apps above memory are told (evaluation replays the
@@ -19,14 +23,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
 from cadre.memory import activation, embeddings
-from cadre.memory.models import EmbeddingModel, MemoryEmbedding, MemoryTask
+from cadre.memory.models import (
+    EmbeddingModel,
+    MemoryEmbedding,
+    MemoryTask,
+    OrganizationEmbeddingModel,
+)
 from cadre.memory.services.common import enqueue
+from cadre.tenancy.actors import system_actor
 
 ACTIVATE_ATTEMPTS = 5
 OPEN = (MemoryTask.Status.WAITING, MemoryTask.Status.IN_PROGRESS)
@@ -34,29 +44,35 @@ OPEN = (MemoryTask.Status.WAITING, MemoryTask.Status.IN_PROGRESS)
 
 def reembed(
     model_id: str,
+    organization,
     *,
     activate: bool = True,
+    actor=None,
     batch_size: int = 256,
     on_start: Callable[[int], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     limit: int | None = None,
 ) -> dict:
-    """Embed what is missing under `model_id`; activate it when complete (if asked).
+    """Embed what `organization`'s memories miss under `model_id`; make it the organization's
+    active model when complete (if asked), audited in the organization as `actor` (default: the
+    platform itself).
 
     `limit` stops after that many memories (to test or spread the work); a later call resumes.
     """
     model = EmbeddingModel.objects.get(pk=model_id)
     embeddings.ensure_index(model)
+    if embeddings.current_model(organization) != model:
+        embeddings.mark_building(model, organization)
     done = 0
     activated = False
     for _attempt in range(ACTIVATE_ATTEMPTS):
-        missing = embeddings.missing_embeddings(model)
+        missing = embeddings.missing_embeddings(model, organization)
         total = missing.count()
         if on_start is not None:
             on_start(total)
         while limit is None or done < limit:
             size = batch_size if limit is None else min(batch_size, limit - done)
-            batch = list(embeddings.missing_embeddings(model)[:size])
+            batch = list(embeddings.missing_embeddings(model, organization)[:size])
             if not batch:
                 break
             embeddings.embed_memories(batch, model, batch_size=size)
@@ -68,20 +84,38 @@ def reembed(
         if not activate:
             break
         try:
-            embeddings.activate(model)
+            _switch(organization, model, actor=actor)
             activated = True
             break
         except embeddings.EmbeddingModelIncomplete:
             continue  # memories were written meanwhile: embed those too, then try again
-    remaining = embeddings.missing_embeddings(model).count()
-    model.refresh_from_db()
+    remaining = embeddings.missing_embeddings(model, organization).count()
+    use = OrganizationEmbeddingModel.objects.filter(organization=organization, model=model).first()
     return {
         "model_id": model.pk,
         "embedded": done,
         "remaining": remaining,
         "activated": activated,
-        "status": model.status,
+        "status": use.status if use is not None else "",
     }
+
+
+@transaction.atomic
+def _switch(organization, model: EmbeddingModel, *, actor=None) -> None:
+    """A completed re-embed switches the organization's search, audited in it (nothing when
+    the model is already its active one)."""
+    previous = embeddings.current_model(organization)
+    embeddings.activate(model, organization)
+    if previous == model:
+        return
+    audit.record(
+        actor=actor or system_actor(organization, label="re-embed"),
+        action="memory.embedding_activate",
+        target=("embedding_model", model.pk, str(model)),
+        before={"active": previous.pk if previous else None},
+        after={"active": model.pk},
+        organization=organization,
+    )
 
 
 def reembed_task_run(record: MemoryTask) -> dict:
@@ -89,7 +123,7 @@ def reembed_task_run(record: MemoryTask) -> dict:
     the task's organization holds the switch — then, once every vector is there, tell the
     apps above memory (their answers are kept under `checks`)."""
     held = activation.activation_held(record.organization)
-    result = reembed(record.params["model_id"], activate=not held)
+    result = reembed(record.params["model_id"], record.organization, activate=not held)
     result["held"] = held
     if held and result["remaining"] == 0:
         model = EmbeddingModel.objects.get(pk=record.params["model_id"])
@@ -99,23 +133,39 @@ def reembed_task_run(record: MemoryTask) -> dict:
     return result
 
 
-def embedding_activate(*, actor, model_id: str, override_gate: str = "") -> EmbeddingModel:
-    """Switch search to `model_id` now (`memory.manage`): refused while a memory lacks its
-    vector (409 `reembed_incomplete`) or by a registered gate (evaluation's
-    `embedding_activate`: 409 `evaluation_gate` unless overridden with a reason). The gate's
-    override, the switch and its audit event commit together or not at all."""
-    actor.require("memory.manage")
-    model = EmbeddingModel.objects.filter(pk=model_id).first()
-    if model is None:
+def embedding_models(organization):
+    """The embedding models `organization` has used or is filling, with its own status of
+    each (another organization's re-embeds and switches are not among them)."""
+    return (
+        OrganizationEmbeddingModel.objects.filter(organization=organization)
+        .select_related("model")
+        .order_by(F("activated_at").desc(nulls_last=True), "model_id")
+    )
+
+
+def embedding_activate(
+    *, actor, model_id: str, override_gate: str = ""
+) -> OrganizationEmbeddingModel:
+    """Switch the actor's organization's search to `model_id` now (`model.manage`: changing
+    the model is model management, not a memory write): refused while one of its memories
+    lacks a vector (409 `reembed_incomplete`) or by a registered gate (evaluation's
+    `embedding_activate`: 409 `evaluation_gate` unless overridden with a reason); a model its
+    re-embeds never filled is unknown to it (404). The gate's override, the switch and its
+    audit event commit together or not at all; no other organization's search changes."""
+    actor.require("model.manage")
+    organization = actor.organization
+    use = embedding_models(organization).filter(model_id=model_id).first()
+    if use is None:
         raise NotFound("No such embedding model.")
-    if model.status == EmbeddingModel.Status.ACTIVE:
+    model = use.model
+    if use.status == OrganizationEmbeddingModel.Status.ACTIVE:
         raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")
     embeddings.ensure_index(model)  # outside the transaction: built CONCURRENTLY
     with transaction.atomic():
-        previous = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
+        previous = embeddings.current_model(organization)
         activation.activation_check(actor=actor, model=model, override_reason=override_gate)
         try:
-            model = embeddings.activate(model)
+            use = embeddings.activate(model, organization)
         except embeddings.EmbeddingModelIncomplete as error:
             raise Conflict(str(error), code="reembed_incomplete") from None
         audit.record(
@@ -126,7 +176,7 @@ def embedding_activate(*, actor, model_id: str, override_gate: str = "") -> Embe
             after={"active": model.pk},
             reason=(override_gate or "").strip()[:500],
         )
-    return model
+    return use
 
 
 # --- the console's view of it ------------------------------------------------------------
@@ -136,7 +186,9 @@ def embedding_activate(*, actor, model_id: str, override_gate: str = "") -> Embe
 class EmbeddingStatus:
     active: EmbeddingModel | None
     configured_id: str  # the model the environment names (a re-embed moves search to it)
-    target: EmbeddingModel | None  # the configured model, once registered (a re-embed fills it)
+    # the configured model, once a re-embed of the organization fills it (another
+    # organization's re-embed of the same model is not this one's to switch to)
+    target: EmbeddingModel | None
     total: int  # the organization's memories that must carry a vector
     embedded: int  # of those, how many have one under `target`
     task: MemoryTask | None  # the latest re-embed of the organization
@@ -151,13 +203,15 @@ class EmbeddingStatus:
 
 
 def embedding_status(organization) -> EmbeddingStatus:
-    """The embedding model search uses and the share of the organization's memories embedded
-    under the configured model — the one a re-embed fills; none while it is not registered
-    yet. Nothing is registered or probed here."""
-    active = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
+    """The embedding model the organization's search uses and the share of its memories
+    embedded under the configured model — the one a re-embed fills; none while no re-embed of
+    the organization has used it. Nothing is registered or probed here."""
+    active = embeddings.current_model(organization)
     configured_id = embeddings.configured().model_id
-    target = EmbeddingModel.objects.filter(pk=configured_id).first()
-    memories = embeddings.embeddable_memories().filter(organization=organization)
+    target = EmbeddingModel.objects.filter(
+        pk=configured_id, uses__organization=organization
+    ).first()
+    memories = embeddings.embeddable_memories(organization)
     total = memories.count()
     embedded = 0
     if target is not None:
@@ -174,9 +228,11 @@ def embedding_status(organization) -> EmbeddingStatus:
 
 @transaction.atomic
 def reembed_start(*, actor) -> MemoryTask:
-    """Queue a re-embed under the configured model (registered on first use), which becomes
-    the active one when every memory has its vector. One at a time per organization."""
-    actor.require("memory.manage")
+    """Queue a re-embed of the actor's organization under the configured model (registered on
+    first use), which becomes its active one when every memory of it has its vector (unless
+    the organization holds the switch for a person). One at a time per organization;
+    `model.manage`, as switching is."""
+    actor.require("model.manage")
     running = (
         MemoryTask.objects.select_for_update()
         .filter(organization=actor.organization, kind=MemoryTask.Kind.REEMBED, status__in=OPEN)

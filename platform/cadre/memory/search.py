@@ -1,6 +1,7 @@
 """Hybrid memory retrieval: full-text + pgvector, fused with reciprocal rank fusion, then
 recency, conversation/speaker boosts, neighbouring-turn smoothing and MMR diversity. Only
-verified memories are searched: a shared memory waiting for review reaches no model.
+verified memories are searched: a shared memory waiting for review reaches no model. Records
+derived from runs (experience, tool trajectories, summaries) are searched only by kind.
 
 Every hit explains itself (`SearchHit.components`). The two retrieval sides are plain SQL so
 that the planner uses the right indexes:
@@ -36,7 +37,13 @@ from django.utils import timezone
 from cadre.memory import embeddings
 from cadre.memory import text as memory_text
 from cadre.memory.embeddings import vector_type
-from cadre.memory.models import EmbeddingModel, Memory, MemoryEmbedding, Verification
+from cadre.memory.models import (
+    DERIVED_KINDS,
+    EmbeddingModel,
+    Memory,
+    MemoryEmbedding,
+    Verification,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +170,11 @@ def _filter_sql(
     if kinds:
         conditions.append("m.kind = ANY(%s)")
         params.append([str(k) for k in kinds])
+    else:
+        # Ordinary retrieval finds what people stated: records derived from runs (experience,
+        # tool trajectories, summaries) only when a caller names their kind.
+        conditions.append("m.kind <> ALL(%s)")
+        params.append([str(k) for k in DERIVED_KINDS])
     if source_kinds:
         conditions.append("m.source_kind = ANY(%s)")
         params.append([str(k) for k in source_kinds])
@@ -433,6 +445,8 @@ def _search(
     `mode` "lexical" / "vector" run one side alone (same SQL as the hybrid's sides; used by
     the benchmarks). `query_vector` skips embedding the query (benchmarks, callers that
     already have it). Filters always include organization and scope; see the module docs.
+    Without `kinds`, derived records (models.DERIVED_KINDS) are left out; a caller that wants
+    them names their kinds.
 
     `candidate_ids` restricts both sides to these memories (a pool retrieved ahead, e.g. the
     runtime's prefetch): the same filters and the same ranking, over the pool instead of the
@@ -475,7 +489,7 @@ def _search(
     vector: list[tuple[int, float]] = []
     embedding_model = None
     if mode in ("hybrid", "vector"):
-        embedding_model = model or embeddings.active_model()
+        embedding_model = model or embeddings.active_model(organization)
         if query_vector is None:
             try:
                 query_vector = embeddings.provider_for(embedding_model).embed([query])[0]

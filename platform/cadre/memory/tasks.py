@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cadre.memory import embeddings, reembed, schedule, services
-from cadre.memory.models import EmbeddingModel, Memory, MemoryTask
+from cadre.memory.models import Memory, MemoryTask
 from cadre.tenancy.models import Organization
 
 logger = logging.getLogger(__name__)
@@ -91,11 +91,11 @@ def memory_enrich(self, task_id: int) -> dict | None:
         memory = _memory(record)
         if memory is None or memory.status == Memory.Status.DELETED:
             return {"skipped": "memory gone or deleted"}
-        model = embeddings.active_model()
+        model = embeddings.active_model(memory.organization_id)
         written = embeddings.embed_memories([memory], model)
-        # A re-embed in progress must not miss memories written while it runs.
-        # (A failure here is not the memory's: the re-embed picks it up before switching.)
-        for building in EmbeddingModel.objects.filter(status=EmbeddingModel.Status.BUILDING):
+        # A re-embed of the organization in progress must not miss memories written while it
+        # runs. (A failure here is not the memory's: the re-embed picks it up before switching.)
+        for building in embeddings.building_models(memory.organization_id):
             try:
                 embeddings.embed_memories([memory], building)
             except Exception:

@@ -22,10 +22,17 @@ class SkillsConfig(AppConfig):
     def ready(self) -> None:
         from cadre.agents.hooks.experience import FEEDBACK_CLASSIFIERS  # lazy: ready()
         from cadre.api.middleware import BodySizeLimitMiddleware  # lazy: ready()
+        from cadre.memory.services.deletion import other_copies  # lazy: ready()
 
-        # lazy: ready() — registers the post_process:skill_backflow hook with the agents' hooks.
-        from cadre.skills import hooks  # noqa: F401
+        # lazy: ready() — `hooks` registers the post_process:skill_backflow hook with the
+        # agents' hooks on import; `redaction` is registered on memory's `other_copies`.
+        from cadre.skills import (
+            hooks,  # noqa: F401
+            redaction,  # lazy: ready()
+        )
 
         # Candidate uploads and resubmissions carry a bundle, as Hub publishes do.
         BodySizeLimitMiddleware.overrides["/api/v1/skills/candidates/"] = UPLOAD_BODY_LIMIT
         FEEDBACK_CLASSIFIERS.register("skills", feedback_verdict)
+        # A deleted memory's text is redacted from the drafts and candidates that quote it.
+        other_copies.register("skills", redaction)

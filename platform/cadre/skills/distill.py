@@ -125,12 +125,14 @@ def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
 
 
 def attach_vectors(trajectories: list[Trajectory]) -> str:
-    """Give each trajectory its memory's vector under the active model; memories the memory
-    layer has not embedded yet are embedded here by the same provider (in process: storing
-    vectors stays the memory layer's job). Returns the model id."""
-    model = embeddings.active_model()
+    """Give each trajectory its memory's vector under its organization's active model;
+    memories the memory layer has not embedded yet are embedded here by the same provider (in
+    process: storing vectors stays the memory layer's job). Returns the model id."""
+    organizations = {t.organization for t in trajectories if t.organization is not None}
+    # One organization's trajectories are clustered together: one vector space, its own.
+    model = embeddings.active_model(next(iter(organizations)) if len(organizations) == 1 else None)
     stored: dict = {}
-    for organization in {t.organization for t in trajectories if t.organization is not None}:
+    for organization in organizations:
         ids = [t.memory_id for t in trajectories if t.organization == organization]
         stored |= memory_vectors(distill_reader(organization), model=model, memory_ids=ids)
     missing = [t for t in trajectories if t.memory_id not in stored]

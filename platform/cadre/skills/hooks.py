@@ -17,6 +17,7 @@ from cadre.agents.runtime.records.grants import agent_actor
 from cadre.errors import CadreError
 from cadre.llm import ProviderError
 from cadre.llm.metering import purpose
+from cadre.memory import services as memory_services
 from cadre.skills import drafting, services
 from cadre.skills.models import SkillProposal
 from cadre.skills.scoring import jaccard
@@ -143,6 +144,101 @@ def _skill_md_of(version) -> str:
     return bytes(file.blob.content).decode("utf-8", errors="replace") if file else ""
 
 
+# Where a template states what its agents follow, and what the person is shown for each.
+SOP_FIELDS = (("sop", "SOP"), ("agent_md", "AGENT.md"))
+SOP_DRAFT = "rules (a correction of the template's SOP)"
+
+
+def _sop_change(run, text: str) -> dict | None:
+    """A correction of a fact the agent's template states ("No, that's wrong: our discount
+    limit is 12%, not 10%" where its SOP says 10%): a proposed change the employee confirms
+    and reviewers decide like any skill change. The draft is a skill stating the corrected
+    line, which agents load once it is approved; it names the template lines to change."""
+    if not memory_services.is_factual_correction(text):
+        return None
+    version = run.version
+    found = [
+        (label, line)
+        for field, label in SOP_FIELDS
+        for line in memory_services.contradicted_lines(text, getattr(version, field, "") or "")
+    ]
+    if not found:
+        return None
+    existing = SkillProposal.objects.filter(run=run).first()
+    if existing is not None:  # a redelivered task: the proposal is already there
+        return {"proposal": existing.pk}
+    statement = memory_services.correction_statement(text)
+    label, line = found[0]
+    template = version.name
+    name = drafting.skill_name(statement, fallback="sop-correction")
+    summary = f"Proposed a change to the {label} of {template}: “{line}” → “{statement}”"
+    body = "\n".join(
+        [
+            f"# {template}: {label} correction",
+            "",
+            f"> Proposed from a conversation: an employee corrected what the {label} of the "
+            f"{template} template says. Read it before approving, and change the {label} too.",
+            "",
+            "## Correction",
+            "",
+            *[f"- The {where} says: “{said}”" for where, said in found],
+            f"- What is right: {statement}",
+            "",
+            "## Steps",
+            "",
+            f"1. Follow “{statement}” wherever the {label} of {template} says otherwise.",
+        ]
+    )
+    draft = drafting.Draft(
+        name=name,
+        files={
+            "SKILL.md": drafting.render_skill_md(
+                name=name,
+                description=f"Correction to the {label} of {template}: {statement}",
+                body=body,
+                metadata={"drafted-by": "rules", "corrects": f"{template} {label}"},
+            )
+        },
+        summary=summary,
+        drafted_by=SOP_DRAFT,
+    )
+    previous = _previous_run(run)
+    messages = [
+        *(
+            [
+                {"role": "user", "content": previous.input.get("text", ""), "run_id": previous.pk},
+                {
+                    "role": "assistant",
+                    "content": previous.output.get("text", ""),
+                    "run_id": previous.pk,
+                },
+            ]
+            if previous is not None
+            else []
+        ),
+        {"role": "user", "content": text, "run_id": run.pk},
+        {"role": "assistant", "content": run.output.get("text", ""), "run_id": run.pk},
+    ]
+    proposal = services.proposal_create(
+        actor=agent_actor(run.agent), run=run, draft=draft, correction=text, messages=messages
+    )
+    emit(
+        run.pk,
+        "skill_proposal",
+        {
+            "proposal": proposal.pk,
+            "name": proposal.name,
+            "kind": proposal.kind,
+            "package": None,
+            "summary": proposal.summary,
+            "corrects": label,
+            "question": "Send this change to review? Reply “yes, save it” or confirm it in the "
+            "console.",
+        },
+    )
+    return {"proposal": proposal.pk, "drafted_by": SOP_DRAFT, "name": name, "corrects": label}
+
+
 @hook(
     "post_process",
     "skill_backflow",
@@ -157,7 +253,11 @@ def skill_backflow(run, config: dict) -> dict:
         return confirmed
     correction = run.input.get("text", "")
     if not drafting.is_correction(correction):  # (only a correction makes a proposal)
-        return {"proposal": None, "reason": "no correction in the message"}
+        # ... or a correction of a fact the agent's SOP states: a proposed change to that line.
+        return _sop_change(run, correction) or {
+            "proposal": None,
+            "reason": "no correction in the message",
+        }
     existing = SkillProposal.objects.filter(run=run).first()
     if existing is not None:  # a redelivered task: the proposal is already there
         return {"proposal": existing.pk}

@@ -93,10 +93,11 @@ def selection_hash(organization_id: int, keys, kinds, model_id: str, params: dic
     return hashlib.sha256(document.encode()).hexdigest()
 
 
-def _model(model_id: str | None) -> EmbeddingModel:
+def _model(organization, model_id: str | None) -> EmbeddingModel:
+    """The organization's active model, or one it has used (another's is unknown here)."""
     if not model_id:
-        return embeddings.active_model()
-    model = EmbeddingModel.objects.filter(pk=model_id).first()
+        return embeddings.active_model(organization)
+    model = EmbeddingModel.objects.filter(pk=model_id, uses__organization=organization).first()
     if model is None:
         raise InvalidInput(
             f"Unknown embedding model {model_id!r}.", details={"model": ["Unknown."]}
@@ -112,7 +113,7 @@ def memory_map_request(
     there is no ready map or `refresh` is set. A cache entry, not a change of memory: it holds
     ids and numbers only and is not audited."""
     keys = map_scope_keys(actor, scope_keys)
-    model = _model(model_id)
+    model = _model(actor.organization, model_id)
     params = map_params(**options)
     selection = selection_hash(actor.organization.pk, keys, kinds, model.pk, params)
     maps = MemoryMap.objects.filter(organization=actor.organization, selection=selection)

@@ -22,6 +22,7 @@ from cadre.agents.runtime.records.grants import scope_keys_for
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.identifiers import parse_pks
+from cadre.memory import embeddings
 from cadre.memory import selectors as memory_selectors
 from cadre.memory.models import ContextRecordItem, EmbeddingModel, Memory
 from cadre.tenancy.actors import Actor, system_actor
@@ -165,7 +166,7 @@ def retrieval_suite_refresh(*, actor: Actor) -> tuple[EvalSuite, int]:
 def recall_check_start(*, actor: Actor, model: EmbeddingModel) -> EvalRun | None:
     """Refresh the retrieval suite and replay it with the active embedding model as the
     baseline and `model` as the candidate (queued); None when the suite has no cases."""
-    active = EmbeddingModel.objects.filter(status=EmbeddingModel.Status.ACTIVE).first()
+    active = embeddings.current_model(actor.organization)
     if active is not None and active.pk == model.pk:
         raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")
     suite, _ = retrieval_suite_refresh(actor=actor)

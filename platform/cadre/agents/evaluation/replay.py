@@ -24,6 +24,7 @@ from cadre.agents import providers
 from cadre.agents.evaluation.checks import reply_checks
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import TemplateVersion
+from cadre.agents.runtime.records.grants import grants_for_version, retrieval_kinds
 from cadre.agents.runtime.steps import context as context_assembly
 from cadre.agents.tools import registry as tool_registry
 from cadre.errors import InvalidInput
@@ -247,6 +248,8 @@ def retrieve(
         query=query,
         top_k=min(int(top_k), MAX_TOP_K),
         scope_keys=list(case.scopes),
+        # The kinds the side's template retrieves (what people stated, unless it names more).
+        kinds=retrieval_kinds(grants_for_version(side.version)) if side.version else None,
         as_of=case.as_of,
         force=True,  # a case's query is replayed as it is, however short
         model=side.embedding_model,  # None: the active model

@@ -15,9 +15,11 @@ from django.utils import timezone
 
 from cadre.agents.hooks import prefetched
 from cadre.agents.hooks.compaction import session_compact
+from cadre.agents.hooks.corrections import acknowledge, chat_correction
 from cadre.agents.hooks.experience import record_run_experience, tool_calls
 from cadre.agents.hooks.registry import hook
-from cadre.agents.runtime.records.grants import agent_actor
+from cadre.agents.runtime.records.grants import agent_actor, retrieval_kinds
+from cadre.agents.runtime.records.runs import speaker
 from cadre.governance.masking.policy import PLACEHOLDER
 from cadre.governance.masking.vault import reidentify
 from cadre.memory import selectors as memory_selectors
@@ -93,6 +95,9 @@ def memory_retrieval(ctx, config: dict) -> dict:
                     query=ctx.input_text,
                     top_k=int(config.get("top_k", 5)),
                     scope_keys=ctx.read_scope_keys(),
+                    # What people stated; the template's memory_policy.retrieve_kinds may add
+                    # what runs recorded (experience, tool trajectories).
+                    kinds=retrieval_kinds(ctx.run.grants),
                     passed_over=True,
                     query_vector=query_vector,
                 )
@@ -210,15 +215,23 @@ def memory_write(run, config: dict) -> dict:
     # it goes to their personal scope and follows them to their other agents (those whose
     # template reads the "user" scope). When someone else speaks to this agent, or the
     # template keeps it here (`personal_scope: "agent"`), it stays in the agent's scope —
-    # with the speaker as its subject, who sees and can correct it either way.
+    # with the speaker as its subject, who sees and can correct it either way (a delegated
+    # or published request speaks for the person at its origin, see records.runs.speaker).
+    subject = speaker(run)
     personal = None
     if config.get("personal_scope", Scope.USER) == Scope.USER and (
-        run.member_id == run.agent.member_id
+        subject.pk == run.agent.member_id
     ):
-        personal = (Scope.USER, run.member_id)
+        personal = (Scope.USER, subject.pk)
     # Memory is written from the user's side of the turn — what was actually said — never
     # from the model's placeholders, which mean something only in this session's vault.
     said, answered = turn_as_said(run)
+    # A correction ("No, that's wrong: our discount limit is 12%, not 10%") supersedes the
+    # statements it contradicts, and the person is told (hooks/corrections.py); a turn that
+    # corrected memory is not extracted a second time.
+    corrected = chat_correction(run, said)
+    if corrected is not None and corrected["superseded"]:
+        return {"written": 0, "extractor": "", "written_memories": [], "feedback": corrected}
     written = memory_services.memory_add_from_messages(
         actor=agent_actor(run.agent),
         messages=[
@@ -228,13 +241,16 @@ def memory_write(run, config: dict) -> dict:
         scope=scope,
         scope_id=scope_id,
         personal_scope=personal,
-        subject=run.member,
+        subject=subject,
         conversation_id=str(run.session_id),
         source_ref={"run_id": run.pk, "session_id": run.session_id, "trace_id": run.trace_id},
         # What the model stored through the memory tool this turn is not stored a second time.
         already_written=remembered_by_tool(run),
     )
+    if corrected is not None and not written:
+        acknowledge(run, corrected)  # nothing stored said otherwise, and nothing else was kept
     return {
+        **({"feedback": corrected} if corrected is not None else {}),
         "written": len(written),
         "extractor": getattr(written, "extractor", ""),
         # Ids only (the transcript links them); the text stays in memory, where it can be

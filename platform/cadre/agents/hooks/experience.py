@@ -6,6 +6,11 @@ Everything is read from the run's persisted steps, never from the live loop, so 
 never slowed and a re-run of the after-run hooks finds what it already wrote (the memories'
 provenance names the run) and writes nothing twice.
 
+What is recorded is about the person whose words the run's input is (`speaker`): the memories
+take them as their subject, so a colleague whose request reached someone else's agent (through
+their own agent's delegation or publication) sees, corrects and deletes what was recorded from
+it, and the agent's owner does not find it filed as their own.
+
 Memory keeps what was actually said, never a session's placeholders: the steps hold the model's
 side (`<MEMBER_1>`, `<PHONE_1>`, meaningful only in this session's vault), so their values are
 put back from the session's vault before they are written, secrets are redacted (memory never
@@ -21,7 +26,7 @@ from django.db import transaction
 
 from cadre.agents.models import Run, Step
 from cadre.agents.runtime.records.grants import agent_actor
-from cadre.agents.runtime.records.runs import model_side
+from cadre.agents.runtime.records.runs import model_side, speaker
 from cadre.governance.masking.policy import PLACEHOLDER
 from cadre.governance.masking.vault import reidentify
 from cadre.memory import services as memory_services
@@ -113,6 +118,7 @@ def record_run_experience(run: Run, config: dict) -> dict:
     input as feedback to the previous task of the session."""
     actor = agent_actor(run.agent)
     scope, scope_id = scope_parts(config.get("scope_key") or run.agent.memory_scope_key)
+    subject = speaker(run)
     calls = tool_calls(run)
     output = {"tool_calls": len(calls), "trajectories": [], "experience": None}
     with transaction.atomic():
@@ -146,7 +152,7 @@ def record_run_experience(run: Run, config: dict) -> dict:
                 scope=scope,
                 scope_id=scope_id,
                 conversation_id=str(run.session_id),
-                subject=run.member,
+                subject=subject,
             )
             output["trajectories"].append(memory.pk)
         existing = [m for m in recorded if m.kind == Kind.EXPERIENCE]
@@ -162,7 +168,7 @@ def record_run_experience(run: Run, config: dict) -> dict:
                 run_id=run.pk,
                 scope=scope,
                 scope_id=scope_id,
-                subject=run.member,
+                subject=subject,
                 session_id=run.session_id,
                 trace_id=run.trace_id,
                 conversation_id=str(run.session_id),

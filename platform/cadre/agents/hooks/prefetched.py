@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from cadre.agents.hooks.registry import hooks_for
+from cadre.agents.runtime.records.grants import retrieval_kinds
 from cadre.memory import embeddings
 from cadre.memory import selectors as memory_selectors
 
@@ -75,7 +76,7 @@ def take(ctx, top_k: int) -> tuple[Any, list[float] | None]:
     embedding when it was computed, for the full search to reuse)."""
     if not enabled() or ctx.run.session_id is None:
         return None, None
-    model = embeddings.active_model()
+    model = embeddings.active_model(ctx.agent.organization_id)
     entry = cache.get(cache_key(ctx.run.session_id, ctx.read_scope_keys(), model.pk))
     if not entry or entry.get("model_id") != model.pk:
         return None, None
@@ -96,6 +97,7 @@ def take(ctx, top_k: int) -> tuple[Any, list[float] | None]:
         query=ctx.input_text,
         top_k=top_k,
         scope_keys=ctx.read_scope_keys(),
+        kinds=retrieval_kinds(ctx.run.grants),
         passed_over=True,
         query_vector=vector,
         candidate_ids=entry["ids"],

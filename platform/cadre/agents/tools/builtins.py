@@ -14,6 +14,8 @@ from django.utils.dateparse import parse_datetime
 from cadre import outbound
 from cadre.agents.models import AgentMessage, AgentTask
 from cadre.agents.runtime.records import delivery
+from cadre.agents.runtime.records.grants import retrieval_kinds
+from cadre.agents.runtime.records.runs import speaker
 from cadre.agents.subscriptions import publish
 from cadre.agents.tools.registry import Tool, ToolFailed, register
 from cadre.identifiers import parse_pk
@@ -37,6 +39,7 @@ def _memory_search(ctx, args: dict) -> dict:
         query=args["query"],
         top_k=int(args.get("top_k", 5)),
         scope_keys=ctx.read_scope_keys(),
+        kinds=retrieval_kinds(ctx.run.grants),
         force=True,
     )
     # The result passes the "retrieved" stage (masking) before the model reads it; the next
@@ -74,15 +77,12 @@ def _memory_write(ctx, args: dict) -> dict:
     kind = args.get("kind", "fact")
     stated = _stated_by_user(ctx, args["content"])
     scope = args.get("scope")
-    if (
-        scope is None
-        and stated
-        and kind in PERSONAL_KINDS
-        and ctx.run.member_id == (ctx.agent.member_id)
-    ):
+    # Whose words these are: a delegated or published request speaks for its origin's person.
+    subject = speaker(ctx.run)
+    if scope is None and stated and kind in PERSONAL_KINDS and subject.pk == ctx.agent.member_id:
         # The employee's own words about themselves belong to them: their personal scope,
         # which their other agents read (as the process_memory hook writes them).
-        key = scope_key(Scope.USER, ctx.run.member_id)
+        key = scope_key(Scope.USER, subject.pk)
     else:
         scope = scope or "agent"
         key = ctx.write_scope_key(scope)
@@ -93,7 +93,7 @@ def _memory_write(ctx, args: dict) -> dict:
         actor=ctx.actor,
         scope=scope_name,
         scope_id=scope_id,
-        subject=ctx.run.member,
+        subject=subject,
         kind=kind,
         content=args["content"],
         # What the person said is their statement; what the model chose to remember on its

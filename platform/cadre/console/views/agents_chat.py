@@ -12,7 +12,8 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cadre.agents import selectors
-from cadre.agents.models import MODEL_FAILURE
+from cadre.agents.hooks.corrections import EVENT as MEMORY_FEEDBACK
+from cadre.agents.models import MODEL_FAILURE, RunEvent
 from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.console.forms import add_service_error
 from cadre.console.views.agents_forms import ChatMessageForm
@@ -52,8 +53,20 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
                 status=SkillProposal.Status.PENDING,
             )
         }
+        # What a correction did to memory ("Updated memory: …"), told under its answer.
+        feedback = {
+            event.run_id: event.data.get("message", "")
+            for event in RunEvent.objects.filter(
+                run_id__in=[run.pk for run in transcript["runs"]], kind=MEMORY_FEEDBACK
+            ).only("run_id", "data")
+        }
         turns = [
-            {**turn, "proposal": proposals.get(turn["run"].pk)} for turn in transcript["turns"]
+            {
+                **turn,
+                "proposal": proposals.get(turn["run"].pk),
+                "memory_feedback": feedback.get(turn["run"].pk, ""),
+            }
+            for turn in transcript["turns"]
         ]
     return render(
         request,

@@ -68,7 +68,7 @@ def _embedding_context(request) -> dict:
     pending = status.target if status.target and status.target != status.active else None
     return {
         "embedding": status,
-        "can_reembed": request.actor.has("memory.manage"),
+        "can_reembed": request.actor.has("model.manage"),
         "pending_model": pending,
         "switch_ready": pending is not None and status.coverage >= 1.0 and not status.running,
         "held": activation_held(request.actor.organization),
@@ -232,7 +232,7 @@ def provider_default(request, pk: int):
     return redirect("console:models")
 
 
-@gate("memory.manage")
+@gate("model.manage")
 @require_POST
 def embeddings_reembed(request):
     try:
@@ -244,19 +244,20 @@ def embeddings_reembed(request):
     return redirect("console:models")
 
 
-@gate("memory.manage")
+@gate("model.manage")
 @require_POST
 def embeddings_activate(request):
-    """Switch search to the filled model; a failing evaluation gate needs a reason."""
+    """Switch the organization's search to the filled model; a failing evaluation gate needs
+    a reason."""
     model_id = request.POST.get("model", "")
     try:
-        model = embedding_activate(
+        use = embedding_activate(
             actor=request.actor, model_id=model_id, override_gate=request.POST.get("override", "")
         )
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Memory search now uses {model.pk}.")
+        messages.success(request, f"Memory search now uses {use.model_id}.")
     return redirect("console:models")
 
 

@@ -22,6 +22,16 @@ class RedactionCountsSerializer(serializers.Serializer):
     context_records = serializers.IntegerField()
 
 
+class DerivedCopiesSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["pending", "complete"])
+    counts = serializers.DictField(child=serializers.IntegerField())
+    copies = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="Ids by kind: tool_trajectories, experiences, summaries (derived memories), "
+        "skill_drafts, skill_candidates, skill_proposals.",
+    )
+
+
 class RedactionSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["pending", "in_progress", "complete"])
     counts = RedactionCountsSerializer()
@@ -35,6 +45,9 @@ class RedactionSerializer(serializers.Serializer):
         child=serializers.IntegerField(), help_text="Runs in progress, redacted once they rest."
     )
     sessions_pending = serializers.IntegerField(allow_null=True)
+    derived = DerivedCopiesSerializer(
+        help_text="Memories derived from runs and skill drafts that quoted it, redacted."
+    )
 
 
 class RemovedSerializer(serializers.Serializer):
@@ -78,7 +91,9 @@ class MemoryDeletionActions:
         responses={200: DeletionReportSerializer},
         description="Delete now: gone from get, list, search (vector and lexical indexes), "
         "history and context assembly; the memory's text is redacted from the runs that "
-        "carried it (marker `[memory N deleted on <date>]`); a purge task removes the content "
+        "carried it (marker `[memory N deleted on <date>]`), from the memories derived from "
+        "runs (tool trajectories, experiences, summaries) and from the skill drafts, "
+        "candidates and proposals that quote it; a purge task removes the content "
         "once the redaction is complete. Answers the deletion report. A second delete is "
         "409 `already_deleted` and changes nothing.",
     )

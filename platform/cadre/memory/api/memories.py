@@ -432,8 +432,9 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     @extend_schema(
         request=FeedbackRequestSerializer,
         responses={201: FeedbackResponseSerializer},
-        description="A natural-language correction: the memories it contradicts are "
-        "superseded by the corrected statement (history keeps the old).",
+        description="A natural-language correction: the statements it contradicts (never a "
+        "derived record) are superseded by the corrected statement (history keeps the old); "
+        "with none, nothing is written. `outcome` and `message` say which happened.",
     )
     @action(detail=False, methods=["post"])
     def feedback(self, request):
@@ -453,6 +454,8 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
                 "created": MemorySerializer(result.created, many=True).data,
                 "superseded": MemorySerializer(result.superseded, many=True).data,
                 "considered": result.considered,
+                "outcome": result.outcome,
+                "message": result.message,
             },
             status=status.HTTP_201_CREATED,
         )

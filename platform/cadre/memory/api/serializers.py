@@ -261,6 +261,12 @@ class FeedbackResponseSerializer(serializers.Serializer):
     created = MemorySerializer(many=True)
     superseded = MemorySerializer(many=True)
     considered = serializers.ListField(child=serializers.DictField())
+    outcome = serializers.ChoiceField(
+        choices=["updated_memory", "nothing_changed"],
+        help_text="updated_memory: the correction superseded what it contradicts; "
+        "nothing_changed: nothing stored says otherwise, and nothing was written.",
+    )
+    message = serializers.CharField(help_text="What the person is told, in their language.")
 
 
 class DeleteByFilterSerializer(serializers.Serializer):

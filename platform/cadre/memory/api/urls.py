@@ -1,5 +1,6 @@
-"""Memory API routes under /api/v1/: memories, memory-tasks, context records, and switching
-the embedding model (the Memory Viewer's routes are cadre.viewer's)."""
+"""Memory API routes under /api/v1/: memories, memory-tasks, context records, and the
+organization's embedding models and their switch (the Memory Viewer's routes are
+cadre.viewer's)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ router.register(
     "memory-context-records", records.ContextRecordViewSet, basename="memory-context-record"
 )
 urlpatterns = [
+    path(
+        "embedding-models/",
+        embeddings.EmbeddingModelListView.as_view(),
+        name="embedding-model-list",
+    ),
     path(
         "embedding-models/activate/",
         embeddings.EmbeddingActivateView.as_view(),

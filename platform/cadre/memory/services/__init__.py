@@ -42,7 +42,13 @@ from cadre.memory.services.experience import (
     recorded_from_run,
     without_secrets,
 )
-from cadre.memory.services.feedback import FeedbackResult, correction_statement, memory_feedback
+from cadre.memory.services.feedback import (
+    FeedbackResult,
+    contradicted_lines,
+    correction_statement,
+    is_factual_correction,
+    memory_feedback,
+)
 from cadre.memory.services.funnel import memory_dedup, memory_merge, memory_organize
 from cadre.memory.services.verification import memory_verify
 from cadre.memory.services.writes import (
@@ -65,12 +71,14 @@ __all__ = [
     "FeedbackResult",
     "audit_view",
     "context_record_for_model_call",
+    "contradicted_lines",
     "correction_statement",
     "deletion_report",
     "enqueue",
     "enqueue_enrich",
     "experience_feedback",
     "experience_record",
+    "is_factual_correction",
     "memory_add",
     "memory_add_from_messages",
     "memory_dedup",

@@ -3,27 +3,34 @@ the deletion report, and the retention sweep.
 
 A deletion is verifiable: from the delete on, no read path or index (get, list, search —
 vector and lexical —, history, context assembly) returns the memory; its text is redacted from
-the runs that carried it (through the `run_copies` port, filled by the agents app); the purge
-that removes its content waits until that redaction is complete (the redaction needs the text
-to find it). What was removed and which copies follow their own retention is the deletion
-report, kept on the memory's row (`Memory.deletion`, ids and counts only) and returned by the
-API; the audit events say the same with ids only.
+the runs that carried it (through the `run_copies` port, filled by the agents app), from the
+memories derived from runs that quote it (tool trajectories, experiences, tool summaries: their
+content, attributes and history, re-indexed and re-embedded), and from the skill drafts,
+candidates and proposals that quote it (through the `other_copies` port, filled by the skills
+app); the purge that removes its content waits until that redaction is complete (the redaction
+needs the text to find it). What was removed and which copies follow their own retention is the
+deletion report, kept on the memory's row (`Memory.deletion`, ids and counts only) and returned
+by the API; the audit events say the same with ids only.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 from opentelemetry import trace
 
 from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
-from cadre.memory import selectors
+from cadre.memory import dedup, selectors
 from cadre.memory.models import (
+    Kind,
     Memory,
     MemoryEmbedding,
     MemoryTask,
@@ -32,11 +39,13 @@ from cadre.memory.models import (
 from cadre.memory.services.common import (
     audit_view,
     enqueue,
+    enqueue_enrich,
     lock,
     require_modify,
     require_write,
     write_version,
 )
+from cadre.memory.text import lexical_document
 from cadre.ports import Registry
 from cadre.tenancy.actors import system_actor
 
@@ -57,6 +66,23 @@ STALE_DELETION = timedelta(hours=1)
 REPORT_IDS = 1000  # ids listed per kind of copy; the counts are always complete
 
 REDACTED_KINDS = ("sessions", "runs", "steps", "events", "waits", "context_records", "summaries")
+
+# Copies of a memory's text outside memory and runs, redacted on deletion. The skills app
+# registers its redactor ("skills"): `redact_memory(organization_id=, memory_id=, texts=,
+# marker=)` returning {kind: [ids]} of the rows it redacted, and "published_versions": the
+# published Hub versions that quote it (immutable: listed among the retained copies).
+other_copies: Registry = Registry("memory other copies")
+
+# The memories made from what runs saw (the after-run hook's trajectories and experiences, the
+# organizer's tool summaries): they quote a memory a run was given or wrote. Report kinds.
+DERIVED_KINDS = {
+    Kind.TOOL_TRAJECTORY: "tool_trajectories",
+    Kind.EXPERIENCE: "experiences",
+    Kind.SUMMARY: "summaries",
+}
+# A bare text is matched from this many characters (as in the runs' redaction): a two-word
+# memory cannot erase the same two words in every trajectory.
+MIN_TEXT_MATCH = 12
 
 
 def deletion_marker(memory: Memory) -> str:
@@ -94,9 +120,178 @@ def _redaction_state(memory: Memory) -> dict:
     return memory.deletion["redaction"]
 
 
-def _advance_redaction(memory: Memory, limit: int) -> dict:
-    """Redact up to `limit` more carrier sessions; the state says whether it is complete."""
+# --- derived copies: memories made from runs, skill drafts ---------------------------------------
+
+
+def text_forms(texts: list[str]) -> list[str]:
+    """The forms a text takes in the copies made of it, longest first: as written, with its
+    whitespace collapsed (an experience's task line), and JSON-escaped (inside a trajectory's
+    quoted arguments or result)."""
+    forms: list[str] = []
+    for text in texts:
+        if not isinstance(text, str) or not text.strip():
+            continue
+        text = text.strip()
+        for form in (text, " ".join(text.split()), json.dumps(text, ensure_ascii=False)[1:-1]):
+            if form not in forms:
+                forms.append(form)
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact_value(value, forms: list[str], marker: str, patterns=()):
+    """`value` (text, or JSON of them) with every form of the text (from MIN_TEXT_MATCH
+    characters) and every match of `patterns` (compiled regexes) replaced by the marker."""
+    if isinstance(value, str):
+        for form in forms:
+            if len(form) >= MIN_TEXT_MATCH and form in value:
+                value = value.replace(form, marker)
+        for pattern in patterns:
+            value = pattern.sub(marker, value)
+        return value
+    if isinstance(value, list):
+        return [redact_value(item, forms, marker, patterns) for item in value]
+    if isinstance(value, dict):
+        return {key: redact_value(item, forms, marker, patterns) for key, item in value.items()}
+    return value
+
+
+def _forms_named(memory_id: int, attributes: dict) -> list[str]:
+    """The forms of the text in a tool call that names the memory: a `memory_search` hit
+    (`{"id": N, "content"}`) or the `content` argument of the `memory_write` that stored it."""
+    result = attributes.get("result")
+    if isinstance(result, str):
+        try:
+            result = json.loads(result)
+        except ValueError:  # cut at its length limit: the text match still finds it
+            return []
+    if not isinstance(result, dict):
+        return []
+    found = []
+    if result.get("memory_id") == memory_id:
+        content = (attributes.get("parameters") or {}).get("content")
+        if isinstance(content, str):
+            found.append(content)
+    for entry in result.get("memories") or []:
+        named = isinstance(entry, dict) and entry.get("id") == memory_id
+        if named and isinstance(entry.get("content"), str):
+            found.append(entry["content"])
+    return found
+
+
+def _derived_candidates(memory: Memory):
+    return (
+        Memory.objects.filter(
+            organization_id=memory.organization_id,
+            kind__in=list(DERIVED_KINDS),
+            purged_at__isnull=True,
+        )
+        .exclude(pk=memory.pk)
+        .annotate(
+            attributes_text=Cast("attributes", TextField()),
+            result_text=KeyTextTransform("result", "attributes"),
+        )
+    )
+
+
+def _redact_derived_memory(row: Memory, forms: list[str], marker: str, reason: str, actor) -> bool:
+    """Redact one derived memory: content, attributes and history text; re-indexed (lexical
+    now, vectors dropped and re-embedded from the redacted text). False if it held no form."""
+    content = redact_value(row.content, forms, marker)
+    attributes = redact_value(row.attributes, forms, marker)
+    if (content, attributes) == (row.content, row.attributes):
+        return False
+    row.content, row.attributes = content, attributes
+    row.content_hash = dedup.content_hash(content)
+    if row.status != Memory.Status.DELETED:  # a deleted memory has no lexical document
+        row.search_text = lexical_document(content, attributes)
+    row.version += 1
+    row.updated_at = timezone.now()
+    changed = ["content", "attributes", "content_hash", "search_text", "version", "updated_at"]
+    row.save(update_fields=changed)
+    fields = ["old_content", "new_content", "old_attributes", "new_attributes"]
+    versions = []
+    for version in MemoryVersion.objects.filter(memory=row):
+        values = [getattr(version, name) for name in fields]
+        redacted = [redact_value(value, forms, marker) for value in values]
+        if redacted != values:
+            for name, value in zip(fields, redacted, strict=True):
+                setattr(version, name, value)
+            versions.append(version)
+    MemoryVersion.objects.bulk_update(versions, fields)
+    # Not a correction (the quality figures count those): the same record, a text removed.
+    write_version(
+        row,
+        change=MemoryVersion.Change.STATE_CHANGE,
+        actor=actor,
+        reason=reason,
+        old_status=row.status,
+        new_status=row.status,
+    )
+    # Vectors of the text as it was would still find it by similarity.
+    MemoryEmbedding.objects.filter(memory=row).delete()
+    if row.status != Memory.Status.DELETED:
+        enqueue_enrich(row)
+    return True
+
+
+def _redact_derived(memory: Memory, actor) -> dict:
+    """Redact the memory's text from the derived memories of its organization that quote it
+    (by exact text, and by the forms found in the tool calls that name it by id), then from
+    the copies other apps hold (`other_copies`: skill drafts, candidates, proposals). Returns
+    the report part: {"status", "counts": {kind: n}, "copies": {kind: [ids]}}."""
+    copies: dict[str, list[int]] = {kind: [] for kind in DERIVED_KINDS.values()}
+    published: list[int] = []
+    texts = [memory.content] if memory.content else []
+    if texts:
+        named = _derived_candidates(memory).filter(
+            kind=Kind.TOOL_TRAJECTORY,
+            result_text__regex=rf'"(memory_)?id": {memory.pk}[,}}]',
+        )
+        for row in named.only("pk", "attributes"):
+            texts += _forms_named(memory.pk, row.attributes or {})
+        forms = text_forms(texts)
+        matches = Q(pk__in=named.values("pk"))
+        for form in forms:
+            if len(form) >= MIN_TEXT_MATCH:
+                escaped = json.dumps(form, ensure_ascii=False)[1:-1]
+                matches |= Q(content__contains=form) | Q(attributes_text__contains=escaped)
+        # A scan of the organization's derived memories (LIKE): deletions are rare, and a
+        # copy may sit in any scope the memory reached (an agent's, a colleague's).
+        rows = _derived_candidates(memory).filter(matches).select_for_update(of=("self",))
+        marker = memory.deletion["marker"]
+        reason = f"redacted: quoted memory {memory.pk}, deleted"
+        actor = actor or system_actor(memory.organization, label="memory deletion")
+        for row in rows.order_by("pk"):
+            if _redact_derived_memory(row, forms, marker, reason, actor):
+                copies[DERIVED_KINDS[row.kind]].append(row.pk)
+        for _name, redactor in other_copies.items():
+            found = redactor.redact_memory(
+                organization_id=memory.organization_id,
+                memory_id=memory.pk,
+                texts=forms,
+                marker=marker,
+            )
+            published += found.pop("published_versions", [])
+            for kind, ids in found.items():
+                copies[kind] = sorted(set(copies.get(kind, [])) | set(ids))
+    return {
+        "status": "complete",
+        "counts": {kind: len(ids) for kind, ids in copies.items()},
+        "copies": {kind: ids[:REPORT_IDS] for kind, ids in copies.items()},
+        "published_versions": published[:REPORT_IDS],
+    }
+
+
+def _derived_pending(state: dict) -> bool:
+    return (state.get("derived") or {}).get("status") != "complete"
+
+
+def _advance_redaction(memory: Memory, limit: int, actor=None) -> dict:
+    """Redact the derived copies (once), then up to `limit` more carrier sessions; the state
+    says whether it is complete."""
     state = _redaction_state(memory)
+    if _derived_pending(state):
+        state["derived"] = _redact_derived(memory, actor)
     if state["status"] == "complete":
         return state
     redactor = run_copies.get("runs")
@@ -137,6 +332,16 @@ def _redaction_audit(state: dict) -> dict:
         "steps": state["steps"],
         "events": state["events"],
         "deferred_runs": state["deferred_runs"],
+        "derived": _derived_report(state),
+    }
+
+
+def _derived_report(state: dict) -> dict:
+    derived = state.get("derived") or {}
+    return {
+        "status": derived.get("status", "pending"),
+        "counts": derived.get("counts", {}),
+        "copies": derived.get("copies", {}),
     }
 
 
@@ -171,6 +376,12 @@ RETAINED_COPIES = (
         "retention": "the provider's data-retention terms; the offline provider keeps nothing",
     },
     {
+        "copy": "published_skills",
+        "holds": "published Hub skill versions whose files quote it (the candidate's own "
+        "copy is redacted)",
+        "retention": "a published version is immutable: deprecate or yank it in the Hub",
+    },
+    {
         "copy": "source_message",
         "holds": "the message the memory was learned from, as the person wrote it",
         "retention": "the session's: redaction removes the copies the memory made, not what "
@@ -195,6 +406,10 @@ def deletion_report(memory: Memory, task: MemoryTask | None = None) -> dict:
             if not deletion.get("source_run"):
                 continue
             entry["runs"] = [deletion["source_run"]]
+        if copy["copy"] == "published_skills":
+            entry["ids"] = (state.get("derived") or {}).get("published_versions", [])
+            if not entry["ids"]:
+                continue
         retained.append(entry)
     purged = memory.purged_at is not None
     return {
@@ -215,6 +430,7 @@ def deletion_report(memory: Memory, task: MemoryTask | None = None) -> dict:
             **{kind: state.get(kind, []) for kind in REDACTED_KINDS},
             "deferred_runs": state.get("deferred_runs", []),
             "sessions_pending": state.get("sessions_pending"),
+            "derived": _derived_report(state),
         },
         "task": {"id": task.pk, "kind": task.kind, "status": task.status} if task else None,
         "retained": retained,
@@ -290,7 +506,7 @@ def memory_delete(*, actor, memory: Memory, reason: str = "") -> Memory:
     require_modify(actor, memory)
     before = audit_view(memory)
     soft_delete(actor, memory, reason or "deleted")
-    state = _advance_redaction(memory, INLINE_SESSIONS)
+    state = _advance_redaction(memory, INLINE_SESSIONS, actor)
     event = audit.record(
         actor=actor,
         action="memory.delete",
@@ -444,11 +660,11 @@ def memory_purge(
     for row in rows:
         state = _redaction_state(row)
         before = state["counts"]["sessions"]
-        if state["status"] != "complete" and budget > 0:
-            state = _advance_redaction(row, budget)
+        if (state["status"] != "complete" or _derived_pending(state)) and budget > 0:
+            state = _advance_redaction(row, budget, actor)
             budget -= max(1, state["counts"]["sessions"] - before)
         _save_deletion(row)
-        if state["status"] == "complete":
+        if state["status"] == "complete" and not _derived_pending(state):
             ready.append(row)
         else:
             deferred.append(row.pk)
@@ -501,6 +717,12 @@ def memory_purge(
             ],
             "redaction": {
                 str(row.pk): row.deletion["redaction"]["counts"] for row in ready[:REPORT_IDS]
+            },
+            # The derived memories and skill copies redacted (by filter deletions and the
+            # retention sweep, here; by a delete, in its own event too).
+            "derived": {
+                str(row.pk): _derived_report(row.deletion["redaction"])
+                for row in ready[:REPORT_IDS]
             },
         },
         reason=reason,

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from opentelemetry import trace
 
+from cadre.errors import InvalidInput
 from cadre.governance import audit
 from cadre.memory import dedup, embeddings
 from cadre.memory.models import (
@@ -54,7 +55,7 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
         # One run's record: two runs that went alike are two cases for distillation, and a
         # later call does not "update" an earlier one (the exact stage still merges repeats).
         return {"decision": "skipped", "reason": f"{memory.kind} records are kept one per run"}
-    model = embeddings.active_model()
+    model = embeddings.active_model(memory.organization_id)
     row = MemoryEmbedding.objects.filter(memory=memory, model=model).first()
     if row is None:
         embeddings.embed_memories([memory], model)
@@ -146,7 +147,13 @@ def _archive_weaker(*, actor, weaker: Memory, stronger: Memory, rule: str, judge
 
 def memory_merge(*, actor, survivor: Memory, absorbed: Memory, reason: str, judge: str) -> Memory:
     """Merge a duplicate into the surviving item, keeping both provenances; both get a
-    `merge` version and the merge is audited (ids only)."""
+    `merge` version and the merge is audited (ids only). A statement and a derived record
+    (dedup.comparable) never merge."""
+    if not dedup.comparable(absorbed, survivor):
+        raise InvalidInput(
+            f"A {absorbed.kind} memory cannot merge into a {survivor.kind} memory.",
+            code="derived_memory",
+        )
     survivor.provenance = [*survivor.provenance, *absorbed.provenance]
     survivor.tags = list(dict.fromkeys([*survivor.tags, *absorbed.tags]))
     survivor.observed_at = max(survivor.observed_at, absorbed.observed_at)

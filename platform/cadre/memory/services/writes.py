@@ -88,10 +88,11 @@ def memory_add(
     `subject` is the member the memory is about (who stated it); a personal memory's subject
     is its owner, an agent's memory defaults to the member the agent serves.
 
-    An exact duplicate (same normalized content, same scope, still active) is not stored
-    twice: the existing item absorbs the new provenance (a `merge` version) and is returned
-    with `dedup_decision = "exact_duplicate"`. Embedding, near-duplicate dedup and
-    organization follow asynchronously.
+    An exact duplicate (same normalized content, same scope, still active, a comparable kind:
+    statements with statements, a derived record with its own kind) is not stored twice: the
+    existing item absorbs the new provenance (a `merge` version) and is returned with
+    `dedup_decision = "exact_duplicate"`. Embedding, near-duplicate dedup and organization
+    follow asynchronously.
     """
     require_write(actor)
     key = resolve_write_scope(actor, scope, scope_id)
@@ -136,6 +137,8 @@ def memory_add(
             scope_key=key,
             content_hash=digest,
             status=Memory.Status.ACTIVE,
+            # A statement never merges into a run's record with the same words, nor the reverse.
+            kind__in=dedup.comparable_kinds(kind),
         )
         .order_by("pk")
         .first()
@@ -587,7 +590,15 @@ def memory_update(
 def memory_supersede(
     *, actor, old: Memory, new: Memory, change: str, reason: str, audit_reason: str
 ) -> Memory:
-    """Mark `old` replaced by `new` (its validity ends where the new one's starts)."""
+    """Mark `old` replaced by `new` (its validity ends where the new one's starts). A statement
+    and a derived record (experience, tool trajectory, summary) never replace each other."""
+    if not dedup.comparable(new, old):
+        raise InvalidInput(
+            f"A {new.kind} memory cannot replace a {old.kind} memory: what a run recorded "
+            "and what a person stated never supersede each other.",
+            code="derived_memory",
+            details={"kind": [f"{new.kind} over {old.kind}"]},
+        )
     old = lock(old)
     before = audit_view(old)
     old_status = old.status

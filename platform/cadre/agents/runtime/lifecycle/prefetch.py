@@ -46,7 +46,7 @@ from cadre.agents.hooks.prefetched import (
 )
 from cadre.agents.models import Run
 from cadre.agents.runtime.lifecycle import warm
-from cadre.agents.runtime.records.grants import agent_actor, scope_keys_for
+from cadre.agents.runtime.records.grants import agent_actor, retrieval_kinds, scope_keys_for
 from cadre.agents.runtime.records.runs import PREFETCH_TASK
 from cadre.memory import embeddings
 from cadre.memory import selectors as memory_selectors
@@ -87,7 +87,7 @@ def prefetch_next_turn(run_id: int) -> str:
     )
     if previous is None or not turn_input(previous).strip():
         return "first_turn"
-    model = embeddings.active_model()
+    model = embeddings.active_model(run.agent.organization_id)
     try:
         before, now = embeddings.provider_for(model).embed([turn_input(previous), text])
     except embeddings.EmbeddingError as error:
@@ -105,6 +105,7 @@ def prefetch_next_turn(run_id: int) -> str:
         query=text,
         top_k=pool_size(top_k),
         scope_keys=keys,
+        kinds=retrieval_kinds(run.grants),
         passed_over=True,
         query_vector=[float(x) for x in now],
     )

@@ -123,6 +123,27 @@ def run_reply(run: Run) -> Reply:
     )
 
 
+# A line told after a finished run's reply, about what the turn changed ("Updated memory: …"):
+# its own delivery, once per run and kind (the notice `follow_up:<kind>`).
+FOLLOW_UP = "follow_up:"
+
+
+def follow_up_deliver(run: Run, kind: str, text: str) -> bool:
+    """Hand the conversation of a finished run one more line after its reply; False when no
+    channel serves it (web chat shows the run's event instead)."""
+    return reply_deliver(
+        Reply(
+            run_id=run.pk,
+            session_id=run.session_id,
+            channel=run.session.channel,
+            conversation=run.session.external_id,
+            status=run.status,
+            text=text,
+            notice=f"{FOLLOW_UP}{kind}",
+        )
+    )
+
+
 def reply_deliver(reply: Reply) -> bool:
     """Hand the reply to its channel after commit; False when no channel serves it."""
     channel = channels.get(reply.channel)

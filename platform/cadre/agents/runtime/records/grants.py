@@ -31,12 +31,22 @@ def grants_for_version(version) -> dict:
     budget = {"max_steps": DEFAULT_MAX_STEPS, "max_tokens": DEFAULT_MAX_TOKENS}
     budget.update(settings.get("budget") or {})
     policy = version.memory_policy or {}
-    return {
+    grants = {
         "tools": dict(version.tool_permissions or {}),
         "read_scopes": list(policy.get("read_scopes", ["agent", "user"])),
         "write_scopes": list(policy.get("write_scopes", ["agent"])),
         "budget": budget,
     }
+    if policy.get("retrieve_kinds"):
+        grants["retrieve_kinds"] = list(policy["retrieve_kinds"])
+    return grants
+
+
+def retrieval_kinds(grants: dict) -> list[str] | None:
+    """The memory kinds the run's retrieval (context, prefetch, the memory_search tool) asks
+    for: the template's `memory_policy.retrieve_kinds`; None — what people stated, without
+    the records derived from runs (memory.models.DERIVED_KINDS), as search does by default."""
+    return list(grants.get("retrieve_kinds") or []) or None
 
 
 _RANK = {"low": 0, "medium": 1, "high": 2}
@@ -74,6 +84,13 @@ def narrow_grants(parent: dict, proposed: dict) -> dict:
         ],
         "budget": budget,
         "shared_memories": list(proposed.get("shared_memories", [])),
+        # What the child's retrieval looks for is its own template's choice (relevance, not
+        # reach: its scopes bound what it reads).
+        **(
+            {"retrieve_kinds": list(proposed["retrieve_kinds"])}
+            if proposed.get("retrieve_kinds")
+            else {}
+        ),
     }
 
 

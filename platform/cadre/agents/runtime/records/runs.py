@@ -95,6 +95,35 @@ def model_side(record: dict) -> str:
     return record.get("model_text", record.get("text", ""))
 
 
+# How far `speaker` follows delegations and publications back (each is bounded far below).
+MAX_UPSTREAM = 16
+
+
+def speaker(run: Run) -> Member:
+    """The member whose words the run's input is. A person's turn (and an event's run): the
+    run's member. A delegated run's input was written by the parent's model for whoever spoke
+    to the root of the chain; a subscription's by the publishing run's model for whoever spoke
+    to it: followed back to that person (the run's member when the upstream run is gone)."""
+    current = run
+    for _ in range(MAX_UPSTREAM):
+        if current.parent_id:
+            upstream = current.root_id or current.parent_id  # the chain's first run
+        elif current.trigger == "subscription":
+            upstream = (current.input.get("from") or {}).get("run")
+        else:
+            return current.member
+        found = (
+            Run.objects.select_related("member")
+            .filter(organization_id=run.organization_id, pk=upstream)
+            .exclude(pk=current.pk)
+            .first()
+        )
+        if found is None:
+            break
+        current = found
+    return run.member
+
+
 def finished_payload(run: Run) -> dict:
     """What a delegating run's wait is resolved with when `run` (its child) finished."""
     # The reply goes to the delegating agent's model: the model's side of it (placeholders).

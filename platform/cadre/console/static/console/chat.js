@@ -156,7 +156,9 @@
       var box = element("div", "proposal-box");
       box.setAttribute("data-proposal", proposal.proposal);
       box.setAttribute("data-run", runId);
-      box.appendChild(element("strong", "", "Save as a skill?"));
+      // A correction of the template's SOP is proposed the same way, as a change to review.
+      box.appendChild(element("strong", "",
+        proposal.corrects ? "Send this change to review?" : "Save as a skill?"));
       box.appendChild(document.createTextNode(" " + (proposal.summary || "")));
       var what = element("div", "cell-sub");
       what.appendChild(document.createTextNode(proposal.package ? "New version of " : "New skill "));
@@ -182,6 +184,16 @@
       }
       anchor.parentNode.insertBefore(box, place.nextSibling);
       return box;
+    }
+
+    // What the person's correction did to memory ("Updated memory: …", or that nothing
+    // was changed), under the answer it followed.
+    function memoryFeedback(runId, data) {
+      if (!data.message || log.querySelector('[data-memory-feedback="' + runId + '"]')) return;
+      var line = element("div", "memory-feedback", data.message);
+      line.setAttribute("data-memory-feedback", runId);
+      var anchor = bubble(runId);
+      anchor.parentNode.insertBefore(line, anchor.nextSibling);
     }
 
     function proposalDecided(box, text, link) {
@@ -305,6 +317,8 @@
         setMeta(node, "Resumed");
       } else if (frame.kind === "skill_proposal") {
         proposalBox(frame.run, data);
+      } else if (frame.kind === "memory_feedback") {
+        memoryFeedback(frame.run, data);
       } else if (frame.kind === "effect" && data.status === "failed") {
         effectFailed(node, data);
       }

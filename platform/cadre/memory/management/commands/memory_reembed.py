@@ -1,8 +1,13 @@
-"""`manage.py memory_reembed --model ID`: re-embed every memory under a model, then switch.
+"""`manage.py memory_reembed --model ID [--organization SLUG ...]`: re-embed the memories of
+each organization (every one by default) under a model, then switch each one's search to it.
 
-Resumable (only memories without a vector under the model are embedded, so an interrupted run
-continues where it stopped) and safe for search: the switch to the new model is one
-transaction, made only when every memory has a vector under it.
+The instance operator's tool: it acts organization by organization, as each one's own re-embed
+would — the switch is that organization's, audited in it (actor: the platform), and an
+organization that holds the switch for a person (its evaluation gate, or rated turns to
+check recall on) is filled but not switched: its admins switch on the Models page. Resumable
+(only memories without a vector under the model are embedded, so an interrupted run continues
+where it stopped) and safe for search: each switch is one transaction, made only when every
+memory of that organization has a vector under the model.
 """
 
 from __future__ import annotations
@@ -10,12 +15,16 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from cadre.memory import embeddings, reembed
+from cadre.memory import activation, embeddings, reembed
 from cadre.memory.models import EmbeddingModel
+from cadre.tenancy.models import Organization
 
 
 class Command(BaseCommand):
-    help = "Re-embed all memories under an embedding model and make it the active one."
+    help = (
+        "Re-embed each organization's memories under an embedding model and make it that "
+        "organization's active one (unless it holds the switch for a person)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -28,6 +37,13 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, help="Stop after this many (resume later)")
         parser.add_argument(
             "--no-activate", action="store_true", help="Embed but do not switch search to the model"
+        )
+        parser.add_argument(
+            "--organization",
+            action="append",
+            default=[],
+            metavar="SLUG",
+            help="Only this organization (repeat for several); default: every organization",
         )
 
     def handle(self, *args, **options):
@@ -46,6 +62,12 @@ class Command(BaseCommand):
                 f"Unknown embedding model {model_id!r}: register it with "
                 "--provider, --name and --dimension"
             )
+        organizations = Organization.objects.order_by("pk")
+        if options["organization"]:
+            organizations = organizations.filter(slug__in=options["organization"])
+            unknown = set(options["organization"]) - {o.slug for o in organizations}
+            if unknown:
+                raise CommandError(f"Unknown organization(s): {', '.join(sorted(unknown))}")
         bar = tqdm(
             desc=f"embedding under {model_id}",
             unit="memory",
@@ -56,17 +78,27 @@ class Command(BaseCommand):
         def start(total: int) -> None:
             bar.reset(total=total)
 
-        result = reembed.reembed(
-            model_id,
-            activate=not options["no_activate"],
-            batch_size=options["batch_size"],
-            on_start=start,
-            on_progress=bar.update,
-            limit=options["limit"],
-        )
+        limit = options["limit"]
+        for organization in organizations:
+            if limit is not None and limit <= 0:
+                break
+            held = activation.activation_held(organization)
+            result = reembed.reembed(
+                model_id,
+                organization,
+                activate=not options["no_activate"] and not held,
+                batch_size=options["batch_size"],
+                on_start=start,
+                on_progress=bar.update,
+                limit=limit,
+            )
+            if limit is not None:
+                limit -= result["embedded"]
+            state = "active" if result["activated"] else result["status"]
+            if held and not result["activated"] and not options["no_activate"]:
+                state += " (the organization switches it itself)"
+            self.stdout.write(
+                f"{organization.slug}: {result['embedded']} embedded, "
+                f"{result['remaining']} remaining; model {model_id} is {state}"
+            )
         bar.close()
-        state = "active" if result["activated"] else result["status"]
-        self.stdout.write(
-            f"{result['embedded']} embedded, {result['remaining']} remaining; "
-            f"model {model_id} is {state}"
-        )
