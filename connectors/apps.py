@@ -15,7 +15,7 @@ class ConnectorsConfig(AppConfig):
         from connectors import platforms
         from connectors.base import health, logins
         from connectors.cards import decisions, proposals
-        from connectors.outbound import alerts, delivery
+        from connectors.outbound import alerts, delivery, notices
 
         platforms.register()  # each platform folder's descriptor, by name
         delivery.register()  # each platform: an IM platform and the runtime's delivery channel
@@ -24,3 +24,4 @@ class ConnectorsConfig(AppConfig):
         logins.register()  # each platform's own OAuth login, for tenancy's sign-in
         APP_CHECKS.register("connectors", health.doctor_checks)
         ALERT_CHANNELS.register("im", alerts.alert_im_deliver)
+        notices.register()  # a member's notice (tenancy's notice_sent), texted over IM

@@ -21,7 +21,7 @@ from connectors.inbound.dispatch import decision_refused_notice as refused_notic
 from connectors.inbound.dispatch import run_reply
 from connectors.inbound.drain import inbound_drain
 from connectors.models import Connector, DirectorySync, InboundEvent
-from connectors.outbound import agent_messages
+from connectors.outbound import agent_messages, notices
 
 
 class RetryableSend(Exception):
@@ -79,6 +79,13 @@ def deliver_run_reply(self, reply: dict) -> None:
     over by the runtime's delivery channel)."""
     with retry_transient_sends():
         run_reply(Reply.from_dict(reply))
+
+
+@shared_task(**SEND_RETRIES)
+def notice_deliver(self, notice_id: int) -> int:
+    """Text a member's notice to them over IM (`tenancy.services.notices`)."""
+    with retry_transient_sends():
+        return notices.notice_deliver(notice_id)
 
 
 @shared_task(ignore_result=True)

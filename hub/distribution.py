@@ -14,21 +14,36 @@ selects it:
 
 Every move is an `SkillInstallEvent` (the agent's install history) and an audit event;
 `install_rollback` puts the install back on the version it had before its last move.
+
+A skill taught by a template's agents (a confirmed proposal, `SKILL_ORIGINS`) reaches that
+template once approved: `template_skill_install` publishes the template's next version with
+the skill referenced (through the template's own checks and evaluation gates) and rolls it out
+to the deployments running the version it replaced — automatically when the organization's
+`approved_skills` setting is "automatic" (`approved_skill_reach`, after the publication
+commits), otherwise in one click from the skill's page or review. Each person who taught it
+gets a notice (console and IM) once agents run it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
+from django.urls import reverse
 from django.utils import timezone
 
-from cadre.agents.models import Agent
-from cadre.errors import Conflict, InvalidInput, NotFound
+from cadre.agents import services as agent_services
+from cadre.agents.models import Agent, AgentTemplate
+from cadre.errors import CadreError, Conflict, InvalidInput, NotFound
 from cadre.governance import audit
+from cadre.ports import Listeners
+from cadre.queues import enqueue
 from cadre.tenancy.actors import Actor, system_actor
+from cadre.tenancy.models import Member, Organization
+from cadre.tenancy.services.notices import notice_send
 from hub.models import (
     DistTag,
     SkillInstall,
@@ -39,6 +54,7 @@ from hub.models import (
 from hub.selectors import resolve_version
 from hub.versions import is_version, parse_range, parse_version, sort_key
 
+logger = logging.getLogger(__name__)
 POLICIES = tuple(SkillInstall.Policy.values)
 MOVES = (
     SkillInstallEvent.Action.INSTALL,
@@ -359,6 +375,9 @@ def version_distribute(*, version: SkillVersion, actor: Actor | None = None) -> 
                 "offered": len(agents["offered"]),
             },
         )
+    # Once it commits: a version taught by a template's agents reaches that template.
+    version_id = version.pk
+    transaction.on_commit(lambda: _queue_reach(version_id))
     return {"updated": [i.pk for i in updated], "offered": [i.pk for i in offered]}
 
 
@@ -439,3 +458,317 @@ def install_rollback(*, actor: Actor, install: SkillInstall, reason: str = "") -
     if target.status != SkillVersion.Status.PUBLISHED:
         raise Conflict(f"{target} is no longer published.", code="not_installable")
     return _move(actor, install, SkillInstallEvent.Action.ROLLBACK, target, reason or "rolled back")
+
+
+# --- approved skills reach the templates that taught them ----------------------------------
+
+# `package` → [{"proposal", "version", "template", "member"}]: which template's agents taught
+# each of its published versions, and who (skills fills it: cadre.skills.origins).
+SKILL_ORIGINS: Listeners[Callable[[SkillPackage], list[dict]]] = Listeners("skill origins")
+LIVE_NOTICE = "hub.skill_live"
+
+
+def _queue_reach(version_id: int) -> None:
+    try:
+        enqueue("hub.tasks.approved_skill_reach", version_id)
+    except Exception:  # the publication stands; the skill's page still offers the install
+        logger.warning("hub: could not queue approved_skill_reach for version %s", version_id)
+
+
+def origins_of(package: SkillPackage) -> list[dict]:
+    return [origin for found in SKILL_ORIGINS.notify(package) for origin in (found or [])]
+
+
+def _reference_index(skills: list, package: SkillPackage) -> int | None:
+    for index, entry in enumerate(skills or []):
+        name = str(entry.get("package") or "") if isinstance(entry, dict) else ""
+        if name and "@" + name.lstrip("@") == package.full_name:
+            return index
+    return None
+
+
+def _reference_selects(entry: dict, version: SkillVersion) -> bool:
+    """Does the template's reference (its range or dist-tag) select `version`?"""
+    ref = normalize_reference(entry)
+    requested = ref["requested"] or "latest"
+    tag = DistTag.objects.filter(package=version.package, tag=requested).first()
+    if tag is not None:
+        return tag.version_id == version.pk
+    if is_version(requested):
+        return requested == version.version
+    try:
+        return version.version in parse_range(requested)
+    except InvalidInput:
+        return False
+
+
+def _with_skills_hook(hooks: dict) -> dict:
+    """A template that lists its context hooks loads Hub skills only when it lists `skills`."""
+    entries = (hooks or {}).get("assemble_context")
+    if not isinstance(entries, list):
+        return hooks or {}
+    if any(isinstance(e, dict) and e.get("name") == "skills" for e in entries):
+        return hooks
+    return {**hooks, "assemble_context": [*entries, {"name": "skills"}]}
+
+
+def _usable(organization_id: int, package: SkillPackage) -> bool:
+    return (
+        package.organization_id == organization_id
+        or package.visibility == SkillPackage.Visibility.INSTANCE
+    )
+
+
+def template_skill_install(
+    *,
+    actor: Actor,
+    package: SkillPackage,
+    template: AgentTemplate,
+    version: SkillVersion | None = None,
+    override_gate: str = "",
+    respect_pins: bool = False,
+) -> dict:
+    """Install a published skill into a template and roll it out: the template's next version
+    references it (`^<version>`, policy auto) and every running deployment of the version it
+    replaces moves onto it; where the template already asks for a range that selects the
+    version, its agents' installs move to it instead. Needs `template.manage` on the template
+    and `deployment.manage`. Conflict `already_installed` when every agent of the template
+    already has it; the template's publish gates apply (`override_gate` as for a publish)."""
+    if template.organization_id != actor.organization.pk or not _usable(
+        actor.organization.pk, package
+    ):
+        raise NotFound("No such template.", code="template_not_found")
+    actor.require("template.manage", template)
+    actor.require("deployment.manage")
+    if template.is_archived:
+        raise Conflict(f"“{template.name}” is archived.", code="template_archived")
+    target = version or resolve_version(package, "latest")
+    if target.package_id != package.pk or target.status != SkillVersion.Status.PUBLISHED:
+        raise Conflict(f"{target} is not a published version.", code="not_installable")
+    if target.yanked:
+        raise Conflict(f"{target} was yanked.", code="not_installable")
+    with transaction.atomic():
+        # one install into a template at a time (a second click waits, then finds it done)
+        template = AgentTemplate.objects.select_for_update().get(pk=template.pk)
+        current = template.published_version
+        if current is None:
+            raise Conflict("The template has no published version yet.", code="not_published")
+        skills = list(current.skills or [])
+        index = _reference_index(skills, package)
+        entry = skills[index] if index is not None else None
+        if entry is not None and respect_pins and entry.get("policy") == "pinned":
+            raise Conflict(
+                f"“{template.name}” pins {package.full_name}; a person decides to move it.",
+                code="pinned",
+            )
+        published, rollouts, left, moved = None, [], [], []
+        if entry is None or not _reference_selects(entry, target):
+            reference = {"package": package.full_name, "range": f"^{target.version}"}
+            reference["policy"] = (entry or {}).get("policy", SkillInstall.Policy.AUTO)
+            if reference["policy"] == SkillInstall.Policy.PINNED:
+                reference["range"] = target.version
+            if index is None:
+                skills.append(reference)
+            else:
+                skills[index] = reference
+            published = agent_services.version_revise(
+                actor=actor,
+                template=template,
+                change_note=f"Installs the approved skill {package.full_name} {target.version}.",
+                override_gate=override_gate,
+                skills=skills,
+                hooks=_with_skills_hook(current.hooks),
+            )
+            rollouts, left = agent_services.template_rollout(
+                actor=actor, from_version=current, to_version=published
+            )
+        else:
+            installs = (
+                SkillInstall.objects.select_for_update(of=("self",))
+                .filter(package=package, agent__deployment__template=template)
+                .exclude(version=target)
+                .select_related("version", "pending_version", "package__namespace", "agent")
+            )
+            for install in installs:
+                if _newer(target, install.version):
+                    moved.append(
+                        _move(
+                            actor,
+                            install,
+                            SkillInstallEvent.Action.APPLY,
+                            target,
+                            "installed into the template",
+                        )
+                    )
+            if not moved:
+                raise Conflict(
+                    f"“{template.name}” already runs {package.full_name} {target.version} or "
+                    "newer.",
+                    code="already_installed",
+                )
+        live = (
+            SkillInstall.objects.filter(
+                package=package, agent__deployment__template=template, version=target
+            )
+            .values("agent")
+            .count()
+        )
+        result = {
+            "template": template.pk,
+            "template_name": template.name,
+            "package": package.full_name,
+            "version": target.version,
+            "template_version": published.number if published else current.number,
+            "new_template_version": published is not None,
+            "rollouts": [rollout.pk for rollout in rollouts],
+            "deployments_left": [deployment.pk for deployment in left],
+            "agents": live,
+        }
+        audit.record(
+            actor=actor,
+            action="hub.template_install",
+            target=("skillpackage", package.pk, package.full_name),
+            changes={**result, "installs_moved": len(moved)},
+        )
+        package_id, template_id, version_id = package.pk, template.pk, target.pk
+        transaction.on_commit(lambda: skill_live_notify(package_id, template_id, version_id))
+    return result
+
+
+def approved_skill_reach(*, version_id: int) -> list[dict]:
+    """After a version's publication commits: when the organization installs approved skills
+    automatically, install it into each template whose agents taught it; a template its gates
+    (or an open draft) hold keeps the offer, and the hold is audited."""
+    version = (
+        SkillVersion.objects.select_related("package__namespace", "package__organization")
+        .filter(pk=version_id, status=SkillVersion.Status.PUBLISHED, yanked=False)
+        .first()
+    )
+    if version is None or version.package.organization_id is None:
+        return []
+    package = version.package
+    organization = Organization.objects.get(pk=package.organization_id)
+    taught = sorted({o["template"] for o in origins_of(package) if o["version"] == version.pk})
+    if not taught or organization.approved_skills != Organization.ApprovedSkills.AUTOMATIC:
+        return []
+    actor = system_actor(organization, label="approved skills")
+    done = []
+    templates = AgentTemplate.objects.filter(
+        pk__in=taught, organization=organization, is_archived=False
+    )
+    for template in templates.order_by("pk"):
+        try:
+            done.append(
+                template_skill_install(
+                    actor=actor,
+                    package=package,
+                    template=template,
+                    version=version,
+                    respect_pins=True,
+                )
+            )
+        except CadreError as error:
+            if error.code == "already_installed":
+                continue
+            audit.record(
+                actor=actor,
+                action="hub.template_install.held",
+                target=("skillpackage", package.pk, package.full_name),
+                changes={"template": template.pk, "version": version.version, "code": error.code},
+                reason=error.message,
+            )
+            done.append({"template": template.pk, "held": error.code, "reason": error.message})
+    return done
+
+
+def skill_live_notify(package_id: int, template_id: int, version_id: int) -> int:
+    """Tell each person who taught the skill to this template that agents run it now (once per
+    lesson and template); returns the notices sent."""
+    package = SkillPackage.objects.select_related("namespace").filter(pk=package_id).first()
+    version = SkillVersion.objects.filter(pk=version_id).first()
+    template = AgentTemplate.objects.filter(pk=template_id).first()
+    if package is None or version is None or template is None:
+        return 0
+    taught = SkillVersion.objects.in_bulk(
+        [o["version"] for o in origins_of(package) if o["template"] == template_id]
+    )
+    lessons = [
+        origin
+        for origin in origins_of(package)
+        if origin["template"] == template_id
+        and origin["version"] in taught
+        and not _newer(taught[origin["version"]], version)  # the lesson is in this version
+    ]
+    if not lessons:
+        return 0
+    agents_live = SkillInstall.objects.filter(
+        package=package, agent__deployment__template=template, version=version
+    ).count()
+    members = Member.objects.in_bulk({origin["member"] for origin in lessons})
+    url = reverse("console:hub_package", args=[package.namespace.handle, package.name])
+    sent = 0
+    for origin in lessons:
+        member = members.get(origin["member"])
+        if member is None:
+            continue
+        notice = notice_send(
+            member=member,
+            kind=LIVE_NOTICE,
+            key=f"{LIVE_NOTICE}:{origin['proposal']}:{template_id}",
+            title=f"Your skill {package.name} is live",
+            body=f"A reviewer approved what you taught, and {agents_live} “{template.name}” "
+            f"agent(s) now run {package.full_name} {version.version}.",
+            url=url,
+        )
+        sent += notice is not None
+    return sent
+
+
+def package_templates(actor: Actor, package: SkillPackage) -> list[dict]:
+    """The templates the actor may see that reference the package (with how many of their
+    agents run it) or taught it, each with whether the actor may install it there in one
+    click: `{"template", "version", "reference", "agents", "taught", "offer", "can_install"}`."""
+    if not actor.may("template.view"):
+        return []
+    visible = AgentTemplate.objects.restrict(actor, "view").filter(is_archived=False)
+    taught = {o["template"] for o in origins_of(package)}
+    names = [package.full_name, package.full_name.lstrip("@")]
+    referencing = visible.filter(
+        Q(versions__status="published", versions__skills__contains=[{"package": names[0]}])
+        | Q(versions__status="published", versions__skills__contains=[{"package": names[1]}])
+        | Q(pk__in=taught)
+    ).distinct()
+    may_roll_out = actor.has("deployment.manage")
+    counts = dict(
+        SkillInstall.objects.filter(package=package, agent__deployment__template__in=referencing)
+        .values_list("agent__deployment__template")
+        .annotate(n=Count("pk"))
+        .values_list("agent__deployment__template", "n")
+    )
+    try:
+        latest = resolve_version(package, "latest")
+    except (NotFound, InvalidInput):
+        latest = None
+    rows = []
+    for template in referencing.order_by("name"):
+        current = template.published_version
+        skills = list(current.skills or []) if current else []
+        index = _reference_index(skills, package)
+        reference = skills[index] if index is not None else None
+        offer = (
+            latest is not None
+            and current is not None
+            and (reference is None or not _reference_selects(reference, latest))
+        )
+        rows.append(
+            {
+                "template": template,
+                "version": current,
+                "reference": normalize_reference(reference) if reference else None,
+                "agents": counts.get(template.pk, 0),
+                "taught": template.pk in taught,
+                "offer": offer,
+                "can_install": offer and may_roll_out and actor.can("template.manage", template),
+            }
+        )
+    return rows

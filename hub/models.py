@@ -123,6 +123,8 @@ class SkillVersion(models.Model):
     patch = models.PositiveIntegerField()
     prerelease = models.CharField(max_length=128, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING_REVIEW)
+    # Public text its publisher set (an upload's, a skill candidate's explicit changelog); a
+    # reviewer's comment is internal and never copied here (`review_note` says who reviewed).
     changelog = models.TextField(blank=True)
     fingerprint = models.CharField(max_length=64)
     frontmatter = models.JSONField(default=dict)

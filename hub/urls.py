@@ -20,6 +20,11 @@ api_urlpatterns: list = [
     path(_skill + "deprecate/", views.DeprecateView.as_view(), name="hub-skill-deprecate"),
     path(_skill + "download/", views.DownloadView.as_view(), name="hub-skill-download"),
     path(_skill + "tags/<str:tag>/", views.TagView.as_view(), name="hub-skill-tag"),
+    path(
+        _skill + "templates/",
+        distribution.PackageTemplatesView.as_view(),
+        name="hub-skill-templates",
+    ),
     path(_skill + "versions/", views.VersionListView.as_view(), name="hub-versions"),
     path(_version, views.VersionDetailView.as_view(), name="hub-version"),
     path(_version + "review/", views.ReviewView.as_view(), name="hub-version-review"),

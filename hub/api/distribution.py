@@ -1,5 +1,6 @@
 """Hub API for distribution and outcomes: agents' skill installs (apply an offered update,
-roll back), the skills a run had in its context, and the run's outcome feedback."""
+roll back), a skill's templates and its one-click install into one, the skills a run had in
+its context, and the run's outcome feedback."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cadre.agents.models import AgentTemplate
 from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.api.pagination import PagePagination
-from cadre.errors import NotFound
+from cadre.errors import NotFound, NotPermitted
 from cadre.identifiers import parse_pk
 from hub import distribution, outcomes, selectors
 from hub.models import SkillInstall, SkillUsage
@@ -203,3 +205,92 @@ class RunFeedbackView(APIView):
                 "skills": UsageSerializer(_usages(run), many=True).data,
             }
         )
+
+
+class TemplateSkillSerializer(serializers.Serializer):
+    template = serializers.IntegerField(source="template.pk")
+    template_name = serializers.CharField(source="template.name")
+    version = serializers.IntegerField(source="version.number", allow_null=True)
+    reference = serializers.DictField(allow_null=True)
+    agents = serializers.IntegerField(help_text="agents of the template that have the skill")
+    taught = serializers.BooleanField(help_text="the template's agents taught this skill")
+    offer = serializers.BooleanField(help_text="installing it would change the template")
+    can_install = serializers.BooleanField()
+
+
+class TemplateInstallSerializer(serializers.Serializer):
+    template = serializers.IntegerField()
+    version = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, help_text="default: latest"
+    )
+    override_gate = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text="as for a template publish"
+    )
+
+
+@extend_schema_serializer(component_name="TemplateSkillInstall")
+class TemplateInstallResultSerializer(serializers.Serializer):
+    template = serializers.IntegerField()
+    template_name = serializers.CharField()
+    package = serializers.CharField()
+    version = serializers.CharField()
+    template_version = serializers.IntegerField()
+    new_template_version = serializers.BooleanField()
+    rollouts = serializers.ListField(child=serializers.IntegerField())
+    deployments_left = serializers.ListField(child=serializers.IntegerField())
+    agents = serializers.IntegerField()
+
+
+class PackageTemplatesView(APIView):
+    """The templates that have a skill (or taught it), and one-click install into a template."""
+
+    @extend_schema(
+        responses=inline_serializer(
+            "PackageTemplates", {"results": TemplateSkillSerializer(many=True)}
+        ),
+        operation_id="hub_skill_templates_list",
+    )
+    def get(self, request, namespace: str, name: str):
+        package = selectors.package_get(request.actor, namespace, name)
+        rows = distribution.package_templates(request.actor, package)
+        return Response({"results": TemplateSkillSerializer(rows, many=True).data})
+
+    @extend_schema(
+        request=TemplateInstallSerializer,
+        responses={201: TemplateInstallResultSerializer},
+        operation_id="hub_skill_templates_install",
+        description="Install the skill into the template and roll it out: the template's next "
+        "version references it and the deployments on the version it replaces move onto it "
+        "(needs template.manage and deployment.manage; the template's publish gates apply).",
+    )
+    def post(self, request, namespace: str, name: str):
+        package = selectors.package_get(request.actor, namespace, name)
+        # Authorized before the body is read: a caller who may not install learns nothing more.
+        if not (
+            request.actor.may("template.manage", AgentTemplate)
+            and request.actor.has("deployment.manage")
+        ):
+            raise NotPermitted(
+                "Installing a skill into a template needs template.manage and deployment.manage."
+            )
+        serializer = TemplateInstallSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        template = (
+            AgentTemplate.objects.filter(organization=request.actor.organization)
+            .filter(pk=data["template"])
+            .first()
+        )
+        if template is None:
+            raise NotFound("No such template.", code="template_not_found")
+        version = None
+        if data.get("version"):
+            version = selectors.resolve_version(package, data["version"])
+        result = distribution.template_skill_install(
+            actor=request.actor,
+            package=package,
+            template=template,
+            version=version,
+            override_gate=data.get("override_gate", ""),
+        )
+        return Response(TemplateInstallResultSerializer(result).data, status=201)

@@ -428,6 +428,7 @@ ROUTE_KWARGS: dict[str, Callable[[Member], dict]] = {
     "hub-skill-deprecate": _hub_skill,
     "hub-skill-download": _hub_skill,
     "hub-skill-tag": _hub_skill,
+    "hub-skill-templates": _hub_skill,
     "hub-versions": _hub_skill,
     "hub-version": _hub_skill,
     "hub-version-review": _hub_skill,

@@ -288,6 +288,8 @@ hub-skill                            PATCH            perm:skill.review         
 hub-skill-deprecate                  POST             perm:skill.review          auto
 hub-skill-download                   GET              perm:skill.view            auto
 hub-skill-tag                        PUT,DELETE       perm:skill.review          auto
+hub-skill-templates                  GET              perm:skill.view            auto
+hub-skill-templates                  POST             perm:template.manage       auto
 hub-versions                         GET              perm:skill.view            auto
 hub-version                          GET              perm:skill.view            auto
 hub-version-review                   POST             perm:skill.review          auto
@@ -322,6 +324,7 @@ skill-candidate-list                 GET              perm:skill.view           
 skill-candidate-list                 POST             perm:skill.publish         -
 skill-candidate-detail               GET              perm:skill.review          auto
 skill-candidate-decisions            POST             perm:skill.review          auto
+skill-candidate-edit                 POST             perm:skill.review          auto
 skill-candidate-resubmit             POST             perm:skill.review          auto
 skill-proposal-list                  GET              perm:chat.use              -
 skill-proposal-detail                GET              subject                    subject_proposal
@@ -528,6 +531,7 @@ console:hub_install                  GET              perm:agent.view           
 console:hub_install_apply            POST             perm:deployment.manage     hub_install
 console:hub_install_rollback         POST             perm:deployment.manage     hub_install
 console:hub_package                  GET              perm:skill.view            hub_package
+console:hub_template_install         GET,POST         perm:template.manage       hub_package
 console:hub_version                  GET              perm:skill.view            hub_package
 console:hub_file                     GET              perm:skill.view            hub_package
 console:models                       GET              perm:model.manage          -

@@ -70,10 +70,10 @@ def test_a_new_proposal_is_told_to_the_listeners_after_commit(
     assert told["created"] == [proposal.pk]
     event = second.events.get(kind="skill_proposal")
     assert event.data["proposal"] == proposal.pk and event.data["name"] == proposal.name
-    steps = proposal.files["SKILL.md"].split("## Steps", 1)[1].split("## Example", 1)[0]
+    steps = proposal.files["SKILL.md"].split("## Steps", 1)[1].split("## When to use", 1)[0]
     # One step from the correction: its second clause only repeats the first ("include one").
-    assert [line for line in steps.splitlines() if line[:2] in ("2.", "3.")] == [
-        "2. Include the risks section."
+    assert [line for line in steps.splitlines() if line[:2] in ("1.", "2.", "3.")] == [
+        "1. Include the risks section."
     ]
 
 

@@ -388,6 +388,49 @@ def version_publish(
     return version
 
 
+@transaction.atomic
+def version_revise(
+    *,
+    actor: Actor,
+    template: AgentTemplate,
+    change_note: str,
+    override_gate: str = "",
+    **fields,
+) -> TemplateVersion:
+    """The template's published version with `fields` changed, as its next version: drafted,
+    submitted and published the way a person would (the same checks and evaluation gates,
+    each step audited). Conflict `draft_exists` while someone edits a draft of the template,
+    `not_published` before it has a published version; a gate's refusal undoes it all."""
+    current = template.published_version
+    if current is None:
+        raise Conflict("The template has no published version yet.", code="not_published")
+    version = version_draft(actor=actor, template=template, from_version=current)
+    version = version_update(actor=actor, version=version, **fields)
+    version.change_note = change_note[:2000]
+    version.save(update_fields=["change_note"])
+    version = version_submit(actor=actor, version=version)
+    return version_publish(
+        actor=actor, version=version, reason=change_note, override_gate=override_gate
+    )
+
+
+def template_rollout(
+    *, actor: Actor, from_version: TemplateVersion, to_version: TemplateVersion
+) -> tuple[list[Rollout], list[Deployment]]:
+    """Roll every running deployment of `from_version` onto `to_version`, all at once:
+    (the rollouts, the deployments left where they are — a rollout already in progress)."""
+    rollouts, left = [], []
+    deployments = Deployment.objects.filter(
+        template_id=to_version.template_id, version=from_version
+    ).exclude(status=Deployment.Status.STOPPED)
+    for deployment in deployments.order_by("pk"):
+        if deployment.rollouts.filter(status=Rollout.Status.IN_PROGRESS).exists():
+            left.append(deployment)
+            continue
+        rollouts.append(rollout_start(actor=actor, deployment=deployment, version=to_version))
+    return rollouts, left
+
+
 def field_text(value) -> str:
     """A template version's content field as text (JSON fields pretty-printed, keys sorted), as
     its diff compares it."""

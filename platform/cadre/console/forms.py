@@ -19,7 +19,13 @@ from cadre.console.templatetags.console import target_type_label
 from cadre.errors import CadreError
 from cadre.im import platform_choices
 from cadre.memory.models import Kind, Memory, SourceKind
-from cadre.tenancy.models import Department, Member, Position, department_subtree_ids
+from cadre.tenancy.models import (
+    Department,
+    Member,
+    Organization,
+    Position,
+    department_subtree_ids,
+)
 from cadre.tenancy.roles import ROLES, SCOPES
 
 
@@ -315,6 +321,18 @@ class OrganizationForm(forms.Form):
         choices=[(name, name) for name in sorted(zoneinfo.available_timezones())],
         help_text="Used for dates in the console and in exports.",
     )
+    approved_skills = forms.ChoiceField(
+        choices=Organization.ApprovedSkills.choices,
+        required=False,  # left out: the setting stays as it is
+        label="Approved skills",
+        help_text="When a skill taught by a template's agents is approved: install it into that "
+        "template's next version and roll it out, or offer the install on the skill's page.",
+    )
+
+    def clean_approved_skills(self) -> str:
+        return self.cleaned_data.get("approved_skills") or (self.initial or {}).get(
+            "approved_skills", Organization.ApprovedSkills.OFFER
+        )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,5 +1,6 @@
-"""Skill lifecycle API under /api/v1/skills/: candidates (list, detail, upload, decisions,
-resubmission), the employee's proposals (confirm, dismiss), review stages, distillations."""
+"""Skill lifecycle API under /api/v1/skills/: candidates (list, detail, upload, a reviewer's
+edit, decisions, resubmission), the employee's proposals (confirm, dismiss), review stages,
+distillations."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ class CandidateSerializer(serializers.ModelSerializer):
             "current_stage",
             "revision",
             "fingerprint",
+            "changelog",
             "scan_verdict",
             "score",
             "score_components",
@@ -126,6 +128,12 @@ class MayDecideSerializer(serializers.Serializer):
     )
 
 
+class SkillTextSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    body = serializers.CharField()
+
+
 class CandidateDetailSerializer(CandidateSerializer):
     evidence = EvidenceSerializer(many=True, read_only=True)
     decisions = DecisionSerializer(many=True, read_only=True)
@@ -134,6 +142,7 @@ class CandidateDetailSerializer(CandidateSerializer):
     files = serializers.SerializerMethodField()
     diff = serializers.SerializerMethodField()
     may_decide = serializers.SerializerMethodField()
+    skill = serializers.SerializerMethodField()
 
     class Meta(CandidateSerializer.Meta):
         fields = [
@@ -143,10 +152,16 @@ class CandidateDetailSerializer(CandidateSerializer):
             "evidence",
             "decisions",
             "files",
+            "skill",
             "diff",
             "may_decide",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(SkillTextSerializer(allow_null=True))
+    def get_skill(self, candidate) -> dict | None:
+        """SKILL.md's name, description and body: what a reviewer edits."""
+        return selectors.candidate_skill_text(candidate)
 
     def get_files(self, candidate) -> list[dict]:
         return [
@@ -175,11 +190,53 @@ class DecideSerializer(serializers.Serializer):
         help_text="Required when you decide your own candidate as sole reviewer "
         "(`may_decide.sole_reviewer`); audited and shown on the Hub version",
     )
+    changelog = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="Sets the public changelog of the version this becomes (the comment never "
+        "does: it stays internal)",
+    )
+    revision = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The revision you read: 409 revision_changed if it was edited meanwhile",
+    )
+
+
+class EditSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, required=False)
+    description = serializers.CharField(max_length=1024, required=False)
+    body = serializers.CharField(max_length=200_000, required=False, trim_whitespace=False)
+    changelog = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    note = serializers.CharField(
+        max_length=4000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Why you edit (internal, shown with the review's decisions)",
+    )
+    revision = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The revision you edit: 409 revision_changed if it changed meanwhile",
+    )
 
 
 class UploadSerializer(serializers.Serializer):
     bundle = serializers.FileField(help_text="zip or tar.gz of the skill folder")
     note = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+    changelog = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The public changelog of the version it becomes",
+    )
 
 
 class ResubmitSerializer(serializers.Serializer):
@@ -189,6 +246,7 @@ class ResubmitSerializer(serializers.Serializer):
         help_text="path -> new text; other files are kept (or send a multipart `bundle`)",
     )
     note = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+    changelog = serializers.CharField(max_length=2000, required=False, allow_blank=True)
 
 
 class ProposalSerializer(serializers.ModelSerializer):
@@ -319,9 +377,11 @@ class CandidateViewSet(
     def create(self, request):
         if not self.actor.has("skill.publish"):
             raise NotPermitted("Uploading a skill candidate needs 'skill.publish'.")
-        note = str(request.data.get("note", ""))[:4000] if hasattr(request.data, "get") else ""
+        has = hasattr(request.data, "get")
+        note = str(request.data.get("note", ""))[:4000] if has else ""
+        changelog = str(request.data.get("changelog", ""))[:2000] if has else ""
         candidate = services.candidate_upload(
-            actor=self.actor, data=read_upload(request), note=note
+            actor=self.actor, data=read_upload(request), note=note, changelog=changelog
         )
         return self._detail(candidate, status.HTTP_201_CREATED)
 
@@ -337,8 +397,35 @@ class CandidateViewSet(
             decision=incoming.validated_data["decision"],
             comment=incoming.validated_data["comment"],
             sole_reviewer_justification=incoming.validated_data["sole_reviewer_justification"],
+            changelog=incoming.validated_data["changelog"],
+            revision=incoming.validated_data["revision"],
         )
         return self._detail(decided)
+
+    @extend_schema(
+        request=EditSerializer,
+        responses=CandidateDetailSerializer,
+        description="A reviewer who may decide the current stage edits the candidate's "
+        "SKILL.md name, description or body (a new revision, checked and scored again) and its "
+        "public changelog, before deciding. Audited as skills.candidate.edit.",
+    )
+    @action(detail=True, methods=["post"])
+    def edit(self, request, pk=None):
+        candidate = self.get_object()
+        incoming = EditSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        edited = services.candidate_edit(
+            actor=self.actor,
+            candidate=candidate,
+            name=data.get("name"),
+            description=data.get("description"),
+            body=data.get("body"),
+            changelog=data.get("changelog"),
+            note=data["note"],
+            revision=data["revision"],
+        )
+        return self._detail(edited)
 
     @extend_schema(
         request={"application/json": ResubmitSerializer, "multipart/form-data": UploadSerializer},
@@ -347,10 +434,13 @@ class CandidateViewSet(
     @action(detail=True, methods=["post"])
     def resubmit(self, request, pk=None):
         candidate = self.get_object()
+        changelog = None
         if request.content_type.startswith("multipart/"):
             bundle = read_bundle(read_upload(request))
             files = {f.path: f.content for f in bundle.files}
             note = str(request.data.get("note", ""))[:4000]
+            if "changelog" in request.data:
+                changelog = str(request.data.get("changelog", ""))[:2000]
         else:
             incoming = ResubmitSerializer(data=request.data)
             incoming.is_valid(raise_exception=True)
@@ -363,8 +453,9 @@ class CandidateViewSet(
             files = selectors.decode_files(candidate.files)
             files.update({path: text.encode("utf-8") for path, text in changed.items()})
             note = incoming.validated_data["note"]
+            changelog = incoming.validated_data.get("changelog")
         resubmitted = services.candidate_resubmit(
-            actor=self.actor, candidate=candidate, files=files, note=note
+            actor=self.actor, candidate=candidate, files=files, note=note, changelog=changelog
         )
         return self._detail(resubmitted)
 

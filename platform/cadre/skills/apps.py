@@ -25,9 +25,11 @@ class SkillsConfig(AppConfig):
         from cadre.memory.services.deletion import other_copies  # lazy: ready()
 
         # lazy: ready() — `hooks` registers the post_process:skill_backflow hook with the
-        # agents' hooks on import; `redaction` is registered on memory's `other_copies`.
+        # agents' hooks on import, `origins` the Hub's SKILL_ORIGINS (an approved skill reaches
+        # the template it was taught to); `redaction` is registered on memory's `other_copies`.
         from cadre.skills import (
             hooks,  # noqa: F401
+            origins,  # noqa: F401
             redaction,  # lazy: ready()
         )
 

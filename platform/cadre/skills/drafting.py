@@ -1,6 +1,10 @@
 """Skill drafts: spotting an employee's correction, drafting SKILL.md (by the model when one is
 configured, else deterministically from the text, clearly marked), and the skills model.
 
+An offline draft reads as instructions: the correction's lesson in imperative form, without the
+way the employee said the answer was wrong, named after what it is about, quoting the task only
+masked. `skill_md_edited` rewrites a SKILL.md's name, description or body for a reviewer's edit.
+
 The model is the platform's one model-provider interface (`cadre.llm`): for a
 conversation, the provider of the agent's template; otherwise the organization's
 `{"skills": {"provider_config": <id>, "model": "..."}}` setting. The offline provider is not a
@@ -9,15 +13,22 @@ model for this purpose: drafts and checks then fall back to rules and say so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+import strictyaml
+
 from cadre.agents import providers
 from cadre.agents.models import ModelProviderConfig
+from cadre.errors import InvalidInput
+from cadre.governance.masking.engine import mask
+from cadre.governance.masking.vault import EphemeralVault
 from cadre.llm import ModelProvider, ProviderError, provider_for
+from hub.validation import parse_skill_md
 
 logger = logging.getLogger(__name__)
 
@@ -254,20 +265,278 @@ def _clause_items(clause: str) -> list[str]:
     return items
 
 
-def correction_items(text: str) -> list[str]:
-    """The things the employee asked for, one per step (`Include the booth budget`,
-    `Include the follow-up list`), without the lead-ins ("next time, also include", "you
-    forgot") and without a clause that only repeats another ("next time also include one")."""
-    body = clean_line(text)
-    if re.search(r"[\u3400-\u9fff]", body):  # Chinese: drop the lead-ins, keep the sentence
-        body = re.sub(r"^(?:下次|以后|还要|别忘了|也要|记得|请)+", "", body).strip(" ，,。.")  # noqa: RUF001
-        return [body or clean_line(text)]
+# --- the lesson, in imperative form -----------------------------------------------------------
+#
+# An offline draft says what to do, as a skill is read: "Use numbered lists in weekly reports.",
+# "State the discount limit as 12% (not 10%).", "加上结论部分。". It never quotes how the employee
+# said the answer was wrong ("no, that's wrong", "actually", "其实", "不对"), and it quotes the
+# task it was learned from only masked.
+
+# Saying the answer was wrong is not the lesson: dropped wherever a clause starts with it. The
+# short words ("no", "ok") only when punctuation follows, so "No agenda was sent" keeps its "No".
+_WRONG_LEAD_IN_EN = re.compile(
+    r"^(?:(?:(?:no|nope|nah|wrong|incorrect|ok(?:ay)?|well|hmm+|wait|oh|oops|sorry|hey|"
+    r"not quite|correction|fyi)\s*(?:[,:;.!\-–—]+\s*|$)"  # noqa: RUF001
+    r"|(?:actually|in fact|but|to be clear|just so you know|for the record|please note|"
+    r"note that|as i (?:said|told you)|like i said|i told you|"
+    r"(?:that|this|it)(?:'s|’s| is| was)(?: not| n[o']t)? (?:wrong|incorrect|right|correct|"  # noqa: RUF001
+    r"true|it|accurate|a mistake|outdated|out of date|old information)|"
+    r"(?:that|this|it) (?:isn'?t|wasn'?t) (?:right|correct|true|it|accurate)|"
+    r"you(?:'re|’re| are| were) (?:wrong|mistaken|incorrect)|"  # noqa: RUF001
+    r"you (?:got|have) (?:that|it|this) wrong|you made a mistake|not what i (?:said|meant|asked))"
+    r"\b[\s,:;.!\-–—]*))+",  # noqa: RUF001
+    re.IGNORECASE,
+)
+_WRONG_LEAD_IN_ZH = re.compile(
+    r"^(?:(?:不对|不是的|不是这样的?|错了|你错了|你说错了|说错了|搞错了|弄错了|有误|其实|实际上|"
+    r"事实上|更正一下|纠正一下|更正|纠正|补充一下|对了|注意|嗯|哦|呃|唉|好吧|好的)"
+    r"[，,：:。！!、\s]*|不[，,：:。！!]\s*)+"  # noqa: RUF001
+)
+# How the employee framed the request around the lesson: "next time", "please", "you should".
+_FRAMING_EN = re.compile(
+    r"^(?:(?:next time|from now on|in (?:the )?future|going forward|from here on|every time|"
+    r"each time|please|kindly|also|and|then|so|"
+    r"you(?:'ll| will)? (?:should|must|need to|have to|ought to|'d better|had better)|"
+    r"i (?:want|need|would like|'d like) you to|(?:can|could|would|will) you(?: please)?)"
+    r"[\s,:;]*)+",
+    re.IGNORECASE,
+)
+_NEGATIVE_EN = re.compile(
+    r"^(?:don'?t|do not|you (?:should|must|need) ?n[o']t|you (?:should|must|need) not|"
+    r"you shouldn'?t|you mustn'?t|we (?:don'?t|do not))\s+",
+    re.IGNORECASE,
+)
+_WE_DO = re.compile(
+    r"^we (?:(always|never|only|usually|normally|generally) )?(?=\w)", re.IGNORECASE
+)
+_IMPERATIVE = frozenset(
+    re.findall(
+        r"\S+",
+        """use write include add attach append list mention mark send check put cite cover insert
+        state say give show quote keep start end begin open close ask confirm verify double-check
+        reply respond answer format sort group order number round convert translate spell call
+        refer address sign cc bcc copy forward link highlight flag note summarize summarise explain
+        describe compare calculate compute apply follow avoid stop skip leave remove drop delete
+        omit exclude limit set schedule book email notify tell inform remind escalate route assign
+        file save store name label tag title date prefix capitalize bold split merge combine
+        separate make be do never always only try prefer lead place present report track log
+        update return provide offer price charge bill invoice contact reference put
+        """,
+    )
+)
+# "<subject> is <value>, not <wrong value>": a fact the answer got wrong.
+_FACT_EN = re.compile(
+    r"^(?P<subject>.+?)(?:\s+(?P<verb>is|are|was|were|equals|should be|must be|has to be|"
+    r"needs to be|has changed to|changed to|is now|are now|is actually|are actually)"
+    r"|(?P<contracted>'s|’s))\s+"  # noqa: RUF001
+    r"(?P<value>.+?)(?:\s*(?:,\s*|\(\s*|\s)(?:and )?(?:not|rather than|instead of)\s+"
+    r"(?P<wrong>[^,;)]+?)\)?)?$",
+    re.IGNORECASE,
+)
+_PRONOUN_SUBJECT = re.compile(r"^(?:it|that|this|the answer|the number|the figure)$", re.I)
+_PERSONAL_SUBJECT = re.compile(r"^(?:i|you|he|she|they|we)$", re.I)
+_POSSESSIVE_EN = re.compile(r"^(?:our|my|your|their|its|the company'?s)\s+", re.IGNORECASE)
+_FILLER_EN = re.compile(
+    r"^(?:thanks?|thank you|please|ok(?:ay)?|got it|that'?s it|right|sure|yes|no|fine|again)$",
+    re.IGNORECASE,
+)
+
+
+def _sentence_case(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _fact_lesson(clause: str) -> str | None:
+    match = _FACT_EN.match(clause)
+    if match is None:
+        return None
+    subject = _POSSESSIVE_EN.sub("the ", match.group("subject").strip())
+    if subject[1:2].islower():  # "The payment terms" inside a sentence: "the payment terms"
+        subject = subject[:1].lower() + subject[1:]
+    value = match.group("value").strip(" ,.")
+    wrong = (match.group("wrong") or "").strip(" ,.")
+    if _PERSONAL_SUBJECT.match(subject) or not value:
+        return None  # about a person, not the work ("I am the team lead")
+    plain = match.group("contracted") or match.group("verb").lower() in {"is", "are", "was", "were"}
+    if not wrong and plain:
+        return None  # a plain description, not a correction of a value
+    unlike = f" (not {wrong})" if wrong else ""
+    if _PRONOUN_SUBJECT.match(subject):
+        return f"Use {value}{unlike}"
+    if re.match(r"^(?:in|on|at|from|by|for|to|under|over|with|within)\b", value, re.I):
+        return f"State that {subject} is {value}{unlike}"
+    return f"State {subject} as {value}{unlike}"
+
+
+def _english_lesson(clause: str) -> list[str]:
+    clause = _WRONG_LEAD_IN_EN.sub("", clause.strip()).strip(" ,:;.!")
+    if not clause or _FILLER_EN.match(clause):
+        return []
+    if _OMISSION_EN.search(clause):
+        return _clause_items(clause)
+    framed = _FRAMING_EN.sub("", clause).strip(" ,:;.!")
+    if re.match(rf"(?:(?:always|also)\s+)*(?:{_VERBS})\b", framed, re.IGNORECASE):
+        return _clause_items(framed)  # "always add them": an addition (a repeat is dropped)
+    framed = _TRAILING.sub("", framed).strip(" ,:;.!")
+    if not framed or _FILLER_EN.match(framed) or _PRONOUN.match(framed):
+        return []
+    negative = _NEGATIVE_EN.match(framed) or re.match(r"not\s+", framed, re.IGNORECASE)
+    if negative:  # "don't round", "you should not use" (its "you should" already dropped)
+        return [f"Do not {framed[negative.end() :]}"]
+    we_do = _WE_DO.match(framed)
+    if we_do and framed[we_do.end() :].split(" ", 1)[0].lower() in _IMPERATIVE:
+        adverb = f"{we_do.group(1)} " if we_do.group(1) else ""
+        return [_sentence_case(adverb + framed[we_do.end() :])]
+    first = re.split(r"[\s,]", framed, maxsplit=1)[0].lower()
+    if first in _IMPERATIVE or re.match(r"(?:make|be) sure\b|remember to\b", framed, re.I):
+        return [_sentence_case(framed)]
+    fact = _fact_lesson(framed)
+    if fact:
+        return [fact]
+    return [_sentence_case(_POSSESSIVE_EN.sub("the ", framed))]
+
+
+_ZH_FRAMING = re.compile(
+    r"^(?:下次|以后|今后|往后|从现在起|从今以后|记得|别忘了|不要忘了|请你?|麻烦你?|你应该|你要|"
+    r"你得|你需要|应该|需要|还要|也要|都要|一定要|务必|要|都|也|还|再)+"
+)
+_ZH_VERB = r"(?P<verb>写上?|加上?|提到?|列出?|附上?|说明|注明|包括|包含)"
+# "你漏了风险部分", "忘了写预算": the verb is optional; "没写预算": "没" only before a verb.
+_ZH_OMISSION = re.compile(rf"(?:忘了|忘记了?|漏了|漏掉了?|遗漏了?){_ZH_VERB}?(?P<object>.+)$")
+_ZH_NOT_DONE = re.compile(rf"(?:没有|没){_ZH_VERB}(?P<object>.+)$")
+_ZH_LACKS = re.compile(r"^(?P<subject>.*?)(?:缺少|缺了|少了)(?P<object>.+)$")
+_ZH_FACT = re.compile(
+    r"^(?P<subject>.+?)(?:应该是|应为|改成了?|改为|现在是|是|为)(?P<value>[^，,]+)[，,]\s*"  # noqa: RUF001
+    r"(?:而)?不是(?P<wrong>.+)$"
+)
+_ZH_FACT_REVERSED = re.compile(
+    r"^(?P<subject>.+?)不是(?P<wrong>[^，,]+)[，,]?\s*(?:而)?是(?P<value>.+)$"  # noqa: RUF001
+)
+_ZH_POSSESSIVE = re.compile(r"^(?:我们的?|咱们的?|我的|你的|公司的)")
+_ZH_VERBS = {
+    "写": "写上",
+    "加": "加上",
+    "提": "提到",
+    "列": "列出",
+    "附": "附上",
+    "包括": "加上",
+    "包含": "加上",
+}
+_ZH_RESTATE = re.compile(
+    r"^(?:加上|补上|补充|包括|包含|写上|附上|列出|提到|加进去)?(?:它|这个|这部分|一下)?$"
+)
+
+
+def _chinese_lesson(sentence: str) -> list[str]:
+    sentence = _WRONG_LEAD_IN_ZH.sub("", sentence.strip()).strip(" ，,。.")  # noqa: RUF001
+    if not sentence:
+        return []
+    fact = _ZH_FACT.match(sentence) or _ZH_FACT_REVERSED.match(sentence)
+    if fact:
+        subject = _ZH_POSSESSIVE.sub("", fact.group("subject").strip())
+        value, wrong = fact.group("value").strip(), fact.group("wrong").strip(" ，,")  # noqa: RUF001
+        return [f"{subject}是{value}，不是{wrong}：回答时以此为准"]  # noqa: RUF001
     items: list[str] = []
-    for clause in re.split(r"(?<=[.;!?])\s+|;\s*|\s+[-–—]+\s+", body):  # noqa: RUF001
-        for item in _clause_items(clause):
-            if item.lower() not in {known.lower() for known in items}:
-                items.append(item)
-    return items or [body]
+    named = ""
+    for part in re.split(r"[，,]", sentence):  # noqa: RUF001
+        part = _ZH_FRAMING.sub("", _WRONG_LEAD_IN_ZH.sub("", part.strip())).strip()
+        if not part:
+            continue
+        omission = _ZH_OMISSION.search(part) or _ZH_NOT_DONE.search(part)
+        lacks = _ZH_LACKS.match(part) if omission is None else None
+        if omission:
+            verb = omission.group("verb") or "加上"
+            verb = _ZH_VERBS.get(verb, verb)
+            named = omission.group("object").strip()
+            items.append(f"{verb}{named}")
+        elif lacks and lacks.group("subject"):
+            named = lacks.group("object").strip()
+            items.append(f"{_ZH_POSSESSIVE.sub('', lacks.group('subject'))}要有{named}")
+        elif named and (_ZH_RESTATE.match(part) or named in part):
+            continue  # "下次也要加上": repeats what the omission named
+        else:
+            items.append(part)
+    if not named:  # one instruction said in several parts ("周报要用编号列表, 不要用项目符号")
+        return ["，".join(items)] if items else []  # noqa: RUF001
+    return items
+
+
+def correction_items(text: str) -> list[str]:
+    """The lesson of a correction as instructions, one per step (`Include the booth budget`,
+    `Use numbered lists in weekly reports`, `State the discount limit as 12% (not 10%)`,
+    `附上参会人员名单`): without the lead-ins ("no, that's wrong", "actually", "next time, also
+    include", "you forgot", "其实", "不对") and without a clause that only repeats another
+    ("next time also include one")."""
+    body = clean_line(text)
+    chinese = bool(re.search(r"[\u3400-\u9fff]", body))
+    items: list[str] = []
+    if chinese:
+        for sentence in re.split(r"[。；;！!？?]+", body):  # noqa: RUF001
+            items += _chinese_lesson(sentence)
+    else:
+        for clause in re.split(r"(?<=[.;!?])\s+|;\s*|:\s+|\s+[-–—]+\s+", body):  # noqa: RUF001
+            items += _english_lesson(clause)
+    unique: list[str] = []
+    for item in items:
+        item = item.strip(" ,.;:，。；：")  # noqa: RUF001
+        if item and item.lower() not in {known.lower() for known in unique}:
+            unique.append(item)
+    return unique
+
+
+def _end(item: str) -> str:
+    """The step as a sentence: a full stop in the item's own script."""
+    return item + ("。" if re.search(r"[\u3400-\u9fff]$", item) else ".")
+
+
+# Words that say what to do, not what it is about: left out of a skill's name.
+_NAME_STOP = STOP_WORDS | {
+    "use",
+    "state",
+    "write",
+    "keep",
+    "give",
+    "show",
+    "say",
+    "avoid",
+    "mention",
+    "cite",
+    "quote",
+    "never",
+    "only",
+    "instead",
+    "rather",
+    "than",
+    "every",
+    "each",
+}
+
+
+def lesson_name(items: list[str], *, fallback_text: str = "") -> str:
+    """A Hub name from what the lesson is about (`discount-limit`, `numbered-lists-weekly-reports`):
+    what it says not to use is left out; `fallback_text` (the masked task) when the lesson has no
+    Latin words (a Chinese lesson), else `team-practice-<hash>` for a reviewer to rename."""
+    text = " ".join(items)
+    text = re.sub(r"\(not [^)]*\)|,\s*not [^,.;]*", " ", text, flags=re.IGNORECASE)
+    text = re.sub(
+        r"\b(?:instead of|rather than)\s+.+?(?=\s+(?:in|for|on|when|at|to)\b|[,.;(]|$)",
+        " ",
+        text,
+        flags=re.IGNORECASE,
+    )
+    for source in (text, fallback_text):
+        chosen: list[str] = []
+        for word in _WORD.findall(source.lower()):
+            if word in _NAME_STOP or len(word) < 3 or word.isdigit() or word in chosen:
+                continue
+            chosen.append(word)
+            if len(chosen) == 4:
+                break
+        name = "-".join(chosen)[:MAX_NAME].strip("-")
+        if name:
+            return name
+    digest = hashlib.sha256(" ".join(items).encode("utf-8")).hexdigest()[:6]
+    return f"team-practice-{digest}"
 
 
 def render_skill_md(*, name: str, description: str, body: str, metadata: dict | None = None) -> str:
@@ -292,6 +561,33 @@ def split_skill_md(text: str) -> tuple[str, str]:
     return "", text
 
 
+def skill_md_edited(
+    text: str, *, name: str | None = None, description: str | None = None, body: str | None = None
+) -> str:
+    """The SKILL.md `text` with its name, description and/or body replaced (None: kept). Other
+    frontmatter keys are kept; the frontmatter is rewritten only when the name or description
+    changes, so a body edit changes nothing else."""
+    document, problems = parse_skill_md(text)
+    if document is None:
+        raise InvalidInput(
+            f"The skill's SKILL.md cannot be edited field by field: {problems[0].message}",
+            code="invalid_skill",
+        )
+    frontmatter_block, old_body = split_skill_md(text)
+    meta = dict(document.frontmatter)
+    changes = {
+        key: value.strip()
+        for key, value in (("name", name), ("description", description))
+        if value is not None and value.strip() != str(meta.get(key, "")).strip()
+    }
+    if changes:
+        meta.update(changes)
+        frontmatter_block = "---\n" + strictyaml.as_document(meta).as_yaml().rstrip("\n") + "\n---"
+    if body is not None and body.strip() != old_body.strip():
+        return f"{frontmatter_block}\n\n{body.strip()}\n"
+    return f"{frontmatter_block}\n{old_body}" + ("" if old_body.endswith("\n") else "\n")
+
+
 @dataclass
 class Draft:
     name: str
@@ -302,50 +598,57 @@ class Draft:
     extra: dict = field(default_factory=dict)
 
 
+def _masked(text: str, organization) -> str:
+    """`text` as the governance masking engine leaves it (names, numbers, addresses replaced)."""
+    return mask(clean_line(text), conversation=EphemeralVault(), organization=organization).text
+
+
 def offline_correction_draft(
-    *, request: str, output: str, correction: str, base_skill_md: str | None, base_name: str = ""
+    *,
+    request: str,
+    output: str,
+    correction: str,
+    base_skill_md: str | None,
+    base_name: str = "",
+    organization=None,
 ) -> Draft:
-    """A deterministic draft from the correction text: a new skill for the task that was asked,
-    or the in-context skill with the correction appended as steps."""
-    items = correction_items(correction)
+    """A deterministic draft from the correction text: a new skill whose steps are the lesson in
+    imperative form, or the in-context skill with the lesson appended as steps. The task it was
+    learned from is quoted masked (the draft goes to an organization-wide review queue)."""
+    items = correction_items(correction) or correction_items(_masked(correction, organization))
+    if not items:
+        items = [clean_line(_masked(correction, organization)).strip(" .。")]
+    steps = [_end(item) for item in items]
     if base_skill_md:
         frontmatter, body = split_skill_md(base_skill_md)
         addition = "\n".join(
             ["", "## Also (from a conversation correction)", "", OFFLINE_NOTE, ""]
-            + [f"- {item}." for item in items]
+            + [f"- {step}" for step in steps]
         )
         text = f"{frontmatter}\n{body.rstrip()}\n{addition}\n"
         return Draft(
             name=base_name,
             files={"SKILL.md": text},
-            summary=f"Add to {base_name}: " + "; ".join(items),
+            summary=f"Add to {base_name}: " + " ".join(steps),
             drafted_by=OFFLINE_DRAFT,
             kind="new_version",
         )
-    name = skill_name(request or correction)
-    task = clean_line(request)[:300].rstrip(".。!?") or "this kind of request"
+    task = _masked(request, organization)[:300].rstrip(".。!?！？")  # noqa: RUF001
+    name = lesson_name(items, fallback_text=task)
+    when = f"When a request is like: “{task}”." if task else ""
     body = "\n".join(
         [
-            f"# {name.replace('-', ' ').capitalize()}",
+            f"# {_sentence_case(name.replace('-', ' '))}",
             "",
             OFFLINE_NOTE,
             "",
-            f"Use when asked: “{task}”",
-            "",
             "## Steps",
             "",
-            "1. Do what the request asks, as before.",
-            *[f"{i}. {item}." for i, item in enumerate(items, start=2)],
-            "",
-            "## Example",
-            "",
-            f"Request: {task}",
-            "",
-            f"Correction that taught this: “{clean_line(correction)[:300]}”",
+            *[f"{i}. {step}" for i, step in enumerate(steps, start=1)],
+            *(["", "## When to use", "", when] if when else []),
         ]
     )
-    lowered = [item[:1].lower() + item[1:] for item in items]
-    description = f"When asked to {task[:1].lower()}{task[1:200]}: " + "; ".join(lowered) + "."
+    description = " ".join(steps)[:700] + (f" {when}" if when else "")
     return Draft(
         name=name,
         files={
@@ -353,7 +656,7 @@ def offline_correction_draft(
                 name=name, description=description, body=body, metadata={"drafted-by": "rules"}
             )
         },
-        summary=f"New skill {name}: " + "; ".join(items),
+        summary=f"New skill {name}: " + " ".join(steps),
         drafted_by=OFFLINE_DRAFT,
     )
 
@@ -429,8 +732,10 @@ def model_correction_draft(
     correction: str,
     base_skill_md: str | None,
     base_name: str = "",
+    organization=None,
 ) -> Draft | None:
-    """The model's draft; None when the model says this is not a skill."""
+    """The model's draft; None when the model says this is not a skill. The draft quotes the
+    task masked."""
     user = f"REQUEST: {request}\nAGENT ANSWER: {output[:4000]}\nIMPROVEMENT: {correction}"
     if base_skill_md:
         user += f"\nCURRENT SKILL ({base_name}):\n{base_skill_md[:8000]}"
@@ -443,11 +748,12 @@ def model_correction_draft(
     name = base_name or skill_name(str(data.get("name") or request))
     if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name) or len(name) > MAX_NAME:
         name = skill_name(name.replace("_", " "))
-    description = clean_line(str(data.get("description") or "")) or f"When asked: {request[:200]}"
+    task = _masked(request, organization)[:300]
+    description = clean_line(str(data.get("description") or "")) or f"When asked: {task[:200]}"
     body = "\n".join(
         [f"# {name.replace('-', ' ').capitalize()}", "", "## Steps", ""]
         + [f"{i}. {step}" for i, step in enumerate(steps, start=1)]
-        + ["", "## Example", "", f"Request: {clean_line(request)[:300]}"]
+        + ["", "## Example", "", f"Request: {task}"]
     )
     drafted_by = f"model {provider.kind}:{provider.model}"
     return Draft(

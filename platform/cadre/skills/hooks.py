@@ -127,6 +127,7 @@ def _draft(run, *, request: str, output: str, correction: str, base) -> drafting
                     correction=correction,
                     base_skill_md=base_md,
                     base_name=base_name,
+                    organization=run.organization,
                 )
         except ProviderError as error:
             logger.warning("skill backflow: the model could not draft (%s); using rules", error)
@@ -136,6 +137,7 @@ def _draft(run, *, request: str, output: str, correction: str, base) -> drafting
         correction=correction,
         base_skill_md=base_md,
         base_name=base_name,
+        organization=run.organization,
     )
 
 

@@ -90,6 +90,9 @@ class SkillCandidate(TenantModel):
     revision = models.PositiveIntegerField(default=1)
     files = models.JSONField(default=dict)  # path -> base64 content (the current revision)
     fingerprint = models.CharField(max_length=64, blank=True)
+    # The public changelog of the version it becomes, set explicitly by the author or a
+    # reviewer; a reviewer's comment stays on the decision (internal), never copied here.
+    changelog = models.TextField(blank=True)
     validation = models.JSONField(default=dict, blank=True)
     scan_verdict = models.CharField(max_length=8, default="pass")
     scan_findings = models.JSONField(default=list, blank=True)
@@ -177,6 +180,7 @@ class ReviewDecision(models.Model):
         REJECT = "reject", "Rejected"
         REQUEST_CHANGES = "request_changes", "Changes requested"
         RESUBMIT = "resubmit", "Resubmitted"
+        EDIT = "edit", "Edited in review"
 
     candidate = models.ForeignKey(
         SkillCandidate, on_delete=models.CASCADE, related_name="decisions"

@@ -17,6 +17,7 @@ from cadre.skills.models import ReviewStage, SkillCandidate, SkillProposal
 from hub.approval import REVIEW_PERMISSION, Approval, review_approval
 from hub.models import DistTag, SkillVersion
 from hub.services import NO_REVIEW_NOTE
+from hub.validation import parse_skill_md
 
 DEFAULT_STAGES = [
     {"name": "Skill review", "roles": [], "permission": REVIEW_PERMISSION, "allow_requester": False}
@@ -122,6 +123,22 @@ def decode_files(files: dict) -> dict[str, bytes]:
     return {path: base64.b64decode(content) for path, content in (files or {}).items()}
 
 
+def candidate_skill_text(candidate: SkillCandidate) -> dict | None:
+    """The candidate's SKILL.md as a reviewer edits it: name, description and body (None when
+    it has no parseable SKILL.md)."""
+    content = decode_files(candidate.files).get("SKILL.md")
+    document, _problems = (
+        parse_skill_md(content.decode("utf-8", errors="replace")) if content else (None, [])
+    )
+    if document is None:
+        return None
+    return {
+        "name": str(document.frontmatter.get("name", "")),
+        "description": str(document.frontmatter.get("description", "")),
+        "body": document.body.strip("\n"),
+    }
+
+
 def _text(content: bytes) -> list[str] | None:
     try:
         return content.decode("utf-8").splitlines()
@@ -193,11 +210,13 @@ def candidate_diff(candidate: SkillCandidate) -> tuple[str, list[dict]]:
     return label, files_diff(before, decode_files(candidate.files), label=label)
 
 
-def version_review_record(version) -> dict:
+def version_review_record(version, actor=None) -> dict:
     """How a Hub version came to be published, as it happened:
 
     - `stages`: through a skill candidate's review stages; `steps` lists each approval (stage,
-      who, when, comment), a sole-reviewer decision with its justification;
+      who, when), a sole-reviewer decision with its justification (public), and the reviewer's
+      comment only for an `actor` who sees the candidate (its reviewers and requester: a review
+      comment is internal, the version's changelog is its public text);
     - `hub`: approved in the Hub's own review by `by`;
     - `unreviewed`: published without review (the publisher holds `skill.review`, or the
       organization publishes without review);
@@ -212,12 +231,13 @@ def version_review_record(version) -> dict:
         decisions = candidate.decisions.filter(
             revision=candidate.revision, decision="approve"
         ).select_related("decided_by")
+        internal = actor is not None and candidates_visible(actor).filter(pk=candidate.pk).exists()
         steps = [
             {
                 "stage": decision.stage_name,
                 "by": decision.decided_by,
                 "at": decision.created_at,
-                "comment": decision.comment,
+                "comment": decision.comment if internal else "",
                 "sole_reviewer": decision.sole_reviewer,
                 "justification": decision.justification,
             }

@@ -8,6 +8,7 @@ if the Hub refuses (a blocked scan, a taken version), the decision is not record
 from __future__ import annotations
 
 import base64
+import difflib
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -36,10 +37,12 @@ from hub import services as hub_services
 from hub.approval import Approval
 from hub.bundles import bundle_from_files, read_bundle
 from hub.models import DistTag, SkillPackage, SkillVersion, UsedVersion
+from hub.validation import MAX_NAME, NAME_PATTERN, parse_skill_md
 from hub.versions import parse_version
 
 MAX_STAGES = 6
 MAX_COMMENT = 4000
+MAX_CHANGELOG = 2000
 DECISIONS = ("approve", "reject", "request_changes")
 EVIDENCE_KINDS_COUNTED = ("conversation", "trajectories", "upload")
 # The purposes skills' model calls are metered under (docs/budgets.md).
@@ -225,8 +228,10 @@ def candidate_create(
     note: str = "",
     package=None,
     base_version=None,
+    changelog: str = "",
 ) -> SkillCandidate:
-    """A candidate from checked files, with its evidence, first revision and score."""
+    """A candidate from checked files, with its evidence, first revision and score.
+    `changelog` is the author's public changelog for the version it becomes."""
     _bundle, report, _scan = _checked(files)
     name = report.frontmatter.get("name")
     if package is None:
@@ -241,6 +246,7 @@ def candidate_create(
             package=package,
             base_version=base_version,
             stages=selectors.stages_for(actor.organization),
+            changelog=(changelog or "").strip()[:MAX_CHANGELOG],
         )
         _apply_checks(candidate, files)
         candidate.save()
@@ -271,8 +277,11 @@ def candidate_create(
     return candidate
 
 
-def candidate_upload(*, actor: Actor, data: bytes, note: str = "") -> SkillCandidate:
-    """An author's bundle (zip or tar.gz, read by the Hub's bundle reader) as a candidate."""
+def candidate_upload(
+    *, actor: Actor, data: bytes, note: str = "", changelog: str = ""
+) -> SkillCandidate:
+    """An author's bundle (zip or tar.gz, read by the Hub's bundle reader) as a candidate, with
+    the author's public `changelog` (the `note` is for the reviewers)."""
     actor.require("skill.publish")
     if actor.member is None:
         raise NotPermitted("Uploading a skill candidate needs a member.")
@@ -284,6 +293,7 @@ def candidate_upload(*, actor: Actor, data: bytes, note: str = "") -> SkillCandi
         files=files,
         requested_by=actor.member,
         note=note,
+        changelog=changelog,
         evidence=[
             {
                 "kind": SkillEvidence.Kind.UPLOAD,
@@ -297,9 +307,15 @@ def candidate_upload(*, actor: Actor, data: bytes, note: str = "") -> SkillCandi
 
 @transaction.atomic
 def candidate_resubmit(
-    *, actor: Actor, candidate: SkillCandidate, files: dict[str, bytes], note: str = ""
+    *,
+    actor: Actor,
+    candidate: SkillCandidate,
+    files: dict[str, bytes],
+    note: str = "",
+    changelog: str | None = None,
 ) -> SkillCandidate:
-    """After "request changes": new files, checked and scored again, back to the first stage."""
+    """After "request changes": new files, checked and scored again, back to the first stage
+    (and, when given, a new public `changelog`)."""
     candidate = SkillCandidate.objects.select_for_update().get(pk=candidate.pk)
     is_requester = actor.member is not None and candidate.requested_by_id == actor.member.pk
     if not (is_requester or actor.can("skill.review", candidate)):
@@ -318,6 +334,8 @@ def candidate_resubmit(
             f"The skill is called '{candidate.name}'; a resubmission keeps its name.",
             code="name_changed",
         )
+    if changelog is not None:
+        candidate.changelog = changelog.strip()[:MAX_CHANGELOG]
     candidate.revision += 1
     candidate.status = SkillCandidate.Status.IN_REVIEW
     candidate.stage_index = 0
@@ -353,6 +371,156 @@ def candidate_resubmit(
     return candidate
 
 
+EDITABLE = ("name", "description", "body")
+
+
+def _line_changes(before: str, after: str) -> dict[str, int]:
+    """How many lines an edit added and removed (the audit's diff summary: counts, no text)."""
+    added = removed = 0
+    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
+        added += line.startswith("+ ")
+        removed += line.startswith("- ")
+    return {"added": added, "removed": removed}
+
+
+def _check_new_name(candidate: SkillCandidate, name: str) -> None:
+    if candidate.package_id is not None or candidate.base_version_id is not None:
+        raise InvalidInput(
+            f"This is a new version of '{candidate.name}'; a new version keeps the skill's name.",
+            code="name_changed",
+            details={"name": ["A new version keeps its skill's name."]},
+        )
+    if not NAME_PATTERN.match(name) or len(name) > MAX_NAME:
+        raise InvalidInput(
+            "A skill name is lowercase letters, digits and single hyphens (at most 64).",
+            code="invalid_name",
+            details={"name": ["Lowercase letters, digits and hyphens, e.g. discount-limit."]},
+        )
+    package, _latest = _target_package(candidate.organization, name)
+    other = (
+        SkillCandidate.objects.filter(
+            organization_id=candidate.organization_id,
+            name=name,
+            status__in=[SkillCandidate.Status.IN_REVIEW, SkillCandidate.Status.CHANGES_REQUESTED],
+        )
+        .exclude(pk=candidate.pk)
+        .exists()
+    )
+    if package is not None or other:
+        raise Conflict(
+            f"'{name}' is already a skill of the organization (or in review): choose another name.",
+            code="name_taken",
+        )
+
+
+@transaction.atomic
+def candidate_edit(
+    *,
+    actor: Actor,
+    candidate: SkillCandidate,
+    name: str | None = None,
+    description: str | None = None,
+    body: str | None = None,
+    changelog: str | None = None,
+    note: str = "",
+    revision: int | None = None,
+) -> SkillCandidate:
+    """A reviewer edits the candidate in review before deciding: its SKILL.md name, description
+    or body (a new revision, checked, scanned and scored again like a resubmission) and its
+    public changelog. Only who may decide the current stage edits; the edit is recorded as a
+    decision of the stage (with the internal `note`) and audited with a diff summary (fields,
+    line counts, fingerprints: no text beyond the skill's name). An edit at a later stage sends
+    the candidate back to the first: the earlier approvals were of other text. What is then
+    approved and published is the edited revision."""
+    candidate = (
+        SkillCandidate.objects.select_for_update(of=("self",))
+        .select_related("organization")
+        .get(pk=candidate.pk)
+    )
+    rule = selectors.decide_rule(actor, candidate)
+    if not rule.allowed:
+        if candidate.current_stage is None:
+            raise Conflict(
+                f"The candidate is {candidate.get_status_display().lower()}; only a candidate in "
+                "review is edited by its reviewers.",
+                code="not_in_review",
+            )
+        raise NotPermitted(f"Editing a candidate in review is its reviewer's: {rule.reason}")
+    if revision is not None and revision != candidate.revision:
+        raise Conflict(
+            f"The candidate is at revision {candidate.revision}, not {revision}: read it again "
+            "before editing.",
+            code="revision_changed",
+        )
+    files = selectors.decode_files(candidate.files)
+    old_text = files.get("SKILL.md", b"").decode("utf-8", errors="replace")
+    new_name = name.strip() if name is not None and name.strip() != candidate.name else None
+    if new_name is not None:
+        _check_new_name(candidate, new_name)
+    new_text = drafting.skill_md_edited(old_text, name=new_name, description=description, body=body)
+    changelog = None if changelog is None else changelog.strip()[:MAX_CHANGELOG]
+    changelog_set = changelog is not None and changelog != candidate.changelog
+    if new_text == old_text and not changelog_set:
+        raise InvalidInput(
+            "Nothing to change: the name, description, body and changelog are as they were.",
+            code="no_change",
+        )
+    before = {**_snapshot(candidate), "name": candidate.name}
+    old_document, _ = parse_skill_md(old_text)
+    new_document, _ = parse_skill_md(new_text)
+    edited = [
+        field
+        for field in EDITABLE
+        if (old_document.body if field == "body" else old_document.frontmatter.get(field))
+        != (new_document.body if field == "body" else new_document.frontmatter.get(field))
+    ]
+    note = (note or "").strip()[:MAX_COMMENT]
+    if changelog_set:
+        candidate.changelog = changelog
+    if new_text != old_text:
+        files["SKILL.md"] = new_text.encode("utf-8")
+        candidate.name = new_name or candidate.name
+        _apply_checks(candidate, files)
+        candidate.revision += 1
+        stage = candidate.current_stage
+        candidate.stage_index = 0
+        CandidateRevision.objects.create(
+            candidate=candidate,
+            number=candidate.revision,
+            files=candidate.files,
+            fingerprint=candidate.fingerprint,
+            note=note or f"Edited in review by {actor.label}.",
+            created_by=actor.member,
+        )
+        ReviewDecision.objects.create(
+            candidate=candidate,
+            revision=candidate.revision,
+            stage_index=before["stage_index"],
+            stage_name=stage["name"],
+            decision=ReviewDecision.Decision.EDIT,
+            comment=note,
+            decided_by=actor.member,
+        )
+    candidate.updated_at = timezone.now()
+    candidate.save()
+    if new_text != old_text:
+        _rescore(candidate)
+    audit.record(
+        actor=actor,
+        action="skills.candidate.edit",
+        target=candidate,
+        before=before,
+        after={
+            **_snapshot(candidate),
+            "name": candidate.name,
+            "fields": edited,
+            "diff": {"SKILL.md": _line_changes(old_text, new_text)},
+            "changelog_set": changelog_set,
+        },
+    )
+    return candidate
+
+
 # --- review decisions and publication ----------------------------------------------------------
 
 
@@ -370,9 +538,11 @@ def _next_version(package) -> str:
     return f"{top.major}.{top.minor + 1}.0"
 
 
-def _publish(actor: Actor, candidate: SkillCandidate, comment: str, approval: Approval):
+def _publish(actor: Actor, candidate: SkillCandidate, approval: Approval):
     """Publish the candidate through the Hub with the final stage's `approval`: the Hub's own
-    review is this workflow, so the publication needs no second review there."""
+    review is this workflow, so the publication needs no second review there. The version's
+    changelog is the candidate's (public, set by its author or a reviewer); a reviewer's
+    comment stays on the decision."""
     if candidate.scan_verdict == "block":
         raise InvalidInput(
             "The security scan blocked this skill; a blocked skill never publishes.",
@@ -393,7 +563,8 @@ def _publish(actor: Actor, candidate: SkillCandidate, comment: str, approval: Ap
         bundle=bundle,
         version=_next_version(package),
         name=candidate.name,
-        changelog=(comment or f"From skill candidate {candidate.pk} ({candidate.source})")[:2000],
+        changelog=candidate.changelog
+        or f"From skill candidate {candidate.pk} ({candidate.get_source_display().lower()})",
         display_name=candidate.name.replace("-", " ").capitalize(),
         review_note=note,
         approval=approval,
@@ -432,8 +603,15 @@ def candidate_decide(
     decision: str,
     comment: str = "",
     sole_reviewer_justification: str = "",
+    changelog: str | None = None,
+    revision: int | None = None,
 ) -> SkillCandidate:
     """Approve (next stage, or publish at the last), reject, or request changes.
+
+    The `comment` is internal: the requester and the reviewers read it, the Hub does not. The
+    public changelog is the candidate's own, which `changelog` sets when given. `revision`,
+    when given, is the revision the reviewer read: deciding another one (edited or resubmitted
+    meanwhile) is refused, so what is approved is what was read.
 
     The requester decides their own candidate only where the stage allows it, or as sole
     reviewer when no other member could decide the stage: then `sole_reviewer_justification`
@@ -469,8 +647,17 @@ def candidate_decide(
                 code="justification_required",
                 details={"sole_reviewer_justification": ["Required to decide as sole reviewer."]},
             )
+    if revision is not None and revision != candidate.revision:
+        raise Conflict(
+            f"The candidate is at revision {candidate.revision}, not {revision}: read it again "
+            "before deciding.",
+            code="revision_changed",
+        )
     before = _snapshot(candidate)
     stage = candidate.current_stage
+    changelog_set = changelog is not None and changelog.strip() != candidate.changelog
+    if changelog_set:
+        candidate.changelog = changelog.strip()[:MAX_CHANGELOG]
     ReviewDecision.objects.create(
         candidate=candidate,
         revision=candidate.revision,
@@ -490,16 +677,23 @@ def candidate_decide(
     elif candidate.stage_index + 1 < len(candidate.stages):
         candidate.stage_index += 1
     else:
-        published = _publish(actor, candidate, comment, rule)
+        published = _publish(actor, candidate, rule)
         candidate.status = SkillCandidate.Status.PUBLISHED
         candidate.published_version = published
         candidate.package = published.package
         candidate.stage_index = len(candidate.stages)
     candidate.updated_at = timezone.now()
     candidate.save(
-        update_fields=["status", "stage_index", "published_version", "package", "updated_at"]
+        update_fields=[
+            "status",
+            "stage_index",
+            "published_version",
+            "package",
+            "changelog",
+            "updated_at",
+        ]
     )
-    after = {**_snapshot(candidate), "stage": stage["name"]}
+    after = {**_snapshot(candidate), "stage": stage["name"], "changelog_set": changelog_set}
     if rule.sole_reviewer:
         after.update({"sole_reviewer": True, "justification": justification, "comment": comment})
     audit.record(

@@ -57,11 +57,20 @@ class Organization(models.Model):
         ACTIVE = "active", "Active"
         SUSPENDED = "suspended", "Suspended"
 
+    class ApprovedSkills(models.TextChoices):
+        """What happens when a skill taught by a template's agents is approved (docs/hub.md)."""
+
+        OFFER = "offer", "Offer a one-click install into the template"
+        AUTOMATIC = "automatic", "Install it into the template's next version"
+
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64, unique=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     locale = models.CharField(max_length=16, default="en")
     time_zone = models.CharField(max_length=64, default="UTC")
+    approved_skills = models.CharField(
+        max_length=16, choices=ApprovedSkills.choices, default=ApprovedSkills.OFFER
+    )
     settings = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -492,3 +501,26 @@ class SsoSession(TenantModel):
 
     def __str__(self) -> str:
         return f"{self.provider_id}:{self.subject}:{self.session_key[:8]}"
+
+
+class Notice(TenantModel):
+    """A short message for one member: shown in their console, sent over IM where they have an
+    identity (`cadre.tenancy.services.notices`). `key` makes sending it again a no-op."""
+
+    resource = "member"
+
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="notices")
+    kind = models.CharField(max_length=64)
+    key = models.CharField(max_length=200)
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    url = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint("member", "key", name="notice_unique_key")]
+
+    def __str__(self) -> str:
+        return self.title

@@ -15,6 +15,7 @@ from cadre.governance.models import AuditEvent
 from cadre.identifiers import parse_pk
 from cadre.tenancy.middleware import SESSION_KEY, session_memberships
 from cadre.tenancy.models import ApiKey, Department, Member, Position
+from cadre.tenancy.services.notices import notices_shown
 
 RECENT_EVENTS = 8
 
@@ -56,6 +57,7 @@ def home(request):
         context["recent_events"] = list(
             restricted_for(actor, AuditEvent, "view").order_by("-sequence")[:RECENT_EVENTS]
         )
+    context["notices"] = notices_shown(actor=actor)
     return render(request, "console/home.html", context)
 
 

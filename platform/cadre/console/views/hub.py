@@ -1,5 +1,6 @@
 """Console pages for the Skills Hub: browse and search skills; a package with its versions,
-dist-tags, installs and success rates; a version's files, scan findings and signature state;
+dist-tags, installs, the templates that have it (and the one-click install into a template) and
+success rates; a version's files, scan findings and signature state;
 how each version was reviewed; and distribution — which agents run which version, offered
 updates to apply, rollbacks."""
 
@@ -10,6 +11,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
+from cadre.agents.models import AgentTemplate, TemplateVersion
 from cadre.console.views.base import (
     denied,
     paginate,
@@ -17,6 +19,7 @@ from cadre.console.views.base import (
     require_permission,
 )
 from cadre.errors import CadreError, NotFound
+from cadre.identifiers import parse_pk
 from cadre.skills import selectors as skill_selectors
 from hub import distribution, outcomes, selectors
 from hub.hooks import verify_installed
@@ -102,6 +105,7 @@ def hub_package(request, namespace: str, name: str):
         .order_by("agent__name")
     )
     tags = DistTag.objects.filter(package=package).select_related("version")
+    templates = distribution.package_templates(request.actor, package)
     return render(
         request,
         "console/hub/package.html",
@@ -115,7 +119,80 @@ def hub_package(request, namespace: str, name: str):
             "installs": paginate(request, installs),
             "can_maintain": selectors.can_maintain(request.actor, package),
             "can_manage": request.actor.may("deployment.manage"),
+            "templates": templates,
+            "install_choices": _install_choices(request.actor, templates),
         },
+    )
+
+
+def _install_choices(actor, templates: list[dict]) -> list:
+    """Templates the actor may install the skill into from the package page: those offered
+    (taught it, or ask for an older range), then the other templates they manage."""
+    if not (actor.has("deployment.manage") and actor.may("template.manage", AgentTemplate)):
+        return []
+    listed = {row["template"].pk for row in templates}
+    offered = [row["template"] for row in templates if row["can_install"]]
+    others = (
+        AgentTemplate.objects.restrict(actor, "manage")
+        .filter(is_archived=False, versions__status=TemplateVersion.Status.PUBLISHED)
+        .exclude(pk__in=listed)
+        .distinct()
+        .order_by("name")[:100]
+    )
+    return offered + list(others)
+
+
+@require_permission("skill.view")
+def hub_template_install(request, namespace: str, name: str):
+    """Install the skill into a template and roll it out (one click from the package page;
+    GET shows what it will do)."""
+    package = _package_or_404(request, namespace, name)
+    if not (
+        request.actor.has("deployment.manage")
+        and request.actor.may("template.manage", AgentTemplate)
+    ):
+        return denied(
+            request, "Installing a skill into a template needs “template.manage” and "
+            "“deployment.manage”.",
+        )  # fmt: skip
+    back = reverse("console:hub_package", args=[package.namespace.handle, package.name])
+    template_id = parse_pk(request.POST.get("template") or request.GET.get("template") or "")
+    if template_id is None:
+        messages.error(request, "Choose the template to install the skill into.")
+        return redirect(back)
+    template = AgentTemplate.objects.restrict(request.actor, "view").filter(pk=template_id).first()
+    if template is None:
+        raise Http404("No such template.")
+    error = None
+    if request.method == "POST":
+        try:
+            result = distribution.template_skill_install(
+                actor=request.actor, package=package, template=template
+            )
+        except CadreError as caught:
+            error = caught.message
+        else:
+            messages.success(
+                request,
+                f"{package.full_name} {result['version']} is in “{template.name}” "
+                f"v{result['template_version']}; {result['agents']} agent(s) run it now.",
+            )
+            return redirect(back)
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "title": f"Install {package.full_name} into “{template.name}” and roll out?",
+            "body": "The template's next version references the skill's latest version and is "
+            "published through the template's own checks and evaluation gates; every "
+            "deployment running the current version moves onto it, and the person who taught "
+            "the skill is told once it is live. Both steps are in the audit log.",
+            "confirm_label": "Install and roll out",
+            "error": error,
+            "cancel_url": back,
+            "crumbs": [("Skills Hub", "console:hub")],
+        },
+        status=409 if error else 200,
     )
 
 
@@ -127,7 +204,7 @@ def hub_version(request, namespace: str, name: str, version: str):
     if found.status == found.Status.PUBLISHED:
         problem, _ = verify_installed(found)
     can_maintain = selectors.can_maintain(request.actor, package)
-    review = skill_selectors.version_review_record(found)
+    review = skill_selectors.version_review_record(found, request.actor)
     candidate = review.get("candidate")
     review["candidate_visible"] = (
         candidate is not None
@@ -294,6 +371,7 @@ urlpatterns: list = [
     path("hub/installs/<int:pk>/apply/", hub_install_apply, name="hub_install_apply"),
     path("hub/installs/<int:pk>/rollback/", hub_install_rollback, name="hub_install_rollback"),
     path(_skill, hub_package, name="hub_package"),
+    path(_skill + "templates/install/", hub_template_install, name="hub_template_install"),
     path(_skill + "versions/<str:version>/", hub_version, name="hub_version"),
     path(
         _skill + "versions/<str:version>/files/<path:file_path>",

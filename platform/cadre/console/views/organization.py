@@ -14,7 +14,7 @@ from cadre.tenancy import services
 from cadre.tenancy.models import ScimToken
 from cadre.tenancy.roles import ROLES
 
-FIELDS = ("name", "locale", "time_zone")
+FIELDS = ("name", "locale", "time_zone", "approved_skills")
 
 
 @require_permission("organization.view")
@@ -27,7 +27,11 @@ def organization_detail(request):
             posted(request), initial={name: getattr(organization, name) for name in FIELDS}
         )
         if request.method == "POST" and form.is_valid():
-            changed = {name: form.cleaned_data[name] for name in form.changed_data}
+            changed = {
+                name: form.cleaned_data[name]
+                for name in form.changed_data
+                if form.cleaned_data[name] != getattr(organization, name)
+            }
             try:
                 if changed:
                     services.organization_update(

@@ -1,8 +1,8 @@
 """Console pages for skill candidates and their reviews (routes listed in `urlpatterns`): the
 reviewers' inbox, the organization's review stages (edited by policy managers), a candidate's
-review page (score components, evidence, diff, comments and the decision form, with a sole
-reviewer's justification where the requester decides alone), and an employee's own proposals
-to confirm or dismiss."""
+review page (score components, evidence, diff, comments, the reviewer's edit form and the
+decision form, with a sole reviewer's justification where the requester decides alone), and an
+employee's own proposals to confirm or dismiss."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from cadre.errors import CadreError, InvalidInput, NotFound
 from cadre.skills import selectors, services
 from cadre.skills.models import SkillCandidate, SkillProposal
 from cadre.tenancy.roles import PERMISSIONS, ROLE_CHOICES
+from cadre.tenancy.services.notices import notices_shown
+from hub import distribution as hub_distribution
 
 INBOX_VIEWS = {
     "mine_to_decide": "Waiting for me",
@@ -56,8 +58,18 @@ class DecisionForm(forms.Form):
         required=False,
         max_length=4000,
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text="Required to reject or request changes; the requester sees it.",
+        help_text="Required to reject or request changes. Internal: the requester and the "
+        "reviewers see it, the Hub does not.",
     )
+    changelog = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Changelog (public)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Published with the version for everyone who sees the skill. Your comment "
+        "is never copied here.",
+    )
+    revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
 class SoleReviewerDecisionForm(DecisionForm):
@@ -68,6 +80,27 @@ class SoleReviewerDecisionForm(DecisionForm):
         help_text="Why you decide your own skill: no other member can review this stage. "
         "Audited, and shown on the Hub version page.",
     )
+
+
+class EditForm(forms.Form):
+    """A reviewer's edit of the candidate's SKILL.md before deciding (a new revision)."""
+
+    name = forms.CharField(max_length=64)
+    description = forms.CharField(max_length=1024, widget=forms.Textarea(attrs={"rows": 2}))
+    body = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 14}))
+    changelog = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Changelog (public)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="Why you edit (internal)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
 class StageForm(forms.Form):
@@ -195,12 +228,54 @@ def _components(candidate: SkillCandidate) -> list[dict]:
     ]
 
 
+def _edit_form(request, candidate: SkillCandidate, editing: bool) -> EditForm | None:
+    text = selectors.candidate_skill_text(candidate)
+    if text is None:
+        return None
+    initial = {**text, "changelog": candidate.changelog, "revision": candidate.revision}
+    return EditForm(request.POST if editing else None, initial=initial, prefix="edit")
+
+
+def _edited(request, candidate: SkillCandidate, form: EditForm) -> bool:
+    """Save a reviewer's edit; False (with the errors on the form) when it is refused."""
+    if not form.is_valid():
+        return False
+    data = form.cleaned_data
+    try:
+        services.candidate_edit(
+            actor=request.actor,
+            candidate=candidate,
+            name=data["name"],
+            description=data["description"],
+            body=data["body"],
+            changelog=data["changelog"],
+            note=data["note"],
+            revision=data["revision"],
+        )
+    except CadreError as error:
+        add_service_error(form, error)
+        return False
+    messages.success(request, "Saved your edit as a new revision: decide on it below.")
+    return True
+
+
 @require_permission(None)
 def review_detail(request, pk: int):
     candidate = _candidate_or_404(request, pk)
     rule = selectors.decide_rule(request.actor, candidate)
-    form = (SoleReviewerDecisionForm if rule.sole_reviewer else DecisionForm)(posted(request))
-    if request.method == "POST" and form.is_valid():
+    editing = request.method == "POST" and request.POST.get("action") == "edit"
+    edit_form = _edit_form(request, candidate, editing) if rule.allowed else None
+    if editing:
+        if edit_form is None:
+            messages.error(request, rule.reason or "This candidate cannot be edited.")
+            return redirect("console:skill_review", pk=candidate.pk)
+        if _edited(request, candidate, edit_form):
+            return redirect("console:skill_review", pk=candidate.pk)
+    form = (SoleReviewerDecisionForm if rule.sole_reviewer else DecisionForm)(
+        None if editing else posted(request),
+        initial={"changelog": candidate.changelog, "revision": candidate.revision},
+    )
+    if request.method == "POST" and not editing and form.is_valid():
         try:
             services.candidate_decide(
                 actor=request.actor,
@@ -210,6 +285,9 @@ def review_detail(request, pk: int):
                 sole_reviewer_justification=form.cleaned_data.get(
                     "sole_reviewer_justification", ""
                 ),
+                # Untouched when the form did not send it (the changelog is not the comment).
+                changelog=form.cleaned_data["changelog"] if "changelog" in request.POST else None,
+                revision=form.cleaned_data["revision"],
             )
         except CadreError as error:
             add_service_error(form, error)
@@ -233,9 +311,19 @@ def review_detail(request, pk: int):
             "why_not": rule.reason,
             "sole_reviewer": rule.sole_reviewer,
             "form": form,
+            "edit_form": edit_form,
             "can_review": request.actor.may("skill.review"),
+            "install_offers": _install_offers(request.actor, candidate),
         },
     )
+
+
+def _install_offers(actor, candidate: SkillCandidate) -> list[dict]:
+    """Once published: the templates whose agents taught the skill and do not run it yet."""
+    if candidate.published_version_id is None or candidate.package is None:
+        return []
+    rows = hub_distribution.package_templates(actor, candidate.package)
+    return [row for row in rows if row["taught"] and row["offer"]]
 
 
 @require_permission("chat.use")
@@ -248,6 +336,8 @@ def proposal_list(request):
             "pending": proposals.filter(status=SkillProposal.Status.PENDING),
             "page": paginate(request, proposals.exclude(status=SkillProposal.Status.PENDING)),
             "query": query_without_page(request),
+            # The skills this person taught that agents run now (hub.distribution's notices).
+            "notices": notices_shown(actor=request.actor, kind=hub_distribution.LIVE_NOTICE),
         },
     )
 

@@ -32,7 +32,16 @@ def _time_zones() -> frozenset[str]:
 class OrganizationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Organization
-        fields = ["id", "name", "slug", "status", "locale", "time_zone", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "slug",
+            "status",
+            "locale",
+            "time_zone",
+            "approved_skills",
+            "created_at",
+        ]
         read_only_fields = ["id", "slug", "status", "created_at"]
 
     def validate_time_zone(self, value: str) -> str:

@@ -21,7 +21,7 @@ from cadre.tenancy.services.common import same_org, save_unique, snapshot
 
 # --- organizations ------------------------------------------------------------------------
 
-ORGANIZATION_FIELDS = ("name", "locale", "time_zone")
+ORGANIZATION_FIELDS = ("name", "locale", "time_zone", "approved_skills")
 
 
 @transaction.atomic
@@ -75,6 +75,11 @@ def organization_update(*, actor: Actor, organization: Organization, **fields) -
     for name, value in fields.items():
         if name not in ORGANIZATION_FIELDS:
             raise InvalidInput(f"Field {name!r} cannot be changed.")
+        if name == "approved_skills" and value not in Organization.ApprovedSkills.values:
+            raise InvalidInput(
+                f"approved_skills must be one of {', '.join(Organization.ApprovedSkills.values)}.",
+                details={"approved_skills": ["Not a choice."]},
+            )
         setattr(organization, name, value)
     organization.save(update_fields=list(fields))
     audit.record(
