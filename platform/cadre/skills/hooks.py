@@ -224,6 +224,17 @@ def _sop_change(run, text: str) -> dict | None:
     proposal = services.proposal_create(
         actor=agent_actor(run.agent), run=run, draft=draft, correction=text, messages=messages
     )
+    _tell_proposal(
+        run,
+        proposal,
+        question="Send this change to review? Reply “yes, save it” or confirm it in the console.",
+        corrects=label,
+    )
+    return {"proposal": proposal.pk, "drafted_by": SOP_DRAFT, "name": name, "corrects": label}
+
+
+def _tell_proposal(run, proposal, *, question: str, **extra) -> None:
+    """The `skill_proposal` event the chat shows as a card: what was drafted and the question."""
     emit(
         run.pk,
         "skill_proposal",
@@ -231,14 +242,12 @@ def _sop_change(run, text: str) -> dict | None:
             "proposal": proposal.pk,
             "name": proposal.name,
             "kind": proposal.kind,
-            "package": None,
+            "package": proposal.package.full_name if proposal.package else None,
             "summary": proposal.summary,
-            "corrects": label,
-            "question": "Send this change to review? Reply “yes, save it” or confirm it in the "
-            "console.",
+            **extra,
+            "question": question,
         },
     )
-    return {"proposal": proposal.pk, "drafted_by": SOP_DRAFT, "name": name, "corrects": label}
 
 
 @hook(
@@ -287,17 +296,10 @@ def skill_backflow(run, config: dict) -> dict:
         package=base[0] if base else None,
         base_version=base[1] if base else None,
     )
-    emit(
-        run.pk,
-        "skill_proposal",
-        {
-            "proposal": proposal.pk,
-            "name": proposal.name,
-            "kind": proposal.kind,
-            "package": proposal.package.full_name if proposal.package else None,
-            "summary": proposal.summary,
-            "question": "Save this as a skill for your team? Reply “yes, save it” or confirm "
-            "it in the console.",
-        },
+    _tell_proposal(
+        run,
+        proposal,
+        question="Save this as a skill for your team? Reply “yes, save it” or confirm it in "
+        "the console.",
     )
     return {"proposal": proposal.pk, "drafted_by": proposal.drafted_by, "name": proposal.name}
