@@ -307,3 +307,38 @@ def test_a_lesson_is_still_a_skill_proposal_and_touches_no_memory(alice, bob, tu
     assert proposal.summary.startswith("New skill")
     assert not second.events.filter(kind="memory_feedback").exists()
     assert not Memory.objects.filter(status="superseded").exists()
+
+
+def test_deleting_a_corrected_memory_deletes_what_it_replaced(bob, alice, client_for):
+    """The statement a correction superseded is an earlier form of the memory: deleting the
+    memory deletes it too (listed in the report), so its words are not left behind."""
+    client = client_for(bob)
+    stated = client.post(
+        "/api/v1/memories/", {"content": "Our discount limit is 10%", "kind": "fact"}, format="json"
+    ).json()
+    other = add(bob, "Travel expenses may exceed the budget by 10%")
+    corrected = client.post(
+        "/api/v1/memories/feedback/",
+        {"text": "No, that's wrong: our discount limit is 15%, not 10%"},
+        format="json",
+    ).json()["created"][0]
+    again = client.post(
+        "/api/v1/memories/feedback/",
+        {"text": "No, that's wrong: our discount limit is 12%, not 15%"},
+        format="json",
+    ).json()["created"][0]
+    assert Memory.objects.get(pk=corrected["id"]).superseded_by_id == again["id"]
+
+    response = client.delete(f"/api/v1/memories/{again['id']}/")
+
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert sorted(report["predecessors"]) == sorted([stated["id"], corrected["id"]])
+    for pk in (stated["id"], corrected["id"]):
+        earlier = Memory.objects.get(pk=pk)
+        assert earlier.status == "deleted" and earlier.search_text == ""
+        assert earlier.deletion["deleted_with"] == again["id"]
+        assert client.get(f"/api/v1/memories/{pk}/").status_code == 404
+    listed = client.get("/api/v1/memories/?status=superseded").json()["results"]
+    assert not [m for m in listed if "discount limit" in m["content"]]
+    assert status(other) == "active"  # not an earlier form of it

@@ -73,6 +73,13 @@ class DeletionTaskSerializer(serializers.Serializer):
 
 class DeletionReportSerializer(serializers.Serializer):
     memory = serializers.IntegerField()
+    predecessors = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="The memories it had replaced (a correction, a merge), deleted with it.",
+    )
+    deleted_with = serializers.IntegerField(
+        allow_null=True, help_text="The memory whose deletion deleted this earlier form of it."
+    )
     status = serializers.CharField()
     marker = serializers.CharField(help_text="What the redacted runs show in place of the text.")
     deleted_at = serializers.DateTimeField(allow_null=True)

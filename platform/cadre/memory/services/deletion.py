@@ -414,6 +414,8 @@ def deletion_report(memory: Memory, task: MemoryTask | None = None) -> dict:
     purged = memory.purged_at is not None
     return {
         "memory": memory.pk,
+        "predecessors": deletion.get("predecessors", []),
+        "deleted_with": deletion.get("deleted_with"),
         "status": "purged" if purged else memory.status,
         "marker": deletion.get("marker", deletion_marker(memory)),
         "deleted_at": memory.deleted_at,
@@ -504,26 +506,60 @@ def memory_delete(*, actor, memory: Memory, reason: str = "") -> Memory:
     if memory.status == Memory.Status.DELETED:
         _refuse_deleted(actor, memory)
     require_modify(actor, memory)
-    before = audit_view(memory)
-    soft_delete(actor, memory, reason or "deleted")
-    state = _advance_redaction(memory, INLINE_SESSIONS, actor)
-    event = audit.record(
-        actor=actor,
-        action="memory.delete",
-        target=memory,
-        before=before,
-        after=audit_view(memory),
-        changes={
-            "embeddings_removed": memory.deletion["embeddings_removed"],
+    predecessors = _predecessors(actor, memory)
+    for row in [memory, *predecessors]:
+        before = audit_view(row)
+        soft_delete(actor, row, reason or "deleted")
+        state = _advance_redaction(row, INLINE_SESSIONS, actor)
+        changes = {
+            "embeddings_removed": row.deletion["embeddings_removed"],
             "redaction": _redaction_audit(state),
-        },
-        reason="deleted by request" if not reason else "deleted",
-    )
-    task = enqueue_purge(memory.organization, [memory.pk], f"delete:{memory.pk}")
-    memory.deletion["audit_events"].append(event.pk)
-    memory.deletion["task"] = task.pk if task else None
-    _save_deletion(memory)
+        }
+        if row is memory:
+            changes["predecessors"] = [p.pk for p in predecessors]
+        else:
+            changes["with"] = memory.pk
+        event = audit.record(
+            actor=actor,
+            action="memory.delete",
+            target=row,
+            before=before,
+            after=audit_view(row),
+            changes=changes,
+            reason="deleted by request" if not reason else "deleted",
+        )
+        row.deletion["audit_events"].append(event.pk)
+    ids = [memory.pk, *(p.pk for p in predecessors)]
+    task = enqueue_purge(memory.organization, ids, f"delete:{memory.pk}")
+    for row in [memory, *predecessors]:
+        row.deletion["task"] = task.pk if task else None
+        if row is memory:
+            row.deletion["predecessors"] = ids[1:]
+        else:
+            row.deletion["deleted_with"] = memory.pk
+        _save_deletion(row)
     return memory
+
+
+def _predecessors(actor, memory: Memory) -> list[Memory]:
+    """The earlier forms of a memory: what it replaced (a correction supersedes the statement it
+    corrects, a merge its duplicate) and what those replaced, which the actor may change. A
+    person deleting what they said deletes what it was before too (locked, oldest last)."""
+    found: list[Memory] = []
+    seen, frontier = {memory.pk}, [memory.pk]
+    while frontier:
+        rows = list(
+            Memory.objects.select_for_update()
+            .filter(superseded_by_id__in=frontier)
+            .exclude(status=Memory.Status.DELETED)
+            .exclude(pk__in=seen)
+            .order_by("-pk")
+        )
+        rows = [row for row in rows if selectors.can_modify(actor, row)]
+        seen |= {row.pk for row in rows}
+        found += rows
+        frontier = [row.pk for row in rows]
+    return found
 
 
 @transaction.atomic
