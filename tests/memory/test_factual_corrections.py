@@ -82,11 +82,13 @@ def test_numbered_lists_supersede_the_bullet_points_preference_not_the_experienc
     assert status(preference) == "superseded"
     [new] = result.created
     assert new.kind == "requirement"
-    assert new.content == "use numbered lists instead of bullet points."
+    # What the preference also said, which the correction does not touch, is kept.
+    corrected = "Use numbered lists instead of bullet points. My manager is Li Wei."
+    assert new.content == corrected
     assert result.outcome == "updated_memory"
-    assert result.message == (
-        f"Updated memory: “{said}” → “use numbered lists instead of bullet points.”"
-    )
+    assert result.message == f"Updated memory: “{said}” → “{corrected}”"
+    hits = selectors.memory_search(actor=actor(bob), query="Who is my manager?").hits
+    assert corrected in [hit.memory.content for hit in hits]
 
 
 def test_discount_limit_correction_updates_the_stored_fact_and_says_so(bob, client_for):

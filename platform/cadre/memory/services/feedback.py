@@ -188,6 +188,44 @@ def contradicted_lines(text: str, document: str) -> list[str]:
     return [line for line in lines if line and contradicts(claim, line)]
 
 
+# Where one statement holds several: sentence ends, "…, and …", "…; …", "…，并且…", "…；…".
+_CLAUSES = re.compile(
+    r"(?<=[.!?。！？])\s+|(?<=[。！？；])|\s*;\s+|,\s*(?:and|but|also)\s+|"
+    r"[，,]\s*(?:并且|而且|另外|还有|同时)"
+)
+
+
+def _clauses(content: str) -> list[str]:
+    parts = (part.strip(" ,;，；") for part in _CLAUSES.split(content or ""))
+    return [part for part in parts if part and _terms(part)]
+
+
+def _sentence(text: str, chinese: bool) -> str:
+    text = text.strip()
+    if text[:1].isascii() and text[:1].islower():
+        text = text[0].upper() + text[1:]
+    if text and text[-1] not in ".!?。！？":
+        text += "。" if chinese else "."
+    return text
+
+
+def with_untouched(statement: str, claim: Claim, olds: list[Memory]) -> str:
+    """The corrected statement, with what the replaced statements also said that the
+    correction does not touch ("…write reports in bullet points, and my manager is Li Wei."
+    corrected by "use numbered lists instead of bullet points" keeps "My manager is Li Wei.")."""
+    kept = [
+        clause
+        for old in olds
+        for clause in _clauses(old.content)
+        if not contradicts(claim, clause, old.kind) and not _terms(clause) <= _terms(statement)
+    ]
+    if not kept or len(kept) == sum(len(_clauses(old.content)) for old in olds):
+        return statement  # nothing besides, or no one clause is what it replaces
+    chinese = _is_chinese(statement)
+    parts = [_sentence(statement, chinese), *(_sentence(clause, chinese) for clause in kept)]
+    return ("" if chinese else " ").join(dict.fromkeys(parts))
+
+
 def _is_chinese(text: str) -> bool:
     return bool(re.search(r"[\u3400-\u9fff]", text or ""))
 
@@ -337,6 +375,7 @@ def _apply(actor, text, content, judge_name, hits, affected, conversation_id) ->
             continue  # corrected, merged or deleted since it was read
         by_scope.setdefault(memory.scope_key, []).append(memory)
     pairs: list[tuple[str, str]] = []
+    claim = correction_claim(text)
     for key, olds in by_scope.items():
         scope_name, _, raw_id = key.partition(":")
         new = memory_add(
@@ -344,7 +383,9 @@ def _apply(actor, text, content, judge_name, hits, affected, conversation_id) ->
             scope=scope_name,
             scope_id=int(raw_id) if raw_id else None,
             kind=olds[0].kind,
-            content=content,
+            # A model judge writes the merged statement itself; by rules, what the replaced
+            # statements said besides the corrected part is kept.
+            content=content if judge_name != "rules" else with_untouched(content, claim, olds),
             source_kind=SourceKind.USER_STATEMENT,
             conversation_id=conversation_id or "",
             attributes={"feedback": True, "correction_of": [old.pk for old in olds]},
