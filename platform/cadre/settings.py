@@ -247,6 +247,13 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # The append-only log of signed audit chain-head digests, outside the database (a relative
 # path is under CADRE_DATA_DIR).
 AUDIT_DIGEST_LOG = DATA_DIR / env_str("CADRE_AUDIT_DIGEST_LOG", "audit-digests.jsonl")
+# The currency of the model providers' prices (an ISO 4217 code): costs and cost budgets are
+# amounts in it, and the console shows them with its symbol (docs/budgets.md).
+PRICE_CURRENCY = (env_str("CADRE_PRICE_CURRENCY", "USD") or "USD").strip().upper()
+if not (len(PRICE_CURRENCY) == 3 and PRICE_CURRENCY.isalpha() and PRICE_CURRENCY.isascii()):
+    raise ImproperlyConfigured(
+        f"CADRE_PRICE_CURRENCY: a 3-letter ISO 4217 code (USD, CNY), not {PRICE_CURRENCY!r}"
+    )
 from celery.schedules import crontab  # noqa: E402
 
 from cadre.memory.schedule import BEAT_SCHEDULE as MEMORY_BEAT_SCHEDULE  # noqa: E402

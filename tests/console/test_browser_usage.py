@@ -5,6 +5,8 @@ listed with how much of it is used. Screenshots in var/screenshots/usage-*.png (
 
 from __future__ import annotations
 
+import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,23 @@ def test_usage_page_shows_the_calls_and_takes_a_budget(chromium, live_server_url
         expect(page.locator('[data-total="tokens"]')).to_have_text("560")
         # A bar per day of the month so far; today's holds every token.
         expect(page.locator('svg.usage-chart rect[data-tokens="560"]')).to_have_count(1)
+        # The cost in the prices' currency, and a chart whose axes say what they measure.
+        expect(page.locator('[data-total="cost"]')).to_have_text("$1.85")
+        expect(page.locator(".stat", has=page.locator('[data-total="cost"]'))).to_contain_text(
+            "Cost · USD"
+        )
+        expect(page.locator('[data-axis-title="y"]')).to_have_text("Tokens")
+        expect(page.locator('[data-axis="y-max"]')).to_have_text("560")
+        expect(page.locator('[data-axis-title="x"]')).to_have_text("Day")
+        expect(page.locator('[data-axis="x"]').first).to_have_text(
+            re.compile(r"^\d{4}-\d{2}-\d{2}$")
+        )
+        for label in page.locator('[data-axis="x"], [data-axis="y-max"]').all():
+            expect(label).to_be_visible()
+        # Day labels do not run into each other.
+        boxes = [label.bounding_box() for label in page.locator('[data-axis="x"]').all()]
+        assert all(a["x"] + a["width"] <= b["x"] for a, b in pairwise(boxes))
+        expect(page.locator("table.usage-breakdown")).to_contain_text("$1.75")
         wide = page.evaluate(
             "() => [...document.querySelectorAll('body *')]"
             ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).length"

@@ -49,13 +49,13 @@ def test_usage_page_totals_chart_and_breakdown_match_the_records(alice, browser,
     records = UsageRecord.objects.filter(status="settled")
     assert _number(page, "calls") == str(records.count()) == "3"
     assert _number(page, "tokens") == "560"
-    assert _number(page, "cost") == "1.850000"
+    assert _number(page, "cost") == "$1.85"  # in the price currency (USD unless set)
     # The daily chart: today's bar holds every token.
     assert re.search(r'<rect [^>]*data-tokens="560"', page)
     # By department (the default): Sales 500 tokens, Support 60, with bars.
     assert page.index(">Sales<") < page.index(">Support<")
     sales_row = page[page.index(">Sales<") : page.index(">Support<")]
-    assert 'data-col="total">500<' in sales_row and 'data-col="cost">1.750000<' in sales_row
+    assert 'data-col="total">500<' in sales_row and ">$1.75<" in sales_row
     by_model = browser(alice).get(reverse("console:usage") + "?by=model").content.decode()
     assert ">gpt-4o-mini<" in by_model and 'data-col="total">380<' in by_model
     by_purpose = browser(alice).get(reverse("console:usage") + "?by=purpose").content.decode()
@@ -146,3 +146,34 @@ def test_a_budget_alert_names_its_budget_on_the_alerts_pages(alice, browser, spe
     assert "deleted rule" not in listing
     detail = client.get(reverse("console:alert", args=[alert.pk])).content.decode()
     assert f'href="{reverse("console:usage")}">budget<' in detail
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "shown"),
+    [
+        ("0", "USD", "$0.00"),
+        ("0.000001", "USD", "< $0.0001"),
+        ("0.0012", "USD", "$0.0012"),
+        ("0.001234", "USD", "$0.0012"),
+        ("0.05", "USD", "$0.05"),
+        ("0.35", "CNY", "¥0.35"),
+        ("1234.5", "EUR", "€1,234.50"),
+        ("1.85", "CHF", "1.85 CHF"),
+    ],
+)
+def test_costs_show_their_currency_and_the_digits_that_matter(amount, currency, shown):
+    from cadre.console.templatetags.console import format_money
+
+    assert format_money(Decimal(amount), currency) == shown
+
+
+def test_usage_page_shows_costs_in_the_configured_currency(alice, browser, spending, settings):
+    settings.PRICE_CURRENCY = "CNY"
+    page = browser(alice).get(reverse("console:usage")).content.decode()
+    assert _number(page, "cost") == "¥1.85"
+    assert "Cost · CNY" in page and "Cost (CNY)" in page
+    # The chart's axes say what they measure: tokens up to the busiest day, and the days.
+    assert 'data-axis="y-max">560<' in page and 'data-axis-title="y">Tokens<' in page
+    assert re.search(r'data-axis="x"[^>]*>\d{4}-\d{2}-\d{2}<', page)
+    form = browser(alice).get(reverse("console:budget_create")).content.decode()
+    assert "an amount in CNY" in form

@@ -13,6 +13,8 @@ Frames sent:
     {"type": "event", "id", "run", "kind", "data"[, "confirmation"]}
         kind: status, step, delta, wait, resume, reply, notice, hook; a `wait` on a governance
         confirmation carries {"id", "summary", "risk_level", "status", "can_decide", ...};
+        a `reply` carries "answered_by", which model answered ("<provider> · <model>", or
+        "offline model"), when a model call of the run completed;
         a failed run's `status` carries its internal `error` only to a viewer who may manage
         models (everyone sees the run's `notice`)
     {"type": "accepted", "run": id, "text": "..."}          a message was accepted
@@ -162,7 +164,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         fresh = [event for event in message["events"] if event["id"] > self.after]
         if not fresh:
             return
-        if any(selectors.chat_frame_depends_on_viewer(event) for event in fresh):
+        if any(selectors.chat_frame_needs_lookup(event) for event in fresh):
             frames = await database_sync_to_async(selectors.chat_event_frames)(
                 fresh, self.member_id
             )

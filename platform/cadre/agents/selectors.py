@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Max, Prefetch, Q, Sum
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KT
 
 from cadre.agents.live import event_frame
 from cadre.agents.models import (
@@ -320,13 +321,62 @@ def chat_frame_depends_on_viewer(event: dict) -> bool:
     return event_confirmation_id(event) is not None or event_carries_error(event)
 
 
+def chat_frame_needs_lookup(event: dict) -> bool:
+    """Does the socket frame of this event need `chat_event_frames` (a database read): one
+    that depends on the viewer, or a `reply`, which says which model answered?"""
+    return event["kind"] == "reply" or chat_frame_depends_on_viewer(event)
+
+
+OFFLINE_MODEL = "offline model"
+
+
+def answered_by_label(provider: str, model: str, offline: bool) -> str:
+    """Which model answered, as a person reads it under the reply: "<provider> · <model>"
+    (the provider configuration's name, the model the endpoint named), or "offline model"."""
+    if offline:
+        return OFFLINE_MODEL
+    if provider and model and provider != model:
+        return f"{provider} · {model}"
+    return model or provider
+
+
+def runs_answered_by(run_ids) -> dict[int, str]:
+    """{run id: `answered_by_label`} of each run's last completed model call (the one whose
+    answer the run gave); runs that made none (refused before the call, failed on it) are
+    absent. One query, reading only those keys of the steps' output."""
+    rows = (
+        Step.objects.filter(
+            run_id__in=list(run_ids),
+            kind=Step.Kind.MODEL_CALL,
+            status=Step.Status.COMPLETED,
+        )
+        .order_by("run_id", "-index")
+        .distinct("run_id")
+        .values(
+            "run_id",
+            provider=KT("output__provider"),
+            model=KT("output__model"),
+            offline=KT("output__offline"),
+        )
+    )
+    return {
+        row["run_id"]: answered_by_label(
+            row["provider"] or "", row["model"] or "", row["offline"] == "true"
+        )
+        for row in rows
+    }
+
+
 def chat_event_frames(events: list[dict], member_id: int | None) -> list[dict]:
     """Socket frames for run events (`cadre.agents.live.event_frame` dicts); a `wait` on a
-    governance confirmation carries the confirmation, as `chat_confirmation_item`. A run's
+    governance confirmation carries the confirmation, as `chat_confirmation_item`, and a
+    `reply` which model answered (`answered_by`, as `runs_answered_by`). A run's
     internal `error` is sent only to a viewer who may manage models (`chat_viewer_sees_errors`),
     read afresh, so a role taken away meanwhile takes the errors with it."""
     wanted = {event_confirmation_id(event) for event in events} - {None}
     confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)} if wanted else {}
+    replies = {event["run"] for event in events if event["kind"] == "reply"}
+    answered_by = runs_answered_by(replies) if replies else {}
     sees_errors = any(event_carries_error(event) for event in events) and (
         chat_viewer_sees_errors(member_id)
     )
@@ -338,6 +388,8 @@ def chat_event_frames(events: list[dict], member_id: int | None) -> list[dict]:
         confirmation = confirmations.get(event_confirmation_id(event))
         if confirmation is not None:
             frame["confirmation"] = chat_confirmation_item(confirmation, member_id)
+        if event["kind"] == "reply" and answered_by.get(event["run"]):
+            frame["answered_by"] = answered_by[event["run"]]
         frames.append(frame)
     return frames
 

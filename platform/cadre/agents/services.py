@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -29,6 +28,7 @@ from cadre.agents.models import (
     Run,
     TemplateVersion,
 )
+from cadre.agents.placeholders import render_placeholders
 from cadre.agents.providers import PROVIDER_KINDS
 from cadre.agents.providers import provider_config_create as provider_config_create
 from cadre.agents.runtime.steps.context import ORDERS as CONTEXT_ORDERS
@@ -44,7 +44,6 @@ PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 RISK_LEVELS = ("low", "medium", "high")
 CONFIRMATION_POLICIES = ("never", "high_risk", "always")
 MEMORY_SCOPES = ("agent", "user", "position", "department", "organization")
-_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)?)\s*\}\}")
 
 # Told `agent_ids=[...]` in the transaction that gives agents their template version (a
 # deployment's agents are created or synced, a rollout moves agents to another version), so
@@ -461,19 +460,6 @@ def version_diff(a: TemplateVersion, b: TemplateVersion) -> dict[str, str]:
 # --- deployments ----------------------------------------------------------------------------
 
 
-def render_user_md(template_text: str, member: Member) -> str:
-    """Fill a USER.md template's {{member.*}} / {{organization.name}} placeholders."""
-    values = {
-        "member.display_name": member.display_name,
-        "member.title": member.title,
-        "member.email": member.email,
-        "member.department": member.department.name if member.department_id else "",
-        "member.positions": ", ".join(p.name for p in member.positions.all()),
-        "organization.name": member.organization.name,
-    }
-    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template_text)
-
-
 def deployment_members(deployment: Deployment):
     """Active members the deployment targets: its positions, departments (with sub-departments)
     and members."""
@@ -507,7 +493,7 @@ def _agents_for(deployment: Deployment, version: TemplateVersion) -> list[Agent]
             member=member,
             version=version,
             name=f"{version.name} · {member.display_name}",
-            user_md=render_user_md(version.user_md_template, member),
+            user_md=render_placeholders(version.user_md_template, member),
         )
         for member in members
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,7 +38,44 @@ def pretty_json(value) -> str:
 
 @register.filter
 def get_item(mapping, key):
-    return mapping.get(key, key) if hasattr(mapping, "get") else key
+    """`mapping[key]`, or "" when the key is missing: a link built from the result must never
+    point at the key itself (an audit event's id taken for a run's)."""
+    return mapping.get(key, "") if hasattr(mapping, "get") else ""
+
+
+# Symbols of the currencies model prices are commonly set in; others show their code.
+CURRENCY_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "CNY": "¥", "JPY": "¥", "INR": "₹"}
+SMALLEST_SHOWN = Decimal("0.0001")
+
+
+def format_money(value, currency: str) -> str:
+    """An amount with its currency and the digits that matter: two decimals from 1 up, up to
+    two significant digits below (at most four decimals), "< $0.0001" below that."""
+    try:
+        amount = Decimal(str(value or 0))
+    except ArithmeticError:
+        return str(value)
+    symbol = CURRENCY_SYMBOLS.get(currency)
+
+    def shown(text: str) -> str:
+        return f"{symbol}{text}" if symbol else f"{text} {currency}"
+
+    sign, amount = ("-" if amount < 0 else ""), abs(amount)
+    if amount == 0:
+        return shown("0.00")
+    if amount < SMALLEST_SHOWN:
+        return f"< {shown(str(SMALLEST_SHOWN))}"
+    places = 2 if amount >= 1 else min(4, max(2, 1 - amount.adjusted()))
+    text = f"{amount:,.{places}f}"
+    while places > 2 and text.endswith("0"):  # 0.050 → 0.05, 0.0100 → 0.01
+        text, places = text[:-1], places - 1
+    return sign + shown(text)
+
+
+@register.filter
+def money(value) -> str:
+    """A cost in the currency of the model prices (CADRE_PRICE_CURRENCY): "$0.0012", "¥0.35"."""
+    return format_money(value, settings.PRICE_CURRENCY)
 
 
 @register.filter

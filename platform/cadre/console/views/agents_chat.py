@@ -60,11 +60,14 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
                 run_id__in=[run.pk for run in transcript["runs"]], kind=MEMORY_FEEDBACK
             ).only("run_id", "data")
         }
+        # Which model answered each reply (the live page learns it from the reply's frame).
+        answered_by = selectors.runs_answered_by([run.pk for run in transcript["runs"]])
         turns = [
             {
                 **turn,
                 "proposal": proposals.get(turn["run"].pk),
                 "memory_feedback": feedback.get(turn["run"].pk, ""),
+                "answered_by": answered_by.get(turn["run"].pk, ""),
             }
             for turn in transcript["turns"]
         ]

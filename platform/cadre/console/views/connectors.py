@@ -35,7 +35,7 @@ from cadre.im import platform_choices, platforms
 from cadre.tenancy.models import IMIdentity
 from connectors import selectors
 from connectors.base import identities, registry, services
-from connectors.base.health import connector_health
+from connectors.base.health import connector_health, last_outcome, last_outcomes
 from connectors.directory import identity_import as importer
 from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
 
@@ -64,7 +64,10 @@ def _platforms() -> list[dict]:
 @require_permission(PERMISSION)
 def connector_list(request):
     connectors = list(selectors.connector_list(request.actor))
-    rows = [{"connector": c, "health": connector_health(c)} for c in connectors]
+    outcomes = last_outcomes(connectors)
+    rows = [
+        {"connector": c, "health": connector_health(c, last=outcomes.get(c.pk))} for c in connectors
+    ]
     return render(request, "console/connectors/list.html", {"rows": rows})
 
 
@@ -108,12 +111,14 @@ def connector_create(request):
 
 
 def _detail_context(request, connector: Connector, **extra) -> dict:
+    last = last_outcome(connector)
     return {
         "connector": connector,
         "callback_url": callback_url(connector),
         "callback_unreachable": callback_unreachable(connector),
         "guide": setup_guide(connector),
-        "health": connector_health(connector),
+        "health": connector_health(connector, last=last),
+        "last_outcome": last,
         "extra": extra_for(connector.platform),
         "failures": selectors.connector_recent_failures(connector),
         "unmapped_waiting": selectors.unmapped_queue(request.actor, connector).count(),
@@ -179,10 +184,17 @@ def connector_test(request, pk: int):
     connector = _connector(request, pk)
     result = services.connector_test_credentials(actor=request.actor, connector=connector)
     if request.htmx:
+        last = last_outcome(connector)
         return render(
             request,
             "console/connectors/_test_result.html",
-            {"connector": connector, "result": result},
+            # The page's health is swapped too: it must not stay "Healthy" after a failure.
+            {
+                "connector": connector,
+                "result": result,
+                "health": connector_health(connector, last=last),
+                "last_outcome": last,
+            },
         )
     (messages.success if result.ok else messages.error)(request, result.message)
     return redirect("console:connector", pk=connector.pk)

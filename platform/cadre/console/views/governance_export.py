@@ -1,7 +1,10 @@
 """Audit export from the console: choose a range, filters and formats, start the Celery job
-(`audit_export_create`), watch its progress (htmx polling) and download the signed bundle."""
+(`audit_export_create`), watch its progress (htmx polling), download the signed bundle and the
+public key, and read how to check them with OpenSSL alone (`export.openssl_check`)."""
 
 from __future__ import annotations
+
+import base64
 
 from django.contrib import messages
 from django.http import StreamingHttpResponse
@@ -15,6 +18,7 @@ from cadre.console.views.base import paginate, posted, require_permission
 from cadre.console.views.governance_forms import AuditExportForm
 from cadre.errors import CadreError
 from cadre.governance import export
+from cadre.governance.export.openssl_check import KEY_FILE
 from cadre.governance.models import AuditExport
 
 # The audit log's own filter names that mean the same thing here (its list links to us with
@@ -60,10 +64,29 @@ def audit_export_list(request):
     )
 
 
+def _openssl_context(job: AuditExport) -> dict:
+    """The steps that check this bundle with OpenSSL, and the key they check it against (offered
+    as a file: a data: link, so the download needs no route of its own)."""
+    key = signing.published_key()
+    pem = base64.b64encode(key["public_key_pem"].encode("ascii")).decode("ascii")
+    signed_by = (job.manifest.get("signing") or {}).get("key_id", "")
+    return {
+        "openssl_steps": export.openssl_steps(
+            export_id=job.pk, key_id=key["key_id"], files=job.manifest.get("files") or []
+        ),
+        "signing_key": key,
+        "key_file": KEY_FILE,
+        "key_data_url": f"data:application/x-pem-file;base64,{pem}",
+        "tar_name": export.tar_name(job.pk),
+        "signed_by_other_key": bool(signed_by) and signed_by != key["key_id"],
+    }
+
+
 @require_permission("audit.export")
 def audit_export_detail(request, pk: int):
     job = _export_or_404(request, pk)
-    context = {"job": job, "ready": export.bundle_directory(job) is not None}
+    ready = export.bundle_directory(job) is not None
+    context = {"job": job, "ready": ready, **(_openssl_context(job) if ready else {})}
     if request.htmx:
         return render(request, "console/governance/_export_status.html", context)
     return render(request, "console/governance/audit_export_detail.html", context)
@@ -78,6 +101,6 @@ def audit_export_download(request, pk: int):
         messages.error(request, f"The export is {job.get_status_display().lower()}, not ready.")
         return redirect("console:audit_export", pk=job.pk)
     response = StreamingHttpResponse(export.tar_stream(directory), content_type="application/x-tar")
-    response["Content-Disposition"] = f'attachment; filename="audit-export-{job.pk}.tar"'
+    response["Content-Disposition"] = f'attachment; filename="{export.tar_name(job.pk)}"'
     response["Cache-Control"] = "no-store"
     return response

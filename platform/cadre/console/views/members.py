@@ -91,6 +91,7 @@ MEMBER_AGENTS = 20
 
 def _detail_context(request, member: Member, identity_form: IdentityForm | None = None) -> dict:
     can_manage = request.actor.can("member.manage", member)
+    pending = member.invitations.filter(accepted_at=None, revoked_at=None).first()
     return {
         "member": member,
         "positions": list(member.positions.all()),
@@ -101,7 +102,8 @@ def _detail_context(request, member: Member, identity_form: IdentityForm | None 
         "can_manage": can_manage,
         "identity_form": (identity_form or IdentityForm()) if can_manage else None,
         "role_labels": {name: role.label for name, role in ROLES.items()},
-        "pending_invitation": member.invitations.filter(accepted_at=None, revoked_at=None).first(),
+        "pending_invitation": pending,
+        "invitation_emailed": services.invitation_emailed(pending) if pending else False,
         "signin_lock": signin_lock_state(member) if member.user_id else None,
     }
 
@@ -169,19 +171,28 @@ def member_invite(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            # The token exists only in this response: only its hash is stored.
-            response = render(
-                request,
-                "console/members/invited.html",
-                {
-                    "member": member,
-                    "invitation": invitation,
-                    "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
-                },
-            )
-            response["Cache-Control"] = "no-store"
-            return response
+            return _invited(request, member, invitation, token)
     return render(request, "console/members/invite.html", {"form": form})
+
+
+def _invited(request, member: Member, invitation, token: str):
+    """The page after an invitation: e-mailed when mail is configured, and says which; the link
+    is shown either way (the token exists only in this response, only its hash is stored)."""
+    url = f"{settings.CADRE_BASE_URL}/invite/{token}/"
+    emailed = services.invitation_email(actor=request.actor, invitation=invitation, url=url)
+    response = render(
+        request,
+        "console/members/invited.html",
+        {
+            "member": member,
+            "invitation": invitation,
+            "invite_url": url,
+            "emailed": emailed,
+            "mail_configured": services.mail_delivers(),
+        },
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_permission("member.manage")
@@ -197,17 +208,7 @@ def member_reinvite(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
         return redirect("console:member", pk=member.pk)
-    response = render(
-        request,
-        "console/members/invited.html",
-        {
-            "member": member,
-            "invitation": invitation,
-            "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
-        },
-    )
-    response["Cache-Control"] = "no-store"
-    return response
+    return _invited(request, member, invitation, token)
 
 
 @require_permission("member.manage")

@@ -7,6 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -54,12 +55,15 @@ class BudgetForm(ActorFormMixin, forms.Form):
         max_digits=20,
         decimal_places=6,
         min_value=Decimal("0.000001"),
-        help_text="Tokens (a whole number), or an amount in the currency of the providers' prices.",
     )
     enforcement = forms.ChoiceField(choices=Budget.Enforcement.choices)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["limit"].help_text = (
+            "Tokens (a whole number), or an amount in "
+            f"{settings.PRICE_CURRENCY}, the currency of the providers' prices."
+        )
         department_field(self.fields["department"], restricted_for(self.actor, Department))
         self.fields["member"].queryset = restricted_for(self.actor, Member).order_by("display_name")
         self.fields["template"].queryset = restricted_for(self.actor, AgentTemplate).order_by(
@@ -106,8 +110,13 @@ def _every_day(days: list[dict], since) -> list[dict]:
     return rows
 
 
+CHART_TICK_DAYS = 7  # a date under every week's first bar
+
+
 def _day_chart(days: list[dict]) -> dict:
-    """The daily tokens as SVG bars (server-rendered: no script, nothing to load)."""
+    """The daily tokens as SVG bars (server-rendered: no script, nothing to load), with what
+    labels the axes: the busiest day's tokens at the top, and dates a week apart (and the last
+    day) under their bars, placed in percent of the chart's width."""
     bars = []
     for index, day in enumerate(_bars(days, "total_tokens")):
         height = max(1.0, day["share"] * CHART_HEIGHT / 100) if day["total_tokens"] else 0.0
@@ -119,7 +128,27 @@ def _day_chart(days: list[dict]) -> dict:
                 "height": round(height, 2),
             }
         )
-    return {"bars": bars, "width": max(len(bars), CHART_DAYS) * CHART_BAR, "height": CHART_HEIGHT}
+    width = max(len(bars), CHART_DAYS) * CHART_BAR
+    last = len(bars) - 1
+    ticks = [
+        {
+            "label": bar["label"],
+            # The bar's middle; the label is centred on it (the last one ends at it).
+            "left": round((bar["x"] + (CHART_BAR - 4) / 2) * 100 / width, 2),
+            "last": index == last,
+        }
+        for index, bar in enumerate(bars)
+        if index % CHART_TICK_DAYS == 0 or index == last
+    ]
+    if len(ticks) > 1 and last - (len(ticks) - 2) * CHART_TICK_DAYS < 3:
+        del ticks[-2]  # the last day's date would run into the week's just before it
+    return {
+        "bars": bars,
+        "width": width,
+        "height": CHART_HEIGHT,
+        "max_tokens": max((bar["total_tokens"] for bar in bars), default=0),
+        "ticks": ticks,
+    }
 
 
 def _budget_rows(actor) -> list[dict]:
@@ -172,6 +201,7 @@ def usage_page(request):
             "rows": _bars(rows, "total_tokens"),
             "chart": _day_chart(_every_day(days, since)) if days else {"bars": []},
             "totals": totals,
+            "currency": settings.PRICE_CURRENCY,
             "budgets": _budget_rows(actor),
             "form": form,
             "can_manage": form is not None,

@@ -17,7 +17,8 @@ on the fly):
     manifest.sig         base64 Ed25519 signature of manifest.json's exact bytes
 
 `verify_bundle` (and `manage.py audit_export_verify`) checks all of it offline, against a key
-it trusts (the instance's, a given PEM, or a pinned key id), never the manifest's own.
+it trusts (the instance's, a given PEM, or a pinned key id), never the manifest's own;
+`openssl_steps` are the commands that check the signature and the files with OpenSSL alone.
 
 The package is split by concern; import from `cadre.governance.export`.
 """
@@ -40,6 +41,7 @@ from cadre.governance.export.jobs import (
     bundle_directory,
     export_directory,
 )
+from cadre.governance.export.openssl_check import openssl_steps, tar_name
 from cadre.governance.export.rows import (
     COLUMNS,
     TextMasker,
@@ -66,9 +68,11 @@ __all__ = [
     "export_rows",
     "masked",
     "ocsf_event",
+    "openssl_steps",
     "remove_bundle",
     "stream_events_jsonl",
     "tar_bundle",
+    "tar_name",
     "tar_stream",
     "verify_bundle",
     "write_bundle",

@@ -17,8 +17,11 @@ from cadre.tenancy.services.grants import object_grant, object_grant_revoke
 from cadre.tenancy.services.identities import im_identity_create, im_identity_delete
 from cadre.tenancy.services.invitations import (
     invitation_accept,
+    invitation_email,
+    invitation_emailed,
     invitation_lookup,
     invitation_revoke,
+    mail_delivers,
     member_invite,
 )
 from cadre.tenancy.services.members import (
@@ -70,8 +73,11 @@ __all__ = [
     "im_identity_create",
     "im_identity_delete",
     "invitation_accept",
+    "invitation_email",
+    "invitation_emailed",
     "invitation_lookup",
     "invitation_revoke",
+    "mail_delivers",
     "member_create",
     "member_deactivate",
     "member_deactivated",

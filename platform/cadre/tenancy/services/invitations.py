@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+import smtplib
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
+from cadre.governance.audit_models import AuditEvent
 from cadre.tenancy.actors import Actor, member_actor
 from cadre.tenancy.models import Department, Invitation, Member, Position, User
 from cadre.tenancy.services import logins
 from cadre.tenancy.services.common import hash_token
 from cadre.tenancy.services.members import member_create
+
+logger = logging.getLogger(__name__)
+
+# Django's backends that keep a message on this machine (printed, written to a file, dropped):
+# with one of them nobody receives an invitation, so the console says to copy the link.
+UNDELIVERED_MAIL_BACKENDS = frozenset(
+    {
+        "django.core.mail.backends.console.EmailBackend",
+        "django.core.mail.backends.filebased.EmailBackend",
+        "django.core.mail.backends.dummy.EmailBackend",
+    }
+)
 
 
 @transaction.atomic
@@ -73,6 +89,58 @@ def member_invite(
         after={"email": email, "expires_at": invitation.expires_at},
     )
     return member, invitation, token
+
+
+def mail_delivers() -> bool:
+    """Whether EMAIL_BACKEND hands messages on to people (SMTP or another real backend)."""
+    return settings.EMAIL_BACKEND not in UNDELIVERED_MAIL_BACKENDS
+
+
+def invitation_email(*, actor: Actor, invitation: Invitation, url: str) -> bool:
+    """E-mail the invitation link to its address when mail is configured to deliver; True when
+    the mail server took the message. Called after the invitation is committed (the person
+    inviting is told what happened); the attempt is audited either way, the link never."""
+    if not mail_delivers():
+        return False
+    organization = invitation.organization.name
+    inviter = actor.member.display_name if actor.member else organization
+    expires = timezone.localtime(invitation.expires_at).strftime("%d %b %Y, %H:%M %Z")
+    try:
+        send_mail(
+            subject=f"{inviter} invited you to {organization} on Cadre",
+            message=(
+                f"{inviter} invited you to {organization}'s agents on Cadre.\n\n"
+                f"Open this link to choose your password and sign in:\n{url}\n\n"
+                f"The link works once, until {expires}. If you did not expect it, ignore this "
+                "message."
+            ),
+            from_email=None,
+            recipient_list=[invitation.email],
+        )
+        sent, problem = True, ""
+    except (smtplib.SMTPException, OSError) as error:
+        logger.warning("invitation %s: the mail server refused it: %s", invitation.pk, error)
+        sent, problem = False, type(error).__name__
+    with transaction.atomic():
+        audit.record(
+            actor=actor,
+            action="member.invitation_email",
+            target=invitation.member,
+            changes={"email": invitation.email, "sent": sent, "error": problem},
+        )
+    return sent
+
+
+def invitation_emailed(invitation: Invitation) -> bool:
+    """Whether this invitation's link was e-mailed (its audited send succeeded)."""
+    return AuditEvent.objects.filter(
+        organization_id=invitation.organization_id,
+        action="member.invitation_email",
+        target_type="member",
+        target_id=str(invitation.member_id),
+        created_at__gte=invitation.created_at,
+        changes__sent=True,
+    ).exists()
 
 
 def invitation_lookup(token: str) -> Invitation | None:

@@ -40,6 +40,7 @@ from cadre.agents import providers
 from cadre.agents.hooks.builtins import standing_rows
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import Step
+from cadre.agents.placeholders import render_placeholders
 from cadre.agents.runtime.records.grants import (
     DEFAULT_CONTEXT_TOKENS,
     agent_actor,
@@ -128,9 +129,10 @@ def next_turn_prefix(run, predicted: dict[str, dict]) -> list[dict] | None:
         return None
     outputs = _hook_outputs(run)
     pieces = context_assembly.ContextPieces(
-        agent_md=run.version.agent_md,
-        sop=run.version.sop,
-        user_md=run.agent.user_md,
+        # filled as the next turn's assembly fills them (steps/assembly.py)
+        agent_md=render_placeholders(run.version.agent_md, run.agent.member),
+        sop=render_placeholders(run.version.sop, run.agent.member),
+        user_md=render_placeholders(run.agent.user_md, run.agent.member),
         skills=skill_descriptions(run.version),
         # as the next turn reads them: every completed turn of the session so far
         turns=recent_turns(SimpleNamespace(session_id=run.session_id, created_at=timezone.now())),

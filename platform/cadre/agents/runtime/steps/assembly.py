@@ -7,6 +7,7 @@ from __future__ import annotations
 from cadre.agents.hooks.builtins import shared_memories_for_context
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import Run, SessionSummary, Step
+from cadre.agents.placeholders import render_placeholders
 from cadre.agents.runtime.records.bookkeeping import bookkeeping
 from cadre.agents.runtime.records.grants import DEFAULT_CONTEXT_TOKENS
 from cadre.agents.runtime.records.runs import model_side
@@ -73,10 +74,13 @@ def _base(ctx: RunContext) -> dict:
     shared, shared_withheld = shared_memories_for_context(
         ctx, ctx.run.input.get("shared_memories", [])
     )
+    # The template's placeholders filled for the member the agent serves (USER.md was filled
+    # when the agent was created): the model and whoever reads its context never see braces.
+    member = ctx.agent.member
     return {
-        "agent_md": ctx.version.agent_md,
-        "sop": ctx.version.sop,
-        "user_md": ctx.agent.user_md,
+        "agent_md": render_placeholders(ctx.version.agent_md, member),
+        "sop": render_placeholders(ctx.version.sop, member),
+        "user_md": render_placeholders(ctx.agent.user_md, member),
         "skills": skill_descriptions(ctx.version),
         "turns": recent_turns(ctx.run),
         "shared": shared,

@@ -95,6 +95,9 @@ def model_step(
         if pending and state["flushed"]:
             flush()
         data = result.as_dict()
+        # Which endpoint answered (its configuration's name), next to the model it named: the
+        # chat says it under the reply.
+        data["provider"] = provider.label
         # Priced as the meter prices it (the configured model's prices), so the step and the
         # call's UsageRecord agree.
         data["_usage"] = {

@@ -3,7 +3,8 @@
 // reloads; with it, messages and confirmation decisions go over the socket and the agent's
 // reply appears as the run's events arrive. A skill proposal drafted from the person's
 // correction (`skill_proposal` event) shows as a card whose "Save as skill" / "Dismiss" call
-// the skill proposals API.
+// the skill proposals API. A reply's frame names the model that answered (`answered_by`),
+// shown under it as the page shows it after a reload.
 (function () {
   "use strict";
 
@@ -60,6 +61,18 @@
         node.insertBefore(document.createTextNode(""), node.firstChild);
       }
       return node.firstChild;
+    }
+
+    // Which model answered, under the reply's status line ("offline model" when offline).
+    function answeredBy(node, text) {
+      if (!text) return;
+      var line = node.querySelector(".answered-by");
+      if (!line) {
+        line = element("span", "answered-by");
+        line.setAttribute("data-answered-by", "");
+        node.appendChild(line);
+      }
+      line.textContent = "Answered by: " + text;
     }
 
     function setMeta(node, text) {
@@ -300,6 +313,7 @@
         text.data += data.text || "";
       } else if (frame.kind === "reply") {
         textNode(node).data = data.text || "";
+        answeredBy(node, frame.answered_by);
       } else if (frame.kind === "notice") {
         // A run that ended without a reply: the line its IM conversation got too.
         textNode(node).data = data.text || "";
