@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -25,6 +26,21 @@ def _login(email: str, password: str) -> APIClient:
     client = APIClient()
     assert client.login(request=HttpRequest(), email=email, password=password)
     return client
+
+
+def test_an_invitation_through_the_api_is_emailed_when_mail_delivers(alice, client_for, settings):
+    client = client_for(alice)
+    sent = client.post("/api/v1/members/invite/", {"email": "one@acme.test"}, format="json")
+    assert sent.status_code == 201, sent.content
+    assert sent.json()["emailed"] is True  # the tests' locmem backend delivers
+    (message,) = mail.outbox
+    assert message.to == ["one@acme.test"] and sent.json()["invite_url"] in message.body
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+    kept = client.post("/api/v1/members/invite/", {"email": "two@acme.test"}, format="json")
+    assert kept.status_code == 201, kept.content
+    assert kept.json()["emailed"] is False and kept.json()["invite_url"]
+    assert len(mail.outbox) == 1
 
 
 def test_invite_accept_then_login_works(alice, client_for):

@@ -112,7 +112,10 @@ class MemberForm(ActorFormMixin, forms.Form):
 
 
 class InviteForm(ActorFormMixin, forms.Form):
-    email = forms.EmailField(help_text="The invitation link is shown once, for you to send.")
+    email = forms.EmailField(
+        help_text="The invitation link is e-mailed to this address when mail is configured, and "
+        "shown once either way."
+    )
     display_name = forms.CharField(
         label="Name",
         max_length=150,

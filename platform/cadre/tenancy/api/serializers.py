@@ -167,6 +167,10 @@ class InvitationCreatedSerializer(serializers.Serializer):
     member = MemberSerializer()
     invitation = InvitationSerializer()
     invite_url = serializers.URLField()
+    emailed = serializers.BooleanField(
+        help_text="Whether the link was e-mailed to the address (mail configured to deliver and "
+        "accepted by the mail server); otherwise send invite_url yourself."
+    )
 
 
 class DeactivateSerializer(serializers.Serializer):

@@ -245,11 +245,15 @@ class MemberViewSet(
             department=data.get("department"),
             positions=data.get("positions"),
         )
+        url = f"{settings.CADRE_BASE_URL}/invite/{token}/"
+        # E-mailed when mail delivers (as from the console); the link is returned either way.
+        emailed = services.invitation_email(actor=self.actor, invitation=invitation, url=url)
         return Response(
             {
                 "member": s.MemberSerializer(member).data,
                 "invitation": s.InvitationSerializer(invitation).data,
-                "invite_url": f"{settings.CADRE_BASE_URL}/invite/{token}/",
+                "invite_url": url,
+                "emailed": emailed,
             },
             status=status.HTTP_201_CREATED,
         )
