@@ -1,8 +1,8 @@
 # ruff: noqa: F811 - the fixtures imported from the other browser tests are parameters here
 """A new admin's first hour in a real browser (Debian's Chromium, uvicorn, a real Celery
 worker): the first start's demo data, the first sign-in, the demo agent's offline reply, a
-provider added on the Models page against a loopback fake OpenAI-compatible server, tested and
-made the default and priced on its edit page, the demo agent answering through it streamed,
+provider added on the Models page against a loopback fake OpenAI-compatible server (the first,
+so the default), tested and priced on its edit page, the demo agent answering through it streamed,
 its calls and their cost on the Usage page,
 and a hard budget at the used amount refusing the next message before any model call.
 Screenshots in var/screenshots/first-hour-*.png (git-ignored)."""
@@ -16,6 +16,7 @@ from decimal import Decimal
 import pytest
 from django.db.models import Sum
 
+from cadre.console.templatetags.console import format_money
 from tests.agents.fake_models import FakeModelServer
 from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and page helpers
     agent_bubble,
@@ -69,7 +70,7 @@ def test_a_new_admin_goes_from_the_demo_to_a_model_usage_and_a_budget(
         conversation = page.url  # the conversation the chat moved to
         shot(page, "1-offline-chat")
 
-        # Models: add a vLLM provider at the loopback server, test it, make it the default.
+        # Models: add a vLLM provider at the loopback server (the first: the default), test it.
         page.get_by_role("link", name="Models", exact=True).click()
         expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
         shot(page, "2-models-empty")
@@ -80,18 +81,18 @@ def test_a_new_admin_goes_from_the_demo_to_a_model_usage_and_a_budget(
         page.get_by_label("Timeout (seconds)").fill("10")
         shot(page, "3-provider-form")
         page.get_by_role("button", name="Add provider").click()
-        expect(page.get_by_text("“Loopback vLLM” was added.")).to_be_visible()
+        expect(
+            page.get_by_text("“Loopback vLLM” was added and is the organization's default")
+        ).to_be_visible()
+        assert ModelProviderConfig.objects.get(name="Loopback vLLM").is_default
         row = page.locator("#providers tr", has_text="Loopback vLLM")
+        expect(row.locator(".badge", has_text="Default")).to_be_visible()
         row.get_by_role("button", name="Test connection").click()
         expect(page.locator("#connection-report")).to_contain_text("Loopback vLLM answered")
         expect(page.locator("#report-models")).to_have_text("fake-chat, fake-large")
+        # Already the default: the report offers no "Use for all agents".
+        expect(page.get_by_role("button", name="Use for all agents")).to_have_count(0)
         shot(page, "4-tested")
-        page.locator("#providers tr", has_text="Loopback vLLM").get_by_role(
-            "button", name="Make default"
-        ).click()
-        expect(page.get_by_text("is the organization's default")).to_be_visible()
-        assert ModelProviderConfig.objects.get(name="Loopback vLLM").is_default
-        shot(page, "5-default")
         # Its prices, on its edit page: the calls through it get a cost.
         page.locator("#providers tr", has_text="Loopback vLLM").get_by_role(
             "link", name="Edit"
@@ -133,7 +134,7 @@ def test_a_new_admin_goes_from_the_demo_to_a_model_usage_and_a_budget(
         assert used >= USAGE["prompt_tokens"] + USAGE["completion_tokens"]
         expect(page.locator('[data-total="tokens"]')).to_have_text(str(used))
         expect(page.locator('[data-total="calls"]')).to_have_text(str(settled.count()))
-        expect(page.locator('[data-total="cost"]')).to_have_text(f"{sums['c']:.6f}")
+        expect(page.locator('[data-total="cost"]')).to_have_text(format_money(sums["c"], "USD"))
         shot(page, "7-usage")
 
         # A hard monthly budget at exactly the used amount.

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
 from cadre.agents.models import AgentTemplate, TemplateVersion
+from cadre.console.scoping import restricted, restricted_for
 from cadre.console.views.base import (
     denied,
     paginate,
@@ -133,7 +134,7 @@ def _install_choices(actor, templates: list[dict]) -> list:
     listed = {row["template"].pk for row in templates}
     offered = [row["template"] for row in templates if row["can_install"]]
     others = (
-        AgentTemplate.objects.restrict(actor, "manage")
+        restricted_for(actor, AgentTemplate, "manage")
         .filter(is_archived=False, versions__status=TemplateVersion.Status.PUBLISHED)
         .exclude(pk__in=listed)
         .distinct()
@@ -160,7 +161,7 @@ def hub_template_install(request, namespace: str, name: str):
     if template_id is None:
         messages.error(request, "Choose the template to install the skill into.")
         return redirect(back)
-    template = AgentTemplate.objects.restrict(request.actor, "view").filter(pk=template_id).first()
+    template = restricted(request, AgentTemplate).filter(pk=template_id).first()
     if template is None:
         raise Http404("No such template.")
     error = None
