@@ -148,7 +148,7 @@ def test_signed_in_user_accepts_with_existing_account(alice, charlie, browser):
     assert member.status == Member.Status.ACTIVE
     # Now acting in Acme; the switcher offers Globex too.
     home = client.get(reverse("console:home")).content.decode()
-    assert "<h1>Acme</h1>" in home and "Globex" in home
+    assert "Your agents and your conversations at Acme." in home and "Globex" in home
 
 
 def test_existing_email_must_sign_in_first(alice, charlie, db):

@@ -127,7 +127,7 @@ def test_the_employee_finds_corrects_and_deletes_the_memory_in_the_browser(
         expect(row.get_by_test_id("scope")).to_contain_text("You")
         options = page.locator("#id_scope option").all_inner_texts()
         assert "You" in options, options
-        assert f"Agent: {bob_agent.name}" in options, options
+        assert "Your agent Sales assistant" in options, options  # named for bob (#32)
         page.screenshot(path=str(SCREENSHOTS / "memory_2_list.png"), full_page=True)
 
         row.get_by_role("link", name="Details").click()

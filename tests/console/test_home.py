@@ -26,14 +26,18 @@ def test_overview_counts_what_exists(alice, bob, charlie, browser):
     assert 'href="/departments/">1</a>' in page
     assert 'href="/positions/">1</a>' in page
     assert 'href="/api-keys/">1</a>' in page
-    assert "apikey.create" in page  # recent activity
+    # Recent activity, in sentences (the audit log keeps the codes).
+    assert "You created the API key k" in page
+    assert "apikey.create" not in page
 
 
-def test_employee_overview_has_no_admin_figures(bob, browser):
+def test_employee_home_is_their_agents_not_the_organizations_figures(bob, browser):
     page = browser(bob).get(reverse("console:home")).content.decode()
-    assert "Active members" in page
-    assert "Active API keys" not in page
-    assert "Recent activity" not in page
+    assert "Your agents" in page and "You have no agent yet" in page
+    assert "Recent conversations" in page
+    assert "Active members" not in page and "Active API keys" not in page
+    assert "Recent activity" not in page and "Get started" not in page
+    assert "Welcome back" not in page
 
 
 def test_overview_and_navigation_announce_no_placeholder_areas(alice, browser):

@@ -10,6 +10,7 @@ from django.contrib.auth.views import LoginView, LogoutView
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 
@@ -153,7 +154,12 @@ def invitation_accept(request, token: str):
                 # Accepted in this session: the organization joins what it may reach.
                 request.session[SIGNIN_SCOPE_KEY] = [*scope, member.organization_id]
             request.session[SESSION_KEY] = member.organization_id
-            messages.success(request, f"Welcome to {member.organization.name}.")
+            messages.success(
+                request,
+                gettext("Welcome to %(organization)s. Your agents and conversations are here.")
+                % {"organization": member.organization.name},
+            )
+            # Home is the person's own: their agents (each a link to chat) and conversations.
             return redirect("console:home")
     with timezone.override(organization_zone(invitation.organization)):
         return render(

@@ -16,6 +16,7 @@ from cadre.agents import selectors
 from cadre.agents.call_chain import run_call_chain
 from cadre.agents.evaluation.models import EvalSuite
 from cadre.agents.models import Agent, Run, Session
+from cadre.console.scope_names import scope_names
 from cadre.console.scoping import restricted, restricted_for
 from cadre.console.views.agents_forms import AgentFilterForm
 from cadre.console.views.base import paginate, query_without_page, require_permission
@@ -69,6 +70,11 @@ def agent_detail(request, pk: int):
     )
 
 
+def _written_memories(step) -> list[dict]:
+    output = step.output if isinstance(step.output, dict) else {}
+    return [item for item in output.get("written_memories") or [] if isinstance(item, dict)]
+
+
 @require_permission()
 def session_detail(request, pk: int):
     """A session's transcript: its member's own conversation, also theirs to read here."""
@@ -88,6 +94,16 @@ def session_detail(request, pk: int):
     annotate_records(  # each model call's "why retrieved" (score components, passed over)
         request.actor,
         [record for item in transcript for record in item["context_records"]],
+    )
+    # "Remembered: … (preference, You)": the scopes a turn wrote to, named for people.
+    written_scopes = scope_names(
+        request.actor,
+        [
+            str(written.get("scope", ""))
+            for item in transcript
+            for entry in item["steps"]
+            for written in _written_memories(entry["step"])
+        ],
     )
     totals = {
         "tokens_in": sum(item["run"].tokens_in for item in transcript),
@@ -116,6 +132,7 @@ def session_detail(request, pk: int):
             "can_build_suites": can_build_suites,
             "may_view_agents": actor.may("agent.view"),
             "errors_visible": errors_visible,
+            "written_scopes": written_scopes,
         },
     )
 

@@ -14,6 +14,7 @@ from django.utils.timezone import make_aware
 from django.utils.translation import gettext as _
 
 from cadre.console.forms import MemoryCorrectForm, MemoryFilterForm, add_service_error
+from cadre.console.scope_names import scope_choices, scope_names, shows_scope_keys
 from cadre.console.views.base import (
     denied,
     paginate,
@@ -51,7 +52,7 @@ def memory_list(request):
     if refused:
         return refused
     actor = request.actor
-    filters = MemoryFilterForm(request.GET or None, scope_choices=selectors.scope_choices(actor))
+    filters = MemoryFilterForm(request.GET or None, scope_choices=scope_choices(actor))
     # The review queue: shared memory written without memory.manage, waiting for a reviewer.
     reviewing = request.GET.get("verification") == Verification.UNVERIFIED
     verifications = [Verification.UNVERIFIED] if reviewing else None
@@ -150,7 +151,7 @@ def memory_search(request):
             "scope": scope,
             "kind": kind,
             "top_k": top_k,
-            "scope_choices": selectors.scope_choices(actor),
+            "scope_choices": scope_choices(actor),
             "kinds": Kind.choices,
             "hits": hits,
             "passed_over": passed_over,
@@ -160,14 +161,13 @@ def memory_search(request):
 
 
 def _label_scopes(actor, memories) -> None:
-    """Give each memory its scope's readable name ("You", "Agent: Sales assistant (Alice)")."""
-    labels = selectors.scope_labels(
-        actor.organization,
-        sorted({memory.scope_key for memory in memories}),
-        viewer=selectors.acting_member(actor),
-    )
+    """Give each memory its scope's name as a person reads it ("You", "Your agent Sales
+    assistant", "Sales team"); its key (`user:2`) is shown only beside it, to memory.view."""
+    labels = scope_names(actor, sorted({memory.scope_key for memory in memories}))
+    show_key = shows_scope_keys(actor)
     for memory in memories:
         memory.scope_label = labels[memory.scope_key]
+        memory.scope_key_shown = memory.scope_key if show_key else ""
 
 
 def _version_rows(versions) -> list[dict]:
