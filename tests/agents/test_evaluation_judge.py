@@ -10,6 +10,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from cadre.agents import providers
 from cadre.agents import services as agents
 from cadre.agents.evaluation import services
 from cadre.agents.evaluation.models import EvalResult, EvalRun
@@ -37,6 +38,9 @@ def _suite(owner, template, server, name="Judged turns"):
         api_key="sk-test",
         default_model="judge-1",
     )
+    # Only the judge: the template's replies stay offline (an organization's first provider
+    # would be its default).
+    providers.provider_config_set_default(actor=owner, config=None)
     judge = {"provider_config": config.pk, "model": "judge-1", "rubric": RUBRIC}
     return services.suite_create(actor=owner, name=name, template=template, judge=judge)
 

@@ -110,8 +110,8 @@ def test_with_the_gate_on_other_provider_edits_still_save(
 
 
 def test_only_templates_that_take_the_changed_setting_are_in_the_way(
-    owner, template, published, other, gate_on
-):
+    owner, template, published, default, other, gate_on
+):  # `default` first: the organization's first provider is its default, `other` is not
     from cadre.agents import services
 
     # A provider no published template calls changes freely.

@@ -119,10 +119,12 @@ def test_only_a_member_with_model_manage_manages_providers(owner, make_member):
     with pytest.raises(NotPermitted):
         providers.provider_config_create(actor=business_admin, name="x", kind="offline")
     config = providers.provider_config_create(actor=owner, name="Offline", kind="offline")
+    providers.provider_config_set_default(actor=owner, config=None)  # the first is the default
     for call in (
         lambda: providers.provider_config_test(actor=business_admin, config=config),
         lambda: providers.provider_config_set_default(actor=business_admin, config=config),
         lambda: providers.provider_config_update(actor=business_admin, config=config, name="y"),
+        lambda: providers.provider_config_delete(actor=business_admin, config=config),
     ):
         with pytest.raises(NotPermitted):
             call()
@@ -159,14 +161,19 @@ def test_updating_keeps_the_key_unless_a_new_one_is_given(owner):
         cursor.execute("SELECT api_key FROM agents_modelproviderconfig WHERE id = %s", [config.pk])
         assert "sk-second" not in cursor.fetchone()[0]  # encrypted at rest
     events = AuditEvent.objects.filter(action__startswith="provider.").order_by("pk")
-    assert [e.action for e in events] == ["provider.create", "provider.update", "provider.update"]
+    assert [e.action for e in events] == [
+        "provider.create",
+        "provider.set_default",  # the organization's first provider
+        "provider.update",
+        "provider.update",
+    ]
     assert all("sk-" not in str(e.changes) for e in events)
 
 
 def test_one_default_per_organization(owner, charlie):
-    first = _add(owner, "http://127.0.0.1:9/v1", name="First")
+    first = _add(owner, "http://127.0.0.1:9/v1", name="First")  # the first: the default
     second = _add(owner, "http://127.0.0.1:9/v1", name="Second")
-    providers.provider_config_set_default(actor=owner, config=first)
+    assert list(ModelProviderConfig.objects.filter(is_default=True)) == [first]
     providers.provider_config_set_default(actor=owner, config=second)
     assert list(ModelProviderConfig.objects.filter(is_default=True)) == [second]
     theirs = _add(member_actor(charlie), "http://127.0.0.1:9/v1", name="Theirs")
@@ -174,7 +181,8 @@ def test_one_default_per_organization(owner, charlie):
         providers.provider_config_set_default(actor=owner, config=theirs)
     providers.provider_config_set_default(actor=owner, config=None)
     assert not ModelProviderConfig.objects.filter(organization=owner.organization, is_default=True)
-    assert AuditEvent.objects.filter(action="provider.set_default").count() == 3
+    # First (as the first provider), Second, none; Theirs, in the other organization.
+    assert AuditEvent.objects.filter(action="provider.set_default").count() == 4
 
 
 # --- the default serves versions that name no provider ------------------------------------

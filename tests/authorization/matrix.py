@@ -198,6 +198,7 @@ template-version-withdraw            POST             perm:template.manage      
 model-provider-list                  GET              perm:template.view         -
 model-provider-list                  POST             perm:model.manage          -
 model-provider-detail                GET              perm:template.view         auto
+model-provider-detail                DELETE           perm:model.manage          auto
 model-provider-connection-test       POST             perm:model.manage          auto
 model-provider-make-default          POST             perm:model.manage          auto
 model-provider-prices                PUT              perm:model.manage          auto
@@ -540,6 +541,7 @@ console:provider_edit                GET,POST         perm:model.manage         
 console:provider_prices              POST             perm:model.manage          provider
 console:provider_test                POST             perm:model.manage          provider
 console:provider_default             POST             perm:model.manage          provider
+console:provider_delete              POST             perm:model.manage          provider
 console:embeddings                   GET              perm:model.manage          -
 console:embeddings_reembed           POST             perm:model.manage          -
 console:embeddings_activate          POST             perm:model.manage          -

@@ -1,12 +1,13 @@
 # ruff: noqa: F811 - the fixtures imported from other test modules are parameters here
 """The MCP servers page in a real browser (Debian's Chromium through Playwright, pages served
 by uvicorn): alice registers the fake CRM (an MCP server written with the SDK, on loopback)
-with a credential, discovers its tools — the destructive one defaults to high risk — sets the
-read tool's risk, and revokes the server. Screenshots in var/screenshots/mcp-*.png
-(git-ignored)."""
+with a credential (a name/value row), discovers its tools — the destructive one defaults to
+high risk — sets the read tool's risk, replaces the credential, and revokes the server.
+Screenshots in var/screenshots/mcp-*.png (git-ignored)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,11 @@ def test_register_a_server_discover_its_tools_and_set_their_risk(page, alice):
         expect(page.get_by_text("No MCP server yet")).to_be_visible()
 
         form = page.locator("#mcp-server-form")
-        form.get_by_label("Name").fill("crm")
+        form.get_by_label("Name", exact=True).fill("crm")
         form.get_by_label("URL").fill(url)
-        form.get_by_label("Credentials").fill('{"Authorization": "Bearer crm-secret"}')
+        # Credentials are name/value rows, not JSON.
+        form.get_by_label("Credential name 1").fill("Authorization")
+        form.get_by_label("Credential value 1").fill("Bearer crm-secret")
         form.get_by_label("Description").fill("The sales CRM")
         form.get_by_role("button", name="Register server").click()
         expect(page.get_by_text("crm was registered.")).to_be_visible()
@@ -75,7 +78,21 @@ def test_register_a_server_discover_its_tools_and_set_their_risk(page, alice):
 
     server = McpServer.objects.get(name="crm")
     assert server.tool_risks == {"get_contact": "low"}
+    assert json.loads(server.credentials) == {"Authorization": "Bearer crm-secret"}
     assert "crm-secret" not in page.content()  # write-only
+
+    # Replaced on the server's page, from the same rows; a name without a value is refused.
+    credentials = page.locator("#mcp-credentials-form")
+    credentials.get_by_label("Credential name 1").fill("X-Api-Key")
+    credentials.get_by_role("button", name="Replace credentials").click()
+    expect(credentials.locator(".field-errors")).to_contain_text("X-Api-Key has no value")
+    credentials.get_by_label("Credential value 1").fill("key-2")
+    page.screenshot(path=str(SHOTS / "mcp-server-credentials.png"), full_page=True)
+    credentials.get_by_role("button", name="Replace credentials").click()
+    expect(page.get_by_text("crm's credentials were replaced.")).to_be_visible()
+    server.refresh_from_db()
+    assert json.loads(server.credentials) == {"X-Api-Key": "key-2"}
+    assert "key-2" not in page.content()
 
     page.get_by_role("button", name="Revoke").click()
     expect(page.get_by_text("crm was revoked")).to_be_visible()

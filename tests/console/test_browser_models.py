@@ -1,9 +1,10 @@
 # ruff: noqa: F811 - the fixtures imported from other test modules are parameters here
 """The Models page in a real browser (Debian's Chromium through Playwright, pages served by
 uvicorn, runs executed by a real Celery worker): alice adds a provider pointing at a loopback
-fake OpenAI-compatible server, tests its connection (latency and the model list), makes it the
-organization's default, and her agent — whose template names no provider — answers through it,
-streamed over the chat's websocket. Screenshots in var/screenshots/models-*.png (git-ignored)."""
+fake OpenAI-compatible server — the organization's first, so its default —, tests its
+connection (latency and the model list), and her agent — whose template names no provider —
+answers through it, streamed over the chat's websocket. Screenshots in
+var/screenshots/models-*.png (git-ignored)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,10 @@ def test_add_a_provider_test_it_make_it_default_and_chat_through_it(
         page.get_by_label("Model").fill("fake-chat")
         page.get_by_label("Timeout (seconds)").fill("10")
         page.get_by_role("button", name="Add provider").click()
-        expect(page.get_by_text("“Loopback vLLM” was added.")).to_be_visible()
+        # The organization's first provider is its default at once.
+        expect(
+            page.get_by_text("“Loopback vLLM” was added and is the organization's default")
+        ).to_be_visible()
 
         row = page.locator("#providers tr", has_text="Loopback vLLM")
         row.get_by_role("button", name="Test connection").click()
@@ -75,10 +79,6 @@ def test_add_a_provider_test_it_make_it_default_and_chat_through_it(
         expect(page.locator("#report-models")).to_have_text("fake-chat, fake-large")
         page.screenshot(path=str(SHOTS / "models-tested.png"), full_page=True)
 
-        page.locator("#providers tr", has_text="Loopback vLLM").get_by_role(
-            "button", name="Make default"
-        ).click()
-        expect(page.get_by_text("is the organization's default")).to_be_visible()
         row = page.locator("#providers tr", has_text="Loopback vLLM")
         expect(row.locator(".badge", has_text="Default")).to_be_visible()
         assert ModelProviderConfig.objects.get(name="Loopback vLLM").is_default

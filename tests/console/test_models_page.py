@@ -125,10 +125,13 @@ def test_a_member_without_model_manage_is_refused_and_nothing_changes(alice, mak
     config = providers.provider_config_create(
         actor=member_actor(alice), name="Offline", kind="offline"
     )
+    providers.provider_config_set_default(actor=member_actor(alice), config=None)  # was the first
     business_admin = browser(make_member(roles=["business_admin"]))
     assert business_admin.get(reverse("console:models")).status_code == 403
     assert _add(business_admin, "offline", name="Mine", timeout_seconds=10).status_code == 403
     response = business_admin.post(reverse("console:provider_default", args=[config.pk]))
+    assert response.status_code == 403
+    response = business_admin.post(reverse("console:provider_delete", args=[config.pk]))
     assert response.status_code == 403
     config.refresh_from_db()
     assert not config.is_default and ModelProviderConfig.objects.count() == 1
@@ -140,13 +143,20 @@ def test_an_outsider_gets_404_for_another_organizations_provider(alice, charlie,
     config = providers.provider_config_create(
         actor=member_actor(alice), name="Acme model", kind="offline"
     )
+    providers.provider_config_set_default(actor=member_actor(alice), config=None)  # was the first
     outsider = browser(charlie)
-    for name in ("provider_edit", "provider_test", "provider_default", "provider_prices"):
+    for name in (
+        "provider_edit",
+        "provider_test",
+        "provider_default",
+        "provider_prices",
+        "provider_delete",
+    ):
         url = reverse(f"console:{name}", args=[config.pk])
         response = outsider.post(url) if name != "provider_edit" else outsider.get(url)
         assert response.status_code == 404, name
     assert "Acme model" not in outsider.get(reverse("console:models")).content.decode()
-    config.refresh_from_db()
+    config.refresh_from_db()  # still there, not the default, never tested
     assert not config.is_default and config.tested_at is None
 
 

@@ -13,6 +13,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 
+from cadre.agents import providers
 from cadre.agents import services as agents
 from cadre.agents.evaluation import services as evaluation
 from cadre.agents.evaluation.models import EvalRun
@@ -215,6 +216,9 @@ def _judged_suite(owner, template, server):
         base_url=server.base_url,
         default_model="judge-1",
     )
+    # Only the judge: the replayed replies stay offline (an organization's first provider
+    # would be its default).
+    providers.provider_config_set_default(actor=owner, config=None)
     suite = evaluation.suite_create(
         actor=owner,
         name="Judged",

@@ -1,17 +1,20 @@
-"""Model providers of an organization: add, change, make the default, test; and which one
-serves a template version (its own, else the organization's default, else its `provider`).
-A change that would move published templates to another model passes the model-change gate."""
+"""Model providers of an organization: add (the first becomes the default), change, make the
+default, test, delete (refused while in use); and which one serves a template version (its own,
+else the organization's default, else its `provider`). A change that would move published
+templates to another model passes the model-change gate."""
 
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from cadre import outbound
 from cadre.agents.evaluation.gates import check_provider_change
-from cadre.agents.models import AgentTemplate, ModelProviderConfig, TemplateVersion
+from cadre.agents.evaluation.models import EvalSuite
+from cadre.agents.models import Agent, AgentTemplate, ModelProviderConfig, TemplateVersion
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.llm import (
@@ -107,6 +110,20 @@ def provider_config_create(
     except IntegrityError:
         raise Conflict("A provider with this name already exists.", code="duplicate") from None
     audit.record(actor=actor, action="provider.create", target=config, after=_described(config))
+    first = not (
+        ModelProviderConfig.objects.filter(organization=actor.organization)
+        .exclude(pk=config.pk)
+        .exists()
+    )
+    if first:
+        # The organization's first provider serves its agents at once: left aside, chat would
+        # keep answering "no language model is configured". The model-change gate still
+        # decides; when it refuses, the provider is kept and the default stays unset.
+        try:
+            with transaction.atomic():
+                _default_set(actor=actor, config=config, current=None, reason="first provider")
+        except (Conflict, IntegrityError):  # gated, or another provider became the default
+            pass
     return config
 
 
@@ -188,6 +205,17 @@ def provider_config_set_default(
             raise InvalidInput("An inactive provider cannot be the default.", code="inactive")
     if current == config:
         return config
+    _default_set(actor=actor, config=config, current=current)
+    return config
+
+
+def _default_set(
+    *,
+    actor: Actor,
+    config: ModelProviderConfig | None,
+    current: ModelProviderConfig | None,
+    reason: str = "",
+) -> None:
     serving = current if current is not None and current.is_active else None
     if serving != config:
         check_provider_change(
@@ -211,8 +239,103 @@ def provider_config_set_default(
         target=config or current,
         before={"default": current.name if current else None},
         after={"default": config.name if config else None},
+        reason=reason,
     )
-    return config
+
+
+def provider_uses(config: ModelProviderConfig) -> dict:
+    """What would break if `config` went away: whether it is the organization's default, the
+    template versions naming it (any status: a draft would be published naming it), the active
+    agents running those versions, the evaluation suites judging with it and whether the
+    skills drafting model is it. Empty lists and False: nothing uses it."""
+    named = Q(model_settings__provider_config=config.pk) | Q(
+        model_settings__provider_config=str(config.pk)
+    )
+    versions = list(
+        TemplateVersion.objects.filter(named, organization_id=config.organization_id)
+        .select_related("template")
+        .order_by("template__name", "number")
+    )
+    agents = Agent.objects.filter(
+        organization_id=config.organization_id,
+        version__in=[version.pk for version in versions],
+        status=Agent.Status.ACTIVE,
+    ).count()
+    suites = list(
+        EvalSuite.objects.filter(
+            Q(judge__provider_config=config.pk) | Q(judge__provider_config=str(config.pk)),
+            organization_id=config.organization_id,
+        ).values_list("name", flat=True)
+    )
+    skills = (config.organization.settings or {}).get("skills") or {}
+    return {
+        "default": config.is_default,
+        "templates": list(
+            {
+                v.template_id: {"id": v.template_id, "name": v.template.name} for v in versions
+            }.values()
+        ),
+        "versions": [
+            {
+                "id": version.pk,
+                "template": version.template.name,
+                "number": version.number,
+                "status": version.status,
+            }
+            for version in versions
+        ],
+        "agents": agents,
+        "evaluation_suites": suites,
+        "skills_model": str(skills.get("provider_config") or "") == str(config.pk),
+    }
+
+
+def _uses_sentence(uses: dict) -> str:
+    parts = []
+    if uses["default"]:
+        parts.append("it is the organization's default (make another provider the default first)")
+    if uses["versions"]:
+        named = ", ".join(
+            f"{v['template']} v{v['number']} ({TemplateVersion.Status(v['status']).label.lower()})"
+            for v in uses["versions"][:10]
+        )
+        more = len(uses["versions"]) - 10
+        parts.append(
+            f"template versions name it: {named}" + (f" and {more} more" if more > 0 else "")
+        )
+    if uses["agents"]:
+        parts.append(f"{uses['agents']} active agent{'s' if uses['agents'] != 1 else ''} run on it")
+    if uses["evaluation_suites"]:
+        parts.append(f"evaluation suites judge with it: {', '.join(uses['evaluation_suites'])}")
+    if uses["skills_model"]:
+        parts.append("the organization drafts skills with it")
+    return "; ".join(parts)
+
+
+@transaction.atomic
+def provider_config_delete(*, actor: Actor, config: ModelProviderConfig) -> None:
+    """Delete a provider no one uses; refused (409 `provider_in_use`, saying by what, nothing
+    deleted) while it is the default or templates, agents, evaluation suites or skills drafting
+    use it. Calls already made keep their records (steps and usage name no provider row)."""
+    actor.require("model.manage")
+    config = ModelProviderConfig.objects.select_for_update().get(
+        pk=config.pk, organization=actor.organization
+    )
+    uses = provider_uses(config)
+    if (
+        uses["default"]
+        or uses["versions"]
+        or uses["agents"]
+        or uses["evaluation_suites"]
+        or uses["skills_model"]
+    ):
+        raise Conflict(
+            f"“{config.name}” cannot be deleted while it is in use: {_uses_sentence(uses)}.",
+            code="provider_in_use",
+            details=uses,
+        )
+    audit.record(actor=actor, action="provider.delete", target=config, before=_described(config))
+    config.delete()
 
 
 def provider_config_test(*, actor: Actor, config: ModelProviderConfig, model: str = "") -> dict:

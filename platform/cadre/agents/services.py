@@ -131,6 +131,13 @@ def validate_content(content: dict, organization_id: int | None = None) -> dict:
                 bad = [s for s in policy.get(key, []) if s not in MEMORY_SCOPES]
                 if bad:
                     errors["memory_policy"] = f"{key}: unknown scope {bad[0]!r}"
+            retention = policy.get("retention_days")
+            if retention is not None and (
+                not isinstance(retention, int) or isinstance(retention, bool) or retention < 1
+            ):
+                errors["memory_policy"] = (
+                    "retention_days: a whole number of days, 1 or more (or null)"
+                )
             kinds = policy.get("retrieve_kinds")
             if kinds is not None and (
                 not isinstance(kinds, list) or any(kind not in Kind.values for kind in kinds)

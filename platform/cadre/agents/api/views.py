@@ -14,7 +14,12 @@ from django.db.models import Count, Prefetch
 from django.http import StreamingHttpResponse
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import mixins, renderers, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
@@ -142,7 +147,8 @@ class TemplateViewSet(
         request=s.GenerateSerializer,
         responses={201: s.TemplateVersionSerializer},
         description="Draft SOP, AGENT.md and USER.md from uploaded documents (md, txt, "
-        "docx, pdf text) into a new draft version.",
+        "docx, pdf text) into the template's open draft (those three fields are replaced) or, "
+        "when none is open, a new draft version; 409 `not_draft` while a version is in review.",
     )
     @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
     def generate(self, request, pk=None):
@@ -264,7 +270,11 @@ class PresetView(APIView):
 
 
 class ProviderConfigViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, TenantViewSet
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    TenantViewSet,
 ):
     model = ModelProviderConfig
     serializer_class = s.ProviderConfigSerializer
@@ -288,6 +298,22 @@ class ProviderConfigViewSet(
             timeout_seconds=data.get("timeout_seconds", 60),
             preset=data.get("preset", ""),
         )
+
+    @extend_schema(
+        responses={
+            204: None,
+            409: OpenApiResponse(
+                description="In use (`provider_in_use`): `details` says by what — the "
+                "organization's default, template versions, active agents, evaluation suites, "
+                "skills drafting. Nothing is deleted."
+            ),
+        }
+    )
+    def destroy(self, request, *args, **kwargs):
+        return super().destroy(request, *args, **kwargs)
+
+    def perform_destroy(self, instance):
+        providers.provider_config_delete(actor=self.actor, config=instance)
 
     @extend_schema(request=None, responses=s.ProviderConfigSerializer)
     @action(detail=True, methods=["post"], url_path="default")

@@ -214,6 +214,11 @@ class VersionForm(ActorFormMixin, forms.Form):
 
     def clean(self):
         data = super().clean()
+        # Browsers post a textarea's lines ending in CRLF: stored as written, every save
+        # would change every line of the version's diff.
+        for name in ("sop", "agent_md", "user_md_template", "change_note"):
+            if isinstance(data.get(name), str):
+                data[name] = data[name].replace("\r\n", "\n")
         settings = dict(data.get("model_settings") or {})
         config = self.configs.get(data.pop("provider_config", "") or "")
         model = data.pop("model", "")

@@ -1,6 +1,7 @@
 """Role templates in the console: list, create (optionally from a preset), versions with their
-status, edit a draft, diff any two versions, submit / withdraw / publish, and drafting a new
-version from uploaded documents. Every write goes through `cadre.agents.services`."""
+status, edit a draft, diff any two versions, submit / withdraw / publish, and drafting the open
+draft (or a new one) from uploaded documents — offered at creation too. Every write goes
+through `cadre.agents.services`."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from cadre.console.views.agents_forms import (
     TemplateCreateForm,
     VersionForm,
 )
+from cadre.console.views.agents_template_pickers import VersionPickerForm
 from cadre.console.views.base import denied, paginate, posted, query_without_page
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
@@ -79,6 +81,9 @@ def template_create(request):
             add_service_error(form, error)
         else:
             messages.success(request, f"“{template.name}” was created with a first draft.")
+            if request.POST.get("then") == "generate":
+                # "Create and generate from documents": the documents fill that first draft.
+                return redirect("console:template_generate", pk=template.pk)
             return redirect("console:template", pk=template.pk)
     return render(
         request,
@@ -133,6 +138,7 @@ def version_detail(request, pk: int, number: int):
             "version": version,
             "template": version.template,
             "can_manage": request.actor.can("template.manage", version),
+            "can_dispatch": request.actor.has("deployment.manage"),
             "reason_form": ReasonForm(),
         },
     )
@@ -148,9 +154,16 @@ def version_edit(request, pk: int, number: int):
             + (" — withdraw it from review first." if version.status == "in_review" else "."),
         )
         return redirect("console:template_version", pk=pk, number=number)
-    form = VersionForm(
+    # The pickers, or the Advanced (JSON) view; a post says which it came from (a client
+    # posting the JSON fields without saying so edits JSON, as before the pickers).
+    if request.method == "POST":
+        advanced = request.POST.get("editor", "json") == "json"
+    else:
+        advanced = request.GET.get("view") == "json"
+    form_class = VersionForm if advanced else VersionPickerForm
+    form = form_class(
         posted(request),
-        initial=VersionForm.initial_for(version),
+        initial=form_class.initial_for(version),
         actor=request.actor,
     )
     if request.method == "POST" and form.is_valid():
@@ -173,7 +186,7 @@ def version_edit(request, pk: int, number: int):
     return render(
         request,
         "console/agents/templates/edit.html",
-        {"form": form, "version": version, "template": version.template},
+        {"form": form, "version": version, "template": version.template, "advanced": advanced},
     )
 
 
@@ -273,12 +286,16 @@ def template_generate(request, pk: int):
         else:
             messages.success(
                 request,
-                f"Draft v{version.number} was generated ({version.generated_from.get('mode')}). "
+                f"Draft v{version.number} was written from the documents "
+                f"({version.generated_from.get('mode')}). "
                 "Review and edit it before submitting.",
             )
             return redirect("console:template_version", pk=pk, number=version.number)
+    open_version = template.versions.exclude(status=TemplateVersion.Status.PUBLISHED).first()
     return render(
-        request, "console/agents/templates/generate.html", {"template": template, "form": form}
+        request,
+        "console/agents/templates/generate.html",
+        {"template": template, "form": form, "open_version": open_version},
     )
 
 

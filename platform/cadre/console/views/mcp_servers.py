@@ -1,10 +1,11 @@
-"""MCP servers in the console: register an outside MCP server whose tools agents may call,
-discover its tools, set each tool's risk, revoke or restore it. Writes go through
+"""MCP servers in the console: register an outside MCP server whose tools agents may call
+(its credentials as name/value rows), discover its tools, set each tool's risk, replace or
+remove its credentials, revoke or restore it. Writes go through
 `cadre.agents.mcp_tools` (the API's services)."""
 
 from __future__ import annotations
 
-import json
+import re
 
 from django import forms
 from django.contrib import messages
@@ -21,6 +22,63 @@ from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 
 PERMISSION = "connector.manage"
+
+
+# An HTTP header's name (RFC 9110 token) or an environment variable's.
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_CREDENTIALS = 20
+
+
+class CredentialRowsField(forms.Field):
+    """Holds the credential rows' errors; the rows are the posted `credential_name` and
+    `credential_value` lists (a name and a secret value each, never shown again)."""
+
+    widget = forms.HiddenInput
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("label", "Credentials")
+        kwargs.setdefault(
+            "help_text",
+            "Headers sent to an HTTP server (Authorization: Bearer …) or environment variables "
+            "for a stdio command. Stored encrypted; never shown again.",
+        )
+        super().__init__(**kwargs)
+
+
+def credential_rows(data, transport: str) -> dict[str, str]:
+    """The posted name/value rows as a dict; ValidationError naming the row that is wrong."""
+    names = data.getlist("credential_name") if hasattr(data, "getlist") else []
+    values = data.getlist("credential_value") if hasattr(data, "getlist") else []
+    stdio = transport == McpServer.Transport.STDIO
+    pattern, kind = (ENV_NAME, "an environment variable") if stdio else (HEADER_NAME, "a header")
+    found: dict[str, str] = {}
+    for number, (name, value) in enumerate(zip(names, values, strict=False), 1):
+        name = name.strip()
+        if not name and not value:
+            continue
+        if not name:
+            raise forms.ValidationError(f"Row {number}: give the value a name.")
+        if not value:
+            raise forms.ValidationError(f"Row {number}: {name} has no value.")
+        if not pattern.match(name):
+            raise forms.ValidationError(f"Row {number}: {name!r} is not {kind} name.")
+        if name in found:
+            raise forms.ValidationError(f"Row {number}: {name} is given twice.")
+        if len(value) > 4000:
+            raise forms.ValidationError(f"Row {number}: the value is longer than 4000 characters.")
+        found[name] = value
+    if len(found) > MAX_CREDENTIALS:
+        raise forms.ValidationError(f"At most {MAX_CREDENTIALS} credentials.")
+    return found
+
+
+def credential_names(form: forms.Form) -> list[str]:
+    """The names to show in the rows again (values never are), and room for more."""
+    names = form.data.getlist("credential_name") if form.is_bound else []
+    names = [name for name in names if name.strip()]
+    return names + [""] * max(3 - len(names), 1)
 
 
 class McpServerForm(forms.Form):
@@ -41,26 +99,35 @@ class McpServerForm(forms.Form):
     args = forms.CharField(
         max_length=4000, required=False, label="Arguments", help_text="For stdio: one per line."
     )
-    credentials = forms.CharField(
-        max_length=8000,
-        required=False,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text='A JSON object: headers for HTTP (<code>{"Authorization": "Bearer …"}</code>) '
-        "or environment variables for stdio. Stored encrypted; never shown again.",
-    )
+    credentials = CredentialRowsField()
     description = forms.CharField(max_length=300, required=False)
 
     def clean_credentials(self):
-        text = self.cleaned_data.get("credentials") or ""
-        if not text.strip():
-            return None
-        try:
-            value = json.loads(text)
-        except ValueError:
-            raise forms.ValidationError("Not valid JSON.") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("A JSON object.")
-        return value
+        return credential_rows(self.data, self.data.get("transport") or "") or None
+
+
+class McpCredentialsForm(forms.Form):
+    """Replace a registered server's credentials, or remove them."""
+
+    credentials = CredentialRowsField()
+    clear = forms.BooleanField(required=False, label="Remove the stored credentials")
+
+    def __init__(self, *args, transport: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.transport = transport
+
+    def clean_credentials(self):
+        return credential_rows(self.data, self.transport)
+
+    def clean(self):
+        data = super().clean()
+        if "credentials" not in data:
+            return data
+        if data.get("clear") and data["credentials"]:
+            self.add_error("credentials", "Either enter new credentials or remove them.")
+        elif not data.get("clear") and not data["credentials"]:
+            self.add_error("credentials", "Enter at least one name and value.")
+        return data
 
 
 def _server(request, pk: int) -> McpServer:
@@ -92,7 +159,7 @@ def mcp_server_list(request):
     return render(
         request,
         "console/mcp_servers/list.html",
-        {"servers": servers, "form": form},
+        {"servers": servers, "form": form, "credential_names": credential_names(form)},
         status=400 if request.method == "POST" else 200,
     )
 
@@ -100,10 +167,33 @@ def mcp_server_list(request):
 @require_permission(PERMISSION)
 def mcp_server_detail(request, pk: int):
     server = _server(request, pk)
+    form = McpCredentialsForm(posted(request), transport=server.transport)
+    if request.method == "POST" and form.is_valid():
+        try:
+            server = mcp_tools.mcp_server_update(
+                actor=request.actor, server=server, credentials=form.cleaned_data["credentials"]
+            )
+        except CadreError as error:
+            add_service_error(form, error)
+        else:
+            messages.success(
+                request,
+                f"{server.name}'s credentials were replaced."
+                if server.credentials
+                else f"{server.name}'s credentials were removed.",
+            )
+            return redirect("console:mcp_server", pk=server.pk)
     return render(
         request,
         "console/mcp_servers/detail.html",
-        {"server": server, "tools": mcp_tools.tools_with_risk(server), "risks": RISKS},
+        {
+            "server": server,
+            "tools": mcp_tools.tools_with_risk(server),
+            "risks": RISKS,
+            "form": form,
+            "credential_names": credential_names(form),
+        },
+        status=400 if request.method == "POST" else 200,
     )
 
 

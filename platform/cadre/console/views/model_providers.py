@@ -1,6 +1,7 @@
-"""Models in the console: the organization's model providers (add from a preset, edit, test the
-connection, make the default) and the embedding model's coverage with a re-embed. Writes go
-through `cadre.agents.providers` and `cadre.memory.reembed`."""
+"""Models in the console: the organization's model providers (add from a preset — the first
+becomes the default —, edit, test the connection, make the default, delete one not in use) and
+the embedding model's coverage with a re-embed. Writes go through `cadre.agents.providers` and
+`cadre.memory.reembed`."""
 
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ def _page(request, *, report=None, tested=None, status=200):
             "preset_labels": {key: preset.label for key, preset in presets.items()},
             "report": report,
             "tested": tested,
+            "default_provider": next((c for c in configs if c.is_default and c.is_active), None),
             **_embedding_context(request),
         },
         status=status,
@@ -131,7 +133,14 @@ def provider_create(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"“{config.name}” was added. Test its connection next.")
+            if config.is_default:
+                messages.success(
+                    request,
+                    f"“{config.name}” was added and is the organization's default: agents whose "
+                    "template names no provider answer with it. Test its connection next.",
+                )
+            else:
+                messages.success(request, f"“{config.name}” was added. Test its connection next.")
             return redirect("console:models")
     return render(
         request,
@@ -234,6 +243,19 @@ def provider_default(request, pk: int):
 
 @gate("model.manage")
 @require_POST
+def provider_delete(request, pk: int):
+    config = _provider_or_404(request, pk)
+    try:
+        providers.provider_config_delete(actor=request.actor, config=config)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"“{config.name}” was deleted.")
+    return redirect("console:models")
+
+
+@gate("model.manage")
+@require_POST
 def embeddings_reembed(request):
     try:
         task = reembed_start(actor=request.actor)
@@ -288,6 +310,7 @@ urlpatterns = [
     path("models/providers/<int:pk>/prices/", provider_prices, name="provider_prices"),
     path("models/providers/<int:pk>/test/", provider_test, name="provider_test"),
     path("models/providers/<int:pk>/default/", provider_default, name="provider_default"),
+    path("models/providers/<int:pk>/delete/", provider_delete, name="provider_delete"),
     path("models/embeddings/", embeddings_card, name="embeddings"),
     path("models/embeddings/reembed/", embeddings_reembed, name="embeddings_reembed"),
     path("models/embeddings/activate/", embeddings_activate, name="embeddings_activate"),
