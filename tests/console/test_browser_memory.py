@@ -17,7 +17,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from cadre.agents import services as agent_services
-from cadre.agents.models import Run, Session
+from cadre.agents.models import Run, Session, Step
 from cadre.memory import services as memory_services
 from cadre.memory.models import Memory
 from cadre.tenancy.actors import member_actor
@@ -75,6 +75,18 @@ def remembered(member, text: str, seconds: float = 30) -> Memory:
     raise AssertionError(f"no memory containing {text!r}: {list(Memory.objects.values())}")
 
 
+def written_step_recorded(run, seconds: float = 30) -> None:
+    """Wait until the after-run hook step that lists the memories the turn wrote is recorded."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if Step.objects.filter(
+            run=run, kind=Step.Kind.HOOK, output__has_key="written_memories"
+        ).exists():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no memory_write step for run {run.pk}")
+
+
 def test_a_preference_stated_in_web_chat_is_the_employees_in_the_api_and_console(
     worker, alice, bob, bob_agent
 ):
@@ -102,6 +114,9 @@ def test_a_preference_stated_in_web_chat_is_the_employees_in_the_api_and_console
 
     # The transcript (for those who read transcripts: here the organization's owner) links the
     # memory the turn wrote, and the link opens (memory.personal reaches personal memory).
+    # The memory is stored inside the hook; its step (which the transcript shows) is recorded
+    # once the hook returns, a moment later.
+    written_step_recorded(run)
     admin = Client()
     admin.force_login(alice.user)
     transcript = admin.get(f"/sessions/{run.session_id}/").content.decode()
