@@ -17,6 +17,7 @@ from cadre.governance.audit_models import (  # noqa: F401 - the app's models, se
     AuditEvent,
     AuditEventQuerySet,
 )
+from cadre.governance.risk import blast_radius_sentence
 from cadre.tenancy.models import TenantModel
 
 # --- masking: pseudonym vault and organization rules (cadre.governance.masking) ---------------
@@ -285,10 +286,15 @@ class Confirmation(TenantModel):
         return f"Confirm: {self.tool} ({self.risk_level} risk)"
 
     @property
+    def blast_radius_text(self) -> str:
+        """The blast radius as a sentence ("Sends to 12 people in All staff.")."""
+        return blast_radius_sentence(self.blast_radius)
+
+    @property
     def details_for_card(self) -> list[tuple[str, str]]:
         rows = [("Tool", self.tool), ("Risk", self.risk_level)]
-        for key, value in (self.blast_radius or {}).items():
-            rows.append((key.replace("_", " ").capitalize(), str(value)))
+        if radius := self.blast_radius_text:
+            rows.append(("Blast radius", radius))
         rows.append(("Expires", self.expires_at.strftime("%Y-%m-%d %H:%M %Z")))
         return rows
 
@@ -516,7 +522,7 @@ class UsageRecord(TenantModel):
     cached_input_tokens = models.BigIntegerField(default=0)
     # Of input_tokens, written to the provider's prompt cache (Anthropic's
     # cache_creation_input_tokens, DashScope's cache writes): priced at the cache-write price.
-    cache_write_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0, db_default=0)
     output_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=20, decimal_places=6, default=0)
     # {"<budget id>": "<period start>"}: the budgets whose counters hold this reservation.

@@ -92,7 +92,7 @@ class SkillCandidate(TenantModel):
     fingerprint = models.CharField(max_length=64, blank=True)
     # The public changelog of the version it becomes, set explicitly by the author or a
     # reviewer; a reviewer's comment stays on the decision (internal), never copied here.
-    changelog = models.TextField(blank=True)
+    changelog = models.TextField(blank=True, db_default="")
     validation = models.JSONField(default=dict, blank=True)
     scan_verdict = models.CharField(max_length=8, default="pass")
     scan_findings = models.JSONField(default=list, blank=True)

@@ -68,8 +68,13 @@ class Organization(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     locale = models.CharField(max_length=16, default="en")
     time_zone = models.CharField(max_length=64, default="UTC")
+    # db_default: rows written by code that predates the column (a rolling deploy, a migration
+    # test's historical model) get the default too.
     approved_skills = models.CharField(
-        max_length=16, choices=ApprovedSkills.choices, default=ApprovedSkills.OFFER
+        max_length=16,
+        choices=ApprovedSkills.choices,
+        default=ApprovedSkills.OFFER,
+        db_default=ApprovedSkills.OFFER,
     )
     settings = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -12,6 +12,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="usagerecord",
             name="cache_write_tokens",
-            field=models.BigIntegerField(default=0),
+            field=models.BigIntegerField(default=0, db_default=0),
         ),
     ]

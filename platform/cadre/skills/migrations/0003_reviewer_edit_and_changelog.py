@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="skillcandidate",
             name="changelog",
-            field=models.TextField(blank=True),
+            field=models.TextField(blank=True, db_default=""),
         ),
         migrations.AlterField(
             model_name="reviewdecision",

@@ -20,6 +20,7 @@ class Migration(migrations.Migration):
                     ("automatic", "Install it into the template's next version"),
                 ],
                 default="offer",
+                db_default="offer",
                 max_length=16,
             ),
         ),
