@@ -88,6 +88,8 @@ ecosystem-tools:
 
 # The browser tests (tests/console/test_browser_chat.py) drive Debian's Chromium through
 # Playwright, which never downloads a browser; without it they are skipped.
+# Debian's Chromium for the browser tests, and Debian's Noto CJK fonts so their screenshots draw
+# Chinese, Japanese and Korean text instead of empty boxes (each installed only when missing).
 CHROMIUM := /usr/bin/chromium
 chromium:
 	@if [ ! -x $(CHROMIUM) ]; then \
@@ -96,6 +98,15 @@ chromium:
 			apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
 		else \
 			echo "make: $(CHROMIUM) not found (apt-get install chromium): the browser tests will be skipped" >&2; \
+		fi; \
+	fi
+	@if command -v dpkg-query >/dev/null 2>&1 && \
+		! dpkg-query -W -f='$${Status}' fonts-noto-cjk 2>/dev/null | grep -q "ok installed"; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ]; then \
+			echo "apt-get install fonts-noto-cjk (Chinese text in the browser tests' screenshots)"; \
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends fonts-noto-cjk; \
+		else \
+			echo "make: fonts-noto-cjk not installed (apt-get install fonts-noto-cjk): screenshots draw Chinese as empty boxes" >&2; \
 		fi; \
 	fi
 

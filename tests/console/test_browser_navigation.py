@@ -3,7 +3,8 @@
 owner, with data on it: no JavaScript or console error, no failed request (the favicon
 included), no element wider than the viewport, no short list stretched to the page's height,
 icons drawn as SVG rather than glyphs; the Pending badge is amber.
-The pages come from cadre.console.navigation, so a page added there is walked too.
+The pages come from cadre.console.navigation, so a page added there is walked too; every detail
+and edit page is opened by test_browser_detail_pages.py.
 Screenshots in var/screenshots/nav-*.png."""
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from cadre.agents.evaluation.models import EvalCase, EvalSuite
 from cadre.agents.runtime.lifecycle import execution as engine
 from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.governance.models import AuditEvent
+from cadre.memory.models import EmbeddingModel, OrganizationEmbeddingModel
 from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import Organization
 from tests.console.agents_setup import (  # noqa: F401 - fixtures
@@ -115,6 +116,24 @@ def test_the_suite_page_shows_cases_and_starts_a_replay(alice, suite, template, 
     )
     assert "embedding_model must name a known embedding model" in refused.content.decode()
     assert suite.runs.count() == 1
+
+
+def test_the_replay_form_offers_the_organizations_embedding_models_with_their_status(
+    alice, org_b, suite
+):
+    ours = EmbeddingModel.objects.create(
+        id="local/ours", provider="local", name="ours", dimension=8
+    )
+    theirs = EmbeddingModel.objects.create(
+        id="local/theirs", provider="local", name="theirs", dimension=8
+    )
+    OrganizationEmbeddingModel.objects.create(organization=alice.organization, model=ours)
+    OrganizationEmbeddingModel.objects.create(organization=org_b, model=theirs, status="active")
+    page = client(alice).get(reverse("console:evaluation_suite", args=[suite.pk]))
+    assert page.status_code == 200  # a 500 while any embedding model existed
+    html = page.content.decode()
+    assert '<option value="local/ours">local/ours (building)' in html
+    assert "local/theirs" not in html
 
 
 def test_the_run_page_shows_both_sides_per_case_the_aggregate_and_overrides(

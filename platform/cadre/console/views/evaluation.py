@@ -22,7 +22,7 @@ from cadre.console.views.base import paginate, query_without_page
 from cadre.console.views.base import require_permission as gate
 from cadre.errors import CadreError
 from cadre.llm import BudgetExceeded
-from cadre.memory.models import EmbeddingModel
+from cadre.memory.models import OrganizationEmbeddingModel
 
 GATE_LABELS = {
     gates.TEMPLATE_PUBLISH: (
@@ -64,9 +64,11 @@ class ReplayForm(forms.Form):
         self.fields["version"].choices = [("", "—")] + [
             (v.pk, f"v{v.number} ({v.get_status_display().lower()})") for v in versions
         ]
+        # The organization's embedding models, with where each stands for it (building,
+        # active, retired); the model itself is instance-wide and has no status.
+        uses = OrganizationEmbeddingModel.objects.filter(organization=suite.organization_id)
         self.fields["embedding_model"].choices = [("", "—")] + [
-            (m.pk, f"{m.pk} ({m.get_status_display().lower()})")
-            for m in EmbeddingModel.objects.order_by("pk")
+            (use.model_id, f"{use.model_id} ({use.status})") for use in uses.order_by("model_id")
         ]
 
     def candidate(self) -> dict:
