@@ -121,17 +121,24 @@ def _click_point(page, chart: str, series: str | None = None) -> None:
 def test_each_viewer_page_draws_and_a_point_opens_its_memory(page, bob, viewer_data):
     assert _sign_in(page, bob.user.email, PASSWORD).status == 200
     _open(page, "/memory/timeline/", "timeline")
-    expect(page.locator("[data-viewer-status]")).to_contain_text("6 memories in range")
+    expect(page.locator("[data-viewer-status]")).to_contain_text(
+        "6 memories in range (written in it, not deleted)"
+    )
     # Zoomed to the last tenth of the range (as the slider does): the counts, the points and
     # the validity spans show the same stretch of time.
     extents = page.evaluate(ZOOM_JS)
     full, counts, points, spans = extents
     assert counts == points == spans, extents
     assert abs((counts[1] - counts[0]) - (full[1] - full[0]) / 10) < 1000, extents
+    # Back to the whole range (fitted to the data: the last tenth holds the newest only).
+    page.evaluate(
+        "() => window.cadreViewer.charts.main"
+        ".dispatchAction({ type: 'dataZoom', start: 0, end: 100 })"
+    )
     _click_point(page, "main", "memories")
 
     _open(page, "/memory/map/", "map")
-    expect(page.locator("[data-viewer-status]")).to_contain_text("6 of 6 memories")
+    expect(page.locator("[data-viewer-status]")).to_contain_text("6 active memories on the map")
     _click_point(page, "main")
     page.screenshot(path=str(SHOTS / "viewer-map-opened.png"), full_page=True)
 
@@ -246,7 +253,8 @@ def test_viewer_timing_box_selection_colours_slider_keyboard_and_print(page, bob
     page.screenshot(path=str(SHOTS / "viewer-map-box-selection.png"), full_page=True)
 
     # Timeline: the as-of slider by keyboard. One day back = the memories written by
-    # yesterday 23:59:59 UTC, End = today (all 6), Home = 30 days ago (none yet).
+    # yesterday 23:59:59 UTC, End = today (all 6), Home = the range's first day (the range
+    # fits the data: it starts a little before the oldest memory).
     _open(page, "/memory/timeline/", "timeline")
     slider = page.locator("[data-as-of-slider]")
     slider.focus()
@@ -271,7 +279,17 @@ def test_viewer_timing_box_selection_colours_slider_keyboard_and_print(page, bob
     page.keyboard.press("End")
     expect(page.locator("[data-viewer-status]")).to_contain_text("6 were valid on")
     page.keyboard.press("Home")
-    expect(page.locator("[data-viewer-status]")).to_contain_text("0 were valid on")
+    first_day = datetime.fromtimestamp(int(slider.get_attribute("data-since")) / 1000, UTC).date()
+    first_cutoff = datetime.combine(first_day, time.max, tzinfo=UTC)
+    valid_then = sum(
+        1
+        for m in Memory.objects.filter(pk__in=[m.pk for m in viewer_data])
+        if m.created_at <= first_cutoff
+    )
+    assert valid_then < 6
+    expect(page.locator("[data-viewer-status]")).to_contain_text(
+        f"{valid_then} were valid on {first_day.isoformat()}"
+    )
 
     # Keyboard: from the Show button, Tab reaches the chart's table; Enter opens it; a link
     # in it opens its memory.

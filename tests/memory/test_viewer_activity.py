@@ -293,7 +293,7 @@ def test_old_days_come_from_the_rollup(known, bob):  # noqa: F811
         event="created",
         count=7,
     )
-    body = timeline.memory_timeline(actor, bucket="day")
+    body = timeline.memory_timeline(actor, since=timezone.now() - timedelta(days=30), bucket="day")
     moment = datetime(day.year, day.month, day.day, tzinfo=UTC)
     assert {"t": moment, "kind": "fact", "count": 7} in body["by_kind"]
 

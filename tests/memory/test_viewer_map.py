@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection
@@ -14,6 +15,8 @@ from rest_framework.fields import DateTimeField
 from cadre.governance.audit_models import AuditEvent
 from cadre.memory import embeddings, services
 from cadre.memory.models import Memory, MemoryMap, MemoryTask
+from cadre.tenancy.actors import Actor
+from cadre.viewer import vector_map
 from cadre.viewer.vector_map import cluster_terms, unpack_points
 from tests.conftest import actor_for
 
@@ -193,3 +196,58 @@ def test_an_admins_map_of_a_members_memories_is_a_read_they_see(
     assert event.target_id == str(bob.pk)
     assert event.changes["route"] == "memory-viewer-vector-map"
     assert event.changes["count"] == 12
+
+
+def test_a_map_behind_its_memories_is_served_while_a_new_one_is_computed(
+    bob, client_for, embedded, run_async
+):
+    """A ready map counts what it was computed over: once a memory is written since, the
+    page is told a new one is computing (and then counts it), never "12 of 12" for good."""
+    client = client_for(bob)
+    assert _computed(client, run_async, {"clusters": 3})["total"] == 12
+    assert client.get(MAP, {"clusters": 3}).json()["computing_id"] is None  # up to date
+    added = services.memory_add(
+        actor=actor_for(bob),
+        scope="user",
+        kind="fact",
+        content="Bob takes the train to the Shanghai office",
+        source_kind="user_statement",
+    )
+    embeddings.embed_memories([added], embeddings.active_model())
+    with run_async():
+        behind = client.get(MAP, {"clusters": 3})
+    assert behind.status_code == 200
+    body = behind.json()
+    assert body["status"] == "ready" and body["total"] == 12 and body["computing_id"]
+    fresh = client.get(MAP, {"clusters": 3}).json()
+    assert (fresh["total"], len(fresh["points"]), fresh["computing_id"]) == (13, 13, None)
+
+
+def test_an_admins_map_covers_the_agent_scopes_the_timeline_counts(
+    alice, bob, client_for, embedded, run_async
+):
+    """The map's default selection is what the timeline counts for the same person: an
+    admin's reach into every agent scope holding memory included."""
+    agent = Actor(
+        kind="agent",
+        organization=bob.organization,
+        agent=SimpleNamespace(pk=5),
+        member=bob,
+        label="agent 5",
+    )
+    noted = services.memory_add(
+        actor=agent,
+        scope="agent",
+        kind="fact",
+        content="The ERP export times out after 500 rows",
+        source_kind="tool_result",
+    )
+    embeddings.embed_memories([noted], embeddings.active_model())
+    admin = actor_for(alice)
+    assert "agent:5" in vector_map.map_scope_keys(admin, None)
+    assert "agent:5" not in vector_map.map_scope_keys(actor_for(bob), None)
+    client = client_for(alice)
+    mapped = _computed(client, run_async, {})
+    counted = client.get("/api/v1/memory-viewer/timeline/").json()
+    assert noted.pk in {point["id"] for point in mapped["points"]}
+    assert mapped["total"] == counted["points_total"] == len(counted["points"])

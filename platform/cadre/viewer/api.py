@@ -54,7 +54,12 @@ class MemoryViewerViewSet(MemoryScopedViewSet):
     @extend_schema(
         parameters=[
             *FILTERS,
-            OpenApiParameter("since", OpenApiTypes.DATETIME, description="Default: 30 days ago"),
+            OpenApiParameter(
+                "since",
+                OpenApiTypes.DATETIME,
+                description="Default: fitted to the data (from just before the oldest memory; "
+                "at least 15 minutes, at most a year; 30 days when there is none)",
+            ),
             OpenApiParameter("until", OpenApiTypes.DATETIME, description="Default: now"),
             OpenApiParameter("bucket", OpenApiTypes.STR, enum=list(timeline.BUCKETS)),
             OpenApiParameter("as_of", OpenApiTypes.DATETIME, description="The set at a moment"),

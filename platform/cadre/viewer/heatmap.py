@@ -77,11 +77,18 @@ def memory_heatmap(
     labels = _memory_labels(
         actor, {row["memory_id"] for row in hottest + coldest} | set(unused_sample)
     )
+    # Scopes by the names the page's scope filter shows ("You", "Member: Bob", an agent's
+    # name), for the scope rows and for each memory named: rows read as names, not ids.
     scope_names = selectors.scope_labels(
         actor.organization,
-        sorted({row["memory__scope_key"] for row in by_scope}),
+        sorted(
+            {row["memory__scope_key"] for row in by_scope}
+            | {row["scope_key"] for row in labels.values()}
+        ),
         viewer=selectors.acting_member(actor),
     )
+    for row in labels.values():
+        row["scope_label"] = scope_names.get(row["scope_key"], row["scope_key"])
 
     def described(row: dict) -> dict:
         return {**labels.get(row["memory_id"], {"id": row["memory_id"]}), **row}

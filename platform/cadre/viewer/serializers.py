@@ -182,6 +182,7 @@ class MemoryUsageSerializer(RowSerializer):
     id = serializers.IntegerField()
     kind = serializers.CharField(required=False)
     scope_key = serializers.CharField(required=False)
+    scope_label = serializers.CharField(required=False, help_text="The scope's readable name")
     preview = serializers.CharField(required=False)
     retrieved = serializers.IntegerField()
     sent = serializers.IntegerField()
@@ -192,6 +193,7 @@ class MemoryBriefSerializer(RowSerializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     scope_key = serializers.CharField()
+    scope_label = serializers.CharField(help_text="The scope's readable name")
     preview = serializers.CharField()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Case, CharField, Count, Q, Value, When
+from django.db.models import Case, CharField, Count, Min, Q, Value, When
 from django.db.models.functions import Left, Trunc
 from django.utils import timezone
 
@@ -20,6 +20,9 @@ BUCKETS = ("hour", "day", "week", "month")
 EVENTS = ("added", "updated", "corrected", "superseded", "merged", "deleted", "expired")
 POINT_LIMIT = 2000
 PREVIEW_CHARS = 80
+# The default range's shortest and longest span (see `fitted_since`).
+MIN_SPAN = timedelta(minutes=15)
+MAX_SPAN = timedelta(days=365)
 
 # A version's change, as the event the timeline shows. The absorbed side of a near-duplicate
 # merge is "superseded" (it stops being active); the kept side is "merged", so one merge
@@ -50,6 +53,20 @@ def auto_bucket(since: datetime, until: datetime) -> str:
     return "week" if span <= timedelta(days=731) else "month"
 
 
+def fitted_since(rows, until: datetime) -> datetime:
+    """The default start of the range: the oldest memory written before `until`, less a
+    twentieth of the span, so the data fills the axis rather than sitting at the right edge
+    of a month; at least MIN_SPAN before `until` (all data written in the last minutes: a
+    quarter of an hour, in hours) and at most MAX_SPAN (a year, in weeks). With no memory:
+    the last 30 days."""
+    oldest = rows.filter(created_at__lt=until).aggregate(oldest=Min("created_at"))["oldest"]
+    if oldest is None:
+        return until - timedelta(days=30)
+    span = until - oldest
+    since = oldest - span / 20
+    return max(min(since, until - MIN_SPAN), until - MAX_SPAN)
+
+
 @selectors.scope_keys_memo()
 def memory_timeline(
     actor,
@@ -62,15 +79,16 @@ def memory_timeline(
     as_of: datetime | None = None,
     limit: int = POINT_LIMIT,
 ) -> dict:
-    """Series and points for [since, until) (default: the last 30 days), in UTC buckets."""
+    """Series and points for [since, until) in UTC buckets. Without `since`, the range fits the
+    data (`fitted_since`): from a little before the oldest memory to `until` (default now)."""
+    everything = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds, with_deleted=True)
     until = until or timezone.now()
-    since = since or until - timedelta(days=30)
+    since = since or fitted_since(everything, until)
     if since >= until:
         raise InvalidInput("since must be before until.", details={"since": ["Before until."]})
     if bucket is not None and bucket not in BUCKETS:
         raise InvalidInput(f"Unknown bucket {bucket!r}.", details={"bucket": list(BUCKETS)})
     bucket = bucket or auto_bucket(since, until)
-    everything = viewer_memories(actor, scope_keys=scope_keys, kinds=kinds, with_deleted=True)
     added = everything.filter(created_at__gte=since, created_at__lt=until)
     if reach.DIRECT:
         by_kind, by_event, points_total = _direct_counts(everything, added, since, until, bucket)

@@ -46,6 +46,7 @@ from cadre.memory.models import (
 from cadre.memory.search import binary_connection
 from cadre.memory.services.common import enqueue
 from cadre.memory.text import STOP_WORDS, tokenize
+from cadre.viewer import cache
 
 METHODS = ("pca", "umap") if importlib.util.find_spec("umap") else ("pca",)
 DEFAULT_SAMPLE = 100_000
@@ -63,9 +64,45 @@ CHUNK = 10_000
 
 
 def map_scope_keys(actor, scope_keys: list[str] | None) -> list[str]:
-    """The scopes a map covers: the requested ones the actor may read (default: every readable
-    scope). A map is over whole scopes, so anyone who may read them may see it."""
-    return sorted(selectors.narrow_scope_keys(actor, scope_keys))
+    """The scopes a map covers: the requested ones the actor may read (default: every scope it
+    reads whole — its own, its agents', departments', positions', the organization's, and for
+    admins the agent and personal scopes holding memory, as the timeline counts them). A map is
+    over whole scopes, so anyone who may read them may see it: memories about the actor kept in
+    a scope it does not read whole stay off the map."""
+    keys = selectors.narrow_scope_keys(actor, scope_keys)
+    if not scope_keys and selectors.acting_member(actor) is not None:
+        whole = [
+            scope
+            for scope, permission in (
+                (Scope.AGENT, "memory.view"),
+                (Scope.USER, selectors.PERSONAL_PERMISSION),
+            )
+            if actor.has(permission)
+        ]
+        if whole and selectors.can_read_memory(actor):
+            keys += (
+                selectors.memory_queryset(actor)
+                .filter(scope__in=whole)
+                .values_list("scope_key", flat=True)
+                .order_by()  # the model's ordering would join the DISTINCT
+                .distinct()
+            )
+    return sorted(set(keys))
+
+
+def map_is_stale(memory_map: MemoryMap) -> bool:
+    """Has the selection changed since the map was requested: a memory written, changed or
+    deleted since, or a vector added (the map counts the active memories with a vector)?"""
+    # The selection's vectors whatever their memory's status: a deletion shows here too.
+    changed = MemoryEmbedding.objects.filter(
+        model=memory_map.model,
+        memory__organization_id=memory_map.organization_id,
+        memory__scope_key__in=memory_map.scope_keys,
+        memory__updated_at__gt=memory_map.created_at,
+    )
+    if memory_map.kinds:
+        changed = changed.filter(memory__kind__in=memory_map.kinds)
+    return changed.exists() or _selection_rows(memory_map).count() != memory_map.total
 
 
 def map_params(*, method: str = "pca", sample: int | None = None, clusters: int | None = None):
@@ -121,7 +158,16 @@ def memory_map_request(
     computing = maps.filter(
         status=MemoryMap.Status.COMPUTING, created_at__gte=timezone.now() - COMPUTE_TIMEOUT
     ).first()
-    if (ready is None or refresh) and computing is None and keys:
+    # A ready map older than the selection's last change is served while a new one is
+    # computed: the map never says "3 of 3" for long where the timeline counts 12.
+    # Checked once per data version (a memory's save starts a new one) and cache lifetime (a
+    # vector added by a task shows within it): a ready map's body stays a cache read.
+    stale = (
+        ready is not None
+        and computing is None
+        and cache.cached(actor, "map-stale", {"map": ready.pk}, lambda: map_is_stale(ready))
+    )
+    if (ready is None or refresh or stale) and computing is None and keys:
         computing = MemoryMap.objects.create(
             organization=actor.organization,
             selection=selection,

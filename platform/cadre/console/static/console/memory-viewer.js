@@ -13,6 +13,10 @@
   const charts = {};
   const tableBox = root.querySelector("[data-viewer-table]");
   window.cadreViewer = { charts: charts, ready: false, firstChartMs: null };
+  // Scopes by the names the scope filter shows ("You", "Member: Bob", an agent's name).
+  const namesNode = document.getElementById("viewer-scope-names");
+  const SCOPE_NAMES = new Map(namesNode ? JSON.parse(namesNode.textContent) : []);
+  const scopeName = (key) => SCOPE_NAMES.get(key) || key;
   let firstChartMarked = false;
   const KIND_COLOURS = ["#2453d4", "#1d7f46", "#9a6300", "#c2382f", "#6b4fbb", "#0f7c8c"];
   const base = { aria: { enabled: true }, animation: false, textStyle: { fontFamily: "inherit" } };
@@ -28,11 +32,28 @@
     });
   }
 
+  // Charts follow their box: drawn at its width on first load (ECharts reads the size once,
+  // at init) and resized whenever the box changes (a scrollbar appearing, the window, print).
+  const sized = new ResizeObserver((entries) => entries.forEach((entry) => {
+    const instance = echarts.getInstanceByDom(entry.target);
+    if (instance && !instance.isDisposed()) instance.resize();
+  }));
+
+  function init(element) {
+    // Shown before ECharts measures it: an empty chart box is display:none (cadre.css), and
+    // ECharts would draw at its 100 px fallback until the window was resized.
+    element.classList.add("viewer-drawn");
+    element.hidden = false;
+    const instance = echarts.init(element, null, { renderer: "canvas" });
+    sized.observe(element);
+    markFirstChart(instance);
+    return instance;
+  }
+
   function chart(element) {
     const key = element.dataset.viewerChart !== undefined ? "main" : Object.keys(element.dataset)[0];
     if (charts[key]) charts[key].dispose();
-    charts[key] = echarts.init(element, null, { renderer: "canvas" });
-    markFirstChart(charts[key]);
+    charts[key] = init(element);
     return charts[key];
   }
 
@@ -123,11 +144,11 @@
     // bucket's start), so a day's additions are drawn on that day.
     const series = kinds.map((kind) => ({
       name: "added: " + kind, type: "bar", stack: "kinds", xAxisIndex: 0, yAxisIndex: 0, barMaxWidth: 24,
-      data: buckets.map((t) => [bucketMiddle(t, body.bucket), count(kind, t)]),
+      data: buckets.map((t) => [bucketMiddle(t, body), count(kind, t)]),
     }));
     events.forEach((event) => series.push({
       name: event, type: "line", xAxisIndex: 0, yAxisIndex: 0, symbolSize: 6,
-      data: body.by_event.filter((r) => r.event === event).map((r) => [bucketMiddle(r.t, body.bucket), r.count]),
+      data: body.by_event.filter((r) => r.event === event).map((r) => [bucketMiddle(r.t, body), r.count]),
     }));
     // With as_of, the memories valid then are drawn full, the others faded.
     const validThen = body.as_of ? new Set(body.as_of.memory_ids) : null;
@@ -165,25 +186,36 @@
         .concat(validThen ? [validThen.has(p.id) ? "yes" : "no"] : [])));
     const total = body.points_total;
     const shown = body.points.length;
-    let message = total + " memories in range" + (shown < total ? " (newest " + shown + " drawn)" : "");
+    // Said as what it counts: every memory written in the range and not deleted; the map counts
+    // those still active (a superseded or archived one stays in the history).
+    let message = total + " memories in range (written in it, not deleted)" + (shown < total ? " · newest " + shown + " drawn" : "");
+    const inactive = body.points.filter((p) => p.status !== "active").length;
+    if (shown === total && inactive) message += " · " + (total - inactive) + " still active (as on the map)";
     if (body.as_of) message += " · " + body.as_of.count + " were valid on " + body.as_of.at.slice(0, 10);
     showEmpty(false, message);
   }
 
-  // A time axis over exactly the range asked for (ECharts' containShape would widen it
-  // around a lone bar).
+  // A time axis over the range asked for (ECharts' containShape would widen it around a lone
+  // bar), with a fortieth of it to spare after its end: the newest memory, written a moment
+  // ago, is drawn whole rather than cut in half by the edge.
   function rangeAxis(body) {
-    return { type: "time", min: Date.parse(body.since), max: Date.parse(body.until), containShape: false };
+    const since = Date.parse(body.since), until = Date.parse(body.until);
+    return { type: "time", min: since, max: until + (until - since) / 40, containShape: false };
   }
 
-  function bucketMiddle(start, bucket) {
+  // The middle of the part of a bucket inside the range: today's bucket ends tomorrow, and
+  // a bar at its middle would fall past the axis's end (now) and not be drawn.
+  function bucketMiddle(start, body) {
+    const bucket = body.bucket;
     const from = new Date(start);
     const to = new Date(from.getTime());
     if (bucket === "hour") to.setUTCHours(to.getUTCHours() + 1);
     else if (bucket === "day") to.setUTCDate(to.getUTCDate() + 1);
     else if (bucket === "week") to.setUTCDate(to.getUTCDate() + 7);
     else to.setUTCMonth(to.getUTCMonth() + 1);
-    return new Date((from.getTime() + to.getTime()) / 2).toISOString();
+    const first = Math.max(from.getTime(), Date.parse(body.since));
+    const last = Math.min(to.getTime(), Date.parse(body.until));
+    return new Date((first + Math.max(first, last)) / 2).toISOString();
   }
 
   // The as-of slider: one step a day over the range shown; moving it shows the set as it was.
@@ -191,13 +223,13 @@
   const asOfField = form.elements.as_of;
   function setSlider(body) {
     if (!slider) return;
-    const since = Date.parse(body.since), until = Date.parse(body.until);
-    const days = Math.max(1, Math.ceil((until - since) / 86400000));
+    // Steps are whole UTC days from the range's first day to its last (today by default), so
+    // the time of day the range starts at never moves a step to a neighbouring day.
+    const dayOf = (t) => Date.parse(new Date(t).toISOString().slice(0, 10) + "T00:00:00Z");
+    const firstDay = dayOf(Date.parse(body.since));
+    const days = Math.max(0, Math.round((dayOf(Date.parse(body.until)) - firstDay) / 86400000));
     slider.min = "0"; slider.max = String(days);
-    slider.dataset.since = String(since);
-    // The step whose day (sliderDate) is the as-of day: counted in whole days from the range's
-    // first day, so the time of day the range starts at never moves it to a neighbour.
-    const firstDay = Date.parse(new Date(since).toISOString().slice(0, 10) + "T00:00:00Z");
+    slider.dataset.since = String(firstDay);
     const step = asOfField.value
       ? Math.round((Date.parse(asOfField.value + "T00:00:00Z") - firstDay) / 86400000)
       : days;
@@ -256,7 +288,7 @@
     const now = Date.now();
     body.points.forEach((p) => {
       if (by === "kind") add(p.kind, p);
-      else if (by === "scope") add(p.scope_key, p);
+      else if (by === "scope") add(scopeName(p.scope_key), p);
       else if (by === "age") {
         const days = (now - Date.parse(p.created_at)) / 86400000;
         add(AGES.find(([, limit]) => days < limit)[0], p);
@@ -336,11 +368,19 @@
     const clusterName = new Map(clusters.map((c) => [c.id, c.label]));
     const rows = body.points.slice(0, 500);
     dataTable("Points", ["Memory", "Kind", "Cluster", "Scope", "Written", "x", "y"],
-      rows.map((p) => [{ id: p.id, text: p.preview }, p.kind, clusterName.get(p.cluster) || p.cluster, p.scope_key, (p.created_at || "").slice(0, 10), p.x.toFixed(3), p.y.toFixed(3)]),
+      rows.map((p) => [{ id: p.id, text: p.preview }, p.kind, clusterName.get(p.cluster) || p.cluster, scopeName(p.scope_key), (p.created_at || "").slice(0, 10), p.x.toFixed(3), p.y.toFixed(3)]),
       rows.length < body.points.length ? "The first " + rows.length + " of " + body.points.length + " points; the memory list has them all." : "");
-    let message = body.sample_size + " of " + body.total + " memories" + (body.sample_size < body.total ? " (a random sample)" : "");
+    // Said as what it counts: the active memories you may read with a vector (those the
+    // timeline counts, less superseded and archived ones and any still waiting for a vector).
+    let message = (body.sample_size < body.total ? body.sample_size + " of " + body.total + " active memories on the map (a random sample)"
+      : body.total + " active memories on the map");
     message += " · " + clusters.length + " clusters · computed " + (body.computed_at || "").slice(0, 16).replace("T", " ") + " in " + body.compute_ms + " ms";
     if (body.association_strength !== null) message += " · association strength " + body.association_strength;
+    // Memories written since this map was computed: a new one is on its way (shown when ready).
+    if (body.computing_id) {
+      message += " · memories changed since: recomputing…";
+      polling = setTimeout(load, 2000);
+    }
     showEmpty(false, message);
     if (body.query) {
       details.replaceChildren(list("Top hits for “" + body.query.text + "”", body.query.hits.map((h) => {
@@ -351,6 +391,18 @@
   }
 
   // --- heatmap -------------------------------------------------------------------------------
+  // The colour scale sits above the grid, on the right, its ends labelled beside it: below
+  // the chart its labels fell on the date axis.
+  const heatGrid = { top: 44, left: 110, right: 30, bottom: 40 };
+  function heatScale(max) {
+    return { min: 0, max: max, dimension: 3, orient: "horizontal", right: 30, top: 4, itemWidth: 12, itemHeight: 140,
+      text: [max + " retrieved", "0"], calculable: false };
+  }
+  // Days as "Nov 7" (the year is the range's), every label room enough to stand apart.
+  function dayAxis(days) {
+    const short = (day) => new Date(day + "T00:00:00Z").toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+    return { type: "category", data: days, axisLabel: { formatter: short, hideOverlap: true } };
+  }
   function drawHeatmap(body) {
     if (!body.by_kind.length && !body.unused.count) return showEmpty(true, "");
     const days = body.days;
@@ -360,22 +412,25 @@
     const main = chart(root.querySelector("[data-viewer-chart]"));
     main.setOption(Object.assign({}, base, {
       tooltip: { formatter: (p) => days[p.value[0]] + " · " + kinds[p.value[1]] + ": sent " + p.value[2] + ", retrieved " + p.value[3] },
-      grid: { top: 20, left: 110, right: 30, bottom: 70 },
-      xAxis: { type: "category", data: days },
+      grid: heatGrid,
+      xAxis: dayAxis(days),
       yAxis: { type: "category", data: kinds },
-      visualMap: { min: 0, max: max, dimension: 3, orient: "horizontal", left: "center", bottom: 0, text: ["retrieved", ""], calculable: true },
+      visualMap: heatScale(max),
       series: [{ type: "heatmap", name: "retrieved by kind", data: cells, label: { show: true, formatter: (p) => p.value[2] + "/" + p.value[3] } }],
     }));
+    // The hottest memories' rows read as what they are: the scope's name and the memory's
+    // first words ("You: Bob prefers green tea…"), not "#15".
     const hot = body.hottest.slice(0, 15);
+    const rowName = (m) => (m.scope_label ? m.scope_label + ": " : "") + (m.preview || "#" + m.id);
     const memCells = body.by_memory.filter((r) => hot.some((h) => h.id === r.memory_id))
       .map((r) => ({ id: r.memory_id, value: [days.indexOf(r.day), hot.findIndex((h) => h.id === r.memory_id), r.sent, r.retrieved] }));
     const memories = chart(root.querySelector("[data-viewer-memories]"));
     memories.setOption(Object.assign({}, base, {
-      tooltip: { formatter: (p) => "#" + p.data.id + " " + days[p.value[0]] + ": sent " + p.value[2] + ", retrieved " + p.value[3] },
-      grid: { top: 20, left: 110, right: 30, bottom: 70 },
-      xAxis: { type: "category", data: days },
-      yAxis: { type: "category", data: hot.map((h) => "#" + h.id) },
-      visualMap: { min: 0, max: Math.max(1, ...memCells.map((c) => c.value[3])), dimension: 3, orient: "horizontal", left: "center", bottom: 0, calculable: true },
+      tooltip: { formatter: (p) => echarts.format.encodeHTML(rowName(hot[p.value[1]])) + "<br>" + days[p.value[0]] + ": sent " + p.value[2] + ", retrieved " + p.value[3] },
+      grid: Object.assign({}, heatGrid, { left: 250 }),
+      xAxis: dayAxis(days),
+      yAxis: { type: "category", data: hot.map(rowName), axisLabel: { width: 236, overflow: "truncate" } },
+      visualMap: heatScale(Math.max(1, ...memCells.map((c) => c.value[3]))),
       series: [{ type: "heatmap", name: "hottest memories", data: memCells }],
     }));
     openOnClick(memories);
@@ -422,8 +477,7 @@
     else showEmpty(false, "Over the last " + body.days + " days, from " + body.since.slice(0, 10) + ".");
     main.hidden = true;
     sparks.forEach(([element, figure], index) => {
-      charts["spark" + index] = echarts.init(element, null, { renderer: "canvas" });
-      markFirstChart(charts["spark" + index]);
+      charts["spark" + index] = init(element);
       charts["spark" + index].setOption(Object.assign({}, base, {
         // Room for a dot on the edge: today is the last day, 0 % and 100 % the bottom and top.
         grid: { top: 8, bottom: 8, left: 8, right: 8 },
