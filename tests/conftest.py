@@ -10,6 +10,7 @@ from celery.signals import task_postrun
 from django.db import connections
 from rest_framework.test import APIClient
 
+from cadre.agents.runtime.records import delivery
 from cadre.tenancy import services
 from cadre.tenancy.actors import member_actor
 from tests.factories import MemberFactory, OrganizationFactory
@@ -25,6 +26,34 @@ def _close_test_worker_connections(sender=None, **_kwargs) -> None:
     eager = getattr(getattr(sender, "request", None), "is_eager", False)
     if not eager and threading.current_thread() is not threading.main_thread():
         connections.close_all()
+
+
+class ReachingChannel:
+    """The stand-in for an organization's IM connector: every agent message can be delivered
+    (`check` finds no problem), so `im_send` — which refuses a message no channel can deliver,
+    before any confirmation — asks and sends as with a connector. The ids of the messages
+    handed over are kept and go no further; replies go to the real channel."""
+
+    def __init__(self):
+        self.messages: list[int] = []
+
+    def channel(self, real: delivery.Channel | None) -> delivery.Channel:
+        reply = real.reply if real is not None else (lambda reply: None)
+        return delivery.Channel(reply=reply, message=self.messages.append, check=lambda m: "")
+
+
+@pytest.fixture(autouse=True)
+def im_channel():
+    """Every test's organizations reach their members over IM (`ReachingChannel` behind each
+    platform's delivery channel). A test of what happens without one overrides
+    `delivery.channels` itself (`delivery.channels.overridden()`: no channel at all); the
+    connectors' own tests (connectors/tests) deliver through real connectors."""
+    reaching = ReachingChannel()
+    channels = dict(delivery.channels.items()) or {"web": None}
+    with delivery.channels.overridden(
+        {name: reaching.channel(real) for name, real in channels.items()}
+    ):
+        yield reaching
 
 
 @pytest.fixture

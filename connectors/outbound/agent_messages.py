@@ -151,12 +151,9 @@ def _binds_chat(connector: Connector, chat_id: str) -> bool:
     return any(chat_id in (binding.chat_ids or []) for binding in connector.bindings.all())
 
 
-def undeliverable(message_id: int) -> str:
-    """Why no recipient of the message can be reached, or "" when one may be (the delivery
-    channel's `check`: the tool call then reports `failed` at once instead of `queued`)."""
-    message = AgentMessage.objects.select_related("run__session").filter(pk=message_id).first()
-    if message is None:
-        return ""
+def undeliverable(message: AgentMessage) -> str:
+    """Why no recipient of the message (stored or not yet) can be reached, or "" when one may
+    be (the delivery channel's `check`: `im_send` refuses at once, before any confirmation)."""
     router = Router(message)
     if not router.connectors:
         return (

@@ -8,6 +8,7 @@ replies and agent messages are sent by the connectors' tasks.
 from __future__ import annotations
 
 from cadre import im
+from cadre.agents.models import AgentMessage
 from cadre.agents.runtime.records import delivery
 from cadre.queues import enqueue
 from connectors.base import registry
@@ -22,8 +23,8 @@ def message_send(message_id: int) -> None:
     enqueue("connectors.tasks.agent_message_deliver", message_id)
 
 
-def message_check(message_id: int) -> str:
-    return undeliverable(message_id)
+def message_check(message: AgentMessage) -> str:
+    return undeliverable(message)
 
 
 CHANNEL = delivery.Channel(reply=reply_send, message=message_send, check=message_check)

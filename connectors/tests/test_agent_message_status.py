@@ -58,14 +58,56 @@ def _tool_step(run) -> Step:
     return run.steps.get(kind=Step.Kind.TOOL_CALL, name="im_send")
 
 
-def test_an_approved_im_send_with_no_connector_is_failed_everywhere(
+def test_an_im_send_with_no_connector_is_never_asked_and_fails_at_once(
     alice, bob, client_for, browser, django_capture_on_commit_callbacks
 ):
     agent = _agent(alice, confirmation="always")
     run = run_start(actor=member_actor(alice), agent=agent, text="send hello to Bob")
     with django_capture_on_commit_callbacks(execute=True):
-        assert engine.run_execute(run.pk) == Run.Status.WAITING
+        # No confirmation to wait for: the send cannot succeed, so nobody is asked.
+        assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    run.refresh_from_db()
+    assert not Confirmation.objects.exists()
+    assert not AgentMessage.objects.exists() and not Delivery.objects.exists()
+
+    # The tool call failed, with the reason (what the model read, and the chat's reply).
+    step = _tool_step(run)
+    assert step.status == Step.Status.FAILED
+    assert step.error.startswith("no connector for channel 'console'")
+    assert step.output["error"] == "undeliverable"
+    assert "done" not in run.output["text"] and "queued" not in run.output["text"]
+    event = RunEvent.objects.get(run=run, kind="effect")
+    assert event.data["status"] == "failed" and event.data["reason"] == step.error
+
+    # The API (call chain) and the transcript say so.
+    chain = client_for(alice).get(f"/api/v1/runs/{run.pk}/call-chain/").json()
+    tool_event = next(e for e in chain["events"] if e["kind"] == "tool_call")
+    assert tool_event["status"] == "failed" and "no connector" in tool_event["error"]
+    page = browser(alice).get(reverse("console:session", args=[run.session_id])).content.decode()
+    assert "Not done: no connector for channel" in page
+    chain_page = browser(alice).get(reverse("console:run_call_chain", args=[run.pk]))
+    assert 'badge-failed">failed' in chain_page.content.decode()
+
+
+def test_an_approved_im_send_whose_connector_went_away_is_failed_everywhere(
+    alice, bob, fake_api, client_for, browser, django_capture_on_commit_callbacks
+):
+    FakeFeishu(fake_api)
+    connector = make_connector(
+        alice,
+        "feishu",
+        {"app_id": APP_ID, "app_secret": APP_SECRET},
+        {"api_base_url": fake_api.url, "max_attempts": 1},
+        name="Feishu",
+    )
+    IMIdentityFactory(member=bob, platform="feishu", platform_user_id="ou_bob")
+    agent = _agent(alice, confirmation="always")
+    run = run_start(actor=member_actor(alice), agent=agent, text="send hello to Bob")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert engine.run_execute(run.pk) == Run.Status.WAITING  # it could be sent: asked
     confirmation = Confirmation.objects.get(run_id=run.pk)
+    connector.status = connector.Status.DISABLED  # before the decision, the connector goes
+    connector.save(update_fields=["status"])
     with django_capture_on_commit_callbacks(execute=True):
         confirmations.confirmation_decide(
             confirmation=confirmation, decider=alice, decision="approve", via="console"
@@ -73,31 +115,26 @@ def test_an_approved_im_send_with_no_connector_is_failed_everywhere(
     with django_capture_on_commit_callbacks(execute=True):
         engine.run_execute(run.pk)  # the resume the decision queued (a Celery task)
     run.refresh_from_db()
-    assert run.status == Run.Status.COMPLETED
+    assert run.status == Run.Status.COMPLETED  # the run completed; the send did not
 
     message = AgentMessage.objects.get(run=run)
     assert message.status == AgentMessage.Status.FAILED
-    assert message.reason.startswith("no connector for channel 'console'")
+    assert "no active IM connector" in message.reason
     assert not Delivery.objects.exists()  # nothing was handed to a platform
-
-    # What the tool returned (the model, and so the chat reply, read it): failed, and why.
-    output = _tool_step(run).output
-    assert output["status"] == "failed" and "no connector" in output["reason"]
-    assert '"status": "failed"' in run.output["text"]
-    assert "queued" not in run.output["text"]
+    step = _tool_step(run)
+    assert step.status == Step.Status.FAILED and step.error == message.reason
+    assert step.output["status"] == "failed"
+    assert "done" not in run.output["text"] and "queued" not in run.output["text"]
     effect = ToolEffect.objects.get(key=message.idempotency_key)
-    assert effect.result["status"] == "failed" and "no connector" in effect.result["reason"]
+    assert effect.result["status"] == "failed"
+    # One `effect` event for the chat (the message's own), not a second for its step.
+    assert RunEvent.objects.filter(run=run, kind="effect").count() == 1
 
-    # The API (call chain) and the transcript say so.
     chain = client_for(alice).get(f"/api/v1/runs/{run.pk}/call-chain/").json()
-    tool_events = [e for e in chain["events"] if e["kind"] == "tool_call" and e.get("effect")]
-    assert tool_events[0]["effect"]["status"] == "failed"
-    assert "no connector" in tool_events[0]["effect"]["reason"]
-    page = browser(alice).get(reverse("console:session", args=[run.session_id]))
-    assert "Failed: no connector for channel" in page.content.decode()
-    # The chat page too.
-    chat = browser(alice).get(reverse("console:chat_session", args=[run.session_id]))
-    assert "im_send failed: no connector for channel" in chat.content.decode()
+    tool_event = next(e for e in chain["events"] if e["kind"] == "tool_call")
+    assert tool_event["status"] == "failed" and tool_event["effect"]["status"] == "failed"
+    page = browser(alice).get(reverse("console:session", args=[run.session_id])).content.decode()
+    assert "Failed: no connector for channel" in page
     assert AuditEvent.objects.filter(action="agents.message.failed").count() == 1
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents import tasks
-from cadre.agents.models import AgentMessage, Run, Session
+from cadre.agents.models import AgentMessage, Run, Session, Step
 from cadre.agents.runtime.lifecycle import execution as engine
 from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.agents.runtime.records import delivery
@@ -117,19 +117,18 @@ def test_an_agent_message_is_handed_to_a_channel_once_after_commit(
     assert fake.messages == [message.pk]
 
 
-def test_an_agent_message_with_no_channel_fails_with_the_reason(bob, bob_agent, org_a):
+def test_an_agent_message_with_no_channel_fails_at_once_with_the_reason(bob, bob_agent, org_a):
     MemberFactory(organization=org_a, display_name="Carol")
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="send hello to Carol")
     with delivery.channels.overridden():
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    message = AgentMessage.objects.get(run=run)
-    assert message.status == AgentMessage.Status.FAILED
-    assert message.reason == "no connector for channel 'console'"
+    assert not AgentMessage.objects.filter(run=run).exists()  # nothing stored, nothing sent
     step = run.steps.get(name="im_send")
-    assert step.output["status"] == "failed"
-    assert step.output["reason"] == "no connector for channel 'console'"
+    assert step.status == Step.Status.FAILED
+    assert step.error == "no connector for channel 'console'"
+    assert step.output == {"error": "undeliverable", "message": step.error}
     run.refresh_from_db()
-    assert '"status": "failed"' in run.output["text"]
+    assert "done" not in run.output["text"]
 
 
 def test_a_channel_that_cannot_reach_anyone_fails_the_message_without_sending(
@@ -138,15 +137,14 @@ def test_a_channel_that_cannot_reach_anyone_fails_the_message_without_sending(
     MemberFactory(organization=org_a, display_name="Carol")
     fake = FakeChannel()
     channel = delivery.Channel(
-        reply=fake.replies.append, message=fake.messages.append, check=lambda pk: "nobody home"
+        reply=fake.replies.append, message=fake.messages.append, check=lambda m: "nobody home"
     )
     run = runtime.run_start(actor=member_actor(bob), agent=bob_agent, text="send hello to Carol")
     overridden = delivery.channels.overridden({"feishu": channel})
     with overridden, django_capture_on_commit_callbacks(execute=True):
         assert engine.run_execute(run.pk) == Run.Status.COMPLETED
-    assert fake.messages == []
-    message = AgentMessage.objects.get(run=run)
-    assert (message.status, message.reason) == (AgentMessage.Status.FAILED, "nobody home")
+    assert fake.messages == [] and not AgentMessage.objects.filter(run=run).exists()
+    assert run.steps.get(name="im_send").error == "nobody home"
 
 
 def test_a_confirmation_raised_by_a_run_sends_its_cards_once(

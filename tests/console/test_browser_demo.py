@@ -78,7 +78,7 @@ def test_the_demo_owner_chats_with_the_demo_agent_at_once(chromium, live_server_
         page.screenshot(path=str(SCREENSHOTS / "demo-chat.png"), full_page=True)
 
         page.goto(reverse("console:confirmations"))
-        expect(page.locator("main")).to_contain_text("im_send")
+        expect(page.locator("main")).to_contain_text("task_create")
         page.screenshot(path=str(SCREENSHOTS / "demo-confirmations.png"), full_page=True)
 
         # The chat seen in the Memory Viewer: the sample memory the reply used is on the

@@ -128,7 +128,7 @@ def test_the_detail_says_what_will_happen_and_who_decides(alice, bob, browser):
     text = page.content.decode()
     assert "im_send" in text and "Bob&#x27;s agent wants to run im_send" in text
     assert "13812345678" not in text  # arguments are shown masked
-    assert "recipients: 2" in text  # blast radius
+    assert "Sends to 2 people." in text  # blast radius, as a sentence
     assert "Alice" in text and "Bob" in text  # requester and who may decide
     assert (
         confirmation.expires_at.astimezone(timezone.get_current_timezone()).strftime("%Y-%m-%d")

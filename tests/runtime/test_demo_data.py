@@ -92,7 +92,7 @@ def test_the_queued_demo_run_waits_on_a_confirmation_for_the_owner(account):
     assert engine.run_execute(run.pk) == Run.Status.WAITING  # what the runs worker does
     confirmation = Confirmation.objects.get(run_id=run.pk)
     assert confirmation.status == Confirmation.Status.PENDING
-    assert confirmation.tool == "im_send" and confirmation.requester == owner_of(account)
+    assert confirmation.tool == "task_create" and confirmation.requester == owner_of(account)
 
 
 def test_both_sign_ins_are_printed_on_the_first_start_only(account, monkeypatch):

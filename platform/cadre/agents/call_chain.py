@@ -182,6 +182,7 @@ def _step_events(run: Run) -> list[dict]:
     events = []
     for step in steps:
         effect = effects.get(step.idempotency_key)
+        status, error = _step_outcome(step, effect)
         events.append(
             {
                 "kind": step.kind,
@@ -191,16 +192,25 @@ def _step_events(run: Run) -> list[dict]:
                 else _ms(step.started_at, step.completed_at),
                 "step": step.index,
                 "name": step.name,
-                "status": step.status,
+                "status": status,
                 "tokens_in": step.tokens_in,
                 "tokens_out": step.tokens_out,
-                "error": step.error,
+                "error": error,
                 "input": step.input,
                 "output": step.output,
                 "effect": effect.result if effect is not None else None,
             }
         )
     return events
+
+
+def _step_outcome(step: Step, effect: ToolEffect | None) -> tuple[str, str]:
+    """A step's status and error as the chain badges it: a tool call whose effect failed
+    after the step completed (an IM message its platform refused later) is failed too."""
+    result = effect.result if effect is not None and isinstance(effect.result, dict) else {}
+    if step.status == Step.Status.COMPLETED and result.get("status") == "failed":
+        return Step.Status.FAILED, str(result.get("reason") or "the effect failed")
+    return step.status, step.error
 
 
 def _confirmation_events(run: Run) -> list[dict]:

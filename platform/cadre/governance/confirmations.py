@@ -36,7 +36,7 @@ from cadre.governance import audit, policy
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import ConversationVault, EphemeralVault
 from cadre.governance.models import Confirmation, ConfirmationVote
-from cadre.governance.risk import RiskAssessment, classify
+from cadre.governance.risk import RiskAssessment, blast_radius_sentence, classify
 from cadre.identifiers import parse_pk
 from cadre.observability import current_trace_id
 from cadre.ports import Listeners
@@ -142,12 +142,10 @@ def summarize(tool: str, arguments: dict, assessment: RiskAssessment, requester)
     if len(shown) > 600:
         shown = shown[:600] + "…"
     who = requester.display_name if requester is not None else "An agent"
-    radius = ", ".join(
-        f"{key.replace('_', ' ')}: {value}" for key, value in assessment.blast_radius.items()
-    )
+    radius = blast_radius_sentence(assessment.blast_radius)
     lines = [f"{who}'s agent wants to run {tool} ({assessment.level} risk).", f"Arguments: {shown}"]
     if radius:
-        lines.append(f"Blast radius: {radius}.")
+        lines.append(f"Blast radius: {radius}")
     if assessment.reasons:
         lines.append(f"Why confirmation is needed: {'; '.join(assessment.reasons)}.")
     return "\n".join(lines)
@@ -588,10 +586,14 @@ def tool_call_gate(
     trace_id: str = "",
     always_confirm: bool = False,
     internal_domains: list[str] | None = None,
+    reach: dict | None = None,
 ) -> ToolCallGate:
     """Policy chain at the tool_call stage, then risk; a high-risk (or `always_confirm`) call
     gets its Confirmation, keyed by `idempotency_key` — pass the key of the wait step the run
-    will pause on, and use it as the wait key too, so a replayed run finds the same one."""
+    will pause on, and use it as the wait key too, so a replayed run finds the same one.
+
+    `reach` is what the caller resolved of the call's blast radius (a message to a group: how
+    many people it reaches, `risk.classify`); ask only about a call that can succeed."""
     result = policy.evaluate(
         organization=organization,
         stage="tool_call",
@@ -615,6 +617,7 @@ def tool_call_gate(
         declared=declared_risk,
         policy_result=result,
         internal_domains=internal_domains,
+        reach=reach,
     )
     if not (assessment.needs_confirmation or always_confirm):
         return ToolCallGate("allow", assessment=assessment, policy_result=result)

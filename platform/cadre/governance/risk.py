@@ -82,8 +82,13 @@ def classify(
     policy_result=None,
     thresholds: dict | None = None,
     internal_domains: list[str] | None = None,
+    reach: dict | None = None,
 ) -> RiskAssessment:
-    """Classify one tool call; `policy_result` is the chain's ChainResult for the call."""
+    """Classify one tool call; `policy_result` is the chain's ChainResult for the call.
+
+    `reach` is what the tool resolved of its blast radius ({"recipients": 12, "groups":
+    [{"name": "All staff", "people": 12}]}): counted people, not the entries of `to`, decide
+    the recipients' thresholds, and the confirmation says it in a sentence."""
     limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     arguments = arguments or {}
     name = tool.lower()
@@ -92,6 +97,9 @@ def classify(
         assessment.reasons.append(f"the tool is declared {declared} risk")
 
     recipients = sum(_count(arguments.get(key)) for key in _RECIPIENT_KEYS if key in arguments)
+    if reach:
+        assessment.blast_radius.update(reach)
+        recipients = int(reach.get("recipients", recipients))
     if recipients:
         assessment.blast_radius["recipients"] = recipients
         if recipients > limits["recipients_critical"]:
@@ -144,3 +152,45 @@ def classify(
                 assessment.raise_to("high", f"policy {decision.plugin}: {decision.reason}")
     assessment.reasons = list(dict.fromkeys(assessment.reasons))
     return assessment
+
+
+def _people(count: int) -> str:
+    return f"{count} person" if count == 1 else f"{count} people"
+
+
+def _recipients_sentence(radius: dict) -> str:
+    groups = radius.get("groups") or []
+    named = int(radius.get("members", 0) or 0)
+    if not groups:
+        return f"Sends to {_people(int(radius['recipients']))}."
+    parts = [
+        f"{_people(int(group['people']))} in {group['name']}"
+        if group.get("people") is not None
+        else f"the group chat {group['name']} (its members are not known to Cadre)"
+        for group in groups
+    ]
+    if named:
+        parts.append(f"{_people(named)} by name")
+    if len(parts) == 1:
+        return f"Sends to {parts[0]}."
+    total = int(radius["recipients"])
+    known = all(group.get("people") is not None for group in groups)
+    head = f"Sends to {_people(total)}: " if known else "Sends to "
+    return head + ", ".join(parts[:-1]) + f" and {parts[-1]}."
+
+
+def blast_radius_sentence(radius: dict | None) -> str:
+    """A confirmation's blast radius as a person reads it ("Sends to 12 people in All staff.")."""
+    radius = radius or {}
+    sentences = []
+    if radius.get("recipients"):
+        sentences.append(_recipients_sentence(radius))
+    if radius.get("records"):
+        sentences.append(f"Changes {radius['records']} records.")
+    if radius.get("amount") is not None:
+        sentences.append(f"Pays an amount of {radius['amount']:g}.")
+    if radius.get("external_domains"):
+        sentences.append(
+            "Goes outside the organization, to " + ", ".join(radius["external_domains"]) + "."
+        )
+    return " ".join(sentences)

@@ -40,9 +40,12 @@ EMPLOYEE_EMAIL = "employee@demo.local"
 EMPLOYEE_NAME = f"Dana Example {MARK}"
 EMPLOYEE_POSITION = "Account Executive"
 SKILL_NAME = "meeting-brief"
-# The request the demo run makes: the offline model's rule for it calls im_send to a whole
-# group, which the Sales template's tool policy holds for a person's confirmation.
-CONFIRMATION_REQUEST = 'send "the Q3 price list is ready" to group:all-staff'
+# The request the demo run makes: the offline model's rule for it calls task_create, which the
+# demo Sales template holds for a person's confirmation (`DEMO_TOOL_POLICY`). Not a message to
+# the staff: a fresh install has no IM connector, and a send that cannot succeed is refused
+# before anyone is asked (records.delivery.message_unreachable).
+CONFIRMATION_REQUEST = "remind me to send the Q3 price list to the sales team"
+DEMO_TOOL_POLICY = {"task_create": {"risk": "medium", "confirmation": "always"}}
 
 # (preset, template name, code, who gets an agent: "owner" and/or position names)
 TEMPLATES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -179,6 +182,12 @@ def demo_data_seed(
         version = template.versions.get()
         if version.name != name:  # a preset's own name would hide the "(demo)" label in Chat
             version = agents.version_update(actor=actor, version=version, name=name)
+        if preset_key == "sales":  # its agent asks before it adds a task (the demo's request)
+            version = agents.version_update(
+                actor=actor,
+                version=version,
+                tool_permissions={**version.tool_permissions, **DEMO_TOOL_POLICY},
+            )
         agents.version_submit(actor=actor, version=version)
         agents.version_publish(actor=actor, version=version, reason=f"sample template {MARK}")
         positions = list(

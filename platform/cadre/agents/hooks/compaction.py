@@ -94,7 +94,9 @@ def _clip(text: str, limit: int = ITEM_CHARS) -> str:
 def _tool_facts(run_ids: list[int]) -> dict[int, list[str]]:
     facts: dict[int, list[str]] = {}
     steps = Step.objects.filter(
-        run_id__in=run_ids, kind=Step.Kind.TOOL_CALL, status=Step.Status.COMPLETED
+        run_id__in=run_ids,
+        kind=Step.Kind.TOOL_CALL,
+        status__in=[Step.Status.COMPLETED, Step.Status.FAILED],  # failed: its effect failed
     ).order_by("run_id", "index")
     for step in steps:
         output = step.output

@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 
 from django.db import transaction
+from django.db.models import Q
 
 from cadre.agents.models import Run, Step
 from cadre.agents.runtime.records.grants import agent_actor
@@ -62,8 +63,10 @@ def _failed(output) -> str | None:
 def tool_calls(run: Run) -> list[dict]:
     """The run's tool calls in order: {"step", "tool", "arguments", "result", "error",
     "tool_call_id", "duration_ms"} — from its completed steps (one query), as said."""
+    # A tool call whose effect failed finished too (`failed`, its refusal as its output).
     steps = run.steps.filter(
-        kind__in=[Step.Kind.MODEL_CALL, Step.Kind.TOOL_CALL], status=Step.Status.COMPLETED
+        Q(status=Step.Status.COMPLETED) | Q(kind=Step.Kind.TOOL_CALL, status=Step.Status.FAILED),
+        kind__in=[Step.Kind.MODEL_CALL, Step.Kind.TOOL_CALL],
     ).order_by("index")
     pending_ids: list[tuple[str, str]] = []
     calls = []

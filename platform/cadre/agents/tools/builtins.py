@@ -25,7 +25,7 @@ from cadre.memory.dedup import normalize_content
 from cadre.memory.models import Scope, scope_key, scope_parts
 from cadre.memory.services.writes import PERSONAL_KINDS
 from cadre.memory.statements import is_question
-from cadre.tenancy.models import Member
+from cadre.tenancy.models import Department, Member, department_subtree_ids
 
 MANY_RECIPIENTS = 5  # more recipients than this (or any group) makes a message high risk
 
@@ -185,23 +185,87 @@ def _resolve_recipients(ctx, names: list) -> list[dict]:
     return resolved
 
 
-def _im_send(ctx, args: dict) -> dict:
-    recipients = _resolve_recipients(ctx, args["to"])
-    message = AgentMessage.objects.create(
+# A group named so reaches everyone in the organization ("group:all-staff").
+EVERYONE_GROUPS = {"all", "all staff", "allstaff", "everyone", "all hands", "staff"}
+
+
+def _group_reach(organization_id: int, group: str) -> dict:
+    """Who a message to `group` reaches, as far as Cadre knows: everyone (all-staff), the
+    department so named (with its sub-departments), else an IM chat whose members only its
+    platform knows (`people` None)."""
+    spoken = " ".join(group.replace("-", " ").replace("_", " ").split()).lower()
+    active = Member.objects.filter(organization_id=organization_id, status=Member.Status.ACTIVE)
+    if spoken in EVERYONE_GROUPS:
+        return {"group": group, "name": spoken.capitalize(), "people": active.count()}
+    department = (
+        Department.objects.filter(organization_id=organization_id, is_archived=False)
+        .filter(Q(code__iexact=group) | Q(name__iexact=spoken) | Q(name__iexact=group))
+        .order_by("pk")
+        .first()
+    )
+    if department is not None:
+        subtree = department_subtree_ids(organization_id, {department.pk})
+        people = active.filter(department_id__in=subtree).count()
+        return {"group": group, "name": department.name, "people": people}
+    return {"group": group, "name": group, "people": None}
+
+
+def _im_message(ctx, args: dict, recipients: list[dict]) -> AgentMessage:
+    return AgentMessage(
         organization_id=ctx.run.organization_id,
         run=ctx.run,
         agent=ctx.agent,
         recipients=recipients,
         text=args["text"],
         channel=ctx.run.session.channel,
-        idempotency_key=ctx.key,
     )
+
+
+def _im_send_preflight(ctx, args: dict) -> dict:
+    """Can the message be sent (every recipient resolves, a channel can reach one)? Raises
+    ToolFailed when not, before anyone is asked to confirm it; else its reach: how many
+    people it goes to, group by group."""
+    recipients = _resolve_recipients(ctx, args["to"])
+    reason = delivery.message_unreachable(_im_message(ctx, args, recipients))
+    if reason:
+        raise ToolFailed("undeliverable", reason)
+    groups = [
+        _group_reach(ctx.run.organization_id, item["group"])
+        for item in recipients
+        if "group" in item
+    ]
+    members = {item["member"] for item in recipients if "member" in item}
+    # A chat whose members Cadre does not know counts as one recipient at least.
+    people = len(members) + sum(
+        group["people"] if group["people"] is not None else 1 for group in groups
+    )
+    reach = {"recipients": people}
+    if groups:
+        reach["groups"] = groups
+        reach["members"] = len(members)
+    return reach
+
+
+def _im_send(ctx, args: dict) -> dict:
+    recipients = _resolve_recipients(ctx, args["to"])
+    message = _im_message(ctx, args, recipients)
+    message.idempotency_key = ctx.key
+    message.save(force_insert=True)
     # Handed to a delivery channel once the effect is recorded (the executor's transaction);
     # the connectors' scheduled sweep picks up any message whose delivery was lost. A message
-    # no channel can deliver is failed now, and the result says why.
-    if not delivery.message_deliver(message.pk, message.channel):
+    # no channel can deliver (it could when the call was confirmed) is failed now, and the
+    # result says why.
+    if not delivery.message_deliver(message):
         message.refresh_from_db(fields=["status", "reason"])
-    result = {"message_id": message.pk, "recipients": recipients, "status": message.status}
+    # How many people each group reached, for the sentence a person reads ("12 people in
+    # All staff"); the stored message keeps what delivery needs.
+    shown = [
+        {**item, "people": _group_reach(ctx.run.organization_id, item["group"])["people"]}
+        if "group" in item
+        else item
+        for item in recipients
+    ]
+    result = {"message_id": message.pk, "recipients": shown, "status": message.status}
     if message.reason:
         result["reason"] = message.reason
     return result
@@ -230,6 +294,7 @@ register(
         side_effect="internal",
         handler=_im_send,
         risk_for=_recipients_risk,
+        preflight=_im_send_preflight,
     )
 )
 

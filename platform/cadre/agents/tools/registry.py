@@ -44,6 +44,11 @@ class Tool:
     audit_target: Callable[[object, dict, dict | None], dict] | None = None
     # The action of that event when not `tool.<name>` (every MCP tool: `tool.mcp_call`).
     audit_action: str | None = None
+    # Whether the call can succeed, checked before anyone is asked to confirm it: called with
+    # the run's context and the (re-identified) arguments, raises ToolFailed when it cannot
+    # (nothing is asked, nothing done), else returns the call's reach for the confirmation
+    # ({"recipients": 12, "groups": [...]}: see governance.risk.blast_radius_sentence).
+    preflight: Callable[[object, dict], dict] | None = None
     extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:

@@ -13,7 +13,9 @@ it). The web chat shows the same line (`run_notice`); a run a hard budget refuse
 the budget's reason and `BUDGET_ADVICE`.
 
 An agent message that no channel can deliver (none registered, or the channel's `check` finds no
-way to reach any recipient) fails at once, with the reason, so the tool's result says so; one
+way to reach any recipient) fails at once, with the reason, so the tool's result says so —
+`message_unreachable` asks the same of a message not yet stored, so `im_send` can refuse before
+anyone is asked to confirm a send that cannot succeed; one
 that fails later is marked by `message_outcome`, which corrects the recorded tool effect and
 tells the chat, so chat, transcript and API never show `queued` for a message that failed.
 """
@@ -54,12 +56,12 @@ class Reply:
 @dataclass(frozen=True)
 class Channel:
     """One platform's delivery: `reply` sends a run's reply; `message` sends an agent message
-    (an `AgentMessage` id) to its recipients; `check`, when given, says why a message cannot
-    be delivered at all ("" when it can be tried)."""
+    (an `AgentMessage` id) to its recipients; `check`, when given, says why an `AgentMessage`
+    (stored or not yet) cannot be delivered at all ("" when it can be tried)."""
 
     reply: Callable[[Reply], object]
     message: Callable[[int], object]
-    check: Callable[[int], str] | None = None
+    check: Callable[[AgentMessage], str] | None = None
 
 
 channels: Registry[Channel] = Registry("delivery channels")
@@ -153,22 +155,29 @@ def reply_deliver(reply: Reply) -> bool:
     return True
 
 
-def message_deliver(message_id: int, channel_name: str) -> bool:
-    """Hand an agent message to a channel after commit: its session's channel, else any (its
-    recipients may be reached on every platform: a message sent from the console goes out
-    too). False, and the message marked failed with the reason, when no channel can
-    deliver it."""
-    channel = channels.get(channel_name) or next((entry for _, entry in channels.items()), None)
+def _message_channel(channel_name: str) -> Channel | None:
+    # Its session's channel, else any: its recipients may be reached on every platform (a
+    # message sent from the console goes out too).
+    return channels.get(channel_name) or next((entry for _, entry in channels.items()), None)
+
+
+def message_unreachable(message: AgentMessage) -> str:
+    """Why no channel can deliver the agent message (stored or not yet), "" when one may."""
+    channel = _message_channel(message.channel)
     if channel is None:
-        message_outcome(
-            message_id, "failed", f"no connector for channel {channel_name or '(none)'!r}"
-        )
-        return False
-    reason = channel.check(message_id) if channel.check is not None else ""
+        return f"no connector for channel {message.channel or '(none)'!r}"
+    return channel.check(message) if channel.check is not None else ""
+
+
+def message_deliver(message: AgentMessage) -> bool:
+    """Hand a stored agent message to a channel after commit. False, and the message marked
+    failed with the reason, when no channel can deliver it (`message_unreachable`)."""
+    reason = message_unreachable(message)
     if reason:
-        message_outcome(message_id, "failed", reason)
+        message_outcome(message.pk, "failed", reason)
         return False
-    transaction.on_commit(lambda: channel.message(message_id))
+    channel = _message_channel(message.channel)
+    transaction.on_commit(lambda: channel.message(message.pk))
     return True
 
 

@@ -7,6 +7,13 @@ together (exactly once); a retried call returns the recorded result. A tool that
 effect's target (`Tool.audit_target`) is audited here: `tool.<name>` (or its `audit_action`) in
 the effect's own transaction, or `tool.<name>.failed` when the effect failed (its rows rolled
 back), with the failure's code and details.
+
+A failed effect is a failure: a call whose handler raised ToolFailed, or whose result says
+`"status": "failed"` (an IM message no channel could deliver), is recorded as a `failed` step
+with the reason as its error. A tool with a `preflight` is checked before it is gated: a call
+that cannot succeed (no channel for its recipients, a recipient that does not resolve) fails
+at once, so nobody is asked to confirm it and nothing is done; the preflight's reach (how many
+people a message goes to) is what its confirmation shows.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from django.db import IntegrityError, transaction
 from cadre.agents import mcp_tools
 from cadre.agents.models import Step, ToolEffect
 from cadre.agents.runtime.steps import delegation
+from cadre.agents.runtime.steps.run_context import FAILED_KEY
 from cadre.agents.tools import registry
 from cadre.agents.tools.registry import ToolFailed
 from cadre.governance import audit
@@ -57,6 +65,24 @@ class ToolContext:
 
 def refusal(code: str, message: str) -> dict:
     return {"error": code, "message": message}
+
+
+def _failed(output: dict) -> dict:
+    """The output of a tool call that failed (as the model reads it, after the "retrieved"
+    stage): its step is recorded `failed`, with the reason the output gives."""
+    return {**output, FAILED_KEY: effect_failure(output) or "the call failed"}
+
+
+def effect_failure(result: dict) -> str:
+    """Why a performed tool call failed ("" when it did not): its handler refused
+    (ToolFailed), or its effect says it failed (an undeliverable message)."""
+    if not isinstance(result, dict):
+        return ""
+    if result.get("error") and result.get("message"):
+        return str(result["message"])
+    if result.get("status") == "failed":
+        return str(result.get("reason") or "the effect failed")
+    return ""
 
 
 def _denied(ctx, call: ToolCall, reason: str) -> dict:
@@ -139,13 +165,22 @@ def perform_effect(tool, tool_ctx: ToolContext, arguments: dict) -> dict:
     return result
 
 
-def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step, always: bool = False) -> dict:
-    """Governance's verdict on one tool call: allow, deny, or confirm (with its Confirmation).
+def _gate(
+    ctx, call: ToolCall, tool, rule: dict, risk: str, step: Step, always: bool = False
+) -> dict:
+    """Governance's verdict on one tool call: allow, deny, or confirm (with its Confirmation)
+    — or "fail" when the tool's preflight says the call cannot succeed (nothing is asked).
 
     The template's rule adds to it: `always` asks every time, `high_risk` asks when the tool
     itself declares the call high-risk; the organization's risk rules can ask on their own
     (many recipients, deletions, exports, payments) whatever the template says. A high-risk
     MCP tool (`always`) asks whatever the template's rule says."""
+    reach = {}
+    if tool.preflight is not None:
+        try:
+            reach = tool.preflight(ctx, ctx.reidentify(call.arguments)) or {}
+        except ToolFailed as failed:
+            return {"action": "fail", "error": failed.code, "reason": failed.message}
     policy = rule.get("confirmation", "never")
     return tool_call_gate(
         organization=ctx.run.organization,
@@ -161,6 +196,7 @@ def _gate(ctx, call: ToolCall, rule: dict, risk: str, step: Step, always: bool =
         conversation_key=f"session:{ctx.run.session_id}",
         trace_id=ctx.run.trace_id,
         always_confirm=always or policy == "always" or (policy == "high_risk" and risk == "high"),
+        reach=reach,
     ).as_dict()
 
 
@@ -211,8 +247,15 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
         Step.Kind.HOOK,
         f"policy:{call.name}",
         {"arguments": call.arguments, "risk": risk},
-        lambda step: _gate(ctx, call, rule, risk, step, always=mcp and risk == "high"),
+        lambda step: _gate(ctx, call, tool, rule, risk, step, always=mcp and risk == "high"),
     )
+    if gate["action"] == "fail":
+        return ctx.step(
+            Step.Kind.TOOL_CALL,
+            call.name,
+            {"arguments": call.arguments, "risk": risk},
+            lambda step: _failed(_checked_result(ctx, refusal(gate["error"], gate["reason"]))),
+        )
     if gate["action"] == "deny":
         return _denied(ctx, call, gate["reason"] or "the policy chain denied this call")
     if gate["action"] == "confirm":
@@ -264,7 +307,8 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
         # The model wrote placeholders; the effect needs the real values (re-identified from
         # this conversation's vault). The step keeps the model's arguments.
         result = perform_effect(tool, tool_ctx, ctx.reidentify(call.arguments))
-        return _checked_result(ctx, result)
+        checked = _checked_result(ctx, result)
+        return _failed(checked) if effect_failure(result) else checked
 
     return ctx.step(
         Step.Kind.TOOL_CALL, call.name, {"arguments": call.arguments, "risk": risk}, perform

@@ -60,6 +60,11 @@ class RunRefused(Exception):
 # Steps recorded under an earlier name: a run paused before an upgrade resumes with them.
 RENAMED_STEPS = {"on_init:input_policy": "input_policy"}
 
+# In a step's output: why its tool call failed (its effect failed, or it could not be tried).
+# Taken off the output; the step is recorded `failed` with it as the error, and, finished, is
+# replayed from its output like a completed one (the model already read that result).
+FAILED_KEY = "_failed"
+
 
 class NonDeterministicReplay(Exception):
     """A replayed step does not match what the loop asks for: the run cannot resume safely."""
@@ -185,6 +190,7 @@ class RunContext:
     # Completion fields a step's final write sets.
     _DONE_FIELDS = (
         "status",
+        "error",
         "output",
         "completed_at",
         "duration_ms",
@@ -239,7 +245,10 @@ class RunContext:
         self.next_index += 1
         self.step_index = index
         step = self._replayed(index, kind, name)
-        if step is not None and step.status == Step.Status.COMPLETED:
+        if step is not None and (
+            step.status == Step.Status.COMPLETED
+            or (step.status == Step.Status.FAILED and kind == Step.Kind.TOOL_CALL)
+        ):
             self._count(step)
             return step.output
         slow = kind != Step.Kind.HOOK
@@ -294,7 +303,10 @@ class RunContext:
             output = perform(step)
         maybe_crash(kind, name)
         usage = output.pop("_usage", None) or {}
-        step.status = Step.Status.COMPLETED
+        # A tool call whose effect failed (`FAILED_KEY`) is finished, and failed.
+        failure = output.pop(FAILED_KEY, None)
+        step.status = Step.Status.FAILED if failure else Step.Status.COMPLETED
+        step.error = str(failure or "")[:4000]
         step.output = output
         step.completed_at = timezone.now()
         step.duration_ms = int((time.monotonic() - started) * 1000)
@@ -310,10 +322,21 @@ class RunContext:
                 "index": index,
                 "kind": kind,
                 "name": name,
-                "status": "completed",
+                "status": step.status,
                 "duration_ms": step.duration_ms,
             },
         )
+        events = [event]
+        if failure and "message_id" not in output:
+            # The chat says a failed effect (`effect` events); an agent message that failed
+            # told it already (`delivery.message_outcome`).
+            events.append(
+                RunEvent(
+                    run_id=self.run.pk,
+                    kind="effect",
+                    data={"tool": name, "step": index, "status": "failed", "reason": step.error},
+                )
+            )
         if step.pk is None:  # a hook: inserted, completed, with the run's next write
             self._pending_new.append(step)
             self.steps[index] = step
@@ -323,7 +346,7 @@ class RunContext:
             self._pending_events.append(event)
         else:
             with bookkeeping():
-                self.flush([event])
+                self.flush(events)
                 step.save(update_fields=self._DONE_FIELDS)
         self._count(step)
         return output
