@@ -51,7 +51,7 @@ def test_delegation_round_trip_shares_one_trace_and_is_audited(bob, alice, deplo
     child.refresh_from_db()
     assert child.status == run.status == Run.Status.COMPLETED
     assert "Standard discount is 5 percent" in child.output["text"]
-    assert f"Agent {alice_agent.pk} answered" in run.output["text"]
+    assert "The other agent answered" in run.output["text"]
     hop = AuditEvent.objects.get(action="agent.delegate")
     assert hop.trace_id == run.trace_id and hop.actor_type == "agent"
     assert hop.changes["from_agent"] == bob_agent.pk and hop.changes["to_agent"] == alice_agent.pk

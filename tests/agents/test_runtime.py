@@ -69,7 +69,9 @@ def test_tool_call_creates_a_task_once(bob, bob_agent):
     tool_step = run.steps.get(kind="tool_call")
     assert task.idempotency_key == tool_step.idempotency_key
     run.refresh_from_db()
-    assert "task_create done" in run.output["text"]
+    # The person reads a sentence, not the tool's JSON (the task's id stays in the transcript).
+    assert "Added a task: call ACME, due 2030-01-02 00:00." in run.output["text"]
+    assert "task_id" not in run.output["text"]
 
 
 @pytest.mark.parametrize(
@@ -138,7 +140,7 @@ def test_crash_after_a_wait_step_keeps_one_wait_and_resumes_on_the_event(bob, bo
     assert run.status == Run.Status.QUEUED
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED
     run.refresh_from_db()
-    assert '"amount": 120' in run.output["text"]
+    assert "The event arrived (amount: 120)." in run.output["text"]
     assert run.steps.get(kind="wait").output == {"amount": 120}
 
 
@@ -162,7 +164,7 @@ def test_expired_wait_follows_its_timeout_policy(bob, bob_agent):
     assert Wait.objects.get().status == Wait.Status.EXPIRED
     assert engine.run_execute(run.pk) == Run.Status.COMPLETED  # on_timeout="continue"
     run.refresh_from_db()
-    assert '"timeout": true' in run.output["text"]
+    assert "the event did not come in time" in run.output["text"]
 
 
 def test_expired_wait_with_fail_policy_fails_the_run(bob, bob_agent, owner, template, published):

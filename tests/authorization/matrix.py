@@ -475,6 +475,8 @@ console:chat_agent                   GET,POST         subject                   
 console:chat_session                 GET              subject                    subject_session
 console:chat_send                    POST             subject                    subject_session
 console:chat_decide                  POST             subject subject_session_confirmation
+console:chat_cancel                  POST             subject                    subject_session_run
+console:chat_retry                   POST             subject                    subject_session_run
 
 # --- console: evaluation --------------------------------------------------------------------------
 console:evaluation                   GET              perm:evaluation.view       -

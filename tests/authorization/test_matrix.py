@@ -518,6 +518,7 @@ OBJECTS: dict[str, Callable[[World], dict]] = {
     "subject_agent": lambda w: {"pk": w.agents["agent"].pk},
     "subject_session": lambda w: {"pk": w.agents["session"].pk},
     "subject_run": lambda w: {"pk": w.agents["run"].pk, "run_id": w.agents["run"].pk},
+    "subject_session_run": lambda w: {"pk": w.agents["session"].pk, "run_pk": w.agents["run"].pk},
     "subject_proposal": lambda w: {"pk": w.once("proposal", lambda: _subject_proposal(w)).pk},
     "subject_session_confirmation": lambda w: {
         "pk": w.agents["session"].pk,

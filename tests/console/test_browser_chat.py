@@ -239,7 +239,7 @@ def test_a_confirmation_is_approved_inline_and_the_run_completes(page, bob):
     expect(box.get_by_role("button")).to_have_count(0)
     reply = agent_bubble(page)
     expect(reply.locator(".meta")).to_have_text("Completed")
-    expect(reply).to_contain_text("im_send")
+    expect(reply).to_contain_text("All staff")  # what was sent, as a sentence
     assert page.evaluate("window.__cadreMarker") == 1, "the page reloaded"
 
     confirmation.refresh_from_db()

@@ -19,12 +19,18 @@ Frames sent:
         models (everyone sees the run's `notice`)
     {"type": "accepted", "run": id, "text": "..."}          a message was accepted
     {"type": "decided", "confirmation": {...}}              a decision was recorded
+    {"type": "queue", "run", "status", "queued_at", "waited", "workers"}
+        how a queued run waits (`selectors.chat_queue_state`; `workers` "" too early to tell,
+        "busy", or "none": no worker is taking runs), the answer to `queue`, `retry`, `cancel`
     {"type": "error", "code": "...", "message": "..."}
 
 Frames received:
     {"type": "message", "text": "..."}                      → runtime.run_start
     {"type": "decide", "confirmation": id, "decision": "approve"|"reject", "reason"?}
                                                             → governance confirmation_decide
+    {"type": "queue", "run": id}                            how the run waits (a read)
+    {"type": "cancel", "run": id}                           → runtime.run_cancel
+    {"type": "retry", "run": id}                            → runtime.run_requeue
 """
 
 from __future__ import annotations
@@ -125,6 +131,22 @@ def _decide(member_id: int, session_id: int, content: dict) -> dict:
     return {"type": "decided", "confirmation": selectors.chat_confirmation_item(decided, member_id)}
 
 
+@database_sync_to_async
+def _queued_run(member_id: int, session_id: int, content: dict) -> dict:
+    """`queue`, `cancel` or `retry` one of this conversation's runs (another's is not found);
+    the answer is the run's `queue` frame (the cancel's events reach the page as usual)."""
+    actor = _actor(member_id)
+    run = selectors.chat_queued_run(actor, session_id, content.get("run"))
+    if run is None:
+        return {"type": "error", "code": "not_found", "message": "No such message."}
+    if content["type"] == "cancel":
+        run = runtime.run_cancel(actor=actor, run=run, reason="cancelled in the chat")
+    elif content["type"] == "retry":
+        run = runtime.run_requeue(actor=actor, run=run)
+    state = selectors.chat_queue_state(run) if run.status == run.Status.QUEUED else {}
+    return {"type": "queue", "run": run.pk, "status": run.status, **state}
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     """One browser tab's live view of one chat session."""
 
@@ -188,8 +210,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 reply = await _send_message(self.member_id, self.session_id, text)
             elif kind == "decide":
                 reply = await _decide(self.member_id, self.session_id, content)
+            elif kind in ("queue", "cancel", "retry"):
+                reply = await _queued_run(self.member_id, self.session_id, content)
             else:
-                raise InvalidInput('type must be "message" or "decide".')
+                raise InvalidInput(
+                    'type must be "message", "decide", "queue", "cancel" or "retry".'
+                )
         except CadreError as error:
             reply = {"type": "error", "code": error.code, "message": error.message}
         await self.send_json(reply)

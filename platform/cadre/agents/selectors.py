@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db.models import Count, Max, Prefetch, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from cadre.agents.live import event_frame
 from cadre.agents.models import (
@@ -23,7 +26,8 @@ from cadre.agents.models import (
 from cadre.agents.runtime.records.delivery import NOTICES, run_notice
 from cadre.governance.confirmations import queue_item
 from cadre.governance.models import Confirmation
-from cadre.identifiers import parse_pks
+from cadre.identifiers import parse_pk, parse_pks
+from cadre.llm.tool_sentences import failure_sentence, request_sentence
 from cadre.memory.agent_scopes import AgentScope
 from cadre.memory.models import ContextRecord, ContextRecordItem
 from cadre.tenancy.actors import Actor, member_actor
@@ -238,11 +242,41 @@ def chat_confirmation_can_decide(confirmation: Confirmation, member_id: int | No
     )
 
 
+def chat_confirmation_decision(confirmation: Confirmation) -> str:
+    """What became of a confirmation, as its card in the transcript says it ("" while it is
+    pending): who approved or rejected it, or that it expired or was cancelled."""
+    status = confirmation.status
+    if status == Confirmation.Status.PENDING:
+        return ""
+    if status == Confirmation.Status.EXPIRED:
+        return "Decision: expired (nobody decided in time)."
+    decider = confirmation.decided_by if confirmation.decided_by_id else None
+    by = f" by {decider.display_name}" if decider is not None and decider.display_name else ""
+    return f"Decision: {confirmation.get_status_display().lower()}{by}."
+
+
+def chat_confirmation_summary(confirmation: Confirmation) -> str:
+    """The confirmation's summary as the chat shows it to the person asked: its `Arguments:`
+    JSON line replaced by what the call asks to do (`request_sentence`: "Send “hello” to All
+    staff."), when the tool's arguments have a plain reading. The confirmation pages keep
+    the arguments as they are."""
+    asked = request_sentence(confirmation.tool, confirmation.arguments)
+    if not asked:
+        return confirmation.summary
+    return "\n".join(
+        asked if line.startswith("Arguments:") else line
+        for line in confirmation.summary.splitlines()
+    )
+
+
 def chat_confirmation_item(confirmation: Confirmation, member_id: int | None) -> dict:
-    """A confirmation as the web chat's socket sends it, with whether this member decides."""
+    """A confirmation as the web chat's socket sends it, with whether this member decides and
+    what became of it (`decision`)."""
     return {
         **queue_item(confirmation),
+        "summary": chat_confirmation_summary(confirmation),
         "can_decide": chat_confirmation_can_decide(confirmation, member_id),
+        "decision": chat_confirmation_decision(confirmation),
     }
 
 
@@ -322,9 +356,17 @@ def chat_frame_depends_on_viewer(event: dict) -> bool:
 
 
 def chat_frame_needs_lookup(event: dict) -> bool:
-    """Does the socket frame of this event need `chat_event_frames` (a database read): one
-    that depends on the viewer, or a `reply`, which says which model answered?"""
-    return event["kind"] == "reply" or chat_frame_depends_on_viewer(event)
+    """Does the socket frame of this event need `chat_event_frames`: one that depends on the
+    viewer, a `reply`, which says which model answered (a database read), or a failed
+    `effect`, told as a sentence?"""
+    return (
+        event["kind"] == "reply" or is_failed_effect(event) or chat_frame_depends_on_viewer(event)
+    )
+
+
+def is_failed_effect(event: dict) -> bool:
+    """Is the event a tool effect that failed after the reply (an undelivered `im_send`)?"""
+    return event["kind"] == "effect" and (event["data"] or {}).get("status") == "failed"
 
 
 OFFLINE_MODEL = "offline model"
@@ -370,11 +412,16 @@ def runs_answered_by(run_ids) -> dict[int, str]:
 def chat_event_frames(events: list[dict], member_id: int | None) -> list[dict]:
     """Socket frames for run events (`cadre.agents.live.event_frame` dicts); a `wait` on a
     governance confirmation carries the confirmation, as `chat_confirmation_item`, and a
-    `reply` which model answered (`answered_by`, as `runs_answered_by`). A run's
-    internal `error` is sent only to a viewer who may manage models (`chat_viewer_sees_errors`),
-    read afresh, so a role taken away meanwhile takes the errors with it."""
+    `reply` which model answered (`answered_by`, as `runs_answered_by`), a failed `effect`
+    what went wrong as a sentence (`sentence`). A run's internal `error` is sent only to a
+    viewer who may manage models (`chat_viewer_sees_errors`), read afresh, so a role taken
+    away meanwhile takes the errors with it."""
     wanted = {event_confirmation_id(event) for event in events} - {None}
-    confirmations = {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted)} if wanted else {}
+    confirmations = (
+        {c.pk: c for c in Confirmation.objects.filter(pk__in=wanted).select_related("decided_by")}
+        if wanted
+        else {}
+    )
     replies = {event["run"] for event in events if event["kind"] == "reply"}
     answered_by = runs_answered_by(replies) if replies else {}
     sees_errors = any(event_carries_error(event) for event in events) and (
@@ -390,6 +437,9 @@ def chat_event_frames(events: list[dict], member_id: int | None) -> list[dict]:
             frame["confirmation"] = chat_confirmation_item(confirmation, member_id)
         if event["kind"] == "reply" and answered_by.get(event["run"]):
             frame["answered_by"] = answered_by[event["run"]]
+        if is_failed_effect(event):
+            data = event["data"]
+            frame["sentence"] = failure_sentence(data.get("tool", ""), data.get("reason", ""))
         frames.append(frame)
     return frames
 
@@ -411,33 +461,93 @@ def chat_events_after(
     return chat_event_frames([event_frame(event) for event in events[:limit]], member_id)
 
 
+# A queued run is given CHAT_QUEUE_GRACE before the chat says whether workers take runs (an
+# idle worker takes one within a second); a worker that touched no run for WORKERS_QUIET is
+# not counted as busy (a model call longer than that without a heartbeat is an exception).
+CHAT_QUEUE_GRACE = timedelta(seconds=10)
+WORKERS_QUIET = timedelta(minutes=5)
+# Events only a worker writes: a run started or resumed, a step, a streamed or final reply.
+_WORKER_EVENTS = Q(kind__in=["step", "delta", "reply", "hook"]) | Q(
+    kind="status", data__status="running"
+)
+
+
+def chat_queue_state(run, *, now=None) -> dict:
+    """How a queued run waits, for the chat's "Queued" line: since when (`queued_at`, when it
+    was accepted; `waited`, seconds) and `workers`: "" while it is too early to tell
+    (CHAT_QUEUE_GRACE since it was last queued), "busy" when workers took other runs since
+    (it waits its turn), "none" when no worker has touched any run since — nothing will take
+    it until a worker starts.
+
+    The signal is the runs' own records, no question to Celery: a worker writes a run event
+    for every run it starts and every step, and a heartbeat on the run it executes. It says
+    only whether the install's workers are taking runs, nothing of any other organization's.
+    Three indexed queries at most.
+    """
+    now = now or timezone.now()
+    last = (
+        RunEvent.objects.filter(run_id=run.pk).order_by("-id").values_list("id", "created_at")
+    ).first()
+    since_id, since = last if last is not None else (0, run.created_at)
+    state = {
+        "run": run.pk,
+        "queued_at": run.created_at.isoformat(),
+        "waited": max(0, int((now - run.created_at).total_seconds())),
+        "workers": "",
+    }
+    if now - since < CHAT_QUEUE_GRACE:
+        return state
+    # Events after the run was queued: `id > since_id` scans only the newest rows.
+    busy = (
+        RunEvent.objects.filter(_WORKER_EVENTS, id__gt=since_id).exists()
+        or Run.objects.filter(
+            status=Run.Status.RUNNING, heartbeat_at__gte=now - WORKERS_QUIET
+        ).exists()
+    )
+    state["workers"] = "busy" if busy else "none"
+    return state
+
+
+def chat_queued_run(actor: Actor, session_id: int, run_id) -> Run | None:
+    """A run of this session (one of the actor's own: see `chat_session_get`), or None: the
+    chat's Cancel, Retry and queue line reach only their own conversation's runs."""
+    key = parse_pk(run_id)
+    if key is None:
+        return None
+    return Run.objects.filter(
+        organization=actor.organization, session_id=session_id, pk=key
+    ).first()
+
+
 def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
     """What the web chat's page shows of one of the actor's own sessions (from
     `chat_session_get`): its last `limit` conversation runs, oldest first, each with the
-    confirmations it waits on and the agent messages that failed to reach the person; the
-    pending confirmations of this session (with `can_decide` for the actor); and `after`, the
-    event id the page's socket streams from (`chat_stream_from`).
+    confirmations it asked for (pending ones with `can_decide` for the actor, decided ones
+    with their `decision`), the agent messages that failed to reach the person (each with its
+    `sentence`) and, while it is queued, how it waits (`chat_queue_state`); the pending
+    confirmations of this session; and `after`, the event id the page's socket streams from
+    (`chat_stream_from`).
 
     A run that ended without a reply shows its `notice`, the line its IM conversation got.
 
-    Returns {"runs", "turns": [{"run", "notice", "confirmations", "failed_messages"}], "pending",
-    "after"}.
+    Returns {"runs", "turns": [{"run", "notice", "confirmations", "failed_messages",
+    "queue"}], "pending", "after"}.
     """
     runs = list(session.runs.filter(parent__isnull=True).order_by("-created_at", "-pk")[:limit])[
         ::-1
     ]
     run_ids = [run.pk for run in runs]
     member_id = actor.member.pk if actor.member is not None else None
-    pending = list(
-        Confirmation.objects.filter(
-            organization=actor.organization,
-            run_id__in=run_ids,
-            status=Confirmation.Status.PENDING,
-        ).order_by("created_at")
+    confirmations = list(
+        Confirmation.objects.filter(organization=actor.organization, run_id__in=run_ids)
+        .select_related("decided_by")
+        .order_by("created_at", "pk")
     )
     by_run: dict[int, list] = {}
-    for confirmation in pending:
+    for confirmation in confirmations:
         confirmation.can_decide = chat_confirmation_can_decide(confirmation, member_id)
+        confirmation.decision = chat_confirmation_decision(confirmation)
+        confirmation.chat_summary = chat_confirmation_summary(confirmation)
         by_run.setdefault(confirmation.run_id, []).append(confirmation)
     failed: dict[int, list] = {}
     for message in AgentMessage.objects.filter(
@@ -445,6 +555,7 @@ def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
         run_id__in=run_ids,
         status=AgentMessage.Status.FAILED,
     ).order_by("pk"):
+        message.sentence = failure_sentence("im_send", message.reason)
         failed.setdefault(message.run_id, []).append(message)
     turns = [
         {
@@ -452,13 +563,14 @@ def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
             "notice": run_notice(run),
             "confirmations": by_run.get(run.pk, []),
             "failed_messages": failed.get(run.pk, []),
+            "queue": chat_queue_state(run) if run.status == Run.Status.QUEUED else None,
         }
         for run in runs
     ]
     return {
         "runs": runs,
         "turns": turns,
-        "pending": pending,
+        "pending": [c for c in confirmations if c.status == Confirmation.Status.PENDING],
         "after": chat_stream_from(session, runs),
     }
 

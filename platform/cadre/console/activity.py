@@ -85,6 +85,7 @@ SENTENCES = {
     "hub.version.publish": gettext_lazy("{actor} published the skill {target}"),
     "policy.chain_update": gettext_lazy("{actor} changed the policy chain"),
     "run.cancel": gettext_lazy("{actor} cancelled an agent's task"),
+    "run.requeue": gettext_lazy("{actor} retried an agent's task"),
     "demo.seed": gettext_lazy("Sample data was added to try Cadre with"),
     "demo.reset": gettext_lazy("{actor} removed the sample data"),
     "sso.signin": gettext_lazy("{actor} signed in with single sign-on"),

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from cadre.llm.base import ChatDelta, ChatResult, ModelProvider, ToolCall, Usage
 from cadre.llm.tokens import estimate_tokens
+from cadre.llm.tool_sentences import tool_sentence
 
 LABEL = "Offline model:"
 NOTICE = f"{LABEL} no language model is configured."
@@ -160,23 +161,12 @@ def _call_id(messages: list[dict], name: str) -> str:
 
 
 def _summarize_tool_result(message: dict) -> str:
+    """A tool's result as the person reads it (`tool_sentence`): no JSON, ids or scope keys."""
     try:
         data = json.loads(message["content"])
     except ValueError:
         return f"{message.get('name', 'tool')}: {message['content'][:200]}"
-    name = message.get("name", "tool")
-    if isinstance(data, dict) and data.get("error"):
-        return f"{name} was not done: {data.get('message') or data['error']}"
-    if name == "memory_search" and isinstance(data, dict):
-        hits = data.get("memories", [])
-        if not hits:
-            return "I found nothing in memory about that."
-        return "From memory: " + " | ".join(hit.get("content", "")[:160] for hit in hits[:3])
-    if name == "notify_subscribers" and isinstance(data, dict) and "delivered" in data:
-        return f"Published on {data.get('topic')} to {len(data['delivered'])} subscriber(s)."
-    if name == "delegate" and isinstance(data, dict) and "reply" in data:
-        return f"Agent {data.get('agent')} answered: {data['reply']}"
-    return f"{name} done: {json.dumps(data, ensure_ascii=False, sort_keys=True)[:300]}"
+    return tool_sentence(message.get("name", "tool"), data)
 
 
 # The context's section titles (cadre.agents.runtime.steps.context) -> how a reply names the source.

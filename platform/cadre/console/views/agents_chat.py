@@ -87,6 +87,8 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
             # A run failed by its model endpoint points those who can fix it to Models.
             "models_url": reverse("console:models") if request.actor.has("model.manage") else "",
             "model_failure": MODEL_FAILURE,
+            # How long a queued message waits before the page asks whether workers take runs.
+            "queue_grace": int(selectors.CHAT_QUEUE_GRACE.total_seconds()),
         },
         status=status,
     )
@@ -175,6 +177,43 @@ def chat_decide(request, pk: int, confirmation_pk: int):
     return redirect("console:chat_session", pk=session.pk)
 
 
+def _own_run_or_404(request, session, run_pk: int):
+    run = selectors.chat_queued_run(request.actor, session.pk, run_pk)
+    if run is None:
+        raise Http404("No such message.")
+    return run
+
+
+@require_permission("chat.use")
+@require_POST
+def chat_cancel(request, pk: int, run_pk: int):
+    """Cancel a message's run (one still queued or going) of this conversation."""
+    session = _own_session_or_404(request, pk)
+    run = _own_run_or_404(request, session, run_pk)
+    try:
+        runtime.run_cancel(actor=request.actor, run=run, reason="cancelled in the chat")
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Cancelled: the agent will not answer that message.")
+    return redirect("console:chat_session", pk=session.pk)
+
+
+@require_permission("chat.use")
+@require_POST
+def chat_retry(request, pk: int, run_pk: int):
+    """Hand a queued message's run to the workers again."""
+    session = _own_session_or_404(request, pk)
+    run = _own_run_or_404(request, session, run_pk)
+    try:
+        runtime.run_requeue(actor=request.actor, run=run)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Queued again.")
+    return redirect("console:chat_session", pk=session.pk)
+
+
 urlpatterns = [
     path("chat/", chat, name="chat"),
     path("chat/agents/<int:pk>/", chat_agent, name="chat_agent"),
@@ -185,4 +224,6 @@ urlpatterns = [
         chat_decide,
         name="chat_decide",
     ),
+    path("chat/sessions/<int:pk>/runs/<int:run_pk>/cancel/", chat_cancel, name="chat_cancel"),
+    path("chat/sessions/<int:pk>/runs/<int:run_pk>/retry/", chat_retry, name="chat_retry"),
 ]

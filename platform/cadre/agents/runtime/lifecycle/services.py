@@ -1,4 +1,5 @@
-"""Write paths of the runtime: start, cancel and resume runs, deliver events, expire waits."""
+"""Write paths of the runtime: start, cancel, requeue and resume runs, deliver events, expire
+waits."""
 
 from __future__ import annotations
 
@@ -139,6 +140,31 @@ def run_cancel(*, actor: Actor, run: Run, reason: str = "") -> Run:
         reason=reason,
     )
     on_run_finished(run)
+    return run
+
+
+@transaction.atomic
+def run_requeue(*, actor: Actor, run: Run) -> Run:
+    """Hand a queued run to the workers again: the chat's "Retry" for a message that has
+    waited too long (its task lost, or taken by no worker). Executing twice is safe (advisory
+    lock, replay). Whoever may cancel the run may retry it; audited as `run.requeue`."""
+    own = actor.member is not None and actor.member.pk == run.member_id and actor.has("chat.use")
+    if not (own or actor.has("deployment.manage") or actor.kind == "system"):
+        raise NotPermitted("You cannot retry this run.")
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.status != Run.Status.QUEUED:
+        raise Conflict(
+            f"The run is {run.get_status_display().lower()}, not queued.", code="run_not_queued"
+        )
+    emit(run.pk, "status", {"status": Run.Status.QUEUED, "requeued": True})
+    audit.record(
+        actor=actor,
+        action="run.requeue",
+        target=run,
+        before={"status": run.status},
+        after={"status": run.status, "requeued": True},
+    )
+    execution_enqueue(run.pk)
     return run
 
 

@@ -4,7 +4,10 @@
 // reply appears as the run's events arrive. A skill proposal drafted from the person's
 // correction (`skill_proposal` event) shows as a card whose "Save as skill" / "Dismiss" call
 // the skill proposals API. A reply's frame names the model that answered (`answered_by`),
-// shown under it as the page shows it after a reload.
+// shown under it as the page shows it after a reload. A queued message shows how long it has
+// waited and, after a grace period, whether any worker is taking runs (the socket's `queue`
+// frame, asked again while it waits), with Retry and Cancel. Enter sends, Shift+Enter is a
+// new line — also for the first message of a new conversation, which posts the form.
 (function () {
   "use strict";
 
@@ -12,13 +15,39 @@
     queued: "Queued", running: "Running", waiting: "Waiting", completed: "Completed",
     failed: "Failed", cancelled: "Cancelled"
   };
+  // What a step does, as its reply's status line says it ("Working: remembering").
+  var STEP_WORDS = {
+    model_call: "thinking", memory_write: "remembering", memory_search: "searching memory",
+    im_send: "sending a message", task_create: "creating a task", http_request: "fetching",
+    delegate: "asking another agent", notify_subscribers: "publishing",
+    await_event: "waiting for an event"
+  };
+  var NO_WORKER = "No worker is taking runs right now: nothing will answer until one starts. " +
+    "Ask your administrator (cadre doctor checks the workers).";
+  var BUSY = "The workers are busy with other messages; yours waits its turn.";
+  var QUEUE_ASK_EVERY_MS = 10000;
+  var QUEUE_SHOW_MS = 2000;
+
+  // Enter sends, Shift+Enter starts a new line (and an IME's Enter composes).
+  function sendOnEnter(form) {
+    var area = form && form.querySelector("textarea[name=text]");
+    if (!area) return;
+    area.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+  }
 
   function init() {
     var chat = document.getElementById("chat");
-    if (!chat || !chat.getAttribute("data-ws-path") || !window.WebSocket) return;
+    if (!chat) return;
+    var form = document.getElementById("chat-form");
+    sendOnEnter(form);
+    if (!chat.getAttribute("data-ws-path") || !window.WebSocket) return;
     var log = document.getElementById("chat-log");
     var statusLine = document.getElementById("chat-status");
-    var form = document.getElementById("chat-form");
     var socket = null;
     var retries = 0;
     var after = null;
@@ -81,11 +110,15 @@
       meta.textContent = text;
     }
 
-    // A tool's effect that failed after the reply (an im_send no connector delivered).
-    function effectFailed(node, data) {
-      var id = "effect-" + data.tool + "-" + data.message_id;
+    // A tool's effect that failed after the reply (an im_send no connector delivered), told
+    // as the server's sentence ("Could not send: no IM connector is set up.").
+    function effectFailed(node, data, sentence) {
+      // A send refused before any message existed has no message id: its run and step name it.
+      var which = data.message_id != null ? data.message_id
+        : node.getAttribute("data-run") + "-" + data.step;
+      var id = "effect-" + data.tool + "-" + which;
       if (log.querySelector('[data-effect="' + id + '"]')) return;
-      var note = element("div", "effect-failed", data.tool + " failed: " + (data.reason || "not delivered"));
+      var note = element("div", "effect-failed", sentence || "Could not send it.");
       note.setAttribute("data-effect", id);
       node.parentNode.insertBefore(note, node.nextSibling);
     }
@@ -111,10 +144,14 @@
       if (existing) return existing;
       var box = element("div", "confirm-box");
       box.setAttribute("data-confirmation", confirmation.id);
-      box.appendChild(element("strong", "", "Confirmation needed"));
+      box.setAttribute("data-confirmation-status", confirmation.status);
+      box.appendChild(element("strong", "",
+        confirmation.status === "pending" ? "Confirmation needed" : "Confirmation"));
       box.appendChild(document.createTextNode(
         " (" + confirmation.risk_level + " risk): " + confirmation.summary));
-      if (confirmation.can_decide) {
+      if (confirmation.decision) {
+        box.appendChild(decisionLine(confirmation.decision));
+      } else if (confirmation.can_decide) {
         var actions = element("div", "form-actions");
         [["approve", "Approve", "btn btn-primary btn-small"],
          ["reject", "Reject", "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
@@ -132,15 +169,153 @@
       return box;
     }
 
+    function decisionLine(text) {
+      var line = element("div", "cell-sub", text);
+      line.setAttribute("data-decision", "");
+      return line;
+    }
+
+    // The decision stays on the card, as the page shows it after a reload.
     function markDecided(confirmation) {
       var box = log.querySelector('[data-confirmation="' + confirmation.id + '"]');
-      if (!box) return;
+      if (!box || confirmation.status === "pending") return;
       var actions = box.querySelector(".form-actions");
       if (actions) actions.remove();
-      if (confirmation.status !== "pending") {
-        box.appendChild(element("div", "cell-sub", "Decision: " + confirmation.status));
+      Array.prototype.forEach.call(box.querySelectorAll(".cell-sub"), function (n) { n.remove(); });
+      box.setAttribute("data-confirmation-status", confirmation.status);
+      var heading = box.querySelector("strong");
+      if (heading) heading.textContent = "Confirmation";
+      box.appendChild(decisionLine(confirmation.decision || ("Decision: " + confirmation.status)));
+    }
+
+    // --- a queued message: how long it waits, whether workers take runs, Retry and Cancel ---
+
+    function duration(seconds) {
+      if (seconds < 60) return seconds + (seconds === 1 ? " second" : " seconds");
+      var minutes = Math.floor(seconds / 60);
+      if (minutes < 60) return minutes + (minutes === 1 ? " minute" : " minutes");
+      var hours = Math.floor(minutes / 60);
+      return hours + (hours === 1 ? " hour" : " hours") + " " + (minutes % 60) + " min";
+    }
+
+    function actionUrl(kind, runId) {
+      var url = chat.getAttribute(kind === "retry" ? "data-retry-url" : "data-cancel-url") || "";
+      return url.replace(/\/0\/(cancel|retry)\/$/, "/" + runId + "/$1/");
+    }
+
+    function queueBox(runId) {
+      var box = log.querySelector('[data-queue-run="' + runId + '"]');
+      if (box) return box;
+      box = element("div", "queue-box");
+      box.setAttribute("data-queue-run", runId);
+      box.setAttribute("data-waited", "0");
+      box.setAttribute("data-workers", "");
+      var waited = element("span", "cell-sub", "Waiting for 0 seconds.");
+      waited.setAttribute("data-queue-waited", "");
+      box.appendChild(waited);
+      var workers = element("span", "queue-workers");
+      workers.setAttribute("data-queue-workers", "");
+      box.appendChild(workers);
+      var actions = element("div", "form-actions");
+      [["retry", "Retry", "btn btn-ghost btn-small"],
+       ["cancel", "Cancel", "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
+        var action = element("form", "inline-form");
+        action.method = "post";
+        action.action = actionUrl(spec[0], runId);
+        action.setAttribute("data-queue-action", spec[0]);
+        var token = element("input");
+        token.type = "hidden";
+        token.name = "csrfmiddlewaretoken";
+        token.value = csrfToken();
+        action.appendChild(token);
+        var button = element("button", spec[2], spec[1]);
+        button.type = "submit";
+        action.appendChild(button);
+        actions.appendChild(action);
+      });
+      box.appendChild(actions);
+      var anchor = bubble(runId);
+      anchor.parentNode.insertBefore(box, anchor.nextSibling);
+      adoptQueueBox(box);
+      return box;
+    }
+
+    // Counts from the waited seconds the server gave, on this page's clock.
+    function adoptQueueBox(box) {
+      box.__since = Date.now() - Number(box.getAttribute("data-waited") || 0) * 1000;
+      tickQueue(box);
+    }
+
+    function tickQueue(box) {
+      var seconds = Math.max(0, Math.floor((Date.now() - box.__since) / 1000));
+      var line = box.querySelector("[data-queue-waited]");
+      if (line) line.textContent = "Waiting for " + duration(seconds) + ".";
+    }
+
+    function queueState(frame) {
+      if (frame.status && frame.status !== "queued") { queueGone(frame.run); return; }
+      var box = queueBox(frame.run);
+      box.setAttribute("data-waited", String(frame.waited || 0));
+      adoptQueueBox(box);
+      box.setAttribute("data-workers", frame.workers || "");
+      var workers = box.querySelector("[data-queue-workers]");
+      if (workers) {
+        workers.textContent = frame.workers === "none" ? NO_WORKER :
+          (frame.workers === "busy" ? BUSY : "");
       }
     }
+
+    function queueGone(runId) {
+      delete queuedSince[runId];
+      var box = log.querySelector('[data-queue-run="' + runId + '"]');
+      if (box) box.remove();
+    }
+
+    // A message a worker takes at once never shows the box: it appears after QUEUE_SHOW_MS.
+    var queuedSince = {};
+    function queued(runId) {
+      if (!(runId in queuedSince)) queuedSince[runId] = Date.now();
+    }
+
+    // Once a second the waiting times move; every QUEUE_ASK_EVERY_MS (after the grace
+    // period) the socket is asked again how each queued message waits.
+    window.setInterval(function () {
+      var now = Date.now();
+      Object.keys(queuedSince).forEach(function (runId) {
+        if (now - queuedSince[runId] < QUEUE_SHOW_MS) return;
+        if (!log.querySelector('[data-queue-run="' + runId + '"]')) {
+          var box = queueBox(runId);
+          box.setAttribute("data-waited", String(Math.floor((now - queuedSince[runId]) / 1000)));
+          adoptQueueBox(box);
+        }
+      });
+      var boxes = log.querySelectorAll("[data-queue-run]");
+      if (!boxes.length) return;
+      var grace = Number(chat.getAttribute("data-queue-grace") || 10) * 1000;
+      Array.prototype.forEach.call(boxes, function (box) {
+        tickQueue(box);
+        if (now - box.__since >= grace && (!box.__asked || now - box.__asked >= QUEUE_ASK_EVERY_MS)) {
+          if (send({ type: "queue", run: Number(box.getAttribute("data-queue-run")) })) {
+            box.__asked = now;
+          }
+        }
+      });
+    }, 1000);
+
+    // Retry and Cancel go over the socket when it is open; otherwise the forms post.
+    log.addEventListener("submit", function (event) {
+      var target = event.target;
+      var action = target.getAttribute && target.getAttribute("data-queue-action");
+      var box = action && target.closest("[data-queue-run]");
+      if (!box) return;
+      var runId = Number(box.getAttribute("data-queue-run"));
+      if (send({ type: action, run: runId })) {
+        event.preventDefault();
+        box.__asked = Date.now();
+      }
+    });
+
+    Array.prototype.forEach.call(log.querySelectorAll("[data-queue-run]"), adoptQueueBox);
 
     // --- skill proposals ------------------------------------------------------------------
 
@@ -319,11 +494,14 @@
         textNode(node).data = data.text || "";
       } else if (frame.kind === "status") {
         setMeta(node, LABELS[data.status] || data.status);
+        if (data.status === "queued") queued(frame.run);
+        else queueGone(frame.run);
         if (data.status === "failed") node.classList.add("failed");
         if (data.status === "failed" && data.error) modelsHint(node, data.error, frame.run);
         if (data.status === "completed") rateBox(frame.run);
       } else if (frame.kind === "step" && data.status === "started") {
-        setMeta(node, "Working: " + data.name);
+        queueGone(frame.run);
+        setMeta(node, "Working: " + (STEP_WORDS[data.name] || STEP_WORDS[data.kind] || data.name));
       } else if (frame.kind === "wait") {
         setMeta(node, "Waiting");
         if (frame.confirmation) confirmationBox(frame.run, frame.confirmation);
@@ -334,7 +512,7 @@
       } else if (frame.kind === "memory_feedback") {
         memoryFeedback(frame.run, data);
       } else if (frame.kind === "effect" && data.status === "failed") {
-        effectFailed(node, data);
+        effectFailed(node, data, frame.sentence);
       }
       scrollDown();
     }
@@ -355,6 +533,8 @@
         scrollDown();
       } else if (frame.type === "decided") {
         markDecided(frame.confirmation);
+      } else if (frame.type === "queue") {
+        queueState(frame);
       } else if (frame.type === "error") {
         if (pending) {
           refused(pending, frame.message || "Error");
@@ -417,16 +597,6 @@
         field.value = "";
         scrollDown();
       });
-      var area = form.querySelector("textarea[name=text]");
-      if (area) {
-        // Enter sends, Shift+Enter starts a new line.
-        area.addEventListener("keydown", function (event) {
-          if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-            event.preventDefault();
-            form.requestSubmit();
-          }
-        });
-      }
     }
 
     // Server-rendered confirmation forms decide over the socket when it is open.

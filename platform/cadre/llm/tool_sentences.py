@@ -1,0 +1,198 @@
+"""A tool call's result as a sentence for the person the agent serves: "Remembered this for
+you.", "Sent to Alice and Bob.", "Could not send: no IM connector is set up." — never the
+result's JSON, memory ids or scope keys (those stay in the transcript and the audit log, for
+those who may read them). The offline model replies with these sentences, and the web chat
+says a failed effect with them."""
+
+from __future__ import annotations
+
+import re
+
+# What a tool does, as the end of "Could not …": a tool not listed is named as it is.
+VERBS = {
+    "im_send": "send",
+    "memory_write": "remember this",
+    "memory_search": "search memory",
+    "task_create": "create the task",
+    "http_request": "fetch that",
+    "notify_subscribers": "publish that",
+    "delegate": "ask the other agent",
+    "await_event": "wait for that",
+}
+MEMORY_SCOPES = {
+    "user": "Remembered this for you.",
+    "agent": "Remembered this.",
+    "position": "Remembered this for everyone in your role.",
+    "department": "Remembered this for your department.",
+    "organization": "Remembered this for the whole organization.",
+}
+# The delivery's own words for "no connector" (cadre.agents.runtime.records.delivery and the
+# connectors' router) -> what a person can act on.
+_NO_CONNECTOR = re.compile(r"^no connector for channel\b.*$|^no active \w+ connector\b.*$", re.S)
+_UNKNOWN_GROUP = re.compile(r"^no connector knows group (?P<group>'[^']*'|\S+).*$", re.S)
+SHOWN_TEXT_CHARS = 300
+
+
+def _clip(text: str, limit: int = SHOWN_TEXT_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def reason_sentence(reason: str) -> str:
+    """Why an effect failed, in words a person can act on (no channel names or codes)."""
+    reason = str(reason or "").strip().rstrip(".")
+    if not reason:
+        return "it was not delivered"
+    if _NO_CONNECTOR.match(reason):
+        return "no IM connector is set up"
+    if found := _UNKNOWN_GROUP.match(reason):
+        return f"no IM connector knows the group {_group_name(found['group'].strip(chr(39)))}"
+    return _clip(reason)
+
+
+def failure_sentence(tool: str, reason: str) -> str:
+    """ "Could not send: no IM connector is set up." """
+    verb = VERBS.get(tool, f"finish {tool}")
+    return f"Could not {verb}: {reason_sentence(reason)}."
+
+
+def _group_name(raw: str) -> str:
+    """`group:all-staff` names the group "All staff"; a platform's chat id stays as it is."""
+    name = str(raw).removeprefix("group:")
+    if ":" in name or not name.replace("-", "").replace("_", "").isalnum():
+        return name
+    words = name.replace("_", " ").replace("-", " ").strip()
+    return words[:1].upper() + words[1:] if words.islower() else words
+
+
+def _people(count: int) -> str:
+    return "1 person" if count == 1 else f"{count} people"
+
+
+def _names(names: list[str]) -> str:
+    if len(names) <= 2:
+        return " and ".join(names)
+    if len(names) == 3:
+        return f"{names[0]}, {names[1]} and {names[2]}"
+    return f"{names[0]}, {names[1]} and {len(names) - 2} others"
+
+
+def _recipients(recipients: list) -> str:
+    """Who a message went to: members by name, a group by its name and, when the result
+    counted them, how many people it reached."""
+    members = [item for item in recipients if isinstance(item, dict) and "member" in item]
+    groups = [item for item in recipients if isinstance(item, dict) and "group" in item]
+    parts = []
+    if members:
+        parts.append(_names([str(item.get("name") or "a colleague") for item in members]))
+    for group in groups:
+        name = _group_name(group["group"])
+        counts = [group.get(key) for key in ("people", "members", "count")]
+        count = next((value for value in counts if isinstance(value, int)), None)
+        parts.append(f"{_people(count)} in {name}" if count is not None else name)
+    return _names(parts) if parts else "no one"
+
+
+def _im_send(data: dict) -> str:
+    if data.get("status") == "failed":
+        return failure_sentence("im_send", data.get("reason", ""))
+    verb = "Sending" if data.get("status") == "queued" else "Sent"
+    return f"{verb} to {_recipients(data.get('recipients') or [])}."
+
+
+def _memory_write(data: dict) -> str:
+    scope = str(data.get("scope") or "").partition(":")[0]
+    return MEMORY_SCOPES.get(scope, "Remembered this.")
+
+
+def _memory_search(data: dict) -> str:
+    hits = data.get("memories") or []
+    if not hits:
+        return "I found nothing in memory about that."
+    # Quoted exactly (each cut at 160): deleting a memory finds, and redacts, its copy here.
+    return "From memory: " + " | ".join(str(hit.get("content", ""))[:160] for hit in hits[:3])
+
+
+def _task_create(data: dict) -> str:
+    due = str(data.get("due_at") or "")[:16].replace("T", " ")
+    return f"Added a task: {_clip(data.get('title', ''), 200)}" + (f", due {due}." if due else ".")
+
+
+def _http_request(data: dict) -> str:
+    status = data.get("status")
+    if isinstance(status, int) and 200 <= status < 400:
+        return f"Fetched it (the site answered {status})."
+    return f"The site answered with an error ({status})."
+
+
+def _notify_subscribers(data: dict) -> str:
+    delivered = data.get("delivered") or []
+    count = len(delivered) if isinstance(delivered, list) else int(delivered or 0)
+    return f"Published on {data.get('topic')} to {count} subscriber(s)."
+
+
+def _delegate(data: dict) -> str:
+    if not data.get("reply"):
+        return "Asked the other agent; it has not answered."
+    return f"The other agent answered: {data['reply']}"
+
+
+def _await_event(data: dict) -> str:
+    event = data.get("event") if isinstance(data.get("event"), dict) else data
+    if event.get("timeout"):
+        return "Waited, but the event did not come in time."
+    plain = [(key, value) for key, value in event.items() if not isinstance(value, dict | list)]
+    told = "; ".join(f"{key}: {_clip(value, 80)}" for key, value in plain)
+    return f"The event arrived ({_clip(told, 200)})." if told else "The event arrived."
+
+
+SENTENCES = {
+    "await_event": _await_event,
+    "im_send": _im_send,
+    "memory_write": _memory_write,
+    "memory_search": _memory_search,
+    "task_create": _task_create,
+    "http_request": _http_request,
+    "notify_subscribers": _notify_subscribers,
+    "delegate": _delegate,
+}
+
+
+def tool_sentence(tool: str, result) -> str:
+    """The sentence for one tool call's result (the dict the tool returned, or the runtime's
+    `{"error", "message"}` of a call that failed)."""
+    if isinstance(result, dict) and result.get("error"):
+        return failure_sentence(tool, result.get("message") or str(result["error"]))
+    sentence = SENTENCES.get(tool)
+    if sentence is not None and isinstance(result, dict):
+        return sentence(result)
+    # Another tool (an MCP server's, a skill's): its own words when it has some.
+    if isinstance(result, str) and result.strip():
+        return f"{tool}: {_clip(result)}"
+    if isinstance(result, dict):
+        for key in ("text", "message", "summary", "content", "reply"):
+            if isinstance(result.get(key), str) and result[key].strip():
+                return f"{tool}: {_clip(result[key])}"
+    return f"Done: {tool}."
+
+
+def _quoted(text, limit: int = 200) -> str:
+    return f"“{_clip(text, limit)}”"
+
+
+def request_sentence(tool: str, arguments: dict) -> str:
+    """What a tool call asks to do, for the person asked to confirm it ("Send “hello” to All
+    staff."); "" for a tool whose arguments have no plain reading (its JSON stays shown)."""
+    arguments = arguments if isinstance(arguments, dict) else {}
+    if tool == "im_send" and arguments.get("text"):
+        to = [str(item) for item in arguments.get("to") or []]
+        names = [_group_name(item) if item.startswith("group:") else item for item in to]
+        return f"Send {_quoted(arguments['text'])} to {_names(names) or 'no one'}."
+    if tool == "task_create" and arguments.get("title"):
+        due = str(arguments.get("due_at") or "")[:16].replace("T", " ")
+        return f"Create the task {_quoted(arguments['title'])}" + (f", due {due}." if due else ".")
+    if tool == "memory_write" and arguments.get("content"):
+        return f"Remember {_quoted(arguments['content'])}."
+    if tool == "http_request" and arguments.get("url"):
+        return f"{arguments.get('method', 'GET')} {_clip(arguments['url'], 200)}."
+    return ""
