@@ -53,6 +53,11 @@ NO_CONNECTOR = "no connector for channel 'console': the organization has no acti
             "Added a task: call ACME.",
         ),
         ("http_request", {"status": 200, "body": "<html>"}, "Fetched it (the site answered 200)."),
+        (
+            "http_request",
+            {"status": 200, "body": '{"colour":\n "green"}'},
+            "Fetched it (the site answered 200): colour: green",
+        ),
         ("await_event", {"event": {"timeout": True}}, "Waited, but the event did not come in time"),
         ("some_mcp_tool", {"rows": [1, 2]}, "Done: some_mcp_tool."),
         ("some_mcp_tool", {"text": "3 open tickets"}, "some_mcp_tool: 3 open tickets"),

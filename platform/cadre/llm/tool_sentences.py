@@ -6,6 +6,7 @@ says a failed effect with them."""
 
 from __future__ import annotations
 
+import json
 import re
 
 # What a tool does, as the end of "Could not …": a tool not listed is named as it is.
@@ -114,14 +115,41 @@ def _memory_search(data: dict) -> str:
 
 
 def _task_create(data: dict) -> str:
-    due = str(data.get("due_at") or "")[:16].replace("T", " ")
-    return f"Added a task: {_clip(data.get('title', ''), 200)}" + (f", due {due}." if due else ".")
+    task = data.get("task") if isinstance(data.get("task"), dict) else data  # a recorded result
+    title = _clip(str(task.get("title") or ""), 200)
+    due = str(task.get("due_at") or "")[:16].replace("T", " ")
+    said = f"Added a task: {title}" if title else "Added the task"
+    return said + (f", due {due}." if due else ".")
+
+
+def _readable_body(body: str) -> str:
+    """What a fetched body says, for a person: its text, a JSON object's fields as
+    "name: value", nothing of a page's markup or a structure without plain fields."""
+    body = " ".join(body.split())
+    if body.startswith("<"):
+        return ""
+    if body[:1] in "{[":
+        try:
+            value = json.loads(body)
+        except ValueError:
+            return ""
+        if not isinstance(value, dict):
+            return ""
+        return "; ".join(
+            f"{key}: {item}"
+            for key, item in value.items()
+            if isinstance(item, str | int | float) and not isinstance(item, bool)
+        )
+    return body
 
 
 def _http_request(data: dict) -> str:
     status = data.get("status")
     if isinstance(status, int) and 200 <= status < 400:
-        return f"Fetched it (the site answered {status})."
+        body = _readable_body(str(data.get("body") or ""))
+        return f"Fetched it (the site answered {status})" + (
+            f": {_clip(body, 300)}" if body else "."
+        )
     return f"The site answered with an error ({status})."
 
 
