@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import socket
+import types
 
 import pytest
 from django.core import mail
@@ -251,3 +252,23 @@ def test_instructions_reach_the_model_and_the_reply_with_placeholders_filled(
     payload = "\n".join(str(message.get("content", "")) for message in sent[0])
     assert "You help Alice sell." in payload
     assert "{{member" not in payload
+
+
+def test_an_evaluation_replay_sends_the_instructions_with_placeholders_filled(alice):
+    """A replay sends what a run would: the version's text filled for the case's person."""
+    from cadre.agents.evaluation import replay
+    from cadre.agents.evaluation.models import EvalCase
+
+    version = types.SimpleNamespace(
+        agent_md="You help {{member.display_name}} sell.",
+        sop="Greet {{member.display_name}}.",
+        user_md_template="Name: {{member.display_name}}",
+        skills=[],
+    )
+    case = EvalCase(organization=alice.organization, member=alice, conversation=[])
+    pieces = replay._pieces(case, version, "hello", [])
+    assert pieces.agent_md == f"You help {alice.display_name} sell."
+    assert pieces.sop == f"Greet {alice.display_name}."
+    assert pieces.user_md == f"Name: {alice.display_name}"
+    neutral = replay._pieces(EvalCase(organization=alice.organization), version, "hi", [])
+    assert "{{" not in neutral.agent_md + neutral.sop + neutral.user_md

@@ -24,6 +24,7 @@ from cadre.agents import providers
 from cadre.agents.evaluation.checks import reply_checks
 from cadre.agents.hooks.registry import hooks_for
 from cadre.agents.models import TemplateVersion
+from cadre.agents.placeholders import render_placeholders
 from cadre.agents.runtime.records.grants import grants_for_version, retrieval_kinds
 from cadre.agents.runtime.steps import context as context_assembly
 from cadre.agents.tools import registry as tool_registry
@@ -297,10 +298,15 @@ def _pieces(case, version, text: str, memories: list[dict]) -> context_assembly.
         for t in case.conversation or []
         if isinstance(t, dict) and t.get("role") in ("user", "assistant", "system")
     ]
+    # Filled as a run fills them (`placeholders.render_placeholders`): for the person whose turn
+    # the case is, else with neutral words, so a replay sends what a run would.
+    member = getattr(case, "member", None)
     return context_assembly.ContextPieces(
-        agent_md=version.agent_md if version is not None else "",
-        sop=version.sop if version is not None else "",
-        user_md=version.user_md_template if version is not None else "",
+        agent_md=render_placeholders(version.agent_md, member) if version is not None else "",
+        sop=render_placeholders(version.sop, member) if version is not None else "",
+        user_md=(
+            render_placeholders(version.user_md_template, member) if version is not None else ""
+        ),
         skills=skills,
         memories=memories,
         turns=turns,
