@@ -63,6 +63,10 @@ def test_a_group_send_no_channel_can_deliver_is_never_asked(bob, bob_agent, im_c
         "reason": step.error,
     }
     assert RunEvent.objects.filter(run=run, kind="step", data__status="failed").count() == 1
+    # Audited with the refusal's code, not its text.
+    refused = AuditEvent.objects.get(action="tool.im_send.refused")
+    assert refused.changes == {"tool": "im_send", "step": step.index, "error": "undeliverable"}
+    assert refused.target_type == "run" and refused.target_id == str(run.pk)
 
 
 def test_a_recipient_who_does_not_resolve_is_never_asked(bob, bob_agent, org_a, im_channel):
@@ -77,6 +81,8 @@ def test_a_recipient_who_does_not_resolve_is_never_asked(bob, bob_agent, org_a, 
     assert step.status == Step.Status.FAILED
     assert step.output["error"] == "unknown_recipient"
     assert step.error == "no active member matches 'Zed'"
+    refused = AuditEvent.objects.get(action="tool.im_send.refused")
+    assert "Zed" not in str(refused.changes)  # a recipient's name stays out of the audit log
 
 
 def test_a_group_send_is_confirmed_with_the_people_it_reaches(bob, bob_agent, org_a):

@@ -99,6 +99,25 @@ def _denied(ctx, call: ToolCall, reason: str) -> dict:
     return ctx.step(Step.Kind.TOOL_CALL, call.name, {"arguments": call.arguments}, perform)
 
 
+def _cannot_succeed(ctx, call: ToolCall, risk: str, code: str, reason: str) -> dict:
+    """A call its tool's preflight refused (nobody was asked, nothing done): a failed step, and
+    an audit event with the refusal's code (not its text, which may name recipients)."""
+
+    def perform(step: Step) -> dict:
+        audit.record(
+            actor=ctx.actor,
+            action=f"tool.{call.name}.refused",
+            target=("run", ctx.run.pk),
+            organization=ctx.run.organization,
+            changes={"tool": call.name, "step": step.index, "error": code},
+        )
+        return _failed(_checked_result(ctx, refusal(code, reason)))
+
+    return ctx.step(
+        Step.Kind.TOOL_CALL, call.name, {"arguments": call.arguments, "risk": risk}, perform
+    )
+
+
 def _invalid(ctx, call: ToolCall, message: str) -> dict:
     return ctx.step(
         Step.Kind.TOOL_CALL,
@@ -250,12 +269,7 @@ def handle_tool_call(ctx, call: ToolCall) -> dict:
         lambda step: _gate(ctx, call, tool, rule, risk, step, always=mcp and risk == "high"),
     )
     if gate["action"] == "fail":
-        return ctx.step(
-            Step.Kind.TOOL_CALL,
-            call.name,
-            {"arguments": call.arguments, "risk": risk},
-            lambda step: _failed(_checked_result(ctx, refusal(gate["error"], gate["reason"]))),
-        )
+        return _cannot_succeed(ctx, call, risk, gate["error"], gate["reason"])
     if gate["action"] == "deny":
         return _denied(ctx, call, gate["reason"] or "the policy chain denied this call")
     if gate["action"] == "confirm":
