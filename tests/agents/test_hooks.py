@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents import services
-from cadre.agents.hooks.registry import hook, hook_names, hooks_for
+from cadre.agents.hooks.registry import _REGISTRY, hook, hook_names, hooks_for
 from cadre.agents.models import Run, Step
 from cadre.agents.runtime.lifecycle import execution as engine
 from cadre.agents.runtime.lifecycle import services as runtime
@@ -21,30 +21,25 @@ pytestmark = pytest.mark.django_db
 CALLS: list[str] = []
 
 
-@hook("on_init", "test_first", default=False)
 def _first(ctx, config):
     CALLS.append("first")
     return {"seen": ctx.input_text}
 
 
-@hook("on_init", "test_second", default=False)
 def _second(ctx, config):
     CALLS.append(f"second:{config.get('flag')}")
     return {}
 
 
-@hook("assemble_context", "test_section", default=False)
 def _section(ctx, config):
     return {"sections": [{"title": "Account notes", "text": "ACME renews in March."}]}
 
 
-@hook("post_process", "test_after", default=False)
 def _after(run, config):
     CALLS.append(f"after:{run.pk}")
     return {"ok": True}
 
 
-@hook("on_spawn", "test_greedy", default=False)
 def _greedy(parent_run, requested, config):
     """Asks for everything: the runtime must cut it down to the parent's grants."""
     return {
@@ -56,6 +51,26 @@ def _greedy(parent_run, requested, config):
         "write_scopes": ["agent", "user", "organization"],
         "budget": {"max_steps": 10_000, "max_tokens": 10**9},
     }
+
+
+# This module's hooks exist only while its tests run: registered at import they would be in every
+# test's registry (the template editor lists the registry's hooks, for one).
+TEST_HOOKS = (
+    ("on_init", "test_first", _first),
+    ("on_init", "test_second", _second),
+    ("assemble_context", "test_section", _section),
+    ("post_process", "test_after", _after),
+    ("on_spawn", "test_greedy", _greedy),
+)
+
+
+@pytest.fixture(autouse=True)
+def test_hooks_registered():
+    for point, name, fn in TEST_HOOKS:
+        hook(point, name, default=False)(fn)
+    yield
+    for point, name, _ in TEST_HOOKS:
+        _REGISTRY[point].pop(name, None)
 
 
 def _agent_with_hooks(owner, bob, hooks, code="hooked", **content):
