@@ -22,7 +22,7 @@ LINT_IMPORTS := PYTHONPATH=platform:. $(BIN)/lint-imports --no-cache
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test contract install frontend test-tools ecosystem-tools chromium xmlsec1 lint clean
+.PHONY: up test contract install messages messages-update frontend test-tools ecosystem-tools chromium xmlsec1 lint clean
 
 up: install xmlsec1
 	$(BIN)/cadre up $(UP_ARGS)
@@ -33,7 +33,22 @@ test: install test-tools chromium xmlsec1
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
 	exit $$status
 
-install: $(STAMP) frontend
+install: $(STAMP) frontend messages
+
+# The translation catalogs (locale/*.po) compiled to .mo; the .mo files are never committed.
+messages: $(STAMP)
+	@$(BIN)/python platform/cadre/runtime/messages.py
+
+# After marking new strings: collect them into the catalogs to translate (docs/i18n.md).
+# tests/i18n/test_catalogs.py runs the same collection and fails on anything untranslated.
+MESSAGES_IGNORE = $(foreach p,.venv/* var/* tests/* */tests/* bench/* */node_modules/* deploy/* \
+	docs/* */migrations/* build/* locale/* */vendor/* */frontend/*,--ignore='$(p)')
+messages-update: $(STAMP)
+	$(BIN)/python manage.py makemessages -l zh_Hans -e html,txt,py $(MESSAGES_IGNORE) \
+		--add-location=file --no-obsolete
+	$(BIN)/python manage.py makemessages -d djangojs -l zh_Hans $(MESSAGES_IGNORE) \
+		--add-location=file --no-obsolete
+	@$(BIN)/python platform/cadre/runtime/messages.py
 
 $(BIN)/python:
 	@if [ -z "$(PYTHON)" ]; then echo "make: Python 3.11 not found (install python3.11)" >&2; exit 1; fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
+from django.utils import translation
 
 from connectors.tests.fakes import FakePlatformServer
 from connectors.tests.guard import connections, dns  # noqa: F401 - the outbound-guard fixtures
@@ -29,9 +30,14 @@ def fake_api():
 
 @pytest.fixture(autouse=True)
 def _fresh_token_cache():
-    """Tokens and used DingTalk signs are kept in Redis: start every test without them."""
+    """Tokens, used DingTalk signs and asked locales are kept in Redis: start every test
+    without them."""
     client = cache._cache.get_client(write=True)
-    for pattern in ("*connectors:token:*", "*connectors:dingtalk:sign:*"):
+    for pattern in (
+        "*connectors:token:*",
+        "*connectors:dingtalk:sign:*",
+        "*connectors:locale-asked:*",
+    ):
         for key in client.scan_iter(match=pattern):
             client.delete(key)
     yield
@@ -54,3 +60,12 @@ def celery_eager():
     app.conf.task_eager_propagates = True
     yield
     app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+@pytest.fixture(autouse=True)
+def _english_thread():
+    """A request activates its reader's language on the thread that served it; what a test
+    does after a Chinese request starts in English again (tests/conftest.py has the same)."""
+    translation.deactivate()
+    yield
+    translation.deactivate()

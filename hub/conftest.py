@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import translation
 
 from cadre import signing
 from tests.conftest import (  # noqa: F401 - the shared cast, re-exported as fixtures
@@ -27,3 +28,12 @@ def _instance_signing_key(settings, tmp_path_factory, monkeypatch):
     signing.forget_key()
     yield
     signing.forget_key()
+
+
+@pytest.fixture(autouse=True)
+def _english_thread():
+    """A request activates its reader's language on the thread that served it; what a test
+    does after a Chinese request starts in English again (tests/conftest.py has the same)."""
+    translation.deactivate()
+    yield
+    translation.deactivate()

@@ -8,6 +8,7 @@ import threading
 import pytest
 from celery.signals import task_postrun
 from django.db import connections
+from django.utils import translation
 from rest_framework.test import APIClient
 
 from cadre.agents.runtime.records import delivery
@@ -40,6 +41,23 @@ class ReachingChannel:
     def channel(self, real: delivery.Channel | None) -> delivery.Channel:
         reply = real.reply if real is not None else (lambda reply: None)
         return delivery.Channel(reply=reply, message=self.messages.append, check=lambda m: "")
+
+
+@pytest.fixture(autouse=True)
+def _english_installer(monkeypatch):
+    """`make up`, `cadre doctor` and the demo organization speak the installer's language
+    (cadre.runtime.language): the suite asserts English, whatever the developer's locale. A
+    test of the Chinese installer sets CADRE_LANGUAGE itself."""
+    monkeypatch.setenv("CADRE_LANGUAGE", "en")
+
+
+@pytest.fixture(autouse=True)
+def _english_thread():
+    """A request activates its reader's language on the thread that served it (as Django's
+    LocaleMiddleware does); what a test does after a Chinese request starts in English again."""
+    translation.deactivate()
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

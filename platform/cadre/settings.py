@@ -385,6 +385,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "cadre.tenancy.middleware.ActorMiddleware",
+    # Activates the reader's language: member preference, browser, organization default.
+    "cadre.tenancy.middleware.LanguageMiddleware",
     # Audits a request's reads of other people's personal memory, once per person read.
     "cadre.memory.personal_reads.PersonalReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -406,6 +408,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
                 "cadre.console.context.console",
             ]
         },
@@ -487,7 +490,14 @@ AXES_VERBOSE = False
 # middleware, which would replace that page, is not installed.
 SILENCED_SYSTEM_CHECKS = ["axes.W002"]
 
+# The languages a person can read Cadre in (docs/i18n.md): English and Simplified Chinese.
+from cadre.languages import LANGUAGES as CADRE_LANGUAGES  # noqa: E402 - a constant, no Django
+# Catalogs in locale/, compiled by the install (`make install` runs compilemessages).
 LANGUAGE_CODE = "en"
+LANGUAGES = CADRE_LANGUAGES
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

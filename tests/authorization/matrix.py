@@ -382,6 +382,8 @@ scim/v2/^(?P<rest>.*)$               GET              nobody                    
 # --- console: signing in ----------------------------------------------------------------------
 console:login                        GET,POST,PUT     public                     -
 console:logout                       POST             public                     -
+console:set_language                 POST             public                     -
+console:javascript_catalog           GET              public                     -
 console:invite                       GET,POST         public                     invitation_token
 console:sso_start                    GET              public                     idp
 console:sso_callback                 GET              public                     idp

@@ -16,6 +16,7 @@ from cadre.console.views import (
     home,
     hub,
     identity_providers,
+    language,
     mcp_servers,
     members,
     memory,
@@ -32,6 +33,8 @@ app_name = "console"
 urlpatterns = [
     path("login/", account.ConsoleLoginView.as_view(), name="login"),
     path("logout/", account.ConsoleLogoutView.as_view(), name="logout"),
+    path("language/", language.set_language, name="set_language"),
+    path("jsi18n/", language.javascript_catalog, name="javascript_catalog"),
     path("invite/<str:token>/", account.invitation_accept, name="invite"),
     path("sso/<slug:org_slug>/<slug:provider_slug>/", sso.sso_start, name="sso_start"),
     path(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 
+from django.utils import translation
 from django.utils.translation import gettext
 from rest_framework import authentication, exceptions
 
@@ -14,6 +15,7 @@ from cadre.api.throttles import (
     refuse_if_auth_blocked,
 )
 from cadre.tenancy.actors import Actor, api_key_actor
+from cadre.tenancy.languages import request_language
 from cadre.tenancy.models import ApiKey, Member, Organization, ScimToken
 from cadre.tenancy.roles import permissions_for_roles
 from cadre.tenancy.services import (
@@ -33,17 +35,23 @@ def api_key_resolve(token: str) -> ApiKey:
     takes Cadre keys uses (the REST API here, the MCP server)."""
     parsed = api_key_parse(token.strip())
     if parsed is None:
-        raise KeyRefused("Malformed API key.")
+        raise KeyRefused(gettext("Malformed API key."))
     prefix, secret = parsed
     key = ApiKey.objects.select_related("organization", "created_by").filter(prefix=prefix).first()
     if key is None or not hmac.compare_digest(key.key_hash, api_key_hash(secret)):
-        raise KeyRefused("Invalid API key.")
+        raise KeyRefused(gettext("Invalid API key."))
     if key.state != "active":
-        raise KeyRefused(f"This API key is {key.state}.")
+        raise KeyRefused(
+            {
+                "revoked": gettext("This API key is revoked."),
+                "expired": gettext("This API key is expired."),
+            }.get(key.state)
+            or gettext("This API key is %(state)s.") % {"state": key.state}
+        )
     if key.created_by.status != Member.Status.ACTIVE:
-        raise KeyRefused("The member who created this key is deactivated.")
+        raise KeyRefused(gettext("The member who created this key is deactivated."))
     if key.organization.status != Organization.Status.ACTIVE:
-        raise KeyRefused("The organization is suspended.")
+        raise KeyRefused(gettext("The organization is suspended."))
     return key
 
 
@@ -80,6 +88,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(str(refused)) from None
         api_key_touch(key, request.META.get("REMOTE_ADDR"))
         request._request.actor = api_key_actor(key)
+        # The answer speaks the key member's language (the middleware could not know the key).
+        language = request_language(request._request, key.created_by)
+        translation.activate(language)
+        request._request.LANGUAGE_CODE = language
         return KeyPrincipal(key), key
 
     def authenticate_header(self, request):
@@ -94,7 +106,9 @@ class SessionAuthentication(authentication.SessionAuthentication):
         if result is None:
             return None
         if getattr(request._request, "actor", None) is None:
-            raise exceptions.PermissionDenied("You have no active membership in an organization.")
+            raise exceptions.PermissionDenied(
+                gettext("You have no active membership in an organization.")
+            )
         return result
 
 

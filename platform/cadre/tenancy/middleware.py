@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from django.utils import translation
+from django.utils.cache import patch_vary_headers
+
 from cadre.tenancy.actors import member_actor
+from cadre.tenancy.languages import request_language
 from cadre.tenancy.models import Member, Organization
 
 SESSION_KEY = "cadre_organization_id"
@@ -59,3 +63,21 @@ class ActorMiddleware:
                 request.member = member
                 request.actor = member_actor(member)
         return self.get_response(request)
+
+
+class LanguageMiddleware:
+    """Activates the language the reader reads (cadre.tenancy.languages): the signed-in
+    member's preference, else the browser's, else the organization's default. API keys are
+    resolved later, by DRF: their authentication activates the key member's language."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        language = request_language(request, request.member)
+        translation.activate(language)
+        request.LANGUAGE_CODE = language
+        response = self.get_response(request)
+        patch_vary_headers(response, ("Accept-Language", "Cookie"))
+        response.headers.setdefault("Content-Language", translation.get_language())
+        return response

@@ -9,6 +9,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from cadre.crypto import EncryptedTextField
 from cadre.im import platform_choices
@@ -54,14 +55,14 @@ class User(AbstractBaseUser, PermissionsMixin):
 
 class Organization(models.Model):
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        SUSPENDED = "suspended", "Suspended"
+        ACTIVE = "active", _("Active")
+        SUSPENDED = "suspended", _("Suspended")
 
     class ApprovedSkills(models.TextChoices):
         """What happens when a skill taught by a template's agents is approved (docs/hub.md)."""
 
-        OFFER = "offer", "Offer a one-click install into the template"
-        AUTOMATIC = "automatic", "Install it into the template's next version"
+        OFFER = "offer", _("Offer a one-click install into the template")
+        AUTOMATIC = "automatic", _("Install it into the template's next version")
 
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64, unique=True)
@@ -187,9 +188,9 @@ class Member(TenantModel):
     resource = "member"
 
     class Status(models.TextChoices):
-        INVITED = "invited", "Invited"
-        ACTIVE = "active", "Active"
-        DEACTIVATED = "deactivated", "Deactivated"
+        INVITED = "invited", _("Invited")
+        ACTIVE = "active", _("Active")
+        DEACTIVATED = "deactivated", _("Deactivated")
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -216,6 +217,14 @@ class Member(TenantModel):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     created_at = models.DateTimeField(default=timezone.now)
     deactivated_at = models.DateTimeField(null=True, blank=True)
+    # The language the member reads Cadre in (docs/i18n.md): set by the member, an admin or SCIM
+    # (preferredLanguage / locale); blank = the browser's, else the organization's default.
+    language = models.CharField(
+        max_length=16, choices=settings.LANGUAGES, blank=True, default="", db_default=""
+    )
+    # The locale the member's IM platform reported (Slack's users.info), used for IM messages
+    # when the member set no language.
+    platform_language = models.CharField(max_length=16, blank=True, default="", db_default="")
     # Directory attributes an identity provider provisions over SCIM (RFC 7643 userName,
     # externalId, name.givenName / name.familyName); blank for members added in Cadre.
     user_name = models.CharField(max_length=191, blank=True)
@@ -400,9 +409,9 @@ class IdentityProvider(TenantModel):
     class Kind(models.TextChoices):
         OIDC = "oidc", "OpenID Connect"
         SAML = "saml", "SAML 2.0"
-        FEISHU = "feishu", "Feishu / Lark login"
-        WECOM = "wecom", "WeCom login"
-        DINGTALK = "dingtalk", "DingTalk login"
+        FEISHU = "feishu", _("Feishu / Lark login")
+        WECOM = "wecom", _("WeCom login")
+        DINGTALK = "dingtalk", _("DingTalk login")
 
     name = models.CharField(max_length=150)
     slug = models.SlugField(max_length=64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import zoneinfo
 
+from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from cadre.api.viewsets import TenantRelatedFieldMixin
@@ -46,7 +47,7 @@ class OrganizationSerializer(serializers.ModelSerializer):
 
     def validate_time_zone(self, value: str) -> str:
         if value not in _time_zones():
-            raise serializers.ValidationError("Not an IANA time zone, e.g. 'Asia/Shanghai'.")
+            raise serializers.ValidationError(_("Not an IANA time zone, e.g. 'Asia/Shanghai'."))
         return value
 
 
@@ -122,6 +123,7 @@ class MemberSerializer(serializers.ModelSerializer):
             "positions",
             "manager",
             "roles",
+            "language",
             "status",
             "has_login",
             "im_identities",

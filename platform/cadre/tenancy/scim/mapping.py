@@ -8,6 +8,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db.models import Q
+from django.utils.translation import gettext as _
 from scim2_models import EnterpriseUser, Group, InvalidFilterException, ScimFilter, User
 from scim2_models.path.expressions import (
     CompareOperator,
@@ -19,6 +20,7 @@ from scim2_models.path.expressions import (
 )
 
 from cadre.identifiers import parse_pk
+from cadre.tenancy.languages import supported
 from cadre.tenancy.models import Department, Member
 
 USER_SCHEMA = User.__schema__
@@ -149,7 +151,16 @@ def user_fields(user: User) -> dict:
         "employee_no": ((enterprise.employee_number if enterprise else None) or "")[:64],
         "department_name": ((enterprise.department if enterprise else None) or "").strip(),
         "active": user.active is not False,
+        # preferredLanguage (RFC 7643 §4.1.1, "zh-CN") or else locale: the language the member
+        # reads Cadre in; one Cadre does not speak leaves it to the browser. None: not sent.
+        "language": _language(user.preferred_language, user.locale),
     }
+
+
+def _language(preferred: str | None, locale: str | None) -> str | None:
+    if not preferred and not locale:
+        return None
+    return supported(preferred) or supported(locale) or ""
 
 
 def _is_email(text: str) -> bool:
@@ -187,19 +198,21 @@ def _node_q(node, fields: dict) -> Q:
             if isinstance(node, Present):
                 return Q()
             if node.op not in (CompareOperator.eq, CompareOperator.ne):
-                raise InvalidFilterException(detail="active takes eq or ne.")
+                raise InvalidFilterException(detail=_("active takes eq or ne."))
             wanted = node.value is True or str(node.value).lower() == "true"
             condition = Q(status=Member.Status.ACTIVE)
             return condition if wanted == (node.op == CompareOperator.eq) else ~condition
         field = fields.get(key)
         if field is None:
-            raise InvalidFilterException(detail=f"Cadre cannot filter on {path}.")
+            raise InvalidFilterException(
+                detail=_("Cadre cannot filter on %(path)s.") % {"path": path}
+            )
         if isinstance(node, Present):
             return ~Q(**{field: ""}) & Q(**{f"{field}__isnull": False})
         value = node.value
         if field.endswith("pk"):
             if node.op not in (CompareOperator.eq, CompareOperator.ne):
-                raise InvalidFilterException(detail=f"{path} takes eq or ne.")
+                raise InvalidFilterException(detail=_("%(path)s takes eq or ne.") % {"path": path})
             # Ids are ASCII digits within bigint; "²" or a longer number names no resource.
             key = parse_pk(value)
             matches = Q(**{field: key}) if key is not None else Q(pk__in=[])
@@ -208,6 +221,9 @@ def _node_q(node, fields: dict) -> Q:
             return ~Q(**{f"{field}__iexact": value})
         lookup = _LOOKUPS.get(node.op)
         if lookup is None:
-            raise InvalidFilterException(detail=f"Cadre cannot compare {path} with {node.op}.")
+            raise InvalidFilterException(
+                detail=_("Cadre cannot compare %(path)s with %(op)s.")
+                % {"path": path, "op": node.op}
+            )
         return Q(**{f"{field}__{lookup}": value})
-    raise InvalidFilterException(detail="Cadre cannot evaluate that filter.")
+    raise InvalidFilterException(detail=_("Cadre cannot evaluate that filter."))

@@ -35,6 +35,8 @@ USER_ATTRIBUTES = {
     "emails": {"value"},
     "phoneNumbers": {"value"},
 }
+# preferredLanguage and locale are read when sent (the member's language, docs/i18n.md) but not
+# published: Cadre keeps only a language it speaks, not any value a client would read back.
 ENTERPRISE_ATTRIBUTES = {"employeeNumber": None, "department": None}
 # A member's `display` is their own display name, not something a group may set.
 GROUP_ATTRIBUTES = {"displayName": None, "members": {"value", "$ref", "type"}}

@@ -150,7 +150,9 @@ def _parameters(query, model) -> ResponseParameters:
             {"attributes": names("attributes"), "excludedAttributes": names("excludedAttributes")}
         )
     except ValidationError as exc:
-        raise SCIMException(detail=f"Bad attributes: {exc.errors()[0]['msg']}") from None
+        raise SCIMException(
+            detail=gettext("Bad attributes: %(msg)s") % {"msg": exc.errors()[0]["msg"]}
+        ) from None
 
 
 def _dump(model, document: dict, parameters=None) -> dict:
@@ -166,7 +168,7 @@ def _check_if_match(request, document: dict) -> None:
         version = document["meta"]["version"]
         if version not in tags and version.removeprefix("W/") not in tags:
             raise PreconditionFailedException(
-                detail="The resource changed since that version (If-Match)."
+                detail=gettext("The resource changed since that version (If-Match).")
             )
 
 
@@ -225,7 +227,7 @@ def _with_meta(item, resource_type: str, location: str) -> dict:
 
 def _read_only(request) -> None:
     if request.method != "GET":
-        raise MethodNotAllowed(detail="Discovery endpoints are read-only.")
+        raise MethodNotAllowed(detail=gettext("Discovery endpoints are read-only."))
 
 
 @scim_view
@@ -252,7 +254,7 @@ def resource_types(request, actor, name=None):
     if name is None:
         return _respond(_listed(list(items.values())))
     if name not in items:
-        raise NotFoundException(detail="No such resource type.")
+        raise NotFoundException(detail=gettext("No such resource type."))
     return _respond(items[name])
 
 
@@ -266,7 +268,7 @@ def schemas_view(request, actor, urn=None):
     if urn is None:
         return _respond(_listed(list(items.values())))
     if urn not in items:
-        raise NotFoundException(detail="No such schema.")
+        raise NotFoundException(detail=gettext("No such schema."))
     return _respond(items[urn])
 
 
@@ -345,7 +347,7 @@ def users(request, actor):
             lambda m: user_document(m, base),
         )
     if request.method != "POST":
-        return _error(405, "Use GET or POST.")
+        return _error(405, gettext("Use GET or POST."))
     parsed = UserResource.model_validate(_body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
     member = scim_user_provision(actor=actor, member=None, fields=user_fields(parsed))
     document = user_document(_member(actor, member.pk), base)
@@ -382,7 +384,7 @@ def user(request, actor, pk):
             _body(request), scim_ctx=Context.RESOURCE_PATCH_REQUEST
         ).patch(parsed)
     else:
-        return _error(405, "Use GET, PUT, PATCH or DELETE.")
+        return _error(405, gettext("Use GET, PUT, PATCH or DELETE."))
     scim_user_provision(actor=actor, member=member, fields=user_fields(parsed))
     document = user_document(_member(actor, pk), base)
     return _respond(_dump(UserResource, document), etag=document["meta"]["version"])
@@ -426,7 +428,7 @@ def groups(request, actor):
             lambda d: group_document(d, base),
         )
     if request.method != "POST":
-        return _error(405, "Use GET or POST.")
+        return _error(405, gettext("Use GET or POST."))
     parsed = Group.model_validate(_body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
     department = scim_group_provision(actor=actor, department=None, **_group_values(parsed))
     document = group_document(_department(actor, department.pk), base)
@@ -452,7 +454,7 @@ def group(request, actor, pk):
             _body(request), scim_ctx=Context.RESOURCE_PATCH_REQUEST
         ).patch(parsed)
     else:
-        return _error(405, "Use GET, PUT, PATCH or DELETE.")
+        return _error(405, gettext("Use GET, PUT, PATCH or DELETE."))
     scim_group_provision(actor=actor, department=department, **_group_values(parsed))
     document = group_document(_department(actor, pk), base)
     return _respond(_dump(Group, document), etag=document["meta"]["version"])
@@ -460,7 +462,7 @@ def group(request, actor, pk):
 
 def _search_body(request) -> dict:
     if request.method != "POST":
-        raise MethodNotAllowed(detail="Use POST for .search.")
+        raise MethodNotAllowed(detail=gettext("Use POST for .search."))
     body = _body(request)
     return {key: value for key, value in body.items() if key != "schemas"}
 
@@ -494,9 +496,9 @@ def groups_search(request, actor):
 @scim_view
 def root_search(request, actor):
     """Searching Users and Groups at once is not offered (RFC 7644 §3.4.3 lets it be 501)."""
-    raise NotImplementedException(detail="Search /Users/.search or /Groups/.search.")
+    raise NotImplementedException(detail=gettext("Search /Users/.search or /Groups/.search."))
 
 
 @scim_view
 def unknown(request, actor, rest=""):
-    raise NotFoundException(detail="No such SCIM endpoint.")
+    raise NotFoundException(detail=gettext("No such SCIM endpoint."))

@@ -44,6 +44,7 @@ from cadre.tenancy.services.organizations import (
     position_create,
     position_update,
 )
+from cadre.tenancy.services.preferences import member_language_set
 from cadre.tenancy.services.provisioning import (
     scim_group_delete,
     scim_group_provision,
@@ -82,6 +83,7 @@ __all__ = [
     "member_deactivate",
     "member_deactivated",
     "member_invite",
+    "member_language_set",
     "member_reactivate",
     "member_update",
     "object_grant",

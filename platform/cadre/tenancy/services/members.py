@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
@@ -30,6 +31,7 @@ MEMBER_FIELDS = (
     "external_id",
     "given_name",
     "family_name",
+    "language",
 )
 
 
@@ -52,13 +54,18 @@ def _check_role_change(actor: Actor, old: list[str], new: list[str]) -> None:
         return
     actor.require("member.assign_roles")
     if ("owner" in old) != ("owner" in new) and not _acts_as_owner(actor):
-        raise NotPermitted("Only an owner can grant or remove the owner role.")
+        raise NotPermitted(_("Only an owner can grant or remove the owner role."))
 
 
 def check_owner_target(actor: Actor, member: Member, verb: str) -> None:
     """Deactivating or reactivating an owner changes who owns the organization."""
     if "owner" in member.roles and not _acts_as_owner(actor):
-        raise NotPermitted(f"Only an owner can {verb} an owner.")
+        messages = {
+            "deactivate": _("Only an owner can deactivate an owner."),
+            "reactivate": _("Only an owner can reactivate an owner."),
+            "delete": _("Only an owner can delete an owner."),
+        }
+        raise NotPermitted(messages.get(verb) or _("Only an owner can change an owner."))
 
 
 def _ensure_an_owner_remains(member: Member, leaving: bool) -> None:
@@ -77,16 +84,21 @@ def _ensure_an_owner_remains(member: Member, leaving: bool) -> None:
         .values_list("pk", flat=True)
     )
     if not [pk for pk in owners if pk != member.pk]:
-        raise Conflict("The organization must keep at least one active owner.", code="last_owner")
+        raise Conflict(
+            _("The organization must keep at least one active owner."), code="last_owner"
+        )
 
 
 def _apply_member_links(actor, member, department, manager, positions) -> None:
     same_org(actor, department, manager, *(positions or []))
     if department is not None and department.is_archived:
-        raise InvalidInput("The department is archived.", details={"department": ["Archived."]})
+        raise InvalidInput(
+            _("The department is archived."), details={"department": [_("Archived.")]}
+        )
     if manager is not None and member.pk and manager.pk == member.pk:
         raise InvalidInput(
-            "A member cannot be their own manager.", details={"manager": ["Choose someone else."]}
+            _("A member cannot be their own manager."),
+            details={"manager": [_("Choose someone else.")]},
         )
 
 
@@ -134,7 +146,7 @@ def member_create(
         family_name=family_name,
     )
     _apply_member_links(actor, member, department, manager, positions)
-    save_unique(member, "A member with this email or user name exists.", "email")
+    save_unique(member, _("A member with this email or user name exists."), "email")
     if positions:
         member.positions.set(positions)
     audit.record(actor=actor, action="member.create", target=member, after=_member_snapshot(member))
@@ -159,18 +171,18 @@ def member_update(
         else:
             actor.require("member.manage")
     if "status" in fields:
-        raise InvalidInput("Use deactivate or reactivate to change a member's status.")
+        raise InvalidInput(_("Use deactivate or reactivate to change a member's status."))
     _apply_member_links(actor, member, fields.get("department"), fields.get("manager"), positions)
     for name, value in fields.items():
         if name not in MEMBER_FIELDS:
-            raise InvalidInput(f"Field {name!r} cannot be changed.")
+            raise InvalidInput(_("Field %(name)r cannot be changed.") % {"name": name})
         if name == "email":
             value = value.strip().lower()
         setattr(member, name, value)
     if fields:
         save_unique(
             member,
-            "A member with this email or user name exists.",
+            _("A member with this email or user name exists."),
             "email",
             update_fields=list(fields),
         )
@@ -191,9 +203,9 @@ def member_deactivate(*, actor: Actor, member: Member, reason: str = "") -> Memb
     """Stop a member: sign-ins, API keys and agents stop at once; history stays."""
     actor.require("member.manage", member)
     if member.status == Member.Status.DEACTIVATED:
-        raise Conflict("The member is already deactivated.", code="already_deactivated")
+        raise Conflict(_("The member is already deactivated."), code="already_deactivated")
     if actor.member is not None and actor.member.pk == member.pk:
-        raise Conflict("You cannot deactivate yourself.", code="self")
+        raise Conflict(_("You cannot deactivate yourself."), code="self")
     check_owner_target(actor, member, "deactivate")
     _ensure_an_owner_remains(member, True)
     before = {"status": member.status}
@@ -236,7 +248,7 @@ def _revoke_api_keys(actor: Actor, member: Member) -> None:
 def member_reactivate(*, actor: Actor, member: Member) -> Member:
     actor.require("member.manage", member)
     if member.status != Member.Status.DEACTIVATED:
-        raise Conflict("The member is not deactivated.", code="not_deactivated")
+        raise Conflict(_("The member is not deactivated."), code="not_deactivated")
     check_owner_target(actor, member, "reactivate")
     # Active again, login or not: an IM-only employee needs no login to use their agents, and
     # deactivation revoked any pending invitation, so "invited" would be a dead end (a new

@@ -80,7 +80,7 @@ def _check_identifiers(member: Member | None, profile: dict) -> None:
         try:
             validate_email(email)
             if len(email) > _field_limit("email"):
-                raise ValidationError("too long")
+                raise ValidationError(gettext("too long"))
         except ValidationError:
             message = gettext("%(email)s is not an e-mail address Cadre accepts.") % {
                 "email": email[:100]
@@ -100,14 +100,19 @@ def scim_user_provision(*, actor: Actor, member: Member | None, fields: dict) ->
     if not profile["display_name"]:
         profile["display_name"] = profile["user_name"][: _field_limit("display_name")]
     _check_identifiers(member, profile)
+    language = fields.get("language")  # None: the identity provider did not send one
     if member is None:
         member = member_create(actor=actor, department=department, **profile)
+        if language:
+            member = member_update(actor=actor, member=member, language=language)
         if not fields.get("active", True):
             member_deactivate(actor=actor, member=member, reason="provisioned inactive (SCIM)")
         return member
     changed = {name: value for name, value in profile.items() if getattr(member, name) != value}
     if fields.get("department_name") is not None and department != member.department:
         changed["department"] = department
+    if language is not None and language != member.language:
+        changed["language"] = language
     if changed:
         member = member_update(actor=actor, member=member, **changed)
     active = fields.get("active", True)
@@ -168,7 +173,9 @@ def scim_group_provision(
     """
     name = (name or "").strip()
     if not name:
-        raise InvalidInput("displayName is required.", details={"displayName": ["Required."]})
+        raise InvalidInput(
+            gettext("displayName is required."), details={"displayName": [gettext("Required.")]}
+        )
     external_id = (external_id or "")[:191]
     if department is None:
         department = department_create(actor=actor, name=name[:200], external_id=external_id)
