@@ -213,7 +213,7 @@ def test_viewer_timing_box_selection_colours_slider_keyboard_and_print(page, bob
     names = page.evaluate(
         "() => window.cadreViewer.charts.main.getOption().series.map((s) => s.name)"
     )
-    assert set(names) - {"cluster names"} == {"preference", "fact", "requirement"}
+    assert set(names) - {"cluster names"} == {"Preference", "Fact", "Requirement"}
     page.screenshot(path=str(SHOTS / "viewer-map-by-kind.png"), full_page=True)
     page.get_by_label("Colour by").select_option("age")
     names = page.evaluate(

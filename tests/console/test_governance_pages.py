@@ -258,7 +258,7 @@ def test_a_template_adds_plugins_after_the_organizations_and_the_page_says_so(
 
 # --- masking test bench -----------------------------------------------------------------------
 
-SAMPLE = "请联系王小明 13812345678，邮箱 li.na@example.com，客户 Contoso Pharma 的报价"  # noqa: RUF001
+SAMPLE = "请联系王小明 13812345678，邮箱 li.na@example.com，客户 Contoso Pharma 的报价"
 
 
 def test_the_bench_shows_detections_and_the_masked_text(alice, browser, caplog):

@@ -175,7 +175,11 @@ def _generic(event, actor: str, target: str) -> str:
     noun, _dot, verb = event.action.rpartition(".")
     kind = target_type_label(event.target_type) or noun.replace(".", " ").replace("_", " ")
     done = _VERBS.get(verb)
-    thing = f"{kind.lower()} “{target}”" if target else _("a %(kind)s") % {"kind": kind.lower()}
+    thing = (
+        _("%(kind)s “%(target)s”") % {"kind": kind.lower(), "target": target}
+        if target
+        else _("a %(kind)s") % {"kind": kind.lower()}
+    )
     if done is None:
         # An action without a verb of its own ("tool.im_send", "alert.open"): say what and on
         # what, in words.
@@ -184,7 +188,8 @@ def _generic(event, actor: str, target: str) -> str:
             "what": verb.replace("_", " "),
             "thing": thing,
         }
-    return f"{actor} {done} {thing}"
+    # "You created department “Sales”": the verb is a past participle, the thing its object.
+    return _("%(actor)s %(done)s %(thing)s") % {"actor": actor, "done": done, "thing": thing}
 
 
 def event_sentences(actor, events) -> list[dict]:

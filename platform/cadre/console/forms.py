@@ -10,8 +10,15 @@ import zoneinfo
 from datetime import datetime, time
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.password_validation import password_validators_help_text_html
 from django.utils import timezone
+from django.utils.functional import lazy
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import format_lazy
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext
 
 from cadre.console.department_tree import department_choices
 from cadre.console.scoping import restricted_for
@@ -57,35 +64,66 @@ def department_field(field: forms.ModelChoiceField, queryset) -> None:
     field.choices = department_choices(queryset, field.empty_label or "")
 
 
-ROLE_FORM_CHOICES = [(role.name, f"{role.label} — {role.description}") for role in ROLES.values()]
+ROLE_FORM_CHOICES = [
+    (role.name, format_lazy("{} — {}", role.label, role.description)) for role in ROLES.values()
+]
+
+# The languages a member can read Cadre in; blank: their browser's, else the organization's.
+LANGUAGE_CHOICES = [("", gettext_lazy("Browser or organization default")), *settings.LANGUAGES]
 
 
 # --- members ------------------------------------------------------------------------------
 
 
 class MemberForm(ActorFormMixin, forms.Form):
-    display_name = forms.CharField(label="Name", max_length=150)
-    email = forms.EmailField(required=False, help_text="Needed to invite them to the console.")
-    mobile = forms.CharField(max_length=32, required=False)
-    employee_no = forms.CharField(label="Employee number", max_length=64, required=False)
-    title = forms.CharField(label="Job title", max_length=150, required=False)
+    display_name = forms.CharField(label=gettext_lazy("Name"), max_length=150)
+    email = forms.EmailField(
+        label=gettext_lazy("Email"),
+        required=False,
+        help_text=gettext_lazy("Needed to invite them to the console."),
+    )
+    mobile = forms.CharField(label=gettext_lazy("Mobile"), max_length=32, required=False)
+    employee_no = forms.CharField(
+        label=gettext_lazy("Employee number"), max_length=64, required=False
+    )
+    title = forms.CharField(label=gettext_lazy("Job title"), max_length=150, required=False)
     department = forms.ModelChoiceField(
-        queryset=Department.objects.none(), required=False, empty_label="— No department —"
+        label=gettext_lazy("Department"),
+        queryset=Department.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("— No department —"),
     )
     manager = forms.ModelChoiceField(
-        queryset=Member.objects.none(), required=False, empty_label="— No manager —"
+        label=gettext_lazy("Manager"),
+        queryset=Member.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("— No manager —"),
     )
     positions = forms.ModelMultipleChoiceField(
+        label=gettext_lazy("Positions"),
         queryset=Position.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="Agents are dispatched to positions.",
+        help_text=gettext_lazy("Agents are dispatched to positions."),
     )
     roles = forms.MultipleChoiceField(
+        label=gettext_lazy("Roles"),
         choices=ROLE_FORM_CHOICES,
         widget=forms.CheckboxSelectMultiple,
-        help_text="What this person may do in the console. Employees only chat with agents.",
-        error_messages={"required": "Choose at least one role (Employee for most people)."},
+        help_text=gettext_lazy(
+            "What this person may do in the console. Employees only chat with agents."
+        ),
+        error_messages={
+            "required": gettext_lazy("Choose at least one role (Employee for most people).")
+        },
+    )
+    language = forms.ChoiceField(
+        label=gettext_lazy("Language"),
+        choices=LANGUAGE_CHOICES,
+        required=False,
+        help_text=gettext_lazy(
+            "The language Cadre speaks to them in: the console, IM cards and messages, e-mails."
+        ),
     )
 
     def __init__(self, *args, member: Member | None = None, **kwargs):
@@ -100,6 +138,9 @@ class MemberForm(ActorFormMixin, forms.Form):
         )
         if member is not None:
             managers = managers.exclude(pk=member.pk)
+        else:
+            # Set once the member exists (the member themself chooses it in the console).
+            del self.fields["language"]
         self.fields["manager"].queryset = managers
         self.fields["positions"].queryset = restricted_for(self.actor, Position, "view").filter(
             is_archived=False
@@ -113,23 +154,35 @@ class MemberForm(ActorFormMixin, forms.Form):
 
 class InviteForm(ActorFormMixin, forms.Form):
     email = forms.EmailField(
-        help_text="The invitation link is e-mailed to this address when mail is configured, and "
-        "shown once either way."
+        label=gettext_lazy("Email"),
+        help_text=gettext_lazy(
+            "The invitation link is e-mailed to this address when mail is configured, and "
+            "shown once either way."
+        ),
     )
     display_name = forms.CharField(
-        label="Name",
+        label=gettext_lazy("Name"),
         max_length=150,
         required=False,
-        help_text="They can change it when they accept.",
+        help_text=gettext_lazy("They can change it when they accept."),
     )
     department = forms.ModelChoiceField(
-        queryset=Department.objects.none(), required=False, empty_label="— No department —"
+        label=gettext_lazy("Department"),
+        queryset=Department.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("— No department —"),
     )
     positions = forms.ModelMultipleChoiceField(
-        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        label=gettext_lazy("Positions"),
+        queryset=Position.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
     )
     roles = forms.MultipleChoiceField(
-        choices=ROLE_FORM_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+        label=gettext_lazy("Roles"),
+        choices=ROLE_FORM_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
     )
 
     def __init__(self, *args, **kwargs):
@@ -149,40 +202,53 @@ class InviteForm(ActorFormMixin, forms.Form):
 
 class DeactivateForm(forms.Form):
     reason = forms.CharField(
+        label=gettext_lazy("Reason"),
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=1000,
         required=False,
-        help_text="Recorded in the audit log.",
+        help_text=gettext_lazy("Recorded in the audit log."),
     )
 
 
 class IdentityForm(forms.Form):
-    platform = forms.ChoiceField(choices=platform_choices)
+    platform = forms.ChoiceField(label=gettext_lazy("Platform"), choices=platform_choices)
     platform_user_id = forms.CharField(
-        label="Platform user id",
+        label=gettext_lazy("Platform user id"),
         max_length=191,
-        help_text="e.g. a Feishu open_id, a WeCom userid, a Slack member id.",
+        help_text=gettext_lazy("e.g. a Feishu open_id, a WeCom userid, a Slack member id."),
     )
     tenant_key = forms.CharField(
-        label="Tenant",
+        label=gettext_lazy("Tenant"),
         max_length=128,
         required=False,
-        help_text="Feishu tenant key, WeCom corp id or Slack team id; "
-        "leave blank with a single tenant.",
+        help_text=gettext_lazy(
+            "Feishu tenant key, WeCom corp id or Slack team id; leave blank with a single tenant."
+        ),
     )
-    display_name = forms.CharField(label="Name on the platform", max_length=150, required=False)
+    display_name = forms.CharField(
+        label=gettext_lazy("Name on the platform"), max_length=150, required=False
+    )
 
 
 class MemberFilterForm(ActorFormMixin, forms.Form):
     """The members list's search and filters (GET)."""
 
-    q = forms.CharField(required=False, label="Search")
-    status = forms.ChoiceField(choices=[("", "Any status"), *Member.Status.choices], required=False)
+    q = forms.CharField(required=False, label=gettext_lazy("Search"))
+    status = forms.ChoiceField(
+        label=gettext_lazy("Status"),
+        choices=[("", gettext_lazy("Any status")), *Member.Status.choices],
+        required=False,
+    )
     department = forms.ModelChoiceField(
-        queryset=Department.objects.none(), required=False, empty_label="Any department"
+        label=gettext_lazy("Department"),
+        queryset=Department.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("Any department"),
     )
     role = forms.ChoiceField(
-        choices=[("", "Any role")] + [(r.name, r.label) for r in ROLES.values()], required=False
+        label=gettext_lazy("Role"),
+        choices=[("", gettext_lazy("Any role"))] + [(r.name, r.label) for r in ROLES.values()],
+        required=False,
     )
 
     def __init__(self, *args, **kwargs):
@@ -194,16 +260,24 @@ class MemberFilterForm(ActorFormMixin, forms.Form):
 
 
 class DepartmentForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=200)
     parent = forms.ModelChoiceField(
-        queryset=Department.objects.none(), required=False, empty_label="— Top level —"
+        label=gettext_lazy("Parent"),
+        queryset=Department.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("— Top level —"),
     )
     code = forms.SlugField(
+        label=gettext_lazy("Code"),
         max_length=64,
         required=False,
-        help_text="Optional short identifier, e.g. from your HR system.",
+        help_text=gettext_lazy("Optional short identifier, e.g. from your HR system."),
     )
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    description = forms.CharField(
+        label=gettext_lazy("Description"),
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+    )
 
     def __init__(self, *args, department: Department | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -216,14 +290,24 @@ class DepartmentForm(ActorFormMixin, forms.Form):
 
 
 class PositionForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=200)
     code = forms.SlugField(
-        max_length=64, required=False, help_text="Left blank, it is made from the name."
+        label=gettext_lazy("Code"),
+        max_length=64,
+        required=False,
+        help_text=gettext_lazy("Left blank, it is made from the name."),
     )
     department = forms.ModelChoiceField(
-        queryset=Department.objects.none(), required=False, empty_label="— Any department —"
+        label=gettext_lazy("Department"),
+        queryset=Department.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("— Any department —"),
     )
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    description = forms.CharField(
+        label=gettext_lazy("Description"),
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -236,24 +320,40 @@ class PositionForm(ActorFormMixin, forms.Form):
 # --- API keys -----------------------------------------------------------------------------
 
 
+# "<code>org:read</code> — Read the organization…": the scope is a code, its description words.
+_scope_label = lazy(
+    lambda name, description: format_html("<code>{}</code> — {}", name, description), SafeString
+)
+
+
 class ApiKeyForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=150, help_text="Say what uses it, e.g. “HR sync job”.")
+    name = forms.CharField(
+        label=gettext_lazy("Name"),
+        max_length=150,
+        help_text=gettext_lazy("Say what uses it, e.g. “HR sync job”."),
+    )
     scopes = forms.MultipleChoiceField(
-        choices=[(name, f"{name} — {description}") for name, (description, _) in SCOPES.items()],
+        label=gettext_lazy("Scopes"),
+        choices=[
+            (name, _scope_label(name, description))
+            for name, (description, _permissions) in SCOPES.items()
+        ],
         widget=forms.CheckboxSelectMultiple,
-        error_messages={"required": "Choose at least one scope."},
+        error_messages={"required": gettext_lazy("Choose at least one scope.")},
     )
     expires_on = forms.DateField(
-        label="Expires on",
+        label=gettext_lazy("Expires on"),
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="The key stops working at the end of this day (organization time zone).",
+        help_text=gettext_lazy(
+            "The key stops working at the end of this day (organization time zone)."
+        ),
     )
 
     def clean_expires_on(self):
         value = self.cleaned_data.get("expires_on")
         if value is not None and value < timezone.localdate(timezone=self.zone()):
-            raise forms.ValidationError("Choose today or a later date.")
+            raise forms.ValidationError(_("Choose today or a later date."))
         return value
 
     def zone(self) -> zoneinfo.ZoneInfo:
@@ -278,20 +378,22 @@ def organization_zone(organization) -> zoneinfo.ZoneInfo:
 
 class AuditFilterForm(forms.Form):
     action = forms.CharField(
-        required=False, label="Action", help_text="A prefix, e.g. member. or apikey.revoke"
+        required=False,
+        label=gettext_lazy("Action"),
+        help_text=gettext_lazy("A prefix, e.g. member. or apikey.revoke"),
     )
-    actor = forms.CharField(required=False, label="Actor")
-    target_type = forms.ChoiceField(required=False, label="Target type", choices=[])
+    actor = forms.CharField(required=False, label=gettext_lazy("Actor"))
+    target_type = forms.ChoiceField(required=False, label=gettext_lazy("Target type"), choices=[])
     since = forms.DateField(
-        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label=gettext_lazy("From"), widget=forms.DateInput(attrs={"type": "date"})
     )
     until = forms.DateField(
-        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label=gettext_lazy("To"), widget=forms.DateInput(attrs={"type": "date"})
     )
 
     def __init__(self, *args, target_types=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["target_type"].choices = [("", "Any target")] + [
+        self.fields["target_type"].choices = [("", _("Any target"))] + [
             (value, target_type_label(value)) for value in target_types
         ]
 
@@ -299,7 +401,7 @@ class AuditFilterForm(forms.Form):
         data = super().clean()
         since, until = data.get("since"), data.get("until")
         if since and until and since > until:
-            self.add_error("until", "The end date is before the start date.")
+            self.add_error("until", _("The end date is before the start date."))
         return data
 
 
@@ -318,18 +420,27 @@ LOCALES = [
 
 
 class OrganizationForm(forms.Form):
-    name = forms.CharField(max_length=200)
-    locale = forms.ChoiceField(choices=LOCALES, label="Language")
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=200)
+    locale = forms.ChoiceField(
+        choices=LOCALES,
+        label=gettext_lazy("Language"),
+        help_text=gettext_lazy(
+            "The default for members who chose no language and whose browser asks for none."
+        ),
+    )
     time_zone = forms.ChoiceField(
+        label=gettext_lazy("Time zone"),
         choices=[(name, name) for name in sorted(zoneinfo.available_timezones())],
-        help_text="Used for dates in the console and in exports.",
+        help_text=gettext_lazy("Used for dates in the console and in exports."),
     )
     approved_skills = forms.ChoiceField(
         choices=Organization.ApprovedSkills.choices,
         required=False,  # left out: the setting stays as it is
-        label="Approved skills",
-        help_text="When a skill taught by a template's agents is approved: install it into that "
-        "template's next version and roll it out, or offer the install on the skill's page.",
+        label=gettext_lazy("Approved skills"),
+        help_text=gettext_lazy(
+            "When a skill taught by a template's agents is approved: install it into that "
+            "template's next version and roll it out, or offer the install on the skill's page."
+        ),
     )
 
     def clean_approved_skills(self) -> str:
@@ -349,62 +460,70 @@ class OrganizationForm(forms.Form):
 
 
 class InvitationAcceptForm(forms.Form):
-    display_name = forms.CharField(label="Your name", max_length=150)
+    display_name = forms.CharField(label=gettext_lazy("Your name"), max_length=150)
     password = forms.CharField(
+        label=gettext_lazy("Password"),
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text=password_validators_help_text_html(),
+        help_text=lazy(password_validators_help_text_html, str)(),
     )
     password_confirm = forms.CharField(
-        label="Repeat the password",
+        label=gettext_lazy("Repeat the password"),
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
 
     def clean(self):
         data = super().clean()
         if data.get("password") and data.get("password") != data.get("password_confirm"):
-            self.add_error("password_confirm", "The two passwords differ.")
+            self.add_error("password_confirm", _("The two passwords differ."))
         return data
 
 
 class MemoryFilterForm(forms.Form):
     """Filters of the memory list; the scope choices are the scopes the actor may read."""
 
-    q = forms.CharField(required=False, max_length=200, label="Text")
-    scope = forms.ChoiceField(required=False, label="Scope")
-    kind = forms.ChoiceField(required=False, label="Kind")
-    source = forms.ChoiceField(required=False, label="Source")
-    status = forms.ChoiceField(required=False, label="Status")
+    q = forms.CharField(required=False, max_length=200, label=gettext_lazy("Text"))
+    scope = forms.ChoiceField(required=False, label=gettext_lazy("Scope"))
+    kind = forms.ChoiceField(required=False, label=gettext_lazy("Kind"))
+    source = forms.ChoiceField(required=False, label=gettext_lazy("Source"))
+    status = forms.ChoiceField(required=False, label=gettext_lazy("Status"))
     since = forms.DateField(
-        required=False, label="Observed from", widget=forms.DateInput(attrs={"type": "date"})
+        required=False,
+        label=gettext_lazy("Observed from"),
+        widget=forms.DateInput(attrs={"type": "date"}),
     )
     until = forms.DateField(
-        required=False, label="Observed to", widget=forms.DateInput(attrs={"type": "date"})
+        required=False,
+        label=gettext_lazy("Observed to"),
+        widget=forms.DateInput(attrs={"type": "date"}),
     )
 
     def __init__(self, *args, scope_choices: list[tuple[str, str]], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["scope"].choices = [("", "All readable scopes"), *scope_choices]
-        self.fields["kind"].choices = [("", "Any kind"), *Kind.choices]
-        self.fields["source"].choices = [("", "Any source"), *SourceKind.choices]
+        self.fields["scope"].choices = [("", _("All readable scopes")), *scope_choices]
+        self.fields["kind"].choices = [("", _("Any kind")), *Kind.choices]
+        self.fields["source"].choices = [("", _("Any source")), *SourceKind.choices]
         self.fields["status"].choices = [
-            ("", "Active"),
-            (Memory.Status.SUPERSEDED, "Superseded"),
-            (Memory.Status.ARCHIVED, "Archived"),
+            ("", pgettext("memory status", "Active")),
+            (Memory.Status.SUPERSEDED, pgettext("memory status", "Superseded")),
+            (Memory.Status.ARCHIVED, pgettext("memory status", "Archived")),
         ]
 
     def clean(self):
         data = super().clean()
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
-            raise forms.ValidationError("The start date is after the end date.")
+            raise forms.ValidationError(_("The start date is after the end date."))
         return data
 
 
 class MemoryCorrectForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), max_length=8000)
+    content = forms.CharField(
+        label=gettext_lazy("Content"), widget=forms.Textarea(attrs={"rows": 4}), max_length=8000
+    )
     reason = forms.CharField(
+        label=gettext_lazy("Reason"),
         required=False,
         max_length=1000,
-        help_text="Why it is corrected; kept in the memory's history.",
+        help_text=gettext_lazy("Why it is corrected; kept in the memory's history."),
     )
     expected_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
 
@@ -413,111 +532,151 @@ class IdentityProviderForm(forms.Form):
     KIND_CHOICES = [
         ("oidc", "OpenID Connect (Entra ID, Okta, Google Workspace, Keycloak, Authing…)"),
         ("saml", "SAML 2.0 (AD FS, Entra ID, Okta, Shibboleth, PingFederate…)"),
-        ("feishu", "Feishu / Lark login"),
-        ("wecom", "WeCom login"),
-        ("dingtalk", "DingTalk login"),
+        ("feishu", gettext_lazy("Feishu / Lark login")),
+        ("wecom", gettext_lazy("WeCom login")),
+        ("dingtalk", gettext_lazy("DingTalk login")),
     ]
 
-    name = forms.CharField(max_length=150, help_text='Shown on the button: "Sign in with …".')
-    slug = forms.SlugField(max_length=64, help_text="Part of the callback URL.")
-    kind = forms.ChoiceField(choices=KIND_CHOICES, initial="oidc", required=False, label="Protocol")
+    name = forms.CharField(
+        label=gettext_lazy("Name"),
+        max_length=150,
+        help_text=gettext_lazy('Shown on the button: "Sign in with …".'),
+    )
+    slug = forms.SlugField(
+        label=gettext_lazy("Slug"),
+        max_length=64,
+        help_text=gettext_lazy("Part of the callback URL."),
+    )
+    kind = forms.ChoiceField(
+        choices=KIND_CHOICES, initial="oidc", required=False, label=gettext_lazy("Protocol")
+    )
     issuer = forms.URLField(
+        label=gettext_lazy("Issuer"),
         max_length=500,
         required=False,
         assume_scheme="https",
-        help_text="OpenID Connect only: as the provider states it; discovery is read from the "
-        "issuer followed by /.well-known/openid-configuration.",
+        help_text=gettext_lazy(
+            "OpenID Connect only: as the provider states it; discovery is read from the "
+            "issuer followed by /.well-known/openid-configuration."
+        ),
     )
     saml_metadata_url = forms.URLField(
         max_length=500,
         required=False,
         assume_scheme="https",
-        label="IdP metadata URL",
-        help_text="SAML only: read when you save (and at every later save). Or paste the "
-        "metadata XML below.",
+        label=gettext_lazy("IdP metadata URL"),
+        help_text=gettext_lazy(
+            "SAML only: read when you save (and at every later save). Or paste the "
+            "metadata XML below."
+        ),
     )
     saml_metadata_xml = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        label="IdP metadata XML",
-        help_text="SAML only: the IdP's metadata (EntityDescriptor with its signing certificate "
-        "and single sign-on URL), when it has no URL Cadre can reach.",
+        label=gettext_lazy("IdP metadata XML"),
+        help_text=gettext_lazy(
+            "SAML only: the IdP's metadata (EntityDescriptor with its signing certificate "
+            "and single sign-on URL), when it has no URL Cadre can reach."
+        ),
     )
     client_id = forms.CharField(
         max_length=255,
         required=False,
-        label="Client id",
-        help_text="Not for SAML. Feishu: the App ID (cli_…). WeCom: the corp id. DingTalk: the "
-        "Client ID (AppKey).",
+        label=gettext_lazy("Client id"),
+        help_text=gettext_lazy(
+            "Not for SAML. Feishu: the App ID (cli_…). WeCom: the corp id. DingTalk: the "
+            "Client ID (AppKey)."
+        ),
     )
     client_secret = forms.CharField(
+        label=gettext_lazy("Client secret"),
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Stored encrypted and never shown again; leave empty to keep the current one.",
+        help_text=gettext_lazy(
+            "Stored encrypted and never shown again; leave empty to keep the current one."
+        ),
     )
     agent_id = forms.CharField(
         max_length=64,
         required=False,
-        label="AgentId",
-        help_text="WeCom only: the application's AgentId.",
+        label=gettext_lazy("AgentId"),
+        help_text=gettext_lazy("WeCom only: the application's AgentId."),
     )
     tenant_key = forms.CharField(
         max_length=128,
         required=False,
-        label="Tenant key / corp id",
-        help_text="Feishu tenant_key or DingTalk corpId sign-ins must come from; empty: any.",
+        label=gettext_lazy("Tenant key / corp id"),
+        help_text=gettext_lazy(
+            "Feishu tenant_key or DingTalk corpId sign-ins must come from; empty: any."
+        ),
     )
     authorize_base_url = forms.URLField(
         max_length=500,
         required=False,
         assume_scheme="https",
-        label="Authorization page base URL",
-        help_text="IM logins only; empty: the platform's public one (e.g. https://accounts.feishu.cn).",
+        label=gettext_lazy("Authorization page base URL"),
+        help_text=gettext_lazy(
+            "IM logins only; empty: the platform's public one (e.g. https://accounts.feishu.cn)."
+        ),
     )
     api_base_url = forms.URLField(
         max_length=500,
         required=False,
         assume_scheme="https",
-        label="API base URL",
-        help_text="IM logins only; empty: the platform's public one (e.g. https://open.feishu.cn).",
+        label=gettext_lazy("API base URL"),
+        help_text=gettext_lazy(
+            "IM logins only; empty: the platform's public one (e.g. https://open.feishu.cn)."
+        ),
     )
     scopes = forms.CharField(
+        label=gettext_lazy("Scopes"),
         max_length=255,
         required=False,
         initial="openid email profile",
-        help_text="OpenID Connect only; empty: openid email profile.",
+        help_text=gettext_lazy("OpenID Connect only; empty: openid email profile."),
     )
-    claim_email = forms.CharField(max_length=64, initial="email", label="E-mail claim")
-    claim_name = forms.CharField(max_length=64, initial="name", label="Name claim")
+    claim_email = forms.CharField(
+        max_length=64, initial="email", label=gettext_lazy("E-mail claim")
+    )
+    claim_name = forms.CharField(max_length=64, initial="name", label=gettext_lazy("Name claim"))
     claim_employee_id = forms.CharField(
         max_length=64,
         required=False,
-        label="Employee id claim",
-        help_text="Matched against the member's employee number. IM logins default to "
-        "employee_no (Feishu) and job_number (DingTalk).",
+        label=gettext_lazy("Employee id claim"),
+        help_text=gettext_lazy(
+            "Matched against the member's employee number. IM logins default to "
+            "employee_no (Feishu) and job_number (DingTalk)."
+        ),
     )
     claim_groups = forms.CharField(
         max_length=64,
         required=False,
         initial="groups",
-        label="Groups claim",
-        help_text="The claim listing the user's groups or departments (WeCom: department, "
-        "DingTalk: dept_id_list).",
+        label=gettext_lazy("Groups claim"),
+        help_text=gettext_lazy(
+            "The claim listing the user's groups or departments (WeCom: department, "
+            "DingTalk: dept_id_list)."
+        ),
     )
     group_roles = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        label="Groups → roles",
-        help_text='One line per group: "group value = role, role". Applied on every '
-        "sign-in to the roles named here; other roles are left alone. The last owner is never "
-        "demoted. Roles: " + ", ".join(ROLES) + ".",
+        label=gettext_lazy("Groups → roles"),
+        help_text=format_lazy(
+            gettext_lazy(
+                'One line per group: "group value = role, role". Applied on every sign-in to '
+                "the roles named here; other roles are left alone. The last owner is never "
+                "demoted. Roles: {roles}."
+            ),
+            roles=", ".join(f"<code>{name}</code>" for name in ROLES),
+        ),
     )
     jit_enabled = forms.BooleanField(
         required=False,
-        label="Create unknown users on first sign-in",
-        help_text="Off: only existing members can sign in.",
+        label=gettext_lazy("Create unknown users on first sign-in"),
+        help_text=gettext_lazy("Off: only existing members can sign in."),
     )
-    is_enabled = forms.BooleanField(required=False, initial=True, label="Enabled")
+    is_enabled = forms.BooleanField(required=False, initial=True, label=gettext_lazy("Enabled"))
 
     def clean_kind(self) -> str:
         return self.cleaned_data.get("kind") or "oidc"
@@ -529,9 +688,9 @@ class IdentityProviderForm(forms.Form):
         data = super().clean()
         saml = data.get("kind") == "saml"
         if saml and not (data.get("saml_metadata_url") or data.get("saml_metadata_xml")):
-            self.add_error("saml_metadata_url", "Enter the IdP's metadata URL or paste its XML.")
+            self.add_error("saml_metadata_url", _("Enter the IdP's metadata URL or paste its XML."))
         if not saml and not data.get("client_id"):
-            self.add_error("client_id", "Required.")
+            self.add_error("client_id", _("Required."))
         return data
 
     @staticmethod
@@ -548,9 +707,14 @@ class IdentityProviderForm(forms.Form):
             value, sep, roles = line.rpartition("=")
             roles_list = [role.strip() for role in roles.split(",") if role.strip()]
             if not sep or not value.strip() or not roles_list:
-                raise forms.ValidationError(f"Line {number}: write it as: group value = role, role")
+                raise forms.ValidationError(
+                    _("Line %(number)s: write it as: group value = role, role") % {"number": number}
+                )
             unknown = [role for role in roles_list if role not in ROLES]
             if unknown:
-                raise forms.ValidationError(f"Line {number}: unknown role {unknown[0]!r}.")
+                raise forms.ValidationError(
+                    _("Line %(number)s: unknown role %(role)s.")
+                    % {"number": number, "role": repr(unknown[0])}
+                )
             mapping.append({"value": value.strip(), "roles": roles_list})
         return mapping

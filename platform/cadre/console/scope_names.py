@@ -13,6 +13,8 @@ from cadre.tenancy.models import Department, Member, Position
 
 # A department already called "… team" or "… department" is not made a "… team team".
 _GROUP_WORDS = {"team", "department", "dept", "group", "division", "office", "unit"}
+# The same for a Chinese name: "销售部" is not made a "销售部团队".
+_CHINESE_GROUP_ENDINGS = ("部", "组", "团队", "中心", "处", "科", "室", "队")
 
 
 def agent_short_name(agent) -> str:
@@ -94,7 +96,9 @@ def scope_names(actor, keys) -> dict[str, str]:
             name = departments.get(scope_id)
             if name is None:
                 names[key] = _("A removed team")
-            elif (name.split() or [""])[-1].lower() in _GROUP_WORDS:
+            elif (name.split() or [""])[-1].lower() in _GROUP_WORDS or name.endswith(
+                _CHINESE_GROUP_ENDINGS
+            ):
                 names[key] = name
             else:
                 names[key] = _("%(name)s team") % {"name": name}

@@ -11,6 +11,7 @@ from django import template
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext_lazy as _
 
 from cadre.tenancy.roles import ROLES
 
@@ -121,23 +122,48 @@ def icon(name: str) -> str:
 
 # Where the console's word for a thing is not the model's verbose name.
 _TARGET_TYPE_WORDS = {
-    "agenttemplate": "Role template",
-    "templateversion": "Template version",
-    "apikey": "API key",
-    "imidentity": "IM identity",
-    "modelproviderconfig": "Model provider",
-    "disttag": "Hub dist-tag",
-    "skillpackage": "Hub skill",
-    "skillversion": "Hub skill version",
-    "wait_key": "Run wait",
+    "agenttemplate": _("Role template"),
+    "templateversion": _("Template version"),
+    "apikey": _("API key"),
+    "imidentity": _("IM identity"),
+    "modelproviderconfig": _("Model provider"),
+    "disttag": _("Hub dist-tag"),
+    "skillpackage": _("Hub skill"),
+    "skillversion": _("Hub skill version"),
+    "wait_key": _("Run wait"),
+    "organization": _("Organization"),
+    "member": _("Member"),
+    "department": _("Department"),
+    "position": _("Position"),
+    "invitation": _("Invitation"),
+    "user": _("Login"),
+    "scimtoken": _("SCIM token"),
+    "identityprovider": _("Identity provider"),
+    "grant": _("Grant"),
+}
+
+# Who acted, for the audit pages (AuditEvent.ActorType's values).
+_ACTOR_TYPE_WORDS = {
+    "member": _("Member"),
+    "api_key": _("API key"),
+    "agent": _("Agent"),
+    "system": _("System"),
+    "scim_token": _("SCIM token"),
 }
 
 
+@register.filter
+def actor_type_label(value: str) -> str:
+    """An audit event's actor type ("member", "api_key") as a person reads it."""
+    return str(_ACTOR_TYPE_WORDS.get(value) or value.replace("_", " ").capitalize())
+
+
 @lru_cache(maxsize=1)
-def _model_words() -> dict[str, str]:
+def _model_words() -> dict:
+    """Model name → verbose name, kept lazy: read in the language active when shown."""
     from django.apps import apps
 
-    return {model._meta.model_name: str(model._meta.verbose_name) for model in apps.get_models()}
+    return {model._meta.model_name: model._meta.verbose_name for model in apps.get_models()}
 
 
 @register.filter
@@ -145,5 +171,7 @@ def target_type_label(value: str) -> str:
     """An audit event's target type (a model name, `agenttemplate`) as a person reads it."""
     if not value:
         return ""
-    words = _TARGET_TYPE_WORDS.get(value) or _model_words().get(value) or value.replace("_", " ")
+    words = str(
+        _TARGET_TYPE_WORDS.get(value) or _model_words().get(value) or value.replace("_", " ")
+    )
     return words[:1].upper() + words[1:]

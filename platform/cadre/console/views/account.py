@@ -9,8 +9,8 @@ from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils import timezone, translation
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 
@@ -18,6 +18,7 @@ from cadre.console.forms import InvitationAcceptForm, add_service_error, organiz
 from cadre.console.views.base import posted
 from cadre.errors import CadreError
 from cadre.tenancy import services
+from cadre.tenancy.languages import request_language
 from cadre.tenancy.middleware import SESSION_KEY, SIGNIN_SCOPE_KEY
 from cadre.tenancy.models import IdentityProvider, Organization
 from cadre.tenancy.services.oidc import password_signin_screen
@@ -55,8 +56,10 @@ class ConsoleLoginView(LoginView):
         if password_signin_screen(user=form.get_user()) == "sso_required":
             form.add_error(
                 None,
-                "Your organization requires single sign-on: use its "
-                '"Sign in with …" button instead of a password.',
+                gettext(
+                    "Your organization requires single sign-on: use its "
+                    '"Sign in with …" button instead of a password.'
+                ),
             )
             return self.render_to_response(self.get_context_data(form=form), status=403)
         response = super().form_valid(form)
@@ -90,21 +93,28 @@ class ConsoleLogoutView(LogoutView):
 
 _INVALID = {
     "accepted": (
-        "This invitation was already used",
-        "Each link works once. If it was you, sign in with the account you created.",
+        gettext_lazy("This invitation was already used"),
+        gettext_lazy("Each link works once. If it was you, sign in with the account you created."),
     ),
     "revoked": (
-        "This invitation was withdrawn",
-        "An administrator revoked it or sent a newer link. Ask them for a new one.",
+        gettext_lazy("This invitation was withdrawn"),
+        gettext_lazy("An administrator revoked it or sent a newer link. Ask them for a new one."),
     ),
     "expired": (
-        "This invitation has expired",
-        "Ask the administrator who invited you to send a new link.",
+        gettext_lazy("This invitation has expired"),
+        gettext_lazy("Ask the administrator who invited you to send a new link."),
     ),
     "unknown": (
-        "This invitation link is not valid",
-        "Check that the whole link was copied, or ask for a new one.",
+        gettext_lazy("This invitation link is not valid"),
+        gettext_lazy("Check that the whole link was copied, or ask for a new one."),
     ),
+}
+# The page's small heading: "Invitation accepted", … (the state code stays in the markup).
+_STATE_LABELS = {
+    "accepted": pgettext_lazy("invitation state", "Invitation accepted"),
+    "revoked": pgettext_lazy("invitation state", "Invitation revoked"),
+    "expired": pgettext_lazy("invitation state", "Invitation expired"),
+    "unknown": pgettext_lazy("invitation state", "Invitation unknown"),
 }
 
 
@@ -118,9 +128,13 @@ def invitation_accept(request, token: str):
         return render(
             request,
             "console/invite_invalid.html",
-            {"title": title, "hint": hint, "state": state},
+            {"title": title, "hint": hint, "state": state, "state_label": _STATE_LABELS[state]},
             status=404 if state == "unknown" else 410,
         )
+    # The invitee has no preference yet: their browser's language, else the organization's.
+    if getattr(request, "member", None) is None:
+        translation.activate(request_language(request, organization=invitation.organization))
+        request.LANGUAGE_CODE = translation.get_language()
 
     signed_in = request.user.is_authenticated
     form = (

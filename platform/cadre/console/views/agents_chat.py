@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from cadre.agents import selectors
@@ -17,6 +18,7 @@ from cadre.agents.models import MODEL_FAILURE, RunEvent
 from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.console.forms import add_service_error
 from cadre.console.views.agents_forms import ChatMessageForm
+from cadre.console.views.agents_sessions import channel_labels
 from cadre.console.views.base import posted, require_permission
 from cadre.errors import CadreError
 from cadre.governance.confirmations import confirmation_decide
@@ -27,15 +29,20 @@ from cadre.skills.models import SkillProposal
 def _own_agent_or_404(request, pk: int):
     agent = selectors.chat_agents(request.actor).filter(pk=pk).first()
     if agent is None:
-        raise Http404("No such agent.")
+        raise Http404(_("No such agent."))
     return agent
 
 
 def _own_session_or_404(request, pk: int):
     session = selectors.chat_session_get(request.actor, pk)
     if session is None:
-        raise Http404("No such conversation.")
+        raise Http404(_("No such conversation."))
     return session
+
+
+def _answered_by(name: str) -> str:
+    """Which model answered, the built-in offline model in the reader's words."""
+    return _("offline model") if name == selectors.OFFLINE_MODEL else name
 
 
 def _chat_page(request, agent, session=None, form=None, status: int = 200):
@@ -67,7 +74,7 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
                 **turn,
                 "proposal": proposals.get(turn["run"].pk),
                 "memory_feedback": feedback.get(turn["run"].pk, ""),
-                "answered_by": answered_by.get(turn["run"].pk, ""),
+                "answered_by": _answered_by(answered_by.get(turn["run"].pk, "")),
             }
             for turn in transcript["turns"]
         ]
@@ -89,6 +96,7 @@ def _chat_page(request, agent, session=None, form=None, status: int = 200):
             "model_failure": MODEL_FAILURE,
             # How long a queued message waits before the page asks whether workers take runs.
             "queue_grace": int(selectors.CHAT_QUEUE_GRACE.total_seconds()),
+            "channel_labels": channel_labels(),
         },
         status=status,
     )
@@ -157,7 +165,7 @@ def chat_decide(request, pk: int, confirmation_pk: int):
     session = _own_session_or_404(request, pk)
     confirmation = selectors.chat_confirmation_get(request.actor, session.pk, confirmation_pk)
     if confirmation is None:
-        raise Http404("No such confirmation.")
+        raise Http404(_("No such confirmation."))
     decision = request.POST.get("decision", "")
     try:
         confirmation_decide(
@@ -172,7 +180,7 @@ def chat_decide(request, pk: int, confirmation_pk: int):
     else:
         messages.success(
             request,
-            "Approved: the agent continues." if decision == "approve" else "Rejected.",
+            _("Approved: the agent continues.") if decision == "approve" else _("Rejected."),
         )
     return redirect("console:chat_session", pk=session.pk)
 
@@ -180,7 +188,7 @@ def chat_decide(request, pk: int, confirmation_pk: int):
 def _own_run_or_404(request, session, run_pk: int):
     run = selectors.chat_queued_run(request.actor, session.pk, run_pk)
     if run is None:
-        raise Http404("No such message.")
+        raise Http404(_("No such message."))
     return run
 
 
@@ -195,7 +203,7 @@ def chat_cancel(request, pk: int, run_pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "Cancelled: the agent will not answer that message.")
+        messages.success(request, _("Cancelled: the agent will not answer that message."))
     return redirect("console:chat_session", pk=session.pk)
 
 
@@ -210,7 +218,7 @@ def chat_retry(request, pk: int, run_pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "Queued again.")
+        messages.success(request, _("Queued again."))
     return redirect("console:chat_session", pk=session.pk)
 
 

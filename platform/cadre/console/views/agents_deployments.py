@@ -9,13 +9,16 @@ from functools import wraps
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from cadre.agents import selectors, services
-from cadre.agents.models import Deployment, Rollout
+from cadre.agents.models import Agent, Deployment, Rollout
 from cadre.console.forms import add_service_error
 from cadre.console.scoping import restricted
 from cadre.console.views.agents_forms import DeploymentForm, ReasonForm, RolloutForm
+from cadre.console.views.agents_sessions import channel_labels
 from cadre.console.views.base import denied, paginate, posted, require_permission
 from cadre.errors import CadreError
 
@@ -30,8 +33,10 @@ def viewer(view):
         if not (actor.may("deployment.manage") or actor.may("agent.view")):
             return denied(
                 request,
-                "This page needs the “Dispatch, roll out and roll back agents” permission "
-                "(deployment.manage) or “See every agent and its sessions” (agent.view).",
+                _(
+                    "This page needs the “Dispatch, roll out and roll back agents” permission "
+                    "(deployment.manage) or “See every agent and its sessions” (agent.view)."
+                ),
             )
         return view(request, *args, **kwargs)
 
@@ -58,6 +63,7 @@ def deployment_list(request):
             "status": status,
             "statuses": Deployment.Status.choices,
             "can_manage": request.actor.has("deployment.manage"),
+            "channel_labels": channel_labels(),
         },
     )
 
@@ -88,7 +94,9 @@ def deployment_create(request):
         else:
             count = deployment.agents.count()
             messages.success(
-                request, f"“{deployment.name}” was dispatched: {count} agent(s) created."
+                request,
+                _("“%(name)s” was dispatched: %(count)s agent(s) created.")
+                % {"name": deployment.name, "count": count},
             )
             return redirect("console:deployment", pk=deployment.pk)
     return render(request, "console/agents/deployments/create.html", {"form": form})
@@ -130,6 +138,8 @@ def _detail_context(request, deployment: Deployment, rollout_form=None) -> dict:
             "members": list(deployment.members.all()),
         },
         "can_manage": can_manage,
+        "status_labels": dict(Agent.Status.choices),
+        "channel_labels": channel_labels(),
         "rollout_form": rollout_form
         or (RolloutForm(deployment=deployment) if can_manage and open_rollout is None else None),
     }
@@ -160,11 +170,15 @@ def deployment_rollout(request, pk: int):
             add_service_error(form, error)
         else:
             if rollout.status == Rollout.Status.COMPLETED:
-                messages.success(request, f"Every agent now runs v{rollout.to_version.number}.")
+                messages.success(
+                    request,
+                    _("Every agent now runs v%(number)s.") % {"number": rollout.to_version.number},
+                )
             else:
                 messages.success(
                     request,
-                    f"The first department runs v{rollout.to_version.number}; advance when ready.",
+                    _("The first department runs v%(number)s; advance when ready.")
+                    % {"number": rollout.to_version.number},
                 )
             return redirect("console:deployment", pk=pk)
     deployment.refresh_from_db()
@@ -198,7 +212,7 @@ def rollout_advance(request, pk: int, rollout_pk: int):
         done = rollout.status == Rollout.Status.COMPLETED
         messages.success(
             request,
-            "The rollout is complete." if done else "The next department was rolled out.",
+            _("The rollout is complete.") if done else _("The next department was rolled out."),
         )
     return redirect("console:deployment", pk=pk)
 
@@ -215,7 +229,9 @@ def rollout_rollback(request, pk: int, rollout_pk: int):
         messages.error(request, error.message)
     else:
         messages.success(
-            request, f"Rolled back: the agents run v{rollout.from_version.number} again."
+            request,
+            _("Rolled back: the agents run v%(number)s again.")
+            % {"number": rollout.from_version.number},
         )
     return redirect("console:deployment", pk=pk)
 
@@ -229,7 +245,15 @@ def deployment_sync(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"{len(created)} new agent(s) for members who became targets.")
+        messages.success(
+            request,
+            ngettext(
+                "%(count)s new agent for members who became targets.",
+                "%(count)s new agents for members who became targets.",
+                len(created),
+            )
+            % {"count": len(created)},
+        )
     return redirect("console:deployment", pk=pk)
 
 
@@ -247,19 +271,21 @@ def deployment_stop(request, pk: int):
         except CadreError as failure:
             error = failure.message
         else:
-            messages.success(request, f"“{deployment.name}” was stopped.")
+            messages.success(request, _("“%(name)s” was stopped.") % {"name": deployment.name})
             return redirect("console:deployment", pk=pk)
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"Stop “{deployment.name}”?",
-            "body": "Its agents stop answering and their unfinished runs are cancelled. "
-            "Sessions and history are kept.",
-            "confirm_label": "Stop deployment",
+            "title": _("Stop “%(name)s”?") % {"name": deployment.name},
+            "body": _(
+                "Its agents stop answering and their unfinished runs are cancelled. "
+                "Sessions and history are kept."
+            ),
+            "confirm_label": _("Stop deployment"),
             "danger": True,
             "cancel_url": reverse("console:deployment", args=[deployment.pk]),
-            "crumbs": [("Deployments", "console:deployments")],
+            "crumbs": [(gettext_lazy("Deployments"), "console:deployments")],
             "error": error,
         },
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.agents import services
 from cadre.agents.models import (
@@ -22,11 +24,11 @@ from cadre.tenancy.models import Department, Member, Position
 
 # The structured fields of a version, edited as JSON, with the shape each must have.
 JSON_FIELDS = {
-    "model_settings": (dict, "an object"),
-    "skills": (list, "a list"),
-    "tool_permissions": (dict, "an object"),
-    "memory_policy": (dict, "an object"),
-    "hooks": (dict, "an object"),
+    "model_settings": (dict, gettext_lazy("an object")),
+    "skills": (list, gettext_lazy("a list")),
+    "tool_permissions": (dict, gettext_lazy("an object")),
+    "memory_policy": (dict, gettext_lazy("an object")),
+    "hooks": (dict, gettext_lazy("an object")),
 }
 
 
@@ -53,11 +55,14 @@ class JSONTextField(forms.CharField):
             parsed = json.loads(text)
         except json.JSONDecodeError as error:
             raise forms.ValidationError(
-                f"Not valid JSON: {error.msg} (line {error.lineno}, column {error.colno}).",
+                _("Not valid JSON: %(error)s (line %(line)s, column %(column)s).")
+                % {"error": error.msg, "line": error.lineno, "column": error.colno},
                 code="invalid_json",
             ) from None
         if not isinstance(parsed, self.kind):
-            raise forms.ValidationError(f"Must be {self.kind_label}.", code="invalid_json")
+            raise forms.ValidationError(
+                _("Must be %(kind)s.") % {"kind": self.kind_label}, code="invalid_json"
+            )
         return parsed
 
 
@@ -83,30 +88,36 @@ class MultipleFileField(forms.FileField):
 
 
 class TemplateCreateForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=200, label=gettext_lazy("Name"))
     code = forms.SlugField(
-        max_length=64, help_text="A short identifier, unique in the organization (sales-key)."
+        max_length=64,
+        label=gettext_lazy("Code"),
+        help_text=gettext_lazy("A short identifier, unique in the organization (sales-key)."),
     )
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, label=gettext_lazy("Description")
+    )
     preset = forms.ChoiceField(
         required=False,
-        label="Start from",
-        help_text="A built-in preset fills the SOP, AGENT.md, tools and memory policy.",
+        label=gettext_lazy("Start from"),
+        help_text=gettext_lazy(
+            "A built-in preset fills the SOP, AGENT.md, tools and memory policy."
+        ),
     )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["preset"].choices = [("", "— An empty template —")] + [
+        self.fields["preset"].choices = [("", _("— An empty template —"))] + [
             (key, preset["name"]) for key, preset in services.presets().items()
         ]
 
 
 class VersionForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=200, label=gettext_lazy("Name"))
     target_positions = forms.CharField(
         required=False,
-        label="Target positions",
-        help_text="Position codes, separated by commas.",
+        label=gettext_lazy("Target positions"),
+        help_text=gettext_lazy("Position codes, separated by commas."),
     )
     sop = forms.CharField(
         label="SOP", required=False, widget=forms.Textarea(attrs={"rows": 12, "class": "mono"})
@@ -115,48 +126,65 @@ class VersionForm(ActorFormMixin, forms.Form):
         label="AGENT.md", required=False, widget=forms.Textarea(attrs={"rows": 10, "class": "mono"})
     )
     user_md_template = forms.CharField(
-        label="USER.md template",
+        label=gettext_lazy("USER.md template"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 6, "class": "mono"}),
-        help_text="Placeholders: {{member.display_name}}, {{member.title}}, {{member.email}}, "
-        "{{member.department}}, {{member.positions}}, {{organization.name}}.",
+        help_text=gettext_lazy(
+            "Placeholders: {{member.display_name}}, {{member.title}}, {{member.email}}, "
+            "{{member.department}}, {{member.positions}}, {{organization.name}}."
+        ),
     )
     provider_config = forms.ChoiceField(
         required=False,
-        label="Model provider",
-        help_text="Providers are added and tested under Models.",
+        label=gettext_lazy("Model provider"),
+        help_text=gettext_lazy("Providers are added and tested under Models."),
     )
-    model = forms.ChoiceField(required=False, label="Model")
+    model = forms.ChoiceField(required=False, label=gettext_lazy("Model"))
     model_settings = JSONTextField(
         kind=dict,
-        kind_label="an object",
-        label="Other model settings",
-        help_text='parameters, budget, timeout_seconds — e.g. {"parameters": {"temperature": '
-        '0.2}, "budget": {"max_steps": 6}}. The provider and model are chosen above.',
+        kind_label=gettext_lazy("an object"),
+        label=gettext_lazy("Other model settings"),
+        help_text=gettext_lazy(
+            "<code>parameters</code>, <code>budget</code>, <code>timeout_seconds</code> — e.g. "
+            '<code>{"parameters": {"temperature": 0.2}, "budget": {"max_steps": 6}}</code>. '
+            "The provider and model are chosen above."
+        ),
     )
     skills = JSONTextField(
-        kind=list, kind_label="a list", help_text='[{"package": "acme/crm-notes", "range": "^1"}]'
+        kind=list,
+        kind_label=gettext_lazy("a list"),
+        label=gettext_lazy("Skills"),
+        help_text='<code>[{"package": "acme/crm-notes", "range": "^1"}]</code>',
     )
     tool_permissions = JSONTextField(
         kind=dict,
-        kind_label="an object",
-        help_text='{"im_send": {"risk": "medium", "confirmation": "high_risk"}}',
+        kind_label=gettext_lazy("an object"),
+        label=gettext_lazy("Tool permissions"),
+        help_text='<code>{"im_send": {"risk": "medium", "confirmation": "high_risk"}}</code>',
     )
     memory_policy = JSONTextField(
         kind=dict,
-        kind_label="an object",
-        help_text='{"read_scopes": ["agent", "user"], "write_scopes": ["agent"]}. Memory an '
-        "agent writes to organization, department or position scope for a member without "
-        "memory.manage waits for review: no agent is sent it until a reviewer accepts it.",
+        kind_label=gettext_lazy("an object"),
+        label=gettext_lazy("Memory policy"),
+        help_text=gettext_lazy(
+            '<code>{"read_scopes": ["agent", "user"], "write_scopes": ["agent"]}</code>. Memory an '
+            "agent writes to organization, department or position scope for a member without "
+            "memory.manage waits for review: no agent is sent it until a reviewer accepts it."
+        ),
     )
     hooks = JSONTextField(
         kind=dict,
-        kind_label="an object",
-        help_text='Per hook point, in order: {"assemble_context": [{"name": "memory_retrieval", '
-        '"enabled": true}]}',
+        kind_label=gettext_lazy("an object"),
+        label=gettext_lazy("Hooks"),
+        help_text=gettext_lazy(
+            'Per hook point, in order: <code>{"assemble_context": [{"name": '
+            '"memory_retrieval", "enabled": true}]}</code>'
+        ),
     )
     change_note = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Change note"
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label=gettext_lazy("Change note"),
     )
 
     # The selects write these keys of model_settings (and "provider", the chosen one's kind);
@@ -175,9 +203,9 @@ class VersionForm(ActorFormMixin, forms.Form):
         self.fields["provider_config"].choices = [
             (
                 "",
-                f"Organization default — {default.name}"
+                _("Organization default — %(name)s") % {"name": default.name}
                 if default
-                else "Organization default — none set (the built-in offline model)",
+                else _("Organization default — none set (the built-in offline model)"),
             ),
             *[
                 (str(config.pk), f"{config.name} ({config.get_kind_display()})")
@@ -196,8 +224,8 @@ class VersionForm(ActorFormMixin, forms.Form):
                 groups.append((config.name, [(name, name) for name in names]))
         current = self.initial.get("model")
         if current and not any(current == name for _, group in groups for name, _ in group):
-            groups.append(("In this version", [(current, current)]))
-        self.fields["model"].choices = [("", "The provider's own default model"), *groups]
+            groups.append((_("In this version"), [(current, current)]))
+        self.fields["model"].choices = [("", _("The provider's own default model")), *groups]
 
     @classmethod
     def initial_for(cls, version: TemplateVersion) -> dict:
@@ -250,27 +278,32 @@ class ReasonForm(forms.Form):
 class GenerateForm(forms.Form):
     files = MultipleFileField(
         required=False,
-        label="Documents",
-        help_text="Markdown, text, Word (.docx) or PDF (text, not scanned); 5 MB each.",
+        label=gettext_lazy("Documents"),
+        help_text=gettext_lazy(
+            "Markdown, text, Word (.docx) or PDF (text, not scanned); 5 MB each."
+        ),
     )
     notes = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text="What experienced people would tell a newcomer in this role.",
+        label=gettext_lazy("Notes"),
+        help_text=gettext_lazy("What experienced people would tell a newcomer in this role."),
     )
 
     def clean(self):
         data = super().clean()
         if not data.get("files") and not (data.get("notes") or "").strip():
-            raise forms.ValidationError("Upload at least one document or write notes.")
+            raise forms.ValidationError(_("Upload at least one document or write notes."))
         return data
 
 
 class DiffForm(forms.Form):
-    a = forms.IntegerField(label="From version", min_value=1)
-    b = forms.IntegerField(label="To version", min_value=1)
+    a = forms.IntegerField(label=gettext_lazy("From version"), min_value=1)
+    b = forms.IntegerField(label=gettext_lazy("To version"), min_value=1)
     layout = forms.ChoiceField(
-        choices=[("split", "Side by side"), ("unified", "Unified")], required=False
+        choices=[("split", gettext_lazy("Side by side")), ("unified", gettext_lazy("Unified"))],
+        required=False,
+        label=gettext_lazy("Layout"),
     )
 
 
@@ -278,23 +311,32 @@ class DiffForm(forms.Form):
 
 
 class DeploymentForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=200, label=gettext_lazy("Name"))
     version = forms.ModelChoiceField(
         queryset=TemplateVersion.objects.none(),
-        label="Template version",
-        help_text="Only published versions can be dispatched.",
+        label=gettext_lazy("Template version"),
+        help_text=gettext_lazy("Only published versions can be dispatched."),
     )
     positions = forms.ModelMultipleChoiceField(
-        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        queryset=Position.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label=gettext_lazy("Positions"),
     )
     departments = forms.ModelMultipleChoiceField(
         queryset=Department.objects.none(),
         required=False,
-        help_text="Sub-departments are included.",
+        label=gettext_lazy("Departments"),
+        help_text=gettext_lazy("Sub-departments are included."),
     )
-    members = forms.ModelMultipleChoiceField(queryset=Member.objects.none(), required=False)
+    members = forms.ModelMultipleChoiceField(
+        queryset=Member.objects.none(), required=False, label=gettext_lazy("Members")
+    )
     channels = forms.MultipleChoiceField(
-        choices=channel_choices, initial=["console"], widget=forms.CheckboxSelectMultiple
+        choices=channel_choices,
+        initial=["console"],
+        widget=forms.CheckboxSelectMultiple,
+        label=gettext_lazy("Channels"),
     )
 
     def __init__(self, *args, **kwargs):
@@ -323,7 +365,7 @@ class DeploymentForm(ActorFormMixin, forms.Form):
     def clean(self):
         data = super().clean()
         if not (data.get("positions") or data.get("departments") or data.get("members")):
-            raise forms.ValidationError("Choose at least one position, department or member.")
+            raise forms.ValidationError(_("Choose at least one position, department or member."))
         return data
 
 
@@ -332,11 +374,13 @@ class RolloutForm(forms.Form):
     # "Start rollout" never posts nothing (a post without one gets the message below).
     version = forms.ModelChoiceField(
         queryset=TemplateVersion.objects.none(),
-        label="New version",
+        label=gettext_lazy("New version"),
         empty_label=None,
-        error_messages={"required": "Choose the published version to roll out."},
+        error_messages={"required": gettext_lazy("Choose the published version to roll out.")},
     )
-    strategy = forms.ChoiceField(choices=Rollout.Strategy.choices, initial="all")
+    strategy = forms.ChoiceField(
+        choices=Rollout.Strategy.choices, initial="all", label=gettext_lazy("Strategy")
+    )
 
     def __init__(self, *args, deployment, **kwargs):
         super().__init__(*args, **kwargs)
@@ -355,17 +399,21 @@ class RolloutForm(forms.Form):
 
 
 class AgentFilterForm(ActorFormMixin, forms.Form):
-    q = forms.CharField(required=False, label="Search")
+    q = forms.CharField(required=False, label=gettext_lazy("Search"))
     member = forms.ModelChoiceField(
-        queryset=Member.objects.none(), required=False, empty_label="Any member"
+        queryset=Member.objects.none(), required=False, empty_label=gettext_lazy("Any member")
     )
     position = forms.ModelChoiceField(
-        queryset=Position.objects.none(), required=False, empty_label="Any position"
+        queryset=Position.objects.none(), required=False, empty_label=gettext_lazy("Any position")
     )
     version = forms.ModelChoiceField(
-        queryset=TemplateVersion.objects.none(), required=False, empty_label="Any version"
+        queryset=TemplateVersion.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("Any version"),
     )
-    status = forms.ChoiceField(choices=[("", "Any status"), *Agent.Status.choices], required=False)
+    status = forms.ChoiceField(
+        choices=[("", gettext_lazy("Any status")), *Agent.Status.choices], required=False
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -383,6 +431,8 @@ class AgentFilterForm(ActorFormMixin, forms.Form):
 class ChatMessageForm(forms.Form):
     text = forms.CharField(
         max_length=MAX_INPUT_CHARS,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Write to your agent…"}),
-        label="Message",
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": gettext_lazy("Write to your agent…")}
+        ),
+        label=gettext_lazy("Message"),
     )

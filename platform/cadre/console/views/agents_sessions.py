@@ -11,16 +11,57 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
+from django.utils.translation import pgettext_lazy
 
 from cadre.agents import selectors
 from cadre.agents.call_chain import run_call_chain
 from cadre.agents.evaluation.models import EvalSuite
-from cadre.agents.models import Agent, Run, Session
+from cadre.agents.models import Agent, Run, Session, Step, channel_choices
 from cadre.console.scope_names import scope_names
 from cadre.console.scoping import restricted, restricted_for
 from cadre.console.views.agents_forms import AgentFilterForm
 from cadre.console.views.base import paginate, query_without_page, require_permission
+from cadre.governance.models import Confirmation, via_label
+from cadre.governance.risk import level_phrase
 from cadre.viewer.why import annotate_records
+
+# Risk levels as people read them: templates write `{% translate level context "risk level" %}`.
+RISK_LEVELS = (
+    pgettext_lazy("risk level", "low"),
+    pgettext_lazy("risk level", "medium"),
+    pgettext_lazy("risk level", "high"),
+    pgettext_lazy("risk level", "critical"),
+)
+# What started a run (`Run.trigger`), as people read it.
+TRIGGER_LABELS = {
+    "message": pgettext_lazy("run trigger", "message"),
+    "event": pgettext_lazy("run trigger", "event"),
+    "delegation": pgettext_lazy("run trigger", "delegation"),
+    "subscription": pgettext_lazy("run trigger", "subscription"),
+}
+
+
+# A policy's decision (`allow`, `deny`, `require_confirmation`), as people read it.
+ACTION_LABELS = {
+    "allow": pgettext_lazy("policy action", "allow"),
+    "deny": pgettext_lazy("policy action", "deny"),
+    "require_confirmation": pgettext_lazy("policy action", "require confirmation"),
+    "mask": pgettext_lazy("policy action", "mask"),
+}
+
+
+def channel_labels() -> dict:
+    """A session's or deployment's channel (`console`, `feishu`, ...) as people read it."""
+    return dict(channel_choices())
+
+
+def status_labels() -> dict:
+    """The statuses a call chain badges (runs, steps, confirmations), as people read them."""
+    return {
+        **dict(Confirmation.Status.choices),
+        **dict(Step.Status.choices),
+        **dict(Run.Status.choices),
+    }
 
 
 @require_permission("agent.view")
@@ -66,6 +107,7 @@ def agent_detail(request, pk: int):
             "page": paginate(request, sessions),
             "query": "",
             "private_sessions": private_sessions,
+            "channel_labels": channel_labels(),
         },
     )
 
@@ -133,6 +175,8 @@ def session_detail(request, pk: int):
             "may_view_agents": actor.may("agent.view"),
             "errors_visible": errors_visible,
             "written_scopes": written_scopes,
+            "channel_labels": channel_labels(),
+            "trigger_labels": TRIGGER_LABELS,
         },
     )
 
@@ -155,6 +199,11 @@ def run_call_chain_view(request, pk: int):
         {**section, "agent": agents.get(section["run"]["agent"])}
         for section in (chain, *chain["children"])
     ]
+    for section in sections:  # a confirmation's risk and channel in the reader's words
+        for event in section.get("events") or []:
+            if event.get("kind") == "confirmation":
+                event["risk_phrase"] = level_phrase(str(event.get("risk") or ""))
+                event["via_label"] = via_label(str(event.get("decided_via") or ""))
     return render(
         request,
         "console/agents/agents/call_chain.html",
@@ -166,6 +215,9 @@ def run_call_chain_view(request, pk: int):
             # the crumbs lead through the agents pages; the transcript is readable (same gate)
             "may_view_agents": request.actor.may("agent.view"),
             "may_view_transcript": True,
+            "trigger_labels": TRIGGER_LABELS,
+            "status_labels": status_labels(),
+            "action_labels": ACTION_LABELS,
         },
     )
 

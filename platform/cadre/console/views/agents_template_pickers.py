@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop, pgettext_lazy
 
 from cadre.agents.hooks.registry import registered
 from cadre.agents.mcp_tools import tools_with_risk, wildcard
@@ -25,26 +27,104 @@ from hub.selectors import annotate_latest, packages_visible
 DEFAULT_READ_SCOPES = ["agent", "user"]
 DEFAULT_WRITE_SCOPES = ["agent"]
 SCOPE_LABELS = {
-    "agent": "Agent — what this agent learned",
-    "user": "User — the person the agent serves",
-    "position": "Position — shared by everyone in the role",
-    "department": "Department — shared by the member's department",
-    "organization": "Organization — shared by everyone",
+    "agent": gettext_lazy("Agent — what this agent learned"),
+    "user": gettext_lazy("User — the person the agent serves"),
+    "position": gettext_lazy("Position — shared by everyone in the role"),
+    "department": gettext_lazy("Department — shared by the member's department"),
+    "organization": gettext_lazy("Organization — shared by everyone"),
 }
 CONFIRMATION_LABELS = {
-    "never": "Never ask",
-    "high_risk": "Ask when high risk",
-    "always": "Always ask",
+    "never": gettext_lazy("Never ask"),
+    "high_risk": gettext_lazy("Ask when high risk"),
+    "always": gettext_lazy("Always ask"),
+}
+RISK_LABELS = {
+    "low": pgettext_lazy("risk level", "Low"),
+    "medium": pgettext_lazy("risk level", "Medium"),
+    "high": pgettext_lazy("risk level", "High"),
+    "critical": pgettext_lazy("risk level", "Critical"),
 }
 HOOK_POINT_LABELS = {
-    "on_init": "When a run starts",
-    "assemble_context": "Assembling the context",
-    "process_memory": "After the run: memory",
-    "compact": "After the run: compaction",
-    "post_process": "After the run: post-processing",
-    "on_spawn": "When a run starts a subagent",
+    "on_init": gettext_lazy("When a run starts"),
+    "assemble_context": gettext_lazy("Assembling the context"),
+    "process_memory": gettext_lazy("After the run: memory"),
+    "compact": gettext_lazy("After the run: compaction"),
+    "post_process": gettext_lazy("After the run: post-processing"),
+    "on_spawn": gettext_lazy("When a run starts a subagent"),
 }
 SECTIONS = ("skills", "tool_permissions", "memory_policy", "hooks")
+
+
+# The built-in tools' and hooks' descriptions as the editor shows them: the registries keep
+# the English the model reads; a person reads `described()`, looked up by that English.
+BUILTIN_DESCRIPTIONS = (
+    gettext_noop("Pause until an external event with this key arrives (or the timeout passes)."),
+    gettext_noop(
+        "Ask another agent (by id) to do something; its answer comes back to you. Only "
+        "the message and the memories you list are shared."
+    ),
+    gettext_noop("Make an HTTP request to an allow-listed host."),
+    gettext_noop(
+        "Send an IM message to members (names, emails or ids) or groups ('group:<name>')."
+    ),
+    gettext_noop("Search the memories this agent may read."),
+    gettext_noop(
+        "Remember a fact, preference or requirement (scope: agent, user, position, "
+        "department or organization, as the template allows)."
+    ),
+    gettext_noop(
+        "Publish a structured message to the agents that subscribe to you: a topic, a "
+        "summary and optional data. Only the memories you list are shared (never your "
+        "member's personal ones)."
+    ),
+    gettext_noop("Create a task or reminder for the member."),
+    gettext_noop(
+        "Retrieve memories under the agent's scopes for the input; each passes the policy "
+        "chain (masking) before it joins the context."
+    ),
+    gettext_noop(
+        "Send the user's long-lived memories (preferences and requirements by default) on "
+        "every turn, oldest first, each through the policy chain; they change only when "
+        "the memories do, so the prompt prefix stays cacheable."
+    ),
+    gettext_noop(
+        "Load the agent's installed Hub skills: every description, the body when relevant "
+        "to the input; verify each version's signature and record its use."
+    ),
+    gettext_noop(
+        "Extract memories from the turn and write them with provenance under the agent's "
+        "writable scopes."
+    ),
+    gettext_noop(
+        "Record the run's tool calls (arguments, result, outcome) as tool trajectories "
+        "and the finished task (steps, outcome) as an experience; the next message's "
+        "correction or approval becomes that experience's feedback."
+    ),
+    gettext_noop(
+        "Run memory's dedup funnel (near duplicates, judge, conflict rule) on the "
+        "memories this run wrote, so the next turn reads the merged state."
+    ),
+    gettext_noop(
+        "When the session's history passes its share of the context budget, summarise the "
+        "older turns with provenance labels (user requirement, model assumption, tool "
+        "fact, superseded plan) and the turns each covers; the next call reads the "
+        "summary."
+    ),
+    gettext_noop(
+        "Spot an employee's correction of the agent's answer, draft a skill change and "
+        "ask them to confirm it (a confirmed change becomes a skill candidate)."
+    ),
+    gettext_noop(
+        "A subagent gets the tools, memory scopes and budget the parent asked for, within "
+        "the parent's own."
+    ),
+)
+
+
+def described(description: str) -> str:
+    """A registered tool's or hook's description in the reader's language (as it is when
+    no translation exists: an MCP server's own words, a test's hook)."""
+    return _(description) if description else ""
 
 
 class SectionField(forms.Field):
@@ -64,20 +144,22 @@ class SectionField(forms.Field):
 class SkillReferenceForm(forms.Form):
     """One Hub skill of the version: the package, a version range or a dist-tag, updates."""
 
-    package = forms.ChoiceField(required=False, label="Skill")
+    package = forms.ChoiceField(required=False, label=gettext_lazy("Skill"))
     selector = forms.ChoiceField(
-        choices=[("range", "Version range"), ("tag", "Dist-tag")],
+        choices=[("range", gettext_lazy("Version range")), ("tag", gettext_lazy("Dist-tag"))],
         initial="range",
-        label="Select by",
+        label=gettext_lazy("Select by"),
     )
     requested = forms.CharField(
         required=False,
         max_length=128,
-        label="Range or tag",
-        widget=forms.TextInput(attrs={"placeholder": "^1  or  latest"}),
+        label=gettext_lazy("Range or tag"),
+        widget=forms.TextInput(attrs={"placeholder": gettext_lazy("^1  or  latest")}),
     )
     policy = forms.ChoiceField(
-        choices=SkillInstall.Policy.choices, initial=SkillInstall.Policy.AUTO, label="Updates"
+        choices=SkillInstall.Policy.choices,
+        initial=SkillInstall.Policy.AUTO,
+        label=gettext_lazy("Updates"),
     )
 
     def __init__(self, *args, package_choices=(), **kwargs):
@@ -90,10 +172,12 @@ class SkillReferenceForm(forms.Form):
             return data
         if not data.get("package"):
             if (data.get("requested") or "").strip():
-                self.add_error("package", "Choose a skill.")
+                self.add_error("package", _("Choose a skill."))
             return data
         if not (data.get("requested") or "").strip():
-            self.add_error("requested", "Give a version range (^1, ~1.2) or a dist-tag (latest).")
+            self.add_error(
+                "requested", _("Give a version range (^1, ~1.2) or a dist-tag (latest).")
+            )
         return data
 
     def reference(self) -> dict | None:
@@ -140,14 +224,18 @@ def skill_choices(actor, skills: list) -> list:
 
     def label(package) -> str:
         version = latest.get(package.pk)
-        summary = f" — {version.version} latest" if version is not None else ""
+        summary = (
+            " — " + _("%(version)s latest") % {"version": version.version}
+            if version is not None
+            else ""
+        )
         return f"{package.full_name}{summary}"
 
     groups = [
-        ("Installed on your agents", [p for p in packages if p.pk in installed]),
-        ("Available in the Hub", [p for p in packages if p.pk not in installed]),
+        (_("Installed on your agents"), [p for p in packages if p.pk in installed]),
+        (_("Available in the Hub"), [p for p in packages if p.pk not in installed]),
     ]
-    choices: list = [("", "— Choose a skill —")]
+    choices: list = [("", _("— Choose a skill —"))]
     known = set()
     for title, members in groups:
         if members:
@@ -160,7 +248,7 @@ def skill_choices(actor, skills: list) -> list:
     ]
     held = [name for name in dict.fromkeys(held) if name not in known]
     if held:
-        choices.append(("In this version", [(name, name) for name in held]))
+        choices.append((_("In this version"), [(name, name) for name in held]))
     return choices
 
 
@@ -185,8 +273,8 @@ def organization_tools(actor) -> list[dict]:
     tools = [
         {
             "name": tool.name,
-            "source": "Built-in",
-            "description": tool.description,
+            "source": _("Built-in"),
+            "description": described(tool.description),
             "own_risk": tool.risk,
         }
         for tool in all_tools()
@@ -198,7 +286,8 @@ def organization_tools(actor) -> list[dict]:
             {
                 "name": wildcard(server.name),
                 "source": source,
-                "description": f"Every tool of {server.name}, each at its own risk.",
+                "description": _("Every tool of %(server)s, each at its own risk.")
+                % {"server": server.name},
                 "own_risk": "",
             }
         )
@@ -238,7 +327,11 @@ def hook_rows(configured: dict) -> list[dict]:
                 "point": point,
                 "label": HOOK_POINT_LABELS.get(point, point),
                 "hooks": [
-                    {"name": hook.name, "enabled": enabled, "description": hook.description}
+                    {
+                        "name": hook.name,
+                        "enabled": enabled,
+                        "description": described(hook.description),
+                    }
                     for hook, enabled in rows
                 ],
             }
@@ -269,9 +362,11 @@ class VersionPickerForm(VersionForm):
 
     target_positions = forms.MultipleChoiceField(
         required=False,
-        label="Target positions",
+        label=gettext_lazy("Target positions"),
         widget=forms.CheckboxSelectMultiple,
-        help_text="The positions this role is meant for; a deployment dispatches to them.",
+        help_text=gettext_lazy(
+            "The positions this role is meant for; a deployment dispatches to them."
+        ),
     )
     model_settings = SectionField()
     skills = SectionField()
@@ -280,34 +375,40 @@ class VersionPickerForm(VersionForm):
     hooks = SectionField()
     read_scopes = forms.MultipleChoiceField(
         required=False,
-        label="Reads memory of",
+        label=gettext_lazy("Reads memory of"),
         choices=[(scope, SCOPE_LABELS[scope]) for scope in MEMORY_SCOPES],
         widget=forms.CheckboxSelectMultiple,
     )
     write_scopes = forms.MultipleChoiceField(
         required=False,
-        label="Writes memory to",
+        label=gettext_lazy("Writes memory to"),
         choices=[(scope, SCOPE_LABELS[scope]) for scope in MEMORY_SCOPES],
         widget=forms.CheckboxSelectMultiple,
-        help_text="Memory an agent writes to organization, department or position scope for a "
-        "member without memory.manage waits for review.",
+        help_text=gettext_lazy(
+            "Memory an agent writes to organization, department or position scope for a "
+            "member without memory.manage waits for review."
+        ),
     )
     retention_days = forms.IntegerField(
         required=False,
         min_value=1,
         max_value=36500,
-        label="Retention (days)",
-        help_text="Whole days, 1 or more; empty: none named. Recorded in the memory policy; "
-        "memories expire by the organization's retention settings (per kind), which this "
-        "number does not override.",
+        label=gettext_lazy("Retention (days)"),
+        help_text=gettext_lazy(
+            "Whole days, 1 or more; empty: none named. Recorded in the memory policy; "
+            "memories expire by the organization's retention settings (per kind), which this "
+            "number does not override."
+        ),
     )
     retrieve_derived = forms.MultipleChoiceField(
         required=False,
-        label="Also retrieve what runs recorded",
+        label=gettext_lazy("Also retrieve what runs recorded"),
         choices=[(kind.value, kind.label) for kind in DERIVED_KINDS],
         widget=forms.CheckboxSelectMultiple,
-        help_text="Retrieval finds what people stated (facts, preferences, requirements); "
-        "tick a kind to retrieve it too.",
+        help_text=gettext_lazy(
+            "Retrieval finds what people stated (facts, preferences, requirements); "
+            "tick a kind to retrieve it too."
+        ),
     )
 
     field_order = ["name", "target_positions"]
@@ -321,7 +422,7 @@ class VersionPickerForm(VersionForm):
         choices = [(p.code, f"{p.name} ({p.code})") for p in positions.order_by("name")]
         codes = {code for code, _ in choices}
         choices += [
-            (code, f"{code} (no such position)")
+            (code, _("%(code)s (no such position)") % {"code": code})
             for code in initial.get("target_positions") or []
             if code not in codes
         ]
@@ -338,7 +439,7 @@ class VersionPickerForm(VersionForm):
         tools = organization_tools(self.actor)
         listed = {tool["name"] for tool in tools}
         tools += [
-            {"name": name, "source": "In this version", "description": "", "own_risk": ""}
+            {"name": name, "source": _("In this version"), "description": "", "own_risk": ""}
             for name in rules
             if name not in listed
         ]
@@ -350,8 +451,10 @@ class VersionPickerForm(VersionForm):
             self.fields[f"allow-{name}"] = forms.BooleanField(
                 required=False,
                 initial=tool["name"] in rules,
-                label=f"Allow {name}",
-                widget=forms.CheckboxInput(attrs={"aria-label": f"Allow {name}"}),
+                label=_("Allow %(tool)s") % {"tool": name},
+                widget=forms.CheckboxInput(
+                    attrs={"aria-label": _("Allow %(tool)s") % {"tool": name}}
+                ),
             )
             # A template's risk only raises a tool's own (Tool.risk_of): lower is not offered,
             # unless the version already says so.
@@ -363,24 +466,27 @@ class VersionPickerForm(VersionForm):
             )
             self.fields[f"risk-{name}"] = forms.ChoiceField(
                 choices=[
-                    (level, level.capitalize()) for level in RISK_LEVELS[RISK_LEVELS.index(floor) :]
+                    (level, RISK_LABELS.get(level, level.capitalize()))
+                    for level in RISK_LEVELS[RISK_LEVELS.index(floor) :]
                 ],
                 initial=current or tool["own_risk"] or "low",
-                label=f"Risk of {name}",
-                widget=forms.Select(attrs={"aria-label": f"Risk of {name}"}),
+                label=_("Risk of %(tool)s") % {"tool": name},
+                widget=forms.Select(attrs={"aria-label": _("Risk of %(tool)s") % {"tool": name}}),
             )
             self.fields[f"confirmation-{name}"] = forms.ChoiceField(
                 choices=[(policy, CONFIRMATION_LABELS[policy]) for policy in CONFIRMATION_POLICIES],
                 initial=rule.get("confirmation") or "high_risk",
-                label=f"Confirmation for {name}",
-                widget=forms.Select(attrs={"aria-label": f"Confirmation for {name}"}),
+                label=_("Confirmation for %(tool)s") % {"tool": name},
+                widget=forms.Select(
+                    attrs={"aria-label": _("Confirmation for %(tool)s") % {"tool": name}}
+                ),
             )
             if name == "http_request":
                 self.fields[f"hosts-{name}"] = forms.CharField(
                     required=False,
                     max_length=2000,
                     initial=", ".join(rule.get("allowed_hosts") or []),
-                    label=f"Hosts {name} may reach",
+                    label=_("Hosts %(tool)s may reach") % {"tool": name},
                     widget=forms.TextInput(attrs={"placeholder": "api.example.com"}),
                 )
         # Memory policy.
@@ -459,7 +565,7 @@ class VersionPickerForm(VersionForm):
 
     def _skills(self) -> list[dict]:
         if not self.skill_formset.is_valid():
-            self.add_error("skills", "Correct the skills marked below.")
+            self.add_error("skills", _("Correct the skills marked below."))
             return list(self.initial.get("skills") or [])
         references = [form.reference() for form in self.skill_formset.forms]
         return [reference for reference in references if reference is not None]

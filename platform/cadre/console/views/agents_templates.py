@@ -12,6 +12,8 @@ from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from cadre.agents import generation, selectors, services
@@ -37,9 +39,9 @@ TRANSITIONS = {
     "publish": services.version_publish,
 }
 TRANSITION_DONE = {
-    "submit": "submitted for review",
-    "withdraw": "withdrawn to draft",
-    "publish": "published",
+    "submit": gettext_lazy("Version %(number)s was submitted for review."),
+    "withdraw": gettext_lazy("Version %(number)s was withdrawn to draft."),
+    "publish": gettext_lazy("Version %(number)s was published."),
 }
 
 
@@ -80,7 +82,9 @@ def template_create(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"“{template.name}” was created with a first draft.")
+            messages.success(
+                request, _("“%(name)s” was created with a first draft.") % {"name": template.name}
+            )
             if request.POST.get("then") == "generate":
                 # "Create and generate from documents": the documents fill that first draft.
                 return redirect("console:template_generate", pk=template.pk)
@@ -150,8 +154,9 @@ def version_edit(request, pk: int, number: int):
     if version.status != TemplateVersion.Status.DRAFT:
         messages.error(
             request,
-            "Only a draft can be edited"
-            + (" — withdraw it from review first." if version.status == "in_review" else "."),
+            _("Only a draft can be edited — withdraw it from review first.")
+            if version.status == "in_review"
+            else _("Only a draft can be edited."),
         )
         return redirect("console:template_version", pk=pk, number=number)
     # The pickers, or the Advanced (JSON) view; a post says which it came from (a client
@@ -174,14 +179,14 @@ def version_edit(request, pk: int, number: int):
             if value != getattr(version, name)
         }
         if not changed:
-            messages.info(request, "Nothing was changed.")
+            messages.info(request, _("Nothing was changed."))
             return redirect("console:template_version", pk=pk, number=number)
         try:
             services.version_update(actor=request.actor, version=version, **changed)
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"Draft v{number} was saved.")
+            messages.success(request, _("Draft v%(number)s was saved.") % {"number": number})
             return redirect("console:template_version", pk=pk, number=number)
     return render(
         request,
@@ -195,7 +200,7 @@ def version_edit(request, pk: int, number: int):
 def version_transition(request, pk: int, number: int, action: str):
     service = TRANSITIONS.get(action)
     if service is None:
-        raise Http404("No such action.")
+        raise Http404(_("No such action."))
     version = _version_or_404(request, pk, number)
     form = ReasonForm(request.POST)
     kwargs = {}
@@ -208,7 +213,7 @@ def version_transition(request, pk: int, number: int, action: str):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Version {number} was {TRANSITION_DONE[action]}.")
+        messages.success(request, TRANSITION_DONE[action] % {"number": number})
     return redirect("console:template_version", pk=pk, number=number)
 
 
@@ -221,7 +226,10 @@ def template_new_draft(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
         return redirect("console:template", pk=pk)
-    messages.success(request, f"Draft v{version.number} was started from the newest version.")
+    messages.success(
+        request,
+        _("Draft v%(number)s was started from the newest version.") % {"number": version.number},
+    )
     return redirect("console:template_version_edit", pk=pk, number=version.number)
 
 
@@ -242,7 +250,7 @@ def template_diff(request, pk: int):
         a, b = form.cleaned_data["a"], form.cleaned_data["b"]
         by_number = {v.number: v for v in versions}
         if a not in by_number or b not in by_number:
-            form.add_error(None, "Choose two versions of this template.")
+            form.add_error(None, _("Choose two versions of this template."))
         else:
             old, new = by_number[a], by_number[b]
             split = form.cleaned_data["layout"] != "unified"
@@ -267,7 +275,7 @@ def template_diff(request, pk: int):
 def template_generate(request, pk: int):
     template = _template_or_404(request, pk)
     if not request.actor.can("template.manage", template):
-        return denied(request, "You may not change this template.")
+        return denied(request, _("You may not change this template."))
     form = GenerateForm(posted(request), request.FILES or None)
     if request.method == "POST" and form.is_valid():
         documents = [
@@ -286,9 +294,11 @@ def template_generate(request, pk: int):
         else:
             messages.success(
                 request,
-                f"Draft v{version.number} was written from the documents "
-                f"({version.generated_from.get('mode')}). "
-                "Review and edit it before submitting.",
+                _(
+                    "Draft v%(number)s was written from the documents (%(mode)s). "
+                    "Review and edit it before submitting."
+                )
+                % {"number": version.number, "mode": version.generated_from.get("mode")},
             )
             return redirect("console:template_version", pk=pk, number=version.number)
     open_version = template.versions.exclude(status=TemplateVersion.Status.PUBLISHED).first()

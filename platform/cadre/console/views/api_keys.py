@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 
 from cadre.console.forms import ApiKeyForm, add_service_error
 from cadre.console.scoping import get_restricted_or_404, restricted
@@ -69,20 +70,27 @@ def api_key_revoke(request, pk: int):
         except CadreError as caught:
             error = caught.message
         else:
-            messages.success(request, f"The key “{key.name}” ({key.prefix}…) was revoked.")
+            messages.success(
+                request,
+                _("The key “%(name)s” (%(prefix)s…) was revoked.")
+                % {"name": key.name, "prefix": key.prefix},
+            )
             return redirect("console:api_keys")
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"Revoke the key “{key.name}”?",
-            "body": f"Every program using the key {key.prefix}… will be refused from now on. "
-            "This cannot be undone: create a new key if it is needed again.",
-            "confirm_label": "Revoke key",
+            "title": _("Revoke the key “%(name)s”?") % {"name": key.name},
+            "body": _(
+                "Every program using the key %(prefix)s… will be refused from now on. "
+                "This cannot be undone: create a new key if it is needed again."
+            )
+            % {"prefix": key.prefix},
+            "confirm_label": _("Revoke key"),
             "danger": True,
             "error": error,
             "cancel_url": reverse("console:api_keys"),
-            "crumbs": [("API keys", "console:api_keys")],
+            "crumbs": [(_("API keys"), "console:api_keys")],
         },
         status=409 if error else 200,
     )

@@ -13,6 +13,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.console.forms import organization_zone
 from cadre.tenancy.roles import PERMISSIONS
@@ -46,8 +47,11 @@ def require_permission(permission: str | None = None):
                 description = PERMISSIONS.get(permission, permission)
                 return denied(
                     request,
-                    f"This page needs the “{description}” permission ({permission}). "
-                    "Ask an owner or an IT admin of your organization if you need it.",
+                    _(
+                        "This page needs the “%(description)s” permission (%(permission)s). "
+                        "Ask an owner or an IT admin of your organization if you need it."
+                    )
+                    % {"description": description, "permission": permission},
                 )
             # Dates on console pages are shown in the organization's time zone.
             with timezone.override(organization_zone(actor.organization)):

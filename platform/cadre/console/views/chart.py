@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from cadre.console.department_tree import tree_order
@@ -100,7 +101,9 @@ def department_create(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"Department “{department.name}” was created.")
+            messages.success(
+                request, _("Department “%(name)s” was created.") % {"name": department.name}
+            )
             return redirect("console:department", pk=department.pk)
     return render(request, "console/departments/form.html", {"form": form, "department": None})
 
@@ -117,7 +120,7 @@ def department_edit(request, pk: int):
     if request.method == "POST" and form.is_valid():
         changed = {name: form.cleaned_data[name] for name in form.changed_data}
         if not changed:
-            messages.info(request, "Nothing was changed.")
+            messages.info(request, _("Nothing was changed."))
             return redirect("console:department", pk=department.pk)
         try:
             services.department_update(actor=request.actor, department=department, **changed)
@@ -126,7 +129,9 @@ def department_edit(request, pk: int):
             department.refresh_from_db()
             add_service_error(form, error)
         else:
-            messages.success(request, f"Department “{department.name}” was updated.")
+            messages.success(
+                request, _("Department “%(name)s” was updated.") % {"name": department.name}
+            )
             return redirect("console:department", pk=department.pk)
     return render(
         request, "console/departments/form.html", {"form": form, "department": department}
@@ -143,20 +148,24 @@ def department_archive(request, pk: int):
         except CadreError as caught:
             error = caught.message
         else:
-            messages.success(request, f"Department “{department.name}” was archived.")
+            messages.success(
+                request, _("Department “%(name)s” was archived.") % {"name": department.name}
+            )
             return redirect("console:departments")
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"Archive {department.name}?",
-            "body": "An archived department no longer appears in pickers and cannot receive "
-            "members. Its history stays, and it can be restored.",
-            "confirm_label": "Archive department",
+            "title": _("Archive %(name)s?") % {"name": department.name},
+            "body": _(
+                "An archived department no longer appears in pickers and cannot receive "
+                "members. Its history stays, and it can be restored."
+            ),
+            "confirm_label": _("Archive department"),
             "danger": True,
             "error": error,
             "cancel_url": department_url(department),
-            "crumbs": [("Departments", "console:departments")],
+            "crumbs": [(_("Departments"), "console:departments")],
         },
         status=409 if error else 200,
     )
@@ -171,7 +180,9 @@ def department_restore(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Department “{department.name}” was restored.")
+        messages.success(
+            request, _("Department “%(name)s” was restored.") % {"name": department.name}
+        )
     return redirect("console:department", pk=department.pk)
 
 
@@ -220,7 +231,9 @@ def position_create(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"Position “{position.name}” was created.")
+            messages.success(
+                request, _("Position “%(name)s” was created.") % {"name": position.name}
+            )
             return redirect("console:positions")
     return render(request, "console/positions/form.html", {"form": form, "position": None})
 
@@ -236,7 +249,7 @@ def position_edit(request, pk: int):
     if request.method == "POST" and form.is_valid():
         changed = {name: form.cleaned_data[name] for name in form.changed_data}
         if not changed:
-            messages.info(request, "Nothing was changed.")
+            messages.info(request, _("Nothing was changed."))
             return redirect("console:positions")
         try:
             services.position_update(actor=request.actor, position=position, **changed)
@@ -245,7 +258,9 @@ def position_edit(request, pk: int):
             position.refresh_from_db()
             add_service_error(form, error)
         else:
-            messages.success(request, f"Position “{position.name}” was updated.")
+            messages.success(
+                request, _("Position “%(name)s” was updated.") % {"name": position.name}
+            )
             return redirect("console:positions")
     return render(request, "console/positions/form.html", {"form": form, "position": position})
 
@@ -260,20 +275,24 @@ def position_archive(request, pk: int):
         except CadreError as caught:
             error = caught.message
         else:
-            messages.success(request, f"Position “{position.name}” was archived.")
+            messages.success(
+                request, _("Position “%(name)s” was archived.") % {"name": position.name}
+            )
             return redirect("console:positions")
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"Archive the position {position.name}?",
-            "body": "Members keep their history, but the position is no longer offered for new "
-            "members or agent deployments. It can be restored.",
-            "confirm_label": "Archive position",
+            "title": _("Archive the position %(name)s?") % {"name": position.name},
+            "body": _(
+                "Members keep their history, but the position is no longer offered for new "
+                "members or agent deployments. It can be restored."
+            ),
+            "confirm_label": _("Archive position"),
             "danger": True,
             "error": error,
             "cancel_url": reverse("console:position_edit", kwargs={"pk": position.pk}),
-            "crumbs": [("Positions", "console:positions")],
+            "crumbs": [(_("Positions"), "console:positions")],
         },
         status=409 if error else 200,
     )
@@ -288,5 +307,5 @@ def position_restore(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Position “{position.name}” was restored.")
+        messages.success(request, _("Position “%(name)s” was restored.") % {"name": position.name})
     return redirect("console:positions")

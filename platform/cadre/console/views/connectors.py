@@ -7,6 +7,8 @@ from django.contrib import messages
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from cadre.agents.models import Deployment
@@ -92,8 +94,11 @@ def connector_create(request):
             else:
                 messages.success(
                     request,
-                    f"{connector.name} was added. Paste the settings below into the "
-                    "platform's console, then test the credentials.",
+                    _(
+                        "%(name)s was added. Paste the settings below into the platform's "
+                        "console, then test the credentials."
+                    )
+                    % {"name": connector.name},
                 )
                 return redirect("console:connector", pk=connector.pk)
     context = {
@@ -150,7 +155,7 @@ def connector_rotate(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, "The credentials were replaced. Test them now.")
+            messages.success(request, _("The credentials were replaced. Test them now."))
             return redirect("console:connector", pk=connector.pk)
     return render(request, "console/connectors/rotate.html", {"connector": connector, "form": form})
 
@@ -161,7 +166,7 @@ def connector_status(request, pk: int):
     connector = _connector(request, pk)
     status = request.POST.get("status", "")
     if status not in Connector.Status.values:
-        messages.error(request, "Choose active or disabled.")
+        messages.error(request, _("Choose active or disabled."))
         return redirect("console:connector", pk=connector.pk)
     try:
         services.connector_update(actor=request.actor, connector=connector, status=status)
@@ -170,10 +175,15 @@ def connector_status(request, pk: int):
     else:
         messages.success(
             request,
-            f"{connector.name} is enabled."
-            if status == Connector.Status.ACTIVE
-            else f"{connector.name} is disabled: the platform's requests are refused until "
-            "you enable it again.",
+            (
+                _("%(name)s is enabled.")
+                if status == Connector.Status.ACTIVE
+                else _(
+                    "%(name)s is disabled: the platform's requests are refused until you "
+                    "enable it again."
+                )
+            )
+            % {"name": connector.name},
         )
     return redirect("console:connector", pk=connector.pk)
 
@@ -230,7 +240,7 @@ def binding_list(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, "The binding was added.")
+            messages.success(request, _("The binding was added."))
             return redirect("console:connector_bindings", pk=connector.pk)
     bindings = list(
         ConnectorBinding.objects.filter(connector=connector).prefetch_related(
@@ -240,7 +250,8 @@ def binding_list(request, pk: int):
     names = dict(deployments)
     for binding in bindings:
         binding.deployment_name = names.get(
-            binding.deployment_id, f"deployment {binding.deployment_id} (not visible)"
+            binding.deployment_id,
+            _("deployment %(id)s (not visible)") % {"id": binding.deployment_id},
         )
     context = _detail_context(request, connector, tab="bindings", bindings=bindings, form=form)
     return render(request, "console/connectors/bindings.html", context)
@@ -262,7 +273,7 @@ def binding_remove(request, pk: int, binding_pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "The binding was removed.")
+        messages.success(request, _("The binding was removed."))
     return redirect("console:connector_bindings", pk=connector.pk)
 
 
@@ -311,7 +322,7 @@ def identity_import_upload(request, pk: int):
     if "content" in request.POST:
         apply_form = IdentityImportApplyForm(request.POST)
         if not apply_form.is_valid():
-            messages.error(request, "The file was lost on the way; upload it again.")
+            messages.error(request, _("The file was lost on the way; upload it again."))
             return redirect("console:connector_identities", pk=connector.pk)
         data = apply_form.cleaned_data["content"].encode()
         try:
@@ -334,17 +345,15 @@ def identity_import_upload(request, pk: int):
                 },
                 status=400,
             )
-        messages.success(
-            request,
-            f"{result.created} account{'s' if result.created != 1 else ''} mapped"
-            + (f", {result.unchanged} already mapped" if result.unchanged else "")
-            + (
-                f", {result.resolved_unmapped} taken off the queue"
-                if result.resolved_unmapped
-                else ""
-            )
-            + ".",
-        )
+        parts = [
+            ngettext("%(count)d account mapped", "%(count)d accounts mapped", result.created)
+            % {"count": result.created}
+        ]
+        if result.unchanged:
+            parts.append(_("%(count)d already mapped") % {"count": result.unchanged})
+        if result.resolved_unmapped:
+            parts.append(_("%(count)d taken off the queue") % {"count": result.resolved_unmapped})
+        messages.success(request, _("%(summary)s.") % {"summary": _(", ").join(parts)})
         return redirect("console:connector_identities", pk=connector.pk)
     form = IdentityImportForm(request.POST, request.FILES)
     if not form.is_valid():
@@ -391,9 +400,14 @@ def unmapped_map(request, pk: int, unmapped_pk: int):
         else:
             messages.success(
                 request,
-                f"{unmapped.display_name or unmapped.platform_user_id} is now mapped to "
-                f"{member.display_name}; their next message reaches {member.display_name}'s "
-                "agent.",
+                _(
+                    "%(user)s is now mapped to %(member)s; their next message reaches "
+                    "%(member)s's agent."
+                )
+                % {
+                    "user": unmapped.display_name or unmapped.platform_user_id,
+                    "member": member.display_name,
+                },
             )
             return redirect("console:connector_identities", pk=connector.pk)
     return render(
@@ -415,8 +429,8 @@ def unmapped_dismiss(request, pk: int, unmapped_pk: int):
     else:
         messages.success(
             request,
-            f"{unmapped.display_name or unmapped.platform_user_id} was dismissed; they return "
-            "to the queue if they write again.",
+            _("%(user)s was dismissed; they return to the queue if they write again.")
+            % {"user": unmapped.display_name or unmapped.platform_user_id},
         )
     return redirect("console:connector_identities", pk=connector.pk)
 

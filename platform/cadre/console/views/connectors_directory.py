@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from cadre.console.scoping import get_restricted_or_404
@@ -17,8 +19,11 @@ from connectors.models import Connector, DirectoryConflict, DirectorySync
 
 PERMISSION = "connector.manage"
 RESOLUTIONS = {
-    "local_edit": [("take_directory", "Take the directory's"), ("keep_local", "Keep Cadre's")],
-    "duplicate_email": [("create", "Create without e-mail")],
+    "local_edit": [
+        ("take_directory", gettext_lazy("Take the directory's")),
+        ("keep_local", gettext_lazy("Keep Cadre's")),
+    ],
+    "duplicate_email": [("create", gettext_lazy("Create without e-mail"))],
     "deactivate_refused": [],
 }
 
@@ -71,7 +76,7 @@ def directory_sync(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "Directory sync started.")
+        messages.success(request, _("Directory sync started."))
     if request.htmx:
         return directory_status(request, pk)
     return redirect("console:connector", pk=connector.pk)
@@ -97,7 +102,7 @@ def directory_conflict(request, pk: int, conflict_pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "Conflict resolved.")
+        messages.success(request, _("Conflict resolved."))
     return redirect("console:connector", pk=connector.pk)
 
 

@@ -4,6 +4,8 @@ and the identity import upload."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.console.department_tree import department_choices
 from cadre.console.forms import ActorFormMixin
@@ -62,13 +64,17 @@ def _setting_field(setting) -> forms.Field:
 
 
 class PlatformChoiceForm(forms.Form):
-    platform = forms.ChoiceField(choices=platform_choices)
+    platform = forms.ChoiceField(choices=platform_choices, label=gettext_lazy("Platform"))
 
 
 class ConnectorForm(forms.Form):
     """A new connector of one platform: its name, credentials and settings."""
 
-    name = forms.CharField(max_length=150, help_text="e.g. “Feishu — headquarters”.")
+    name = forms.CharField(
+        max_length=150,
+        label=gettext_lazy("Name"),
+        help_text=gettext_lazy("e.g. “Feishu — headquarters”."),
+    )
 
     def __init__(self, *args, platform: str, **kwargs):
         super().__init__(*args, **kwargs)
@@ -91,8 +97,11 @@ class ConnectorForm(forms.Form):
         if mode in STREAM_MODES and extra is not None and not extra.installed:
             self.add_error(
                 SETTING_PREFIX + "mode",
-                f"This mode needs the {extra.module} package, which is not installed on this "
-                f"server. Install it with {extra.command}, or choose HTTP callbacks.",
+                _(
+                    "This mode needs the %(module)s package, which is not installed on this "
+                    "server. Install it with %(command)s, or choose HTTP callbacks."
+                )
+                % {"module": extra.module, "command": extra.command},
             )
         return data
 
@@ -118,13 +127,13 @@ class RotateCredentialsForm(forms.Form):
         super().__init__(*args, **kwargs)
         for key, label, help_text, _required in credential_fields(platform):
             self.fields[CREDENTIAL_PREFIX + key] = _secret_field(
-                label, help_text or "Leave empty to keep the stored value.", False
+                label, help_text or _("Leave empty to keep the stored value."), False
             )
 
     def clean(self):
         data = super().clean()
         if not any(data.get(name) for name in self.fields):
-            raise forms.ValidationError("Enter at least one new credential.")
+            raise forms.ValidationError(_("Enter at least one new credential."))
         return data
 
     def merged(self, stored: dict) -> dict:
@@ -137,29 +146,43 @@ class RotateCredentialsForm(forms.Form):
 
 
 class BindingForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=150, required=False, help_text="e.g. “Sales team”.")
+    name = forms.CharField(
+        max_length=150,
+        required=False,
+        label=gettext_lazy("Name"),
+        help_text=gettext_lazy("e.g. “Sales team”."),
+    )
     deployment = forms.TypedChoiceField(
-        label="Deployment",
+        label=gettext_lazy("Deployment"),
         coerce=int,
         required=False,
         empty_value=None,
-        help_text="Messages from these people go to their agent of this deployment.",
+        help_text=gettext_lazy("Messages from these people go to their agent of this deployment."),
     )
     positions = forms.ModelMultipleChoiceField(
-        queryset=Position.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        queryset=Position.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label=gettext_lazy("Positions"),
     )
-    departments = forms.ModelMultipleChoiceField(queryset=Department.objects.none(), required=False)
-    members = forms.ModelMultipleChoiceField(queryset=Member.objects.none(), required=False)
+    departments = forms.ModelMultipleChoiceField(
+        queryset=Department.objects.none(), required=False, label=gettext_lazy("Departments")
+    )
+    members = forms.ModelMultipleChoiceField(
+        queryset=Member.objects.none(), required=False, label=gettext_lazy("Members")
+    )
     chat_ids = forms.CharField(
-        label="Group chats",
+        label=gettext_lazy("Group chats"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Platform chat ids, one per line (Feishu oc_…, Slack C…, WeCom chatid).",
+        help_text=gettext_lazy(
+            "Platform chat ids, one per line (Feishu oc_…, Slack C…, WeCom chatid)."
+        ),
     )
 
     def __init__(self, *args, deployments: list[tuple[int, str]], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["deployment"].choices = [("", "— Any of their agents —"), *deployments]
+        self.fields["deployment"].choices = [("", _("— Any of their agents —")), *deployments]
         self.fields["positions"].queryset = restricted_for(self.actor, Position, "view").filter(
             is_archived=False
         )
@@ -176,21 +199,26 @@ class BindingForm(ActorFormMixin, forms.Form):
         ids = [line.strip() for line in self.cleaned_data["chat_ids"].splitlines()]
         ids = [chat_id for chat_id in ids if chat_id]
         if any(len(chat_id) > 191 for chat_id in ids):
-            raise forms.ValidationError("A chat id is longer than 191 characters.")
+            raise forms.ValidationError(_("A chat id is longer than 191 characters."))
         return ids
 
     def clean(self):
         data = super().clean()
         if not any(data.get(key) for key in ("positions", "departments", "members", "chat_ids")):
             raise forms.ValidationError(
-                "Choose whom this binding serves: positions, departments, members or group chats."
+                _(
+                    "Choose whom this binding serves: positions, departments, members or "
+                    "group chats."
+                )
             )
         return data
 
 
 class MapIdentityForm(ActorFormMixin, forms.Form):
     member = forms.ModelChoiceField(
-        queryset=Member.objects.none(), empty_label="— Choose a member —"
+        queryset=Member.objects.none(),
+        empty_label=gettext_lazy("— Choose a member —"),
+        label=gettext_lazy("Member"),
     )
 
     def __init__(self, *args, **kwargs):
@@ -207,15 +235,19 @@ class MapIdentityForm(ActorFormMixin, forms.Form):
 
 class IdentityImportForm(forms.Form):
     file = forms.FileField(
-        label="CSV file",
-        help_text="UTF-8, with a header row: platform_user_id and one of member_email, "
-        "employee_no or mobile; optional tenant_key and display_name.",
+        label=gettext_lazy("CSV file"),
+        help_text=gettext_lazy(
+            "UTF-8, with a header row: platform_user_id and one of member_email, "
+            "employee_no or mobile; optional tenant_key and display_name."
+        ),
     )
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
         if upload.size > MAX_BYTES:
-            raise forms.ValidationError(f"The file is larger than {MAX_BYTES // 1024} KiB.")
+            raise forms.ValidationError(
+                _("The file is larger than %(size)d KiB.") % {"size": MAX_BYTES // 1024}
+            )
         return upload.read()
 
 

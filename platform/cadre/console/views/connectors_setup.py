@@ -9,15 +9,25 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from connectors.base import SettingField, SetupGuide, registry
 from connectors.models import Connector
 
 # Every platform may point at another API host (a proxy, a private deployment, a test server).
 API_BASE_FIELD = SettingField(
-    "api_base_url", "API base URL", "Leave empty for the platform's public API.", kind="url"
+    "api_base_url",
+    gettext_lazy("API base URL"),
+    gettext_lazy("Leave empty for the platform's public API."),
+    kind="url",
 )
 STREAM_MODES = ("long_connection", "stream")
+# The platforms' outbound modes (their descriptors' `outbound_mode`), as people read them.
+OUTBOUND_MODE_NAMES = {
+    "long-connection mode": gettext_lazy("long-connection mode"),
+    "stream mode": gettext_lazy("stream mode"),
+}
 
 
 def credential_fields(platform: str) -> list[tuple[str, str, str, bool]]:
@@ -77,17 +87,32 @@ def callback_unreachable(connector: Connector) -> str:
         private = not address.is_global
     if not private:
         return ""
-    how = (
-        "Set CADRE_BASE_URL to an address the platform can reach (this server's public host "
-        "name, or a tunnel to it) and restart Cadre"
-    )
     platform_class = registry().get(connector.platform)
     outbound = platform_class.outbound_mode if platform_class is not None else ""
+    values = {
+        "host": host,
+        "platform": connector.get_platform_display(),
+        "mode": OUTBOUND_MODE_NAMES.get(outbound, outbound),
+    }
     if outbound:
-        how += f", or switch this connector to {outbound}, which needs no public URL"
+        return (
+            _(
+                "%(host)s is an address only this machine or its network can reach: "
+                "%(platform)s's servers cannot deliver events to it. Set CADRE_BASE_URL to an "
+                "address the platform can reach (this server's public host name, or a tunnel "
+                "to it) and restart Cadre, or switch this connector to %(mode)s, which needs "
+                "no public URL."
+            )
+            % values
+        )
     return (
-        f"{host} is an address only this machine or its network can reach: "
-        f"{connector.get_platform_display()}'s servers cannot deliver events to it. {how}."
+        _(
+            "%(host)s is an address only this machine or its network can reach: "
+            "%(platform)s's servers cannot deliver events to it. Set CADRE_BASE_URL to an "
+            "address the platform can reach (this server's public host name, or a tunnel to "
+            "it) and restart Cadre."
+        )
+        % values
     )
 
 

@@ -12,6 +12,8 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from cadre.agents.evaluation import gates, recall, selectors, services
@@ -26,33 +28,68 @@ from cadre.memory.models import OrganizationEmbeddingModel
 
 GATE_LABELS = {
     gates.TEMPLATE_PUBLISH: (
-        "Publishing a template version",
-        "needs a passing replay of that version.",
+        gettext_lazy("Publishing a template version"),
+        gettext_lazy("needs a passing replay of that version."),
     ),
     gates.TEMPLATE_MODEL_CHANGE: (
-        "Changing a template's model",
-        "publishing a version with another provider or model needs a passing replay of "
-        "that model change.",
+        gettext_lazy("Changing a template's model"),
+        gettext_lazy(
+            "publishing a version with another provider or model needs a passing replay of "
+            "that model change."
+        ),
     ),
     gates.EMBEDDING_ACTIVATE: (
-        "Activating an embedding model",
-        "a re-embed fills the vectors and waits; switching needs a passing retrieval suite "
-        "with the new model as the candidate.",
+        gettext_lazy("Activating an embedding model"),
+        gettext_lazy(
+            "a re-embed fills the vectors and waits; switching needs a passing retrieval suite "
+            "with the new model as the candidate."
+        ),
     ),
 }
 CANDIDATE_KINDS = [
-    ("template_version", "A version of the suite's template"),
-    ("model", "Another model"),
-    ("embedding", "Another embedding model"),
-    ("current", "The published version again"),
+    ("template_version", gettext_lazy("A version of the suite's template")),
+    ("model", gettext_lazy("Another model")),
+    ("embedding", gettext_lazy("Another embedding model")),
+    ("current", gettext_lazy("The published version again")),
 ]
 
 
+# A policy's decision on a replayed turn (`allow`, `deny`, ...), as people read it.
+POLICY_ACTIONS = {
+    "allow": pgettext_lazy("policy action", "allow"),
+    "deny": pgettext_lazy("policy action", "deny"),
+    "require_confirmation": pgettext_lazy("policy action", "require confirmation"),
+    "mask": pgettext_lazy("policy action", "mask"),
+}
+
+
+def side_label(spec: dict) -> str:
+    """A side of a replay as people read it, in their language."""
+    kind = (spec or {}).get("kind", "current")
+    if kind == "template_version":
+        number = (
+            TemplateVersion.objects.filter(pk=spec.get("version"))
+            .values_list("number", flat=True)
+            .first()
+        )
+        if number:
+            return _("version v%(number)s") % {"number": number}
+        return _("version #%(id)s") % {"id": spec.get("version")}
+    if kind == "model":
+        settings = spec.get("model_settings") or {}
+        return _("model %(model)s") % {"model": settings.get("model") or settings.get("provider")}
+    if kind == "embedding":
+        return _("embedding model %(model)s") % {"model": spec.get("embedding_model")}
+    return _("the published version")
+
+
 class ReplayForm(forms.Form):
-    kind = forms.ChoiceField(choices=CANDIDATE_KINDS, label="Candidate")
-    version = forms.TypedChoiceField(coerce=int, required=False, label="Version", empty_value=None)
-    model = forms.CharField(max_length=200, required=False, label="Model")
-    embedding_model = forms.ChoiceField(required=False, label="Embedding model")
+    kind = forms.ChoiceField(choices=CANDIDATE_KINDS, label=gettext_lazy("Candidate"))
+    version = forms.TypedChoiceField(
+        coerce=int, required=False, label=gettext_lazy("Version"), empty_value=None
+    )
+    model = forms.CharField(max_length=200, required=False, label=gettext_lazy("Model"))
+    embedding_model = forms.ChoiceField(required=False, label=gettext_lazy("Embedding model"))
 
     def __init__(self, *args, suite: EvalSuite, **kwargs):
         super().__init__(*args, **kwargs)
@@ -84,11 +121,20 @@ class ReplayForm(forms.Form):
 
 
 class SuiteForm(forms.Form):
-    name = forms.CharField(max_length=200)
-    kind = forms.ChoiceField(choices=EvalSuite.Kind.choices, initial=EvalSuite.Kind.CONVERSATION)
-    template = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    name = forms.CharField(max_length=200, label=gettext_lazy("Name"))
+    kind = forms.ChoiceField(
+        choices=EvalSuite.Kind.choices,
+        initial=EvalSuite.Kind.CONVERSATION,
+        label=gettext_lazy("Kind"),
+    )
+    template = forms.TypedChoiceField(
+        coerce=int, required=False, empty_value=None, label=gettext_lazy("Template")
+    )
     regression_threshold = forms.FloatField(
-        min_value=0, max_value=1, initial=0.05, label="Regression threshold (fraction)"
+        min_value=0,
+        max_value=1,
+        initial=0.05,
+        label=gettext_lazy("Regression threshold (fraction)"),
     )
 
     def __init__(self, *args, actor, **kwargs):
@@ -96,7 +142,7 @@ class SuiteForm(forms.Form):
         self.templates = {
             t.pk: t for t in restricted_for(actor, AgentTemplate, "view").order_by("name", "pk")
         }
-        self.fields["template"].choices = [("", "No template")] + [
+        self.fields["template"].choices = [("", _("No template"))] + [
             (pk, t.name) for pk, t in self.templates.items()
         ]
 
@@ -158,7 +204,7 @@ def suite_create(request):
     except CadreError as error:
         messages.error(request, error.message)
         return redirect("console:evaluation")
-    messages.success(request, f"The suite “{suite.name}” was created.")
+    messages.success(request, _("The suite “%(name)s” was created.") % {"name": suite.name})
     return redirect("console:evaluation_suite", pk=suite.pk)
 
 
@@ -171,7 +217,7 @@ def evaluation_gates_save(request):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "The evaluation gates were saved.")
+        messages.success(request, _("The evaluation gates were saved."))
     return redirect("console:evaluation")
 
 
@@ -184,7 +230,13 @@ def retrieval_suite_build(request):
         messages.error(request, error.message)
         return redirect("console:evaluation")
     messages.success(
-        request, f"{added} case(s) added from rated turns; the suite holds {suite.cases.count()}."
+        request,
+        ngettext(
+            "%(added)s case added from rated turns; the suite holds %(total)s.",
+            "%(added)s cases added from rated turns; the suite holds %(total)s.",
+            added,
+        )
+        % {"added": added, "total": suite.cases.count()},
     )
     return redirect("console:evaluation_suite", pk=suite.pk)
 
@@ -195,8 +247,8 @@ def suite_detail(request, pk: int):
     cases = selectors.cases_for(request.actor).filter(suite=suite).select_related("member")
     runs = list(EvalRun.objects.filter(suite=suite).order_by("-created_at", "-pk")[:20])
     for run in runs:
-        run.candidate_label = selectors.side_label(run.candidate)
-        run.baseline_label = selectors.side_label(run.baseline)
+        run.candidate_label = side_label(run.candidate)
+        run.baseline_label = side_label(run.baseline)
     can_manage = request.actor.has("evaluation.manage")
     return render(
         request,
@@ -218,14 +270,14 @@ def replay_start(request, pk: int):
     suite = _suite_or_404(request, pk)
     form = ReplayForm(request.POST, suite=suite)
     if not form.is_valid():
-        messages.error(request, "Choose what to replay against.")
+        messages.error(request, _("Choose what to replay against."))
         return redirect("console:evaluation_suite", pk=suite.pk)
     try:
         run = services.eval_run_start(actor=request.actor, suite=suite, candidate=form.candidate())
     except (CadreError, BudgetExceeded) as error:  # a hard budget refused the replay
         messages.error(request, error.message)
         return redirect("console:evaluation_suite", pk=suite.pk)
-    messages.success(request, "The replay is queued; this page shows it as it finishes.")
+    messages.success(request, _("The replay is queued; this page shows it as it finishes."))
     return redirect("console:evaluation_run", pk=run.pk)
 
 
@@ -244,8 +296,9 @@ def run_detail(request, pk: int):
         {
             "run": run,
             "suite": run.suite,
-            "baseline_label": selectors.side_label(run.baseline),
-            "candidate_label": selectors.side_label(run.candidate),
+            "baseline_label": side_label(run.baseline),
+            "candidate_label": side_label(run.candidate),
+            "policy_actions": POLICY_ACTIONS,
             "summary": run.summary or {},
             "page": paginate(request, results, per_page=20),
             "query": query_without_page(request),
@@ -265,12 +318,12 @@ def case_from_turn(request):
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = reverse("console:evaluation")
     if not form.is_valid():
-        messages.error(request, "Choose a suite to add the turn to.")
+        messages.error(request, _("Choose a suite to add the turn to."))
         return redirect(back)
     suite = restricted(request, EvalSuite, "view").filter(pk=form.cleaned_data["suite"])
     run = in_organization(request, Run).filter(pk=form.cleaned_data["run"])
     if not suite.exists() or not run.exists():
-        messages.error(request, "That suite or turn is not there.")
+        messages.error(request, _("That suite or turn is not there."))
         return redirect(back)
     try:
         case = services.case_from_turn(
@@ -282,7 +335,11 @@ def case_from_turn(request):
     except CadreError as error:
         messages.error(request, error.message)
         return redirect(back)
-    messages.success(request, f"The turn was added to “{case.suite.name}” as case {case.pk}.")
+    messages.success(
+        request,
+        _("The turn was added to “%(suite)s” as case %(case)s.")
+        % {"suite": case.suite.name, "case": case.pk},
+    )
     return redirect(back)
 
 

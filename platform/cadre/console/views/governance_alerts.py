@@ -7,6 +7,8 @@ import json
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from cadre.console.forms import add_service_error
@@ -31,18 +33,30 @@ from cadre.tenancy.models import Member
 
 # What each rule kind counts and its parameters (shown next to the rule form).
 KIND_HELP = {
-    "high_risk_requests": "High-risk confirmations requested per member — threshold (5).",
-    "denied_spike": "Policy denials in the organization — threshold (20), by_plugin (false).",
-    "bulk_exports": "Audit exports per member — threshold (3), max_rows.",
-    "off_hours": "Member actions outside working hours — threshold (10), start_hour (8), "
-    "end_hour (20), weekdays ([0,1,2,3,4]).",
-    "signature_failures": "Failed signature checks per target — action "
-    "(connector.signature_failed), threshold (5).",
-    "skill_success_drop": "A skill's success rate falls — min_uses (20), min_rate (0.7).",
-    "skill_version_drop": "A Hub skill version succeeds less than the version before it — "
-    "drop (0.2), min_uses (20), days (30).",
-    "audit_action_rate": "Any audit action (or prefix ending in “.”) per actor — action, "
-    "threshold (100).",
+    "high_risk_requests": gettext_lazy(
+        "High-risk confirmations requested per member — threshold (5)."
+    ),
+    "denied_spike": gettext_lazy(
+        "Policy denials in the organization — threshold (20), by_plugin (false)."
+    ),
+    "bulk_exports": gettext_lazy("Audit exports per member — threshold (3), max_rows."),
+    "off_hours": gettext_lazy(
+        "Member actions outside working hours — threshold (10), start_hour (8), "
+        "end_hour (20), weekdays ([0,1,2,3,4])."
+    ),
+    "signature_failures": gettext_lazy(
+        "Failed signature checks per target — action (connector.signature_failed), threshold (5)."
+    ),
+    "skill_success_drop": gettext_lazy(
+        "A skill's success rate falls — min_uses (20), min_rate (0.7)."
+    ),
+    "skill_version_drop": gettext_lazy(
+        "A Hub skill version succeeds less than the version before it — "
+        "drop (0.2), min_uses (20), days (30)."
+    ),
+    "audit_action_rate": gettext_lazy(
+        "Any audit action (or prefix ending in “.”) per actor — action, threshold (100)."
+    ),
 }
 # Kinds added to the alerting module later are offered too, without a description.
 
@@ -112,7 +126,7 @@ def _transition(request, pk: int, service, done: str):
         else:
             messages.success(request, done)
     else:
-        messages.error(request, "The note is too long (2,000 characters at most).")
+        messages.error(request, _("The note is too long (2,000 characters at most)."))
     return redirect("console:alert", pk=alert.pk)
 
 
@@ -120,7 +134,7 @@ def _transition(request, pk: int, service, done: str):
 @require_permission("policy.manage")
 def alert_acknowledge(request, pk: int):
     return _transition(
-        request, pk, alerts.alert_acknowledge, "Acknowledged: repeats are grouped under it."
+        request, pk, alerts.alert_acknowledge, _("Acknowledged: repeats are grouped under it.")
     )
 
 
@@ -128,7 +142,7 @@ def alert_acknowledge(request, pk: int):
 @require_permission("policy.manage")
 def alert_resolve(request, pk: int):
     return _transition(
-        request, pk, alerts.alert_resolve, "Resolved: the next firing opens a new alert."
+        request, pk, alerts.alert_resolve, _("Resolved: the next firing opens a new alert.")
     )
 
 
@@ -165,11 +179,14 @@ def alert_rule_list(request):
 def _channel_label(channel: dict, names: dict) -> str:
     kind = channel.get("kind")
     if kind == "email":
-        return "e-mail: " + ", ".join(channel.get("to", []))
+        return _("e-mail: %(to)s") % {"to": ", ".join(channel.get("to", []))}
     if kind == "webhook":
-        return f"webhook: {channel.get('url', '')}" + (" (signed)" if channel.get("secret") else "")
+        if channel.get("secret"):
+            return _("webhook: %(url)s (signed)") % {"url": channel.get("url", "")}
+        return _("webhook: %(url)s") % {"url": channel.get("url", "")}
     if kind == "im":
-        return "IM: " + ", ".join(names.get(int(pk), f"#{pk}") for pk in channel.get("members", []))
+        people = ", ".join(names.get(int(pk), f"#{pk}") for pk in channel.get("members", []))
+        return _("IM: %(people)s") % {"people": people}
     return str(kind)
 
 
@@ -216,7 +233,9 @@ def alert_rule_create(request):
         if form.is_valid():
             rule = _save_rule(request, form, None)
             if rule is not None:
-                messages.success(request, f"The rule “{rule.name}” was created.")
+                messages.success(
+                    request, _("The rule “%(name)s” was created.") % {"name": rule.name}
+                )
                 return redirect("console:alert_rules")
         return _rule_form_page(request, form, None, status=400)
     return _rule_form_page(request, form, None)
@@ -232,7 +251,9 @@ def alert_rule_edit(request, pk: int):
         if form.is_valid():
             saved = _save_rule(request, form, rule)
             if saved is not None:
-                messages.success(request, f"The rule “{saved.name}” was saved.")
+                messages.success(
+                    request, _("The rule “%(name)s” was saved.") % {"name": saved.name}
+                )
                 return redirect("console:alert_rules")
         return _rule_form_page(request, form, rule, status=400)
     return _rule_form_page(request, form, rule)
@@ -248,18 +269,18 @@ def alert_rule_delete(request, pk: int):
         except CadreError as failure:
             error = failure.message
         else:
-            messages.success(request, f"The rule “{rule.name}” was deleted.")
+            messages.success(request, _("The rule “%(name)s” was deleted.") % {"name": rule.name})
             return redirect("console:alert_rules")
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"Delete the rule “{rule.name}”?",
-            "body": "It stops being evaluated at once. Alerts it raised stay in the list.",
-            "confirm_label": "Delete rule",
+            "title": _("Delete the rule “%(name)s”?") % {"name": rule.name},
+            "body": _("It stops being evaluated at once. Alerts it raised stay in the list."),
+            "confirm_label": _("Delete rule"),
             "danger": True,
             "cancel_url": f"/alerts/rules/{rule.pk}/edit/",
-            "crumbs": [("Alerts", "console:alerts"), ("Rules", "console:alert_rules")],
+            "crumbs": [(_("Alerts"), "console:alerts"), (_("Rules"), "console:alert_rules")],
             "error": error,
         },
     )

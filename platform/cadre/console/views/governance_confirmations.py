@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_POST
 
 from cadre.agents.call_chain import call_chain_runs
@@ -46,9 +46,11 @@ def _gate(request):
         return None
     return denied(
         request,
-        "No confirmations are routed to you: this page needs the “Decide high-risk "
-        "confirmations routed to the role” permission (confirmation.decide), or a confirmation "
-        "you requested or may decide.",
+        gettext(
+            "No confirmations are routed to you: this page needs the “Decide high-risk "
+            "confirmations routed to the role” permission (confirmation.decide), or a "
+            "confirmation you requested or may decide."
+        ),
     )
 
 
@@ -220,14 +222,22 @@ def confirmation_decide_view(request, pk: int):
         )
     if decided.status == Confirmation.Status.PENDING:
         needed = decided.required_approvals - decided.votes.filter(decision="approve").count()
+        more = max(needed, 1)
         messages.success(
             request,
-            f"Your approval was recorded; {max(needed, 1)} more approval(s) are needed.",
+            ngettext(
+                "Your approval was recorded; %(count)d more approval(s) are needed.",
+                "Your approval was recorded; %(count)d more approval(s) are needed.",
+                more,
+            )
+            % {"count": more},
         )
+    elif decided.status == Confirmation.Status.APPROVED:
+        messages.success(request, gettext("The action was approved: the agent carries on."))
     else:
         messages.success(
             request,
-            f"The action was {decided.status}"
-            + (": the agent carries on." if decided.status == "approved" else "; nothing runs."),
+            gettext("The action was %(status)s; nothing runs.")
+            % {"status": decided.get_status_display().lower()},
         )
     return redirect("console:confirmation", pk=decided.pk)

@@ -9,6 +9,7 @@ import base64
 from django.contrib import messages
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from cadre import signing
@@ -46,7 +47,9 @@ def audit_export_list(request):
             except CadreError as error:
                 add_service_error(form, error)
             else:
-                messages.success(request, "The export was started; this page follows its progress.")
+                messages.success(
+                    request, _("The export was started; this page follows its progress.")
+                )
                 return redirect("console:audit_export", pk=job.pk)
         status = 400
     jobs = restricted_for(actor, AuditExport, "export").select_related("requested_by")
@@ -98,7 +101,11 @@ def audit_export_download(request, pk: int):
     job = _export_or_404(request, pk)
     directory = export.bundle_directory(job)
     if directory is None:
-        messages.error(request, f"The export is {job.get_status_display().lower()}, not ready.")
+        messages.error(
+            request,
+            _("The export is %(status)s, not ready.")
+            % {"status": job.get_status_display().lower()},
+        )
         return redirect("console:audit_export", pk=job.pk)
     response = StreamingHttpResponse(export.tar_stream(directory), content_type="application/x-tar")
     response["Content-Disposition"] = f'attachment; filename="{export.tar_name(job.pk)}"'

@@ -8,6 +8,8 @@ from datetime import datetime, time, timedelta
 
 from django import forms
 from django.core.validators import validate_email
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre import outbound
 from cadre.console.forms import ActorFormMixin, organization_zone
@@ -35,10 +37,11 @@ class JSONObjectField(forms.CharField):
             line, column = getattr(error, "lineno", "?"), getattr(error, "colno", "?")
             message = getattr(error, "msg", str(error))
             raise forms.ValidationError(
-                f"Not valid JSON (line {line}, column {column}): {message}."
+                _("Not valid JSON (line %(line)s, column %(column)s): %(message)s.")
+                % {"line": line, "column": column, "message": message}
             ) from None
         if not isinstance(data, dict):
-            raise forms.ValidationError("Expected a JSON object: { … }.")
+            raise forms.ValidationError(_("Expected a JSON object: { … }."))
         return data
 
 
@@ -48,28 +51,35 @@ def _day_start(day, zone) -> datetime:
 
 # --- masking bench ------------------------------------------------------------------------
 
+MODE_LABELS = {
+    "redact": gettext_lazy("Redact"),
+    "partial": gettext_lazy("Partial"),
+    "pseudonymize": gettext_lazy("Pseudonymize"),
+}
+
 
 class MaskingBenchForm(forms.Form):
     text = forms.CharField(
-        label="Sample text",
+        label=gettext_lazy("Sample text"),
         max_length=MAX_PREVIEW_CHARS,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 8, "autocomplete": "off", "spellcheck": "false"}),
-        help_text="Nothing you paste here is stored or logged.",
+        help_text=gettext_lazy("Nothing you paste here is stored or logged."),
     )
     template = forms.TypedChoiceField(
-        required=False, coerce=int, empty_value=None, label="Chain of", choices=[]
+        required=False, coerce=int, empty_value=None, label=gettext_lazy("Chain of"), choices=[]
     )
     mode = forms.ChoiceField(
         required=False,
-        label="Mode",
-        choices=[("", "As configured")] + [(mode, mode.capitalize()) for mode in MODES],
-        help_text="Try another default mode without changing the configuration.",
+        label=gettext_lazy("Mode"),
+        choices=[("", gettext_lazy("As configured"))]
+        + [(mode, MODE_LABELS.get(mode, mode)) for mode in MODES],
+        help_text=gettext_lazy("Try another default mode without changing the configuration."),
     )
 
     def __init__(self, *args, templates=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["template"].choices = [("", "The organization")] + [
+        self.fields["template"].choices = [("", _("The organization"))] + [
             (template.pk, template.name) for template in templates
         ]
 
@@ -78,23 +88,32 @@ class MaskingBenchForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    decision = forms.ChoiceField(
+        label=gettext_lazy("Decision"),
+        choices=[("approve", gettext_lazy("Approve")), ("reject", gettext_lazy("Reject"))],
+    )
     reason = forms.CharField(
         required=False,
         max_length=2000,
+        label=gettext_lazy("Reason"),
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Recorded with the decision and shown to the agent on a rejection.",
+        help_text=gettext_lazy("Recorded with the decision and shown to the agent on a rejection."),
     )
 
 
 class ConfirmationHistoryForm(ActorFormMixin, forms.Form):
     status = forms.ChoiceField(
-        required=False, label="State", choices=[("", "Any state"), *Confirmation.Status.choices]
+        required=False,
+        label=gettext_lazy("State"),
+        choices=[("", gettext_lazy("Any state")), *Confirmation.Status.choices],
     )
     decider = forms.ModelChoiceField(
-        queryset=Member.objects.none(), required=False, empty_label="Anyone", label="Decided by"
+        queryset=Member.objects.none(),
+        required=False,
+        empty_label=gettext_lazy("Anyone"),
+        label=gettext_lazy("Decided by"),
     )
-    tool = forms.CharField(required=False, max_length=64, label="Tool")
+    tool = forms.CharField(required=False, max_length=64, label=gettext_lazy("Tool"))
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -108,10 +127,14 @@ class ConfirmationHistoryForm(ActorFormMixin, forms.Form):
 
 class AlertFilterForm(forms.Form):
     severity = forms.ChoiceField(
-        required=False, choices=[("", "Any severity"), *AlertRule.Severity.choices]
+        required=False,
+        label=gettext_lazy("Severity"),
+        choices=[("", gettext_lazy("Any severity")), *AlertRule.Severity.choices],
     )
     status = forms.ChoiceField(
-        required=False, label="State", choices=[("", "Any state"), *Alert.Status.choices]
+        required=False,
+        label=gettext_lazy("State"),
+        choices=[("", gettext_lazy("Any state")), *Alert.Status.choices],
     )
 
 
@@ -119,45 +142,57 @@ class AlertNoteForm(forms.Form):
     note = forms.CharField(
         required=False,
         max_length=2000,
+        label=gettext_lazy("Note"),
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Recorded in the audit log.",
+        help_text=gettext_lazy("Recorded in the audit log."),
     )
 
 
 class AlertRuleForm(ActorFormMixin, forms.Form):
-    name = forms.CharField(max_length=150)
-    kind = forms.ChoiceField(choices=[(kind, kind) for kind in alerts.RULE_KINDS])
-    severity = forms.ChoiceField(choices=AlertRule.Severity.choices, initial="warning")
+    name = forms.CharField(max_length=150, label=gettext_lazy("Name"))
+    kind = forms.ChoiceField(
+        label=gettext_lazy("Kind"), choices=[(kind, kind) for kind in alerts.RULE_KINDS]
+    )
+    severity = forms.ChoiceField(
+        label=gettext_lazy("Severity"), choices=AlertRule.Severity.choices, initial="warning"
+    )
     params = JSONObjectField(
         required=False,
-        label="Parameters",
-        help_text='JSON, e.g. {"threshold": 20, "window_minutes": 60}. See each kind below.',
+        label=gettext_lazy("Parameters"),
+        help_text=gettext_lazy(
+            'JSON, e.g. <code>{"threshold": 20, "window_minutes": 60}</code>. See each kind below.'
+        ),
     )
-    is_active = forms.BooleanField(required=False, initial=True, label="Active")
+    is_active = forms.BooleanField(required=False, initial=True, label=gettext_lazy("Active"))
     email_to = forms.CharField(
         required=False,
-        label="E-mail to",
+        label=gettext_lazy("E-mail to"),
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Addresses, one per line or comma-separated.",
+        help_text=gettext_lazy("Addresses, one per line or comma-separated."),
     )
     webhook_url = forms.CharField(
         required=False,
         max_length=2000,
-        label="Webhook URL",
-        help_text="https:// recommended. Internal addresses are refused unless an administrator "
-        "allowed them.",
+        label=gettext_lazy("Webhook URL"),
+        help_text=gettext_lazy(
+            "https:// recommended. Internal addresses are refused unless an administrator "
+            "allowed them."
+        ),
     )
     webhook_secret = forms.CharField(
         required=False,
         max_length=500,
-        label="Webhook secret",
+        label=gettext_lazy("Webhook secret"),
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Signs each delivery (X-Cadre-Signature). Leave blank to keep the current one.",
+        help_text=gettext_lazy(
+            "Signs each delivery (<code>X-Cadre-Signature</code>). Leave blank to keep the "
+            "current one."
+        ),
     )
     im_members = forms.ModelMultipleChoiceField(
         queryset=Member.objects.none(),
         required=False,
-        label="IM message to",
+        label=gettext_lazy("IM message to"),
         widget=forms.SelectMultiple(attrs={"size": 5}),
     )
 
@@ -176,7 +211,9 @@ class AlertRuleForm(ActorFormMixin, forms.Form):
             try:
                 validate_email(address)
             except forms.ValidationError:
-                raise forms.ValidationError(f"“{address}” is not an e-mail address.") from None
+                raise forms.ValidationError(
+                    _("“%(address)s” is not an e-mail address.") % {"address": address}
+                ) from None
         return addresses
 
     def clean_webhook_url(self):
@@ -235,41 +272,47 @@ class AlertRuleForm(ActorFormMixin, forms.Form):
 
 class AuditExportForm(ActorFormMixin, forms.Form):
     since = forms.DateField(
-        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label=gettext_lazy("From"), widget=forms.DateInput(attrs={"type": "date"})
     )
     until = forms.DateField(
         required=False,
-        label="To",
+        label=gettext_lazy("To"),
         widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="Days in the organization's time zone, both included. Empty: until now.",
+        help_text=gettext_lazy(
+            "Days in the organization's time zone, both included. Empty: until now."
+        ),
     )
     action = forms.CharField(
-        required=False, max_length=200, help_text="Exact, or a prefix ending in “.”: member."
+        required=False,
+        max_length=200,
+        label=gettext_lazy("Action"),
+        help_text=gettext_lazy("Exact, or a prefix ending in “.”: <code>member.</code>"),
     )
     actor_type = forms.ChoiceField(
         required=False,
-        label="Actor type",
-        choices=[("", "Any actor"), *AuditEvent.ActorType.choices],
+        label=gettext_lazy("Actor type"),
+        choices=[("", gettext_lazy("Any actor")), *AuditEvent.ActorType.choices],
     )
-    actor_id = forms.CharField(required=False, max_length=200, label="Actor id")
-    target_type = forms.CharField(required=False, max_length=200, label="Target type")
-    target_id = forms.CharField(required=False, max_length=200, label="Target id")
-    trace_id = forms.CharField(required=False, max_length=200, label="Trace id")
+    actor_id = forms.CharField(required=False, max_length=200, label=gettext_lazy("Actor id"))
+    target_type = forms.CharField(required=False, max_length=200, label=gettext_lazy("Target type"))
+    target_id = forms.CharField(required=False, max_length=200, label=gettext_lazy("Target id"))
+    trace_id = forms.CharField(required=False, max_length=200, label=gettext_lazy("Trace id"))
     formats = forms.MultipleChoiceField(
+        label=gettext_lazy("Formats"),
         choices=[
-            ("jsonl", "JSON Lines (audit.jsonl)"),
-            ("csv", "CSV (audit.csv)"),
-            ("ocsf", "OCSF 1.1 API Activity (audit.ocsf.jsonl)"),
+            ("jsonl", gettext_lazy("JSON Lines (audit.jsonl)")),
+            ("csv", gettext_lazy("CSV (audit.csv)")),
+            ("ocsf", gettext_lazy("OCSF 1.1 API Activity (audit.ocsf.jsonl)")),
         ],
         initial=["jsonl"],
         widget=forms.CheckboxSelectMultiple,
-        error_messages={"required": "Choose at least one format."},
+        error_messages={"required": gettext_lazy("Choose at least one format.")},
     )
     mask = forms.BooleanField(
         required=False,
         initial=True,
-        label="Mask personal data and secrets in free text",
-        help_text="Unmasked exports need the policy.manage permission.",
+        label=gettext_lazy("Mask personal data and secrets in free text"),
+        help_text=gettext_lazy("Unmasked exports need the policy.manage permission."),
     )
 
     FILTERS = ("action", "actor_type", "actor_id", "target_type", "target_id", "trace_id")
@@ -281,7 +324,7 @@ class AuditExportForm(ActorFormMixin, forms.Form):
     def clean(self):
         data = super().clean()
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
-            self.add_error("until", "The end date is before the start date.")
+            self.add_error("until", _("The end date is before the start date."))
         return data
 
     def service_arguments(self) -> dict:
@@ -299,21 +342,27 @@ class AuditExportForm(ActorFormMixin, forms.Form):
 class MaskingRuleForm(forms.Form):
     """An organization's own detector; dictionary terms are written, never shown back."""
 
-    name = forms.CharField(max_length=150)
+    name = forms.CharField(max_length=150, label=gettext_lazy("Name"))
     entity_type = forms.CharField(
         max_length=40,
-        label="Type",
-        help_text="What the placeholder is called: CUSTOMER_NAME, PROJECT_CODE (A-Z, 0-9, _).",
+        label=gettext_lazy("Type"),
+        help_text=gettext_lazy(
+            "What the placeholder is called: CUSTOMER_NAME, PROJECT_CODE (A-Z, 0-9, _)."
+        ),
     )
     kind = forms.ChoiceField(
-        choices=[("dictionary", "Dictionary of terms"), ("pattern", "Regular expression")]
+        label=gettext_lazy("Kind"),
+        choices=[
+            ("dictionary", gettext_lazy("Dictionary of terms")),
+            ("pattern", gettext_lazy("Regular expression")),
+        ],
     )
-    pattern = forms.CharField(required=False, max_length=500, label="Pattern")
+    pattern = forms.CharField(required=False, max_length=500, label=gettext_lazy("Pattern"))
     terms = forms.CharField(
         required=False,
-        label="Terms",
+        label=gettext_lazy("Terms"),
         widget=forms.Textarea(attrs={"rows": 4, "autocomplete": "off"}),
-        help_text="One per line. Stored encrypted; never shown again.",
+        help_text=gettext_lazy("One per line. Stored encrypted; never shown again."),
     )
 
     def clean_entity_type(self):

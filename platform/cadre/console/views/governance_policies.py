@@ -11,6 +11,8 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
@@ -35,6 +37,12 @@ from cadre.governance.policy.chain import DEFAULT_PLUGINS
 from cadre.governance.policy.services import policy_chain_set
 
 OPERATIONS = ("add", "save", "toggle", "up", "down", "remove")
+# Where an entry of the chain an agent runs comes from (the effective chain's "From").
+SOURCE_LABELS = {
+    "organization": gettext_lazy("organization"),
+    "default": gettext_lazy("default"),
+    "template": gettext_lazy("template"),
+}
 
 
 def _templates(actor):
@@ -46,7 +54,7 @@ def _template_or_404(actor, raw):
     if raw in (None, ""):
         return None
     if not str(raw).isdigit():
-        raise Http404("No such template.")
+        raise Http404(_("No such template."))
     return get_object_or_404(in_organization_of(actor, AgentTemplate), pk=int(raw))
 
 
@@ -126,6 +134,7 @@ def _effective(actor, template) -> list[dict]:
                 "stages": plugin.stages if plugin else (),
                 "installed": plugin is not None,
                 "source": source if index < own else "template",
+                "source_label": SOURCE_LABELS[source if index < own else "template"],
             }
         )
     return rows
@@ -214,7 +223,10 @@ def policy_chain_edit(request):
     index = _index(request.POST.get("index"), plugins)
     if operation not in OPERATIONS or (operation != "add" and index is None):
         return _render_chain(
-            request, template, status=400, error="Unknown change: reload the page and try again."
+            request,
+            template,
+            status=400,
+            error=_("Unknown change: reload the page and try again."),
         )
     current = chain.version if chain else 0
     if str(request.POST.get("version", "")) != str(current):
@@ -222,8 +234,11 @@ def policy_chain_edit(request):
             request,
             template,
             status=409,
-            error=f"The chain was changed by someone else (now version {current}); your change "
-            "was not applied. Review it and try again.",
+            error=_(
+                "The chain was changed by someone else (now version %(version)s); your change "
+                "was not applied. Review it and try again."
+            )
+            % {"version": current},
         )
     slot = len(plugins) if operation == "add" else index
     post: dict = {"enabled": request.POST.get("enabled") == "on"}
@@ -231,16 +246,25 @@ def policy_chain_edit(request):
         name = request.POST.get("plugin", "") if operation == "add" else plugins[index]["plugin"]
         plugin = get(name)
         if plugin is None:
-            return _render_chain(request, template, status=400, error=f"Unknown plugin “{name}”.")
+            return _render_chain(
+                request,
+                template,
+                status=400,
+                error=_("Unknown plugin “%(name)s”.") % {"name": name},
+            )
         text = request.POST.get("config", "") or "{}"
         try:
             config = json.loads(text)
         except ValueError as error:
-            problem = f"Not valid JSON (line {error.lineno}, column {error.colno}): {error.msg}."
+            problem = _("Not valid JSON (line %(line)s, column %(column)s): %(message)s.") % {
+                "line": error.lineno,
+                "column": error.colno,
+                "message": error.msg,
+            }
             return _config_error(request, template, operation, slot, problem, text)
         if not isinstance(config, dict):
             return _config_error(
-                request, template, operation, slot, "Expected a JSON object.", text
+                request, template, operation, slot, _("Expected a JSON object."), text
             )
         problem = _config_problem(plugin, config)
         if problem:
@@ -262,8 +286,18 @@ def policy_chain_edit(request):
         return _render_chain(request, template, status=400, error=error.message)
     messages.success(
         request,
-        f"The {'template' if template else 'organization'}'s policy chain was saved "
-        f"(version {saved.version}); it applies to the next message and tool call.",
+        (
+            _(
+                "The template's policy chain was saved (version %(version)s); it applies to "
+                "the next message and tool call."
+            )
+            if template
+            else _(
+                "The organization's policy chain was saved (version %(version)s); it applies "
+                "to the next message and tool call."
+            )
+        )
+        % {"version": saved.version},
     )
     if request.htmx:
         return _render_chain(request, template)
@@ -273,7 +307,10 @@ def policy_chain_edit(request):
 
 def _config_error(request, template, operation, slot, problem, text):
     if operation == "add":
-        context_error = f"The new {request.POST.get('plugin', '')} entry was not added: {problem}"
+        context_error = _("The new %(plugin)s entry was not added: %(problem)s") % {
+            "plugin": request.POST.get("plugin", ""),
+            "problem": problem,
+        }
         return _render_chain(request, template, status=400, error=context_error)
     return _render_chain(request, template, status=400, errors={slot: problem}, drafts={slot: text})
 
@@ -313,8 +350,10 @@ def masking_bench(request):
     if not any(actor.has(permission) for permission in PREVIEW_PERMISSIONS):
         return denied(
             request,
-            "The masking test bench needs the “Edit the policy chain and alert rules” "
-            "(policy.manage) or the “Read the audit log” (audit.view) permission.",
+            _(
+                "The masking test bench needs the “Edit the policy chain and alert rules” "
+                "(policy.manage) or the “Read the audit log” (audit.view) permission."
+            ),
         )
     templates = list(_templates(actor))
     form = MaskingBenchForm(
@@ -391,7 +430,9 @@ def masking_rule_create(request):
             add_service_error(form, error)
         else:
             messages.success(
-                request, f"The rule “{rule.name}” masks {rule.entity_type} from the next message."
+                request,
+                _("The rule “%(name)s” masks %(type)s from the next message.")
+                % {"name": rule.name, "type": rule.entity_type},
             )
             return redirect("console:masking_bench")
     return _bench_with_rule_form(request, form, 400)
@@ -412,8 +453,10 @@ def masking_rule_toggle(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        state = "on" if rule.is_active else "off"
-        messages.success(request, f"The rule “{rule.name}” is {state}.")
+        text = (
+            _("The rule “%(name)s” is on.") if rule.is_active else _("The rule “%(name)s” is off.")
+        )
+        messages.success(request, text % {"name": rule.name})
     return redirect("console:masking_bench")
 
 
@@ -427,5 +470,5 @@ def masking_rule_delete(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"The rule “{name}” was deleted.")
+        messages.success(request, _("The rule “%(name)s” was deleted.") % {"name": name})
     return redirect("console:masking_bench")

@@ -269,16 +269,19 @@ def switch_organization(request):
     """Act in another organization — only one the user has an active membership in."""
     organization_id = parse_pk(request.POST.get("organization", ""))
     if organization_id is None:
-        raise Http404("No such organization.")
+        raise Http404(_("No such organization."))
     member = (
         session_memberships(request.session, request.user)
         .filter(organization_id=organization_id)
         .first()
     )
     if member is None:
-        raise Http404("No such organization.")
+        raise Http404(_("No such organization."))
     request.session[SESSION_KEY] = member.organization_id
-    messages.success(request, f"You are now working in {member.organization.name}.")
+    messages.success(
+        request,
+        _("You are now working in %(organization)s.") % {"organization": member.organization.name},
+    )
     # Not back to the page we came from: its objects belong to the previous organization
     # and would be 404 in this one.
     return redirect("console:home")

@@ -10,6 +10,8 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from cadre.agents.models import AgentTemplate, TemplateVersion
 from cadre.console.scoping import restricted, restricted_for
@@ -153,13 +155,16 @@ def hub_template_install(request, namespace: str, name: str):
         and request.actor.may("template.manage", AgentTemplate)
     ):
         return denied(
-            request, "Installing a skill into a template needs “template.manage” and "
-            "“deployment.manage”.",
-        )  # fmt: skip
+            request,
+            _(
+                "Installing a skill into a template needs “template.manage” and "
+                "“deployment.manage”."
+            ),
+        )
     back = reverse("console:hub_package", args=[package.namespace.handle, package.name])
     template_id = parse_pk(request.POST.get("template") or request.GET.get("template") or "")
     if template_id is None:
-        messages.error(request, "Choose the template to install the skill into.")
+        messages.error(request, _("Choose the template to install the skill into."))
         return redirect(back)
     template = restricted(request, AgentTemplate).filter(pk=template_id).first()
     if template is None:
@@ -175,23 +180,38 @@ def hub_template_install(request, namespace: str, name: str):
         else:
             messages.success(
                 request,
-                f"{package.full_name} {result['version']} is in “{template.name}” "
-                f"v{result['template_version']}; {result['agents']} agent(s) run it now.",
+                ngettext(
+                    "%(skill)s %(version)s is in “%(template)s” v%(template_version)s; "
+                    "%(count)d agent runs it now.",
+                    "%(skill)s %(version)s is in “%(template)s” v%(template_version)s; "
+                    "%(count)d agents run it now.",
+                    result["agents"],
+                )
+                % {
+                    "skill": package.full_name,
+                    "version": result["version"],
+                    "template": template.name,
+                    "template_version": result["template_version"],
+                    "count": result["agents"],
+                },
             )
             return redirect(back)
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"Install {package.full_name} into “{template.name}” and roll out?",
-            "body": "The template's next version references the skill's latest version and is "
-            "published through the template's own checks and evaluation gates; every "
-            "deployment running the current version moves onto it, and the person who taught "
-            "the skill is told once it is live. Both steps are in the audit log.",
-            "confirm_label": "Install and roll out",
+            "title": _("Install %(skill)s into “%(template)s” and roll out?")
+            % {"skill": package.full_name, "template": template.name},
+            "body": _(
+                "The template's next version references the skill's latest version and is "
+                "published through the template's own checks and evaluation gates; every "
+                "deployment running the current version moves onto it, and the person who "
+                "taught the skill is told once it is live. Both steps are in the audit log."
+            ),
+            "confirm_label": _("Install and roll out"),
             "error": error,
             "cancel_url": back,
-            "crumbs": [("Skills Hub", "console:hub")],
+            "crumbs": [(_("Skills Hub"), "console:hub")],
         },
         status=409 if error else 200,
     )
@@ -312,7 +332,7 @@ def hub_install(request, pk: int):
 def _install_action(request, pk: int, *, apply: bool):
     install = _install_or_404(request, pk)
     if not request.actor.can("deployment.manage", install.agent.deployment):
-        return denied(request, "Changing an agent's skills needs “deployment.manage”.")
+        return denied(request, _("Changing an agent's skills needs “deployment.manage”."))
     target = install.pending_version if apply else distribution.previous_version(install)
     error = None
     if request.method == "POST":
@@ -328,26 +348,40 @@ def _install_action(request, pk: int, *, apply: bool):
         except CadreError as caught:
             error = caught.message
         else:
-            verb = "updated" if apply else "rolled back"
+            done = (
+                _("%(skill)s on %(agent)s was updated.")
+                if apply
+                else _("%(skill)s on %(agent)s was rolled back.")
+            )
             messages.success(
-                request, f"{install.package.full_name} on {install.agent.name} was {verb}."
+                request, done % {"skill": install.package.full_name, "agent": install.agent.name}
             )
             return redirect("console:hub_install", pk=install.pk)
-    current = install.version.version if install.version else "nothing"
+    current = install.version.version if install.version else _("nothing")
     wanted = target.version if target else "—"
     return render(
         request,
         "console/confirm.html",
         {
-            "title": f"{'Apply the update' if apply else 'Roll back'} "
-            f"{install.package.full_name} on {install.agent.name}?",
-            "body": f"The agent moves from {current} to {wanted}; its next runs load that "
-            "version. The move is recorded in the install's history and the audit log.",
-            "confirm_label": "Apply update" if apply else "Roll back",
+            "title": (
+                _("Apply the update to %(skill)s on %(agent)s?")
+                if apply
+                else _("Roll back %(skill)s on %(agent)s?")
+            )
+            % {"skill": install.package.full_name, "agent": install.agent.name},
+            "body": _(
+                "The agent moves from %(current)s to %(wanted)s; its next runs load that "
+                "version. The move is recorded in the install's history and the audit log."
+            )
+            % {"current": current, "wanted": wanted},
+            "confirm_label": _("Apply update") if apply else _("Roll back"),
             "danger": not apply,
             "error": error,
             "cancel_url": reverse("console:hub_install", args=[install.pk]),
-            "crumbs": [("Skills Hub", "console:hub"), ("Distribution", "console:hub_distribution")],
+            "crumbs": [
+                (_("Skills Hub"), "console:hub"),
+                (_("Distribution"), "console:hub_distribution"),
+            ],
         },
         status=409 if error else 200,
     )

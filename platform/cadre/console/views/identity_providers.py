@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -48,7 +49,9 @@ def saml_metadata_fetch(url: str) -> str:
     address); no redirects, at most 1 MB. InvalidInput when it cannot be read."""
 
     def refused(why: str) -> InvalidInput:
-        return InvalidInput(f"The IdP metadata URL: {why}", details={"saml_metadata_url": [why]})
+        return InvalidInput(
+            _("The IdP metadata URL: %(why)s") % {"why": why}, details={"saml_metadata_url": [why]}
+        )
 
     try:
         url = outbound.check_url(url, allow_setting=outbound.SAML_METADATA)
@@ -59,16 +62,16 @@ def saml_metadata_fetch(url: str) -> str:
             client.stream("GET", url) as answer,
         ):
             if answer.status_code != 200:
-                raise refused(f"it answered HTTP {answer.status_code}.")
+                raise refused(_("it answered HTTP %(status)s.") % {"status": answer.status_code})
             body = b""
             for chunk in answer.iter_bytes():
                 body += chunk
                 if len(body) > saml.MAX_METADATA_BYTES:
-                    raise refused("its metadata is larger than 1 MB.")
+                    raise refused(_("its metadata is larger than 1 MB."))
     except outbound.OutboundRefused as refusal:
         raise refused(refusal.message) from None
     except httpx.HTTPError as caught:
-        raise refused(f"it could not be read ({caught}).") from None
+        raise refused(_("it could not be read (%(error)s).") % {"error": caught}) from None
     return body.decode("utf-8", errors="replace")
 
 
@@ -122,7 +125,7 @@ def identity_provider_edit(request, pk: int | None = None):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"{provider.name} was saved.")
+            messages.success(request, _("%(name)s was saved.") % {"name": provider.name})
             return redirect("console:identity_providers")
     return render(
         request,

@@ -11,6 +11,8 @@ from django import forms
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from cadre.agents import mcp_tools
@@ -38,11 +40,14 @@ class CredentialRowsField(forms.Field):
 
     def __init__(self, **kwargs):
         kwargs.setdefault("required", False)
-        kwargs.setdefault("label", "Credentials")
+        kwargs.setdefault("label", gettext_lazy("Credentials"))
         kwargs.setdefault(
             "help_text",
-            "Headers sent to an HTTP server (Authorization: Bearer …) or environment variables "
-            "for a stdio command. Stored encrypted; never shown again.",
+            gettext_lazy(
+                "Headers sent to an HTTP server (<code>Authorization: Bearer …</code>) or "
+                "environment variables for a <code>stdio</code> command. Stored encrypted; never "
+                "shown again."
+            ),
         )
         super().__init__(**kwargs)
 
@@ -52,25 +57,40 @@ def credential_rows(data, transport: str) -> dict[str, str]:
     names = data.getlist("credential_name") if hasattr(data, "getlist") else []
     values = data.getlist("credential_value") if hasattr(data, "getlist") else []
     stdio = transport == McpServer.Transport.STDIO
-    pattern, kind = (ENV_NAME, "an environment variable") if stdio else (HEADER_NAME, "a header")
+    pattern = ENV_NAME if stdio else HEADER_NAME
+    not_a_name = (
+        _("Row %(number)s: %(name)s is not an environment variable name.")
+        if stdio
+        else _("Row %(number)s: %(name)s is not a header name.")
+    )
     found: dict[str, str] = {}
     for number, (name, value) in enumerate(zip(names, values, strict=False), 1):
         name = name.strip()
         if not name and not value:
             continue
         if not name:
-            raise forms.ValidationError(f"Row {number}: give the value a name.")
+            raise forms.ValidationError(
+                _("Row %(number)s: give the value a name.") % {"number": number}
+            )
         if not value:
-            raise forms.ValidationError(f"Row {number}: {name} has no value.")
+            raise forms.ValidationError(
+                _("Row %(number)s: %(name)s has no value.") % {"number": number, "name": name}
+            )
         if not pattern.match(name):
-            raise forms.ValidationError(f"Row {number}: {name!r} is not {kind} name.")
+            raise forms.ValidationError(not_a_name % {"number": number, "name": repr(name)})
         if name in found:
-            raise forms.ValidationError(f"Row {number}: {name} is given twice.")
+            raise forms.ValidationError(
+                _("Row %(number)s: %(name)s is given twice.") % {"number": number, "name": name}
+            )
         if len(value) > 4000:
-            raise forms.ValidationError(f"Row {number}: the value is longer than 4000 characters.")
+            raise forms.ValidationError(
+                _("Row %(number)s: the value is longer than 4000 characters.") % {"number": number}
+            )
         found[name] = value
     if len(found) > MAX_CREDENTIALS:
-        raise forms.ValidationError(f"At most {MAX_CREDENTIALS} credentials.")
+        raise forms.ValidationError(
+            _("At most %(count)s credentials.") % {"count": MAX_CREDENTIALS}
+        )
     return found
 
 
@@ -84,23 +104,40 @@ def credential_names(form: forms.Form) -> list[str]:
 class McpServerForm(forms.Form):
     name = forms.CharField(
         max_length=32,
-        help_text="Lower-case letters, digits and hyphens; tools are named "
-        "<code>mcp__&lt;name&gt;__&lt;tool&gt;</code> in templates.",
+        label=gettext_lazy("Name"),
+        help_text=gettext_lazy(
+            "Lower-case letters, digits and hyphens; tools are named "
+            "<code>mcp__&lt;name&gt;__&lt;tool&gt;</code> in templates."
+        ),
     )
-    transport = forms.ChoiceField(choices=McpServer.Transport.choices, initial="streamable_http")
+    transport = forms.ChoiceField(
+        choices=McpServer.Transport.choices,
+        initial="streamable_http",
+        label=gettext_lazy("Transport"),
+    )
     url = forms.CharField(
-        max_length=500, required=False, label="URL", help_text="For Streamable HTTP."
+        max_length=500,
+        required=False,
+        label="URL",
+        help_text=gettext_lazy("For Streamable HTTP."),
     )
     command = forms.CharField(
         max_length=500,
         required=False,
-        help_text="For stdio: one of the commands the operator allows (CADRE_MCP_STDIO_COMMANDS).",
+        label=gettext_lazy("Command"),
+        help_text=gettext_lazy(
+            "For <code>stdio</code>: one of the commands the operator allows "
+            "(<code>CADRE_MCP_STDIO_COMMANDS</code>)."
+        ),
     )
     args = forms.CharField(
-        max_length=4000, required=False, label="Arguments", help_text="For stdio: one per line."
+        max_length=4000,
+        required=False,
+        label=gettext_lazy("Arguments"),
+        help_text=gettext_lazy("For <code>stdio</code>: one per line."),
     )
     credentials = CredentialRowsField()
-    description = forms.CharField(max_length=300, required=False)
+    description = forms.CharField(max_length=300, required=False, label=gettext_lazy("Description"))
 
     def clean_credentials(self):
         return credential_rows(self.data, self.data.get("transport") or "") or None
@@ -110,7 +147,7 @@ class McpCredentialsForm(forms.Form):
     """Replace a registered server's credentials, or remove them."""
 
     credentials = CredentialRowsField()
-    clear = forms.BooleanField(required=False, label="Remove the stored credentials")
+    clear = forms.BooleanField(required=False, label=gettext_lazy("Remove the stored credentials"))
 
     def __init__(self, *args, transport: str, **kwargs):
         super().__init__(*args, **kwargs)
@@ -124,9 +161,9 @@ class McpCredentialsForm(forms.Form):
         if "credentials" not in data:
             return data
         if data.get("clear") and data["credentials"]:
-            self.add_error("credentials", "Either enter new credentials or remove them.")
+            self.add_error("credentials", _("Either enter new credentials or remove them."))
         elif not data.get("clear") and not data["credentials"]:
-            self.add_error("credentials", "Enter at least one name and value.")
+            self.add_error("credentials", _("Enter at least one name and value."))
         return data
 
 
@@ -153,7 +190,10 @@ def mcp_server_list(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"{server.name} was registered. Discover its tools next.")
+            messages.success(
+                request,
+                _("%(name)s was registered. Discover its tools next.") % {"name": server.name},
+            )
             return redirect("console:mcp_server", pk=server.pk)
     servers = restricted(request, McpServer, "manage").order_by("name")
     return render(
@@ -178,9 +218,12 @@ def mcp_server_detail(request, pk: int):
         else:
             messages.success(
                 request,
-                f"{server.name}'s credentials were replaced."
-                if server.credentials
-                else f"{server.name}'s credentials were removed.",
+                (
+                    _("%(name)s's credentials were replaced.")
+                    if server.credentials
+                    else _("%(name)s's credentials were removed.")
+                )
+                % {"name": server.name},
             )
             return redirect("console:mcp_server", pk=server.pk)
     return render(
@@ -207,7 +250,11 @@ def mcp_server_discover(request, pk: int):
         messages.error(request, error.message)
     else:
         count = len(server.tools)
-        messages.success(request, f"{server.name} lists {count} tool{'s' if count != 1 else ''}.")
+        messages.success(
+            request,
+            ngettext("%(name)s lists %(count)s tool.", "%(name)s lists %(count)s tools.", count)
+            % {"name": server.name, "count": count},
+        )
     return redirect("console:mcp_server", pk=server.pk)
 
 
@@ -226,7 +273,7 @@ def mcp_server_risks(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "Tool risks saved.")
+        messages.success(request, _("Tool risks saved."))
     return redirect("console:mcp_server", pk=server.pk)
 
 
@@ -238,9 +285,12 @@ def mcp_server_active(request, pk: int):
     mcp_tools.mcp_server_set_active(actor=request.actor, server=server, active=active)
     messages.success(
         request,
-        f"{server.name} was restored."
-        if active
-        else f"{server.name} was revoked: agents can no longer call its tools.",
+        (
+            _("%(name)s was restored.")
+            if active
+            else _("%(name)s was revoked: agents can no longer call its tools.")
+        )
+        % {"name": server.name},
     )
     return redirect("console:mcp_server", pk=server.pk)
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from cadre.agents.selectors import agent_find
@@ -34,6 +35,7 @@ MEMBER_FIELDS = (
     "department",
     "manager",
     "roles",
+    "language",
 )
 
 
@@ -125,7 +127,7 @@ def member_create(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"{member.display_name} was added.")
+            messages.success(request, _("%(name)s was added.") % {"name": member.display_name})
             return redirect("console:member", pk=member.pk)
     return render(request, "console/members/form.html", {"form": form, "member": None})
 
@@ -144,7 +146,7 @@ def member_edit(request, pk: int):
             list(form.cleaned_data["positions"]) if "positions" in form.changed_data else None
         )
         if not changed and positions is None:
-            messages.info(request, "Nothing was changed.")
+            messages.info(request, _("Nothing was changed."))
             return redirect("console:member", pk=member.pk)
         try:
             services.member_update(
@@ -155,7 +157,7 @@ def member_edit(request, pk: int):
             member.refresh_from_db()
             add_service_error(form, error)
         else:
-            messages.success(request, f"{member.display_name} was updated.")
+            messages.success(request, _("%(name)s was updated.") % {"name": member.display_name})
             return redirect("console:member", pk=member.pk)
     return render(request, "console/members/form.html", {"form": form, "member": member})
 
@@ -223,7 +225,9 @@ def member_deactivate(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"{member.display_name} was deactivated.")
+            messages.success(
+                request, _("%(name)s was deactivated.") % {"name": member.display_name}
+            )
             return redirect("console:member", pk=member.pk)
     return render(request, "console/members/deactivate.html", {"form": form, "member": member})
 
@@ -237,7 +241,7 @@ def member_reactivate(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"{member.display_name} was reactivated.")
+        messages.success(request, _("%(name)s was reactivated.") % {"name": member.display_name})
     return redirect("console:member", pk=member.pk)
 
 
@@ -250,7 +254,7 @@ def member_signin_unlock(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"{member.display_name} can sign in again.")
+        messages.success(request, _("%(name)s can sign in again.") % {"name": member.display_name})
     return redirect("console:member", pk=member.pk)
 
 
@@ -265,7 +269,7 @@ def identity_add(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, "The IM account was linked.")
+            messages.success(request, _("The IM account was linked."))
             return redirect("console:member", pk=member.pk)
     # Show the member page again with the form's errors in place.
     return render(
@@ -283,7 +287,7 @@ def identity_remove(request, pk: int, identity_pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "The IM account was unlinked.")
+        messages.success(request, _("The IM account was unlinked."))
     return redirect("console:member", pk=member.pk)
 
 
@@ -294,12 +298,12 @@ def invitation_revoke(request, pk: int):
     member = _visible_member(request, pk)
     invitation = member.invitations.filter(accepted_at=None, revoked_at=None).first()
     if invitation is None:
-        messages.info(request, "There is no pending invitation to withdraw.")
+        messages.info(request, _("There is no pending invitation to withdraw."))
         return redirect("console:member", pk=member.pk)
     try:
         services.invitation_revoke(actor=request.actor, invitation=invitation)
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "The invitation link was withdrawn; it no longer works.")
+        messages.success(request, _("The invitation link was withdrawn; it no longer works."))
     return redirect("console:member", pk=member.pk)

@@ -12,6 +12,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.timezone import make_aware
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.console.forms import MemoryCorrectForm, MemoryFilterForm, add_service_error
 from cadre.console.scope_names import scope_choices, scope_names, shows_scope_keys
@@ -25,17 +26,26 @@ from cadre.console.views.base import (
 from cadre.errors import CadreError, NotFound
 from cadre.identifiers import parse_pk
 from cadre.memory import personal_reads, selectors, services
-from cadre.memory.models import Kind, MemoryVersion, Verification
+from cadre.memory.models import ContextRecordItem, Kind, Memory, MemoryVersion, Verification
 from cadre.viewer.trail import memory_trail
 from cadre.viewer.why import best_lexical, explain
 
 ACCESS_LOG_SHOWN = 20  # the newest reads of the member's personal memory on their Memory page
 
+# Who wrote a memory or a version, when no name was recorded (actor_type).
+ACTOR_TYPE_LABELS = {
+    "member": gettext_lazy("member"),
+    "api_key": gettext_lazy("API key"),
+    "agent": gettext_lazy("agent"),
+    "system": gettext_lazy("system"),
+    "scim_token": gettext_lazy("SCIM token"),
+}
+
 
 def gate(request):
     """Anyone who may read memory (every member reads their own); None when allowed."""
     if not selectors.can_read_memory(request.actor):
-        return denied(request, "You may not read memory in this organization.")
+        return denied(request, _("You may not read memory in this organization."))
     return None
 
 
@@ -43,7 +53,7 @@ def _memory_or_404(request, pk: int):
     try:
         return selectors.memory_get(request.actor, pk)
     except NotFound:
-        raise Http404("Memory not found.") from None
+        raise Http404(_("Memory not found.")) from None
 
 
 @require_permission("chat.use")
@@ -76,6 +86,8 @@ def memory_list(request):
         )
     page = paginate(request, memories)
     _label_scopes(actor, page.object_list)
+    for memory in page.object_list:
+        memory.author_type_label = ACTOR_TYPE_LABELS.get(memory.author_type, memory.author_type)
     can_review = selectors.can_review(actor)
     return render(
         request,
@@ -170,6 +182,13 @@ def _label_scopes(actor, memories) -> None:
         memory.scope_key_shown = memory.scope_key if show_key else ""
 
 
+def _status_label(status: str) -> str:
+    try:
+        return Memory.Status(status).label
+    except ValueError:
+        return status
+
+
 def _version_rows(versions) -> list[dict]:
     rows = []
     for version in versions:
@@ -183,6 +202,9 @@ def _version_rows(versions) -> list[dict]:
                     n=1,
                 )
             )[2:]
+        version.actor_type_label = ACTOR_TYPE_LABELS.get(version.actor_type, version.actor_type)
+        version.old_status_label = _status_label(version.old_status)
+        version.new_status_label = _status_label(version.new_status)
         rows.append({"version": version, "diff": diff})
     return rows
 
@@ -233,11 +255,21 @@ def memory_detail(request, pk: int):
             "memory": memory,
             "versions": _version_rows(versions),
             "records": records,
-            "trail": memory_trail(request.actor, pk),
+            "trail": _labelled_trail(memory_trail(request.actor, pk)),
             "can_modify": selectors.can_modify(request.actor, memory),
             "can_review": selectors.can_review(request.actor),
         },
     )
+
+
+def _labelled_trail(trail: dict) -> dict:
+    """The trail with each model call's status as a person reads it, in their language."""
+    for call in trail.get("model_calls", []):
+        try:
+            call["status_label"] = ContextRecordItem.Status(call["status"]).label
+        except ValueError:
+            call["status_label"] = call["status"]
+    return trail
 
 
 @require_permission("chat.use")
@@ -247,7 +279,7 @@ def memory_correct(request, pk: int):
         return refused
     memory = _memory_or_404(request, pk)
     if not selectors.can_modify(request.actor, memory):
-        return denied(request, "You may not change this memory.")
+        return denied(request, _("You may not change this memory."))
     form = MemoryCorrectForm(
         posted(request), initial={"content": memory.content, "expected_version": memory.version}
     )
@@ -264,7 +296,9 @@ def memory_correct(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, "The memory was corrected; its history keeps the old text.")
+            messages.success(
+                request, _("The memory was corrected; its history keeps the old text.")
+            )
             return redirect("console:memory_detail", pk=memory.pk)
     return render(request, "console/memory/correct.html", {"memory": memory, "form": form})
 
@@ -276,7 +310,7 @@ def memory_delete(request, pk: int):
         return refused
     memory = _memory_or_404(request, pk)
     if not selectors.can_modify(request.actor, memory):
-        return denied(request, "You may not delete this memory.")
+        return denied(request, _("You may not delete this memory."))
     error = None
     if request.method == "POST":
         try:
@@ -288,22 +322,27 @@ def memory_delete(request, pk: int):
         else:
             messages.success(
                 request,
-                "The memory was deleted: no search, list or agent will see it again, and its "
-                "content is purged.",
+                _(
+                    "The memory was deleted: no search, list or agent will see it again, and "
+                    "its content is purged."
+                ),
             )
             return redirect("console:memory")
     return render(
         request,
         "console/confirm.html",
         {
-            "title": "Delete this memory?",
-            "body": f"“{memory.content[:200]}” will disappear from every search, list and "
-            "agent context at once; a purge job then removes its content and vectors. The "
-            "audit log keeps its id, never its text.",
-            "confirm_label": "Delete memory",
+            "title": _("Delete this memory?"),
+            "body": _(
+                "“%(content)s” will disappear from every search, list and agent context at "
+                "once; a purge job then removes its content and vectors. The audit log keeps "
+                "its id, never its text."
+            )
+            % {"content": memory.content[:200]},
+            "confirm_label": _("Delete memory"),
             "danger": True,
             "cancel_url": f"/memory/{memory.pk}/",
-            "crumbs": [("Memory", "console:memory")],
+            "crumbs": [(_("Memory"), "console:memory")],
             "error": error,
         },
     )

@@ -5,10 +5,14 @@ the embedding model's coverage with a re-embed. Writes go through `cadre.agents.
 
 from __future__ import annotations
 
+import dataclasses
+
 from django import forms
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop
 from django.views.decorators.http import require_POST
 
 from cadre.agents import providers
@@ -23,32 +27,99 @@ from cadre.llm import provider_presets
 from cadre.memory.activation import activation_held
 from cadre.memory.reembed import embedding_activate, embedding_status, reembed_start
 
+# The presets' labels and notes (provider_presets.yaml, in English) as people read them.
+PRESET_WORDS = (
+    gettext_noop("Qwen (Alibaba Cloud DashScope)"),
+    gettext_noop("Moonshot AI (Kimi)"),
+    gettext_noop("Zhipu AI (GLM)"),
+    gettext_noop("Other OpenAI-compatible endpoint"),
+    gettext_noop("Offline (built in)"),
+    gettext_noop("API key from platform.openai.com → API keys. Lists its models at /v1/models."),
+    gettext_noop(
+        "Replace YOUR-RESOURCE with the Azure OpenAI resource's name (the v1 API, no "
+        "api-version parameter). The model is the name of your deployment, not of the "
+        "base model."
+    ),
+    gettext_noop(
+        "API key from platform.deepseek.com. deepseek-chat (V3) or deepseek-reasoner (R1)."
+    ),
+    gettext_noop(
+        "DashScope's OpenAI-compatible mode, mainland China region. Outside China use "
+        "https://dashscope-intl.aliyuncs.com/compatible-mode/v1 with a key from that "
+        "region."
+    ),
+    gettext_noop(
+        "API key from platform.moonshot.cn; international accounts use https://api.moonshot.ai/v1."
+    ),
+    gettext_noop(
+        "API key from open.bigmodel.cn; Z.ai accounts outside China use "
+        "https://api.z.ai/api/paas/v4."
+    ),
+    gettext_noop(
+        "A local Ollama server (no key). Pull the model first (ollama pull llama3.2); the "
+        "address must be reachable from Cadre's workers, not only from your browser."
+    ),
+    gettext_noop(
+        "vllm serve's OpenAI-compatible server. The model is the name it serves (see "
+        "--served-model-name); a key only if the server was started with --api-key."
+    ),
+    gettext_noop(
+        "LM Studio's local server (Developer → Start server). The model is the identifier "
+        "of a loaded model; no key."
+    ),
+    gettext_noop(
+        "Any server speaking the chat completions API (a gateway such as LiteLLM or OneAPI)."
+    ),
+    gettext_noop("API key from console.anthropic.com → API keys. Lists its models at /v1/models."),
+    gettext_noop(
+        "Deterministic answers from the agent's context, no network, every reply "
+        "labelled. For trying the platform and for tests; it does not do tasks."
+    ),
+)
+
+
+def presets() -> dict:
+    """The endpoint presets with their label and note in the reader's language."""
+    return {
+        key: dataclasses.replace(preset, label=_(preset.label), note=_(preset.note))
+        for key, preset in provider_presets().items()
+    }
+
 
 class ProviderForm(forms.Form):
-    name = forms.CharField(max_length=150, help_text="How templates and people see it.")
+    name = forms.CharField(
+        max_length=150,
+        label=gettext_lazy("Name"),
+        help_text=gettext_lazy("How templates and people see it."),
+    )
     base_url = forms.CharField(
         max_length=500,
         required=False,
-        label="Base URL",
-        help_text="The endpoint as the API documents it, usually ending in /v1.",
+        label=gettext_lazy("Base URL"),
+        help_text=gettext_lazy("The endpoint as the API documents it, usually ending in /v1."),
     )
     api_key = forms.CharField(
         max_length=4000,
         required=False,
-        label="API key",
+        label=gettext_lazy("API key"),
         # Never rendered back: the stored key stays on the server, encrypted.
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
     default_model = forms.CharField(
-        max_length=200, required=False, label="Model", help_text="Used when a template names none."
+        max_length=200,
+        required=False,
+        label=gettext_lazy("Model"),
+        help_text=gettext_lazy("Used when a template names none."),
     )
     timeout_seconds = forms.IntegerField(
         min_value=1,
         max_value=600,
         initial=60,
-        label="Timeout (seconds)",
-        help_text="The longest one model call may take, retries included; then the run fails "
-        "with the provider's error.",
+        label=gettext_lazy("Timeout (seconds)"),
+        help_text=gettext_lazy(
+            "The longest one model call may take, retries included; then the run fails "
+            "with the provider's error."
+        ),
     )
 
 
@@ -56,10 +127,12 @@ class PricesForm(forms.Form):
     """The provider's default prices per million tokens; its per-model prices (set by API)
     are kept. Text fields: the service's own check refuses a bad amount."""
 
-    input = forms.CharField(max_length=40, required=False, label="Input")
-    output = forms.CharField(max_length=40, required=False, label="Output")
-    cached_input = forms.CharField(max_length=40, required=False, label="Cached input")
-    cache_write = forms.CharField(max_length=40, required=False, label="Cache write")
+    input = forms.CharField(max_length=40, required=False, label=gettext_lazy("Input"))
+    output = forms.CharField(max_length=40, required=False, label=gettext_lazy("Output"))
+    cached_input = forms.CharField(
+        max_length=40, required=False, label=gettext_lazy("Cached input")
+    )
+    cache_write = forms.CharField(max_length=40, required=False, label=gettext_lazy("Cache write"))
 
 
 def _embedding_context(request) -> dict:
@@ -86,14 +159,14 @@ def _provider_or_404(request, pk: int) -> ModelProviderConfig:
 
 def _page(request, *, report=None, tested=None, status=200):
     configs = restricted(request, ModelProviderConfig, "view").order_by("-is_default", "name", "pk")
-    presets = provider_presets()
+    available = presets()
     return render(
         request,
         "console/models/page.html",
         {
             "providers": configs,
-            "presets": presets.values(),
-            "preset_labels": {key: preset.label for key, preset in presets.items()},
+            "presets": available.values(),
+            "preset_labels": {key: preset.label for key, preset in available.items()},
             "report": report,
             "tested": tested,
             "default_provider": next((c for c in configs if c.is_default and c.is_active), None),
@@ -120,7 +193,7 @@ def embeddings_card(request):
 
 @gate("model.manage")
 def provider_create(request):
-    preset = provider_presets().get(request.POST.get("preset") or request.GET.get("preset", ""))
+    preset = presets().get(request.POST.get("preset") or request.GET.get("preset", ""))
     if preset is None:
         return redirect("console:models")
     initial = {"name": preset.label, "base_url": preset.base_url, "default_model": preset.model}
@@ -136,11 +209,17 @@ def provider_create(request):
             if config.is_default:
                 messages.success(
                     request,
-                    f"“{config.name}” was added and is the organization's default: agents whose "
-                    "template names no provider answer with it. Test its connection next.",
+                    _(
+                        "“%(name)s” was added and is the organization's default: agents whose "
+                        "template names no provider answer with it. Test its connection next."
+                    )
+                    % {"name": config.name},
                 )
             else:
-                messages.success(request, f"“{config.name}” was added. Test its connection next.")
+                messages.success(
+                    request,
+                    _("“%(name)s” was added. Test its connection next.") % {"name": config.name},
+                )
             return redirect("console:models")
     return render(
         request,
@@ -153,7 +232,7 @@ def provider_create(request):
 @gate("model.manage")
 def provider_edit(request, pk: int):
     config = _provider_or_404(request, pk)
-    preset = provider_presets().get(config.preset)
+    preset = presets().get(config.preset)
     initial = {
         name: getattr(config, name) for name in ProviderForm.base_fields if name != "api_key"
     }
@@ -168,7 +247,7 @@ def provider_edit(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"“{data['name']}” was saved.")
+            messages.success(request, _("“%(name)s” was saved.") % {"name": data["name"]})
             return redirect("console:models")
     return render(
         request,
@@ -197,9 +276,9 @@ def provider_prices(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, f"Prices of “{config.name}” were saved.")
+            messages.success(request, _("Prices of “%(name)s” were saved.") % {"name": config.name})
             return redirect("console:provider_edit", pk=config.pk)
-    preset = provider_presets().get(config.preset)
+    preset = presets().get(config.preset)
     initial = {
         name: getattr(config, name) for name in ProviderForm.base_fields if name != "api_key"
     }
@@ -235,8 +314,11 @@ def provider_default(request, pk: int):
     else:
         messages.success(
             request,
-            f"“{config.name}” is the organization's default: templates that name no provider "
-            "use it from their next run.",
+            _(
+                "“%(name)s” is the organization's default: templates that name no provider "
+                "use it from their next run."
+            )
+            % {"name": config.name},
         )
     return redirect("console:models")
 
@@ -250,7 +332,7 @@ def provider_delete(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"“{config.name}” was deleted.")
+        messages.success(request, _("“%(name)s” was deleted.") % {"name": config.name})
     return redirect("console:models")
 
 
@@ -262,7 +344,10 @@ def embeddings_reembed(request):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Re-embedding under {task.params['model_id']} has started.")
+        messages.success(
+            request,
+            _("Re-embedding under %(model)s has started.") % {"model": task.params["model_id"]},
+        )
     return redirect("console:models")
 
 
@@ -279,7 +364,7 @@ def embeddings_activate(request):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Memory search now uses {use.model_id}.")
+        messages.success(request, _("Memory search now uses %(model)s.") % {"model": use.model_id})
     return redirect("console:models")
 
 
@@ -289,7 +374,7 @@ def embeddings_recall_check(request):
     """Replay the retrieval suite with the filled model as the candidate (recall@10)."""
     status = embedding_status(request.actor.organization)
     if status.target is None or status.target == status.active:
-        messages.error(request, "There is no new embedding model to check.")
+        messages.error(request, _("There is no new embedding model to check."))
         return redirect("console:models")
     try:
         run = recall_check_start(actor=request.actor, model=status.target)
@@ -297,9 +382,9 @@ def embeddings_recall_check(request):
         messages.error(request, error.message)
         return redirect("console:models")
     if run is None:
-        messages.error(request, "No rated turn to build the retrieval suite from yet.")
+        messages.error(request, _("No rated turn to build the retrieval suite from yet."))
     else:
-        messages.success(request, "The recall check is queued.")
+        messages.success(request, _("The recall check is queued."))
     return redirect("console:models")
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from cadre.console.forms import OrganizationForm, add_service_error
+from cadre.console.forms import LOCALES, OrganizationForm, add_service_error
 from cadre.console.scoping import get_restricted_or_404, in_organization
 from cadre.console.views.base import denied, posted, require_permission
 from cadre.errors import CadreError
@@ -42,21 +43,25 @@ def organization_detail(request):
             else:
                 messages.success(
                     request,
-                    "The organization's settings were saved."
+                    _("The organization's settings were saved.")
                     if changed
-                    else "Nothing was changed.",
+                    else _("Nothing was changed."),
                 )
                 return redirect("console:organization")
     elif request.method == "POST":
         return denied(
             request,
-            "Changing the organization needs the organization.manage permission (owners have it).",
+            _(
+                "Changing the organization needs the organization.manage permission "
+                "(owners have it)."
+            ),
         )
     return render(
         request,
         "console/organization.html",
         {
             "organization": organization,
+            "organization_language_name": _language_name(organization.locale),
             "form": form,
             "roles": list(ROLES.values()),
             "my_roles": request.member.roles,
@@ -65,6 +70,11 @@ def organization_detail(request):
             "scim_url": request.build_absolute_uri("/scim/v2/"),
         },
     )
+
+
+def _language_name(locale: str) -> str:
+    """The organization's language as a person reads it ("简体中文 (Simplified Chinese)")."""
+    return str(dict(LOCALES).get(locale, locale))
 
 
 @require_POST
@@ -92,5 +102,7 @@ def scim_token_revoke(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"The SCIM token {token.prefix}… was revoked.")
+        messages.success(
+            request, _("The SCIM token %(prefix)s… was revoked.") % {"prefix": token.prefix}
+        )
     return redirect("console:organization")

@@ -12,6 +12,8 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from cadre.console.forms import add_service_error
@@ -25,93 +27,116 @@ from cadre.console.views.base import (
 from cadre.errors import CadreError, InvalidInput, NotFound
 from cadre.skills import selectors, services
 from cadre.skills.models import SkillCandidate, SkillProposal
+from cadre.skills.scoring import EVIDENCE_FULL
 from cadre.tenancy.roles import PERMISSIONS, ROLE_CHOICES
 from cadre.tenancy.services.notices import notices_shown
 from hub import distribution as hub_distribution
+from hub.models import SkillVersion
 
 INBOX_VIEWS = {
-    "mine_to_decide": "Waiting for me",
-    "in_review": "In review",
-    "changes_requested": "Changes requested",
-    "done": "Published or rejected",
+    "mine_to_decide": gettext_lazy("Waiting for me"),
+    "in_review": gettext_lazy("In review"),
+    "changes_requested": gettext_lazy("Changes requested"),
+    "done": gettext_lazy("Published or rejected"),
 }
 SCORE_LABELS = {
-    "validation": "Validation",
-    "scan": "Security scan",
-    "evidence": "Evidence",
-    "overlap": "Distinct from Hub skills",
-    "clarity": "Clarity",
-    "model_rubric": "Model rubric",
+    "validation": gettext_lazy("Validation"),
+    "scan": gettext_lazy("Security scan"),
+    "evidence": gettext_lazy("Evidence"),
+    "overlap": gettext_lazy("Distinct from Hub skills"),
+    "clarity": gettext_lazy("Clarity"),
+    "model_rubric": gettext_lazy("Model rubric"),
 }
 
 
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(
         choices=[
-            ("approve", "Approve"),
-            ("request_changes", "Request changes"),
-            ("reject", "Reject"),
+            ("approve", gettext_lazy("Approve")),
+            ("request_changes", gettext_lazy("Request changes")),
+            ("reject", gettext_lazy("Reject")),
         ],
         widget=forms.RadioSelect,
+        label=gettext_lazy("Decision"),
     )
     comment = forms.CharField(
         required=False,
         max_length=4000,
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text="Required to reject or request changes. Internal: the requester and the "
-        "reviewers see it, the Hub does not.",
+        label=gettext_lazy("Comment"),
+        help_text=gettext_lazy(
+            "Required to reject or request changes. Internal: the requester and the "
+            "reviewers see it, the Hub does not."
+        ),
     )
     changelog = forms.CharField(
         required=False,
         max_length=2000,
-        label="Changelog (public)",
+        label=gettext_lazy("Changelog (public)"),
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Published with the version for everyone who sees the skill. Your comment "
-        "is never copied here.",
+        help_text=gettext_lazy(
+            "Published with the version for everyone who sees the skill. Your comment "
+            "is never copied here."
+        ),
     )
     revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
 class SoleReviewerDecisionForm(DecisionForm):
     sole_reviewer_justification = forms.CharField(
-        label="Sole reviewer justification",
+        label=gettext_lazy("Sole reviewer justification"),
         max_length=4000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Why you decide your own skill: no other member can review this stage. "
-        "Audited, and shown on the Hub version page.",
+        help_text=gettext_lazy(
+            "Why you decide your own skill: no other member can review this stage. "
+            "Audited, and shown on the Hub version page."
+        ),
     )
 
 
 class EditForm(forms.Form):
     """A reviewer's edit of the candidate's SKILL.md before deciding (a new revision)."""
 
-    name = forms.CharField(max_length=64)
-    description = forms.CharField(max_length=1024, widget=forms.Textarea(attrs={"rows": 2}))
-    body = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 14}))
+    name = forms.CharField(max_length=64, label=gettext_lazy("Name"))
+    description = forms.CharField(
+        max_length=1024,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label=gettext_lazy("Description"),
+    )
+    body = forms.CharField(
+        strip=False, widget=forms.Textarea(attrs={"rows": 14}), label=gettext_lazy("Body")
+    )
     changelog = forms.CharField(
         required=False,
         max_length=2000,
-        label="Changelog (public)",
+        label=gettext_lazy("Changelog (public)"),
         widget=forms.Textarea(attrs={"rows": 2}),
     )
     note = forms.CharField(
         required=False,
         max_length=4000,
-        label="Why you edit (internal)",
+        label=gettext_lazy("Why you edit (internal)"),
         widget=forms.Textarea(attrs={"rows": 2}),
     )
     revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
 class StageForm(forms.Form):
-    name = forms.CharField(max_length=100, required=False)
+    name = forms.CharField(max_length=100, required=False, label=gettext_lazy("Name"))
     roles = forms.MultipleChoiceField(
-        choices=ROLE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+        choices=ROLE_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label=gettext_lazy("Roles"),
     )
     permission = forms.ChoiceField(
-        choices=[("", "—"), *((name, name) for name in PERMISSIONS)], required=False
+        choices=[("", "—"), *((name, name) for name in PERMISSIONS)],
+        required=False,
+        label=gettext_lazy("Permission"),
     )
-    allow_requester = forms.BooleanField(required=False, label="The requester may decide")
+    allow_requester = forms.BooleanField(
+        required=False, label=gettext_lazy("The requester may decide")
+    )
 
 
 StageFormSet = forms.formset_factory(
@@ -138,11 +163,13 @@ def review_stages(request):
     can_edit = actor.has("policy.manage")
     if not (can_edit or actor.may("skill.review")):
         return denied(
-            request, "The review stages are shown to skill reviewers and policy managers."
+            request, _("The review stages are shown to skill reviewers and policy managers.")
         )
     current = selectors.stages_for(actor.organization)
     if request.method == "POST" and not can_edit:
-        return denied(request, "Changing the review stages needs the 'policy.manage' permission.")
+        return denied(
+            request, _("Changing the review stages needs the 'policy.manage' permission.")
+        )
     formset = StageFormSet(posted(request), initial=_stage_initial(current), prefix="stages")
     problems: list[str] = []
     if request.method == "POST" and formset.is_valid():
@@ -164,8 +191,14 @@ def review_stages(request):
         else:
             messages.success(
                 request,
-                f"Saved {len(stages)} review stage{'s' if len(stages) != 1 else ''}. "
-                "Candidates already in review keep the stages they were submitted with.",
+                ngettext(
+                    "Saved %(count)d review stage. Candidates already in review keep the "
+                    "stages they were submitted with.",
+                    "Saved %(count)d review stages. Candidates already in review keep the "
+                    "stages they were submitted with.",
+                    len(stages),
+                )
+                % {"count": len(stages)},
             )
             return redirect("console:skill_review_stages")
     return render(
@@ -217,11 +250,72 @@ def review_inbox(request):
     )
 
 
+CLARITY_CHECKS = {
+    "description_length": gettext_lazy("a description of the right length"),
+    "steps": gettext_lazy("steps"),
+    "examples": gettext_lazy("examples"),
+}
+SIMILARITY_KINDS = {"lexical": gettext_lazy("lexical"), "semantic": gettext_lazy("semantic")}
+
+
+def _component_detail(component: dict) -> str:
+    """The component's explanation in the reader's language, from the data scoring kept (the
+    stored `detail` is the English written when it was scored, shown when nothing else fits)."""
+    key, value, detail = component["key"], component["value"], component.get("detail") or ""
+    data = component.get("data") or {}
+    _head, _sep, rest = detail.partition(": ")
+    if key == "validation":
+        if data.get("errors"):
+            return ngettext(
+                "%(count)d error: %(message)s", "%(count)d errors: %(message)s", data["errors"]
+            ) % {"count": data["errors"], "message": rest}
+        if data.get("warnings"):
+            return ngettext(
+                "valid, %(count)d warning: %(message)s",
+                "valid, %(count)d warnings: %(message)s",
+                data["warnings"],
+            ) % {"count": data["warnings"], "message": rest}
+        return _("valid Agent Skill, no warnings")
+    if key == "scan" and data.get("verdict"):
+        rules = detail.partition(" (")[2].rstrip(")")
+        verdict = dict(SkillVersion.Verdict.choices).get(data["verdict"], data["verdict"])
+        if rules:
+            return _("scan verdict: %(verdict)s (%(rules)s)") % {"verdict": verdict, "rules": rules}
+        return _("scan verdict: %(verdict)s") % {"verdict": verdict}
+    if key == "evidence" and "cases" in data:
+        return ngettext(
+            "%(count)d case of evidence (%(full)d for full marks)",
+            "%(count)d cases of evidence (%(full)d for full marks)",
+            data["cases"],
+        ) % {"count": data["cases"], "full": EVIDENCE_FULL}
+    if key == "overlap" and "nearest" in data:
+        if not data["nearest"]:
+            return _("no similar skill in the Hub")
+        nearest = data["nearest"][0]
+        return _("closest Hub skill %(package)s (%(how)s similarity %(similarity).2f)") % {
+            "package": nearest["package"],
+            "how": SIMILARITY_KINDS.get(nearest["how"], nearest["how"]),
+            "similarity": nearest["similarity"],
+        }
+    if key == "clarity" and "checks" in data:
+        missing = [CLARITY_CHECKS.get(name, name) for name, ok in data["checks"].items() if not ok]
+        if not missing:
+            return _("description, steps and an example present")
+        return _("missing: %(items)s") % {"items": _(", ").join(str(item) for item in missing)}
+    if key == "model_rubric" and value is None:
+        if detail.startswith("no skills model configured"):
+            return _("no skills model configured: not scored")
+        if detail.startswith("the model could not score it"):
+            return _("the model could not score it: %(error)s") % {"error": rest}
+    return detail
+
+
 def _components(candidate: SkillCandidate) -> list[dict]:
     return [
         {
             **component,
             "label": SCORE_LABELS.get(component["key"], component["key"]),
+            "detail": _component_detail(component),
             "percent": None if component["value"] is None else round(component["value"] * 100),
         }
         for component in candidate.score_components
@@ -255,7 +349,7 @@ def _edited(request, candidate: SkillCandidate, form: EditForm) -> bool:
     except CadreError as error:
         add_service_error(form, error)
         return False
-    messages.success(request, "Saved your edit as a new revision: decide on it below.")
+    messages.success(request, _("Saved your edit as a new revision: decide on it below."))
     return True
 
 
@@ -267,7 +361,7 @@ def review_detail(request, pk: int):
     edit_form = _edit_form(request, candidate, editing) if rule.allowed else None
     if editing:
         if edit_form is None:
-            messages.error(request, rule.reason or "This candidate cannot be edited.")
+            messages.error(request, rule.reason or _("This candidate cannot be edited."))
             return redirect("console:skill_review", pk=candidate.pk)
         if _edited(request, candidate, edit_form):
             return redirect("console:skill_review", pk=candidate.pk)
@@ -293,7 +387,10 @@ def review_detail(request, pk: int):
             add_service_error(form, error)
         else:
             decided = dict(form.fields["decision"].choices)[form.cleaned_data["decision"]]
-            messages.success(request, f"{decided}: {candidate.name}.")
+            messages.success(
+                request,
+                _("%(decision)s: %(name)s.") % {"decision": decided, "name": candidate.name},
+            )
             return redirect("console:skill_review", pk=candidate.pk)
     against, diff = selectors.candidate_diff(candidate)
     return render(
@@ -368,7 +465,10 @@ def proposal_confirm(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
         return _back(request, "console:skill_proposals")
-    messages.success(request, f"Sent “{candidate.name}” to review. Thank you for teaching it.")
+    messages.success(
+        request,
+        _("Sent “%(name)s” to review. Thank you for teaching it.") % {"name": candidate.name},
+    )
     return _back(request, "console:skill_review", candidate.pk)
 
 
@@ -381,7 +481,7 @@ def proposal_dismiss(request, pk: int):
     except CadreError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, "Dismissed: nothing was sent to review.")
+        messages.success(request, _("Dismissed: nothing was sent to review."))
     return _back(request, "console:skill_proposals")
 
 

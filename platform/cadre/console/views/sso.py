@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonRespo
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
@@ -37,7 +38,7 @@ def _provider(org_slug: str, provider_slug: str) -> IdentityProvider:
         .first()
     )
     if provider is None:
-        raise Http404("No such identity provider.")
+        raise Http404(_("No such identity provider."))
     return provider
 
 
@@ -191,7 +192,7 @@ def sso_callback(request, org_slug: str, provider_slug: str):
 def _saml_provider(org_slug: str, provider_slug: str) -> IdentityProvider:
     provider = _provider(org_slug, provider_slug)
     if provider.kind != IdentityProvider.Kind.SAML:
-        raise Http404("No such SAML identity provider.")
+        raise Http404(_("No such SAML identity provider."))
     return provider
 
 
@@ -258,7 +259,7 @@ def oidc_backchannel_logout(request, org_slug: str, provider_slug: str):
     or 400 with an error (the provider may retry)."""
     provider = _provider(org_slug, provider_slug)
     if provider.kind != IdentityProvider.Kind.OIDC:
-        raise Http404("No such OpenID Connect provider.")
+        raise Http404(_("No such OpenID Connect provider."))
     try:
         sso_logout.backchannel_logout(
             provider=provider, logout_token=request.POST.get("logout_token", "")

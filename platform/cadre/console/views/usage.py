@@ -12,6 +12,8 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from cadre.agents.models import AgentTemplate
@@ -23,47 +25,76 @@ from cadre.governance import budgets, usage
 from cadre.governance.models import Budget
 from cadre.tenancy.models import Department, Member
 
-WINDOWS = {"today": "Today", "month": "This month", "30d": "Last 30 days", "90d": "Last 90 days"}
+WINDOWS = {
+    "today": gettext_lazy("Today"),
+    "month": gettext_lazy("This month"),
+    "30d": gettext_lazy("Last 30 days"),
+    "90d": gettext_lazy("Last 90 days"),
+}
 GROUPS = {
-    "department": "Department",
-    "member": "Member",
-    "template": "Template",
-    "model": "Model",
-    "purpose": "Purpose",
+    "department": gettext_lazy("Department"),
+    "member": gettext_lazy("Member"),
+    "template": gettext_lazy("Template"),
+    "model": gettext_lazy("Model"),
+    "purpose": gettext_lazy("Purpose"),
 }
 
 
 class UsageFilterForm(forms.Form):
-    window = forms.ChoiceField(choices=list(WINDOWS.items()), required=False, initial="month")
+    window = forms.ChoiceField(
+        label=gettext_lazy("Window"),
+        choices=list(WINDOWS.items()),
+        required=False,
+        initial="month",
+    )
     by = forms.ChoiceField(
-        choices=list(GROUPS.items()), required=False, label="Group by", initial="department"
+        choices=list(GROUPS.items()),
+        required=False,
+        label=gettext_lazy("Group by"),
+        initial="department",
     )
 
 
 class BudgetForm(ActorFormMixin, forms.Form):
-    scope = forms.ChoiceField(choices=Budget.Scope.choices)
+    scope = forms.ChoiceField(label=gettext_lazy("Scope"), choices=Budget.Scope.choices)
     department = forms.ModelChoiceField(
-        queryset=Department.objects.none(), required=False, empty_label="—"
+        label=gettext_lazy("Department"),
+        queryset=Department.objects.none(),
+        required=False,
+        empty_label="—",
     )
-    member = forms.ModelChoiceField(queryset=Member.objects.none(), required=False, empty_label="—")
+    member = forms.ModelChoiceField(
+        label=gettext_lazy("Member"),
+        queryset=Member.objects.none(),
+        required=False,
+        empty_label="—",
+    )
     template = forms.ModelChoiceField(
-        queryset=AgentTemplate.objects.none(), required=False, empty_label="—"
+        label=gettext_lazy("Template"),
+        queryset=AgentTemplate.objects.none(),
+        required=False,
+        empty_label="—",
     )
-    period = forms.ChoiceField(choices=Budget.Period.choices, initial=Budget.Period.MONTHLY)
-    metric = forms.ChoiceField(choices=Budget.Metric.choices)
+    period = forms.ChoiceField(
+        label=gettext_lazy("Period"), choices=Budget.Period.choices, initial=Budget.Period.MONTHLY
+    )
+    metric = forms.ChoiceField(label=gettext_lazy("Metric"), choices=Budget.Metric.choices)
     limit = forms.DecimalField(
+        label=gettext_lazy("Limit"),
         max_digits=20,
         decimal_places=6,
         min_value=Decimal("0.000001"),
     )
-    enforcement = forms.ChoiceField(choices=Budget.Enforcement.choices)
+    enforcement = forms.ChoiceField(
+        label=gettext_lazy("Enforcement"), choices=Budget.Enforcement.choices
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["limit"].help_text = (
-            "Tokens (a whole number), or an amount in "
-            f"{settings.PRICE_CURRENCY}, the currency of the providers' prices."
-        )
+        self.fields["limit"].help_text = _(
+            "Tokens (a whole number), or an amount in %(currency)s, the currency of the "
+            "providers' prices."
+        ) % {"currency": settings.PRICE_CURRENCY}
         department_field(self.fields["department"], restricted_for(self.actor, Department))
         self.fields["member"].queryset = restricted_for(self.actor, Member).order_by("display_name")
         self.fields["template"].queryset = restricted_for(self.actor, AgentTemplate).order_by(
@@ -72,9 +103,16 @@ class BudgetForm(ActorFormMixin, forms.Form):
 
 
 class BudgetEditForm(forms.Form):
-    limit = forms.DecimalField(max_digits=20, decimal_places=6, min_value=Decimal("0.000001"))
-    enforcement = forms.ChoiceField(choices=Budget.Enforcement.choices)
-    is_active = forms.BooleanField(required=False, label="Active")
+    limit = forms.DecimalField(
+        label=gettext_lazy("Limit"),
+        max_digits=20,
+        decimal_places=6,
+        min_value=Decimal("0.000001"),
+    )
+    enforcement = forms.ChoiceField(
+        label=gettext_lazy("Enforcement"), choices=Budget.Enforcement.choices
+    )
+    is_active = forms.BooleanField(required=False, label=gettext_lazy("Active"))
 
 
 def _since(window: str):
@@ -244,7 +282,7 @@ def budget_create(request):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, "Budget set: it counts this period's usage so far.")
+            messages.success(request, _("Budget set: it counts this period's usage so far."))
             return redirect("console:usage")
     return render(request, "console/budget_form.html", {"form": form, "budget": None})
 
@@ -268,7 +306,7 @@ def budget_edit(request, pk: int):
         except CadreError as error:
             add_service_error(form, error)
         else:
-            messages.success(request, "Budget changed.")
+            messages.success(request, _("Budget changed."))
             return redirect("console:usage")
     return render(
         request,
@@ -282,5 +320,5 @@ def budget_edit(request, pk: int):
 def budget_delete(request, pk: int):
     budget = _budget_or_404(request, pk)
     budgets.budget_delete(actor=request.actor, budget=budget)
-    messages.success(request, "Budget deleted.")
+    messages.success(request, _("Budget deleted."))
     return redirect("console:usage")

@@ -20,7 +20,7 @@
     var text = source.value !== undefined ? source.value : source.textContent;
     var done = function () {
       var label = button.textContent;
-      button.textContent = "Copied";
+      button.textContent = gettext("Copied");
       setTimeout(function () { button.textContent = label; }, 1600);
     };
     if (navigator.clipboard && window.isSecureContext) {

@@ -11,20 +11,27 @@
 (function () {
   "use strict";
 
+  // Strings come from Django's JavaScript catalog (gettext, ngettext, interpolate).
   var LABELS = {
-    queued: "Queued", running: "Running", waiting: "Waiting", completed: "Completed",
-    failed: "Failed", cancelled: "Cancelled"
+    queued: gettext("Queued"), running: gettext("Running"), waiting: gettext("Waiting"),
+    completed: gettext("Completed"), failed: gettext("Failed"), cancelled: gettext("Cancelled")
+  };
+  var RISKS = {
+    low: pgettext("risk level", "low"), medium: pgettext("risk level", "medium"),
+    high: pgettext("risk level", "high"), critical: pgettext("risk level", "critical")
   };
   // What a step does, as its reply's status line says it ("Working: remembering").
   var STEP_WORDS = {
-    model_call: "thinking", memory_write: "remembering", memory_search: "searching memory",
-    im_send: "sending a message", task_create: "creating a task", http_request: "fetching",
-    delegate: "asking another agent", notify_subscribers: "publishing",
-    await_event: "waiting for an event"
+    model_call: gettext("thinking"), memory_write: gettext("remembering"),
+    memory_search: gettext("searching memory"), im_send: gettext("sending a message"),
+    task_create: gettext("creating a task"), http_request: gettext("fetching"),
+    delegate: gettext("asking another agent"), notify_subscribers: gettext("publishing"),
+    await_event: gettext("waiting for an event")
   };
-  var NO_WORKER = "No worker is taking runs right now: nothing will answer until one starts. " +
-    "Ask your administrator (cadre doctor checks the workers).";
-  var BUSY = "The workers are busy with other messages; yours waits its turn.";
+  var NO_WORKER = gettext("No worker is taking runs right now: nothing will answer until one starts.") +
+    " " + interpolate(gettext("Ask your administrator (%(command)s checks the workers)."),
+      { command: "cadre doctor" }, true);
+  var BUSY = gettext("The workers are busy with other messages; yours waits its turn.");
   var QUEUE_ASK_EVERY_MS = 10000;
   var QUEUE_SHOW_MS = 2000;
 
@@ -101,7 +108,8 @@
         line.setAttribute("data-answered-by", "");
         node.appendChild(line);
       }
-      line.textContent = "Answered by: " + text;
+      var model = text === "offline model" ? gettext("offline model") : text;
+      line.textContent = interpolate(gettext("Answered by: %(model)s"), { model: model }, true);
     }
 
     function setMeta(node, text) {
@@ -118,7 +126,7 @@
         : node.getAttribute("data-run") + "-" + data.step;
       var id = "effect-" + data.tool + "-" + which;
       if (log.querySelector('[data-effect="' + id + '"]')) return;
-      var note = element("div", "effect-failed", sentence || "Could not send it.");
+      var note = element("div", "effect-failed", sentence || gettext("Could not send it."));
       note.setAttribute("data-effect", id);
       node.parentNode.insertBefore(note, node.nextSibling);
     }
@@ -130,8 +138,9 @@
       var prefix = chat.getAttribute("data-model-failure");
       if (!url || !prefix || error.indexOf(prefix) !== 0) return;
       if (log.querySelector('[data-models-hint="' + runId + '"]')) return;
-      var note = element("div", "effect-failed models-hint", error + ". You can fix this: ");
-      var link = element("a", "", "check it under Models");
+      var note = element("div", "effect-failed models-hint",
+        error + ". " + gettext("You can fix this:") + " ");
+      var link = element("a", "", gettext("check it under Models"));
       link.setAttribute("href", url);
       note.appendChild(link);
       note.appendChild(document.createTextNode("."));
@@ -146,15 +155,16 @@
       box.setAttribute("data-confirmation", confirmation.id);
       box.setAttribute("data-confirmation-status", confirmation.status);
       box.appendChild(element("strong", "",
-        confirmation.status === "pending" ? "Confirmation needed" : "Confirmation"));
-      box.appendChild(document.createTextNode(
-        " (" + confirmation.risk_level + " risk): " + confirmation.summary));
+        confirmation.status === "pending" ? gettext("Confirmation needed") : gettext("Confirmation")));
+      var risk = interpolate(gettext("%(risk)s risk"),
+        { risk: RISKS[confirmation.risk_level] || confirmation.risk_level }, true);
+      box.appendChild(document.createTextNode(" (" + risk + "): " + confirmation.summary));
       if (confirmation.decision) {
         box.appendChild(decisionLine(confirmation.decision));
       } else if (confirmation.can_decide) {
         var actions = element("div", "form-actions");
-        [["approve", "Approve", "btn btn-primary btn-small"],
-         ["reject", "Reject", "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
+        [["approve", gettext("Approve"), "btn btn-primary btn-small"],
+         ["reject", gettext("Reject"), "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
           var button = element("button", spec[2], spec[1]);
           button.type = "button";
           button.addEventListener("click", function () { decide(confirmation.id, spec[0]); });
@@ -162,7 +172,7 @@
         });
         box.appendChild(actions);
       } else {
-        box.appendChild(element("div", "cell-sub", "Waiting for someone allowed to decide."));
+        box.appendChild(element("div", "cell-sub", gettext("Waiting for someone allowed to decide.")));
       }
       var anchor = bubble(runId);
       anchor.parentNode.insertBefore(box, anchor.nextSibling);
@@ -184,18 +194,24 @@
       Array.prototype.forEach.call(box.querySelectorAll(".cell-sub"), function (n) { n.remove(); });
       box.setAttribute("data-confirmation-status", confirmation.status);
       var heading = box.querySelector("strong");
-      if (heading) heading.textContent = "Confirmation";
-      box.appendChild(decisionLine(confirmation.decision || ("Decision: " + confirmation.status)));
+      if (heading) heading.textContent = gettext("Confirmation");
+      box.appendChild(decisionLine(confirmation.decision ||
+        interpolate(gettext("Decision: %(status)s"), { status: confirmation.status }, true)));
     }
 
     // --- a queued message: how long it waits, whether workers take runs, Retry and Cancel ---
 
     function duration(seconds) {
-      if (seconds < 60) return seconds + (seconds === 1 ? " second" : " seconds");
+      if (seconds < 60) {
+        return interpolate(ngettext("%(n)s second", "%(n)s seconds", seconds), { n: seconds }, true);
+      }
       var minutes = Math.floor(seconds / 60);
-      if (minutes < 60) return minutes + (minutes === 1 ? " minute" : " minutes");
+      if (minutes < 60) {
+        return interpolate(ngettext("%(n)s minute", "%(n)s minutes", minutes), { n: minutes }, true);
+      }
       var hours = Math.floor(minutes / 60);
-      return hours + (hours === 1 ? " hour" : " hours") + " " + (minutes % 60) + " min";
+      return interpolate(ngettext("%(hours)s hour %(minutes)s min", "%(hours)s hours %(minutes)s min", hours),
+        { hours: hours, minutes: minutes % 60 }, true);
     }
 
     function actionUrl(kind, runId) {
@@ -210,15 +226,16 @@
       box.setAttribute("data-queue-run", runId);
       box.setAttribute("data-waited", "0");
       box.setAttribute("data-workers", "");
-      var waited = element("span", "cell-sub", "Waiting for 0 seconds.");
+      var waited = element("span", "cell-sub",
+        interpolate(gettext("Waiting for %(waited)s."), { waited: duration(0) }, true));
       waited.setAttribute("data-queue-waited", "");
       box.appendChild(waited);
       var workers = element("span", "queue-workers");
       workers.setAttribute("data-queue-workers", "");
       box.appendChild(workers);
       var actions = element("div", "form-actions");
-      [["retry", "Retry", "btn btn-ghost btn-small"],
-       ["cancel", "Cancel", "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
+      [["retry", gettext("Retry"), "btn btn-ghost btn-small"],
+       ["cancel", gettext("Cancel"), "btn btn-danger-quiet btn-small"]].forEach(function (spec) {
         var action = element("form", "inline-form");
         action.method = "post";
         action.action = actionUrl(spec[0], runId);
@@ -249,7 +266,10 @@
     function tickQueue(box) {
       var seconds = Math.max(0, Math.floor((Date.now() - box.__since) / 1000));
       var line = box.querySelector("[data-queue-waited]");
-      if (line) line.textContent = "Waiting for " + duration(seconds) + ".";
+      if (line) {
+        line.textContent = interpolate(gettext("Waiting for %(waited)s."),
+          { waited: duration(seconds) }, true);
+      }
     }
 
     function queueState(frame) {
@@ -346,17 +366,18 @@
       box.setAttribute("data-run", runId);
       // A correction of the template's SOP is proposed the same way, as a change to review.
       box.appendChild(element("strong", "",
-        proposal.corrects ? "Send this change to review?" : "Save as a skill?"));
+        proposal.corrects ? gettext("Send this change to review?") : gettext("Save as a skill?")));
       box.appendChild(document.createTextNode(" " + (proposal.summary || "")));
       var what = element("div", "cell-sub");
-      what.appendChild(document.createTextNode(proposal.package ? "New version of " : "New skill "));
+      what.appendChild(document.createTextNode(
+        (proposal.package ? gettext("New version of") : gettext("New skill")) + " "));
       what.appendChild(element("span", "mono", proposal.package || proposal.name || ""));
       what.appendChild(document.createTextNode(
-        " · your team's agents learn it once a reviewer approves."));
+        " · " + gettext("your team's agents learn it once a reviewer approves.")));
       box.appendChild(what);
       var actions = element("div", "form-actions");
-      [["confirm", "Save as skill", "btn btn-primary btn-small"],
-       ["dismiss", "Dismiss", "btn btn-ghost btn-small"]].forEach(function (spec) {
+      [["confirm", gettext("Save as skill"), "btn btn-primary btn-small"],
+       ["dismiss", gettext("Dismiss"), "btn btn-ghost btn-small"]].forEach(function (spec) {
         var button = element("button", spec[2], spec[1]);
         button.type = "button";
         button.setAttribute("data-proposal-action", spec[0]);
@@ -392,7 +413,7 @@
       var line = element("div", "cell-sub proposal-outcome", text);
       if (link) {
         line.appendChild(document.createTextNode(" "));
-        var anchor = element("a", "", "Open the review");
+        var anchor = element("a", "", gettext("Open the review"));
         anchor.href = link;
         line.appendChild(anchor);
       }
@@ -408,18 +429,21 @@
       postJson(api + id + "/" + action + "/", {}).then(function (answer) {
         var body = answer.body;
         if (!answer.ok) {
-          proposalDecided(box, (body.error && body.error.message) || ("Error " + answer.status));
+          proposalDecided(box, (body.error && body.error.message) ||
+            interpolate(gettext("Error %(status)s"), { status: answer.status }, true));
           return;
         }
         if (action === "confirm") {
-          proposalDecided(box, "Saved as a skill: “" + body.name + "” is waiting for review.",
+          proposalDecided(box,
+            interpolate(gettext("Saved as a skill: “%(name)s” is waiting for review."),
+              { name: body.name }, true),
             chat.getAttribute("data-reviews-url") + body.id + "/");
         } else {
-          proposalDecided(box, "Dismissed: nothing was sent to review.");
+          proposalDecided(box, gettext("Dismissed: nothing was sent to review."));
         }
       }).catch(function () {
         Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
-        setStatus("Could not reach the server; try again.");
+        setStatus(gettext("Could not reach the server; try again."));
       });
     }
 
@@ -430,8 +454,8 @@
       if (existing) return existing;
       var box = element("div", "rate-box");
       box.setAttribute("data-rate-run", runId);
-      box.appendChild(element("span", "cell-sub", "Was this helpful?"));
-      [["success", "Helpful"], ["failure", "Not helpful"]].forEach(function (spec) {
+      box.appendChild(element("span", "cell-sub", gettext("Was this helpful?")));
+      [["success", gettext("Helpful")], ["failure", gettext("Not helpful")]].forEach(function (spec) {
         var button = element("button", "btn btn-ghost btn-small", spec[1]);
         button.type = "button";
         button.setAttribute("data-rate", spec[0]);
@@ -449,14 +473,16 @@
       postJson(url, { outcome: outcome }).then(function (answer) {
         if (!answer.ok) {
           Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
-          setStatus((answer.body.error && answer.body.error.message) || ("Error " + answer.status));
+          setStatus((answer.body.error && answer.body.error.message) ||
+            interpolate(gettext("Error %(status)s"), { status: answer.status }, true));
           return;
         }
         box.replaceChildren(element("span", "cell-sub",
-          "Thanks: you rated this answer " + (outcome === "success" ? "helpful." : "not helpful.")));
+          outcome === "success" ? gettext("Thanks: you rated this answer helpful.")
+            : gettext("Thanks: you rated this answer not helpful.")));
       }).catch(function () {
         Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
-        setStatus("Could not reach the server; try again.");
+        setStatus(gettext("Could not reach the server; try again."));
       });
     }
 
@@ -501,12 +527,13 @@
         if (data.status === "completed") rateBox(frame.run);
       } else if (frame.kind === "step" && data.status === "started") {
         queueGone(frame.run);
-        setMeta(node, "Working: " + (STEP_WORDS[data.name] || STEP_WORDS[data.kind] || data.name));
+        setMeta(node, interpolate(gettext("Working: %(step)s"),
+          { step: STEP_WORDS[data.name] || STEP_WORDS[data.kind] || data.name }, true));
       } else if (frame.kind === "wait") {
-        setMeta(node, "Waiting");
+        setMeta(node, gettext("Waiting"));
         if (frame.confirmation) confirmationBox(frame.run, frame.confirmation);
       } else if (frame.kind === "resume") {
-        setMeta(node, "Resumed");
+        setMeta(node, gettext("Resumed"));
       } else if (frame.kind === "skill_proposal") {
         proposalBox(frame.run, data);
       } else if (frame.kind === "memory_feedback") {
@@ -524,7 +551,7 @@
       if (frame.type === "ready") {
         if (after === null) after = frame.after;
         retries = 0;
-        setStatus("Live");
+        setStatus(gettext("Live"));
       } else if (frame.type === "event") {
         onEvent(frame);
       } else if (frame.type === "accepted") {
@@ -537,10 +564,10 @@
         queueState(frame);
       } else if (frame.type === "error") {
         if (pending) {
-          refused(pending, frame.message || "Error");
+          refused(pending, frame.message || gettext("Error"));
           pending = null;
         } else {
-          setStatus(frame.message || "Error");
+          setStatus(frame.message || gettext("Error"));
         }
       }
     }
@@ -549,7 +576,7 @@
     function refused(message, reason) {
       message.node.classList.remove("pending");
       message.node.classList.add("failed");
-      setMeta(message.node, "Not sent: " + reason);
+      setMeta(message.node, interpolate(gettext("Not sent: %(reason)s"), { reason: reason }, true));
       var field = form && form.querySelector("textarea[name=text]");
       if (field && !field.value) field.value = message.text;
     }
@@ -563,12 +590,12 @@
       socket.addEventListener("close", function (event) {
         socket = null;
         if (event.code === 4404 || event.code === 4401) {
-          setStatus("This conversation is not available.");
+          setStatus(gettext("This conversation is not available."));
           return;
         }
         // Reconnect with a growing delay; events are resumed after the last one seen.
         retries += 1;
-        setStatus("Reconnecting…");
+        setStatus(gettext("Reconnecting…"));
         window.setTimeout(connect, Math.min(15000, 500 * Math.pow(2, retries)));
       });
     }

@@ -35,7 +35,7 @@
         var current = document.getElementById("confirmation-queue");
         if (current) current.outerHTML = html;
       })
-      .catch(function () { showStatus("Live updates paused", false); })
+      .catch(function () { showStatus(gettext("Live updates paused"), false); })
       .then(function () {
         inFlight = false;
         if (again) { again = false; refresh(); }
@@ -52,7 +52,7 @@
     var socket = new WebSocket(scheme + window.location.host + socketPath);
     socket.onopen = function () {
       retryDelay = 1000;
-      showStatus("Live", true);
+      showStatus(gettext("Live"), true);
     };
     socket.onmessage = function (event) {
       var message;
@@ -65,8 +65,8 @@
       }
     };
     socket.onclose = function (event) {
-      if (event.code === 4401) { showStatus("Sign in again for live updates", false); return; }
-      showStatus("Reconnecting…", false);
+      if (event.code === 4401) { showStatus(gettext("Sign in again for live updates"), false); return; }
+      showStatus(gettext("Reconnecting…"), false);
       setTimeout(connect, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 30000);
     };

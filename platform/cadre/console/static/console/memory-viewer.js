@@ -17,6 +17,21 @@
   const namesNode = document.getElementById("viewer-scope-names");
   const SCOPE_NAMES = new Map(namesNode ? JSON.parse(namesNode.textContent) : []);
   const scopeName = (key) => SCOPE_NAMES.get(key) || key;
+  // Kinds and events by the names a person reads, in their language (codes in the API).
+  const kindsNode = document.getElementById("viewer-kind-names");
+  const KIND_NAMES = new Map(kindsNode ? JSON.parse(kindsNode.textContent) : []);
+  const kindName = (kind) => KIND_NAMES.get(kind) || kind;
+  const EVENT_NAMES = {
+    updated: gettext("updated"), corrected: gettext("corrected"), superseded: gettext("superseded"),
+    merged: gettext("merged"), deleted: gettext("deleted"), expired: gettext("expired"),
+    archived: gettext("archived"), added: gettext("added"),
+  };
+  const eventName = (event) => EVENT_NAMES[event] || event;
+  // Series the code finds again by name.
+  const MEMORIES = gettext("memories");
+  const QUERY = gettext("query");
+  const TOP_HITS = gettext("top hits");
+  const CLUSTER_NAMES = gettext("cluster names");
   let firstChartMarked = false;
   const KIND_COLOURS = ["#2453d4", "#1d7f46", "#9a6300", "#c2382f", "#6b4fbb", "#0f7c8c"];
   const base = { aria: { enabled: true }, animation: false, textStyle: { fontFamily: "inherit" } };
@@ -62,7 +77,7 @@
   function dataTable(caption, headers, rows, note) {
     if (!tableBox) return;
     const box = text("details", null, { class: "viewer-table", "data-viewer-table-details": "" });
-    box.append(text("summary", caption + " as a table (" + rows.length + " rows)"));
+    box.append(text("summary", interpolate(ngettext("%(caption)s as a table (%(count)s row)", "%(caption)s as a table (%(count)s rows)", rows.length), { caption: caption, count: rows.length }, true)));
     const table = text("table");
     const head = text("tr");
     headers.forEach((h) => head.append(text("th", h, { scope: "col" })));
@@ -104,7 +119,7 @@
   function list(title, memories, extra, empty) {
     const box = text("div");
     box.append(text("h3", title));
-    if (!memories.length) box.append(text("p", empty || "None.", { class: "muted" }));
+    if (!memories.length) box.append(text("p", empty || gettext("None."), { class: "muted" }));
     const ol = text("ol");
     memories.forEach((m) => ol.append(memoryLink(m, extra ? extra(m) : "")));
     box.append(ol);
@@ -143,33 +158,33 @@
     // A bucket's bar stands over the middle of its hour, day, week or month (its time is the
     // bucket's start), so a day's additions are drawn on that day.
     const series = kinds.map((kind) => ({
-      name: "added: " + kind, type: "bar", stack: "kinds", xAxisIndex: 0, yAxisIndex: 0, barMaxWidth: 24,
+      name: interpolate(gettext("added: %(kind)s"), { kind: kindName(kind) }, true), type: "bar", stack: "kinds", xAxisIndex: 0, yAxisIndex: 0, barMaxWidth: 24,
       data: buckets.map((t) => [bucketMiddle(t, body), count(kind, t)]),
     }));
     events.forEach((event) => series.push({
-      name: event, type: "line", xAxisIndex: 0, yAxisIndex: 0, symbolSize: 6,
+      name: eventName(event), type: "line", xAxisIndex: 0, yAxisIndex: 0, symbolSize: 6,
       data: body.by_event.filter((r) => r.event === event).map((r) => [bucketMiddle(r.t, body), r.count]),
     }));
     // With as_of, the memories valid then are drawn full, the others faded.
     const validThen = body.as_of ? new Set(body.as_of.memory_ids) : null;
     series.push({
-      name: "memories", type: "scatter", xAxisIndex: 1, yAxisIndex: 1, symbolSize: 9,
-      data: body.points.map((p) => ({ id: p.id, value: [p.created_at, p.kind, p.preview, p.id],
+      name: MEMORIES, type: "scatter", xAxisIndex: 1, yAxisIndex: 1, symbolSize: 9,
+      data: body.points.map((p) => ({ id: p.id, value: [p.created_at, kindName(p.kind), p.preview, p.id],
         itemStyle: validThen && !validThen.has(p.id) ? { opacity: 0.18 } : undefined })),
-      markLine: body.as_of ? { symbol: "none", label: { formatter: "as of " + body.as_of.at.slice(0, 10) }, lineStyle: { color: "#c2382f", type: "dashed" }, data: [{ xAxis: body.as_of.at }] } : undefined,
+      markLine: body.as_of ? { symbol: "none", label: { formatter: interpolate(gettext("as of %(day)s"), { day: body.as_of.at.slice(0, 10) }, true) }, lineStyle: { color: "#c2382f", type: "dashed" }, data: [{ xAxis: body.as_of.at }] } : undefined,
     });
     const main = chart(root.querySelector("[data-viewer-chart]"));
     main.setOption(Object.assign({}, base, {
       color: KIND_COLOURS,
       legend: { type: "scroll", top: 0 },
-      tooltip: { trigger: "item", formatter: (p) => p.seriesName === "memories"
+      tooltip: { trigger: "item", formatter: (p) => p.seriesName === MEMORIES
         ? "#" + p.value[3] + " " + echarts.format.encodeHTML(p.value[2])
         : echarts.format.encodeHTML(p.seriesName) + ": " + p.value[1] },
       grid: [{ top: 40, height: 200, left: 60, right: 30 }, { top: 290, height: 90, left: 60, right: 30 }],
       // Both axes span the range asked for, so the counts and the points line up and the
       // slider zooms them together.
       xAxis: [0, 1].map((gridIndex) => Object.assign(rangeAxis(body), { gridIndex: gridIndex })),
-      yAxis: [{ type: "value", gridIndex: 0, minInterval: 1 }, { type: "category", gridIndex: 1, data: pointKinds }],
+      yAxis: [{ type: "value", gridIndex: 0, minInterval: 1 }, { type: "category", gridIndex: 1, data: pointKinds.map(kindName) }],
       dataZoom: [{ type: "slider", xAxisIndex: [0, 1], bottom: 8 }, { type: "inside", xAxisIndex: [0, 1] }],
       series: series,
     }));
@@ -181,17 +196,19 @@
       spans.dispatchAction({ type: "dataZoom", start: zoom.start, end: zoom.end });
     });
     setSlider(body);
-    dataTable("Memories in range", ["Memory", "Kind", "Written", "Valid from", "Valid to"].concat(body.as_of ? ["Valid on " + body.as_of.at.slice(0, 10)] : []),
-      body.points.map((p) => [{ id: p.id, text: p.preview }, p.kind, p.created_at.slice(0, 16).replace("T", " "), p.valid_from.slice(0, 10), p.valid_to ? p.valid_to.slice(0, 10) : "open"]
-        .concat(validThen ? [validThen.has(p.id) ? "yes" : "no"] : [])));
+    dataTable(gettext("Memories in range"), [gettext("Memory"), gettext("Kind"), gettext("Written"), gettext("Valid from"), gettext("Valid to")]
+      .concat(body.as_of ? [interpolate(gettext("Valid on %(day)s"), { day: body.as_of.at.slice(0, 10) }, true)] : []),
+      body.points.map((p) => [{ id: p.id, text: p.preview }, kindName(p.kind), p.created_at.slice(0, 16).replace("T", " "), p.valid_from.slice(0, 10), p.valid_to ? p.valid_to.slice(0, 10) : gettext("open")]
+        .concat(validThen ? [validThen.has(p.id) ? gettext("yes") : gettext("no")] : [])));
     const total = body.points_total;
     const shown = body.points.length;
     // Said as what it counts: every memory written in the range and not deleted; the map counts
     // those still active (a superseded or archived one stays in the history).
-    let message = total + " memories in range (written in it, not deleted)" + (shown < total ? " · newest " + shown + " drawn" : "");
+    let message = interpolate(ngettext("%(count)s memory in range (written in it, not deleted)", "%(count)s memories in range (written in it, not deleted)", total), { count: total }, true)
+      + (shown < total ? " · " + interpolate(gettext("newest %(count)s drawn"), { count: shown }, true) : "");
     const inactive = body.points.filter((p) => p.status !== "active").length;
-    if (shown === total && inactive) message += " · " + (total - inactive) + " still active (as on the map)";
-    if (body.as_of) message += " · " + body.as_of.count + " were valid on " + body.as_of.at.slice(0, 10);
+    if (shown === total && inactive) message += " · " + interpolate(gettext("%(count)s still active (as on the map)"), { count: total - inactive }, true);
+    if (body.as_of) message += " · " + interpolate(ngettext("%(count)s was valid on %(day)s", "%(count)s were valid on %(day)s", body.as_of.count), { count: body.as_of.count, day: body.as_of.at.slice(0, 10) }, true);
     showEmpty(false, message);
   }
 
@@ -280,19 +297,19 @@
   let polling = null;
   let lastMap = null;
   const colourSelect = root.querySelector("[data-colour-by]");
-  const AGES = [["today", 1], ["this week", 7], ["this month", 30], ["this year", 365], ["older", Infinity]];
+  const AGES = [[gettext("today"), 1], [gettext("this week"), 7], [gettext("this month"), 30], [gettext("this year"), 365], [gettext("older"), Infinity]];
   function mapGroups(body, by) {
     const groups = new Map();
     const add = (name, p) => { if (!groups.has(name)) groups.set(name, []); groups.get(name).push(p); };
     const labels = new Map(body.clusters.map((c) => [c.id, c.label]));
     const now = Date.now();
     body.points.forEach((p) => {
-      if (by === "kind") add(p.kind, p);
+      if (by === "kind") add(kindName(p.kind), p);
       else if (by === "scope") add(scopeName(p.scope_key), p);
       else if (by === "age") {
         const days = (now - Date.parse(p.created_at)) / 86400000;
         add(AGES.find(([, limit]) => days < limit)[0], p);
-      } else add(labels.get(p.cluster) || "cluster " + p.cluster, p);
+      } else add(labels.get(p.cluster) || interpolate(gettext("cluster %(id)s"), { id: p.cluster }, true), p);
     });
     const order = by === "age" ? AGES.map(([name]) => name) : [...groups.keys()];
     return order.filter((name) => groups.has(name)).map((name) => ({ name: name, points: groups.get(name) }));
@@ -307,7 +324,7 @@
   function drawMap(body) {
     clearTimeout(polling);
     if (body.status === "computing") {
-      showEmpty(false, "Computing the map in the background…");
+      showEmpty(false, gettext("Computing the map in the background…"));
       polling = setTimeout(load, 2000);
       return;
     }
@@ -322,15 +339,15 @@
       data: group.points.map((p) => ({ id: p.id, value: [p.x, p.y, p.preview, p.id], kind: p.kind })),
     }));
     // Cluster names stay on the map whatever the colours show.
-    series.push({ name: "cluster names", type: "scatter", symbolSize: 0, silent: true, data: [],
+    series.push({ name: CLUSTER_NAMES, type: "scatter", symbolSize: 0, silent: true, data: [],
       markPoint: { symbol: "pin", symbolSize: 1, silent: true, label: { show: true, color: "#18202b", fontWeight: 600 },
         data: clusters.map((c) => ({ coord: [c.x, c.y], value: c.label, label: { formatter: c.label } })) } });
     if (body.query && body.query.x !== null) {
-      series.push({ name: "query", type: "effectScatter", symbol: "diamond", symbolSize: 18, z: 10,
+      series.push({ name: QUERY, type: "effectScatter", symbol: "diamond", symbolSize: 18, z: 10,
         data: [{ value: [body.query.x, body.query.y, body.query.text] }] });
       const hits = body.query.hits.filter((h) => h.on_map);
-      series.push({ name: "top hits", type: "scatter", symbolSize: 14, z: 9, itemStyle: { borderColor: "#c2382f", borderWidth: 2, color: "transparent" },
-        data: hits.map((h) => ({ id: h.id, value: [h.x, h.y, "hit #" + h.rank, h.id] })) });
+      series.push({ name: TOP_HITS, type: "scatter", symbolSize: 14, z: 9, itemStyle: { borderColor: "#c2382f", borderWidth: 2, color: "transparent" },
+        data: hits.map((h) => ({ id: h.id, value: [h.x, h.y, interpolate(gettext("hit #%(rank)s"), { rank: h.rank }, true), h.id] })) });
     }
     const main = chart(root.querySelector("[data-viewer-chart]"));
     main.setOption(Object.assign({}, base, {
@@ -351,7 +368,7 @@
       const seen = new Set();
       const all = main.getOption().series;
       (event.batch[0] ? event.batch[0].selected : []).forEach((s) => {
-        if (["query", "top hits", "cluster names"].includes(all[s.seriesIndex].name)) return;
+        if ([QUERY, TOP_HITS, CLUSTER_NAMES].includes(all[s.seriesIndex].name)) return;
         const data = all[s.seriesIndex].data;
         s.dataIndex.forEach((i) => {
           if (seen.has(data[i].id)) return;
@@ -361,31 +378,33 @@
       });
       // ECharts reports an empty selection when the chart is drawn: keep the hits list then.
       if (picked.length) {
-        details.replaceChildren(list("Selected (" + picked.length + ")", picked.slice(0, 200)));
+        details.replaceChildren(list(interpolate(gettext("Selected (%(count)s)"), { count: picked.length }, true), picked.slice(0, 200)));
         details.firstChild.setAttribute("data-viewer-selection", "");
       }
     });
     const clusterName = new Map(clusters.map((c) => [c.id, c.label]));
     const rows = body.points.slice(0, 500);
-    dataTable("Points", ["Memory", "Kind", "Cluster", "Scope", "Written", "x", "y"],
-      rows.map((p) => [{ id: p.id, text: p.preview }, p.kind, clusterName.get(p.cluster) || p.cluster, scopeName(p.scope_key), (p.created_at || "").slice(0, 10), p.x.toFixed(3), p.y.toFixed(3)]),
-      rows.length < body.points.length ? "The first " + rows.length + " of " + body.points.length + " points; the memory list has them all." : "");
+    dataTable(gettext("Points"), [gettext("Memory"), gettext("Kind"), gettext("Cluster"), gettext("Scope"), gettext("Written"), "x", "y"],
+      rows.map((p) => [{ id: p.id, text: p.preview }, kindName(p.kind), clusterName.get(p.cluster) || p.cluster, scopeName(p.scope_key), (p.created_at || "").slice(0, 10), p.x.toFixed(3), p.y.toFixed(3)]),
+      rows.length < body.points.length ? interpolate(gettext("The first %(shown)s of %(total)s points; the memory list has them all."), { shown: rows.length, total: body.points.length }, true) : "");
     // Said as what it counts: the active memories you may read with a vector (those the
     // timeline counts, less superseded and archived ones and any still waiting for a vector).
-    let message = (body.sample_size < body.total ? body.sample_size + " of " + body.total + " active memories on the map (a random sample)"
-      : body.total + " active memories on the map");
-    message += " · " + clusters.length + " clusters · computed " + (body.computed_at || "").slice(0, 16).replace("T", " ") + " in " + body.compute_ms + " ms";
-    if (body.association_strength !== null) message += " · association strength " + body.association_strength;
+    let message = (body.sample_size < body.total
+      ? interpolate(gettext("%(shown)s of %(total)s active memories on the map (a random sample)"), { shown: body.sample_size, total: body.total }, true)
+      : interpolate(ngettext("%(count)s active memory on the map", "%(count)s active memories on the map", body.total), { count: body.total }, true));
+    message += " · " + interpolate(ngettext("%(count)s cluster", "%(count)s clusters", clusters.length), { count: clusters.length }, true)
+      + " · " + interpolate(gettext("computed %(when)s in %(ms)s ms"), { when: (body.computed_at || "").slice(0, 16).replace("T", " "), ms: body.compute_ms }, true);
+    if (body.association_strength !== null) message += " · " + interpolate(gettext("association strength %(value)s"), { value: body.association_strength }, true);
     // Memories written since this map was computed: a new one is on its way (shown when ready).
     if (body.computing_id) {
-      message += " · memories changed since: recomputing…";
+      message += " · " + gettext("memories changed since: recomputing…");
       polling = setTimeout(load, 2000);
     }
     showEmpty(false, message);
     if (body.query) {
-      details.replaceChildren(list("Top hits for “" + body.query.text + "”", body.query.hits.map((h) => {
+      details.replaceChildren(list(interpolate(gettext("Top hits for “%(query)s”"), { query: body.query.text }, true), body.query.hits.map((h) => {
         const point = body.points.find((p) => p.id === h.id);
-        return { id: h.id, preview: point ? point.preview : "(not on the map: outside the sample)" };
+        return { id: h.id, preview: point ? point.preview : gettext("(not on the map: outside the sample)") };
       })));
     }
   }
@@ -396,27 +415,29 @@
   const heatGrid = { top: 44, left: 110, right: 30, bottom: 40 };
   function heatScale(max) {
     return { min: 0, max: max, dimension: 3, orient: "horizontal", right: 30, top: 4, itemWidth: 12, itemHeight: 140,
-      text: [max + " retrieved", "0"], calculable: false };
+      text: [interpolate(gettext("%(count)s retrieved"), { count: max }, true), "0"], calculable: false };
   }
   // Days as "Nov 7" (the year is the range's), every label room enough to stand apart.
   function dayAxis(days) {
-    const short = (day) => new Date(day + "T00:00:00Z").toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+    const short = (day) => new Date(day + "T00:00:00Z").toLocaleDateString(document.documentElement.lang || undefined, { month: "short", day: "numeric", timeZone: "UTC" });
     return { type: "category", data: days, axisLabel: { formatter: short, hideOverlap: true } };
   }
   function drawHeatmap(body) {
     if (!body.by_kind.length && !body.unused.count) return showEmpty(true, "");
     const days = body.days;
     const kinds = [...new Set(body.by_kind.map((r) => r.kind))];
+    const kindNames = kinds.map(kindName);
+    const sentRetrieved = (sent, retrieved) => interpolate(gettext("sent %(sent)s, retrieved %(retrieved)s"), { sent: sent, retrieved: retrieved }, true);
     const cells = body.by_kind.map((r) => [days.indexOf(r.day), kinds.indexOf(r.kind), r.sent, r.retrieved]);
     const max = Math.max(1, ...cells.map((c) => c[3]));
     const main = chart(root.querySelector("[data-viewer-chart]"));
     main.setOption(Object.assign({}, base, {
-      tooltip: { formatter: (p) => days[p.value[0]] + " · " + kinds[p.value[1]] + ": sent " + p.value[2] + ", retrieved " + p.value[3] },
+      tooltip: { formatter: (p) => days[p.value[0]] + " · " + echarts.format.encodeHTML(kindNames[p.value[1]]) + ": " + sentRetrieved(p.value[2], p.value[3]) },
       grid: heatGrid,
       xAxis: dayAxis(days),
-      yAxis: { type: "category", data: kinds },
+      yAxis: { type: "category", data: kindNames },
       visualMap: heatScale(max),
-      series: [{ type: "heatmap", name: "retrieved by kind", data: cells, label: { show: true, formatter: (p) => p.value[2] + "/" + p.value[3] } }],
+      series: [{ type: "heatmap", name: gettext("retrieved by kind"), data: cells, label: { show: true, formatter: (p) => p.value[2] + "/" + p.value[3] } }],
     }));
     // The hottest memories' rows read as what they are: the scope's name and the memory's
     // first words ("You: Bob prefers green tea…"), not "#15".
@@ -426,26 +447,26 @@
       .map((r) => ({ id: r.memory_id, value: [days.indexOf(r.day), hot.findIndex((h) => h.id === r.memory_id), r.sent, r.retrieved] }));
     const memories = chart(root.querySelector("[data-viewer-memories]"));
     memories.setOption(Object.assign({}, base, {
-      tooltip: { formatter: (p) => echarts.format.encodeHTML(rowName(hot[p.value[1]])) + "<br>" + days[p.value[0]] + ": sent " + p.value[2] + ", retrieved " + p.value[3] },
+      tooltip: { formatter: (p) => echarts.format.encodeHTML(rowName(hot[p.value[1]])) + "<br>" + days[p.value[0]] + ": " + sentRetrieved(p.value[2], p.value[3]) },
       grid: Object.assign({}, heatGrid, { left: 250 }),
       xAxis: dayAxis(days),
       yAxis: { type: "category", data: hot.map(rowName), axisLabel: { width: 236, overflow: "truncate" } },
       visualMap: heatScale(Math.max(1, ...memCells.map((c) => c.value[3]))),
-      series: [{ type: "heatmap", name: "hottest memories", data: memCells }],
+      series: [{ type: "heatmap", name: gettext("hottest memories"), data: memCells }],
     }));
     openOnClick(memories);
     const lists = text("div", null, { class: "viewer-lists" });
-    const uses = (m) => "sent " + m.sent + ", retrieved " + m.retrieved;
+    const uses = (m) => sentRetrieved(m.sent, m.retrieved);
     // With few memories used the two lists would name the same ones: the coldest leaves out
     // those already listed as hottest.
     const hotIds = new Set(body.hottest.map((m) => m.id));
     const cold = body.coldest.filter((m) => !hotIds.has(m.id));
-    const allHot = body.hottest.length ? "Every memory used is listed as hottest." : "None.";
-    lists.append(list("Hottest", body.hottest, uses), list("Coldest (used least)", cold, uses, allHot),
-      list("Not sent to any model call for " + body.unused.days + " days (" + body.unused.count + ")", body.unused.memories));
+    const allHot = body.hottest.length ? gettext("Every memory used is listed as hottest.") : gettext("None.");
+    lists.append(list(gettext("Hottest"), body.hottest, uses), list(gettext("Coldest (used least)"), cold, uses, allHot),
+      list(interpolate(gettext("Not sent to any model call for %(days)s days (%(count)s)"), { days: body.unused.days, count: body.unused.count }, true), body.unused.memories));
     details.replaceChildren(lists);
-    dataTable("Use by kind and day", ["Day", "Kind", "Sent", "Retrieved"], body.by_kind.map((r) => [r.day, r.kind, r.sent, r.retrieved]));
-    showEmpty(false, "Cells: sent / retrieved, per day over " + days.length + " days.");
+    dataTable(gettext("Use by kind and day"), [gettext("Day"), gettext("Kind"), gettext("Sent"), gettext("Retrieved")], body.by_kind.map((r) => [r.day, kindName(r.kind), r.sent, r.retrieved]));
+    showEmpty(false, interpolate(ngettext("Cells: sent / retrieved, per day over %(count)s day.", "Cells: sent / retrieved, per day over %(count)s days.", days.length), { count: days.length }, true));
   }
 
   // --- quality -------------------------------------------------------------------------------
@@ -455,16 +476,16 @@
     body.figures.forEach((figure) => {
       const card = text("section", null, { class: "viewer-figure", "data-figure": figure.key });
       card.append(text("h3", figure.name));
-      const shown = !figure.signal ? "No signal"
+      const shown = !figure.signal ? gettext("No signal")
         : figure.value === null ? "—"
         : figure.unit === "ratio" ? (figure.value * 100).toFixed(1) + "%" : String(figure.value);
       card.append(text("div", shown, { class: "value" }));
       if (figure.note) card.append(text("p", figure.note, { class: "muted" }));
       const definition = text("details");
-      definition.append(text("summary", "Definition"), text("p", figure.definition));
+      definition.append(text("summary", gettext("Definition")), text("p", figure.definition));
       card.append(definition);
       if (figure.series.length) {
-        const spark = text("div", null, { class: "spark", role: "img", "aria-label": figure.name + " over " + body.days + " days" });
+        const spark = text("div", null, { class: "spark", role: "img", "aria-label": interpolate(gettext("%(name)s over %(days)s days"), { name: figure.name, days: body.days }, true) });
         card.append(spark);
         sparks.push([spark, figure]);
       }
@@ -474,7 +495,7 @@
     const main = root.querySelector("[data-viewer-chart]");
     const added = body.figures.find((f) => f.key === "memories_added");
     if (!added || !added.value) showEmpty(true, "");
-    else showEmpty(false, "Over the last " + body.days + " days, from " + body.since.slice(0, 10) + ".");
+    else showEmpty(false, interpolate(gettext("Over the last %(days)s days, from %(day)s."), { days: body.days, day: body.since.slice(0, 10) }, true));
     main.hidden = true;
     sparks.forEach(([element, figure], index) => {
       charts["spark" + index] = init(element);
@@ -498,12 +519,12 @@
     fetch(root.dataset.api + "?" + params.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then((response) => response.json().then((body) => ({ ok: response.ok, body: body })))
       .then(({ ok, body }) => {
-        if (!ok) { status.textContent = (body.error && body.error.message) || "The viewer could not load."; return; }
+        if (!ok) { status.textContent = (body.error && body.error.message) || gettext("The viewer could not load."); return; }
         DRAW[page](body);
         window.cadreViewer.ready = true;
         if (page !== "map" || body.status !== "computing") root.dataset.ready = "true";
       })
-      .catch(() => { status.textContent = "The viewer could not reach the server."; });
+      .catch(() => { status.textContent = gettext("The viewer could not reach the server."); });
   }
 
   // A shared link keeps its query (the scope and kind selects are set by the server).

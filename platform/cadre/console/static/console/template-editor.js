@@ -7,7 +7,8 @@
   var form = document.getElementById("version-form");
   if (!form) return;
 
-  // A new skill row from the formset's empty form (__prefix__ → the next index).
+  // A new skill row from the formset's empty form (__prefix__ → the next index; its labels'
+  // __number__, in whichever language they are written → the row's number).
   var add = document.getElementById("add-skill");
   var empty = document.getElementById("skill-empty");
   var total = form.querySelector("input[name=skill-TOTAL_FORMS]");
@@ -15,7 +16,7 @@
     add.addEventListener("click", function () {
       var index = parseInt(total.value, 10);
       var html = empty.innerHTML.replace(/__prefix__/g, String(index))
-        .replace(/([Ss]kill) new\b/g, "$1 " + (index + 1));
+        .replace(/__number__/g, String(index + 1));
       var body = document.querySelector("#skill-rows tbody");
       body.insertAdjacentHTML("beforeend", html);
       total.value = String(index + 1);
