@@ -8,6 +8,7 @@ import secrets
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from cadre.crypto import EncryptedTextField
 from cadre.im import platform_choices
@@ -29,8 +30,8 @@ class Connector(TenantModel):
     resource = "connector"
 
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        DISABLED = "disabled", "Disabled"
+        ACTIVE = "active", gettext_lazy("Active")
+        DISABLED = "disabled", gettext_lazy("Disabled")
 
     platform = models.CharField(max_length=16, choices=platform_choices)
     name = models.CharField(max_length=150)
@@ -103,12 +104,12 @@ class InboundEvent(models.Model):
     """One verified event from a platform, stored once per (connector, event key)."""
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        PROCESSING = "processing", "Processing"
-        PROCESSED = "processed", "Processed"
-        FAILED = "failed", "Failed"
-        UNMAPPED = "unmapped", "Unmapped user"
-        IGNORED = "ignored", "Ignored"
+        QUEUED = "queued", gettext_lazy("Queued")
+        PROCESSING = "processing", gettext_lazy("Processing")
+        PROCESSED = "processed", gettext_lazy("Processed")
+        FAILED = "failed", gettext_lazy("Failed")
+        UNMAPPED = "unmapped", gettext_lazy("Unmapped user")
+        IGNORED = "ignored", gettext_lazy("Ignored")
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="events")
@@ -144,9 +145,9 @@ class Delivery(models.Model):
     """A message or card sent (or to be sent) through a connector: one row per idempotency key."""
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        SENT = "sent", "Sent"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", gettext_lazy("Pending")
+        SENT = "sent", gettext_lazy("Sent")
+        FAILED = "failed", gettext_lazy("Failed")
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="deliveries")
@@ -211,8 +212,8 @@ class ConnectorNotice(TenantModel):
     resource = "connector"
 
     class Kind(models.TextChoices):
-        UNMAPPED_USER = "unmapped_user", "Unmapped user"
-        DELIVERY_FAILED = "delivery_failed", "Delivery failed"
+        UNMAPPED_USER = "unmapped_user", gettext_lazy("Unmapped user")
+        DELIVERY_FAILED = "delivery_failed", gettext_lazy("Delivery failed")
 
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="notices")
     kind = models.CharField(max_length=24, choices=Kind.choices)
@@ -245,15 +246,15 @@ class DirectorySync(TenantModel):
     resource = "connector"
 
     class Kind(models.TextChoices):
-        FULL = "full", "Full sync"
-        RECONCILE = "reconcile", "Nightly reconciliation"
-        EVENT = "event", "Contact-change event"
+        FULL = "full", gettext_lazy("Full sync")
+        RECONCILE = "reconcile", gettext_lazy("Nightly reconciliation")
+        EVENT = "event", gettext_lazy("Contact-change event")
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", gettext_lazy("Queued")
+        RUNNING = "running", gettext_lazy("Running")
+        SUCCEEDED = "succeeded", gettext_lazy("Succeeded")
+        FAILED = "failed", gettext_lazy("Failed")
 
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="syncs")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FULL)
@@ -347,20 +348,23 @@ class DirectoryConflict(TenantModel):
     resource = "connector"
 
     class Kind(models.TextChoices):
-        DUPLICATE_EMAIL = "duplicate_email", "Two directory users with one e-mail"
-        LOCAL_EDIT = "local_edit", "Member edited in Cadre since the last sync"
-        DEACTIVATE_REFUSED = "deactivate_refused", "Departed user could not be deactivated"
+        DUPLICATE_EMAIL = "duplicate_email", gettext_lazy("Two directory users with one e-mail")
+        LOCAL_EDIT = "local_edit", gettext_lazy("Member edited in Cadre since the last sync")
+        DEACTIVATE_REFUSED = (
+            "deactivate_refused",
+            gettext_lazy("Departed user could not be deactivated"),
+        )
 
     class Status(models.TextChoices):
-        OPEN = "open", "Open"
-        RESOLVED = "resolved", "Resolved"
+        OPEN = "open", pgettext_lazy("status", "Open")
+        RESOLVED = "resolved", gettext_lazy("Resolved")
 
     class Resolution(models.TextChoices):
-        TAKE_DIRECTORY = "take_directory", "Take the directory's values"
-        KEEP_LOCAL = "keep_local", "Keep Cadre's values"
-        LINK = "link", "Link to a chosen member"
-        CREATE = "create", "Create a member without the e-mail"
-        DISMISS = "dismiss", "Dismiss"
+        TAKE_DIRECTORY = "take_directory", gettext_lazy("Take the directory's values")
+        KEEP_LOCAL = "keep_local", gettext_lazy("Keep Cadre's values")
+        LINK = "link", gettext_lazy("Link to a chosen member")
+        CREATE = "create", gettext_lazy("Create a member without the e-mail")
+        DISMISS = "dismiss", gettext_lazy("Dismiss")
 
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="conflicts")
     sync = models.ForeignKey(

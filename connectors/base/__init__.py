@@ -93,6 +93,9 @@ class ParsedEvent:
     sender_name: str = ""
     sender_email: str = ""
     sender_mobile: str = ""
+    # The sender's language as the event states it ("zh-CN"), where the platform sends one
+    # (a webhook's `user.locale`): used when their member chose none.
+    sender_locale: str = ""
     tenant_key: str = ""
     chat_id: str = ""
     chat_type: str = "p2p"  # p2p, group
@@ -115,6 +118,7 @@ class ParsedEvent:
             "sender_name": self.sender_name,
             "sender_email": self.sender_email,
             "sender_mobile": self.sender_mobile,
+            "sender_locale": self.sender_locale,
             "tenant_key": self.tenant_key,
             "action": self.action,
             "context": self.context,
@@ -230,6 +234,9 @@ class Platform:
     # The platform's own OAuth login (a cadre.tenancy LoginProvider), registered for the
     # identity-provider kind of the platform's name; None: no login.
     login: ClassVar[Any] = None
+    # Does the platform's user profile (`Transport.lookup_user`) tell the user's language
+    # (`locale`)? Then a member who chose none in Cadre is written to in it.
+    reports_locale: ClassVar[bool] = False
     # Can the acknowledgement itself show a card click's outcome (Feishu toast)? If not, a
     # refusal is sent as a notice by a task after the ack.
     ack_shows_decisions: ClassVar[bool] = True

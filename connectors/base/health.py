@@ -6,12 +6,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
 from cadre.checks import FAIL, OK, WARN, Check
 from cadre.governance.models import AuditEvent
 from connectors.base import registry
 from connectors.models import Connector, Delivery
 
-LABELS = {"ok": "Healthy", "warn": "Needs a look", "fail": "Failing"}
+LABELS = {
+    "ok": gettext_lazy("Healthy"),
+    "warn": gettext_lazy("Needs a look"),
+    "fail": gettext_lazy("Failing"),
+}
 
 
 @dataclass(frozen=True)
@@ -102,13 +109,20 @@ def connector_health(connector: Connector, *, last: Outcome | object | None = _A
     platform = registry().get(connector.platform)
     if platform is None:
         return Health(
-            "fail", f"unknown platform {connector.platform!r}", "Disable or delete this connector."
+            "fail",
+            _("unknown platform %(platform)r") % {"platform": connector.platform},
+            _("Disable or delete this connector."),
         )
     mode = (connector.settings or {}).get("mode", "webhook")
     if mode in ("long_connection", "stream") and not platform.extra_installed():
         return Health(
             "fail",
-            f"{platform.label} {mode} mode needs the {platform.extra_module} package",
+            (
+                _("%(platform)s long-connection mode needs the %(module)s package")
+                if mode == "long_connection"
+                else _("%(platform)s stream mode needs the %(module)s package")
+            )
+            % {"platform": platform.label, "module": platform.extra_module},
             f"pip install 'cadre[{platform.extra}]'",
             fix_is_command=True,
         )
@@ -118,32 +132,40 @@ def connector_health(connector: Connector, *, last: Outcome | object | None = _A
         if last.kind == "delivery":
             return Health(
                 "fail",
-                f"The last message to {platform.label} failed: {last.message or 'no reason given'}",
-                "Test the credentials; see the connector page.",
-                label="Sending fails",
+                _("The last message to %(platform)s failed: %(reason)s")
+                % {"platform": platform.label, "reason": last.message or _("no reason given")},
+                _("Test the credentials; see the connector page."),
+                label=_("Sending fails"),
             )
         if not last.reachable:
             return Health(
                 "fail",
                 # The message says what to check (firewall, proxy, DNS).
-                f"The last credential test failed: {last.message}",
-                label="Unreachable",
+                _("The last credential test failed: %(reason)s") % {"reason": last.message},
+                label=_("Unreachable"),
             )
         return Health(
             "fail",
-            f"The last credential test failed: {last.message}",
-            "Rotate the credentials to the ones in the platform's console, then test again.",
-            label="Credentials refused",
+            _("The last credential test failed: %(reason)s") % {"reason": last.message},
+            _("Rotate the credentials to the ones in the platform's console, then test again."),
+            label=_("Credentials refused"),
         )
     if connector.signature_rejections or connector.failures:
         return Health(
             "warn",
-            f"{connector.signature_rejections} signature rejections, {connector.failures} "
-            f"failures (last: {connector.last_failure or '—'})",
-            "Compare the credentials with the platform's console; see the connector page.",
+            _("%(rejections)s signature rejections, %(failures)s failures (last: %(last)s)")
+            % {
+                "rejections": connector.signature_rejections,
+                "failures": connector.failures,
+                "last": connector.last_failure or "—",
+            },
+            _("Compare the credentials with the platform's console; see the connector page."),
         )
-    last_event = connector.last_event_at or "never"
-    return Health("ok", f"{platform.label}, last event {last_event}")
+    last_event = connector.last_event_at or _("never")
+    return Health(
+        "ok",
+        _("%(platform)s, last event %(when)s") % {"platform": platform.label, "when": last_event},
+    )
 
 
 def doctor_checks() -> list[Check]:

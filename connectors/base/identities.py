@@ -7,6 +7,8 @@ import re
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
@@ -110,7 +112,8 @@ def _identity_link(
         pass  # linked concurrently by another worker
 
 
-UNMAPPED_REPLY = (
+# Rendered in the organization's language (the sender is not known yet).
+UNMAPPED_REPLY = gettext_lazy(
     "Hello! I could not find your account in Cadre yet, so I cannot start your assistant. "
     "Your administrator has been notified and will link your account shortly."
 )
@@ -135,8 +138,11 @@ def unmapped_record(connector: Connector, event: ParsedEvent) -> UnmappedIdentit
             organization_id=connector.organization_id,
             connector=connector,
             kind=ConnectorNotice.Kind.UNMAPPED_USER,
-            message=f"{event.sender_name or event.sender_id} wrote to {connector.name} but is "
-            "not linked to any member. Link the account in Connectors → Identities.",
+            message=_(
+                "%(sender)s wrote to %(connector)s but is not linked to any member. Link the "
+                "account in Connectors → Identities."
+            )
+            % {"sender": event.sender_name or event.sender_id, "connector": connector.name},
             details={"platform_user_id": event.sender_id, "email": event.sender_email},
         )
     else:
@@ -154,11 +160,11 @@ def unmapped_identity_map(
     connector = unmapped.connector
     actor.require("connector.manage", connector)
     if member.organization_id != connector.organization_id:
-        raise InvalidInput("That member belongs to another organization.")
+        raise InvalidInput(_("That member belongs to another organization."))
     if member.status != Member.Status.ACTIVE:
         raise InvalidInput(
-            f"{member.display_name} is not active.",
-            details={"member": ["Choose an active member."]},
+            _("%(name)s is not active.") % {"name": member.display_name},
+            details={"member": [_("Choose an active member.")]},
         )
     existing = (
         IMIdentity.objects.filter(
@@ -172,8 +178,9 @@ def unmapped_identity_map(
     )
     if existing is not None and existing.member_id != member.pk:
         raise Conflict(
-            f"This account is already mapped to {existing.member.display_name}.",
-            details={"member": ["Unlink it on that member's page first."]},
+            _("This account is already mapped to %(name)s.")
+            % {"name": existing.member.display_name},
+            details={"member": [_("Unlink it on that member's page first.")]},
         )
     identity = existing
     if identity is None:
@@ -187,7 +194,7 @@ def unmapped_identity_map(
                     display_name=unmapped.display_name[:150],
                 )
         except IntegrityError:
-            raise Conflict("This account was mapped by someone else meanwhile.") from None
+            raise Conflict(_("This account was mapped by someone else meanwhile.")) from None
         audit.record(
             actor=actor,
             action="member.identity_add",

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre import outbound
 from cadre.agents.models import Deployment
@@ -37,25 +38,29 @@ def _platform_class(platform: str):
         return registry()[platform]
     except KeyError:
         raise InvalidInput(
-            f"Unknown platform {platform!r}.",
-            details={"platform": [f"Choose from {', '.join(sorted(registry()))}."]},
+            _("Unknown platform %(platform)r.") % {"platform": platform},
+            details={
+                "platform": [
+                    _("Choose from %(platforms)s.") % {"platforms": ", ".join(sorted(registry()))}
+                ]
+            },
         ) from None
 
 
 def _check_credentials(platform: str, credentials: dict) -> dict:
     platform_class = _platform_class(platform)
     if not isinstance(credentials, dict):
-        raise InvalidInput("Credentials must be an object.")
+        raise InvalidInput(_("Credentials must be an object."))
     allowed = set(platform_class.credential_fields) | set(platform_class.optional_credential_fields)
     unknown = sorted(set(credentials) - allowed)
     missing = [name for name in platform_class.credential_fields if not credentials.get(name)]
     details = {}
     if unknown:
-        details.update({name: ["Not a credential of this platform."] for name in unknown})
+        details.update({name: [_("Not a credential of this platform.")] for name in unknown})
     if missing:
-        details.update({name: ["This credential is required."] for name in missing})
+        details.update({name: [_("This credential is required.")] for name in missing})
     if details:
-        raise InvalidInput("The credentials do not fit the platform.", details=details)
+        raise InvalidInput(_("The credentials do not fit the platform."), details=details)
     return {name: str(value).strip() for name, value in credentials.items() if value}
 
 
@@ -64,11 +69,11 @@ def _unstorable(value) -> str:
     and no infinity), or "" when it can."""
     if isinstance(value, str):
         if "\x00" in value:
-            return "Null characters are not allowed."
+            return _("Null characters are not allowed.")
         if any("\ud800" <= character <= "\udfff" for character in value):
-            return "Surrogate characters are not allowed."
+            return _("Surrogate characters are not allowed.")
     elif isinstance(value, float) and not math.isfinite(value):
-        return "Numbers must be finite."
+        return _("Numbers must be finite.")
     elif isinstance(value, dict):
         return next(
             (reason for item in value.items() for reason in map(_unstorable, item) if reason), ""
@@ -96,19 +101,24 @@ def _check_numbers(settings: dict) -> None:
             or (kind is int and number != int(number))
             or not lowest <= number <= highest
         ):
+            bounds = {"name": name, "lowest": lowest, "highest": highest}
             raise InvalidInput(
-                f"{name} must be a number from {lowest} to {highest}.",
-                details={"settings": {name: [f"A number from {lowest} to {highest}."]}},
+                _("%(name)s must be a number from %(lowest)s to %(highest)s.") % bounds,
+                details={
+                    "settings": {name: [_("A number from %(lowest)s to %(highest)s.") % bounds]}
+                },
             )
         settings[name] = kind(number)
 
 
 def _check_settings(platform: str, settings: dict | None) -> dict:
     if settings is not None and not isinstance(settings, dict):
-        raise InvalidInput("Settings must be an object.")
+        raise InvalidInput(_("Settings must be an object."))
     settings = dict(settings or {})
     if reason := _unstorable(settings):
-        raise InvalidInput(f"Settings: {reason}", details={"settings": [reason]})
+        raise InvalidInput(
+            _("Settings: %(reason)s") % {"reason": reason}, details={"settings": [reason]}
+        )
     _check_numbers(settings)
     settings = _platform_class(platform).settings_checked(settings)
     for name in API_URL_SETTINGS:
@@ -136,7 +146,8 @@ def connector_create(
             connector.save()
     except IntegrityError:
         raise Conflict(
-            "A connector with this name already exists.", details={"name": ["Choose another name."]}
+            _("A connector with this name already exists."),
+            details={"name": [_("Choose another name.")]},
         ) from None
     audit.record(
         actor=actor, action="connector.create", target=connector, after=_snapshot(connector)
@@ -161,14 +172,14 @@ def connector_update(
         connector.settings = _check_settings(connector.platform, settings)
     if status is not None:
         if status not in Connector.Status.values:
-            raise InvalidInput(f"Unknown status {status!r}.")
+            raise InvalidInput(_("Unknown status %(status)r.") % {"status": status})
         connector.status = status
     connector.updated_at = timezone.now()
     try:
         with transaction.atomic():
             connector.save(update_fields=["name", "settings", "status", "updated_at"])
     except IntegrityError:
-        raise Conflict("A connector with this name already exists.") from None
+        raise Conflict(_("A connector with this name already exists.")) from None
     audit.record(
         actor=actor,
         action="connector.update",
@@ -202,7 +213,7 @@ def _same_org(actor: Actor, objects: Iterable) -> list:
     objects = list(objects)
     for obj in objects:
         if obj.organization_id != actor.organization.pk:
-            raise InvalidInput("That object belongs to another organization.")
+            raise InvalidInput(_("That object belongs to another organization."))
     return objects
 
 
@@ -229,8 +240,8 @@ def binding_create(
     ):
         # Another organization's deployment is as unknown as one that does not exist.
         raise InvalidInput(
-            "No such deployment.",
-            details={"deployment_id": ["Choose a deployment of your organization."]},
+            _("No such deployment."),
+            details={"deployment_id": [_("Choose a deployment of your organization.")]},
         )
     binding = ConnectorBinding.objects.create(
         organization=actor.organization,
@@ -298,7 +309,7 @@ def claim_delivery(
     inbound_event_id: int | None = None,
 ) -> tuple[Delivery, bool]:
     """The delivery for this key; (delivery, True) when it still has to be sent."""
-    delivery, _ = Delivery.objects.get_or_create(
+    delivery, _created = Delivery.objects.get_or_create(
         connector=connector,
         idempotency_key=idempotency_key[:191],
         defaults={
@@ -378,23 +389,34 @@ def connector_test_credentials(
         result = CredentialCheck(True, message, host)
     except DestinationRefused as error:
         result = CredentialCheck(
-            False, f"Cadre does not call {host}: {error}", host, reachable=False
+            False,
+            _("Cadre does not call %(host)s: %(error)s") % {"host": host, "error": error},
+            host,
+            reachable=False,
         )
     except TransportError as error:
         network = error.status is None and error.retryable and str(error).startswith("network")
         if network:
             result = CredentialCheck(
                 False,
-                f"Could not reach {host}: {str(error).removeprefix('network error: ')}. Check "
-                "that this server can reach the platform (firewall, proxy, DNS).",
+                _(
+                    "Could not reach %(host)s: %(error)s. Check that this server can reach the "
+                    "platform (firewall, proxy, DNS)."
+                )
+                % {"host": host, "error": str(error).removeprefix("network error: ")},
                 host,
                 reachable=False,
             )
         else:
-            result = CredentialCheck(False, f"The platform refused the credentials: {error}", host)
+            result = CredentialCheck(
+                False, _("The platform refused the credentials: %(error)s") % {"error": error}, host
+            )
     except KeyError as error:
         result = CredentialCheck(
-            False, f"The credentials or the platform's answer lack {error.args[0]!r}.", host
+            False,
+            _("The credentials or the platform's answer lack %(field)r.")
+            % {"field": error.args[0]},
+            host,
         )
     except InvalidInput as error:
         result = CredentialCheck(False, error.message, host)

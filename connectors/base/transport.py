@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from django.core.cache import cache
+from django.utils.translation import gettext as _
 
 from cadre import outbound
 
@@ -204,7 +205,8 @@ class Transport:
         raise NotImplementedError
 
     def lookup_user(self, user_id: str) -> dict:
-        """Profile of a platform user ({email, mobile, name}) for identity matching."""
+        """Profile of a platform user ({email, mobile, name}) for identity matching, and
+        `locale` where the platform tells the user's language (Slack)."""
         return {}
 
     # --- tokens ---------------------------------------------------------------------------
@@ -213,7 +215,7 @@ class Transport:
         """Call the platform's token or auth endpoint once, to test the stored credentials:
         (what was called, what it said). Raises TransportError."""
         self.fetch_token()  # Feishu tenant_access_token, WeCom gettoken, DingTalk accessToken
-        return self.base_url, "The platform issued an access token for these credentials."
+        return self.base_url, _("The platform issued an access token for these credentials.")
 
     def fetch_token(self) -> tuple[str, int]:
         """(token, lifetime in seconds) from the platform; platforms without tokens keep this."""

@@ -31,6 +31,8 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.errors import CadreError
 from cadre.governance.confirmations import (
@@ -44,6 +46,7 @@ from cadre.ports import Registry
 from cadre.tenancy.models import IMIdentity, Member
 from connectors.base import DecisionOutcome, ParsedEvent, constant_time_equal, platform_for
 from connectors.base.identities import identity_resolve
+from connectors.base.language import speaking_to
 from connectors.models import Connector, DecisionTokenUse, Delivery, InboundEvent
 from connectors.outbound.sending import send
 
@@ -109,11 +112,15 @@ class CardContent:
     details: list[tuple[str, str]] = field(default_factory=list)
     # The buttons and the decided state's words: a skill proposal's card
     # (connectors.cards.proposals) says "Save as skill" / "Dismiss" and "Saved as skill" /
-    # "Dismissed".
-    approve_label: str = "Approve"
-    reject_label: str = "Reject"
-    approved_word: str = "Approved"
-    rejected_word: str = "Rejected"
+    # "Dismissed". Rendered in the active language: the card's reader's (`speaking_to`).
+    approve_label: str = gettext_lazy("Approve")
+    reject_label: str = gettext_lazy("Reject")
+    approved_word: str = gettext_lazy("Approved")
+    rejected_word: str = gettext_lazy("Rejected")
+
+
+# The decided state of an approve and of a reject, as `cards_mark_decided` shows them.
+DECIDED_WORDS = (gettext_lazy("Approved"), gettext_lazy("Rejected"))
 
 
 def _key() -> bytes:
@@ -146,18 +153,18 @@ def read_decision_token(token: str, *, now: datetime | None = None) -> DecisionC
         body = _unb64(body_part)
         given = _unb64(mac_part)
     except (ValueError, AttributeError):
-        raise DecisionRefused("This button is not valid.") from None
+        raise DecisionRefused(_("This button is not valid.")) from None
     expected = hmac.new(_key(), body, hashlib.sha256).digest()
     if not constant_time_equal(expected, given):
-        raise DecisionRefused("This button is not valid.")
+        raise DecisionRefused(_("This button is not valid."))
     try:
         ref, decider, expires, nonce = body.decode().rsplit(".", 3)
         claim = DecisionClaim(ref, int(decider), int(expires), nonce)
     except ValueError:
-        raise DecisionRefused("This button is not valid.") from None
+        raise DecisionRefused(_("This button is not valid.")) from None
     current = (now or timezone.now()).timestamp()
     if current > claim.expires_at:
-        raise DecisionRefused("This confirmation has expired; nothing was done.")
+        raise DecisionRefused(_("This confirmation has expired; nothing was done."))
     return claim
 
 
@@ -172,12 +179,20 @@ def card_content(
     token = decision_token(ref, decider_id, confirmation.expires_at)
     return CardContent(
         confirmation_ref=ref,
-        title=title or getattr(confirmation, "title", "") or "Confirmation needed",
-        summary=confirmation.summary,
+        title=str(title or getattr(confirmation, "title", "") or _("Confirmation needed")),
+        # In the reader's language where governance can rebuild it (`summary_text`).
+        summary=str(getattr(confirmation, "summary_text", None) or confirmation.summary),
         expires_at=confirmation.expires_at,
         approve_value={TOKEN_FIELD: token, DECISION_FIELD: APPROVE},
         reject_value={TOKEN_FIELD: token, DECISION_FIELD: REJECT},
-        details=list(details or getattr(confirmation, "details_for_card", []) or []),
+        details=[
+            (str(label), str(value))
+            for label, value in (details or getattr(confirmation, "details_for_card", []) or [])
+        ],
+        approve_label=_("Approve"),
+        reject_label=_("Reject"),
+        approved_word=_("Approved"),
+        rejected_word=_("Rejected"),
     )
 
 
@@ -191,22 +206,32 @@ def card_action_received(
 
     Runs before the acknowledgement (a few indexed queries), so the person who clicked sees
     the outcome at once; the decision itself is applied by the worker (the stored event).
+    The outcome is told in the clicker's language (the organization's for a stranger).
     """
+    clicker = None
+    if event.sender_id:
+        clicker = identity_resolve(
+            connector, platform_user_id=event.sender_id, tenant_key=event.tenant_key
+        )
+    with speaking_to(clicker, organization=connector.organization):
+        return _card_action_checked(connector, event, event_id, clicker)
+
+
+def _card_action_checked(
+    connector: Connector, event: ParsedEvent, event_id: int | None, member: Member | None
+) -> DecisionOutcome:
     if event_id is None:
-        return DecisionOutcome(False, "This click was already received.")
+        return DecisionOutcome(False, _("This click was already received."))
     token = str(event.action.get(TOKEN_FIELD, ""))
     decision = str(event.action.get(DECISION_FIELD, ""))
     try:
         if decision not in (APPROVE, REJECT):
-            raise DecisionRefused("This button is not valid.")
+            raise DecisionRefused(_("This button is not valid."))
         claim = read_decision_token(token)
-        member = identity_resolve(
-            connector, platform_user_id=event.sender_id, tenant_key=event.tenant_key
-        )
         if member is None or member.pk != claim.decider_id:
-            raise DecisionRefused("Only the person this card was sent to can decide here.")
+            raise DecisionRefused(_("Only the person this card was sent to can decide here."))
         if member.organization_id != connector.organization_id:
-            raise DecisionRefused("Only the person this card was sent to can decide here.")
+            raise DecisionRefused(_("Only the person this card was sent to can decide here."))
         earlier = (
             DecisionTokenUse.objects.filter(confirmation_ref=claim.confirmation_ref)
             .exclude(nonce=claim.nonce)
@@ -214,8 +239,12 @@ def card_action_received(
         )
         if earlier is not None:
             raise DecisionRefused(
-                f"This was already decided ({earlier.decision}) "
-                f"at {earlier.used_at:%Y-%m-%d %H:%M %Z}."
+                (
+                    _("This was already decided (approved) at %(time)s.")
+                    if earlier.decision == APPROVE
+                    else _("This was already decided (rejected) at %(time)s.")
+                )
+                % {"time": f"{earlier.used_at:%Y-%m-%d %H:%M %Z}".strip()}
             )
         try:
             with transaction.atomic():
@@ -226,7 +255,7 @@ def card_action_received(
                     decision=decision,
                 )
         except IntegrityError:
-            raise DecisionRefused("This button was already used.") from None
+            raise DecisionRefused(_("This button was already used.")) from None
     except DecisionRefused as refusal:
         InboundEvent.objects.filter(pk=event_id).update(
             status=InboundEvent.Status.IGNORED,
@@ -238,10 +267,12 @@ def card_action_received(
     kind = card_kind(claim.confirmation_ref)
     if kind is not None:
         return kind.outcome(member, decision)
-    word = "Approved" if decision == APPROVE else "Rejected"
-    return DecisionOutcome(
-        True, f"{word} by {member.display_name}. Recording the decision…", decision
+    text = (
+        _("Approved by %(name)s. Recording the decision…")
+        if decision == APPROVE
+        else _("Rejected by %(name)s. Recording the decision…")
     )
+    return DecisionOutcome(True, text % {"name": member.display_name}, decision)
 
 
 def decision_apply(event: InboundEvent) -> str:
@@ -277,8 +308,13 @@ def decision_apply(event: InboundEvent) -> str:
 
 
 def confirmation_card(confirmation: ConfirmationLike, decider) -> dict:
-    """Platform-neutral card content for one decider (each platform renders it). The
-    approve/reject values carry the decider's signed single-use token."""
+    """Platform-neutral card content for one decider (each platform renders it), in the
+    decider's language. The approve/reject values carry the decider's signed single-use token."""
+    with speaking_to(decider):
+        return _confirmation_card(confirmation, decider)
+
+
+def _confirmation_card(confirmation: ConfirmationLike, decider) -> dict:
     content = card_content(confirmation, decider.pk)
     return {
         "confirmation_id": confirmation.pk,
@@ -287,8 +323,13 @@ def confirmation_card(confirmation: ConfirmationLike, decider) -> dict:
         "fields": [{"label": label, "value": value} for label, value in content.details],
         "expires_at": content.expires_at.isoformat(),
         "actions": [
-            {"id": APPROVE, "label": "Approve", "style": "primary", "value": content.approve_value},
-            {"id": REJECT, "label": "Reject", "style": "danger", "value": content.reject_value},
+            {
+                "id": APPROVE,
+                "label": _("Approve"),
+                "style": "primary",
+                "value": content.approve_value,
+            },
+            {"id": REJECT, "label": _("Reject"), "style": "danger", "value": content.reject_value},
         ],
     }
 
@@ -305,7 +346,8 @@ def cards_for_decided(confirmation, actor) -> None:
     if str(confirmation.decided_via).startswith("im:"):
         return
     ref, decision = str(confirmation.pk), confirmation.status
-    decided_by = str(confirmation.decided_by_id or "system")
+    # Who decided, by name; "" for no person (expiry, cancel): the card then says only when.
+    decided_by = getattr(getattr(confirmation, "decided_by", None), "display_name", "") or ""
 
     def update() -> None:
         try:
@@ -346,8 +388,9 @@ def cards_send(
         for identity in by_member.get(decider.pk, []):
             connector = next(c for c in connectors if c.platform == identity.platform)
             platform = platform_for(connector)
-            content = card_content(confirmation, decider.pk, title=title, details=details)
-            card = platform.render_confirmation_card(content)
+            with speaking_to(decider):  # each decider reads the card in their language
+                content = card_content(confirmation, decider.pk, title=title, details=details)
+                card = platform.render_confirmation_card(content)
             delivery = send(
                 connector,
                 kind="card",
@@ -368,36 +411,52 @@ def cards_mark_decided(
     decided_by: str,
     decision: str,
     decided_at: datetime,
-    words: tuple[str, str] = ("Approved", "Rejected"),
+    words: tuple[str, str] = DECIDED_WORDS,
 ) -> int:
     """Update every sent copy of the confirmation's card to show who decided and when
-    (`words`: the decided state of an approve and of a reject)."""
+    (`words`: the decided state of an approve and of a reject, lazy texts rendered in each
+    copy's reader's language)."""
     updated = 0
     copies = Delivery.objects.filter(
         confirmation_ref=confirmation_ref, kind="card", status=Delivery.Status.SENT
-    ).select_related("connector")
+    ).select_related("connector", "connector__organization")
     for copy in copies:
         platform = platform_for(copy.connector)
-        card = platform.render_decided_card(
-            CardContent(
-                confirmation_ref=confirmation_ref,
-                title="",
-                summary=copy.body.get("summary", ""),
-                expires_at=decided_at,
-                approve_value={},
-                reject_value={},
-                approved_word=words[0],
-                rejected_word=words[1],
-            ),
-            decided_by=decided_by,
-            decision=decision,
-            decided_at=decided_at,
-        )
+        with speaking_to(_copy_reader(copy), organization=copy.connector.organization):
+            card = platform.render_decided_card(
+                CardContent(
+                    confirmation_ref=confirmation_ref,
+                    title="",
+                    summary=copy.body.get("summary", ""),
+                    expires_at=decided_at,
+                    approve_value={},
+                    reject_value={},
+                    approved_word=str(words[0]),
+                    rejected_word=str(words[1]),
+                ),
+                decided_by=decided_by,
+                decision=decision,
+                decided_at=decided_at,
+            )
         platform.transport().update_card(
             copy.platform_message_id, card, extra=copy.body.get("_delivery", {})
         )
         updated += 1
     return updated
+
+
+def _copy_reader(copy: Delivery) -> Member | None:
+    """The member a sent card was addressed to (None when no identity names them now)."""
+    identity = (
+        IMIdentity.objects.filter(
+            organization_id=copy.connector.organization_id,
+            platform=copy.connector.platform,
+            platform_user_id=copy.recipient,
+        )
+        .select_related("member", "member__organization")
+        .first()
+    )
+    return identity.member if identity is not None else None
 
 
 def register() -> None:

@@ -16,6 +16,8 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.errors import CadreError
 from cadre.governance.confirmations import APPROVE
@@ -23,6 +25,7 @@ from cadre.skills import selectors, services
 from cadre.skills.services import proposal_created, proposal_decided
 from cadre.tenancy.actors import member_actor
 from connectors.base import DecisionOutcome, platform_for
+from connectors.base.language import speaking_to
 from connectors.cards.decisions import (
     CARD_KINDS,
     CardContent,
@@ -36,9 +39,10 @@ from connectors.outbound.sending import send
 logger = logging.getLogger(__name__)
 
 REF_PREFIX = "skill-proposal:"
-TITLE = "Save this as a skill?"
-LABELS = ("Save as skill", "Dismiss")
-WORDS = ("Saved as skill", "Dismissed")
+# Rendered in the reader's language (`speaking_to`).
+TITLE = gettext_lazy("Save this as a skill?")
+LABELS = (gettext_lazy("Save as skill"), gettext_lazy("Dismiss"))
+WORDS = (gettext_lazy("Saved as skill"), gettext_lazy("Dismissed"))
 # The buttons stay usable this long; the proposal itself waits in "My skill proposals".
 BUTTON_LIFETIME = timedelta(days=30)
 
@@ -48,25 +52,26 @@ def proposal_ref(proposal) -> str:
 
 
 def card_content(proposal) -> CardContent:
-    """The proposal's card for its employee (the only person who may decide it)."""
+    """The proposal's card for its employee (the only person who may decide it), in the active
+    language."""
     ref = proposal_ref(proposal)
     expires_at = proposal.created_at + BUTTON_LIFETIME
     token = decision_token(ref, proposal.member_id, expires_at)
-    details = [("Skill", proposal.name), ("From your message", proposal.correction[:200])]
+    details = [(_("Skill"), proposal.name), (_("From your message"), proposal.correction[:200])]
     if proposal.package_id:
-        details.insert(1, ("New version of", proposal.package.full_name))
+        details.insert(1, (_("New version of"), proposal.package.full_name))
     return CardContent(
         confirmation_ref=ref,
-        title=TITLE,
+        title=str(TITLE),
         summary=proposal.summary,
         expires_at=expires_at,
         approve_value={"cadre_token": token, "decision": "approve"},
         reject_value={"cadre_token": token, "decision": "reject"},
         details=details,
-        approve_label=LABELS[0],
-        reject_label=LABELS[1],
-        approved_word=WORDS[0],
-        rejected_word=WORDS[1],
+        approve_label=str(LABELS[0]),
+        reject_label=str(LABELS[1]),
+        approved_word=str(WORDS[0]),
+        rejected_word=str(WORDS[1]),
     )
 
 
@@ -86,12 +91,14 @@ def card_for_created(proposal) -> int:
     platform = platform_for(connector)
     if not platform.capabilities.cards:
         return 0
-    content = card_content(proposal)
+    with speaking_to(proposal.member):  # the employee reads it in their language
+        content = card_content(proposal)
+        card = platform.render_confirmation_card(content)
     send(
         connector,
         kind="card",
         recipient=event.sender_id,
-        body={"card": platform.render_confirmation_card(content), "summary": content.summary},
+        body={"card": card, "summary": content.summary},
         idempotency_key=f"{content.confirmation_ref}:card",
         confirmation_ref=content.confirmation_ref,
     )
@@ -125,9 +132,14 @@ def card_for_decided(proposal, via: str) -> None:
 
 
 def click_outcome(member, decision: str) -> DecisionOutcome:
-    """What the employee sees at once after an accepted click."""
-    word = "Saving it as a skill" if decision == APPROVE else "Dismissing it"
-    return DecisionOutcome(True, f"{word}, {member.display_name}…", decision)
+    """What the employee sees at once after an accepted click (in the active language: the
+    clicker's, `card_action_received`)."""
+    text = (
+        _("Saving it as a skill, %(name)s…")
+        if decision == APPROVE
+        else _("Dismissing it, %(name)s…")
+    )
+    return DecisionOutcome(True, text % {"name": member.display_name}, decision)
 
 
 def click_apply(event: InboundEvent, ref: str, decision: str, member) -> str:

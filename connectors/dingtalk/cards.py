@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from connectors.base.language import decided_line
+
 
 def confirmation_card(card) -> dict:
     token = card.approve_value.get("cadre_token", "")
@@ -26,8 +28,8 @@ def confirmation_card(card) -> dict:
                 "status": "pending",
                 "approve_params": json.dumps(card.approve_value),
                 "reject_params": json.dumps(card.reject_value),
-                "approve_label": card.approve_label,
-                "reject_label": card.reject_label,
+                "approve_label": str(card.approve_label),
+                "reject_label": str(card.reject_label),
             }
         },
     }
@@ -39,7 +41,7 @@ def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
         "cardData": {
             "cardParamMap": {
                 "status": decision,
-                "decided": f"{word} by {decided_by} at {decided_at:%Y-%m-%d %H:%M %Z}".strip(),
+                "decided": decided_line(str(word), decided_by, decided_at, "%Y-%m-%d %H:%M %Z"),
                 "approve_params": "",
                 "reject_params": "",
             }

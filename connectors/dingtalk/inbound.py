@@ -22,6 +22,7 @@ import math
 import time
 
 from django.core.cache import cache
+from django.utils.translation import gettext_lazy
 
 from connectors.base import (
     Capabilities,
@@ -59,14 +60,20 @@ class DingTalkPlatform(Platform):
     )
     credential_fields = ("app_key", "app_secret")
     credential_labels = {
-        "app_key": ("Client ID (AppKey)", "Developer console → your app → Credentials."),
-        "app_secret": ("Client Secret (AppSecret)", "Developer console → your app → Credentials."),
+        "app_key": (
+            gettext_lazy("Client ID (AppKey)"),
+            gettext_lazy("Developer console → your app → Credentials."),
+        ),
+        "app_secret": (
+            gettext_lazy("Client Secret (AppSecret)"),
+            gettext_lazy("Developer console → your app → Credentials."),
+        ),
     }
     setting_fields = ("robot_code", "card_template_id", "api_base_url", "oapi_base_url", "mode")
     extra = "dingtalk"
     extra_module = "dingtalk_stream"
-    extra_purpose = "DingTalk stream mode"
-    extra_consequence = (
+    extra_purpose = gettext_lazy("DingTalk stream mode")
+    extra_consequence = gettext_lazy(
         "Stream mode is unavailable until it is installed; HTTP callbacks work without it."
     )
     outbound_mode = "stream mode"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from connectors.base.language import decided_line, expires_line
 
-def _text(content: str) -> dict:
-    return {"tag": "plain_text", "content": content}
+
+def _text(content) -> dict:
+    return {"tag": "plain_text", "content": str(content)}
 
 
 def confirmation_card(card) -> dict:
@@ -41,9 +43,7 @@ def confirmation_card(card) -> dict:
             ],
         }
     )
-    elements.append(
-        {"tag": "note", "elements": [_text(f"Expires {card.expires_at:%Y-%m-%d %H:%M %Z}".strip())]}
-    )
+    elements.append({"tag": "note", "elements": [_text(expires_line(card.expires_at))]})
     return {
         # update_multi: one card content for everyone, so a PATCH updates every viewer's copy
         "config": {"wide_screen_mode": True, "update_multi": True},
@@ -57,7 +57,7 @@ def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
     return {
         "config": {"wide_screen_mode": True, "update_multi": True},
         "header": {
-            "title": _text(f"{word}"),
+            "title": _text(word),
             "template": "green" if decision == "approve" else "red",
         },
         "elements": [
@@ -65,7 +65,7 @@ def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
             {
                 "tag": "note",
                 "elements": [
-                    _text(f"{word} by {decided_by} at {decided_at:%Y-%m-%d %H:%M %Z}".strip())
+                    _text(decided_line(str(word), decided_by, decided_at, "%Y-%m-%d %H:%M %Z"))
                 ],
             },
         ],

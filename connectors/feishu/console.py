@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
 from connectors.base import SettingField, SetupGuide
 
 if TYPE_CHECKING:
@@ -12,14 +15,19 @@ if TYPE_CHECKING:
 
 SETTINGS: tuple[SettingField, ...] = (
     SettingField(
-        "domain", "Domain", choices=(("feishu", "Feishu (China)"), ("lark", "Lark (global)"))
+        "domain",
+        gettext_lazy("Domain"),
+        choices=(
+            ("feishu", gettext_lazy("Feishu (China)")),
+            ("lark", gettext_lazy("Lark (global)")),
+        ),
     ),
     SettingField(
         "mode",
-        "How events arrive",
+        gettext_lazy("How events arrive"),
         choices=(
-            ("webhook", "HTTP callbacks to this server"),
-            ("long_connection", "Long connection (no public URL needed)"),
+            ("webhook", gettext_lazy("HTTP callbacks to this server")),
+            ("long_connection", gettext_lazy("Long connection (no public URL needed)")),
         ),
     ),
 )
@@ -32,35 +40,42 @@ def guide(connector: Connector, url: str, mode: str) -> SetupGuide:
     guide = SetupGuide()
     if mode == "long_connection":
         guide.steps = [
-            f"In {console}, open your app → Events & Callbacks → Event configuration.",
-            "Subscription mode: “Receive events through persistent connection”. No request "
-            "URL is needed.",
-            "Callback configuration: also choose the persistent connection.",
+            _("In %(console)s, open your app → Events & Callbacks → Event configuration.")
+            % {"console": console},
+            _(
+                "Subscription mode: “Receive events through persistent connection”. No request "
+                "URL is needed."
+            ),
+            _("Callback configuration: also choose the persistent connection."),
         ]
     else:
         guide.values = [
-            ("Event configuration → Request URL", url),
-            ("Callback configuration → Request URL", url),
+            (_("Event configuration → Request URL"), url),
+            (_("Callback configuration → Request URL"), url),
         ]
         guide.steps = [
-            f"In {console}, open your app → Events & Callbacks.",
-            "Event configuration: choose “Send events to developer server” and paste the "
-            "request URL; Feishu checks it at once (Cadre answers the challenge).",
-            "Callback configuration: paste the same URL for card callbacks.",
-            "Encryption strategy: copy the Encrypt Key and the Verification Token into this "
-            "connector (Rotate credentials) — with an Encrypt Key every event is signed.",
+            _("In %(console)s, open your app → Events & Callbacks.") % {"console": console},
+            _(
+                "Event configuration: choose “Send events to developer server” and paste the "
+                "request URL; Feishu checks it at once (Cadre answers the challenge)."
+            ),
+            _("Callback configuration: paste the same URL for card callbacks."),
+            _(
+                "Encryption strategy: copy the Encrypt Key and the Verification Token into this "
+                "connector (Rotate credentials) — with an Encrypt Key every event is signed."
+            ),
         ]
     guide.lists = [
-        ("Events to add", ["im.message.receive_v1 (Receive messages)"]),
-        ("Callbacks to add", ["card.action.trigger (Card action)"]),
+        (_("Events to add"), [_("im.message.receive_v1 (Receive messages)")]),
+        (_("Callbacks to add"), [_("card.action.trigger (Card action)")]),
         (
-            "Permissions",
+            _("Permissions"),
             [
-                "im:message (read and send messages in chats)",
-                "im:message:send_as_bot (send messages as the app)",
-                "contact:user.email:readonly (optional: match people by email)",
+                _("im:message (read and send messages in chats)"),
+                _("im:message:send_as_bot (send messages as the app)"),
+                _("contact:user.email:readonly (optional: match people by email)"),
             ],
         ),
-        ("Then", ["Enable the Bot capability and publish a new app version."]),
+        (_("Then"), [_("Enable the Bot capability and publish a new app version.")]),
     ]
     return guide

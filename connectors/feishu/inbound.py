@@ -13,6 +13,8 @@ import json
 import re
 from collections.abc import Mapping
 
+from django.utils.translation import gettext_lazy
+
 from connectors.base import (
     Capabilities,
     DecisionOutcome,
@@ -49,20 +51,25 @@ class FeishuPlatform(Platform):
     credential_fields = ("app_id", "app_secret")
     optional_credential_fields = ("encrypt_key", "verification_token")
     credential_labels = {
-        "app_id": ("App ID", "Credentials & Basic Info → App ID (cli_…)."),
-        "app_secret": ("App Secret", "Credentials & Basic Info → App Secret."),
+        "app_id": ("App ID", gettext_lazy("Credentials & Basic Info → App ID (cli_…).")),
+        "app_secret": ("App Secret", gettext_lazy("Credentials & Basic Info → App Secret.")),
         "encrypt_key": (
             "Encrypt Key",
-            "Events & Callbacks → Encryption strategy. Recommended: events are then encrypted "
-            "and signed.",
+            gettext_lazy(
+                "Events & Callbacks → Encryption strategy. Recommended: events are then "
+                "encrypted and signed."
+            ),
         ),
-        "verification_token": ("Verification Token", "Events & Callbacks → Encryption strategy."),
+        "verification_token": (
+            "Verification Token",
+            gettext_lazy("Events & Callbacks → Encryption strategy."),
+        ),
     }
     setting_fields = ("domain", "api_base_url", "mode", "user_id_type", "tolerance_seconds")
     extra = "feishu"
     extra_module = "lark_oapi"
-    extra_purpose = "Feishu/Lark long-connection mode"
-    extra_consequence = (
+    extra_purpose = gettext_lazy("Feishu/Lark long-connection mode")
+    extra_consequence = gettext_lazy(
         "Long-connection mode is unavailable until it is installed; HTTP callbacks work without it."
     )
     outbound_mode = "long-connection mode"

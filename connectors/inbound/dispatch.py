@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.agents.runtime.records.delivery import FOLLOW_UP, Reply
 from cadre.queues import enqueue
 from connectors.base import ParsedEvent, identities, registry, services
+from connectors.base.language import speaking_to
 from connectors.base.transport import Transport, TransportError
 from connectors.cards.decisions import decision_apply
 from connectors.inbound.sessions import Batch, resolve_sender, start_run
@@ -41,6 +44,7 @@ def parsed(event: InboundEvent) -> ParsedEvent:
         sender_name=payload.get("sender_name", ""),
         sender_email=payload.get("sender_email", ""),
         sender_mobile=payload.get("sender_mobile", ""),
+        sender_locale=payload.get("sender_locale", ""),
         tenant_key=payload.get("tenant_key", ""),
         chat_type=payload.get("chat_type", "p2p"),
         text=payload.get("text", ""),
@@ -67,7 +71,7 @@ def _directory_changes(event: InboundEvent, changes: list) -> None:
                 )
 
 
-NO_AGENT_REPLY = (
+NO_AGENT_REPLY = gettext_lazy(
     "Hello! You do not have an assistant on this channel yet. Please ask your "
     "administrator to set one up for you."
 )
@@ -79,7 +83,9 @@ def process_claimed(event: InboundEvent, batch: Batch) -> str:
     connector = event.connector
     try:
         if event.kind == "card_action":
-            outcome = decision_apply(event)
+            # The clicker is told why a decision was refused in their language.
+            with speaking_to(event.member, organization=connector.organization):
+                outcome = decision_apply(event)
             if outcome.startswith("refused: "):
                 reply_text(
                     event,
@@ -99,10 +105,13 @@ def process_claimed(event: InboundEvent, batch: Batch) -> str:
         message = parsed(event)
         member = resolve_sender(connector, message, batch)
         if member is None:
-            identities.unmapped_record(connector, message)
+            # A stranger: the language their event states, else the organization's.
+            with speaking_to(organization=connector.organization, locale=message.sender_locale):
+                identities.unmapped_record(connector, message)
+                unmapped_reply = str(identities.UNMAPPED_REPLY)
             reply_text(
                 event,
-                identities.UNMAPPED_REPLY,
+                unmapped_reply,
                 key=f"unmapped:{event.pk}",
                 transport=batch.transport(connector),
             )
@@ -118,9 +127,11 @@ def process_claimed(event: InboundEvent, batch: Batch) -> str:
                     event, InboundEvent.Status.PROCESSED, member=member, run_ref=str(run.pk)
                 )
         if run is None:
+            with speaking_to(member):
+                no_agent_reply = str(NO_AGENT_REPLY)
             reply_text(
                 event,
-                NO_AGENT_REPLY,
+                no_agent_reply,
                 key=f"no-agent:{event.pk}",
                 transport=batch.transport(connector),
             )
@@ -170,9 +181,15 @@ def reply_text(
 
 
 def decision_refused_notice(event_id: int) -> None:
-    event = InboundEvent.objects.select_related("connector").get(pk=event_id)
+    event = InboundEvent.objects.select_related(
+        "connector", "connector__organization", "member"
+    ).get(pk=event_id)
     message = parsed(event)
-    text = event.error or "This button cannot be used."
+    if event.error:
+        text = event.error  # told in the clicker's language when the click was refused
+    else:
+        with speaking_to(event.member, organization=event.connector.organization):
+            text = _("This button cannot be used.")
     transport = transport_for(event.connector)
     response_url = message.context.get("response_url", "")
     if response_url and hasattr(transport, "respond"):

@@ -7,17 +7,22 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from django.core.cache import cache
 from django.utils import timezone
 
 from cadre.agents.models import Agent, Deployment, Session
 from cadre.agents.runtime.lifecycle.services import run_start
 from cadre.tenancy.actors import system_actor
-from connectors.base import ParsedEvent, identities
+from cadre.tenancy.languages import remember_platform_locale
+from connectors.base import ParsedEvent, identities, registry
 from connectors.base.transport import Transport, TransportError
 from connectors.models import Connector, InboundEvent
 from connectors.outbound.sending import transport_for
 
 logger = logging.getLogger(__name__)
+
+# How long a platform's answer "no locale for this user" is trusted before asking again.
+LOCALE_ASK_SECONDS = 24 * 3600
 
 
 @dataclass
@@ -28,6 +33,7 @@ class Batch:
     agents: dict = field(default_factory=dict)
     bindings: dict = field(default_factory=dict)
     transports: dict = field(default_factory=dict)
+    locales: dict = field(default_factory=dict)  # (connector, user id) -> what the profile said
     settled: list = field(default_factory=list)
 
     def transport(self, connector: Connector) -> Transport:
@@ -130,8 +136,35 @@ def resolve_sender(connector: Connector, message: ParsedEvent, batch: Batch | No
         message.sender_mobile,
     )
     if cache_key not in batch.identities:
-        batch.identities[cache_key] = _resolve_sender_uncached(connector, message, batch)
+        member = _resolve_sender_uncached(connector, message, batch)
+        if member is not None and message.sender_locale:  # the event states it
+            remember_platform_locale(member, message.sender_locale)
+        elif member is not None:
+            _learn_platform_locale(connector, member, message, batch)
+        batch.identities[cache_key] = member
     return batch.identities[cache_key]
+
+
+def _learn_platform_locale(connector: Connector, member, message: ParsedEvent, batch: Batch):
+    """A member who chose no language is written to in the one their platform reports (Slack's
+    `locale`), asked at most once a day per user; a failed lookup changes nothing."""
+    if member.language or member.platform_language:
+        return
+    platform = registry().get(connector.platform)
+    if platform is None or not platform.reports_locale:
+        return
+    locale = batch.locales.get((connector.pk, message.sender_id))
+    if locale is None:
+        key = f"connectors:locale-asked:{connector.pk}:{message.sender_id}"
+        if not cache.add(key, 1, LOCALE_ASK_SECONDS):
+            return
+        try:
+            profile = batch.transport(connector).lookup_user(message.sender_id)
+            locale = str(profile.get("locale") or "")
+        except (TransportError, NotImplementedError) as error:
+            logger.info("connectors: locale lookup failed for %s: %s", message.sender_id, error)
+            return
+    remember_platform_locale(member, locale)
 
 
 def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: Batch):
@@ -152,6 +185,7 @@ def _resolve_sender_uncached(connector: Connector, message: ParsedEvent, batch: 
         return None
     if not profile:
         return None
+    batch.locales[(connector.pk, message.sender_id)] = str(profile.get("locale") or "")
     message.sender_email = profile.get("email", "")
     message.sender_mobile = profile.get("mobile", "")
     message.sender_name = message.sender_name or profile.get("name", "")

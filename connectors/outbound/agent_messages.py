@@ -27,9 +27,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.core.cache import cache
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from cadre.agents.models import AgentMessage
 from cadre.agents.runtime.records import delivery
+from cadre.tenancy.languages import organization_language
 from cadre.tenancy.models import IMIdentity, Member
 from connectors.base import registry
 from connectors.base.transport import TransportError
@@ -127,11 +130,14 @@ class Router:
         return routes
 
     def group_route(self, group: str) -> Route:
-        platform, _, chat_id = group.partition(":")
+        platform, _sep, chat_id = group.partition(":")
         if chat_id and platform in registry():
             candidates = [c for c in self._preferred() if c.platform == platform]
             if not candidates:
-                raise Undeliverable(f"no active {platform} connector for group {group!r}")
+                raise Undeliverable(
+                    _("no active %(platform)s connector for group %(group)r")
+                    % {"platform": platform, "group": group}
+                )
             bound = [c for c in candidates if _binds_chat(c, chat_id)]
             return Route((bound or candidates)[0], chat_id, "chat")
         bound = [c for c in self._preferred() if _binds_chat(c, group)]
@@ -142,8 +148,11 @@ class Router:
         if len(self.connectors) == 1:
             return Route(self.connectors[0], group, "chat")
         raise Undeliverable(
-            f"no connector knows group {group!r}: name it as <platform>:<chat id> or list the "
-            "chat in a connector binding"
+            _(
+                "no connector knows group %(group)r: name it as <platform>:<chat id> or list the "
+                "chat in a connector binding"
+            )
+            % {"group": group}
         )
 
 
@@ -151,15 +160,28 @@ def _binds_chat(connector: Connector, chat_id: str) -> bool:
     return any(chat_id in (binding.chat_ids or []) for binding in connector.bindings.all())
 
 
+def _member_unreachable(recipient: dict) -> str:
+    return _("member %(name)s has no IM account on an active connector") % {
+        "name": recipient.get("name") or recipient["member"]
+    }
+
+
+def _message_language(message) -> str:
+    """The language the reasons of a failed delivery are told in: the language of the person
+    whose run sent it (they read them in the chat), else the organization's."""
+    if message.run is not None:
+        return delivery.run_language(message.run)
+    return organization_language(message.organization)
+
+
 def undeliverable(message: AgentMessage) -> str:
     """Why no recipient of the message (stored or not yet) can be reached, or "" when one may
     be (the delivery channel's `check`: `im_send` refuses at once, before any confirmation)."""
     router = Router(message)
     if not router.connectors:
-        return (
-            f"no connector for channel {message.channel or '(none)'!r}: "
-            "the organization has no active IM connector"
-        )
+        return _(
+            "no connector for channel %(channel)r: the organization has no active IM connector"
+        ) % {"channel": message.channel or "(none)"}
     member_ids = {
         int(item["member"]) for item in message.recipients if isinstance(item.get("member"), int)
     }
@@ -170,14 +192,11 @@ def undeliverable(message: AgentMessage) -> str:
             if "member" in recipient:
                 if recipient["member"] in members:
                     return ""
-                raise Undeliverable(
-                    f"member {recipient.get('name') or recipient['member']} has no IM account "
-                    "on an active connector"
-                )
+                raise Undeliverable(_member_unreachable(recipient))
             if "group" in recipient:
                 router.group_route(str(recipient["group"]))
                 return ""
-            raise Undeliverable(f"unreadable recipient {recipient!r}")
+            raise Undeliverable(_("unreadable recipient %(recipient)r") % {"recipient": recipient})
         except Undeliverable as error:
             problems.append(str(error))
     return "; ".join(problems)
@@ -193,7 +212,7 @@ def deliver(message_id: int) -> str:
     message = AgentMessage.objects.select_related("run__session").filter(pk=message_id).first()
     if message is None or message.status != AgentMessage.Status.QUEUED:
         return message.status if message is not None else "missing"
-    with _delivery_lock(message.pk):
+    with _delivery_lock(message.pk), translation.override(_message_language(message)):
         return _deliver_locked(message)
 
 
@@ -223,14 +242,13 @@ def _deliver_locked(message) -> str:
             if "member" in recipient:
                 route = members.get(recipient["member"])
                 if route is None:
-                    raise Undeliverable(
-                        f"member {recipient.get('name') or recipient['member']} has no IM "
-                        "account on an active connector"
-                    )
+                    raise Undeliverable(_member_unreachable(recipient))
             elif "group" in recipient:
                 route = router.group_route(str(recipient["group"]))
             else:
-                raise Undeliverable(f"unreadable recipient {recipient!r}")
+                raise Undeliverable(
+                    _("unreadable recipient %(recipient)r") % {"recipient": recipient}
+                )
         except Undeliverable as error:
             problems.append(str(error))
             continue

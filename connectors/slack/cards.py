@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from connectors.base.language import decided_line, expires_line
+
 
 def confirmation_card(card) -> dict:
     blocks: list[dict] = [
@@ -29,14 +31,14 @@ def confirmation_card(card) -> dict:
                     "type": "button",
                     "action_id": "cadre_approve",
                     "style": "primary",
-                    "text": {"type": "plain_text", "text": card.approve_label},
+                    "text": {"type": "plain_text", "text": str(card.approve_label)},
                     "value": json.dumps(card.approve_value),
                 },
                 {
                     "type": "button",
                     "action_id": "cadre_reject",
                     "style": "danger",
-                    "text": {"type": "plain_text", "text": card.reject_label},
+                    "text": {"type": "plain_text", "text": str(card.reject_label)},
                     "value": json.dumps(card.reject_value),
                 },
             ],
@@ -45,9 +47,7 @@ def confirmation_card(card) -> dict:
     blocks.append(
         {
             "type": "context",
-            "elements": [
-                {"type": "mrkdwn", "text": f"Expires {card.expires_at:%Y-%m-%d %H:%M %Z}".strip()}
-            ],
+            "elements": [{"type": "mrkdwn", "text": expires_line(card.expires_at)}],
         }
     )
     return {"text": f"{card.title}: {card.summary}"[:3000], "blocks": blocks}
@@ -55,7 +55,7 @@ def confirmation_card(card) -> dict:
 
 def decided_card(card, *, decided_by: str, decision: str, decided_at) -> dict:
     word = card.approved_word if decision == "approve" else card.rejected_word
-    line = f"{word} by {decided_by} at {decided_at:%Y-%m-%d %H:%M %Z}".strip()
+    line = decided_line(str(word), decided_by, decided_at, "%Y-%m-%d %H:%M %Z")
     return {
         "text": line,
         "blocks": [

@@ -15,6 +15,8 @@ import re
 import time
 from urllib.parse import parse_qs
 
+from django.utils.translation import gettext_lazy
+
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -68,16 +70,22 @@ class SlackPlatform(Platform):
     credential_labels = {
         "bot_token": (
             "Bot User OAuth Token",
-            "OAuth & Permissions → Bot User OAuth Token (xoxb-…).",
+            gettext_lazy("OAuth & Permissions → Bot User OAuth Token (xoxb-…)."),
         ),
-        "signing_secret": ("Signing Secret", "Basic Information → App Credentials."),
+        "signing_secret": (
+            "Signing Secret",
+            gettext_lazy("Basic Information → App Credentials."),
+        ),
     }
     ack_shows_decisions = False
+    reports_locale = True  # users.info include_locale=true
     setting_fields = ("api_base_url", "team_id")
     extra = "slack"
     extra_module = "slack_sdk"
     extra_purpose = "Slack"
-    extra_consequence = "Nothing is lost: Cadre verifies Slack signatures itself without it."
+    extra_consequence = gettext_lazy(
+        "Nothing is lost: Cadre verifies Slack signatures itself without it."
+    )
     supports_direct_chat_replies = True
     no_retry_headers = {"X-Slack-No-Retry": "1"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+from django.utils.translation import gettext as _
 
 from connectors.base.transport import RateLimited, Recipient, SendResult, Transport, TransportError
 
@@ -39,8 +40,17 @@ class SlackTransport(Transport):
     def credentials_probe(self) -> tuple[str, str]:
         # Bot tokens do not expire, so there is no token endpoint: auth.test checks the token.
         data = self.call("POST", "/auth.test")
-        who = " in ".join(part for part in (data.get("user"), data.get("team")) if part)
-        return self.url("/auth.test"), f"Slack accepted the bot token ({who or 'ok'})."
+        user, team = data.get("user"), data.get("team")
+        if user and team:
+            said = _("Slack accepted the bot token (%(user)s in %(team)s).") % {
+                "user": user,
+                "team": team,
+            }
+        elif user or team:
+            said = _("Slack accepted the bot token (%(who)s).") % {"who": user or team}
+        else:
+            said = _("Slack accepted the bot token.")
+        return self.url("/auth.test"), said
 
     def _post(self, method: str, body: dict) -> SendResult:
         data = self.call("POST", f"/{method}", json=body)
@@ -82,12 +92,16 @@ class SlackTransport(Transport):
         )
 
     def lookup_user(self, user_id: str) -> dict:
-        data = self.call("GET", "/users.info", params={"user": user_id})
-        profile = (data.get("user") or {}).get("profile") or {}
+        # include_locale: the user's Slack language ("zh-CN"), which Cadre writes to them in
+        # when they chose none in Cadre (Member.platform_language).
+        data = self.call("GET", "/users.info", params={"user": user_id, "include_locale": "true"})
+        user = data.get("user") or {}
+        profile = user.get("profile") or {}
         return {
             "email": profile.get("email", ""),
             "mobile": profile.get("phone", ""),
             "name": profile.get("real_name", ""),
+            "locale": user.get("locale", "") if isinstance(user.get("locale"), str) else "",
         }
 
 

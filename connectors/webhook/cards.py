@@ -9,11 +9,11 @@ def confirmation_card(card) -> dict:
         "confirmation_id": card.confirmation_ref,
         "title": card.title,
         "summary": card.summary,
-        "details": [{"label": label, "value": value} for label, value in card.details],
+        "details": [{"label": str(label), "value": str(value)} for label, value in card.details],
         "expires_at": card.expires_at.isoformat(),
         "actions": [
-            {"label": card.approve_label, "style": "primary", "value": card.approve_value},
-            {"label": card.reject_label, "style": "danger", "value": card.reject_value},
+            {"label": str(card.approve_label), "style": "primary", "value": card.approve_value},
+            {"label": str(card.reject_label), "style": "danger", "value": card.reject_value},
         ],
     }
 

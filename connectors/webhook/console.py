@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
 from connectors.base import SettingField, SetupGuide
 from connectors.webhook.inbound import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
@@ -14,8 +17,8 @@ if TYPE_CHECKING:
 SETTINGS: tuple[SettingField, ...] = (
     SettingField(
         "callback_url",
-        "Callback URL",
-        "Where Cadre POSTs replies and cards (signed).",
+        gettext_lazy("Callback URL"),
+        gettext_lazy("Where Cadre POSTs replies and cards (signed)."),
         kind="url",
     ),
 )
@@ -25,22 +28,26 @@ def guide(connector: Connector, url: str, mode: str) -> SetupGuide:
     """The setup guide for this connector (`url`: its callback URL; `mode`: how events arrive)."""
     return SetupGuide(
         values=[
-            ("Endpoint (POST, JSON)", url),
-            ("Timestamp header", f"{TIMESTAMP_HEADER}: <unix seconds>"),
-            ("Signature header", f"{SIGNATURE_HEADER}: v1=<hex digest>"),
-            ("Event id header (optional)", f"{EVENT_ID_HEADER}: <unique id>"),
-            ("Signature", 'v1=hex(HMAC-SHA256(signing secret, "<timestamp>." + raw body))'),
+            (_("Endpoint (POST, JSON)"), url),
+            (_("Timestamp header"), f"{TIMESTAMP_HEADER}: <unix seconds>"),
+            (_("Signature header"), f"{SIGNATURE_HEADER}: v1=<hex digest>"),
+            (_("Event id header (optional)"), f"{EVENT_ID_HEADER}: <unique id>"),
+            (_("Signature"), 'v1=hex(HMAC-SHA256(signing secret, "<timestamp>." + raw body))'),
         ],
         steps=[
-            "POST each event as JSON to the endpoint, signed with the signing secret. Requests "
-            "older than 5 minutes or with a wrong signature are refused with 401.",
-            "Give every event a unique event_id: redeliveries with the same id are ignored.",
-            "Replies and cards are POSTed to this connector's callback URL, signed the same "
-            "way with the callback signing secret.",
+            _(
+                "POST each event as JSON to the endpoint, signed with the signing secret. "
+                "Requests older than 5 minutes or with a wrong signature are refused with 401."
+            ),
+            _("Give every event a unique event_id: redeliveries with the same id are ignored."),
+            _(
+                "Replies and cards are POSTed to this connector's callback URL, signed the same "
+                "way with the callback signing secret."
+            ),
         ],
         lists=[
             (
-                "Event body",
+                _("Event body"),
                 [
                     '{"event_id": "…", "type": "message", "text": "…", '
                     '"user": {"id": "…", "email": "…"}, "chat": {"id": "…", "type": "p2p"}}',

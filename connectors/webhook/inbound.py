@@ -11,6 +11,8 @@ import hmac
 import json
 from collections.abc import Mapping
 
+from django.utils.translation import gettext_lazy
+
 from cadre import outbound
 from connectors.base import (
     Capabilities,
@@ -62,12 +64,14 @@ class WebhookPlatform(Platform):
     optional_credential_fields = ("callback_secret",)
     credential_labels = {
         "signing_secret": (
-            "Signing secret",
-            "The sending system signs every event with it. Use a long random value.",
+            gettext_lazy("Signing secret"),
+            gettext_lazy("The sending system signs every event with it. Use a long random value."),
         ),
         "callback_secret": (
-            "Callback signing secret",
-            "Cadre signs replies to your callback URL with it (default: the signing secret).",
+            gettext_lazy("Callback signing secret"),
+            gettext_lazy(
+                "Cadre signs replies to your callback URL with it (default: the signing secret)."
+            ),
         ),
     }
     supports_direct_chat_replies = True
@@ -116,6 +120,7 @@ class WebhookPlatform(Platform):
                 sender_name=text_field(user, "name", where="user."),
                 sender_email=text_field(user, "email", where="user."),
                 sender_mobile=text_field(user, "mobile", where="user."),
+                sender_locale=text_field(user, "locale", where="user.")[:35],
                 chat_id=text_field(chat, "id", where="chat."),
                 chat_type="group" if chat.get("type") == "group" else "p2p",
                 text=text_field(data, "text"),

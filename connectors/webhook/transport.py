@@ -14,6 +14,8 @@ import json
 import time
 import uuid
 
+from django.utils.translation import gettext as _
+
 from cadre import outbound
 from cadre.errors import InvalidInput
 from connectors.base.transport import Recipient, SendResult, Transport, TransportError
@@ -33,11 +35,11 @@ class WebhookTransport(Transport):
         url = self.settings.get("callback_url", "")
         if not url:
             raise InvalidInput(
-                "This webhook has no callback URL to test.",
-                details={"callback_url": ["Set a callback URL to send replies to."]},
+                _("This webhook has no callback URL to test."),
+                details={"callback_url": [_("Set a callback URL to send replies to.")]},
             )
         self._post({"type": "ping", "to": {"id": "", "type": "user"}, "text": "ping"})
-        return url, "The callback URL accepted a signed ping."
+        return url, _("The callback URL accepted a signed ping.")
 
     def _post(self, message: dict) -> SendResult:
         message_id = message.setdefault("message_id", uuid.uuid4().hex)

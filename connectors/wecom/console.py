@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
 from connectors.base import SettingField, SetupGuide
 
 if TYPE_CHECKING:
@@ -14,7 +17,7 @@ SETTINGS: tuple[SettingField, ...] = (
     SettingField(
         "agent_id",
         "AgentId",
-        "App Management → your app → AgentId; needed to send replies.",
+        gettext_lazy("App Management → your app → AgentId; needed to send replies."),
         required=True,
         kind="integer",
     ),
@@ -26,16 +29,23 @@ def guide(connector: Connector, url: str, mode: str) -> SetupGuide:
     return SetupGuide(
         values=[
             ("URL", url),
-            ("Token", "the Token stored in this connector"),
-            ("EncodingAESKey", "the EncodingAESKey stored in this connector"),
+            ("Token", _("the Token stored in this connector")),
+            ("EncodingAESKey", _("the EncodingAESKey stored in this connector")),
         ],
         steps=[
-            "WeCom admin console → App Management → your app → Receive messages → Set API receive.",
-            "Paste the URL. Generate the Token and the EncodingAESKey there (or type your own) "
-            "and store the same values in this connector — WeCom checks the URL by sending an "
-            "encrypted echo that only those values can answer.",
-            "Set this connector's AgentId and Secret from the app's page.",
-            "Add this server's public IP to the app's trusted IP list (WeCom refuses API calls "
-            "from other addresses).",
+            _(
+                "WeCom admin console → App Management → your app → Receive messages → "
+                "Set API receive."
+            ),
+            _(
+                "Paste the URL. Generate the Token and the EncodingAESKey there (or type your "
+                "own) and store the same values in this connector — WeCom checks the URL by "
+                "sending an encrypted echo that only those values can answer."
+            ),
+            _("Set this connector's AgentId and Secret from the app's page."),
+            _(
+                "Add this server's public IP to the app's trusted IP list (WeCom refuses API "
+                "calls from other addresses)."
+            ),
         ],
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from django.utils.translation import gettext_lazy
+
 from connectors.base import (
     Capabilities,
     InboundRequest,
@@ -47,12 +49,15 @@ class WeComPlatform(Platform):
     )
     credential_fields = ("corp_id", "corp_secret", "token", "encoding_aes_key")
     credential_labels = {
-        "corp_id": ("Corp ID", "My Company → Company information → Corp ID (ww…)."),
-        "corp_secret": ("Secret", "App Management → your app → Secret."),
-        "token": ("Token", "Receive messages → Set API receive → Token."),
+        "corp_id": (
+            gettext_lazy("Corp ID"),
+            gettext_lazy("My Company → Company information → Corp ID (ww…)."),
+        ),
+        "corp_secret": ("Secret", gettext_lazy("App Management → your app → Secret.")),
+        "token": ("Token", gettext_lazy("Receive messages → Set API receive → Token.")),
         "encoding_aes_key": (
             "EncodingAESKey",
-            "Receive messages → Set API receive → EncodingAESKey (43 characters).",
+            gettext_lazy("Receive messages → Set API receive → EncodingAESKey (43 characters)."),
         ),
     }
     login = LOGIN

@@ -14,6 +14,7 @@ class FakeSlack:
         self.server = server
         self.counter = itertools.count(1)
         self.directory: dict[str, dict] = {}
+        self.locales: dict[str, str] = {}  # user id -> Slack locale ("zh-CN")
         server.route("POST", "/api/chat.postMessage", self.post_message)
         server.route("POST", "/api/chat.update", self.update)
         server.route("GET", "/api/users.info", self.user)
@@ -49,10 +50,14 @@ class FakeSlack:
     def user(self, request: Recorded):
         if not self._authorized(request):
             return 200, {"ok": False, "error": "invalid_auth"}
-        profile = self.directory.get(request.query.get("user", ""))
-        if profile is None:
+        user_id = request.query.get("user", "")
+        profile = self.directory.get(user_id)
+        if profile is None and user_id not in self.locales:
             return 200, {"ok": False, "error": "user_not_found"}
-        return 200, {"ok": True, "user": {"id": request.query["user"], "profile": profile}}
+        user = {"id": user_id, "profile": profile or {}}
+        if request.query.get("include_locale") == "true" and user_id in self.locales:
+            user["locale"] = self.locales[user_id]
+        return 200, {"ok": True, "user": user}
 
     def response_url(self, request: Recorded):
         return 200, {"ok": True}
