@@ -12,6 +12,10 @@ SIGTERM or the death of web, a worker or beat stops every child (SIGTERM, then S
 timeout) before the embedded services are released, so nothing is left running. A run file
 under CADRE_DATA_DIR/run lets the next start refuse to run twice on one data folder and clean up
 after a parent killed with SIGKILL.
+
+What both commands print for a person is in the installer's language (CADRE_LANGUAGE, else the
+locale: cadre.runtime.language), once Django is set up; `--help` and the lines before the setup
+are English.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext as _
 
 from cadre.runtime import embedded
+from cadre.runtime.language import installer_language
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # platform/cadre/runtime/cli.py -> repository
 HEALTH_TIMEOUT = 180.0  # seconds to wait for the web server's first answer (slow CI machines)
@@ -80,15 +86,25 @@ def _doctor() -> int:
 
         django.setup()
     except Exception as error:
+        # No translations without settings: this one finding is printed in English.
         print(f"FAIL  settings  {error}")
         print("      fix: correct the variable named above (see deploy/.env.example)")
         print("1 FAIL")
         return 1
+    from django.utils import translation
+
     # lazy: settings — the checks read the models, once django.setup() above succeeded.
     from cadre.runtime.doctor import failed, render, run_checks
 
-    checks = run_checks()
-    render(checks, print)
+    try:
+        language = installer_language()
+    except ImproperlyConfigured as error:
+        print(f"FAIL  settings  {error}")
+        print("1 FAIL")
+        return 1
+    with translation.override(language):
+        checks = run_checks()
+        render(checks, print)
     return 1 if failed(checks) else 0
 
 
@@ -146,7 +162,10 @@ def stop_children(children: list[Child], timeout: float) -> None:
             time.sleep(0.1)
         for child in children:
             if _group_alive(child.pid):
-                print(f"cadre: {child.name} did not stop in time, killing it", flush=True)
+                print(
+                    _("cadre: %(name)s did not stop in time, killing it") % {"name": child.name},
+                    flush=True,
+                )
                 _signal_group(child.pid, signal.SIGKILL)
         for child in children:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -213,7 +232,10 @@ class StreamSupervisor:
         for worker in self.workers():
             if worker.problem:
                 if worker.public_id not in self.reported:
-                    self.say(f"cadre: connector {worker.name}: {worker.problem} ({worker.fix})")
+                    self.say(
+                        _("cadre: connector %(name)s: %(problem)s (%(fix)s)")
+                        % {"name": worker.name, "problem": worker.problem, "fix": worker.fix}
+                    )
                     self.reported.add(worker.public_id)
                 continue
             wanted[worker.public_id] = worker
@@ -222,7 +244,7 @@ class StreamSupervisor:
             worker = wanted.get(public_id)
             if worker is not None and worker.fingerprint == slot.fingerprint:
                 continue
-            reason = "its configuration changed" if worker is not None else "it is off"
+            reason = _("its configuration changed") if worker is not None else _("it is off")
             changed |= self._stop(slot, reason)
             del self.slots[public_id]
         for public_id, worker in wanted.items():
@@ -242,13 +264,13 @@ class StreamSupervisor:
                 slot.failures = 1 if now - slot.started_at >= STABLE_AFTER else slot.failures + 1
                 slot.start_at = now + restart_delay(slot.failures)
                 self.say(
-                    f"cadre: {slot.label} exited with code {code}; restarting in "
-                    f"{slot.start_at - now:.0f} s"
+                    _("cadre: %(name)s exited with code %(code)s; restarting in %(seconds).0f s")
+                    % {"name": slot.label, "code": code, "seconds": slot.start_at - now}
                 )
                 slot.child = None
                 changed = True
             if slot.child is None and now >= slot.start_at:
-                self.say(f"cadre: starting {slot.label}")
+                self.say(_("cadre: starting %(name)s") % {"name": slot.label})
                 slot.child = self.spawn(slot.label, self.command(slot.public_id))
                 slot.started_at = now
                 changed = True
@@ -257,7 +279,7 @@ class StreamSupervisor:
     def _stop(self, slot: StreamSlot, reason: str) -> bool:
         if slot.child is None:
             return False
-        self.say(f"cadre: stopping {slot.label}: {reason}")
+        self.say(_("cadre: stopping %(name)s: %(reason)s") % {"name": slot.label, "reason": reason})
         stop_children([slot.child], timeout=self.stop_timeout)
         slot.child = None
         return True
@@ -292,13 +314,19 @@ def _check_previous_run(data_dir: Path) -> None:
         record.get("pid", 0), record.get("create_time", 0)
     ):
         raise SystemExit(
-            f"cadre: Cadre is already running on {data_dir} (pid {record['pid']}, "
-            f"{record.get('url', '')}); stop it first or use another CADRE_DATA_DIR"
+            _(
+                "cadre: Cadre is already running on %(path)s (pid %(pid)s, %(url)s); stop it "
+                "first or use another CADRE_DATA_DIR"
+            )
+            % {"path": data_dir, "pid": record["pid"], "url": record.get("url", "")}
         )
     # The previous parent died without cleaning up (SIGKILL, power loss): stop its children.
     for child in record.get("children", []):
         if _process_matches(child["pid"], child["create_time"]):
-            print(f"cadre: stopping {child['name']} (pid {child['pid']}) left by a previous run")
+            print(
+                _("cadre: stopping %(name)s (pid %(pid)s) left by a previous run")
+                % {"name": child["name"], "pid": child["pid"]}
+            )
             _signal_group(child["pid"], signal.SIGTERM)
             try:
                 psutil.Process(child["pid"]).wait(10)
@@ -473,6 +501,7 @@ def _up(args) -> int:
     streams: StreamSupervisor | None = None
     settings = None
     exit_code = 0
+    language = contextlib.ExitStack()  # the installer's language, once Django is set up
     try:
         host = _console_host(args.host)
         if not os.environ.get("CADRE_BASE_URL"):
@@ -487,11 +516,17 @@ def _up(args) -> int:
         from django.conf import settings as django_settings
         from django.core.management import call_command
         from django.db import connections
+        from django.utils import translation
 
         settings = django_settings
+        language.enter_context(translation.override(installer_language()))
         _check_previous_run(settings.DATA_DIR)
         if not _port_free(args.host, args.port):
-            print(f"cadre: port {args.port} on {args.host} is in use; pass --port", flush=True)
+            print(
+                _("cadre: port %(port)s on %(host)s is in use; pass --port")
+                % {"port": args.port, "host": args.host},
+                flush=True,
+            )
             return 2
 
         # Static files are served from the finders (ServeStatic); an existing STATIC_ROOT keeps
@@ -525,32 +560,43 @@ def _up(args) -> int:
         while not _answers(host, args.port):
             dead = [c for c in children if c.process.poll() is not None]
             if dead:
-                print(f"cadre: {dead[0].name} exited with code {dead[0].process.returncode}")
+                print(
+                    _("cadre: %(name)s exited with code %(code)s")
+                    % {"name": dead[0].name, "code": dead[0].process.returncode}
+                )
                 return 1
             if time.monotonic() > deadline:
-                print(f"cadre: the web server did not answer within {HEALTH_TIMEOUT:.0f} s")
+                print(
+                    _("cadre: the web server did not answer within %(seconds).0f s")
+                    % {"seconds": HEALTH_TIMEOUT}
+                )
                 return 1
             time.sleep(0.2)
 
         if not settings.REDIS_EMBEDDED:
-            redis_mode = "external"
+            redis_mode = _("external")
         elif settings.REDIS_URL.startswith("unix://"):
-            redis_mode = "embedded"
+            redis_mode = _("embedded")
         else:
-            redis_mode = "local"
-        services = (
-            f"PostgreSQL {'embedded' if settings.DATABASE_EMBEDDED else 'external'}, "
-            f"Redis {redis_mode}"
-        )
+            redis_mode = _("local")
+        services = _("PostgreSQL %(database)s, Redis %(redis)s") % {
+            "database": _("embedded") if settings.DATABASE_EMBEDDED else _("external"),
+            "redis": redis_mode,
+        }
+        running = {
+            "seconds": time.monotonic() - started,
+            "names": ", ".join(child.name for child in children + streams.children()),
+        }
         lines = [
             "",
-            f"Cadre is running ({time.monotonic() - started:.1f} s): "
-            + ", ".join(child.name for child in children + streams.children()),
-            f"  Console:  {console_url}",
-            f"  API docs: {console_url}api/docs/",
-            f"  Data:     {settings.DATA_DIR} ({services})",
+            _("Cadre is running (%(seconds).1f s): %(names)s") % running,
+            "  " + _("Console:  %(url)s") % {"url": console_url},
+            "  " + _("API docs: %(url)s") % {"url": f"{console_url}api/docs/"},
+            "  "
+            + _("Data:     %(path)s (%(services)s)")
+            % {"path": settings.DATA_DIR, "services": services},
             *("  " + line for line in describe(account, console_url)),
-            "Ctrl-C to stop.",
+            _("Ctrl-C to stop."),
             "",
         ]
         print("\n".join(lines), flush=True)
@@ -560,8 +606,8 @@ def _up(args) -> int:
             for child in children:
                 if child.process.poll() is not None:
                     print(
-                        f"cadre: {child.name} exited with code {child.process.returncode}; "
-                        "stopping everything",
+                        _("cadre: %(name)s exited with code %(code)s; stopping everything")
+                        % {"name": child.name, "code": child.process.returncode},
                         flush=True,
                     )
                     exit_code = 1
@@ -573,7 +619,10 @@ def _up(args) -> int:
                 try:
                     changed = streams.refresh()
                 except Exception as error:  # the database may be briefly unreachable
-                    print(f"cadre: cannot read the stream connectors: {error}", flush=True)
+                    print(
+                        _("cadre: cannot read the stream connectors: %(error)s") % {"error": error},
+                        flush=True,
+                    )
                     changed = streams.tick()
             else:
                 changed = streams.tick()
@@ -593,14 +642,18 @@ def _up(args) -> int:
         if streams is not None:
             children = children + streams.children()
         if children:
-            print("cadre: stopping " + ", ".join(c.name for c in children) + "...", flush=True)
+            print(
+                _("cadre: stopping %(names)s...") % {"names": ", ".join(c.name for c in children)},
+                flush=True,
+            )
             stop_children(children, timeout=args.stop_timeout)
         if settings is not None:
             _release_services(settings)
             if children:
                 _run_file(settings.DATA_DIR).unlink(missing_ok=True)
         if children:
-            print("cadre: stopped.", flush=True)
+            print(_("cadre: stopped."), flush=True)
+        language.close()
     return exit_code
 
 

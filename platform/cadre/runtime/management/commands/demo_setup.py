@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import translation
 
 from cadre.runtime.demo import demo_setup, describe
+from cadre.runtime.language import installer_language
 
 
 class Command(BaseCommand):
@@ -26,8 +28,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, no_demo_data=False, **options):
         try:
-            account = demo_setup(samples=not no_demo_data)
+            language = installer_language()
+            account = demo_setup(samples=not no_demo_data, language=language)
         except ImproperlyConfigured as error:
             raise CommandError(str(error)) from None
-        for line in describe(account):
-            self.stdout.write(line)
+        with translation.override(language):  # printed in the installer's language
+            for line in describe(account):
+                self.stdout.write(line)
