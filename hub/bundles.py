@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from django.utils.translation import gettext
+
 from cadre.errors import InvalidInput
 
 MiB = 1024 * 1024
@@ -103,7 +105,9 @@ class Bundle:
         for item in self.files:
             destination = (root / item.path).resolve()
             if not destination.is_relative_to(root):  # checked on read; kept as a last guard
-                raise _refuse("A path escapes the bundle.", reason="path_escape", path=item.path)
+                raise _refuse(
+                    gettext("A path escapes the bundle."), reason="path_escape", path=item.path
+                )
             destination.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as handle:
@@ -186,33 +190,44 @@ def safe_path(raw: str, limits: BundleLimits = LIMITS) -> str:
     shown = raw[:200]
     if "\x00" in raw or any(unicodedata.category(char) == "Cc" for char in raw):
         raise _refuse(
-            f"'{shown!r}' has control characters in its name.", reason="bad_name", path=shown
+            gettext("'%(shown)r' has control characters in its name.") % {"shown": shown},
+            reason="bad_name",
+            path=shown,
         )
     if "\\" in raw:
         raise _refuse(
-            f"'{shown}' uses backslashes; bundle paths use '/'.", reason="bad_name", path=shown
+            gettext("'%(shown)s' uses backslashes; bundle paths use '/'.") % {"shown": shown},
+            reason="bad_name",
+            path=shown,
         )
     if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
-        raise _refuse(f"'{shown}' is an absolute path.", reason="absolute_path", path=shown)
+        raise _refuse(
+            gettext("'%(shown)s' is an absolute path.") % {"shown": shown},
+            reason="absolute_path",
+            path=shown,
+        )
     parts = [part for part in raw.split("/") if part not in ("", ".")]
     if any(part == ".." for part in parts):
         raise _refuse(
-            f"'{shown}' climbs out of the bundle with '..' (zip-slip).",
+            gettext("'%(shown)s' climbs out of the bundle with '..' (zip-slip).")
+            % {"shown": shown},
             reason="path_traversal",
             path=shown,
         )
     path = "/".join(parts)
     if not path:
-        raise _refuse("A member has an empty name.", reason="bad_name", path=shown)
+        raise _refuse(gettext("A member has an empty name."), reason="bad_name", path=shown)
     if len(path) > limits.max_path_length:
         raise _refuse(
-            f"'{shown}' is longer than {limits.max_path_length} characters.",
+            gettext("'%(shown)s' is longer than %(max_path_length)s characters.")
+            % {"shown": shown, "max_path_length": limits.max_path_length},
             reason="path_too_long",
             path=shown,
         )
     if len(parts) > limits.max_depth:
         raise _refuse(
-            f"'{shown}' is nested deeper than {limits.max_depth} folders.",
+            gettext("'%(shown)s' is nested deeper than %(max_depth)s folders.")
+            % {"shown": shown, "max_depth": limits.max_depth},
             reason="path_too_deep",
             path=shown,
         )
@@ -239,13 +254,15 @@ class _Collector:
     def check_declared(self, path: str, size: int) -> None:
         if size > self.limits.max_file_bytes:
             raise _refuse(
-                f"'{path}' is {size} bytes; the limit per file is {self.limits.max_file_bytes}.",
+                gettext("'%(path)s' is %(size)s bytes; the limit per file is %(max_file_bytes)s.")
+                % {"path": path, "size": size, "max_file_bytes": self.limits.max_file_bytes},
                 reason="file_too_large",
                 path=path,
             )
         if self.total + size > self.limits.max_total_bytes:
             raise _refuse(
-                f"The bundle unpacks to more than {self.limits.max_total_bytes} bytes.",
+                gettext("The bundle unpacks to more than %(max_total_bytes)s bytes.")
+                % {"max_total_bytes": self.limits.max_total_bytes},
                 reason="bundle_too_large",
                 path=path,
             )
@@ -256,18 +273,23 @@ class _Collector:
             return
         if path in self.files:
             raise _refuse(
-                f"'{path}' appears twice in the bundle.", reason="duplicate_path", path=path
+                gettext("'%(path)s' appears twice in the bundle.") % {"path": path},
+                reason="duplicate_path",
+                path=path,
             )
         folded = path.casefold()
         if folded in self.folded:
             raise _refuse(
-                f"'{path}' and '{self.folded[folded]}' differ only in case.",
+                gettext("'%(path)s' and '%(folded)s' differ only in case.")
+                % {"path": path, "folded": self.folded[folded]},
                 reason="duplicate_path",
                 path=path,
             )
         if len(self.files) >= self.limits.max_files:
             raise _refuse(
-                f"The bundle has more than {self.limits.max_files} files.", reason="too_many_files"
+                gettext("The bundle has more than %(max_files)s files.")
+                % {"max_files": self.limits.max_files},
+                reason="too_many_files",
             )
         self.check_declared(path, len(content))
         self.total += len(content)
@@ -280,10 +302,15 @@ def _read_zip(data: bytes, limits: BundleLimits) -> _Collector:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as error:
-        raise _refuse(f"The zip file cannot be read: {error}.", reason="corrupt_archive") from None
+        raise _refuse(
+            gettext("The zip file cannot be read: %(error)s.") % {"error": error},
+            reason="corrupt_archive",
+        ) from None
     if len(infos) > limits.max_files * 2:
         raise _refuse(
-            f"The bundle has more than {limits.max_files} files.", reason="too_many_files"
+            gettext("The bundle has more than %(max_files)s files.")
+            % {"max_files": limits.max_files},
+            reason="too_many_files",
         )
     collector = _Collector(limits)
     for info in infos:
@@ -291,20 +318,30 @@ def _read_zip(data: bytes, limits: BundleLimits) -> _Collector:
         mode = info.external_attr >> 16
         kind = stat.S_IFMT(mode) if info.create_system == 3 else 0
         if kind == stat.S_IFLNK:
-            raise _refuse(f"'{path}' is a symbolic link.", reason="symlink", path=path)
+            raise _refuse(
+                gettext("'%(path)s' is a symbolic link.") % {"path": path},
+                reason="symlink",
+                path=path,
+            )
         if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
-            raise _refuse(f"'{path}' is not a regular file.", reason="special_file", path=path)
+            raise _refuse(
+                gettext("'%(path)s' is not a regular file.") % {"path": path},
+                reason="special_file",
+                path=path,
+            )
         if info.is_dir():
             continue
         if info.flag_bits & 0x1:
-            raise _refuse(f"'{path}' is encrypted.", reason="encrypted", path=path)
+            raise _refuse(
+                gettext("'%(path)s' is encrypted.") % {"path": path}, reason="encrypted", path=path
+            )
         collector.check_declared(path, info.file_size)
         if info.file_size > 64 * 1024 and info.file_size > limits.max_ratio * max(
             info.compress_size, 1
         ):
             raise _refuse(
-                f"'{path}' expands {info.file_size // max(info.compress_size, 1)} times "
-                "(a zip bomb?).",
+                gettext("'%(path)s' expands %(value)s times (a zip bomb?).")
+                % {"path": path, "value": info.file_size // max(info.compress_size, 1)},
                 reason="compression_ratio",
                 path=path,
             )
@@ -314,11 +351,14 @@ def _read_zip(data: bytes, limits: BundleLimits) -> _Collector:
                 extra = member.read(1)
         except (zipfile.BadZipFile, NotImplementedError, zlib.error, EOFError, ValueError) as error:
             raise _refuse(
-                f"'{path}' cannot be read: {error}.", reason="corrupt_archive", path=path
+                gettext("'%(path)s' cannot be read: %(error)s.") % {"path": path, "error": error},
+                reason="corrupt_archive",
+                path=path,
             ) from None
         if len(content) != info.file_size or extra:
             raise _refuse(
-                f"'{path}' declares {info.file_size} bytes but holds more or less.",
+                gettext("'%(path)s' declares %(file_size)s bytes but holds more or less.")
+                % {"path": path, "file_size": info.file_size},
                 reason="size_mismatch",
                 path=path,
             )
@@ -334,15 +374,17 @@ def _gunzip(data: bytes, limits: BundleLimits) -> bytes:
         out = decompressor.decompress(data, cap + 1)
     except zlib.error as error:
         raise _refuse(
-            f"The gzip stream cannot be read: {error}.", reason="corrupt_archive"
+            gettext("The gzip stream cannot be read: %(error)s.") % {"error": error},
+            reason="corrupt_archive",
         ) from None
     if len(out) > cap or decompressor.unconsumed_tail:
         raise _refuse(
-            f"The archive unpacks to more than {cap} bytes (a decompression bomb?).",
+            gettext("The archive unpacks to more than %(cap)s bytes (a decompression bomb?).")
+            % {"cap": cap},
             reason="compression_ratio",
         )
     if not decompressor.eof:
-        raise _refuse("The gzip stream is truncated.", reason="corrupt_archive")
+        raise _refuse(gettext("The gzip stream is truncated."), reason="corrupt_archive")
     return out
 
 
@@ -353,7 +395,8 @@ def _read_tar(data: bytes, limits: BundleLimits) -> _Collector:
             return _collect_tar(archive, limits)
     except (tarfile.TarError, EOFError) as error:
         raise _refuse(
-            f"The tar archive cannot be read: {error}.", reason="corrupt_archive"
+            gettext("The tar archive cannot be read: %(error)s.") % {"error": error},
+            reason="corrupt_archive",
         ) from None
 
 
@@ -361,20 +404,28 @@ def _collect_tar(archive: tarfile.TarFile, limits: BundleLimits) -> _Collector:
     members = archive.getmembers()
     if len(members) > limits.max_files * 2:
         raise _refuse(
-            f"The bundle has more than {limits.max_files} files.", reason="too_many_files"
+            gettext("The bundle has more than %(max_files)s files.")
+            % {"max_files": limits.max_files},
+            reason="too_many_files",
         )
     collector = _Collector(limits)
     for member in members:
         path = safe_path(member.name, limits)
         if member.issym():
-            raise _refuse(f"'{path}' is a symbolic link.", reason="symlink", path=path)
+            raise _refuse(
+                gettext("'%(path)s' is a symbolic link.") % {"path": path},
+                reason="symlink",
+                path=path,
+            )
         if member.islnk():
-            raise _refuse(f"'{path}' is a hard link.", reason="hardlink", path=path)
+            raise _refuse(
+                gettext("'%(path)s' is a hard link.") % {"path": path}, reason="hardlink", path=path
+            )
         if member.isdir():
             continue
         if not member.isreg():
             raise _refuse(
-                f"'{path}' is a device, FIFO or other special file.",
+                gettext("'%(path)s' is a device, FIFO or other special file.") % {"path": path},
                 reason="special_file",
                 path=path,
             )
@@ -382,7 +433,11 @@ def _collect_tar(archive: tarfile.TarFile, limits: BundleLimits) -> _Collector:
         handle = archive.extractfile(member)
         content = handle.read() if handle is not None else b""
         if len(content) != member.size:
-            raise _refuse(f"'{path}' is truncated.", reason="corrupt_archive", path=path)
+            raise _refuse(
+                gettext("'%(path)s' is truncated.") % {"path": path},
+                reason="corrupt_archive",
+                path=path,
+            )
         collector.add(path, content)
     return collector
 
@@ -409,21 +464,24 @@ def detect_format(data: bytes) -> str:
         return "tar.gz"
     if len(data) >= 262 and data[257:262] == b"ustar":
         return "tar"
-    raise _refuse("The upload is not a zip or tar.gz archive.", reason="unsupported_format")
+    raise _refuse(
+        gettext("The upload is not a zip or tar.gz archive."), reason="unsupported_format"
+    )
 
 
 def read_bundle(data: bytes, *, limits: BundleLimits = LIMITS) -> Bundle:
     """Check and read an uploaded archive; raises UnsafeBundle with the reason."""
     if len(data) > limits.max_archive_bytes:
         raise _refuse(
-            f"The archive is {len(data)} bytes; the limit is {limits.max_archive_bytes}.",
+            gettext("The archive is %(data)s bytes; the limit is %(max_archive_bytes)s.")
+            % {"data": len(data), "max_archive_bytes": limits.max_archive_bytes},
             reason="archive_too_large",
         )
     kind = detect_format(data)
     collector = _read_zip(data, limits) if kind == "zip" else _read_tar(data, limits)
     files, folder = _strip_single_folder(collector.files)
     if not files:
-        raise _refuse("The bundle has no files.", reason="empty")
+        raise _refuse(gettext("The bundle has no files."), reason="empty")
     return Bundle(files=list(files.values()), folder_name=folder, ignored=collector.ignored)
 
 
@@ -435,7 +493,7 @@ def bundle_from_files(
     for raw, content in files.items():
         collector.add(safe_path(raw, limits), content)
     if not collector.files:
-        raise _refuse("The bundle has no files.", reason="empty")
+        raise _refuse(gettext("The bundle has no files."), reason="empty")
     return Bundle(
         files=list(collector.files.values()), folder_name=folder_name, ignored=collector.ignored
     )
@@ -451,15 +509,28 @@ def bundle_from_directory(root: str | os.PathLike, *, limits: BundleLimits = LIM
             full = Path(current) / name
             relative = full.relative_to(base).as_posix()
             if full.is_symlink():
-                raise _refuse(f"'{relative}' is a symbolic link.", reason="symlink", path=relative)
+                raise _refuse(
+                    gettext("'%(relative)s' is a symbolic link.") % {"relative": relative},
+                    reason="symlink",
+                    path=relative,
+                )
             if not full.is_file():
                 raise _refuse(
-                    f"'{relative}' is not a regular file.", reason="special_file", path=relative
+                    gettext("'%(relative)s' is not a regular file.") % {"relative": relative},
+                    reason="special_file",
+                    path=relative,
                 )
             if full.stat().st_size > limits.max_file_bytes:
                 raise _refuse(
-                    f"'{relative}' is {full.stat().st_size} bytes; the limit per file is "
-                    f"{limits.max_file_bytes}.",
+                    gettext(
+                        "'%(relative)s' is %(st_size)s bytes; "
+                        "the limit per file is %(max_file_bytes)s."
+                    )
+                    % {
+                        "relative": relative,
+                        "st_size": full.stat().st_size,
+                        "max_file_bytes": limits.max_file_bytes,
+                    },
                     reason="file_too_large",
                     path=relative,
                 )

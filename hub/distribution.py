@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import Agent, AgentTemplate
@@ -77,7 +78,8 @@ def normalize_reference(entry: dict) -> dict:
     policy = str(entry.get("policy") or SkillInstall.Policy.AUTO)
     if policy not in POLICIES:
         raise InvalidInput(
-            f"{package}: update policy must be one of {', '.join(POLICIES)}.",
+            gettext("%(package)s: update policy must be one of %(policies)s.")
+            % {"package": package, "policies": ", ".join(POLICIES)},
             code="invalid_policy",
         )
     return {"package": package, "requested": requested, "policy": policy}
@@ -392,7 +394,7 @@ def _manageable(actor: Actor, install: SkillInstall) -> SkillInstall:
         .first()
     )
     if install is None:
-        raise NotFound("No such skill install.")
+        raise NotFound(gettext("No such skill install."))
     actor.require("deployment.manage", install.agent.deployment)
     return install
 
@@ -430,9 +432,12 @@ def install_apply_update(*, actor: Actor, install: SkillInstall) -> SkillInstall
     install = _manageable(actor, install)
     pending = install.pending_version
     if pending is None:
-        raise Conflict("No update is waiting for this install.", code="no_pending_update")
+        raise Conflict(gettext("No update is waiting for this install."), code="no_pending_update")
     if pending.status != SkillVersion.Status.PUBLISHED or pending.yanked:
-        raise Conflict(f"{pending} is no longer installable.", code="not_installable")
+        raise Conflict(
+            gettext("%(pending)s is no longer installable.") % {"pending": pending},
+            code="not_installable",
+        )
     install.pending_version = None
     return _move(actor, install, SkillInstallEvent.Action.APPLY, pending, "update applied")
 
@@ -454,9 +459,12 @@ def install_rollback(*, actor: Actor, install: SkillInstall, reason: str = "") -
     install = _manageable(actor, install)
     target = previous_version(install)
     if target is None:
-        raise Conflict("This install has no previous version.", code="no_previous_version")
+        raise Conflict(gettext("This install has no previous version."), code="no_previous_version")
     if target.status != SkillVersion.Status.PUBLISHED:
-        raise Conflict(f"{target} is no longer published.", code="not_installable")
+        raise Conflict(
+            gettext("%(target)s is no longer published.") % {"target": target},
+            code="not_installable",
+        )
     return _move(actor, install, SkillInstallEvent.Action.ROLLBACK, target, reason or "rolled back")
 
 
@@ -537,28 +545,39 @@ def template_skill_install(
     if template.organization_id != actor.organization.pk or not _usable(
         actor.organization.pk, package
     ):
-        raise NotFound("No such template.", code="template_not_found")
+        raise NotFound(gettext("No such template."), code="template_not_found")
     actor.require("template.manage", template)
     actor.require("deployment.manage")
     if template.is_archived:
-        raise Conflict(f"“{template.name}” is archived.", code="template_archived")
+        raise Conflict(
+            gettext("“%(template)s” is archived.") % {"template": template.name},
+            code="template_archived",
+        )
     target = version or resolve_version(package, "latest")
     if target.package_id != package.pk or target.status != SkillVersion.Status.PUBLISHED:
-        raise Conflict(f"{target} is not a published version.", code="not_installable")
+        raise Conflict(
+            gettext("%(target)s is not a published version.") % {"target": target},
+            code="not_installable",
+        )
     if target.yanked:
-        raise Conflict(f"{target} was yanked.", code="not_installable")
+        raise Conflict(
+            gettext("%(target)s was yanked.") % {"target": target}, code="not_installable"
+        )
     with transaction.atomic():
         # one install into a template at a time (a second click waits, then finds it done)
         template = AgentTemplate.objects.select_for_update().get(pk=template.pk)
         current = template.published_version
         if current is None:
-            raise Conflict("The template has no published version yet.", code="not_published")
+            raise Conflict(
+                gettext("The template has no published version yet."), code="not_published"
+            )
         skills = list(current.skills or [])
         index = _reference_index(skills, package)
         entry = skills[index] if index is not None else None
         if entry is not None and respect_pins and entry.get("policy") == "pinned":
             raise Conflict(
-                f"“{template.name}” pins {package.full_name}; a person decides to move it.",
+                gettext("“%(template)s” pins %(package)s; a person decides to move it.")
+                % {"template": template.name, "package": package.full_name},
                 code="pinned",
             )
         published, rollouts, left, moved = None, [], [], []
@@ -602,8 +621,12 @@ def template_skill_install(
                     )
             if not moved:
                 raise Conflict(
-                    f"“{template.name}” already runs {package.full_name} {target.version} or "
-                    "newer.",
+                    gettext("“%(template)s” already runs %(package)s %(version)s or newer.")
+                    % {
+                        "template": template.name,
+                        "package": package.full_name,
+                        "version": target.version,
+                    },
                     code="already_installed",
                 )
         live = (

@@ -12,6 +12,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from pgvector.django import VectorField
 
 from cadre.tenancy.models import Department, Member, TenantModel, department_subtree_ids
@@ -48,9 +49,9 @@ class SkillPackage(TenantModel):
     resource = "skill"
 
     class Visibility(models.TextChoices):
-        DEPARTMENT = "department", "A department and its sub-departments"
-        ORGANIZATION = "organization", "The whole organization"
-        INSTANCE = "instance", "Every organization on this instance"
+        DEPARTMENT = "department", gettext_lazy("A department and its sub-departments")
+        ORGANIZATION = "organization", gettext_lazy("The whole organization")
+        INSTANCE = "instance", gettext_lazy("Every organization on this instance")
 
     namespace = models.ForeignKey(HubNamespace, on_delete=models.PROTECT, related_name="packages")
     name = models.CharField(max_length=64)
@@ -105,16 +106,16 @@ class SkillPackage(TenantModel):
 
 class SkillVersion(models.Model):
     class Status(models.TextChoices):
-        DRAFT = "draft", "Draft"
-        PENDING_REVIEW = "pending_review", "Pending review"
-        PUBLISHED = "published", "Published"
-        REJECTED = "rejected", "Rejected"
+        DRAFT = "draft", gettext_lazy("Draft")
+        PENDING_REVIEW = "pending_review", gettext_lazy("Pending review")
+        PUBLISHED = "published", gettext_lazy("Published")
+        REJECTED = "rejected", gettext_lazy("Rejected")
 
     class Verdict(models.TextChoices):
-        PASS = "pass", "Pass"
-        REVIEW = "review", "Needs review"
-        WARN = "warn", "Warning"
-        BLOCK = "block", "Blocked"
+        PASS = "pass", gettext_lazy("Pass")
+        REVIEW = "review", gettext_lazy("Needs review")
+        WARN = "warn", gettext_lazy("Warning")
+        BLOCK = "block", gettext_lazy("Blocked")
 
     package = models.ForeignKey(SkillPackage, on_delete=models.CASCADE, related_name="versions")
     version = models.CharField(max_length=128)
@@ -299,9 +300,9 @@ class SkillInstall(TenantModel):
     resource = "agent"
 
     class Policy(models.TextChoices):
-        AUTO = "auto", "Auto: patches apply, minor and major updates are offered"
-        MANUAL = "manual", "Manual: every update is offered"
-        PINNED = "pinned", "Pinned: never moves"
+        AUTO = "auto", gettext_lazy("Auto: patches apply, minor and major updates are offered")
+        MANUAL = "manual", gettext_lazy("Manual: every update is offered")
+        PINNED = "pinned", gettext_lazy("Pinned: never moves")
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
     package = models.ForeignKey(SkillPackage, on_delete=models.CASCADE, related_name="installs")
@@ -339,13 +340,13 @@ class SkillInstallEvent(models.Model):
     """An install's history: each resolve, update, offer, apply and rollback."""
 
     class Action(models.TextChoices):
-        INSTALL = "install", "Installed"
-        UPDATE = "update", "Updated automatically"
-        OFFER = "offer", "Update offered"
-        APPLY = "apply", "Offered update applied"
-        ROLLBACK = "rollback", "Rolled back"
-        CHANGE = "change", "Requested range or policy changed"
-        REMOVE = "remove", "Removed"
+        INSTALL = "install", gettext_lazy("Installed")
+        UPDATE = "update", gettext_lazy("Updated automatically")
+        OFFER = "offer", gettext_lazy("Update offered")
+        APPLY = "apply", gettext_lazy("Offered update applied")
+        ROLLBACK = "rollback", gettext_lazy("Rolled back")
+        CHANGE = "change", gettext_lazy("Requested range or policy changed")
+        REMOVE = "remove", gettext_lazy("Removed")
 
     install = models.ForeignKey(SkillInstall, on_delete=models.CASCADE, related_name="events")
     action = models.CharField(max_length=16, choices=Action.choices)
@@ -373,8 +374,8 @@ class SkillUsage(TenantModel):
     resource = "agent"
 
     class Outcome(models.TextChoices):
-        SUCCESS = "success", "Success"
-        FAILURE = "failure", "Failure"
+        SUCCESS = "success", gettext_lazy("Success")
+        FAILURE = "failure", gettext_lazy("Failure")
 
     run = models.ForeignKey("agents.Run", on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")

@@ -9,6 +9,7 @@ from django.contrib.postgres.search import SearchQuery, SearchRank, TrigramSimil
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.agents.models import Run
 from cadre.errors import InvalidInput, NotFound
@@ -132,7 +133,10 @@ def package_get(actor, handle: str, name: str) -> SkillPackage:
     handle = handle.lstrip("@")
     package = packages_visible(actor).filter(namespace__handle=handle, name=name).first()
     if package is None:
-        raise NotFound(f"No skill @{handle}/{name}.", code="skill_not_found")
+        raise NotFound(
+            _("No skill @%(handle)s/%(name)s.") % {"handle": handle, "name": name},
+            code="skill_not_found",
+        )
     return package
 
 
@@ -140,7 +144,10 @@ def parse_full_name(text: str) -> tuple[str, str]:
     """`@namespace/name` (the `@` is optional) → (namespace, name)."""
     match = re.fullmatch(r"@?([a-z0-9][a-z0-9-]{0,63})/([a-z0-9][a-z0-9-]{0,63})", text.strip())
     if match is None:
-        raise InvalidInput(f"'{text}' is not a skill name like @namespace/name.", code="invalid")
+        raise InvalidInput(
+            _("'%(text)s' is not a skill name like @namespace/name.") % {"text": text},
+            code="invalid",
+        )
     return match.group(1), match.group(2)
 
 
@@ -169,7 +176,10 @@ def resolve_version(package: SkillPackage, spec: str | None = None) -> SkillVers
     if exact is not None:
         found = published.filter(version=str(exact)).first()
         if found is None:
-            raise NotFound(f"{package.full_name} has no published version {spec}.")
+            raise NotFound(
+                _("%(package)s has no published version %(spec)s.")
+                % {"package": package.full_name, "spec": spec}
+            )
         return found
     tag = DistTag.objects.filter(package=package, tag=spec).select_related("version").first()
     if (
@@ -182,14 +192,20 @@ def resolve_version(package: SkillPackage, spec: str | None = None) -> SkillVers
         candidates = ordered(published.filter(yanked=False))
         if candidates:
             return candidates[0]
-        raise NotFound(f"{package.full_name} has no published version.")
+        raise NotFound(_("%(package)s has no published version.") % {"package": package.full_name})
     if tag is None and not re.search(r"[\d*xX]", spec):
-        raise NotFound(f"{package.full_name} has no dist-tag '{spec}'.")
+        raise NotFound(
+            _("%(package)s has no dist-tag '%(spec)s'.")
+            % {"package": package.full_name, "spec": spec}
+        )
     version_range = parse_range(spec)
     candidates = {v.version: v for v in published.filter(yanked=False)}
     best: Version | None = version_range.best(candidates)
     if best is None:
-        raise NotFound(f"No published version of {package.full_name} matches '{spec}'.")
+        raise NotFound(
+            _("No published version of %(package)s matches '%(spec)s'.")
+            % {"package": package.full_name, "spec": spec}
+        )
     return candidates[str(best)]
 
 
@@ -372,5 +388,5 @@ def run_get(actor, run_id: int):
 
     run = Run.objects.restrict(actor, "view").filter(pk=run_id).first()
     if run is None:
-        raise NotFound("No such run.", code="run_not_found")
+        raise NotFound(_("No such run."), code="run_not_found")
     return run

@@ -131,11 +131,11 @@ def namespace_create(
     handle = handle.strip().lstrip("@").lower()
     if not NAME_PATTERN.match(handle) or len(handle) > 64:
         raise InvalidInput(
-            "A namespace is 1-64 lowercase letters, digits and single hyphens.",
-            details={"handle": ["Invalid handle."]},
+            gettext("A namespace is 1-64 lowercase letters, digits and single hyphens."),
+            details={"handle": [gettext("Invalid handle.")]},
         )
     if department is not None and department.organization_id != actor.organization.pk:
-        raise NotFound("No such department.")
+        raise NotFound(gettext("No such department."))
     namespace = HubNamespace(
         organization=actor.organization,
         handle=handle,
@@ -146,7 +146,10 @@ def namespace_create(
         with transaction.atomic():
             namespace.save()
     except IntegrityError:
-        raise Conflict(f"The namespace @{handle} is taken.", code="namespace_taken") from None
+        raise Conflict(
+            gettext("The namespace @%(handle)s is taken.") % {"handle": handle},
+            code="namespace_taken",
+        ) from None
     audit.record(
         actor=actor,
         action="hub.namespace.create",
@@ -163,8 +166,11 @@ def _namespace_for_publish(actor: Actor, handle: str | None) -> HubNamespace:
     if namespace is None:
         if handle != organization.slug:
             raise NotFound(
-                f"No namespace @{handle}; publish under @{organization.slug} or ask a reviewer "
-                "to create a team namespace.",
+                gettext(
+                    "No namespace @%(handle)s; publish under @%(slug)s or ask a reviewer "
+                    "to create a team namespace."
+                )
+                % {"handle": handle, "slug": organization.slug},
                 code="namespace_not_found",
             )
         namespace, _ = HubNamespace.objects.get_or_create(
@@ -248,7 +254,7 @@ def package_publish(
     if not reviewed:
         actor.require("skill.publish")
     if actor.member is None:
-        raise NotPermitted("Publishing needs a member (a person or their API key).")
+        raise NotPermitted(gettext("Publishing needs a member (a person or their API key)."))
     parsed = parse_version(version)
     report, scan = check_bundle(bundle, name=name)
     frontmatter_name = report.frontmatter.get("name") if report.document else None
@@ -267,16 +273,18 @@ def package_publish(
         return outcome
     if not report.ok:
         raise InvalidInput(
-            f"The skill is not valid: {report.errors[0]}",
+            gettext("The skill is not valid: %(errors)s") % {"errors": report.errors[0]},
             code="invalid_skill",
             details={"problems": [p.as_dict() for p in report.problems]},
         )
     if scan.verdict == "block":
         raise InvalidInput(
-            "The security scan blocked this upload: "
-            + "; ".join(
-                f"{f.file}:{f.line} {f.rule}" for f in scan.findings if f.severity == "block"
-            ),
+            gettext("The security scan blocked this upload: %(findings)s")
+            % {
+                "findings": "; ".join(
+                    f"{f.file}:{f.line} {f.rule}" for f in scan.findings if f.severity == "block"
+                )
+            },
             code="scan_blocked",
             details=scan.as_dict(),
         )
@@ -337,11 +345,13 @@ def _create_version(
         )
     elif approval is None and not can_maintain(actor, package):
         raise NotPermitted(
-            f"Only the owner of {package.full_name} or a skill reviewer may publish new versions."
+            gettext("Only the owner of %(package)s or a skill reviewer may publish new versions.")
+            % {"package": package.full_name}
         )
     if UsedVersion.objects.filter(package=package, version=parsed).exists():
         raise Conflict(
-            f"{package.full_name}@{parsed} was already used; version numbers are never reused.",
+            gettext("%(package)s@%(parsed)s was already used; version numbers are never reused.")
+            % {"package": package.full_name, "parsed": parsed},
             code="version_used",
         )
     UsedVersion.objects.create(package=package, version=parsed)
@@ -389,18 +399,23 @@ def _package_create(*, actor, namespace, name, visibility, department, display_n
     visibility = visibility or SkillPackage.Visibility.ORGANIZATION
     if visibility not in SkillPackage.Visibility.values:
         raise InvalidInput(
-            f"Unknown visibility '{visibility}'.",
-            details={"visibility": [f"Choose from: {', '.join(SkillPackage.Visibility.values)}"]},
+            gettext("Unknown visibility '%(visibility)s'.") % {"visibility": visibility},
+            details={
+                "visibility": [
+                    gettext("Choose from: %(values)s")
+                    % {"values": ", ".join(SkillPackage.Visibility.values)}
+                ]
+            },
         )
     if visibility == SkillPackage.Visibility.DEPARTMENT:
         department = department or getattr(actor.member, "department", None)
         if department is None:
             raise InvalidInput(
-                "Department visibility needs a department.",
-                details={"department": ["Required for department visibility."]},
+                gettext("Department visibility needs a department."),
+                details={"department": [gettext("Required for department visibility.")]},
             )
     if department is not None and department.organization_id != actor.organization.pk:
-        raise NotFound("No such department.")
+        raise NotFound(gettext("No such department."))
     package = SkillPackage.objects.create(
         organization=actor.organization,
         namespace=namespace,
@@ -438,7 +453,7 @@ def _sign(version: SkillVersion) -> None:
 def _publish(actor: Actor, version: SkillVersion, *, note: str = "") -> None:
     if version.scan_verdict == "block":
         raise InvalidInput(
-            "A version blocked by the security scan never publishes.", code="scan_blocked"
+            gettext("A version blocked by the security scan never publishes."), code="scan_blocked"
         )
     before = _version_snapshot(version)
     _sign(version)
@@ -550,7 +565,11 @@ def version_review(
     if approval is None or not (approval.allowed and approval.completes_review):
         require_reviewer(actor, version.package)
     if version.status != SkillVersion.Status.PENDING_REVIEW:
-        raise Conflict(f"{version} is {version.status}, not pending review.", code="not_pending")
+        raise Conflict(
+            gettext("%(version)s is %(status)s, not pending review.")
+            % {"version": version, "status": version.status},
+            code="not_pending",
+        )
     if approve:
         _publish(actor, version, note=note)
     else:
@@ -575,10 +594,12 @@ def version_review(
 def version_yank(*, actor: Actor, version: SkillVersion, reason: str) -> SkillVersion:
     require_maintainer(actor, version.package)
     if not reason.strip():
-        raise InvalidInput("Say why the version is yanked.", details={"reason": ["Required."]})
+        raise InvalidInput(
+            gettext("Say why the version is yanked."), details={"reason": [gettext("Required.")]}
+        )
     version = SkillVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != SkillVersion.Status.PUBLISHED:
-        raise Conflict("Only a published version can be yanked.", code="not_published")
+        raise Conflict(gettext("Only a published version can be yanked."), code="not_published")
     before = _version_snapshot(version)
     version.yanked, version.yanked_reason, version.yanked_at = True, reason.strip(), timezone.now()
     version.save(update_fields=["yanked", "yanked_reason", "yanked_at"])
@@ -620,7 +641,7 @@ def version_unyank(*, actor: Actor, version: SkillVersion) -> SkillVersion:
 def version_remove(*, actor: Actor, version: SkillVersion, reason: str = "") -> None:
     """Delete a version (reviewers only); its number stays used for ever."""
     if not actor.can("skill.review", version.package):
-        raise NotPermitted("Removing a version needs 'skill.review'.")
+        raise NotPermitted(gettext("Removing a version needs 'skill.review'."))
     package = version.package
     snapshot = _version_snapshot(version)
     version.delete()
@@ -669,17 +690,19 @@ def package_update(
     }
     if badges is not None:
         if not actor.has("skill.review"):
-            raise NotPermitted("Badges are given by skill reviewers.")
+            raise NotPermitted(gettext("Badges are given by skill reviewers."))
         package.badges = sorted({str(b)[:32] for b in badges})[:10]
     if display_name is not None:
         package.display_name = display_name.strip()[:200] or package.name
     if visibility is not None:
         if visibility not in SkillPackage.Visibility.values:
-            raise InvalidInput(f"Unknown visibility '{visibility}'.")
+            raise InvalidInput(
+                gettext("Unknown visibility '%(visibility)s'.") % {"visibility": visibility}
+            )
         if visibility == SkillPackage.Visibility.DEPARTMENT:
             department = department or package.department
             if department is None or department.organization_id != package.organization_id:
-                raise InvalidInput("Department visibility needs a department of this org.")
+                raise InvalidInput(gettext("Department visibility needs a department of this org."))
             package.department = department
         else:
             package.department = None
@@ -721,7 +744,10 @@ def _check_tag(tag: str) -> str:
     tag = tag.strip()
     if not TAG_PATTERN.match(tag) or is_range(tag):
         raise InvalidInput(
-            f"'{tag}' cannot be a dist-tag: use a word like beta or stable (not a version).",
+            gettext(
+                "'%(tag)s' cannot be a dist-tag: use a word like beta or stable (not a version)."
+            )
+            % {"tag": tag},
             code="invalid_tag",
         )
     return tag
@@ -735,10 +761,12 @@ def dist_tag_set(
     require_maintainer(actor, package)
     tag = _check_tag(tag)
     if version.package_id != package.pk:
-        raise NotFound("No such version of this skill.")
+        raise NotFound(gettext("No such version of this skill."))
     if version.status != SkillVersion.Status.PUBLISHED or version.yanked:
         raise InvalidInput(
-            f"{version} is not installable (unpublished or yanked).", code="not_installable"
+            gettext("%(version)s is not installable (unpublished or yanked).")
+            % {"version": version},
+            code="not_installable",
         )
     existing = DistTag.objects.select_for_update().filter(package=package, tag=tag).first()
     before = existing.version.version if existing else None
@@ -763,7 +791,10 @@ def dist_tag_remove(*, actor: Actor, package: SkillPackage, tag: str) -> None:
     require_maintainer(actor, package)
     existing = DistTag.objects.filter(package=package, tag=tag).select_related("version").first()
     if existing is None:
-        raise NotFound(f"{package.full_name} has no dist-tag '{tag}'.")
+        raise NotFound(
+            gettext("%(package)s has no dist-tag '%(tag)s'.")
+            % {"package": package.full_name, "tag": tag}
+        )
     if tag == "latest":
         existing.pinned = False
         existing.save(update_fields=["pinned"])

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from cadre.errors import InvalidInput, NotFound
 from cadre.governance import audit
@@ -45,9 +46,11 @@ def upload_ticket_create(
     path = safe_path(path)
     sha256 = sha256.lower()
     if not isinstance(size, int) or size < 0 or size > LIMITS.max_file_bytes:
-        raise InvalidInput(f"size must be 0..{LIMITS.max_file_bytes} bytes.")
+        raise InvalidInput(
+            gettext("size must be 0..%(limit)s bytes.") % {"limit": LIMITS.max_file_bytes}
+        )
     if len(sha256) != 64:
-        raise InvalidInput("sha256 must be 64 hex characters.")
+        raise InvalidInput(gettext("sha256 must be 64 hex characters."))
     # Expired and abandoned tickets are removed by the beat task `upload_tickets_purge`.
     return UploadTicket.objects.create(
         organization=actor.organization,
@@ -73,12 +76,15 @@ def upload_ticket_receive(
             .first()
         )
         if found is None:
-            raise NotFound("Upload ticket not found or expired.")
+            raise NotFound(gettext("Upload ticket not found or expired."))
         content = read(LIMITS.max_file_bytes + 1)
         if len(content) != found.size:
-            raise InvalidInput(f"Expected {found.size} bytes, got {len(content)}.")
+            raise InvalidInput(
+                gettext("Expected %(size)s bytes, got %(received)s.")
+                % {"size": found.size, "received": len(content)}
+            )
         if hashlib.sha256(content).hexdigest() != found.sha256:
-            raise InvalidInput("The uploaded bytes do not match the announced sha256.")
+            raise InvalidInput(gettext("The uploaded bytes do not match the announced sha256."))
         found.content, found.uploaded_at = content, timezone.now()
         found.save(update_fields=["content", "uploaded_at"])
     return found
@@ -99,7 +105,9 @@ def upload_tickets_publish(
     their tickets."""
     actor.require("skill.publish")
     if len(files) > LIMITS.max_files:
-        raise InvalidInput(f"At most {LIMITS.max_files} files.")
+        raise InvalidInput(
+            gettext("At most %(max_files)s files.") % {"max_files": LIMITS.max_files}
+        )
     tickets = {
         ticket.ticket: ticket
         for ticket in UploadTicket.objects.filter(
@@ -116,10 +124,12 @@ def upload_tickets_publish(
     contents: dict[str, bytes] = {}
     for entry in files:
         if not isinstance(entry, dict):
-            raise InvalidInput("Each file is an object.")
+            raise InvalidInput(gettext("Each file is an object."))
         ticket = tickets.get(str(entry.get("uploadTicket") or entry.get("storageId")))
         if ticket is None or ticket.path != entry.get("path"):
-            raise InvalidInput(f"No finished upload for {entry.get('path')!r}.")
+            raise InvalidInput(
+                gettext("No finished upload for %(path)r.") % {"path": entry.get("path")}
+            )
         contents[ticket.path] = bytes(ticket.content)
     bundle = bundle_from_files(contents, folder_name=slug)
     outcome = services.package_publish(

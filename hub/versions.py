@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import semver
+from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput
 
@@ -34,12 +35,16 @@ def parse_version(text: str) -> Version:
     """A strict SemVer 2.0 version; `InvalidInput` names what is wrong."""
     value = (text or "").strip()
     if len(value) > 128:
-        raise InvalidInput("A version is at most 128 characters.", code="invalid_version")
+        raise InvalidInput(_("A version is at most 128 characters."), code="invalid_version")
     try:
         return Version.parse(value)
     except (ValueError, TypeError):
         raise InvalidInput(
-            f"'{value}' is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.4.0 or 2.0.0-beta.1).",
+            _(
+                "'%(value)s' is not a semantic version "
+                "(MAJOR.MINOR.PATCH, e.g. 1.4.0 or 2.0.0-beta.1)."
+            )
+            % {"value": value},
             code="invalid_version",
         ) from None
 
@@ -102,13 +107,16 @@ def _set_matches(comparators: tuple[Comparator, ...], version: Version) -> bool:
 
 
 def _bad_range(text: str, why: str) -> InvalidInput:
-    return InvalidInput(f"'{text}' is not a version range: {why}.", code="invalid_range")
+    return InvalidInput(
+        _("'%(text)s' is not a version range: %(why)s.") % {"text": text, "why": why},
+        code="invalid_range",
+    )
 
 
 def _partial(text: str, whole: str):
     match = _PARTIAL.match(text)
     if match is None:
-        raise _bad_range(whole, f"'{text}' is not a version")
+        raise _bad_range(whole, _("'%(text)s' is not a version") % {"text": text})
     parts = []
     for name in ("major", "minor", "patch"):
         value = match.group(name)
@@ -176,7 +184,7 @@ def _expand(op: str, text: str, whole: str) -> list[Comparator]:
         if patch is None:
             return [Comparator("<", _lowest(major, minor + 1))]
         return [Comparator("<=", _v(major, minor, patch, pre))]
-    raise _bad_range(whole, f"unknown operator '{op}'")
+    raise _bad_range(whole, _("unknown operator '%(op)s'") % {"op": op})
 
 
 def _comparator_set(text: str, whole: str) -> tuple[Comparator, ...]:
@@ -198,7 +206,7 @@ def _comparator_set(text: str, whole: str) -> tuple[Comparator, ...]:
     for token in tokens:
         match = _COMPARATOR.match(token)
         if match is None:
-            raise _bad_range(whole, f"cannot read '{token}'")
+            raise _bad_range(whole, _("cannot read '%(token)s'") % {"token": token})
         comparators.extend(_expand(match.group("op"), match.group("version"), whole))
     return tuple(comparators)
 
@@ -207,7 +215,10 @@ def parse_range(text: str) -> VersionRange:
     """An npm-style range. `latest`-style dist-tags are not ranges: resolve them first."""
     value = (text or "").strip()
     if len(value) > MAX_RANGE_LENGTH:
-        raise _bad_range(value[:40] + "…", f"longer than {MAX_RANGE_LENGTH} characters")
+        raise _bad_range(
+            value[:40] + "…",
+            _("longer than %(limit)s characters") % {"limit": MAX_RANGE_LENGTH},
+        )
     if value == "":
         value = "*"
     alternatives = tuple(_comparator_set(part, value) for part in value.split("||"))

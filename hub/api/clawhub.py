@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Prefetch
 from django.http import HttpResponse, JsonResponse
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
@@ -75,8 +76,10 @@ class ClawHubView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, exceptions.NotAuthenticated):
             exc = exceptions.NotAuthenticated(
-                "Authentication required: run `clawhub login --token <Cadre API key>` "
-                "(a key with the hub:read or hub:publish scope)."
+                gettext(
+                    "Authentication required: run `clawhub login --token <Cadre API key>` "
+                    "(a key with the hub:read or hub:publish scope)."
+                )
             )
         response = super().handle_exception(exc)
         error = response.data.get("error", {}) if isinstance(response.data, dict) else {}
@@ -103,7 +106,7 @@ def _int(value, default: int, maximum: int) -> int:
 
 
 def _skill_not_found() -> NotFound:
-    return NotFound("Skill not found")
+    return NotFound(gettext("Skill not found"))
 
 
 def _package(request, slug: str, owner_handle: str | None = None) -> SkillPackage:
@@ -270,7 +273,7 @@ class SkillsView(ClawHubView):
         version = str(data.get("version") or "").strip()
         files = data.get("files")
         if not slug or not version or not isinstance(files, list) or not files:
-            raise InvalidInput("slug, version and files are required.")
+            raise InvalidInput(gettext("slug, version and files are required."))
         tags = [t for t in data.get("tags") or [] if isinstance(t, str) and t != "latest"]
         outcome = uploads.upload_tickets_publish(
             actor=request.actor,
@@ -414,7 +417,7 @@ class VersionView(ClawHubView):
         package = _package(request, slug)
         found = _published(package).filter(version=version).first()
         if found is None:
-            raise NotFound("Version not found")
+            raise NotFound(gettext("Version not found"))
         files = [
             {"path": f.path, "size": f.size, "sha256": f.sha256, "contentType": f.content_type}
             for f in found.files.all()
@@ -439,7 +442,7 @@ class FileView(ClawHubView):
         path = request.query_params.get("path", "")
         item = version.files.select_related("blob").filter(path=path).first()
         if item is None:
-            raise NotFound("File not found")
+            raise NotFound(gettext("File not found"))
         response = HttpResponse(bytes(item.blob.content), content_type=item.content_type)
         response["X-Checksum-Sha256"] = item.sha256
         response["X-Content-Type-Options"] = "nosniff"
@@ -454,7 +457,7 @@ class TagView(ClawHubView):
         package = _package(request, slug, str(data.get("ownerHandle") or "") or None)
         version = _published(package).filter(version=str(data.get("version") or "")).first()
         if version is None:
-            raise NotFound("Version not found")
+            raise NotFound(gettext("Version not found"))
         services.dist_tag_set(actor=request.actor, package=package, tag=tag, version=version)
         return Response({"ok": True, "slug": package.name, "tag": tag, "version": version.version})
 

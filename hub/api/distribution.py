@@ -4,6 +4,7 @@ its context, and the run's outcome feedback."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
@@ -96,7 +97,7 @@ def _installs(request):
 def _install(request, pk: int) -> SkillInstall:
     install = _installs(request).filter(pk=pk).first()
     if install is None:
-        raise NotFound("No such skill install.")
+        raise NotFound(_("No such skill install."))
     return install
 
 
@@ -271,7 +272,7 @@ class PackageTemplatesView(APIView):
             and request.actor.has("deployment.manage")
         ):
             raise NotPermitted(
-                "Installing a skill into a template needs template.manage and deployment.manage."
+                _("Installing a skill into a template needs template.manage and deployment.manage.")
             )
         serializer = TemplateInstallSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -282,7 +283,7 @@ class PackageTemplatesView(APIView):
             .first()
         )
         if template is None:
-            raise NotFound("No such template.", code="template_not_found")
+            raise NotFound(_("No such template."), code="template_not_found")
         version = None
         if data.get("version"):
             version = selectors.resolve_version(package, data["version"])

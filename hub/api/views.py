@@ -12,6 +12,7 @@ import hashlib
 
 from django.db.models import Prefetch
 from django.http import HttpResponse
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.parsers import MultiPartParser
@@ -44,7 +45,10 @@ def _package(request, namespace: str, name: str) -> SkillPackage:
 def _version(request, package: SkillPackage, version: str) -> SkillVersion:
     found = selectors.versions_visible(request.actor, package).filter(version=version).first()
     if found is None:
-        raise NotFound(f"{package.full_name} has no version {version}.")
+        raise NotFound(
+            gettext("%(package)s has no version %(version)s.")
+            % {"package": package.full_name, "version": version}
+        )
     return found
 
 
@@ -55,7 +59,9 @@ def _department(request, department_id: int | None) -> Department | None:
         organization=request.actor.organization, pk=department_id
     ).first()
     if department is None:
-        raise InvalidInput("No such department.", details={"department": ["Not found."]})
+        raise InvalidInput(
+            gettext("No such department."), details={"department": [gettext("Not found.")]}
+        )
     return department
 
 
@@ -71,15 +77,21 @@ def read_upload(request) -> bytes:
     if upload is not None:
         if upload.size > MAX_UPLOAD:
             raise InvalidInput(
-                f"The archive is {upload.size} bytes; the limit is {MAX_UPLOAD}.",
+                gettext("The archive is %(size)s bytes; the limit is %(limit)s.")
+                % {"size": upload.size, "limit": MAX_UPLOAD},
                 code="payload_too_large",
             )
         return upload.read()
     data = request._request.read(MAX_UPLOAD + 1)
     if len(data) > MAX_UPLOAD:
-        raise InvalidInput(f"The archive is over {MAX_UPLOAD} bytes.", code="payload_too_large")
+        raise InvalidInput(
+            gettext("The archive is over %(limit)s bytes.") % {"limit": MAX_UPLOAD},
+            code="payload_too_large",
+        )
     if not data:
-        raise InvalidInput("Send the bundle as the request body or a multipart 'bundle' field.")
+        raise InvalidInput(
+            gettext("Send the bundle as the request body or a multipart 'bundle' field.")
+        )
     return data
 
 
@@ -158,7 +170,7 @@ class SearchView(APIView):
         try:
             limit = int(request.query_params.get("limit", 20))
         except ValueError:
-            raise InvalidInput("limit must be a number.") from None
+            raise InvalidInput(gettext("limit must be a number.")) from None
         results = selectors.search(request.actor, request.query_params.get("q", ""), limit=limit)
         packages = {
             p.pk: p
@@ -342,7 +354,9 @@ class FileView(APIView):
         found = _version(request, package, version)
         item = found.files.select_related("blob").filter(path=path).first()
         if item is None:
-            raise NotFound(f"{found} has no file {path}.")
+            raise NotFound(
+                gettext("%(found)s has no file %(path)s.") % {"found": found, "path": path}
+            )
         body = bytes(item.blob.content)
         response = HttpResponse(body, content_type=item.content_type)
         response["X-Checksum-Sha256"] = item.sha256

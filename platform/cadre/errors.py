@@ -10,6 +10,7 @@ class CadreError(Exception):
     status = 400
 
     def __init__(self, message: str, *, code: str | None = None, details: dict | None = None):
+        message = str(message)  # a lazy message is read in the language active when raised
         super().__init__(message)
         self.message = message
         if code:

@@ -34,11 +34,10 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 from django.conf import settings
-from django.core.exceptions import AppRegistryNotReady, ImproperlyConfigured
-from django.utils.translation import gettext
 
 from cadre.env import env_list
 from cadre.errors import InvalidInput
+from cadre.languages import gettext_or_message as _
 
 # The allow-list setting of each kind of caller (the surfaces the guard protects).
 ALERT_WEBHOOKS = "CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS"
@@ -91,15 +90,6 @@ _NEVER = tuple(
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _HOST_NAME = re.compile(r"[a-z0-9._-]+")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
-
-
-def _(message: str) -> str:
-    """gettext, and the message itself where no Django is set up (a script using the model
-    client)."""
-    try:
-        return gettext(message)
-    except (AppRegistryNotReady, ImproperlyConfigured):
-        return message
 
 
 class OutboundRefused(InvalidInput):

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - the Chinese documents are written with full-width punctuation
 """Drafting a template from documents without a model: the draft keeps the documents' content —
 headings, paragraphs (a "Purpose" section's text included), numbered steps and lists, in English
 and Chinese, markdown or plain text — and names the role once ("Marketing assistant", never

@@ -3,8 +3,6 @@ something: "remember …" holding masked values (a phone, a colleague's name) is
 person's statement in their own scope; a question is never stored and never supersedes a
 statement; a statement the memory tool wrote is not written again by the after-run hook."""
 
-# ruff: noqa: RUF001 - Chinese text is the point
-
 from __future__ import annotations
 
 import pytest

@@ -1,7 +1,5 @@
 """Masking test bench API and organization rules: permissions, tenancy, validation, storage."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import pytest

@@ -1,8 +1,6 @@
 """The DIRECTORY recognizer: members' names (Chinese and Latin), e-mails, mobiles and IM ids,
 context rules for given names and names that are ordinary words, refresh on member changes."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import pytest

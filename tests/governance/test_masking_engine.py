@@ -1,8 +1,6 @@
 """The masking engine: what each recognizer finds and refuses, spans at CJK boundaries, modes,
 overlap resolution, and precision/recall on the committed corpora."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import importlib.util

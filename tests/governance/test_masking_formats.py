@@ -2,7 +2,7 @@
 phrasings, per-provider token checks, 400/800 numbers, full-width text, passport vs SSN by the
 nearest keyword, image file names that look like emails — and the near-misses around each."""
 
-# ruff: noqa: RUF001, RUF003 - Chinese text and its full-width characters are the point
+# ruff: noqa: RUF001 - Chinese text and its full-width characters are the point
 
 from __future__ import annotations
 

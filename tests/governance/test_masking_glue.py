@@ -2,8 +2,6 @@
 IPv6 after a label, secrets that stop at CJK text or at the next value, two secrets in a row,
 labelled credentials (value only) — and the near-misses that must stay unmasked."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width characters are the point
-
 from __future__ import annotations
 
 import pytest

@@ -4,8 +4,6 @@ glued to the next word, a token or e-mail in markdown underscores, a password en
 symbol, a password that looked like a function call, a Chinese passport glued to a word — and
 the near-misses that must stay as they are."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width characters are the point
-
 from __future__ import annotations
 
 import json

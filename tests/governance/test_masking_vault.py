@@ -1,8 +1,6 @@
 """The pseudonym vault: consistent placeholders per conversation, separation between
 conversations and organizations, encryption at rest, concurrent numbering, re-identification."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import threading

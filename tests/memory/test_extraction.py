@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - Chinese text uses full-width punctuation
 """Memories from messages: explicit requirements and preferences by rules (English and
 Chinese), or by a model behind an OpenAI-compatible endpoint when one is configured."""
 

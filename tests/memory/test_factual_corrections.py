@@ -4,8 +4,6 @@ of bullet points" supersedes the bullet-points preference (never the run's exper
 offline rules judge; a correction that contradicts nothing writes nothing and says nothing
 was changed."""
 
-# ruff: noqa: RUF001 - Chinese text is the point
-
 from __future__ import annotations
 
 import pytest

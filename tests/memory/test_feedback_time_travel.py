@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - Chinese text uses full-width punctuation
 """Feedback corrections supersede what they contradict; history keeps the old state and
 as_of (time travel) returns what was valid and known at a moment."""
 

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - Chinese text uses full-width punctuation
 """A plain first-person fact ("I work from the Hangzhou office on Fridays.", "我周五在杭州办公室
 上班。") stated through any API that accepts one (MemOS add/message, Mem0 add, the REST memories
 API, the MCP memory_add tool) is kept by the offline extractor and found by every search surface

@@ -108,7 +108,7 @@ def test_add_search_get_update_feedback_and_delete(memos, alice):
             {
                 "user_id": alice.email,
                 "conversation_id": "0611",
-                "feedback_content": "不对，周报用英文写",  # noqa: RUF001
+                "feedback_content": "不对，周报用英文写",
             },
             format="json",
         )

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - Chinese text uses full-width punctuation
 """Chinese and mixed-language memory found through the scoped search, short queries skip
 recall, and a search made for a model call leaves a ContextRecord that traces both ways."""
 

@@ -1,8 +1,6 @@
 """A question states nothing: extraction never writes one (any extractor, English and Chinese),
 and the dedup funnel never lets a question merge with, update or archive a statement."""
 
-# ruff: noqa: RUF001 - Chinese text is the point
-
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - the Chinese sentences carry full-width punctuation
 """The correction detector: a correction of how the agent did its task (an omission in the
 answer, or an addition to the answer's content made a standing rule) proposes a skill; a
 stated preference, a fact about the person, a plain request or small talk does not — in

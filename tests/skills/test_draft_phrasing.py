@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 - the Chinese sentences carry full-width punctuation
 """The offline skill draft reads as instructions: each step is the correction's lesson in
 imperative form (English and Chinese), never the way the employee said the answer was wrong
 ("no, that's wrong", "actually", "其实", "不对"); its name says what the lesson is about; and the

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from django.db.models import Prefetch
+from django.utils.translation import gettext as _
 
 from cadre.agents.models import Run, Step, ToolEffect
 from cadre.agents.selectors import transcripts_readable
@@ -40,7 +41,7 @@ def run_call_chain(actor: Actor, run: Run) -> dict:
     """
     visible = transcripts_readable(actor, Run.objects.all())
     if not visible.filter(pk=run.pk).exists():
-        raise NotFound("No such run.")
+        raise NotFound(_("No such run."))
     descendants = _descendants(run)
     ids = [child.pk for child in descendants]
     shown = set(visible.filter(pk__in=ids).values_list("pk", flat=True))

@@ -39,6 +39,9 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.http import HttpRequest
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from cadre.agents import selectors
 from cadre.agents.live import session_group
@@ -47,6 +50,7 @@ from cadre.errors import CadreError, InvalidInput
 from cadre.governance.confirmations import confirmation_decide
 from cadre.identifiers import parse_pk
 from cadre.tenancy.actors import member_actor
+from cadre.tenancy.languages import request_language
 from cadre.tenancy.middleware import SESSION_KEY, session_memberships
 from cadre.tenancy.models import Member
 
@@ -66,6 +70,18 @@ def _member_for(scope):
     members = session_memberships(session, user)
     member = members.filter(organization_id=wanted).first() if wanted else None
     return member or members.first()
+
+
+def _language(scope, member) -> str:
+    """The language the error frames speak: the member's preference, else the browser's (the
+    switcher's cookie, Accept-Language), else the organization's, as the console decides it."""
+    request = HttpRequest()
+    request.COOKIES = dict(scope.get("cookies") or {})
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept-language", b"").decode("latin-1")[:1000]
+    if accept:
+        request.META["HTTP_ACCEPT_LANGUAGE"] = accept
+    return request_language(request, member)
 
 
 def _actor(member_id: int):
@@ -91,6 +107,7 @@ def _open(scope, session_id: int, after: int | None) -> dict | None:
         "session": session.pk,
         "agent": session.agent_id,
         "after": after,
+        "language": _language(scope, member),
     }
 
 
@@ -105,7 +122,7 @@ def _send_message(member_id: int, session_id: int, text: str) -> dict:
     actor = _actor(member_id)
     session = selectors.chat_session_get(actor, session_id)
     if session is None:  # the session (or the member's right to chat) is gone
-        return {"type": "error", "code": "not_found", "message": "This conversation is gone."}
+        return {"type": "error", "code": "not_found", "message": _("This conversation is gone.")}
     run = runtime.run_start(actor=actor, agent=session.agent, text=text, session=session)
     return {"type": "accepted", "run": run.pk, "text": text}
 
@@ -116,11 +133,11 @@ def _decide(member_id: int, session_id: int, content: dict) -> dict:
     try:
         confirmation_id = int(content.get("confirmation"))
     except (TypeError, ValueError):
-        return {"type": "error", "code": "invalid", "message": "confirmation must be an id."}
+        return {"type": "error", "code": "invalid", "message": _("confirmation must be an id.")}
     # Only the confirmations of this conversation's runs are decided here.
     confirmation = selectors.chat_confirmation_get(actor, session_id, confirmation_id)
     if confirmation is None:
-        return {"type": "error", "code": "not_found", "message": "No such confirmation."}
+        return {"type": "error", "code": "not_found", "message": _("No such confirmation.")}
     decided = confirmation_decide(
         confirmation=confirmation,
         actor=actor,
@@ -138,7 +155,7 @@ def _queued_run(member_id: int, session_id: int, content: dict) -> dict:
     actor = _actor(member_id)
     run = selectors.chat_queued_run(actor, session_id, content.get("run"))
     if run is None:
-        return {"type": "error", "code": "not_found", "message": "No such message."}
+        return {"type": "error", "code": "not_found", "message": _("No such message.")}
     if content["type"] == "cancel":
         run = runtime.run_cancel(actor=actor, run=run, reason="cancelled in the chat")
     elif content["type"] == "retry":
@@ -165,6 +182,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.member_id = opened["member"]
         self.session_id = opened["session"]
         self.after = opened["after"]
+        self.language = opened["language"]
         # Joined before catching up: what commits meanwhile is queued, not lost.
         self.group = session_group(self.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -201,12 +219,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json(frame)
 
     async def receive_json(self, content, **kwargs):
+        with translation.override(getattr(self, "language", None)):
+            await self._receive_json(content)
+
+    async def _receive_json(self, content):
         kind = content.get("type") if isinstance(content, dict) else None
         try:
             if kind == "message":
                 text = content.get("text")
                 if not isinstance(text, str):
-                    raise InvalidInput("text must be a string.")
+                    raise InvalidInput(_("text must be a string."))
                 reply = await _send_message(self.member_id, self.session_id, text)
             elif kind == "decide":
                 reply = await _decide(self.member_id, self.session_id, content)
@@ -214,7 +236,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 reply = await _queued_run(self.member_id, self.session_id, content)
             else:
                 raise InvalidInput(
-                    'type must be "message", "decide", "queue", "cancel" or "retry".'
+                    _('type must be "message", "decide", "queue", "cancel" or "retry".')
                 )
         except CadreError as error:
             reply = {"type": "error", "code": error.code, "message": error.message}
@@ -227,8 +249,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             content = None
         if content is None:
-            await self.send_json(
-                {"type": "error", "code": "invalid", "message": "Frames are JSON."}
-            )
+            with translation.override(getattr(self, "language", None)):
+                message = _("Frames are JSON.")
+            await self.send_json({"type": "error", "code": "invalid", "message": message})
             return
         await self.receive_json(content, **kwargs)

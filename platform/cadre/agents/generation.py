@@ -21,6 +21,7 @@ import zlib
 from xml.etree import ElementTree
 
 from django.db import transaction
+from django.utils.translation import gettext
 
 from cadre.agents import providers, services
 from cadre.agents.models import AgentTemplate, TemplateVersion
@@ -48,7 +49,7 @@ def _docx_text(data: bytes) -> str:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             xml = archive.read("word/document.xml")
     except (zipfile.BadZipFile, KeyError):
-        raise InvalidInput("That .docx file cannot be read.") from None
+        raise InvalidInput(gettext("That .docx file cannot be read.")) from None
     root = ElementTree.fromstring(xml)  # noqa: S314 - a zip member we size-limit, no DTDs
     lines = []
     for paragraph in root.iter(f"{_W}p"):
@@ -102,7 +103,8 @@ def _pdf_text(data: bytes) -> str:
 def extract_text(name: str, data: bytes) -> str:
     if len(data) > MAX_FILE_BYTES:
         raise InvalidInput(
-            f"{name}: files are limited to {MAX_FILE_BYTES // 1024 // 1024} MB.",
+            gettext("%(name)s: files are limited to %(value)s MB.")
+            % {"name": name, "value": MAX_FILE_BYTES // 1024 // 1024},
             code="payload_too_large",
         )
     suffix = name.lower().rsplit(".", 1)[-1] if "." in name else ""
@@ -113,7 +115,8 @@ def extract_text(name: str, data: bytes) -> str:
     if suffix == "pdf":
         return _pdf_text(data)
     raise InvalidInput(
-        f"{name}: only md, txt, docx and pdf files are accepted.", code="unsupported_file"
+        gettext("%(name)s: only md, txt, docx and pdf files are accepted.") % {"name": name},
+        code="unsupported_file",
     )
 
 
@@ -336,7 +339,7 @@ def template_generate(
     `template.generate`; a hard budget refuses it (BudgetExceeded) and nothing is stored."""
     actor.require("template.manage", template)
     if not documents and not notes.strip():
-        raise InvalidInput("Upload at least one document or write notes.")
+        raise InvalidInput(gettext("Upload at least one document or write notes."))
     _open_version(template)  # refused before any model is asked
     texts = [(name, extract_text(name, data)[:MAX_TEXT_CHARS]) for name, data in documents]
     latest = template.versions.order_by("-number").first()
@@ -372,7 +375,8 @@ def _open_version(template: AgentTemplate, *, lock: bool = False) -> TemplateVer
     version = versions.exclude(status=TemplateVersion.Status.PUBLISHED).order_by("-number").first()
     if version is not None and version.status != TemplateVersion.Status.DRAFT:
         raise Conflict(
-            f"v{version.number} is in review: withdraw it to draft first, then generate into it.",
+            gettext("v%(number)s is in review: withdraw it to draft first, then generate into it.")
+            % {"number": version.number},
             code="not_draft",
         )
     return version

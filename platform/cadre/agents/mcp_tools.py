@@ -27,6 +27,7 @@ import httpx2
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from cadre import outbound
 from cadre.agents.models import McpServer
@@ -481,7 +482,7 @@ def _clean(
     if not (1 <= int(timeout_seconds) <= 300):
         errors["timeout_seconds"] = ["Between 1 and 300."]
     if errors:
-        raise InvalidInput("The MCP server is not valid.", details=errors)
+        raise InvalidInput(gettext("The MCP server is not valid."), details=errors)
     if transport == McpServer.Transport.STREAMABLE_HTTP:
         url = outbound.check_url(
             url, allow_setting=ALLOW_SETTING, code=outbound.WEBHOOK_URL_REFUSED
@@ -527,7 +528,9 @@ def mcp_server_create(
                 actor=actor, action="mcp_server.create", target=server, after=_described(server)
             )
     except IntegrityError:
-        raise Conflict("An MCP server with this name already exists.", code="duplicate") from None
+        raise Conflict(
+            gettext("An MCP server with this name already exists."), code="duplicate"
+        ) from None
     return server
 
 
@@ -572,7 +575,10 @@ def mcp_server_discover(*, actor: Actor, server: McpServer) -> McpServer:
     """Ask the server for its tools and keep the list (risks set earlier stay)."""
     actor.require("connector.manage")
     if not server.is_active:
-        raise Conflict(f"The MCP server {server.name!r} is revoked.", code="mcp_server_revoked")
+        raise Conflict(
+            gettext("The MCP server %(name)r is revoked.") % {"name": server.name},
+            code="mcp_server_revoked",
+        )
     try:
         tools = list_tools(server)
     except McpUnavailable as error:
@@ -601,14 +607,14 @@ def mcp_server_tool_risks_set(*, actor: Actor, server: McpServer, risks: dict) -
     known = {tool["name"] for tool in server.tools or []}
     errors = {}
     if not isinstance(risks, dict):
-        raise InvalidInput("Risks must be an object keyed by tool name.")
+        raise InvalidInput(gettext("Risks must be an object keyed by tool name."))
     for name, risk in risks.items():
         if name not in known:
             errors[name] = ["The server lists no such tool (discover its tools first)."]
         elif risk is not None and risk not in RISKS:
             errors[name] = [f"One of {', '.join(RISKS)}, or null for the default."]
     if errors:
-        raise InvalidInput("Unknown tool or risk.", details={"risks": errors})
+        raise InvalidInput(gettext("Unknown tool or risk."), details={"risks": errors})
     before = dict(server.tool_risks or {})
     merged = dict(before)
     for name, risk in risks.items():

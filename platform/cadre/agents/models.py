@@ -8,6 +8,8 @@ from decimal import Decimal
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from cadre.agents import live
 from cadre.crypto import EncryptedTextField
@@ -83,9 +85,9 @@ class TemplateVersion(TenantModel):
     resource = "template"
 
     class Status(models.TextChoices):
-        DRAFT = "draft", "Draft"
-        IN_REVIEW = "in_review", "In review"
-        PUBLISHED = "published", "Published"
+        DRAFT = "draft", _("Draft")
+        IN_REVIEW = "in_review", _("In review")
+        PUBLISHED = "published", _("Published")
 
     # The content fields: compared by the diff, frozen by publishing.
     CONTENT_FIELDS = (
@@ -183,9 +185,9 @@ class ModelProviderConfig(TenantModel):
     resource = "template"
 
     class Kind(models.TextChoices):
-        OFFLINE = "offline", "Offline (deterministic, no network)"
-        OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
-        ANTHROPIC = "anthropic", "Anthropic"
+        OFFLINE = "offline", _("Offline (deterministic, no network)")
+        OPENAI_COMPATIBLE = "openai_compatible", _("OpenAI-compatible")
+        ANTHROPIC = "anthropic", _("Anthropic")
 
     name = models.CharField(max_length=150)
     kind = models.CharField(max_length=24, choices=Kind.choices)
@@ -232,8 +234,8 @@ class McpServer(TenantModel):
     resource = "connector"
 
     class Transport(models.TextChoices):
-        STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
-        STDIO = "stdio", "stdio command"
+        STREAMABLE_HTTP = "streamable_http", _("Streamable HTTP")
+        STDIO = "stdio", _("stdio command")
 
     name = models.CharField(max_length=32)
     description = models.CharField(max_length=300, blank=True)
@@ -266,7 +268,7 @@ class McpServer(TenantModel):
 
 def channel_choices() -> list[tuple[str, str]]:
     """Where a deployment's agents talk with their members: the console and each IM platform."""
-    return [("console", "Console chat"), *platform_choices()]
+    return [("console", _("Console chat")), *platform_choices()]
 
 
 class Deployment(TenantModel):
@@ -275,9 +277,9 @@ class Deployment(TenantModel):
     resource = "deployment"
 
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        ROLLING_OUT = "rolling_out", "Rolling out"
-        STOPPED = "stopped", "Stopped"
+        ACTIVE = "active", _("Active")
+        ROLLING_OUT = "rolling_out", _("Rolling out")
+        STOPPED = "stopped", _("Stopped")
 
     name = models.CharField(max_length=200)
     template = models.ForeignKey(
@@ -318,13 +320,13 @@ class Rollout(TenantModel):
     resource = "deployment"
 
     class Strategy(models.TextChoices):
-        ALL_AT_ONCE = "all", "All at once"
-        BY_DEPARTMENT = "by_department", "Department by department"
+        ALL_AT_ONCE = "all", _("All at once")
+        BY_DEPARTMENT = "by_department", _("Department by department")
 
     class Status(models.TextChoices):
-        IN_PROGRESS = "in_progress", "In progress"
-        COMPLETED = "completed", "Completed"
-        ROLLED_BACK = "rolled_back", "Rolled back"
+        IN_PROGRESS = "in_progress", _("In progress")
+        COMPLETED = "completed", _("Completed")
+        ROLLED_BACK = "rolled_back", _("Rolled back")
 
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="rollouts")
     from_version = models.ForeignKey(TemplateVersion, on_delete=models.PROTECT, related_name="+")
@@ -355,8 +357,8 @@ class Agent(TenantModel):
     resource = "agent"
 
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        STOPPED = "stopped", "Stopped"
+        ACTIVE = "active", _("Active")
+        STOPPED = "stopped", _("Stopped")
 
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="agents")
     member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="agents")
@@ -420,16 +422,16 @@ class Run(TenantModel):
     resource = "agent"
 
     class Rating(models.TextChoices):
-        SUCCESS = "success", "Helpful"
-        FAILURE = "failure", "Not helpful"
+        SUCCESS = "success", _("Helpful")
+        FAILURE = "failure", _("Not helpful")
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        WAITING = "waiting", "Waiting"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        WAITING = "waiting", _("Waiting")
+        COMPLETED = "completed", _("Completed")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
@@ -501,10 +503,10 @@ class SessionSummary(TenantModel):
     resource = "agent"
 
     class Label(models.TextChoices):
-        USER_REQUIREMENT = "user_requirement", "User requirement"
-        MODEL_ASSUMPTION = "model_assumption", "Model assumption"
-        TOOL_FACT = "tool_fact", "Tool fact"
-        SUPERSEDED_PLAN = "superseded_plan", "Superseded plan"
+        USER_REQUIREMENT = "user_requirement", _("User requirement")
+        MODEL_ASSUMPTION = "model_assumption", _("Model assumption")
+        TOOL_FACT = "tool_fact", _("Tool fact")
+        SUPERSEDED_PLAN = "superseded_plan", _("Superseded plan")
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="summaries")
     # The run whose after-run hook compacted the history (one summary per run at most).
@@ -535,16 +537,16 @@ class Step(models.Model):
     """
 
     class Kind(models.TextChoices):
-        MODEL_CALL = "model_call", "Model call"
-        TOOL_CALL = "tool_call", "Tool call"
-        HOOK = "hook", "Hook"
-        WAIT = "wait", "Wait"
+        MODEL_CALL = "model_call", _("Model call")
+        TOOL_CALL = "tool_call", _("Tool call")
+        HOOK = "hook", _("Hook")
+        WAIT = "wait", _("Wait")
 
     class Status(models.TextChoices):
-        STARTED = "started", "Started"
-        WAITING = "waiting", "Waiting"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
+        STARTED = "started", _("Started")
+        WAITING = "waiting", _("Waiting")
+        COMPLETED = "completed", _("Completed")
+        FAILED = "failed", _("Failed")
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()
@@ -595,19 +597,19 @@ class Wait(TenantModel):
     resource = "agent"
 
     class Kind(models.TextChoices):
-        CONFIRMATION = "confirmation", "Confirmation"
-        EVENT = "event", "External event"
+        CONFIRMATION = "confirmation", _("Confirmation")
+        EVENT = "event", _("External event")
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RESOLVED = "resolved", "Resolved"
-        EXPIRED = "expired", "Expired"
-        CANCELLED = "cancelled", "Cancelled"
+        PENDING = "pending", _("Pending")
+        RESOLVED = "resolved", _("Resolved")
+        EXPIRED = "expired", _("Expired")
+        CANCELLED = "cancelled", _("Cancelled")
 
     class OnTimeout(models.TextChoices):
-        FAIL = "fail", "Fail the run"
-        CONTINUE = "continue", "Continue with a timeout result"
-        CANCEL = "cancel", "Cancel the run"
+        FAIL = "fail", _("Fail the run")
+        CONTINUE = "continue", _("Continue with a timeout result")
+        CANCEL = "cancel", _("Cancel the run")
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="waits")
     step = models.OneToOneField(Step, on_delete=models.CASCADE, related_name="wait")
@@ -696,9 +698,9 @@ class AgentMessage(TenantModel):
     resource = "agent"
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        SENT = "sent", "Sent"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", _("Queued")
+        SENT = "sent", _("Sent")
+        FAILED = "failed", _("Failed")
 
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
@@ -717,9 +719,9 @@ class AgentTask(TenantModel):
     resource = "agent"
 
     class Status(models.TextChoices):
-        OPEN = "open", "Open"
-        DONE = "done", "Done"
-        CANCELLED = "cancelled", "Cancelled"
+        OPEN = "open", pgettext_lazy("status", "Open")
+        DONE = "done", _("Done")
+        CANCELLED = "cancelled", _("Cancelled")
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tasks")
     member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
@@ -800,9 +802,9 @@ class AgentSubscription(TenantModel):
     resource = "agent"
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Awaiting the publisher's approval"
-        ACTIVE = "active", "Active"
-        PAUSED = "paused", "Paused"
+        PENDING = "pending", _("Awaiting the publisher's approval")
+        ACTIVE = "active", _("Active")
+        PAUSED = "paused", _("Paused")
 
     subscriber = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="subscriptions")
     publisher = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="subscribers")

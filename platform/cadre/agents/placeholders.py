@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from django.utils.translation import gettext_lazy
+
 from cadre.tenancy.models import Member
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)?)\s*\}\}")
@@ -12,12 +14,12 @@ PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)?)\s*\}\}")
 # Without a member (text read before any agent serves anyone), the words a placeholder stands
 # for: never its braces.
 NEUTRAL = {
-    "member.display_name": "the person you assist",
-    "member.title": "their title",
-    "member.email": "their e-mail address",
-    "member.department": "their department",
-    "member.positions": "their positions",
-    "organization.name": "the organization",
+    "member.display_name": gettext_lazy("the person you assist"),
+    "member.title": gettext_lazy("their title"),
+    "member.email": gettext_lazy("their e-mail address"),
+    "member.department": gettext_lazy("their department"),
+    "member.positions": gettext_lazy("their positions"),
+    "organization.name": gettext_lazy("the organization"),
 }
 
 
@@ -38,4 +40,4 @@ def render_placeholders(text: str, member: Member | None) -> str:
     if not text or "{{" not in text or not PLACEHOLDER.search(text):
         return text
     values = placeholder_values(member) if member is not None else NEUTRAL
-    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    return PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), m.group(0))), text)

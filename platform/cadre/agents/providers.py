@@ -10,6 +10,8 @@ from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from cadre import outbound
 from cadre.agents.evaluation.gates import check_provider_change
@@ -36,16 +38,21 @@ _EDITABLE = ("name", "base_url", "default_model", "timeout_seconds", "parameters
 
 def _clean(*, kind: str, base_url: str, timeout_seconds: int, preset: str) -> str:
     if kind not in PROVIDER_KINDS:
-        raise InvalidInput(f"kind must be one of {', '.join(PROVIDER_KINDS)}.", code="invalid_kind")
+        raise InvalidInput(
+            _("kind must be one of %(value)s.") % {"value": ", ".join(PROVIDER_KINDS)},
+            code="invalid_kind",
+        )
     if preset and preset not in provider_presets():
-        raise InvalidInput(f"Unknown preset {preset!r}.", code="invalid_preset")
+        raise InvalidInput(
+            _("Unknown preset %(preset)r.") % {"preset": preset}, code="invalid_preset"
+        )
     base_url = (base_url or "").strip().rstrip("/")
     if base_url:
         try:
             _URL(base_url)
         except ValidationError:
             raise InvalidInput(
-                "The base URL must be an http(s) address.", code="invalid_base_url"
+                _("The base URL must be an http(s) address."), code="invalid_base_url"
             ) from None
         # Public addresses only, unless the instance allows the host (a self-hosted model);
         # every request checks again, in its connection.
@@ -56,9 +63,9 @@ def _clean(*, kind: str, base_url: str, timeout_seconds: int, preset: str) -> st
             field="base_url",
         )
     elif kind == ModelProviderConfig.Kind.OPENAI_COMPATIBLE and preset not in ("", "openai"):
-        raise InvalidInput("This endpoint needs a base URL.", code="invalid_base_url")
+        raise InvalidInput(_("This endpoint needs a base URL."), code="invalid_base_url")
     if not 1 <= int(timeout_seconds) <= 600:
-        raise InvalidInput("The timeout must be between 1 and 600 seconds.", code="invalid")
+        raise InvalidInput(_("The timeout must be between 1 and 600 seconds."), code="invalid")
     return base_url
 
 
@@ -108,7 +115,7 @@ def provider_config_create(
         with transaction.atomic():
             config.save()
     except IntegrityError:
-        raise Conflict("A provider with this name already exists.", code="duplicate") from None
+        raise Conflict(_("A provider with this name already exists."), code="duplicate") from None
     audit.record(actor=actor, action="provider.create", target=config, after=_described(config))
     first = not (
         ModelProviderConfig.objects.filter(organization=actor.organization)
@@ -136,7 +143,7 @@ def provider_config_update(
     actor.require("model.manage")
     unknown = set(changes) - set(_EDITABLE)
     if unknown:
-        raise InvalidInput(f"Cannot change {', '.join(sorted(unknown))}.")
+        raise InvalidInput(_("Cannot change %(value)s.") % {"value": ", ".join(sorted(unknown))})
     config = ModelProviderConfig.objects.select_for_update().get(
         pk=config.pk, organization=actor.organization
     )
@@ -163,7 +170,14 @@ def provider_config_update(
                 config=config,
                 default_model_only="base URL" not in moved,
             ),
-            change=f"Changing the {' and '.join(moved)} of “{config.name}”",
+            change=(
+                _("Changing the model and base URL of “%(name)s”")
+                if len(moved) == 2
+                else _("Changing the model of “%(name)s”")
+                if moved == ["model"]
+                else _("Changing the base URL of “%(name)s”")
+            )
+            % {"name": config.name},
         )
     for name, value in merged.items():
         setattr(config, name, value.strip() if isinstance(value, str) else value)
@@ -174,7 +188,7 @@ def provider_config_update(
         with transaction.atomic():
             config.save()
     except IntegrityError:
-        raise Conflict("A provider with this name already exists.", code="duplicate") from None
+        raise Conflict(_("A provider with this name already exists."), code="duplicate") from None
     audit.record(
         actor=actor,
         action="provider.update",
@@ -202,7 +216,7 @@ def provider_config_set_default(
             pk=config.pk, organization=actor.organization
         )
         if not config.is_active:
-            raise InvalidInput("An inactive provider cannot be the default.", code="inactive")
+            raise InvalidInput(_("An inactive provider cannot be the default."), code="inactive")
     if current == config:
         return config
     _default_set(actor=actor, config=config, current=current)
@@ -222,9 +236,9 @@ def _default_set(
             organization=actor.organization,
             templates=templates_calling(organization_id=actor.organization.pk, config=None),
             change=(
-                f"Making “{config.name}” the organization's default provider"
+                _("Making “%(name)s” the organization's default provider") % {"name": config.name}
                 if config is not None
-                else "Leaving the organization without a default provider"
+                else _("Leaving the organization without a default provider")
             ),
         )
     if current is not None:
@@ -293,7 +307,9 @@ def provider_uses(config: ModelProviderConfig) -> dict:
 def _uses_sentence(uses: dict) -> str:
     parts = []
     if uses["default"]:
-        parts.append("it is the organization's default (make another provider the default first)")
+        parts.append(
+            _("it is the organization's default (make another provider the default first)")
+        )
     if uses["versions"]:
         named = ", ".join(
             f"{v['template']} v{v['number']} ({TemplateVersion.Status(v['status']).label.lower()})"
@@ -301,14 +317,27 @@ def _uses_sentence(uses: dict) -> str:
         )
         more = len(uses["versions"]) - 10
         parts.append(
-            f"template versions name it: {named}" + (f" and {more} more" if more > 0 else "")
+            _("template versions name it: %(named)s and %(more)s more")
+            % {"named": named, "more": more}
+            if more > 0
+            else _("template versions name it: %(named)s") % {"named": named}
         )
     if uses["agents"]:
-        parts.append(f"{uses['agents']} active agent{'s' if uses['agents'] != 1 else ''} run on it")
+        parts.append(
+            ngettext(
+                "%(count)s active agent run on it",
+                "%(count)s active agents run on it",
+                uses["agents"],
+            )
+            % {"count": uses["agents"]}
+        )
     if uses["evaluation_suites"]:
-        parts.append(f"evaluation suites judge with it: {', '.join(uses['evaluation_suites'])}")
+        parts.append(
+            _("evaluation suites judge with it: %(suites)s")
+            % {"suites": ", ".join(uses["evaluation_suites"])}
+        )
     if uses["skills_model"]:
-        parts.append("the organization drafts skills with it")
+        parts.append(_("the organization drafts skills with it"))
     return "; ".join(parts)
 
 
@@ -330,7 +359,8 @@ def provider_config_delete(*, actor: Actor, config: ModelProviderConfig) -> None
         or uses["skills_model"]
     ):
         raise Conflict(
-            f"“{config.name}” cannot be deleted while it is in use: {_uses_sentence(uses)}.",
+            _("“%(name)s” cannot be deleted while it is in use: %(uses_sentence)s.")
+            % {"name": config.name, "uses_sentence": _uses_sentence(uses)},
             code="provider_in_use",
             details=uses,
         )

@@ -15,6 +15,8 @@ import yaml
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import get_language, gettext_lazy
+from django.utils.translation import gettext as _
 
 from cadre.agents.evaluation.gates import check_model_change, check_publish
 from cadre.agents.hooks.registry import hook_names
@@ -38,6 +40,7 @@ from cadre.governance import audit
 from cadre.memory.models import Kind
 from cadre.ports import Listeners
 from cadre.tenancy.actors import Actor
+from cadre.tenancy.languages import organization_language
 from cadre.tenancy.models import Department, Member, Position, department_subtree_ids
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
@@ -54,19 +57,33 @@ AGENTS_PROVISIONED: Listeners[Callable[..., object]] = Listeners("agents provisi
 def _same_org(actor: Actor, *objects) -> None:
     for obj in objects:
         if obj is not None and obj.organization_id != actor.organization.pk:
-            raise InvalidInput("That object does not exist.", code="not_found")
+            raise InvalidInput(_("That object does not exist."), code="not_found")
 
 
 # --- presets --------------------------------------------------------------------------------
 
 
+def presets(language: str | None = None) -> dict[str, dict]:
+    """The built-in presets, by key, read from agents/presets/*.yaml; in another language
+    (`language`, else the active one: "zh-hans"), with the texts of
+    agents/presets/<language>/<key>.yaml (name, description, SOP, AGENT.md, USER.md) in place
+    of the English ones (tools and settings are shared)."""
+    language = (language or get_language() or "en").lower()
+    return _presets("zh-hans" if language.startswith("zh") else "en")
+
+
 @cache
-def presets() -> dict[str, dict]:
-    """The built-in presets, by key, read from agents/presets/*.yaml."""
+def _presets(language: str) -> dict[str, dict]:
     found = {}
     for path in sorted(PRESETS_DIR.glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         found[data["key"]] = data
+    translated = PRESETS_DIR / language.replace("-", "_")
+    if language != "en" and translated.is_dir():
+        for path in sorted(translated.glob("*.yaml")):
+            texts = yaml.safe_load(path.read_text(encoding="utf-8"))
+            if texts.get("key") in found:
+                found[texts["key"]] = {**found[texts["key"]], **texts}
     return found
 
 
@@ -183,9 +200,11 @@ def _without_input_gate(hooks: dict) -> dict:
         if isinstance(entry, dict) and entry.get("name") == "input_policy":
             if entry.get("enabled", True) is not True:
                 raise InvalidInput(
-                    "The organization's input policy (masking, injection checks) runs for "
-                    "every agent; a template cannot switch it off. Remove the input_policy "
-                    "entry (a template adds policy through its policy chain).",
+                    _(
+                        "The organization's input policy (masking, injection checks) runs for "
+                        "every agent; a template cannot switch it off. Remove the input_policy "
+                        "entry (a template adds policy through its policy chain)."
+                    ),
                     code="policy_weakening",
                     details={"hooks": "on_init: input_policy cannot be disabled"},
                 )
@@ -197,7 +216,7 @@ def _without_input_gate(hooks: dict) -> dict:
 def _content_from(fields: dict) -> dict:
     unknown = set(fields) - set(TemplateVersion.CONTENT_FIELDS) - {"change_note"}
     if unknown:
-        raise InvalidInput(f"Unknown template field {sorted(unknown)[0]!r}.")
+        raise InvalidInput(_("Unknown template field %(value)r.") % {"value": sorted(unknown)[0]})
     return validate_content(dict(fields))
 
 
@@ -218,9 +237,12 @@ def template_create(
     actor.require("template.manage")
     base: dict = {}
     if preset:
-        data = presets().get(preset)
+        # In the organization's language: a Chinese organization's templates start in Chinese.
+        data = presets(organization_language(actor.organization)).get(preset)
         if data is None:
-            raise InvalidInput(f"Unknown preset {preset!r}.", code="unknown_preset")
+            raise InvalidInput(
+                _("Unknown preset %(preset)r.") % {"preset": preset}, code="unknown_preset"
+            )
         # The preset's content, not its name: the template's versions are named after it.
         base = {key: data[key] for key in TemplateVersion.CONTENT_FIELDS if key in data}
         base.pop("name", None)
@@ -240,7 +262,7 @@ def template_create(
             template.save()
     except IntegrityError:
         raise Conflict(
-            "A template with this code already exists.",
+            _("A template with this code already exists."),
             code="duplicate",
             details={"code": "already used"},
         ) from None
@@ -269,10 +291,10 @@ def version_draft(
     actor.require("template.manage", template)
     template = AgentTemplate.objects.select_for_update().get(pk=template.pk)
     if template.versions.exclude(status=TemplateVersion.Status.PUBLISHED).exists():
-        raise Conflict("This template already has an open draft.", code="draft_exists")
+        raise Conflict(_("This template already has an open draft."), code="draft_exists")
     source = from_version or template.versions.order_by("-number").first()
     if source is not None and source.template_id != template.pk:
-        raise InvalidInput("That version belongs to another template.")
+        raise InvalidInput(_("That version belongs to another template."))
     number = (
         template.versions.order_by("-number").values_list("number", flat=True).first() or 0
     ) + 1
@@ -300,7 +322,7 @@ def version_update(*, actor: Actor, version: TemplateVersion, **fields) -> Templ
     version = TemplateVersion.objects.select_for_update().get(pk=version.pk)
     if version.status != TemplateVersion.Status.DRAFT:
         raise Conflict(
-            "Only a draft can be edited (withdraw it from review first).", code="not_draft"
+            _("Only a draft can be edited (withdraw it from review first)."), code="not_draft"
         )
     fields = _content_from(fields)
     before = {key: getattr(version, key) for key in fields}
@@ -318,12 +340,25 @@ def version_update(*, actor: Actor, version: TemplateVersion, **fields) -> Templ
     return version
 
 
+# The verb of "A draft version cannot be <verb>." in the reader's language (the English keeps
+# the action's name, as before).
+_TRANSITION_VERBS = {
+    "submit": gettext_lazy("submit"),
+    "withdraw": gettext_lazy("withdraw"),
+    "publish": gettext_lazy("publish"),
+}
+
+
 def _transition(actor, version, allowed_from, to, action, reason="") -> TemplateVersion:
     actor.require("template.manage", version)
     version = TemplateVersion.objects.select_for_update().get(pk=version.pk)
     if version.status not in allowed_from:
         raise Conflict(
-            f"A {version.get_status_display().lower()} version cannot be {action}.",
+            _("A %(lower)s version cannot be %(action)s.")
+            % {
+                "lower": version.get_status_display().lower(),
+                "action": _TRANSITION_VERBS.get(action, action),
+            },
             code="bad_status",
         )
     before = {"status": version.status}
@@ -409,7 +444,7 @@ def version_revise(
     `not_published` before it has a published version; a gate's refusal undoes it all."""
     current = template.published_version
     if current is None:
-        raise Conflict("The template has no published version yet.", code="not_published")
+        raise Conflict(_("The template has no published version yet."), code="not_published")
     version = version_draft(actor=actor, template=template, from_version=current)
     version = version_update(actor=actor, version=version, **fields)
     version.change_note = change_note[:2000]
@@ -448,7 +483,7 @@ def field_text(value) -> str:
 def version_diff(a: TemplateVersion, b: TemplateVersion) -> dict[str, str]:
     """Unified diff per changed content field, from `a` to `b` (same template)."""
     if a.template_id != b.template_id:
-        raise InvalidInput("Both versions must belong to the same template.")
+        raise InvalidInput(_("Both versions must belong to the same template."))
     changes = {}
     for name in TemplateVersion.CONTENT_FIELDS:
         old, new = field_text(getattr(a, name)), field_text(getattr(b, name))
@@ -526,11 +561,13 @@ def deployment_create(
     _same_org(actor, template, version, *positions, *departments, *members)
     version = version or template.published_version
     if version is None or version.status != TemplateVersion.Status.PUBLISHED:
-        raise Conflict("Only a published template version can be deployed.", code="not_published")
+        raise Conflict(
+            _("Only a published template version can be deployed."), code="not_published"
+        )
     if version.template_id != template.pk:
-        raise InvalidInput("That version belongs to another template.")
+        raise InvalidInput(_("That version belongs to another template."))
     if not (positions or departments or members):
-        raise InvalidInput("Choose at least one position, department or member.")
+        raise InvalidInput(_("Choose at least one position, department or member."))
     deployment = Deployment.objects.create(
         organization=actor.organization,
         name=name,
@@ -565,7 +602,7 @@ def deployment_sync(*, actor: Actor, deployment: Deployment) -> list[Agent]:
     """Give agents to members who became targets since dispatch (new hires, moves)."""
     actor.require("deployment.manage", deployment)
     if deployment.status == Deployment.Status.STOPPED:
-        raise Conflict("The deployment is stopped.", code="stopped")
+        raise Conflict(_("The deployment is stopped."), code="stopped")
     created = _agents_for(deployment, deployment.version)
     if created:
         audit.record(
@@ -591,7 +628,7 @@ def deployment_stop(*, actor: Actor, deployment: Deployment, reason: str = "") -
     actor.require("deployment.manage", deployment)
     deployment = Deployment.objects.select_for_update().get(pk=deployment.pk)
     if deployment.status == Deployment.Status.STOPPED:
-        raise Conflict("The deployment is already stopped.", code="stopped")
+        raise Conflict(_("The deployment is already stopped."), code="stopped")
     before = {"status": deployment.status}
     deployment.status = Deployment.Status.STOPPED
     deployment.updated_at = timezone.now()
@@ -634,17 +671,19 @@ def rollout_start(
     actor.require("deployment.manage", deployment)
     deployment = Deployment.objects.select_for_update().get(pk=deployment.pk)
     if version.template_id != deployment.template_id:
-        raise InvalidInput("That version belongs to another template.")
+        raise InvalidInput(_("That version belongs to another template."))
     if version.status != TemplateVersion.Status.PUBLISHED:
-        raise Conflict("Only a published version can be rolled out.", code="not_published")
+        raise Conflict(_("Only a published version can be rolled out."), code="not_published")
     if deployment.status == Deployment.Status.STOPPED:
-        raise Conflict("The deployment is stopped.", code="stopped")
+        raise Conflict(_("The deployment is stopped."), code="stopped")
     if deployment.rollouts.filter(status=Rollout.Status.IN_PROGRESS).exists():
-        raise Conflict("A rollout is already in progress.", code="rollout_in_progress")
+        raise Conflict(_("A rollout is already in progress."), code="rollout_in_progress")
     if version.pk == deployment.version_id:
-        raise Conflict("The deployment already runs this version.", code="same_version")
+        raise Conflict(_("The deployment already runs this version."), code="same_version")
     if strategy not in Rollout.Strategy.values:
-        raise InvalidInput(f"strategy must be one of {', '.join(Rollout.Strategy.values)}.")
+        raise InvalidInput(
+            _("strategy must be one of %(value)s.") % {"value": ", ".join(Rollout.Strategy.values)}
+        )
     rollout = Rollout(
         organization=deployment.organization,
         deployment=deployment,
@@ -711,7 +750,7 @@ def rollout_advance(*, actor: Actor, rollout: Rollout) -> Rollout:
     actor.require("deployment.manage", rollout.deployment)
     rollout = Rollout.objects.select_for_update().get(pk=rollout.pk)
     if rollout.status != Rollout.Status.IN_PROGRESS:
-        raise Conflict("This rollout is not in progress.", code="bad_status")
+        raise Conflict(_("This rollout is not in progress."), code="bad_status")
     deployment = Deployment.objects.select_for_update().get(pk=rollout.deployment_id)
     return _rollout_step(actor, rollout, deployment)
 
@@ -722,14 +761,14 @@ def rollout_rollback(*, actor: Actor, rollout: Rollout, reason: str = "") -> Rol
     actor.require("deployment.manage", rollout.deployment)
     rollout = Rollout.objects.select_for_update().get(pk=rollout.pk)
     if rollout.status == Rollout.Status.ROLLED_BACK:
-        raise Conflict("This rollout was already rolled back.", code="bad_status")
+        raise Conflict(_("This rollout was already rolled back."), code="bad_status")
     deployment = Deployment.objects.select_for_update().get(pk=rollout.deployment_id)
     if (
         deployment.rollouts.filter(created_at__gt=rollout.created_at)
         .exclude(pk=rollout.pk)
         .exists()
     ):
-        raise Conflict("Only the latest rollout can be rolled back.", code="not_latest")
+        raise Conflict(_("Only the latest rollout can be rolled back."), code="not_latest")
     moved = _set_version(deployment.agents.filter(version=rollout.to_version), rollout.from_version)
     rollout.status = Rollout.Status.ROLLED_BACK
     rollout.finished_at = timezone.now()
@@ -758,7 +797,7 @@ def agent_update_user_md(*, actor: Actor, agent: Agent, user_md: str) -> Agent:
     if not own:
         actor.require("deployment.manage", agent.deployment)
     if len(user_md) > 20000:
-        raise InvalidInput("USER.md is limited to 20,000 characters.")
+        raise InvalidInput(_("USER.md is limited to 20,000 characters."))
     before = {"user_md": agent.user_md}
     agent.user_md = user_md
     agent.save(update_fields=["user_md"])
@@ -781,7 +820,7 @@ def agents_stop_for_member(
     A listener of `tenancy.services.member_deactivated`, called in the deactivation's transaction.
     """
     if member.organization_id != getattr(actor.organization, "pk", None):
-        raise NotPermitted("That member belongs to another organization.")
+        raise NotPermitted(_("That member belongs to another organization."))
     now = timezone.now()
     agent_ids = list(
         Agent.objects.filter(member=member, status=Agent.Status.ACTIVE).values_list("pk", flat=True)

@@ -29,6 +29,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from cadre.agents.models import Agent, AgentSubscription, Deployment, Run, Session
 from cadre.agents.runtime.records.bookkeeping import emit
@@ -70,7 +71,7 @@ def _member_pk(actor: Actor) -> int | None:
 def _check_organization(actor: Actor, *agents: Agent) -> None:
     organization_id = getattr(actor.organization, "pk", None)
     if any(agent.organization_id != organization_id for agent in agents):
-        raise NotPermitted("That agent does not exist.")
+        raise NotPermitted(gettext("That agent does not exist."))
 
 
 def _snapshot(subscription: AgentSubscription) -> dict:
@@ -88,12 +89,15 @@ def _clean_topics(topics: list[str] | None) -> list[str]:
     for topic in topics or []:
         if not isinstance(topic, str) or not topic.strip() or len(topic) > 100:
             raise InvalidInput(
-                "Each topic is a non-empty text of at most 100 characters.",
+                gettext("Each topic is a non-empty text of at most 100 characters."),
                 details={"topics": ["Invalid topic."]},
             )
         cleaned.append(topic.strip().lower())
     if len(cleaned) > MAX_TOPICS:
-        raise InvalidInput(f"A subscription follows at most {MAX_TOPICS} topics.")
+        raise InvalidInput(
+            gettext("A subscription follows at most %(max_topics)s topics.")
+            % {"max_topics": MAX_TOPICS}
+        )
     return sorted(set(cleaned))
 
 
@@ -116,7 +120,9 @@ def subscription_create(
     publisher's member approves (`subscription_approve`)."""
     _check_organization(actor, subscriber, publisher)
     if subscriber.pk == publisher.pk:
-        raise InvalidInput("An agent cannot subscribe to itself.", code="self_subscription")
+        raise InvalidInput(
+            gettext("An agent cannot subscribe to itself."), code="self_subscription"
+        )
     me = _member_pk(actor)
     if _is_admin(actor):
         status = AgentSubscription.Status.ACTIVE
@@ -124,9 +130,9 @@ def subscription_create(
         own = publisher.member_id == me
         status = AgentSubscription.Status.ACTIVE if own else AgentSubscription.Status.PENDING
     else:
-        raise NotPermitted("You can only subscribe your own agents.")
+        raise NotPermitted(gettext("You can only subscribe your own agents."))
     if max_per_hour is not None and not 1 <= max_per_hour <= 1000:
-        raise InvalidInput("max_per_hour must be between 1 and 1000.")
+        raise InvalidInput(gettext("max_per_hour must be between 1 and 1000."))
     try:
         with transaction.atomic():
             subscription = AgentSubscription.objects.create(
@@ -141,7 +147,7 @@ def subscription_create(
             )
     except IntegrityError:
         raise Conflict(
-            "That agent already subscribes to this publisher.", code="already_subscribed"
+            gettext("That agent already subscribes to this publisher."), code="already_subscribed"
         ) from None
     audit.record(
         actor=actor,
@@ -196,9 +202,9 @@ def subscription_approve(*, actor: Actor, subscription: AgentSubscription) -> Ag
     """The publisher's member (or an admin) consents: a pending subscription delivers."""
     subscription = _locked(subscription)
     if _side(actor, subscription) not in ("admin", "publisher"):
-        raise NotPermitted("Only the publishing agent's member or an admin can approve.")
+        raise NotPermitted(gettext("Only the publishing agent's member or an admin can approve."))
     if subscription.status != AgentSubscription.Status.PENDING:
-        raise Conflict("The subscription is not awaiting approval.", code="not_pending")
+        raise Conflict(gettext("The subscription is not awaiting approval."), code="not_pending")
     return _change_status(
         actor,
         subscription,
@@ -213,9 +219,9 @@ def subscription_pause(*, actor: Actor, subscription: AgentSubscription) -> Agen
     """Either side (or an admin) stops deliveries for now."""
     subscription = _locked(subscription)
     if _side(actor, subscription) is None:
-        raise NotPermitted("You cannot change this subscription.")
+        raise NotPermitted(gettext("You cannot change this subscription."))
     if subscription.status != AgentSubscription.Status.ACTIVE:
-        raise Conflict("Only an active subscription can be paused.", code="not_active")
+        raise Conflict(gettext("Only an active subscription can be paused."), code="not_active")
     return _change_status(
         actor,
         subscription,
@@ -232,12 +238,12 @@ def subscription_resume(*, actor: Actor, subscription: AgentSubscription) -> Age
     subscription = _locked(subscription)
     side = _side(actor, subscription)
     if side is None:
-        raise NotPermitted("You cannot change this subscription.")
+        raise NotPermitted(gettext("You cannot change this subscription."))
     if subscription.status != AgentSubscription.Status.PAUSED:
-        raise Conflict("Only a paused subscription can be resumed.", code="not_paused")
+        raise Conflict(gettext("Only a paused subscription can be resumed."), code="not_paused")
     paused_by = subscription.paused_by_id
     if side != "admin" and paused_by is not None and paused_by != actor.member.pk:
-        raise NotPermitted("Someone else paused this subscription; ask them or an admin.")
+        raise NotPermitted(gettext("Someone else paused this subscription; ask them or an admin."))
     return _change_status(
         actor,
         subscription,
@@ -252,7 +258,7 @@ def subscription_delete(*, actor: Actor, subscription: AgentSubscription) -> Non
     """Either side (or an admin) ends the subscription."""
     subscription = _locked(subscription)
     if _side(actor, subscription) is None:
-        raise NotPermitted("You cannot change this subscription.")
+        raise NotPermitted(gettext("You cannot change this subscription."))
     audit.record(
         actor=actor,
         action="agent.subscription.delete",

@@ -4,6 +4,7 @@ the organization's chain for every agent of the template."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from cadre.agents.models import AgentTemplate, TemplateVersion
 from cadre.errors import InvalidInput
@@ -35,13 +36,13 @@ def template_policy_chain_set(*, actor: Actor, template: AgentTemplate, plugins)
     """Replace the plugin list of the template's chain; the first write creates the chain and
     links every version of the template to it."""
     if template.organization_id != actor.organization.pk:
-        raise InvalidInput("unknown template", details={"template": ["Unknown template."]})
+        raise InvalidInput(_("unknown template"), details={"template": ["Unknown template."]})
     AgentTemplate.objects.select_for_update().filter(pk=template.pk).first()
     chain = template_policy_chain(template)
     if chain is not None:
         return policy_chain_set(actor=actor, plugins=plugins, chain=chain)
     if not template.versions.exists():
-        raise InvalidInput("The template has no version to run the chain.")
+        raise InvalidInput(_("The template has no version to run the chain."))
     chain = policy_chain_create(actor=actor, plugins=plugins)
     # A queryset update: the link is not version content, so published versions take it too
     # (as every version of the template ran under the template's chain).

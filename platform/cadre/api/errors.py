@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 
@@ -9,6 +10,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connections
 from django.http import Http404, HttpResponse, JsonResponse
+from django.utils.translation import gettext as _
 from psycopg_pool import PoolTimeout, TooManyRequests
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -62,7 +64,7 @@ def database_busy_response() -> JsonResponse:
     response = error_response(
         503,
         "database_busy",
-        "Every database connection is in use; retry in a moment.",
+        _("Every database connection is in use; retry in a moment."),
         {"retry_after": DATABASE_BUSY_RETRY_AFTER},
     )
     response["Retry-After"] = str(DATABASE_BUSY_RETRY_AFTER)
@@ -109,8 +111,11 @@ class DatabaseBusyMiddleware:
 
 def last_resort_500() -> HttpResponse:
     """A 500 built from constants: nothing in it can fail or touch the database."""
+    message = "Something went wrong on our side; it is logged."
+    with contextlib.suppress(Exception):  # the English constant stands
+        message = _("Something went wrong on our side; it is logged.")
     return HttpResponse(
-        json.dumps(envelope("server_error", "Something went wrong on our side; it is logged.")),
+        json.dumps(envelope("server_error", message)),
         status=500,
         content_type="application/json",
     )
@@ -136,7 +141,9 @@ def parse_error_from_recursion(exc: BaseException) -> exceptions.ParseError | No
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
         if filename.endswith("rest_framework/parsers.py"):
-            return exceptions.ParseError("The JSON body is nested too deeply.", code="parse_error")
+            return exceptions.ParseError(
+                _("The JSON body is nested too deeply."), code="parse_error"
+            )
         tb = tb.tb_next
     return None
 
@@ -146,7 +153,7 @@ def _message_from(detail: object) -> str:
         for key, value in detail.items():
             text = _message_from(value)
             return text if key == "non_field_errors" else f"{key}: {text}"
-        return "Invalid input."
+        return _("Invalid input.")
     if isinstance(detail, list) and detail:
         return _message_from(detail[0])
     return str(detail)
@@ -154,18 +161,19 @@ def _message_from(detail: object) -> str:
 
 def exception_handler(exc, context):
     if isinstance(exc, CadreError):
-        response = Response(envelope(exc.code, exc.message, exc.details), status=exc.status)
+        response = Response(envelope(exc.code, str(exc.message), exc.details), status=exc.status)
         if exc.status == 429 and exc.details.get("retry_after") is not None:
             response["Retry-After"] = str(int(exc.details["retry_after"]))
         return response
     if isinstance(exc, BudgetExceeded):
         # A hard budget refused a model call the request needed: nothing was sent.
         return Response(
-            envelope(exc.code, exc.message, exc.details), status=status.HTTP_429_TOO_MANY_REQUESTS
+            envelope(exc.code, str(exc.message), exc.details),
+            status=status.HTTP_429_TOO_MANY_REQUESTS,
         )
     if isinstance(exc, RequestDataTooBig):
         return Response(
-            envelope("payload_too_large", "The request body is larger than allowed."),
+            envelope("payload_too_large", _("The request body is larger than allowed.")),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     exc = parse_error_from_recursion(exc) or exc

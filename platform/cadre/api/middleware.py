@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from cadre.api.errors import envelope, error_response
+from cadre.languages import browser_language
 
 # Paths with their own, larger limits (bundle uploads) register a prefix here.
 BODY_LIMIT_OVERRIDES: dict[str, int] = {}
@@ -38,17 +42,42 @@ def body_limit_for(path: str) -> int:
 
 
 def _too_large(limit: int, size: int | None = None) -> tuple[int, str, str, dict]:
-    said = f"is {size} bytes" if size is not None else f"is larger than {limit} bytes"
-    return (
-        413,
-        "payload_too_large",
-        f"The request body {said}; the limit is {limit} bytes.",
-        {"limit": limit},
+    if size is not None:
+        message = _("The request body is %(size)s bytes; the limit is %(limit)s bytes.") % {
+            "size": size,
+            "limit": limit,
+        }
+    else:
+        message = _(
+            "The request body is larger than %(limit)s bytes; the limit is %(limit)s bytes."
+        ) % {"limit": limit}
+    return (413, "payload_too_large", message, {"limit": limit})
+
+
+def _not_a_number() -> tuple[int, str, str, dict]:
+    return (400, "invalid", _("Content-Length is not a number."), {})
+
+
+def _longer_than_declared() -> tuple[int, str, str, dict]:
+    return (400, "invalid", _("The request body is longer than its Content-Length."), {})
+
+
+def _scope_language(scope: dict) -> str:
+    """The language the browser asks for, from an ASGI scope (these answers come before
+    Django, its sessions and the member: Accept-Language, else the default)."""
+    headers = {}
+    for name, value in scope.get("headers", []):
+        if name in (b"accept-language", b"cookie"):
+            headers[name] = value.decode("latin-1")
+    cookies = {}
+    for part in headers.get(b"cookie", "").split(";"):
+        key, _sep, value = part.strip().partition("=")
+        if key == settings.LANGUAGE_COOKIE_NAME:
+            cookies[key] = value
+    request = SimpleNamespace(
+        COOKIES=cookies, META={"HTTP_ACCEPT_LANGUAGE": headers.get(b"accept-language", "")}
     )
-
-
-_NOT_A_NUMBER = (400, "invalid", "Content-Length is not a number.", {})
-_LONGER_THAN_DECLARED = (400, "invalid", "The request body is longer than its Content-Length.", {})
+    return browser_language(request) or settings.LANGUAGE_CODE
 
 
 class BodySizeLimitMiddleware:
@@ -71,11 +100,13 @@ class BodySizeLimitMiddleware:
             try:
                 size = int(length)
             except ValueError:
-                return error_response(*_NOT_A_NUMBER)
+                size = -1
             if size < 0:
-                return error_response(*_NOT_A_NUMBER)
+                with translation.override(browser_language(request) or settings.LANGUAGE_CODE):
+                    return error_response(*_not_a_number())
             if size > limit:
-                return error_response(*_too_large(limit, size))
+                with translation.override(browser_language(request) or settings.LANGUAGE_CODE):
+                    return error_response(*_too_large(limit, size))
             # WSGI bounds the stream by the declared length; Django's ASGI request hands over
             # all it received. Either way nothing past the declared length is read.
             request._stream = LimitedStream(request._stream, size)
@@ -84,7 +115,8 @@ class BodySizeLimitMiddleware:
         # the body with its real length (DRF reads a body only when a length is declared).
         body = request.read(limit + 1)
         if len(body) > limit:
-            return error_response(*_too_large(limit))
+            with translation.override(browser_language(request) or settings.LANGUAGE_CODE):
+                return error_response(*_too_large(limit))
         request._body = body  # Django's cache of the body: .body, POST and FILES read from it
         if body:
             request.META["CONTENT_LENGTH"] = str(len(body))
@@ -120,11 +152,12 @@ class URLTextMiddleware:
             _unusable_text(key) or any(_unusable_text(value) for value in values)
             for key, values in request.GET.lists()
         ):
-            return error_response(
-                400,
-                "bad_request",
-                "The URL contains a NUL character or a lone surrogate.",
-            )
+            with translation.override(browser_language(request) or settings.LANGUAGE_CODE):
+                return error_response(
+                    400,
+                    "bad_request",
+                    _("The URL contains a NUL character or a lone surrogate."),
+                )
         return self.get_response(request)
 
 
@@ -154,10 +187,14 @@ class ASGIBodySizeLimit:
             return await self._chunked(scope, receive, send, limit)
         raw = next(iter(declared))
         if len(declared) > 1 or not raw.isdigit():
-            return await _answer(send, *_NOT_A_NUMBER)
+            with translation.override(_scope_language(scope)):
+                answer = _not_a_number()
+            return await _answer(send, *answer)
         size = int(raw)
         if size > limit:
-            return await _answer(send, *_too_large(limit, size))
+            with translation.override(_scope_language(scope)):
+                answer = _too_large(limit, size)
+            return await _answer(send, *answer)
         return await self._counted(scope, receive, send, size)
 
     async def _counted(self, scope: dict, receive, send, size: int) -> None:
@@ -181,7 +218,9 @@ class ASGIBodySizeLimit:
 
         await self.app(scope, counted_receive, tracked_send)
         if state["over"] and not state["started"]:
-            await _answer(send, *_LONGER_THAN_DECLARED)
+            with translation.override(_scope_language(scope)):
+                answer = _longer_than_declared()
+            await _answer(send, *answer)
 
     async def _chunked(self, scope: dict, receive, send, limit: int) -> None:
         spool = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - closed below
@@ -196,7 +235,9 @@ class ASGIBodySizeLimit:
                 chunk = message.get("body", b"")
                 received += len(chunk)
                 if received > limit:
-                    return await _answer(send, *_too_large(limit))
+                    with translation.override(_scope_language(scope)):
+                        answer = _too_large(limit)
+                    return await _answer(send, *answer)
                 spool.write(chunk)
                 if not message.get("more_body", False):
                     break

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from django.utils.translation import gettext as _
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
@@ -20,13 +21,26 @@ MAX_JSON_DEPTH = 64
 
 
 def _text_problem(text: str) -> str | None:
+    """Which problem a text has: "nul", "surrogate" or None."""
     if "\x00" in text:
-        return "contains a NUL character"
+        return "nul"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "contains a lone surrogate (not a character)"
+        return "surrogate"
     return None
+
+
+def _value_problem(where: str, problem: str) -> str:
+    if problem == "nul":
+        return _("%(where)s contains a NUL character.") % {"where": where}
+    return _("%(where)s contains a lone surrogate (not a character).") % {"where": where}
+
+
+def _key_problem(where: str, problem: str) -> str:
+    if problem == "nul":
+        return _("A key of %(where)s contains a NUL character.") % {"where": where}
+    return _("A key of %(where)s contains a lone surrogate (not a character).") % {"where": where}
 
 
 def json_body_problem(value, limit: int = MAX_JSON_DEPTH) -> str | None:
@@ -38,18 +52,18 @@ def json_body_problem(value, limit: int = MAX_JSON_DEPTH) -> str | None:
         if isinstance(item, str):
             problem = _text_problem(item)
             if problem:
-                return f"{where} {problem}."
+                return _value_problem(where, problem)
         elif isinstance(item, float):
             if not math.isfinite(item):
-                return f"{where} is not a finite number."
+                return _("%(where)s is not a finite number.") % {"where": where}
         elif isinstance(item, dict | list):
             if depth > limit:
-                return f"The JSON body nests deeper than {limit} levels."
+                return _("The JSON body nests deeper than %(limit)s levels.") % {"limit": limit}
             if isinstance(item, dict):
                 for key, child in item.items():
                     problem = _text_problem(key)
                     if problem:
-                        return f"A key of {where} {problem}."
+                        return _key_problem(where, problem)
                     stack.append((child, depth + 1, f"{where}.{key}"[:200]))
             else:
                 stack.extend(
@@ -68,7 +82,7 @@ class BoundedJSONParser(JSONParser):
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise ParseError("The JSON body is nested too deeply.") from None
+            raise ParseError(_("The JSON body is nested too deeply.")) from None
         problem = json_body_problem(data)
         if problem:
             raise ParseError(problem)

@@ -7,6 +7,7 @@ import time
 
 from django.conf import settings
 from django.core.cache import caches
+from django.utils.translation import gettext as _
 from rest_framework import throttling
 from rest_framework.exceptions import Throttled
 
@@ -126,7 +127,7 @@ def record_auth_failure(request) -> float | None:
 
 
 def blocked_message(wait: float) -> str:
-    return (
+    return _(
         "Too many failed authentication attempts from this address. "
-        f"Try again in {int(wait + 0.999)} seconds."
-    )
+        "Try again in %(seconds)s seconds."
+    ) % {"seconds": int(wait + 0.999)}

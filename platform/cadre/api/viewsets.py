@@ -8,6 +8,7 @@ actor needs `<resource>.<verb>` — organization-wide, or through an object gran
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.translation import gettext as _
 from rest_framework import exceptions, viewsets
 
 READ_ACTIONS = {"list", "retrieve", "metadata"}
@@ -52,7 +53,8 @@ class TenantViewSet(viewsets.GenericViewSet):
         if not self.actor.may(self.permission()):
             self._require_in_organization()
             raise exceptions.PermissionDenied(
-                f"You do not have the '{self.permission()}' permission."
+                _("You do not have the '%(permission)s' permission.")
+                % {"permission": self.permission()}
             )
 
     def _require_in_organization(self) -> None:
@@ -73,7 +75,8 @@ class TenantViewSet(viewsets.GenericViewSet):
         super().check_object_permissions(request, obj)
         if self.verb() != "view" and not self.actor.can(self.permission(), obj):
             raise exceptions.PermissionDenied(
-                f"You do not have the '{self.permission()}' permission on this object."
+                _("You do not have the '%(permission)s' permission on this object.")
+                % {"permission": self.permission()}
             )
 
 

@@ -6,6 +6,7 @@ import math
 from datetime import UTC, date, datetime
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -49,7 +50,7 @@ def json_body(request) -> dict:
     allows a lone "\\ud800" escape and "\\u0000", which are not text PostgreSQL, a model or an
     index takes (a NUL in a memory or its metadata was a 500 when it reached the database)."""
     if not isinstance(request.data, dict):
-        raise InvalidInput("The body must be a JSON object.")
+        raise InvalidInput(_("The body must be a JSON object."))
     problem = unstorable_text(request.data)
     if problem:
         raise InvalidInput(problem, code="invalid_text")
@@ -58,11 +59,11 @@ def json_body(request) -> dict:
 
 def _text_problem(text: str) -> str | None:
     if "\x00" in text:
-        return "The body holds a NUL character (\\u0000), which cannot be stored."
+        return _("The body holds a NUL character (\\u0000), which cannot be stored.")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "The body holds a string that is not valid Unicode."
+        return _("The body holds a string that is not valid Unicode.")
     return None
 
 
@@ -88,11 +89,13 @@ def entity_text(value, name: str, *, limit: int = 191) -> str | None:
     if value is None or value == "" or value == "*":
         return None
     if not isinstance(value, str | int) or isinstance(value, bool) or len(str(value)) > limit:
-        raise InvalidInput(f"{name} must be a string.", details={name: ["String."]})
+        raise InvalidInput(
+            _("%(name)s must be a string.") % {"name": name}, details={name: ["String."]}
+        )
     text = str(value)
     if _text_problem(text):  # query strings reach here without json_body's check
         raise InvalidInput(
-            f"{name} holds a character that cannot be stored.",
+            _("%(name)s holds a character that cannot be stored.") % {"name": name},
             code="invalid_text",
             details={name: ["Text."]},
         )
@@ -104,7 +107,7 @@ def memory_pk(value) -> int:
     12.5, 1e309 and ids past bigint name no memory (int() read some of them as another id)."""
     pk = parse_pk(value)
     if pk is None:
-        raise NotFound("Memory not found.")
+        raise NotFound(_("Memory not found."))
     return pk
 
 
@@ -114,7 +117,7 @@ def _filter_entities(filters) -> dict:
     if filters is None:
         return {}
     if not isinstance(filters, dict):
-        raise InvalidInput("filters must be an object.", details={"filters": ["Object."]})
+        raise InvalidInput(_("filters must be an object."), details={"filters": ["Object."]})
     found: dict = {}
     for key, value in filters.items():
         if key == "AND" and isinstance(value, list):
@@ -124,8 +127,11 @@ def _filter_entities(filters) -> dict:
             found[key] = value
         else:
             raise InvalidInput(
-                f"Unsupported filter {key!r}: Cadre's Mem0 API filters by "
-                "user_id, agent_id, app_id and run_id (combined with AND).",
+                _(
+                    "Unsupported filter %(key)r: Cadre's Mem0 API filters by user_id, "
+                    "agent_id, app_id and run_id (combined with AND)."
+                )
+                % {"key": key},
                 code="unsupported_filter",
                 details={"filters": [key]},
             )
@@ -154,8 +160,11 @@ def member_for(actor, user_id: str) -> Member:
     )
     if member is None:
         raise InvalidInput(
-            f"Unknown user_id {user_id!r}: no member of this organization has this e-mail, "
-            "IM user id, employee number or id.",
+            _(
+                "Unknown user_id %(user_id)r: no member of this organization has this "
+                "e-mail, IM user id, employee number or id."
+            )
+            % {"user_id": user_id},
             code="unknown_user",
             details={"user_id": [user_id]},
         )
@@ -173,7 +182,7 @@ class Target:
             self.agent_id = parse_pk(entities["agent_id"])
             if self.agent_id is None:
                 raise InvalidInput(
-                    "agent_id must be a Cadre agent id (an integer).",
+                    _("agent_id must be a Cadre agent id (an integer)."),
                     details={"agent_id": ["Integer."]},
                 )
 
@@ -183,7 +192,7 @@ class Target:
         if self.member is not None:
             return Scope.USER, self.member.pk
         raise InvalidInput(
-            "Give user_id or agent_id: every memory belongs to someone.",
+            _("Give user_id or agent_id: every memory belongs to someone."),
             details={"user_id": ["Required."]},
         )
 
@@ -215,12 +224,12 @@ def _timestamp(value) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput("timestamp must be a Unix time.", details={"timestamp": ["Number."]})
+        raise InvalidInput(_("timestamp must be a Unix time."), details={"timestamp": ["Number."]})
     try:
         return datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
         raise InvalidInput(
-            "timestamp is out of range.", details={"timestamp": ["Range."]}
+            _("timestamp is out of range."), details={"timestamp": ["Range."]}
         ) from None
 
 
@@ -231,14 +240,14 @@ def _expiration(value) -> datetime | None:
         day = date.fromisoformat(str(value))
     except ValueError:
         raise InvalidInput(
-            "expiration_date must be YYYY-MM-DD.", details={"expiration_date": ["YYYY-MM-DD."]}
+            _("expiration_date must be YYYY-MM-DD."), details={"expiration_date": ["YYYY-MM-DD."]}
         ) from None
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _metadata(value) -> dict | None:
     if value is not None and not isinstance(value, dict):
-        raise InvalidInput("metadata must be an object.", details={"metadata": ["Object."]})
+        raise InvalidInput(_("metadata must be an object."), details={"metadata": ["Object."]})
     return value
 
 
@@ -249,7 +258,7 @@ def _messages(value) -> list[dict]:
         value = [value]
     if not isinstance(value, list) or not value:
         raise InvalidInput(
-            "messages must be a non-empty list of {role, content}.",
+            _("messages must be a non-empty list of {role, content}."),
             details={"messages": ["Required."]},
         )
     return value
@@ -259,7 +268,9 @@ def flag(value, name: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise InvalidInput(f"{name} must be true or false.", details={name: ["Boolean."]})
+        raise InvalidInput(
+            _("%(name)s must be true or false.") % {"name": name}, details={name: ["Boolean."]}
+        )
     return value
 
 
@@ -279,9 +290,15 @@ def integer(value, name: str, *, default: int, low: int, high: int) -> int:
         if 0 < len(digits) <= 19 and digits.isascii() and digits.isdigit():
             number = int(text)
     if number is None:
-        raise InvalidInput(f"{name} must be an integer.", details={name: ["Integer."]})
+        raise InvalidInput(
+            _("%(name)s must be an integer.") % {"name": name}, details={name: ["Integer."]}
+        )
     if not low <= number <= high:
-        raise InvalidInput(f"{name} must be between {low} and {high}.", details={name: ["Range."]})
+        raise InvalidInput(
+            _("%(name)s must be between %(low)s and %(high)s.")
+            % {"name": name, "low": low, "high": high},
+            details={name: ["Range."]},
+        )
     return number
 
 
@@ -350,11 +367,11 @@ class Mem0View(APIView):
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         if not selectors.can_read_memory(self.actor):
-            raise exceptions.PermissionDenied("This API key needs the 'memory:read' scope.")
+            raise exceptions.PermissionDenied(_("This API key needs the 'memory:read' scope."))
         if request.method not in self.read_only_methods and not selectors.can_write_memory(
             self.actor
         ):
-            raise exceptions.PermissionDenied("This API key needs the 'memory:write' scope.")
+            raise exceptions.PermissionDenied(_("This API key needs the 'memory:write' scope."))
 
     def source_ref(self, entities: dict, metadata: dict | None) -> dict:
         ref = {"client": CLIENT}
@@ -465,7 +482,7 @@ class AddMemories(Mem0View):
         for message in messages:
             if not isinstance(message, dict) or not isinstance(message.get("content"), str):
                 raise InvalidInput(
-                    "Each message needs a 'content' string (and a 'role').",
+                    _("Each message needs a 'content' string (and a 'role')."),
                     details={"messages": ["{role, content} objects."]},
                 )
             if not message["content"].strip() or message.get("role") == "system":
@@ -507,8 +524,10 @@ class Memories(AddMemories):
         entities = _entities(request.query_params)
         if not any(entities.values()):
             raise InvalidInput(
-                "Give user_id, agent_id, app_id or run_id: deleting everything at once is "
-                "not offered.",
+                _(
+                    "Give user_id, agent_id, app_id or run_id: deleting everything at once "
+                    "is not offered."
+                ),
                 details={"filters": ["Required."]},
             )
         target = Target(self.actor, entities)
@@ -523,7 +542,7 @@ class Memories(AddMemories):
                 reason="mem0 delete_all",
             )
             deleted = len(result.deleted)
-        return Response({"message": "Memories deleted successfully!", "deleted": deleted})
+        return Response({"message": _("Memories deleted successfully!"), "deleted": deleted})
 
     def _delete_matching(self, target: Target, keys, run_id) -> int:
         """App- or subject-narrowed deletes: each memory through memory_delete."""
@@ -563,7 +582,7 @@ class Search(Mem0View):
         query = data.get("query")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput(
-                "query must be a non-empty string.", details={"query": ["Required."]}
+                _("query must be a non-empty string."), details={"query": ["Required."]}
             )
         entities = _entities(data)
         target = Target(self.actor, entities)
@@ -575,7 +594,7 @@ class Search(Mem0View):
             or not 0 <= threshold <= 1
         ):
             raise InvalidInput(
-                "threshold must be between 0 and 1.", details={"threshold": ["0..1"]}
+                _("threshold must be between 0 and 1."), details={"threshold": ["0..1"]}
             )
         # Cadre's search is always hybrid (vector + lexical) and ranks on its own: accepted.
         flag(data.get("rerank"), "rerank", False)
@@ -608,7 +627,7 @@ class MemoryDetail(Mem0View):
         changes: dict = {}
         if data.get("text") is not None:
             if not isinstance(data["text"], str):
-                raise InvalidInput("text must be a string.", details={"text": ["String."]})
+                raise InvalidInput(_("text must be a string."), details={"text": ["String."]})
             changes["content"] = data["text"]
         if "metadata" in data and data["metadata"] is not None:
             changes["attributes"] = {
@@ -621,7 +640,7 @@ class MemoryDetail(Mem0View):
             changes["valid_from"] = _timestamp(data["timestamp"])
         if not changes:
             raise InvalidInput(
-                "Give text, metadata, timestamp or expiration_date.",
+                _("Give text, metadata, timestamp or expiration_date."),
                 details={"text": ["Nothing to change."]},
             )
         memory = services.memory_update(
@@ -636,7 +655,7 @@ class MemoryDetail(Mem0View):
     def delete(self, request, memory_id):
         memory = selectors.memory_get(self.actor, memory_pk(memory_id))
         services.memory_delete(actor=self.actor, memory=memory)
-        return Response({"message": "Memory deleted successfully!"})
+        return Response({"message": _("Memory deleted successfully!")})
 
 
 class History(Mem0View):
@@ -672,12 +691,13 @@ class Feedback(Mem0View):
             not isinstance(feedback, str) or feedback.upper() not in FEEDBACK_VALUES
         ):
             raise InvalidInput(
-                f"feedback must be one of {', '.join(FEEDBACK_VALUES)} or null.",
+                _("feedback must be one of %(value)s or null.")
+                % {"value": ", ".join(FEEDBACK_VALUES)},
                 details={"feedback": list(FEEDBACK_VALUES)},
             )
         reason = data.get("feedback_reason")
         if reason is not None and not isinstance(reason, str):
-            raise InvalidInput("feedback_reason must be a string.")
+            raise InvalidInput(_("feedback_reason must be a string."))
         entry = {
             "client": CLIENT,
             "feedback": feedback.upper() if feedback else None,
@@ -702,7 +722,9 @@ class Unknown(Mem0View):
 
     def initial(self, request, *args, **kwargs):
         APIView.initial(self, request, *args, **kwargs)
-        raise NotFound(f"Cadre's Mem0-compatible API does not serve {request.path}.")
+        raise NotFound(
+            _("Cadre's Mem0-compatible API does not serve %(path)s.") % {"path": request.path}
+        )
 
     def get(self, request):  # pragma: no cover - initial() always answers
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -56,7 +57,7 @@ def _filter_entities(value) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInput("filter must be an object.", details={"filter": ["Object."]})
+        raise InvalidInput(_("filter must be an object."), details={"filter": ["Object."]})
     found: dict = {}
     for key, item in value.items():
         if key == "and" and isinstance(item, list):
@@ -66,8 +67,11 @@ def _filter_entities(value) -> dict:
             found[key] = item
         else:
             raise InvalidInput(
-                f"Unsupported filter {key!r}: Cadre's MemOS API filters by agent_id and app_id "
-                "(combined with and).",
+                _(
+                    "Unsupported filter %(key)r: Cadre's MemOS API filters by agent_id and "
+                    "app_id (combined with and)."
+                )
+                % {"key": key},
                 code="unsupported_filter",
                 details={"filter": [key]},
             )
@@ -84,7 +88,7 @@ def _target(actor, data: dict, *, user_required: bool = True) -> Target:
     for key, value in _filter_entities(data.get("filter")).items():
         entities[key] = entity_text(value, key)
     if user_required and not entities["user_id"]:
-        raise InvalidInput("user_id is required.", details={"user_id": ["Required."]})
+        raise InvalidInput(_("user_id is required."), details={"user_id": ["Required."]})
     return Target(actor, entities)
 
 
@@ -176,7 +180,7 @@ class MemosView(Mem0View):
         info = data.get("info")
         if info is not None:
             if not isinstance(info, dict):
-                raise InvalidInput("info must be an object.", details={"info": ["Object."]})
+                raise InvalidInput(_("info must be an object."), details={"info": ["Object."]})
             ref["info"] = info
         return ref
 
@@ -189,7 +193,7 @@ class AddMessage(MemosView):
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages:
             raise InvalidInput(
-                "messages must be a non-empty list.", details={"messages": ["List."]}
+                _("messages must be a non-empty list."), details={"messages": ["List."]}
             )
         tags = data.get("tags")
         if tags is not None and (
@@ -198,8 +202,11 @@ class AddMessage(MemosView):
             or not all(isinstance(t, str) and len(t) <= MAX_TAG_LENGTH for t in tags)
         ):
             raise InvalidInput(
-                f"tags must be a list of at most {MAX_TAGS} strings of at most "
-                f"{MAX_TAG_LENGTH} characters.",
+                _(
+                    "tags must be a list of at most %(max_tags)s strings of at most "
+                    "%(max_tag_length)s characters."
+                )
+                % {"max_tags": MAX_TAGS, "max_tag_length": MAX_TAG_LENGTH},
                 details={"tags": ["List."]},
             )
         flag(data.get("async_mode"), "async_mode", True)  # Cadre's add is stored on return
@@ -223,7 +230,7 @@ class SearchMemory(MemosView):
         data = json_body(request)
         query = data.get("query")
         if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query is required.", details={"query": ["Required."]})
+            raise InvalidInput(_("query is required."), details={"query": ["Required."]})
         target = _target(self.actor, data)
         facts = integer(
             data.get("memory_limit_number"), "memory_limit_number", default=6, low=1, high=25
@@ -253,7 +260,7 @@ class SearchMemory(MemosView):
             isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1
         ):
             raise InvalidInput(
-                "relativity must be between 0 and 1.", details={"relativity": ["0..1"]}
+                _("relativity must be between 0 and 1."), details={"relativity": ["0..1"]}
             )
         with transaction.atomic():
             result = selectors.memory_search(
@@ -337,7 +344,9 @@ class UpdateMemory(MemosView):
         memory = selectors.memory_get(self.actor, memory_pk(data.get("memory_id")))
         value = data.get("memory_value", data.get("text"))
         if not isinstance(value, str) or not value.strip():
-            raise InvalidInput("memory_value is required.", details={"memory_value": ["Required."]})
+            raise InvalidInput(
+                _("memory_value is required."), details={"memory_value": ["Required."]}
+            )
         memory = services.memory_update(
             actor=self.actor,
             memory=memory,
@@ -354,13 +363,13 @@ class DeleteMemory(MemosView):
         given = [key for key in ("memory_ids", "user_id", "agent_id", "filter") if data.get(key)]
         if len(given) != 1:
             raise InvalidInput(
-                "Give exactly one of memory_ids, user_id, agent_id or filter.",
+                _("Give exactly one of memory_ids, user_id, agent_id or filter."),
                 details={"memory_ids": ["Exactly one criterion."]},
             )
         if given == ["memory_ids"]:
             ids = data["memory_ids"]
             if not isinstance(ids, list) or len(ids) > 100:
-                raise InvalidInput("memory_ids must be a list (at most 100).")
+                raise InvalidInput(_("memory_ids must be a list (at most 100)."))
             self._delete_ids(ids)
         else:
             target = _target(self.actor, data, user_required=False)
@@ -388,7 +397,7 @@ class AddFeedback(MemosView):
         content = data.get("feedback_content")
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput(
-                "feedback_content is required.", details={"feedback_content": ["Required."]}
+                _("feedback_content is required."), details={"feedback_content": ["Required."]}
             )
         result = services.memory_feedback(
             actor=self.actor,
@@ -414,10 +423,10 @@ class GetStatus(MemosView):
     def post(self, request):
         task_id = json_body(request).get("task_id")
         if not isinstance(task_id, str) or not task_id.startswith(TASK_PREFIX):
-            raise InvalidInput("Unknown task_id.", details={"task_id": ["A task id from add."]})
+            raise InvalidInput(_("Unknown task_id."), details={"task_id": ["A task id from add."]})
         ids = [part for part in task_id.removeprefix(TASK_PREFIX).split(".") if part]
         if len(ids) > 100:  # one lookup each: an add writes far fewer
-            raise InvalidInput("Unknown task_id.", details={"task_id": ["A task id from add."]})
+            raise InvalidInput(_("Unknown task_id."), details={"task_id": ["A task id from add."]})
         for memory_id in ids:
             # 404 outside one's reach, and for a part that names no memory ("²", "١٢")
             selectors.memory_get_for_deletion(self.actor, memory_pk(memory_id))
@@ -427,7 +436,9 @@ class GetStatus(MemosView):
 class Unknown(MemosView):
     def initial(self, request, *args, **kwargs):
         APIView.initial(self, request, *args, **kwargs)  # authenticate first
-        raise NotFound(f"Cadre's MemOS-compatible API does not serve {request.path}.")
+        raise NotFound(
+            _("Cadre's MemOS-compatible API does not serve %(path)s.") % {"path": request.path}
+        )
 
     def post(self, request):  # pragma: no cover - initial() always answers
         return None

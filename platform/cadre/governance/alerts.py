@@ -38,6 +38,7 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre import outbound
 from cadre.crypto import encrypt
@@ -388,15 +389,17 @@ def alert_rules_evaluate(now=None) -> int:
 
 def _validate(kind: str, severity: str, channels) -> None:
     if kind not in RULE_KINDS:
-        raise InvalidInput(f"unknown rule kind {kind!r}", details={"kind": list(RULE_KINDS)})
+        raise InvalidInput(
+            _("unknown rule kind %(kind)r") % {"kind": kind}, details={"kind": list(RULE_KINDS)}
+        )
     if severity not in AlertRule.Severity.values:
-        raise InvalidInput(f"unknown severity {severity!r}")
+        raise InvalidInput(_("unknown severity %(severity)r") % {"severity": severity})
     if not isinstance(channels, list) or any(
         not isinstance(c, dict) or c.get("kind") not in CHANNEL_KINDS for c in channels
     ):
         raise InvalidInput(
-            "channels must be a list of {kind: email|webhook|im, ...}",
-            details={"channels": ["Unknown channel."]},
+            _("channels must be a list of {kind: email|webhook|im, ...}"),
+            details={"channels": [_("Unknown channel.")]},
         )
     for channel in channels:
         if channel["kind"] == "webhook":
@@ -428,7 +431,7 @@ def alert_rule_create(
         {**c, "secret": encrypt(str(c["secret"]))} if c.get("secret") else dict(c) for c in channels
     ]
     if AlertRule.objects.filter(organization=actor.organization, name=name).exists():
-        raise Conflict(f"An alert rule named {name!r} exists.", code="duplicate")
+        raise Conflict(_("An alert rule named %(name)r exists.") % {"name": name}, code="duplicate")
     rule = AlertRule.objects.create(
         organization=actor.organization,
         name=name,
@@ -472,7 +475,7 @@ def alert_rule_update(*, actor, rule: AlertRule, **changes) -> AlertRule:
     before = _rule_snapshot(rule)
     unknown = set(changes) - {"name", "kind", "params", "severity", "channels", "is_active"}
     if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}")
+        raise InvalidInput(_("unknown field %(unknown)r") % {"unknown": sorted(unknown)[0]})
     channels = changes.get("channels", rule.channels)
     if "channels" in changes:
         channels = [dict(c) if isinstance(c, dict) else c for c in channels or []]
@@ -497,7 +500,7 @@ def alert_rule_update(*, actor, rule: AlertRule, **changes) -> AlertRule:
         .exclude(pk=rule.pk)
         .exists()
     ):
-        raise Conflict(f"An alert rule named {name!r} exists.", code="duplicate")
+        raise Conflict(_("An alert rule named %(name)r exists.") % {"name": name}, code="duplicate")
     rule.name = name
     rule.kind = changes.get("kind", rule.kind)
     rule.params = changes.get("params", rule.params) or {}
@@ -520,7 +523,7 @@ def alert_rule_delete(*, actor, rule: AlertRule) -> None:
     """Remove a rule; its alerts stay (their rule link is cleared)."""
     actor.require("policy.manage")
     if rule.organization_id != actor.organization.pk:
-        raise InvalidInput("unknown alert rule")
+        raise InvalidInput(_("unknown alert rule"))
     audit.record(actor=actor, action="alert_rule.delete", target=rule, before=_rule_snapshot(rule))
     rule.delete()
 
@@ -535,7 +538,9 @@ def alert_acknowledge(*, actor, alert: Alert, note: str = "") -> Alert:
     )
     alert.refresh_from_db()
     if not updated:
-        raise Conflict(f"The alert is {alert.status}.", code=f"alert_{alert.status}")
+        raise Conflict(
+            _("The alert is %(status)s.") % {"status": alert.status}, code=f"alert_{alert.status}"
+        )
     audit.record(
         actor=actor,
         action="alert.acknowledge",
@@ -558,7 +563,7 @@ def alert_resolve(*, actor, alert: Alert, note: str = "") -> Alert:
     )
     alert.refresh_from_db()
     if not updated:
-        raise Conflict("The alert is already resolved.", code="alert_resolved")
+        raise Conflict(_("The alert is already resolved."), code="alert_resolved")
     audit.record(
         actor=actor,
         action="alert.resolve",

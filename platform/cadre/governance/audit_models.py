@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from cadre.tenancy.models import Organization
 from cadre.tenancy.querysets import TenantQuerySet
@@ -75,11 +76,11 @@ class AuditEvent(models.Model):
     resource = "audit"
 
     class ActorType(models.TextChoices):
-        MEMBER = "member", "Member"
-        API_KEY = "api_key", "API key"
-        AGENT = "agent", "Agent"
-        SYSTEM = "system", "System"
-        SCIM_TOKEN = "scim_token", "SCIM token"
+        MEMBER = "member", gettext_lazy("Member")
+        API_KEY = "api_key", gettext_lazy("API key")
+        AGENT = "agent", gettext_lazy("Agent")
+        SYSTEM = "system", gettext_lazy("System")
+        SCIM_TOKEN = "scim_token", gettext_lazy("SCIM token")
 
     # No index of its own: the unique constraint and the composite indexes below start with
     # it (issue #5: one index fewer to maintain on every insert and seal).

@@ -32,7 +32,8 @@ from zoneinfo import ZoneInfo
 
 from django.db import transaction
 from django.db.models import Q, Sum
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 
 from cadre.env import env_int
 from cadre.errors import Conflict, InvalidInput, NotFound
@@ -167,16 +168,18 @@ def subject_label(budget: Budget, template_name: str | None = None) -> str:
     """ "department Sales", "member Eve", "template Sales assistant", "the organization"
     (the department and member rows as loaded: select_related spares a query each)."""
     if budget.scope == Budget.Scope.ORGANIZATION:
-        return "the organization"
+        return _("the organization")
     if budget.scope == Budget.Scope.DEPARTMENT:
-        return f"department {budget.department.name if budget.department_id else '?'}"
+        name = budget.department.name if budget.department_id else "?"
+        return _("department %(name)s") % {"name": name}
     if budget.scope == Budget.Scope.MEMBER:
-        return f"member {budget.member.display_name if budget.member_id else '?'}"
+        name = budget.member.display_name if budget.member_id else "?"
+        return _("member %(name)s") % {"name": name}
     if template_name is None:
         template_name = template_names(budget.organization_id, [budget.template_id]).get(
             budget.template_id, str(budget.template_id)
         )
-    return f"template {template_name}"
+    return _("template %(name)s") % {"name": template_name}
 
 
 def template_names(organization_id: int, ids: list[int]) -> dict[int, str]:
@@ -186,8 +189,33 @@ def template_names(organization_id: int, ids: list[int]) -> dict[int, str]:
 
 def _amount(budget: Budget, value) -> str:
     if budget.metric == Budget.Metric.TOKENS:
-        return f"{int(value):,} tokens"
+        return _("%(count)s tokens") % {"count": f"{int(value):,}"}
     return f"{Decimal(value).quantize(Decimal('0.01'))}"
+
+
+def _refusal_sentence(period: str, metric: str) -> str:
+    sentences = {
+        ("daily", "tokens"): _(
+            "The daily tokens budget of %(subject)s would be exceeded: %(held)s of %(limit)s "
+            "used or in use, this call needs about %(need)s. It resets on %(resets)s."
+        ),
+        ("daily", "cost"): _(
+            "The daily cost budget of %(subject)s would be exceeded: %(held)s of %(limit)s "
+            "used or in use, this call needs about %(need)s. It resets on %(resets)s."
+        ),
+        ("monthly", "tokens"): _(
+            "The monthly tokens budget of %(subject)s would be exceeded: %(held)s of %(limit)s "
+            "used or in use, this call needs about %(need)s. It resets on %(resets)s."
+        ),
+        ("monthly", "cost"): _(
+            "The monthly cost budget of %(subject)s would be exceeded: %(held)s of %(limit)s "
+            "used or in use, this call needs about %(need)s. It resets on %(resets)s."
+        ),
+    }
+    return sentences.get((period, metric)) or _(
+        "The %(period)s %(metric)s budget of %(subject)s would be exceeded: %(held)s of "
+        "%(limit)s used or in use, this call needs about %(need)s. It resets on %(resets)s."
+    )
 
 
 def _refusal(budget: Budget, tokens: int, cost: Decimal) -> BudgetExceeded:
@@ -198,11 +226,15 @@ def _refusal(budget: Budget, tokens: int, cost: Decimal) -> BudgetExceeded:
         else budget.used_cost + budget.reserved_cost
     )
     resets = period_end(budget.period, budget.period_start)
-    message = (
-        f"The {budget.period} {budget.metric} budget of {subject_label(budget)} would be "
-        f"exceeded: {_amount(budget, held)} of {_amount(budget, budget.limit)} used or in use, "
-        f"this call needs about {_amount(budget, need)}. It resets on {resets:%Y-%m-%d}."
-    )
+    message = _refusal_sentence(budget.period, budget.metric) % {
+        "period": budget.period,
+        "metric": budget.metric,
+        "subject": subject_label(budget),
+        "held": _amount(budget, held),
+        "limit": _amount(budget, budget.limit),
+        "need": _amount(budget, need),
+        "resets": f"{resets:%Y-%m-%d}",
+    }
     return BudgetExceeded(
         message,
         details={
@@ -372,7 +404,9 @@ def _alert_levels(budget: Budget) -> None:
         if percent < level or budget.alerted_percent >= level:
             continue
         budget.alerted_percent = level
-        label = subject_label(budget)
+        with translation.override("en"):  # a stored title, written in one language
+            label = subject_label(budget)
+            used, limit = _amount(budget, budget.used), _amount(budget, budget.limit)
         alert_open(
             organization=budget.organization,
             fingerprint=hashlib.sha256(
@@ -381,7 +415,7 @@ def _alert_levels(budget: Budget) -> None:
             severity="critical" if level >= 100 else "warning",
             title=(
                 f"{level} % of the {budget.period} {budget.metric} budget of {label} used "
-                f"({_amount(budget, budget.used)} of {_amount(budget, budget.limit)})"
+                f"({used} of {limit})"
             ),
             details={
                 "budget": budget.pk,
@@ -456,7 +490,9 @@ def _snapshot(budget: Budget) -> dict:
 
 def _check_subject(organization, scope: str, department, member, template_id) -> None:
     if scope not in Budget.Scope.values:
-        raise InvalidInput(f"unknown scope {scope!r}", details={"scope": ["unknown"]})
+        raise InvalidInput(
+            _("unknown scope %(scope)r") % {"scope": scope}, details={"scope": [_("unknown")]}
+        )
     wanted = {
         Budget.Scope.ORGANIZATION: (),
         Budget.Scope.DEPARTMENT: ("department",),
@@ -467,37 +503,46 @@ def _check_subject(organization, scope: str, department, member, template_id) ->
     for name, value in given.items():
         if name in wanted and value is None:
             raise InvalidInput(
-                f"a {scope} budget needs its {name}", details={name: ["This field is required."]}
+                _("a %(scope)s budget needs its %(name)s") % {"scope": scope, "name": name},
+                details={name: [_("This field is required.")]},
             )
         if name not in wanted and value is not None:
             raise InvalidInput(
-                f"a {scope} budget has no {name}", details={name: [f"Not used by {scope}."]}
+                _("a %(scope)s budget has no %(name)s") % {"scope": scope, "name": name},
+                details={name: [_("Not used by %(scope)s.") % {"scope": scope}]},
             )
     for row in (department, member):
         if row is not None and row.organization_id != organization.pk:
-            raise NotFound("unknown department or member")
+            raise NotFound(_("unknown department or member"))
     if template_id is not None and template_id not in template_names(
         organization.pk, [template_id]
     ):
-        raise InvalidInput("unknown template", details={"template": ["Unknown template."]})
+        raise InvalidInput(_("unknown template"), details={"template": [_("Unknown template.")]})
 
 
 def _check_values(period: str, metric: str, limit, enforcement: str) -> Decimal:
     if period not in Budget.Period.values:
-        raise InvalidInput(f"unknown period {period!r}", details={"period": ["unknown"]})
+        raise InvalidInput(
+            _("unknown period %(period)r") % {"period": period}, details={"period": [_("unknown")]}
+        )
     if metric not in Budget.Metric.values:
-        raise InvalidInput(f"unknown metric {metric!r}", details={"metric": ["unknown"]})
+        raise InvalidInput(
+            _("unknown metric %(metric)r") % {"metric": metric}, details={"metric": [_("unknown")]}
+        )
     if enforcement not in Budget.Enforcement.values:
-        raise InvalidInput("unknown enforcement", details={"enforcement": ["unknown"]})
+        raise InvalidInput(_("unknown enforcement"), details={"enforcement": [_("unknown")]})
     try:
         limit = Decimal(str(limit))
     except ArithmeticError:
-        raise InvalidInput("limit is not a number", details={"limit": ["Not a number."]}) from None
+        raise InvalidInput(
+            _("limit is not a number"), details={"limit": [_("Not a number.")]}
+        ) from None
     if not limit.is_finite() or limit <= 0:
-        raise InvalidInput("limit must be above 0", details={"limit": ["Must be above 0."]})
+        raise InvalidInput(_("limit must be above 0"), details={"limit": [_("Must be above 0.")]})
     if metric == Budget.Metric.TOKENS and limit != limit.to_integral_value():
         raise InvalidInput(
-            "a token limit is a whole number", details={"limit": ["A whole number of tokens."]}
+            _("a token limit is a whole number"),
+            details={"limit": [_("A whole number of tokens.")]},
         )
     return limit
 
@@ -514,7 +559,8 @@ def _duplicate_check(budget: Budget) -> None:
     ).exclude(pk=budget.pk)
     if clash.exists():
         raise Conflict(
-            f"A {budget.period} {budget.metric} budget for this {budget.scope} exists.",
+            _("A %(period)s %(metric)s budget for this %(scope)s exists.")
+            % {"period": budget.period, "metric": budget.metric, "scope": budget.scope},
             code="duplicate",
         )
 
@@ -565,7 +611,7 @@ def budget_update(*, actor, budget: Budget, **changes) -> Budget:
     actor.require("budget.manage")
     unknown = set(changes) - {"limit", "period", "metric", "enforcement", "is_active"}
     if unknown:
-        raise InvalidInput(f"unknown field {sorted(unknown)[0]!r}")
+        raise InvalidInput(_("unknown field %(unknown)r") % {"unknown": sorted(unknown)[0]})
     budget = Budget.objects.select_for_update().get(pk=budget.pk, organization=actor.organization)
     before = _snapshot(budget)
     period = changes.get("period", budget.period)
@@ -597,7 +643,7 @@ def budget_update(*, actor, budget: Budget, **changes) -> Budget:
 def budget_delete(*, actor, budget: Budget) -> None:
     actor.require("budget.manage")
     if budget.organization_id != actor.organization.pk:
-        raise NotFound("unknown budget")
+        raise NotFound(_("unknown budget"))
     audit.record(actor=actor, action="budget.delete", target=budget, before=_snapshot(budget))
     budget.delete()
 

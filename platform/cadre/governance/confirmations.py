@@ -21,14 +21,14 @@ requester alone is never enough: at least one approval must come from someone el
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 
 from cadre import im
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
@@ -36,7 +36,12 @@ from cadre.governance import audit, policy
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import ConversationVault, EphemeralVault
 from cadre.governance.models import Confirmation, ConfirmationVote
-from cadre.governance.risk import RiskAssessment, blast_radius_sentence, classify
+from cadre.governance.risk import (
+    RiskAssessment,
+    classify,
+    confirmation_summary,
+    shown_arguments,
+)
 from cadre.identifiers import parse_pk
 from cadre.observability import current_trace_id
 from cadre.ports import Listeners
@@ -138,17 +143,17 @@ def mask_arguments(organization, arguments: dict, conversation_key: str = "") ->
 
 
 def summarize(tool: str, arguments: dict, assessment: RiskAssessment, requester) -> str:
-    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-    if len(shown) > 600:
-        shown = shown[:600] + "…"
-    who = requester.display_name if requester is not None else "An agent"
-    radius = blast_radius_sentence(assessment.blast_radius)
-    lines = [f"{who}'s agent wants to run {tool} ({assessment.level} risk).", f"Arguments: {shown}"]
-    if radius:
-        lines.append(f"Blast radius: {radius}")
-    if assessment.reasons:
-        lines.append(f"Why confirmation is needed: {'; '.join(assessment.reasons)}.")
-    return "\n".join(lines)
+    """The summary stored on the confirmation, in English (the record's language; a person
+    reads it in theirs through `Confirmation.summary_text`)."""
+    with translation.override("en"):
+        return confirmation_summary(
+            tool=tool,
+            arguments_shown=shown_arguments(arguments),
+            level=assessment.level,
+            reasons=assessment.reasons,
+            radius=assessment.blast_radius,
+            who=requester.display_name if requester is not None else None,
+        )
 
 
 # --- create ---------------------------------------------------------------------------------
@@ -243,7 +248,7 @@ def _get(confirmation_id, organization=None) -> Confirmation:
             queryset = queryset.filter(organization=organization)
         return queryset.get(pk=int(confirmation_id))
     except (Confirmation.DoesNotExist, TypeError, ValueError):
-        raise NotFound("No such confirmation.") from None
+        raise NotFound(_("No such confirmation.")) from None
 
 
 def _via(via: str) -> str:
@@ -252,15 +257,31 @@ def _via(via: str) -> str:
         return f"im:{via}"
     if via in ("console", "api", "im", "system") or via.startswith("im:"):
         return via[:16]
-    raise InvalidInput(f"unknown decision channel {via!r}")
+    raise InvalidInput(_("unknown decision channel %(via)r") % {"via": via})
 
 
 def _already(confirmation: Confirmation) -> Conflict:
     if confirmation.status == Confirmation.Status.PENDING:
-        return Conflict("The confirmation has expired; nothing was done.", code="expired")
-    who = f" by {confirmation.decided_by}" if confirmation.decided_by_id else ""
+        return Conflict(_("The confirmation has expired; nothing was done."), code="expired")
+    if confirmation.decided_by_id:
+        by = {
+            "approved": _("This confirmation was already approved by %(who)s."),
+            "rejected": _("This confirmation was already rejected by %(who)s."),
+            "expired": _("This confirmation was already expired by %(who)s."),
+            "cancelled": _("This confirmation was already cancelled by %(who)s."),
+        }.get(confirmation.status) or _("This confirmation was already %(status)s by %(who)s.")
+        message = by % {"who": confirmation.decided_by, "status": confirmation.status}
+    else:
+        message = {
+            "approved": _("This confirmation was already approved."),
+            "rejected": _("This confirmation was already rejected."),
+            "expired": _("This confirmation was already expired."),
+            "cancelled": _("This confirmation was already cancelled."),
+        }.get(confirmation.status) or _("This confirmation was already %(status)s.") % {
+            "status": confirmation.status
+        }
     return Conflict(
-        f"This confirmation was already {confirmation.status}{who}.",
+        message,
         code=f"already_{confirmation.status}",
         details={"status": confirmation.status},
     )
@@ -282,25 +303,25 @@ def confirmation_decide(
     needs `required_approvals` votes (and, at critical level, one not from the requester)."""
     verdict = _DECISIONS.get(str(decision).lower())
     if verdict is None:
-        raise InvalidInput("decision must be 'approve' or 'reject'")
+        raise InvalidInput(_("decision must be 'approve' or 'reject'"))
     via = _via(via)
     if decider is None and actor is not None:
         decider = actor.member
     if decider is None:
-        raise NotPermitted("Only a member can decide a confirmation.")
+        raise NotPermitted(_("Only a member can decide a confirmation."))
     organization = actor.organization if actor is not None else decider.organization
     ref = confirmation.pk if confirmation is not None else confirmation_id
     confirmation = _get(ref, organization)
     decider = Member.objects.filter(pk=decider.pk, organization=organization).first()
     if decider is None or not decider.is_active or decider.pk not in confirmation.decider_ids:
-        raise NotPermitted("You are not one of the people who may decide this confirmation.")
+        raise NotPermitted(_("You are not one of the people who may decide this confirmation."))
     if actor is not None and actor.kind == "api_key" and not actor.has("confirmation.decide"):
-        raise NotPermitted("This API key may not decide confirmations.")
+        raise NotPermitted(_("This API key may not decide confirmations."))
     now = timezone.now()
     if confirmation.status != Confirmation.Status.PENDING:
         raise _already(confirmation)
     if confirmation.expires_at <= now:  # the beat task records the expiry
-        raise Conflict("The confirmation has expired; nothing was done.", code="expired")
+        raise Conflict(_("The confirmation has expired; nothing was done."), code="expired")
     try:
         with transaction.atomic():
             ConfirmationVote.objects.create(
@@ -308,7 +329,7 @@ def confirmation_decide(
             )
     except IntegrityError:
         raise Conflict(
-            "You have already decided on this confirmation.", code="already_voted"
+            _("You have already decided on this confirmation."), code="already_voted"
         ) from None
     decider_actor = actor or member_actor(decider)
     if verdict == APPROVE and not _approved_enough(confirmation):
@@ -462,9 +483,9 @@ def confirmation_cancel(*, actor, confirmation: Confirmation, reason: str = "") 
     """Withdraw a pending confirmation (its requester, or someone with policy.manage)."""
     own = actor.member is not None and actor.member.pk == confirmation.requester_id
     if confirmation.organization_id != actor.organization.pk:
-        raise NotFound("No such confirmation.")
+        raise NotFound(_("No such confirmation."))
     if not (own or actor.has("policy.manage") or actor.kind == "system"):
-        raise NotPermitted("You cannot cancel this confirmation.")
+        raise NotPermitted(_("You cannot cancel this confirmation."))
     now = timezone.now()
     updated = Confirmation.objects.filter(
         pk=confirmation.pk, status=Confirmation.Status.PENDING

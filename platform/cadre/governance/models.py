@@ -6,9 +6,13 @@ docs/architecture.md); they are imported here so that Django finds them among th
 
 from __future__ import annotations
 
+import re
+
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from cadre.crypto import EncryptedTextField
 from cadre.governance.audit_models import (  # noqa: F401 - the app's models, see above
@@ -17,8 +21,41 @@ from cadre.governance.audit_models import (  # noqa: F401 - the app's models, se
     AuditEvent,
     AuditEventQuerySet,
 )
-from cadre.governance.risk import blast_radius_sentence
+from cadre.governance.risk import (
+    blast_radius_sentence,
+    confirmation_summary,
+    level_label,
+    level_phrase,
+    reason_sentence,
+    shown_arguments,
+)
 from cadre.tenancy.models import TenantModel
+
+# How a confirmation was decided (`decided_via`, a vote's `via`) and a vote, as people read them.
+VIA_LABELS = {
+    "console": gettext_lazy("console"),
+    "api": gettext_lazy("API"),
+    "im": gettext_lazy("IM"),
+    "system": gettext_lazy("system"),
+    "direct": gettext_lazy("direct message"),
+    "agent_reply": gettext_lazy("reply to the agent"),
+    "feishu": gettext_lazy("Feishu"),
+    "lark": gettext_lazy("Lark"),
+    "wecom": gettext_lazy("WeCom"),
+    "dingtalk": gettext_lazy("DingTalk"),
+    "slack": gettext_lazy("Slack"),
+    "webhook": gettext_lazy("webhook"),
+}
+VOTE_LABELS = {"approve": gettext_lazy("approve"), "reject": gettext_lazy("reject")}
+
+
+def via_label(via: str) -> str:
+    """ "console", "im:feishu" (an IM card's button), … as a person reads them."""
+    platform = via.removeprefix("im:")
+    if platform != via and platform in VIA_LABELS:
+        return str(VIA_LABELS[platform])
+    return str(VIA_LABELS.get(via, via))
+
 
 # --- masking: pseudonym vault and organization rules (cadre.governance.masking) ---------------
 
@@ -68,8 +105,8 @@ class MaskingRule(TenantModel):
     resource = "policy"
 
     class Kind(models.TextChoices):
-        PATTERN = "pattern", "Regular expression"
-        DICTIONARY = "dictionary", "Dictionary of terms"
+        PATTERN = "pattern", gettext_lazy("Regular expression")
+        DICTIONARY = "dictionary", gettext_lazy("Dictionary of terms")
 
     name = models.CharField(max_length=150)
     entity_type = models.CharField(max_length=40)
@@ -108,10 +145,10 @@ class AuditExport(TenantModel):
     resource = "audit"
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", gettext_lazy("Queued")
+        RUNNING = "running", gettext_lazy("Running")
+        COMPLETED = "completed", gettext_lazy("Completed")
+        FAILED = "failed", gettext_lazy("Failed")
 
     requested_by = models.ForeignKey(
         Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -154,8 +191,8 @@ class PolicyChain(TenantModel):
     resource = "policy"
 
     class Scope(models.TextChoices):
-        ORGANIZATION = "organization", "Organization"
-        TEMPLATE = "template", "Template"
+        ORGANIZATION = "organization", gettext_lazy("Organization")
+        TEMPLATE = "template", gettext_lazy("Template")
 
     scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ORGANIZATION)
     # [{"plugin": "masking", "enabled": true, "config": {...}}, ...] in evaluation order.
@@ -216,11 +253,11 @@ class Confirmation(TenantModel):
     resource = "confirmation"
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        APPROVED = "approved", "Approved"
-        REJECTED = "rejected", "Rejected"
-        EXPIRED = "expired", "Expired"
-        CANCELLED = "cancelled", "Cancelled"
+        PENDING = "pending", gettext_lazy("Pending")
+        APPROVED = "approved", gettext_lazy("Approved")
+        REJECTED = "rejected", gettext_lazy("Rejected")
+        EXPIRED = "expired", gettext_lazy("Expired")
+        CANCELLED = "cancelled", gettext_lazy("Cancelled")
 
     idempotency_key = models.CharField(max_length=120, unique=True)
     run_id = models.BigIntegerField(null=True, blank=True)
@@ -281,9 +318,65 @@ class Confirmation(TenantModel):
 
     # --- what connectors need (connectors.cards.decisions.ConfirmationLike) --------------------
 
+    # Texts a person reads are in the active language (the console's request, an IM card's
+    # reader): the stored summary and reasons stay in English, the record's language.
+
     @property
     def title(self) -> str:
-        return f"Confirm: {self.tool} ({self.risk_level} risk)"
+        return _("Confirm: %(tool)s (%(risk)s)") % {
+            "tool": self.tool,
+            "risk": level_phrase(self.risk_level),
+        }
+
+    @property
+    def risk_label(self) -> str:
+        """ "high", in the reader's language."""
+        return level_label(self.risk_level)
+
+    @property
+    def risk_phrase(self) -> str:
+        """ "high risk", in the reader's language."""
+        return level_phrase(self.risk_level)
+
+    @property
+    def reasons_text(self) -> list[str]:
+        return [reason_sentence(str(reason)) for reason in self.risk_reasons or []]
+
+    @property
+    def decided_via_label(self) -> str:
+        return via_label(self.decided_via)
+
+    @property
+    def summary_text(self) -> str:
+        """The summary in the reader's language: rebuilt from the confirmation's fields when
+        the stored (English) summary is what they say, else as stored."""
+        language = translation.get_language() or "en"
+        if language.split("-")[0] == "en":
+            return self.summary
+        arguments = {
+            "tool": self.tool,
+            "arguments_shown": shown_arguments(self.arguments or {}),
+            "level": self.risk_level,
+            "reasons": list(self.risk_reasons or []),
+            "radius": self.blast_radius or {},
+            "who": self.requester.display_name if self.requester_id else None,
+        }
+        with translation.override("en"):
+            english = confirmation_summary(**arguments)
+        return confirmation_summary(**arguments) if english == self.summary else self.summary
+
+    @property
+    def summary_lines(self) -> list[dict]:
+        """The summary's lines as a page shows them: a line ending in the (masked) arguments
+        has them apart, as code ({"text", "code"})."""
+        shown = shown_arguments(self.arguments or {})
+        lines = []
+        for line in self.summary_text.split("\n"):
+            if line.endswith(shown) and len(line) > len(shown):
+                lines.append({"text": line[: -len(shown)].rstrip(), "code": shown})
+            else:
+                lines.append({"text": line, "code": ""})
+        return lines
 
     @property
     def blast_radius_text(self) -> str:
@@ -292,10 +385,10 @@ class Confirmation(TenantModel):
 
     @property
     def details_for_card(self) -> list[tuple[str, str]]:
-        rows = [("Tool", self.tool), ("Risk", self.risk_level)]
+        rows = [(_("Tool"), self.tool), (_("Risk"), self.risk_label)]
         if radius := self.blast_radius_text:
-            rows.append(("Blast radius", radius))
-        rows.append(("Expires", self.expires_at.strftime("%Y-%m-%d %H:%M %Z")))
+            rows.append((_("Blast radius"), radius))
+        rows.append((_("Expires"), self.expires_at.strftime("%Y-%m-%d %H:%M %Z")))
         return rows
 
     def decider_members(self):
@@ -328,6 +421,14 @@ class ConfirmationVote(models.Model):
     def __str__(self) -> str:
         return f"{self.confirmation_id}:{self.member_id}:{self.decision}"
 
+    @property
+    def decision_label(self) -> str:
+        return str(VOTE_LABELS.get(self.decision, self.decision))
+
+    @property
+    def via_label(self) -> str:
+        return via_label(self.via)
+
 
 # --- alerting (cadre.governance.alerts) -------------------------------------------------------
 
@@ -338,9 +439,9 @@ class AlertRule(TenantModel):
     resource = "policy"
 
     class Severity(models.TextChoices):
-        INFO = "info", "Info"
-        WARNING = "warning", "Warning"
-        CRITICAL = "critical", "Critical"
+        INFO = "info", gettext_lazy("Info")
+        WARNING = "warning", gettext_lazy("Warning")
+        CRITICAL = "critical", gettext_lazy("Critical")
 
     name = models.CharField(max_length=150)
     kind = models.CharField(max_length=40)
@@ -368,9 +469,9 @@ class Alert(TenantModel):
     resource = "audit"
 
     class Status(models.TextChoices):
-        OPEN = "open", "Open"
-        ACKNOWLEDGED = "acknowledged", "Acknowledged"
-        RESOLVED = "resolved", "Resolved"
+        OPEN = "open", pgettext_lazy("status", "Open")
+        ACKNOWLEDGED = "acknowledged", gettext_lazy("Acknowledged")
+        RESOLVED = "resolved", gettext_lazy("Resolved")
 
     rule = models.ForeignKey(
         AlertRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts"
@@ -406,6 +507,94 @@ class Alert(TenantModel):
     def __str__(self) -> str:
         return self.title
 
+    @property
+    def title_text(self) -> str:
+        """The title in the reader's language (titles are stored in English)."""
+        return alert_title_text(self.title)
+
+    @property
+    def severity_label(self) -> str:
+        """ "Warning", in the reader's language."""
+        try:
+            return str(AlertRule.Severity(self.severity).label)
+        except ValueError:
+            return self.severity
+
+
+# The titles alerts are stored with (cadre.governance.alerts, budgets), read back in the active
+# language; a title none of these matches is shown as stored.
+_ALERT_TITLES = [
+    (
+        re.compile(r"^(?P<count>\d+) high-risk requests in (?P<minutes>\d+) min$"),
+        gettext_lazy("%(count)s high-risk requests in %(minutes)s min"),
+    ),
+    (
+        re.compile(r"^(?P<count>\d+) denied requests by (?P<plugin>\S+)$"),
+        gettext_lazy("%(count)s denied requests by %(plugin)s"),
+    ),
+    (
+        re.compile(r"^Spike of denied requests: (?P<count>\d+)$"),
+        gettext_lazy("Spike of denied requests: %(count)s"),
+    ),
+    (
+        re.compile(r"^Bulk audit exports: (?P<count>\d+) exports, (?P<rows>\d+) rows$"),
+        gettext_lazy("Bulk audit exports: %(count)s exports, %(rows)s rows"),
+    ),
+    (
+        re.compile(r"^(?P<count>\d+) actions outside working hours by (?P<who>.+)$"),
+        gettext_lazy("%(count)s actions outside working hours by %(who)s"),
+    ),
+    (
+        re.compile(r"^(?P<count>\d+) signature failures on (?P<type>\S+) (?P<target>\S+)$"),
+        gettext_lazy("%(count)s signature failures on %(type)s %(target)s"),
+    ),
+    (
+        re.compile(r"^Skill (?P<skill>\S+) succeeds (?P<rate>\d+%) of (?P<uses>\d+) uses$"),
+        gettext_lazy("Skill %(skill)s succeeds %(rate)s of %(uses)s uses"),
+    ),
+    (
+        re.compile(r"^(?P<count>\d+) x (?P<action>\S+) by (?P<type>\S+) (?P<actor>\S+)$"),
+        gettext_lazy("%(count)s x %(action)s by %(type)s %(actor)s"),
+    ),
+]
+_BUDGET_TITLE = re.compile(
+    r"^(?P<level>\d+) % of the (?P<period>daily|monthly) (?P<metric>tokens|cost) budget of "
+    r"(?P<label>.+) used \((?P<used>.+) of (?P<limit>.+)\)$"
+)
+_BUDGET_SUBJECTS = [
+    (re.compile(r"^department (?P<name>.+)$"), gettext_lazy("department %(name)s")),
+    (re.compile(r"^member (?P<name>.+)$"), gettext_lazy("member %(name)s")),
+    (re.compile(r"^template (?P<name>.+)$"), gettext_lazy("template %(name)s")),
+]
+
+
+def _budget_subject(label: str) -> str:
+    if label == "the organization":
+        return _("the organization")
+    for pattern, text in _BUDGET_SUBJECTS:
+        if match := pattern.match(label):
+            return str(text) % match.groupdict()
+    return label
+
+
+def alert_title_text(title: str) -> str:
+    """An alert's stored (English) title in the active language."""
+    for pattern, text in _ALERT_TITLES:
+        if match := pattern.match(title):
+            return str(text) % match.groupdict()
+    if match := _BUDGET_TITLE.match(title):
+        parts = match.groupdict()
+        return _(
+            "%(level)s %% of the %(period)s %(metric)s budget of %(label)s used "
+            "(%(used)s of %(limit)s)"
+        ) % {
+            **parts,
+            "period": Budget.Period(parts["period"]).label,
+            "metric": Budget.Metric(parts["metric"]).label,
+            "label": _budget_subject(parts["label"]),
+        }
+    return title
+
 
 # --- usage and budgets (cadre.governance.budgets) --------------------------------------------
 
@@ -422,22 +611,22 @@ class Budget(TenantModel):
     resource = "budget"
 
     class Scope(models.TextChoices):
-        ORGANIZATION = "organization", "Organization"
-        DEPARTMENT = "department", "Department"
-        MEMBER = "member", "Member"
-        TEMPLATE = "template", "Role template"
+        ORGANIZATION = "organization", gettext_lazy("Organization")
+        DEPARTMENT = "department", gettext_lazy("Department")
+        MEMBER = "member", gettext_lazy("Member")
+        TEMPLATE = "template", gettext_lazy("Role template")
 
     class Period(models.TextChoices):
-        DAILY = "daily", "Daily"
-        MONTHLY = "monthly", "Monthly"
+        DAILY = "daily", gettext_lazy("Daily")
+        MONTHLY = "monthly", gettext_lazy("Monthly")
 
     class Metric(models.TextChoices):
-        TOKENS = "tokens", "Tokens"
-        COST = "cost", "Cost"
+        TOKENS = "tokens", gettext_lazy("Tokens")
+        COST = "cost", gettext_lazy("Cost")
 
     class Enforcement(models.TextChoices):
-        HARD = "hard", "Hard (refuse calls)"
-        SOFT = "soft", "Soft (alert only)"
+        HARD = "hard", gettext_lazy("Hard (refuse calls)")
+        SOFT = "soft", gettext_lazy("Soft (alert only)")
 
     scope = models.CharField(max_length=16, choices=Scope.choices)
     department = models.ForeignKey(
@@ -500,9 +689,9 @@ class UsageRecord(TenantModel):
     resource = "budget"
 
     class Status(models.TextChoices):
-        RESERVED = "reserved", "Reserved"
-        SETTLED = "settled", "Settled"
-        RELEASED = "released", "Released"
+        RESERVED = "reserved", gettext_lazy("Reserved")
+        SETTLED = "settled", gettext_lazy("Settled")
+        RELEASED = "released", gettext_lazy("Released")
 
     member = models.ForeignKey(
         "tenancy.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -21,17 +21,23 @@ import hmac
 import json
 import logging
 import time
+import zoneinfo
 from collections.abc import Callable
 
 import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone, translation
+from django.utils.dateformat import format as date_format
+from django.utils.translation import gettext as _
 
 from cadre import outbound
 from cadre.crypto import decrypt
 from cadre.governance.models import Alert
 from cadre.ports import Registry
+from cadre.tenancy.languages import member_language, organization_language
+from cadre.tenancy.models import Member
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +114,46 @@ def send_webhook(url: str, secret: str, payload: dict) -> int:
     return response.status_code
 
 
-def _deliver_email(alert: Alert, channel: dict) -> str:
-    send_mail(
-        subject=f"[Cadre {alert.severity}] {alert.title}",
-        message=json.dumps(alert_payload(alert), ensure_ascii=False, indent=2),
-        from_email=None,
-        recipient_list=list(channel.get("to", [])),
+def _recipient_language(alert: Alert, address: str) -> str:
+    """The language to write to an address in: its member's, else the organization's."""
+    member = (
+        Member.objects.select_related("organization")
+        .filter(organization_id=alert.organization_id, email__iexact=address.strip())
+        .exclude(status=Member.Status.DEACTIVATED)
+        .first()
     )
+    if member is not None:
+        return member_language(member)
+    return organization_language(alert.organization)
+
+
+def _email_text(alert: Alert, payload: dict) -> tuple[str, str]:
+    """The alert's subject and body in the active language (the JSON stays as the API has it)."""
+    names = {"severity": alert.severity_label, "title": alert.title}
+    subject = _("[Cadre %(severity)s] %(title)s") % names
+    try:  # in the organization's time zone, as the console shows it
+        zone = zoneinfo.ZoneInfo(alert.organization.time_zone or "UTC")
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = zoneinfo.ZoneInfo("UTC")
+    last_seen = date_format(timezone.localtime(alert.last_seen_at, zone), _("j M Y, H:i T"))
+    body = _(
+        "Alert: %(title)s\nSeverity: %(severity)s\nSeen %(count)s times, last at %(last_seen)s."
+        "\nOpen it in the console: %(url)s"
+    ) % {**names, "count": alert.count, "last_seen": last_seen, "url": payload["url"]}
+    details = json.dumps(payload, ensure_ascii=False, indent=2)
+    return subject, f"{body}\n\n{details}"
+
+
+def _deliver_email(alert: Alert, channel: dict) -> str:
+    # One message per language: each recipient reads it in theirs.
+    by_language: dict[str, list[str]] = {}
+    for address in channel.get("to", []):
+        by_language.setdefault(_recipient_language(alert, address), []).append(address)
+    payload = alert_payload(alert)
+    for language, addresses in by_language.items():
+        with translation.override(language):
+            subject, message = _email_text(alert, payload)
+        send_mail(subject=subject, message=message, from_email=None, recipient_list=addresses)
     return "email"
 
 

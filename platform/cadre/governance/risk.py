@@ -7,10 +7,28 @@ critical ones also need someone other than the requester (see confirmations.py).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext, pgettext_lazy
+
 LEVELS = ("low", "medium", "high", "critical")
+
+# A level as a person reads it: the word ("high") and the phrase ("high risk").
+LEVEL_LABELS = {
+    "low": pgettext_lazy("risk level", "low"),
+    "medium": pgettext_lazy("risk level", "medium"),
+    "high": pgettext_lazy("risk level", "high"),
+    "critical": pgettext_lazy("risk level", "critical"),
+}
+LEVEL_PHRASES = {
+    "low": gettext_lazy("low risk"),
+    "medium": gettext_lazy("medium risk"),
+    "high": gettext_lazy("high risk"),
+    "critical": gettext_lazy("critical risk"),
+}
 
 DEFAULT_THRESHOLDS = {
     "recipients_high": 20,  # a message to more than this many recipients is high risk
@@ -154,43 +172,149 @@ def classify(
     return assessment
 
 
+def level_label(level: str) -> str:
+    """ "high" as a person reads it, in the active language."""
+    return str(LEVEL_LABELS.get(level, level))
+
+
+def level_phrase(level: str) -> str:
+    """ "high risk" as a person reads it, in the active language."""
+    phrase = LEVEL_PHRASES.get(level)
+    return str(phrase) if phrase is not None else _("%(level)s risk") % {"level": level}
+
+
+# The reasons `classify` records (stored in English on the confirmation and in the audit log),
+# read back in the active language. A reason none of these matches is shown as stored.
+_REASON_WORDS = {
+    "deletion": gettext_lazy("deletion"),
+    "data export": gettext_lazy("data export"),
+    "payment": gettext_lazy("payment"),
+    "external send": gettext_lazy("external send"),
+    "the template always asks for this tool": gettext_lazy(
+        "the template always asks for this tool"
+    ),
+}
+_DECLARED = re.compile(r"^the tool is declared (\w+) risk$")
+_RECIPIENTS = re.compile(r"^(\d+) recipients$")
+_BATCH = re.compile(r"^batch of (\d+) records$")
+_PAYMENT_OF = re.compile(r"^payment of (\S+)$")
+_POLICY = re.compile(r"^policy ([\w.-]+): (.*)$", re.S)
+
+
+def reason_sentence(reason: str) -> str:
+    """One stored reason ("12 recipients", "deletion") in the active language."""
+    if reason in _REASON_WORDS:
+        return str(_REASON_WORDS[reason])
+    if match := _DECLARED.match(reason):
+        return _("the tool is declared %(level)s risk") % {"level": level_label(match[1])}
+    if match := _RECIPIENTS.match(reason):
+        count = int(match[1])
+        return ngettext("%(count)d recipient", "%(count)d recipients", count) % {"count": count}
+    if match := _BATCH.match(reason):
+        count = int(match[1])
+        return ngettext("batch of %(count)d record", "batch of %(count)d records", count) % {
+            "count": count
+        }
+    if match := _PAYMENT_OF.match(reason):
+        return _("payment of %(amount)s") % {"amount": match[1]}
+    if match := _POLICY.match(reason):
+        return _("policy %(plugin)s: %(reason)s") % {"plugin": match[1], "reason": match[2]}
+    return reason
+
+
 def _people(count: int) -> str:
-    return f"{count} person" if count == 1 else f"{count} people"
+    return ngettext("%(count)d person", "%(count)d people", count) % {"count": count}
+
+
+def _listed(parts: list[str]) -> str:
+    """ "a, b and c" in the active language."""
+    if len(parts) == 1:
+        return parts[0]
+    return _("%(items)s and %(last)s") % {
+        "items": pgettext("list separator", ", ").join(parts[:-1]),
+        "last": parts[-1],
+    }
 
 
 def _recipients_sentence(radius: dict) -> str:
     groups = radius.get("groups") or []
     named = int(radius.get("members", 0) or 0)
     if not groups:
-        return f"Sends to {_people(int(radius['recipients']))}."
+        return _("Sends to %(people)s.") % {"people": _people(int(radius["recipients"]))}
     parts = [
-        f"{_people(int(group['people']))} in {group['name']}"
+        _("%(people)s in %(group)s")
+        % {"people": _people(int(group["people"])), "group": group["name"]}
         if group.get("people") is not None
-        else f"the group chat {group['name']} (its members are not known to Cadre)"
+        else _("the group chat %(group)s (its members are not known to Cadre)")
+        % {"group": group["name"]}
         for group in groups
     ]
     if named:
-        parts.append(f"{_people(named)} by name")
+        parts.append(_("%(people)s by name") % {"people": _people(named)})
     if len(parts) == 1:
-        return f"Sends to {parts[0]}."
+        return _("Sends to %(whom)s.") % {"whom": parts[0]}
     total = int(radius["recipients"])
     known = all(group.get("people") is not None for group in groups)
-    head = f"Sends to {_people(total)}: " if known else "Sends to "
-    return head + ", ".join(parts[:-1]) + f" and {parts[-1]}."
+    if known:
+        return _("Sends to %(people)s: %(whom)s.") % {
+            "people": _people(total),
+            "whom": _listed(parts),
+        }
+    return _("Sends to %(whom)s.") % {"whom": _listed(parts)}
 
 
 def blast_radius_sentence(radius: dict | None) -> str:
-    """A confirmation's blast radius as a person reads it ("Sends to 12 people in All staff.")."""
+    """A confirmation's blast radius as a person reads it ("Sends to 12 people in All staff."),
+    in the active language."""
     radius = radius or {}
     sentences = []
     if radius.get("recipients"):
         sentences.append(_recipients_sentence(radius))
     if radius.get("records"):
-        sentences.append(f"Changes {radius['records']} records.")
+        count = int(radius["records"])
+        sentences.append(
+            ngettext("Changes %(count)d record.", "Changes %(count)d records.", count)
+            % {"count": count}
+        )
     if radius.get("amount") is not None:
-        sentences.append(f"Pays an amount of {radius['amount']:g}.")
+        sentences.append(_("Pays an amount of %(amount)s.") % {"amount": f"{radius['amount']:g}"})
     if radius.get("external_domains"):
         sentences.append(
-            "Goes outside the organization, to " + ", ".join(radius["external_domains"]) + "."
+            _("Goes outside the organization, to %(domains)s.")
+            % {"domains": ", ".join(radius["external_domains"])}
         )
     return " ".join(sentences)
+
+
+def shown_arguments(arguments: dict) -> str:
+    """The (masked) arguments as a summary shows them: JSON, cut at 600 characters."""
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    return shown[:600] + "…" if len(shown) > 600 else shown
+
+
+def confirmation_summary(
+    *, tool: str, arguments_shown: str, level: str, reasons: list, radius: dict, who: str | None
+) -> str:
+    """What a confirmation asks, as its summary reads (in the active language): who wants to
+    run what, the masked arguments, the blast radius and why it needs a decision."""
+    if who:
+        head = _("%(who)s's agent wants to run %(tool)s (%(risk)s).") % {
+            "who": who,
+            "tool": tool,
+            "risk": level_phrase(level),
+        }
+    else:
+        head = _("An agent wants to run %(tool)s (%(risk)s).") % {
+            "tool": tool,
+            "risk": level_phrase(level),
+        }
+    lines = [head, _("Arguments: %(arguments)s") % {"arguments": arguments_shown}]
+    sentence = blast_radius_sentence(radius)
+    if sentence:
+        lines.append(_("Blast radius: %(radius)s") % {"radius": sentence})
+    if reasons:
+        lines.append(
+            _("Why confirmation is needed: %(reasons)s.")
+            % {"reasons": pgettext("list separator", "; ").join(map(reason_sentence, reasons))}
+        )
+    return "\n".join(lines)

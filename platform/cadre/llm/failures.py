@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 import httpx
 import httpx2
 
+# `_`: gettext, and the English text itself where Django is not set up.
+from cadre.languages import gettext_or_message as _
 from cadre.llm.base import ProviderError
 from cadre.llm.reasons import (
     BAD_REQUEST,
@@ -64,7 +66,11 @@ def _refusal(error: BaseException) -> OutboundRefused | None:
 def bad_response(host: str) -> ProviderError:
     """An endpoint that answered 2xx with something that is not the API's JSON."""
     return ProviderError(
-        f"{host} answered, but not as a model API does (not the expected JSON): check the base URL",
+        _(
+            "%(host)s answered, but not as a model API does (not the expected JSON): "
+            "check the base URL"
+        )
+        % {"host": host},
         reason=BAD_RESPONSE,
     )
 
@@ -75,32 +81,45 @@ def from_sdk(
     """The ProviderError for an SDK exception (`sdk` is the openai or anthropic module)."""
     refusal = _refusal(error)
     if refusal is not None:
-        return ProviderError(f"{host}: {refusal.message}", reason=REFUSED)
+        return ProviderError(
+            _("%(host)s: %(refusal)s") % {"host": host, "refusal": refusal.message}, reason=REFUSED
+        )
     # A stream broken after its headers raises the HTTP client's own errors, not the SDK's
     # (httpx under openai, httpx2 under anthropic).
     if isinstance(error, sdk.APITimeoutError | httpx.TimeoutException | httpx2.TimeoutException):
-        waited = f" after {timeout:g} s" if timeout else ""
-        return ProviderError(f"timed out waiting for {host}{waited}", reason=TIMEOUT)
+        message = (
+            _("timed out waiting for %(host)s after %(seconds)s s")
+            % {"host": host, "seconds": f"{timeout:g}"}
+            if timeout
+            else _("timed out waiting for %(host)s") % {"host": host}
+        )
+        return ProviderError(message, reason=TIMEOUT)
     if isinstance(error, sdk.APIConnectionError | httpx.TransportError | httpx2.TransportError):
         cause = _root_cause(error)
-        return ProviderError(
-            f"could not reach host {host}" + (f" ({cause})" if cause else ""), reason=UNREACHABLE
+        message = (
+            _("could not reach host %(host)s (%(cause)s)") % {"host": host, "cause": cause}
+            if cause
+            else _("could not reach host %(host)s") % {"host": host}
         )
+        return ProviderError(message, reason=UNREACHABLE)
     if isinstance(error, sdk.APIStatusError):
         return from_status(error.status_code, _detail(error), host=host, model=model)
-    return ProviderError(f"{host}: {error}")
+    return ProviderError(_("%(host)s: %(error)s") % {"host": host, "error": error})
 
 
 def from_status(status: int, detail: str, *, host: str, model: str) -> ProviderError:
     """The error for an HTTP status; `detail` (what the endpoint wrote) is in the message, never
     in the summary a connection test shows."""
     if status in (401, 403):
-        summary = f"{status} from provider {host}: the API key was refused"
+        summary = _("%(status)s from provider %(host)s: the API key was refused") % {
+            "status": status,
+            "host": host,
+        }
         return ProviderError(
             f"{summary} ({detail})", reason=UNAUTHORIZED, status=status, summary=summary
         )
     if status == 404:
-        summary = f"model not found: {model!r} at {host}"
+        summary = _("model not found: %(model)r at %(host)s") % {"model": model, "host": host}
         return ProviderError(
             f"{summary} ({detail})", reason=MODEL_NOT_FOUND, status=status, summary=summary
         )
@@ -110,5 +129,5 @@ def from_status(status: int, detail: str, *, host: str, model: str) -> ProviderE
         reason = SERVER_ERROR
     else:
         reason = BAD_REQUEST
-    summary = f"{status} from provider {host}"
+    summary = _("%(status)s from provider %(host)s") % {"status": status, "host": host}
     return ProviderError(f"{summary}: {detail}", reason=reason, status=status, summary=summary)

@@ -5,6 +5,10 @@ most words with the question, named by where they came from: SOP, USER.md, skill
 says what a configured model would do with them, and emits tool calls by simple rules, so the
 platform — tools, confirmations, waits, delegation — can be demonstrated and tested without a
 model. It never quotes the conversation's earlier replies, nor the context's internal ids.
+
+Its lines are written in the active language — the run's member's (`run_execute` activates it):
+"Offline model: …" / "离线模型：…", a prefix stable in each language. The context it quotes
+(SOP, memories) is quoted as it is.
 """
 
 from __future__ import annotations
@@ -12,15 +16,52 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+
+from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.llm.base import ChatDelta, ChatResult, ModelProvider, ToolCall, Usage
 from cadre.llm.tokens import estimate_tokens
 from cadre.llm.tool_sentences import tool_sentence
 
+# The English lines (tests match them); what a person reads is `_(…)` of them.
 LABEL = "Offline model:"
 NOTICE = f"{LABEL} no language model is configured."
 CONFIGURE = "Configure a model under Models."
+
+
+def _label() -> str:
+    return _("Offline model:")
+
+
+def _notice() -> str:
+    return _("Offline model: no language model is configured.")
+
+
+def _configure() -> str:
+    return _("Configure a model under Models.")
+
+
+def _retrieved() -> str:
+    return _("Retrieved for this request")
+
+
+def _in_every_language(line: Callable[[], str]) -> set[str]:
+    """The line as each language Cadre speaks writes it (to recognize it in any)."""
+    found = set()
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            found.add(line())
+    return found
+
+
+def _chinese() -> bool:
+    return (translation.get_language() or "").lower().startswith("zh")
+
+
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}|[\u3400-\u9fff]")
 _STOP = {
     "the",
@@ -44,6 +85,26 @@ _STOP = {
     "can",
     "please",
     "tell",
+    # Chinese particles and pronouns, one character each (a question's other words matter)
+    "的",
+    "了",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+    "是",
+    "我",
+    "你",
+    "们",
+    "请",
+    "在",
+    "这",
+    "那",
+    "么",
+    "什",
+    "和",
+    "与",
+    "个",
     "is",
     "me",
     "my",
@@ -89,6 +150,12 @@ RULES: list[tuple[str, re.Pattern, callable]] = [
             re.I | re.S,
         ),
         lambda m: {"title": m["title"].strip(), **({"due_at": m["due"]} if m["due"] else {})},
+    ),
+    (
+        # The same in Chinese: "请提醒我……", "提醒我……" (the Chinese demo's request).
+        "task_create",
+        re.compile(r"^(?:请)?提醒我\s*[:：]?\s*(?P<title>.+?)[。.!！]?$", re.S),
+        lambda m: {"title": m["title"].strip()},
     ),
     (
         "memory_write",
@@ -169,13 +236,14 @@ def _summarize_tool_result(message: dict) -> str:
     return tool_sentence(message.get("name", "tool"), data)
 
 
-# The context's section titles (cadre.agents.runtime.steps.context) -> how a reply names the source.
+# The context's section titles (cadre.agents.runtime.steps.context: the model's prompt, never
+# translated) -> how a reply names the source (in the reader's language).
 _SOURCES = {
     "About the user (USER.md)": "USER.md",
     "Standard operating procedure (SOP)": "SOP",
-    "Skills": "skills",
-    "Shared with you": "shared with you",
-    "Relevant memories": "memory",
+    "Skills": gettext_lazy("skills"),
+    "Shared with you": gettext_lazy("shared with you"),
+    "Relevant memories": gettext_lazy("memory"),
 }
 # "[user:3#12]" / "[agent:1#7]" before a memory line: ids for a model to cite, noise to a person.
 _INTERNAL_ID = re.compile(r"\[[a-z_]+(?::\d+)?#\d*\]\s*")
@@ -184,13 +252,15 @@ _INTERNAL_ID = re.compile(r"\[[a-z_]+(?::\d+)?#\d*\]\s*")
 def _source_of(heading: str) -> str | None:
     title = heading.lstrip("#").strip()
     if title.startswith("Skill: "):
-        return f"skill {title.removeprefix('Skill: ')}"
-    return _SOURCES.get(title)
+        return _("skill %(name)s") % {"name": title.removeprefix("Skill: ")}
+    source = _SOURCES.get(title)
+    return str(source) if source is not None else None
 
 
 def retrieved_lines(context: str) -> list[tuple[str, str]]:
-    """(source, text) for every line of the context worth quoting, headings left out."""
-    source = "instructions"
+    """(source, text) for every line of the context worth quoting, headings left out (the
+    source named in the active language)."""
+    source = _("instructions")
     lines = []
     for line in context.splitlines():
         stripped = line.strip()
@@ -203,53 +273,70 @@ def retrieved_lines(context: str) -> list[tuple[str, str]]:
     return lines
 
 
-def _is_earlier_reply(text: str, earlier: list[str]) -> bool:
-    # A conversation summary (a system message) quotes earlier replies too.
-    return (
-        LABEL in text
-        or "Retrieved for this request" in text
-        or any(text in reply for reply in earlier)
-    )
+def _is_earlier_reply(text: str, earlier: list[str], markers: set[str]) -> bool:
+    # A conversation summary (a system message) quotes earlier replies too (in any language).
+    return any(marker in text for marker in markers) or any(text in reply for reply in earlier)
 
 
 def answer_from_context(
     question: str, context: str, tools: list[str] = (), earlier: list[str] = ()
 ) -> str:
     """The reply to `question` from the `context` lines, none of them quoting an `earlier`
-    reply of the conversation."""
+    reply of the conversation; in the active language (the quoted lines as they are)."""
     wanted = _words(question)
     best: list[tuple[int, int, str, str]] = []
     seen: set[str] = set()
+    markers = _in_every_language(_label) | _in_every_language(_retrieved)
     for order, (source, text) in enumerate(retrieved_lines(context)):
         score = len(wanted & _words(text))
-        if score and text not in seen and not _is_earlier_reply(text, earlier):
+        if score and text not in seen and not _is_earlier_reply(text, earlier, markers):
             seen.add(text)
             best.append((score, -order, source, text))
     best.sort(reverse=True)
     asked = _clip(" ".join(question.split()), QUESTION_CHARS)
+    chinese = _chinese()
+    tools_shown = ("、" if chinese else ", ").join(sorted(tools))
     if best:
         # Each line cut at ANSWER_LINE_CHARS, so a reply stays a few lines long; otherwise
         # quoted exactly, so that deleting a memory finds (and redacts) its copy in the reply.
-        quoted = "; ".join(
-            f"{source}: “{_clip(text, ANSWER_LINE_CHARS)}”" for _, _, source, text in best[:3]
+        quoted = ("；" if chinese else "; ").join(
+            _("%(source)s: “%(text)s”") % {"source": source, "text": _clip(text, ANSWER_LINE_CHARS)}
+            for _score, _order, source, text in best[:3]
         )
-        retrieved = f"Retrieved for this request: {quoted}."
-        would = f"With a model, the agent would answer “{asked}” from these"
+        retrieved = _("Retrieved for this request: %(quoted)s.") % {"quoted": quoted}
+        if tools:
+            would = _(
+                "With a model, the agent would answer “%(question)s” from these and could use "
+                "its tools (%(tools)s)."
+            )
+        else:
+            would = _("With a model, the agent would answer “%(question)s” from these.")
     else:
-        retrieved = (
+        retrieved = _(
             "Retrieved for this request: nothing in this agent's SOP, USER.md, skills or "
-            f"memories matches “{asked}”."
-        )
-        would = "With a model, the agent would answer from what it knows"
-    if tools:
-        would += f" and could use its tools ({', '.join(sorted(tools))})"
-    return f"{NOTICE} {retrieved} {would}. {CONFIGURE}"
+            "memories matches “%(question)s”."
+        ) % {"question": asked}
+        if tools:
+            would = _(
+                "With a model, the agent would answer from what it knows and could use its "
+                "tools (%(tools)s)."
+            )
+        else:
+            would = _("With a model, the agent would answer from what it knows.")
+    would = would % {"question": asked, "tools": tools_shown}
+    return ("" if chinese else " ").join([_notice(), retrieved, would, _configure()])
 
 
 def strip_notice(text: str) -> str:
-    """An offline reply without its fixed opening (what a summary of the turn should keep)."""
-    text = text.removeprefix(NOTICE).removeprefix(LABEL)
-    return text.replace(CONFIGURE, "").strip()
+    """An offline reply without its fixed opening (what a summary of the turn should keep), in
+    whichever language it was written."""
+    for notice in sorted(_in_every_language(_notice) | {NOTICE}, key=len, reverse=True):
+        text = text.removeprefix(notice)
+    for label in _in_every_language(_label) | {LABEL}:
+        text = text.removeprefix(label)
+    for configure in _in_every_language(_configure) | {CONFIGURE}:
+        text = text.replace(configure, "")
+    return text.strip()
 
 
 QUESTION_CHARS = 120
@@ -273,8 +360,8 @@ class OfflineProvider(ModelProvider):
                 if message["role"] != "tool":
                     break
                 results.append(_summarize_tool_result(message))
-            text = " ".join(reversed(results))
-            return self._reply(messages, f"{LABEL} {text}")
+            text = ("" if _chinese() else " ").join(reversed(results))
+            return self._reply(messages, _("Offline model: %(summary)s") % {"summary": text})
         question = last.get("content", "") if last["role"] == "user" else ""
         for name, pattern, arguments in RULES:
             match = pattern.match(question.strip())

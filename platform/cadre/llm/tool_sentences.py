@@ -9,23 +9,27 @@ from __future__ import annotations
 import json
 import re
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
 # What a tool does, as the end of "Could not …": a tool not listed is named as it is.
-VERBS = {
-    "im_send": "send",
-    "memory_write": "remember this",
-    "memory_search": "search memory",
-    "task_create": "create the task",
-    "http_request": "fetch that",
-    "notify_subscribers": "publish that",
-    "delegate": "ask the other agent",
-    "await_event": "wait for that",
+# Whole sentences per tool, so that each language words them its own way.
+FAILURES = {
+    "im_send": gettext_lazy("Could not send: %(reason)s."),
+    "memory_write": gettext_lazy("Could not remember this: %(reason)s."),
+    "memory_search": gettext_lazy("Could not search memory: %(reason)s."),
+    "task_create": gettext_lazy("Could not create the task: %(reason)s."),
+    "http_request": gettext_lazy("Could not fetch that: %(reason)s."),
+    "notify_subscribers": gettext_lazy("Could not publish that: %(reason)s."),
+    "delegate": gettext_lazy("Could not ask the other agent: %(reason)s."),
+    "await_event": gettext_lazy("Could not wait for that: %(reason)s."),
 }
 MEMORY_SCOPES = {
-    "user": "Remembered this for you.",
-    "agent": "Remembered this.",
-    "position": "Remembered this for everyone in your role.",
-    "department": "Remembered this for your department.",
-    "organization": "Remembered this for the whole organization.",
+    "user": gettext_lazy("Remembered this for you."),
+    "agent": gettext_lazy("Remembered this."),
+    "position": gettext_lazy("Remembered this for everyone in your role."),
+    "department": gettext_lazy("Remembered this for your department."),
+    "organization": gettext_lazy("Remembered this for the whole organization."),
 }
 # The delivery's own words for "no connector" (cadre.agents.runtime.records.delivery and the
 # connectors' router) -> what a person can act on.
@@ -43,18 +47,25 @@ def reason_sentence(reason: str) -> str:
     """Why an effect failed, in words a person can act on (no channel names or codes)."""
     reason = str(reason or "").strip().rstrip(".")
     if not reason:
-        return "it was not delivered"
+        return _("it was not delivered")
     if _NO_CONNECTOR.match(reason):
-        return "no IM connector is set up"
+        return _("no IM connector is set up")
     if found := _UNKNOWN_GROUP.match(reason):
-        return f"no IM connector knows the group {_group_name(found['group'].strip(chr(39)))}"
+        return _("no IM connector knows the group %(group)s") % {
+            "group": _group_name(found["group"].strip(chr(39)))
+        }
     return _clip(reason)
 
 
 def failure_sentence(tool: str, reason: str) -> str:
     """ "Could not send: no IM connector is set up." """
-    verb = VERBS.get(tool, f"finish {tool}")
-    return f"Could not {verb}: {reason_sentence(reason)}."
+    sentence = FAILURES.get(tool)
+    if sentence is None:
+        return _("Could not finish %(tool)s: %(reason)s.") % {
+            "tool": tool,
+            "reason": reason_sentence(reason),
+        }
+    return str(sentence) % {"reason": reason_sentence(reason)}
 
 
 def _group_name(raw: str) -> str:
@@ -67,15 +78,25 @@ def _group_name(raw: str) -> str:
 
 
 def _people(count: int) -> str:
-    return "1 person" if count == 1 else f"{count} people"
+    return ngettext("%(count)s person", "%(count)s people", count) % {"count": count}
 
 
 def _names(names: list[str]) -> str:
-    if len(names) <= 2:
-        return " and ".join(names)
+    if len(names) <= 1:
+        return "".join(names)
+    if len(names) == 2:
+        return _("%(first)s and %(second)s") % {"first": names[0], "second": names[1]}
     if len(names) == 3:
-        return f"{names[0]}, {names[1]} and {names[2]}"
-    return f"{names[0]}, {names[1]} and {len(names) - 2} others"
+        return _("%(first)s, %(second)s and %(third)s") % {
+            "first": names[0],
+            "second": names[1],
+            "third": names[2],
+        }
+    return ngettext(
+        "%(first)s, %(second)s and %(count)s other",
+        "%(first)s, %(second)s and %(count)s others",
+        len(names) - 2,
+    ) % {"first": names[0], "second": names[1], "count": len(names) - 2}
 
 
 def _recipients(recipients: list) -> str:
@@ -85,41 +106,54 @@ def _recipients(recipients: list) -> str:
     groups = [item for item in recipients if isinstance(item, dict) and "group" in item]
     parts = []
     if members:
-        parts.append(_names([str(item.get("name") or "a colleague") for item in members]))
+        parts.append(_names([str(item.get("name") or _("a colleague")) for item in members]))
     for group in groups:
         name = _group_name(group["group"])
         counts = [group.get(key) for key in ("people", "members", "count")]
         count = next((value for value in counts if isinstance(value, int)), None)
-        parts.append(f"{_people(count)} in {name}" if count is not None else name)
-    return _names(parts) if parts else "no one"
+        parts.append(
+            _("%(people)s in %(group)s") % {"people": _people(count), "group": name}
+            if count is not None
+            else name
+        )
+    return _names(parts) if parts else _("no one")
 
 
 def _im_send(data: dict) -> str:
     if data.get("status") == "failed":
         return failure_sentence("im_send", data.get("reason", ""))
-    verb = "Sending" if data.get("status") == "queued" else "Sent"
-    return f"{verb} to {_recipients(data.get('recipients') or [])}."
+    to = _recipients(data.get("recipients") or [])
+    if data.get("status") == "queued":
+        return _("Sending to %(recipients)s.") % {"recipients": to}
+    return _("Sent to %(recipients)s.") % {"recipients": to}
 
 
 def _memory_write(data: dict) -> str:
     scope = str(data.get("scope") or "").partition(":")[0]
-    return MEMORY_SCOPES.get(scope, "Remembered this.")
+    return str(MEMORY_SCOPES.get(scope, MEMORY_SCOPES["agent"]))
 
 
 def _memory_search(data: dict) -> str:
     hits = data.get("memories") or []
     if not hits:
-        return "I found nothing in memory about that."
+        return _("I found nothing in memory about that.")
     # Quoted exactly (each cut at 160): deleting a memory finds, and redacts, its copy here.
-    return "From memory: " + " | ".join(str(hit.get("content", ""))[:160] for hit in hits[:3])
+    return _("From memory: %(memories)s") % {
+        "memories": " | ".join(str(hit.get("content", ""))[:160] for hit in hits[:3])
+    }
 
 
 def _task_create(data: dict) -> str:
     task = data.get("task") if isinstance(data.get("task"), dict) else data  # a recorded result
     title = _clip(str(task.get("title") or ""), 200)
     due = str(task.get("due_at") or "")[:16].replace("T", " ")
-    said = f"Added a task: {title}" if title else "Added the task"
-    return said + (f", due {due}." if due else ".")
+    if title and due:
+        return _("Added a task: %(title)s, due %(due)s.") % {"title": title, "due": due}
+    if title:
+        return _("Added a task: %(title)s.") % {"title": title}
+    if due:
+        return _("Added the task, due %(due)s.") % {"due": due}
+    return _("Added the task.")
 
 
 def _readable_body(body: str) -> str:
@@ -147,31 +181,39 @@ def _http_request(data: dict) -> str:
     status = data.get("status")
     if isinstance(status, int) and 200 <= status < 400:
         body = _readable_body(str(data.get("body") or ""))
-        return f"Fetched it (the site answered {status})" + (
-            f": {_clip(body, 300)}" if body else "."
-        )
-    return f"The site answered with an error ({status})."
+        if body:
+            return _("Fetched it (the site answered %(status)s): %(body)s") % {
+                "status": status,
+                "body": _clip(body, 300),
+            }
+        return _("Fetched it (the site answered %(status)s).") % {"status": status}
+    return _("The site answered with an error (%(status)s).") % {"status": status}
 
 
 def _notify_subscribers(data: dict) -> str:
     delivered = data.get("delivered") or []
     count = len(delivered) if isinstance(delivered, list) else int(delivered or 0)
-    return f"Published on {data.get('topic')} to {count} subscriber(s)."
+    return _("Published on %(topic)s to %(count)s subscriber(s).") % {
+        "topic": data.get("topic"),
+        "count": count,
+    }
 
 
 def _delegate(data: dict) -> str:
     if not data.get("reply"):
-        return "Asked the other agent; it has not answered."
-    return f"The other agent answered: {data['reply']}"
+        return _("Asked the other agent; it has not answered.")
+    return _("The other agent answered: %(reply)s") % {"reply": data["reply"]}
 
 
 def _await_event(data: dict) -> str:
     event = data.get("event") if isinstance(data.get("event"), dict) else data
     if event.get("timeout"):
-        return "Waited, but the event did not come in time."
+        return _("Waited, but the event did not come in time.")
     plain = [(key, value) for key, value in event.items() if not isinstance(value, dict | list)]
     told = "; ".join(f"{key}: {_clip(value, 80)}" for key, value in plain)
-    return f"The event arrived ({_clip(told, 200)})." if told else "The event arrived."
+    if told:
+        return _("The event arrived (%(event)s).") % {"event": _clip(told, 200)}
+    return _("The event arrived.")
 
 
 SENTENCES = {
@@ -201,7 +243,7 @@ def tool_sentence(tool: str, result) -> str:
         for key in ("text", "message", "summary", "content", "reply"):
             if isinstance(result.get(key), str) and result[key].strip():
                 return f"{tool}: {_clip(result[key])}"
-    return f"Done: {tool}."
+    return _("Done: %(tool)s.") % {"tool": tool}
 
 
 def _quoted(text, limit: int = 200) -> str:
@@ -215,12 +257,18 @@ def request_sentence(tool: str, arguments: dict) -> str:
     if tool == "im_send" and arguments.get("text"):
         to = [str(item) for item in arguments.get("to") or []]
         names = [_group_name(item) if item.startswith("group:") else item for item in to]
-        return f"Send {_quoted(arguments['text'])} to {_names(names) or 'no one'}."
+        return _("Send %(text)s to %(recipients)s.") % {
+            "text": _quoted(arguments["text"]),
+            "recipients": _names(names) or _("no one"),
+        }
     if tool == "task_create" and arguments.get("title"):
         due = str(arguments.get("due_at") or "")[:16].replace("T", " ")
-        return f"Create the task {_quoted(arguments['title'])}" + (f", due {due}." if due else ".")
+        title = _quoted(arguments["title"])
+        if due:
+            return _("Create the task %(title)s, due %(due)s.") % {"title": title, "due": due}
+        return _("Create the task %(title)s.") % {"title": title}
     if tool == "memory_write" and arguments.get("content"):
-        return f"Remember {_quoted(arguments['content'])}."
+        return _("Remember %(content)s.") % {"content": _quoted(arguments["content"])}
     if tool == "http_request" and arguments.get("url"):
         return f"{arguments.get('method', 'GET')} {_clip(arguments['url'], 200)}."
     return ""

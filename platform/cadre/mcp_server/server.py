@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import close_old_connections, transaction
 from django.http import Http404, HttpRequest
+from django.utils import translation
+from django.utils.translation import gettext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -26,6 +28,7 @@ from cadre.mcp_server import tools
 from cadre.observability import RequestContext, bind_request_context, tracer
 from cadre.tenancy.actors import api_key_actor
 from cadre.tenancy.authentication import KeyRefused, api_key_resolve
+from cadre.tenancy.languages import request_language
 from cadre.tenancy.models import ApiKey
 from cadre.tenancy.services import api_key_touch
 
@@ -51,7 +54,7 @@ def _envelope(error: Exception) -> _Envelope:
     import json
 
     if isinstance(error, (Http404, ObjectDoesNotExist)):
-        code, message, details = "not_found", str(error) or "Not found.", {}
+        code, message, details = "not_found", str(error) or gettext("Not found."), {}
     else:
         code, message = getattr(error, "code", "error"), str(getattr(error, "message", error))
         details = getattr(error, "details", None) or {}
@@ -63,7 +66,7 @@ def _origin(ctx: Context) -> tuple[int, RequestContext]:
     scope = getattr(request, "scope", None) or {}
     key_id = scope.get(SCOPE_KEY)
     if key_id is None:  # only reachable if the app is mounted without its edge
-        raise ToolError("Not authenticated.")
+        raise ToolError(gettext("Not authenticated."))
     headers = dict(getattr(request, "headers", {}) or {})
     client = scope.get("client") or (None, None)
     return key_id, RequestContext(
@@ -73,46 +76,79 @@ def _origin(ctx: Context) -> tuple[int, RequestContext]:
     )
 
 
-def _call_sync(key_id: int, origin: RequestContext, tool_name: str, fn, arguments: dict) -> Any:
+def _http_request(accept_language: str) -> HttpRequest:
+    """A request carrying only the caller's Accept-Language (to choose the answer's language)."""
+    request = HttpRequest()
+    if accept_language:
+        request.META["HTTP_ACCEPT_LANGUAGE"] = accept_language
+    return request
+
+
+def _accept_language(ctx: Context) -> str:
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None) or {}
+    return str(headers.get("accept-language") or "")[:1000]
+
+
+def _call_sync(
+    key_id: int,
+    origin: RequestContext,
+    tool_name: str,
+    fn,
+    arguments: dict,
+    accept_language: str = "",
+) -> Any:
     """One tool call: a span, the key's actor, the service, and its audit event in the same
-    transaction; a refusal is audited too (nothing of the call is kept)."""
+    transaction; a refusal is audited too (nothing of the call is kept). Refusals speak the
+    key member's language, else the caller's Accept-Language, else the organization's."""
     try:
-        with bind_request_context(origin), tracer().start_as_current_span(f"mcp.{tool_name}"):
+        with (
+            bind_request_context(origin),
+            tracer().start_as_current_span(f"mcp.{tool_name}"),
+        ):
             key = ApiKey.objects.select_related("organization", "created_by").get(pk=key_id)
             actor = api_key_actor(key)
-            try:
-                # The same text rules as every JSON body (NUL, lone surrogates, infinity, depth):
-                # a tool's arguments reach PostgreSQL and the masking engine as they came.
-                problem = json_body_problem(arguments)
-                if problem:
-                    raise InvalidInput(problem.replace("body", "arguments", 1))
-                with transaction.atomic():
-                    result = fn(actor, **arguments)
-                    audit.record(
-                        actor=actor,
-                        action="mcp.call",
-                        target=("mcp_tool", tool_name, tool_name),
-                        changes={"tool": tool_name, "outcome": "ok"},
-                    )
-                return result
-            except (CadreError, Http404, ObjectDoesNotExist) as error:
-                refused = _envelope(tools.not_found_from(error))
-                with transaction.atomic():
-                    audit.record(
-                        actor=actor,
-                        action="mcp.call",
-                        target=("mcp_tool", tool_name, tool_name),
-                        changes={"tool": tool_name, "outcome": getattr(error, "code", "not_found")},
-                    )
-                raise refused from None
+            language = request_language(
+                _http_request(accept_language), key.created_by, key.organization
+            )
+            with translation.override(language):
+                return _call_actor(actor, tool_name, fn, arguments)
     finally:
         close_old_connections()
+
+
+def _call_actor(actor, tool_name: str, fn, arguments: dict) -> Any:
+    try:
+        # The same text rules as every JSON body (NUL, lone surrogates, infinity, depth):
+        # a tool's arguments reach PostgreSQL and the masking engine as they came.
+        problem = json_body_problem(arguments)
+        if problem:
+            raise InvalidInput(problem.replace("body", "arguments", 1))
+        with transaction.atomic():
+            result = fn(actor, **arguments)
+            audit.record(
+                actor=actor,
+                action="mcp.call",
+                target=("mcp_tool", tool_name, tool_name),
+                changes={"tool": tool_name, "outcome": "ok"},
+            )
+        return result
+    except (CadreError, Http404, ObjectDoesNotExist) as error:
+        refused = _envelope(tools.not_found_from(error))
+        with transaction.atomic():
+            audit.record(
+                actor=actor,
+                action="mcp.call",
+                target=("mcp_tool", tool_name, tool_name),
+                changes={"tool": tool_name, "outcome": getattr(error, "code", "not_found")},
+            )
+        raise refused from None
 
 
 async def _call(ctx: Context, tool_name: str, fn, **arguments) -> Any:
     key_id, origin = _origin(ctx)
     return await sync_to_async(_call_sync, thread_sensitive=False)(
-        key_id, origin, tool_name, fn, arguments
+        key_id, origin, tool_name, fn, arguments, _accept_language(ctx)
     )
 
 
@@ -307,8 +343,16 @@ mcp.resource(
 # --- the ASGI edge ----------------------------------------------------------------------------
 
 
-def _authenticate_sync(header: str, ip: str | None) -> tuple[int | None, int, str]:
-    """(key id, status, message): the REST API's key lookup and failed-auth throttle."""
+def _authenticate_sync(
+    header: str, ip: str | None, accept_language: str = ""
+) -> tuple[int | None, int, str]:
+    """(key id, status, message): the REST API's key lookup and failed-auth throttle. The
+    message speaks the caller's Accept-Language (no key, so no member to ask)."""
+    with translation.override(request_language(_http_request(accept_language))):
+        return _authenticate_in_language(header, ip)
+
+
+def _authenticate_in_language(header: str, ip: str | None) -> tuple[int | None, int, str]:
     try:
         request = HttpRequest()
         request.META["REMOTE_ADDR"] = ip or ""
@@ -318,7 +362,7 @@ def _authenticate_sync(header: str, ip: str | None) -> tuple[int | None, int, st
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             record_auth_failure(request)
-            return None, 401, "Send a Cadre API key: Authorization: Bearer <key>."
+            return None, 401, gettext("Send a Cadre API key: Authorization: Bearer <key>.")
         try:
             key = api_key_resolve(token)
         except KeyRefused as refused:
@@ -349,7 +393,9 @@ async def mcp_endpoint(scope, receive, send) -> None:
     headers = dict(scope.get("headers") or [])
     client = scope.get("client") or (None, None)
     key_id, status, message = await sync_to_async(_authenticate_sync, thread_sensitive=False)(
-        headers.get(b"authorization", b"").decode("latin-1"), client[0]
+        headers.get(b"authorization", b"").decode("latin-1"),
+        client[0],
+        headers.get(b"accept-language", b"").decode("latin-1")[:1000],
     )
     if key_id is None:
         await _refuse(send, status, message)

@@ -7,6 +7,7 @@ import base64
 import uuid
 
 from django.http import Http404
+from django.utils.translation import gettext
 
 from cadre.agents.models import Agent
 from cadre.errors import InvalidInput, NotFound, NotPermitted
@@ -35,7 +36,7 @@ MAX_TEXT_FILE_BYTES = 256 * 1024
 def _valid(serializer_class, data: dict) -> dict:
     serializer = serializer_class(data={k: v for k, v in data.items() if v is not None})
     if not serializer.is_valid():
-        raise InvalidInput("Invalid arguments.", details=serializer.errors)
+        raise InvalidInput(gettext("Invalid arguments."), details=serializer.errors)
     return serializer.validated_data
 
 
@@ -50,9 +51,9 @@ def _memory_out(actor, data: dict) -> dict:
 
 def _need_memory(actor, *, write: bool) -> None:
     if not memory_selectors.can_read_memory(actor):
-        raise NotPermitted("This API key needs the 'memory:read' scope.")
+        raise NotPermitted(gettext("This API key needs the 'memory:read' scope."))
     if write and not memory_selectors.can_write_memory(actor):
-        raise NotPermitted("This API key needs the 'memory:write' scope.")
+        raise NotPermitted(gettext("This API key needs the 'memory:write' scope."))
 
 
 # --- memory ---------------------------------------------------------------------------------
@@ -87,7 +88,9 @@ def memory_add(actor, *, client: str = "", **arguments) -> dict:
     _need_memory(actor, write=True)
     data = _valid(MemoryCreateSerializer, arguments)
     if not data.get("content"):
-        raise InvalidInput("Send the memory's content.", details={"content": ["Required."]})
+        raise InvalidInput(
+            gettext("Send the memory's content."), details={"content": ["Required."]}
+        )
     # Provenance names the outside client and the key it used.
     source_ref = {
         **(data.get("source_ref") or {}),
@@ -140,7 +143,7 @@ def memory_delete(actor, *, memory_id: int, reason: str = "") -> dict:
 
 def _need_hub(actor) -> None:
     if not actor.has("skill.view"):
-        raise NotPermitted("This API key needs the 'hub:read' scope.")
+        raise NotPermitted(gettext("This API key needs the 'hub:read' scope."))
 
 
 def skill_search(actor, *, query: str, limit: int = 10) -> dict:
@@ -222,17 +225,23 @@ def confirmation_request(
 ) -> dict:
     """Raise (or, with the same request_key, find again) a confirmation for a person."""
     if not actor.has("chat.use"):
-        raise NotPermitted("This API key needs the 'agents:run' scope.")
+        raise NotPermitted(gettext("This API key needs the 'agents:run' scope."))
     action = (action or "").strip()
     if not action:
-        raise InvalidInput("Name the action to approve.", details={"action": ["Required."]})
+        raise InvalidInput(
+            gettext("Name the action to approve."), details={"action": ["Required."]}
+        )
     if len(action) > MAX_ACTION_NAME:
         raise InvalidInput(
-            f"The action's name is at most {MAX_ACTION_NAME} characters.",
+            gettext("The action's name is at most %(max_action_name)s characters.")
+            % {"max_action_name": MAX_ACTION_NAME},
             details={"action": [f"At most {MAX_ACTION_NAME} characters."]},
         )
     if risk not in LEVELS:
-        raise InvalidInput(f"risk must be one of: {', '.join(LEVELS)}.", details={"risk": [risk]})
+        raise InvalidInput(
+            gettext("risk must be one of: %(value)s.") % {"value": ", ".join(LEVELS)},
+            details={"risk": [risk]},
+        )
     request_key = (request_key or uuid.uuid4().hex)[:64]
     confirmation = confirmations.confirmation_create(
         organization=actor.organization,
@@ -253,7 +262,7 @@ def confirmation_status(actor, *, request_key: str) -> dict:
         organization=actor.organization, idempotency_key=_confirmation_key(actor, request_key)
     ).first()
     if confirmation is None:
-        raise NotFound("No confirmation with this request_key.")
+        raise NotFound(gettext("No confirmation with this request_key."))
     return _confirmation_out(actor, confirmation, request_key)
 
 
@@ -263,12 +272,12 @@ def confirmation_status(actor, *, request_key: str) -> dict:
 def agent_document(actor, *, agent_id: str, document: str) -> str:
     """SOP, AGENT.md or USER.md of an agent the key may see (others: not found)."""
     if not str(agent_id).isdigit():
-        raise NotFound("No such agent.")
+        raise NotFound(gettext("No such agent."))
     agent = (
         Agent.objects.restrict(actor, "view").select_related("version").filter(pk=agent_id).first()
     )
     if agent is None:
-        raise NotFound("No such agent.")
+        raise NotFound(gettext("No such agent."))
     text = {
         "sop": agent.version.sop,
         "agent_md": agent.version.agent_md,
@@ -278,4 +287,4 @@ def agent_document(actor, *, agent_id: str, document: str) -> str:
 
 
 def not_found_from(error: Exception) -> Exception:
-    return NotFound(str(error) or "Not found.") if isinstance(error, Http404) else error
+    return NotFound(str(error) or gettext("Not found.")) if isinstance(error, Http404) else error

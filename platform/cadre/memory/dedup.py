@@ -50,7 +50,7 @@ AUTHORITY = {
 }
 
 _SPACE = re.compile(r"\s+")
-_TRAILING = re.compile(r"[\s.。!！?？;；,，、]+$")  # noqa: RUF001
+_TRAILING = re.compile(r"[\s.。!！?？;；,，、]+$")
 _TOKEN = re.compile(r"[\u3400-\u9fff]|[^\W_\u3400-\u9fff]+")
 
 

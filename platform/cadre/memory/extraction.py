@@ -142,7 +142,7 @@ _RULES: list[tuple[str, str, re.Pattern, bool]] = [
     (
         "remember_zh",
         Kind.FACT,
-        re.compile(r"^\s*(?:请|麻烦)?(?:记住|记一下|记得)[，,：:\s]*(?=\S)"),  # noqa: RUF001
+        re.compile(r"^\s*(?:请|麻烦)?(?:记住|记一下|记得)[，,：:\s]*(?=\S)"),
         True,
     ),
     (
@@ -192,12 +192,12 @@ _RULES: list[tuple[str, str, re.Pattern, bool]] = [
 # and what holds only for the moment ("I'm in a meeting today", "我刚到").
 _FIRST_PERSON = re.compile(
     r"^\s*(?:(?:also|and|btw|by the way|fyi|oh|so)\b[,:]?\s*)?(?:i|i'm|i've|my|we|we're|our)\b"
-    r"|^\s*(?:另外|还有|对了|顺便说一下)?[，,：:\s]*我",  # noqa: RUF001
+    r"|^\s*(?:另外|还有|对了|顺便说一下)?[，,：:\s]*我",
     re.I,
 )
 _NOT_A_FACT = re.compile(
     # questions and requests, in either language
-    r"[?？]|\b(?:you|your|please)\b|[吗呢你您请帮]|什么|哪|怎么|为什么|是否|谁|多少|几点"  # noqa: RUF001
+    r"[?？]|\b(?:you|your|please)\b|[吗呢你您请帮]|什么|哪|怎么|为什么|是否|谁|多少|几点"
     # intentions, opinions, acknowledgements and passing states after the subject
     r"|^\W*(?:(?:also|and|btw|by the way|fyi|oh|so)\b\W*)?(?:i|we)\s*(?:'m|'re|am|are|was|were)?"
     r"\s*(?:just\s+|not\s+|really\s+|also\s+|do\s+not\s+|don't\s+)*"

@@ -8,26 +8,27 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from pgvector.django import VectorField
 
 from cadre.tenancy.models import Member, TenantModel
 
 
 class Scope(models.TextChoices):
-    USER = "user", "User (one member's personal memory)"
-    AGENT = "agent", "Agent (one agent instance)"
-    POSITION = "position", "Position"
-    DEPARTMENT = "department", "Department"
-    ORGANIZATION = "organization", "Organization (shared)"
+    USER = "user", gettext_lazy("User (one member's personal memory)")
+    AGENT = "agent", gettext_lazy("Agent (one agent instance)")
+    POSITION = "position", gettext_lazy("Position")
+    DEPARTMENT = "department", gettext_lazy("Department")
+    ORGANIZATION = "organization", gettext_lazy("Organization (shared)")
 
 
 class Kind(models.TextChoices):
-    FACT = "fact", "Fact"
-    PREFERENCE = "preference", "Preference"
-    REQUIREMENT = "requirement", "Requirement"
-    EXPERIENCE = "experience", "Experience (task trajectory)"
-    TOOL_TRAJECTORY = "tool_trajectory", "Tool trajectory"
-    SUMMARY = "summary", "Summary"
+    FACT = "fact", gettext_lazy("Fact")
+    PREFERENCE = "preference", gettext_lazy("Preference")
+    REQUIREMENT = "requirement", gettext_lazy("Requirement")
+    EXPERIENCE = "experience", gettext_lazy("Experience (task trajectory)")
+    TOOL_TRAJECTORY = "tool_trajectory", gettext_lazy("Tool trajectory")
+    SUMMARY = "summary", gettext_lazy("Summary")
 
 
 # Records the system derives from runs and from other memories (a task's experience, a tool
@@ -40,11 +41,11 @@ STATEMENT_KINDS = tuple(kind for kind in Kind if kind not in DERIVED_KINDS)
 
 class SourceKind(models.TextChoices):
     # Ordered by authority: a user statement outranks a tool result, which outranks an inference.
-    USER_STATEMENT = "user_statement", "User statement"
-    TOOL_RESULT = "tool_result", "Tool result"
-    MODEL_INFERENCE = "model_inference", "Model inference"
-    SYSTEM = "system", "System"
-    IMPORT = "import", "Import"
+    USER_STATEMENT = "user_statement", gettext_lazy("User statement")
+    TOOL_RESULT = "tool_result", gettext_lazy("Tool result")
+    MODEL_INFERENCE = "model_inference", gettext_lazy("Model inference")
+    SYSTEM = "system", gettext_lazy("System")
+    IMPORT = "import", gettext_lazy("Import")
 
 
 # The scopes many people's agents read: a memory written there by someone who does not govern
@@ -56,9 +57,9 @@ GOVERNED_SCOPES = ("organization", "department", "position")
 
 
 class Verification(models.TextChoices):
-    VERIFIED = "verified", "Verified"
-    UNVERIFIED = "unverified", "Unverified (waiting for review)"
-    REJECTED = "rejected", "Rejected"
+    VERIFIED = "verified", gettext_lazy("Verified")
+    UNVERIFIED = "unverified", gettext_lazy("Unverified (waiting for review)")
+    REJECTED = "rejected", gettext_lazy("Rejected")
 
 
 def scope_key(scope: str, scope_id: int | None = None) -> str:
@@ -78,10 +79,10 @@ class Memory(TenantModel):
     resource = "memory"
 
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        SUPERSEDED = "superseded", "Superseded"
-        ARCHIVED = "archived", "Archived"
-        DELETED = "deleted", "Deleted"
+        ACTIVE = "active", gettext_lazy("Active")
+        SUPERSEDED = "superseded", gettext_lazy("Superseded")
+        ARCHIVED = "archived", gettext_lazy("Archived")
+        DELETED = "deleted", gettext_lazy("Deleted")
 
     scope = models.CharField(max_length=16, choices=Scope.choices)
     # The owner of the scope: a Member (user), Agent, Position or Department id; null for org.
@@ -187,11 +188,11 @@ class MemoryVersion(models.Model):
     """One entry of a memory's history; never changed after it is written."""
 
     class Change(models.TextChoices):
-        ADDITION = "addition", "Addition"
-        STATE_CHANGE = "state_change", "State change"
-        CORRECTION = "correction", "Correction"
-        MERGE = "merge", "Merge"
-        DELETION = "deletion", "Deletion"
+        ADDITION = "addition", gettext_lazy("Addition")
+        STATE_CHANGE = "state_change", gettext_lazy("State change")
+        CORRECTION = "correction", gettext_lazy("Correction")
+        MERGE = "merge", gettext_lazy("Merge")
+        DELETION = "deletion", gettext_lazy("Deletion")
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
@@ -246,9 +247,9 @@ class OrganizationEmbeddingModel(TenantModel):
     resource = "memory"
 
     class Status(models.TextChoices):
-        BUILDING = "building", "Building (re-embedding in progress)"
-        ACTIVE = "active", "Active"
-        RETIRED = "retired", "Retired"
+        BUILDING = "building", gettext_lazy("Building (re-embedding in progress)")
+        ACTIVE = "active", gettext_lazy("Active")
+        RETIRED = "retired", gettext_lazy("Retired")
 
     model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="uses")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING)
@@ -298,8 +299,8 @@ class ContextRecord(TenantModel):
     resource = "memory"
 
     class Kind(models.TextChoices):
-        MODEL_CALL = "model_call", "Model call (written by the runtime)"
-        SEARCH = "search", "Search on behalf of a model call"
+        MODEL_CALL = "model_call", gettext_lazy("Model call (written by the runtime)")
+        SEARCH = "search", gettext_lazy("Search on behalf of a model call")
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SEARCH)
     run_id = models.CharField(max_length=64, blank=True)
@@ -331,17 +332,17 @@ class ContextRecord(TenantModel):
 
 class ContextRecordItem(models.Model):
     class Status(models.TextChoices):
-        SENT = "sent", "Sent to the model"
-        WITHHELD = "withheld", "Withheld by policy"
-        DROPPED = "dropped", "Dropped by the context budget"
+        SENT = "sent", gettext_lazy("Sent to the model")
+        WITHHELD = "withheld", gettext_lazy("Withheld by policy")
+        DROPPED = "dropped", gettext_lazy("Dropped by the context budget")
         # Records written before per-call records: a search hit, not known to have been sent.
-        RETURNED = "returned", "Returned by the search (not known to have been sent)"
+        RETURNED = "returned", gettext_lazy("Returned by the search (not known to have been sent)")
 
     class Source(models.TextChoices):
-        RETRIEVAL = "retrieval", "Retrieved for the input"
-        SHARED = "shared", "Shared by the delegating run"
-        TOOL = "tool", "Found by the memory_search tool"
-        SEARCH = "search", "Search through the API"
+        RETRIEVAL = "retrieval", gettext_lazy("Retrieved for the input")
+        SHARED = "shared", gettext_lazy("Shared by the delegating run")
+        TOOL = "tool", gettext_lazy("Found by the memory_search tool")
+        SEARCH = "search", gettext_lazy("Search through the API")
 
     context = models.ForeignKey(ContextRecord, on_delete=models.CASCADE, related_name="items")
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="context_items")
@@ -545,18 +546,18 @@ class MemoryTask(TenantModel):
     resource = "memory"
 
     class Kind(models.TextChoices):
-        ENRICH = "enrich", "Enrich (embed)"
-        DEDUP = "dedup", "Dedup"
-        ORGANIZE = "organize", "Organize"
-        PURGE = "purge", "Purge"
-        REEMBED = "reembed", "Re-embed"
-        MAP = "map", "Vector map"
+        ENRICH = "enrich", gettext_lazy("Enrich (embed)")
+        DEDUP = "dedup", gettext_lazy("Dedup")
+        ORGANIZE = "organize", gettext_lazy("Organize")
+        PURGE = "purge", gettext_lazy("Purge")
+        REEMBED = "reembed", gettext_lazy("Re-embed")
+        MAP = "map", gettext_lazy("Vector map")
 
     class Status(models.TextChoices):
-        WAITING = "waiting", "Waiting"
-        IN_PROGRESS = "in_progress", "In progress"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
+        WAITING = "waiting", gettext_lazy("Waiting")
+        IN_PROGRESS = "in_progress", gettext_lazy("In progress")
+        COMPLETED = "completed", gettext_lazy("Completed")
+        FAILED = "failed", gettext_lazy("Failed")
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     memory = models.ForeignKey(
@@ -587,9 +588,9 @@ class MemoryMap(TenantModel):
     resource = "memory"
 
     class Status(models.TextChoices):
-        COMPUTING = "computing", "Computing"
-        READY = "ready", "Ready"
-        FAILED = "failed", "Failed"
+        COMPUTING = "computing", gettext_lazy("Computing")
+        READY = "ready", gettext_lazy("Ready")
+        FAILED = "failed", gettext_lazy("Failed")
 
     # SHA-256 of (scope keys, kinds, model, method, sample, clusters): one selection.
     selection = models.CharField(max_length=64)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
@@ -156,10 +157,12 @@ def embedding_activate(
     organization = actor.organization
     use = embedding_models(organization).filter(model_id=model_id).first()
     if use is None:
-        raise NotFound("No such embedding model.")
+        raise NotFound(_("No such embedding model."))
     model = use.model
     if use.status == OrganizationEmbeddingModel.Status.ACTIVE:
-        raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")
+        raise InvalidInput(
+            _("%(pk)s is already the active model.") % {"pk": model.pk}, code="already_active"
+        )
     embeddings.ensure_index(model)  # outside the transaction: built CONCURRENTLY
     with transaction.atomic():
         previous = embeddings.current_model(organization)
@@ -239,7 +242,7 @@ def reembed_start(*, actor) -> MemoryTask:
         .first()
     )
     if running is not None:
-        raise Conflict("A re-embed is already running.", code="reembed_running")
+        raise Conflict(_("A re-embed is already running."), code="reembed_running")
     model = embeddings.configured_model()
     task = enqueue(
         MemoryTask.Kind.REEMBED,

@@ -34,6 +34,7 @@ from contextvars import ContextVar
 
 from django.db.models import CharField, Q, QuerySet
 from django.db.models.functions import Cast
+from django.utils.translation import gettext
 from opentelemetry import trace
 
 from cadre.errors import InvalidInput, NotFound, NotPermitted
@@ -96,7 +97,7 @@ def _system_read(actor, what: str) -> None:
     if actor is None or actor.kind != "system":
         return
     if not getattr(actor, "reason", ""):
-        raise NotPermitted("A system read of memory needs a stated reason.")
+        raise NotPermitted(gettext("A system read of memory needs a stated reason."))
     if getattr(actor, "audit_reads", False):
         audit.record(
             actor=actor,
@@ -361,7 +362,7 @@ def parse_scope_key(value: str) -> str:
     scope, _, raw_id = value.partition(":")
     if scope not in Scope.values or scope == Scope.ORGANIZATION or parse_pk(raw_id) is None:
         raise InvalidInput(
-            f"Unknown scope {value!r}.",
+            gettext("Unknown scope %(value)r.") % {"value": value},
             details={"scope": ["Use 'organization' or '<user|agent|position|department>:<id>'."]},
         )
     return scope_key(scope, int(raw_id))
@@ -569,10 +570,10 @@ def memory_get(actor, memory_id) -> Memory:
     """One readable memory; 404 when it is unreadable, deleted or in another organization."""
     pk = parse_pk(memory_id)  # '١٢' or '²' names no memory (int() would read the first)
     if pk is None:
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     memory = memory_queryset(actor).filter(pk=pk).first()
     if memory is None:
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     return memory
 
 
@@ -582,7 +583,7 @@ def memory_get_for_deletion(actor, memory_id) -> Memory:
     organization (who may change it is the services' decision)."""
     pk = parse_pk(memory_id)  # '١٢' or '²' names no memory (int() would read the first)
     if pk is None:
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     # The same reach as reading (readable scopes, and what the actor is the subject of), with
     # deleted and purged memories kept: a second delete is a 409, not a 404.
     condition = _readable_condition(actor, None) if can_read_memory(actor) else None
@@ -596,7 +597,7 @@ def memory_get_for_deletion(actor, memory_id) -> Memory:
         else None
     )
     if memory is None:
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     return memory
 
 
@@ -747,10 +748,12 @@ def memory_search(
     the benchmarks' knobs; the engine's own search takes no actor and is called only here.
     """
     if not can_read_memory(actor):
-        raise NotPermitted("This API key needs the 'memory:read' scope.")
+        raise NotPermitted(gettext("This API key needs the 'memory:read' scope."))
     _system_read(actor, "memory search")
     if not 1 <= int(top_k) <= 100:
-        raise InvalidInput("top_k must be between 1 and 100.", details={"top_k": ["1..100"]})
+        raise InvalidInput(
+            gettext("top_k must be between 1 and 100."), details={"top_k": ["1..100"]}
+        )
     keys = narrow_scope_keys(actor, scope_keys)
     recalled = bool(keys) and (force or search_engine.should_recall(query))
     hits: list = []

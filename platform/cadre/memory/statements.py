@@ -12,7 +12,7 @@ send PDFs from now on?", "以后能不能都用英文回复？" ask the assistan
 what they ask for is a requirement.
 """
 
-# ruff: noqa: RUF001, RUF002, RUF003 - Chinese punctuation is the point
+# ruff: noqa: RUF001 - Chinese punctuation is the point
 
 from __future__ import annotations
 

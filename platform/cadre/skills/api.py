@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import django_filters
 from django.urls import path
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
@@ -376,7 +377,7 @@ class CandidateViewSet(
     )
     def create(self, request):
         if not self.actor.has("skill.publish"):
-            raise NotPermitted("Uploading a skill candidate needs 'skill.publish'.")
+            raise NotPermitted(_("Uploading a skill candidate needs 'skill.publish'."))
         has = hasattr(request.data, "get")
         note = str(request.data.get("note", ""))[:4000] if has else ""
         changelog = str(request.data.get("changelog", ""))[:2000] if has else ""
@@ -447,7 +448,7 @@ class CandidateViewSet(
             changed = incoming.validated_data.get("files") or {}
             if not changed or len(changed) > MAX_FILES_JSON:
                 raise InvalidInput(
-                    "Send the changed files as {path: text}, or a multipart bundle.",
+                    _("Send the changed files as {path: text}, or a multipart bundle."),
                     details={"files": ["Between 1 and 64 files."]},
                 )
             files = selectors.decode_files(candidate.files)
@@ -511,7 +512,9 @@ class StagesView(APIView):
     @extend_schema(responses=StagesSerializer, operation_id="skills_stages_get")
     def get(self, request):
         if not request.actor.may("skill.review") and not request.actor.has("policy.manage"):
-            raise NotPermitted("Reading the review stages needs 'skill.review' or 'policy.manage'.")
+            raise NotPermitted(
+                _("Reading the review stages needs 'skill.review' or 'policy.manage'.")
+            )
         return Response({"stages": selectors.stages_for(request.actor.organization)})
 
     @extend_schema(

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import strictyaml
+from django.utils.translation import gettext
 
 from cadre.agents import providers
 from cadre.agents.models import ModelProviderConfig
@@ -86,7 +87,7 @@ _ADDITION_EN = re.compile(
 )
 _ADDITION_ZH = re.compile(
     r"加上|加入|添加|附上|附带|补上|补充|包括|包含|写上|写明|注明|标注|标上|列上|再加|还要加|也要加"
-    r"|(?:还要|也要|别忘了|记得)[^，,。；;！!？?]*(?:写|列|附|加|提|放|说明|标)"  # noqa: RUF001
+    r"|(?:还要|也要|别忘了|记得)[^，,。；;！!？?]*(?:写|列|附|加|提|放|说明|标)"
 )
 
 
@@ -101,10 +102,15 @@ def correction_signals(text: str) -> dict[str, bool]:
 
 
 # "yes", "confirm", "save it as a skill", "好的": the employee accepts a pending proposal.
+# "yes, save it", and the Chinese the proposal's question asks for ("好的, 保存", "可以保存吧",
+# "确认保存", full-width commas too); Chinese has no word boundary, so no \b after it.
 _AFFIRMATION = re.compile(
-    r"^\s*(?:yes|yep|yeah|ok|okay|sure|confirm(?:ed)?|please do|do it|go ahead|save it|"
-    r"好的?|可以|确认|是的?)\b[\s,.!。！]*(?:save (?:it|that)(?: as a skill)?|"  # noqa: RUF001
-    r"make it a skill|confirm(?:ed)?|please)?[\s.!。！]*$",  # noqa: RUF001
+    r"^\s*(?:(?:yes|yep|yeah|ok|okay|sure|confirm(?:ed)?|please do|do it|go ahead|save it)\b"
+    r"[\s,.!]*(?:save (?:it|that)(?: as a skill)?|make it a skill|confirm(?:ed)?|please)?"
+    r"|(?:好的?|好吧|行|可以|确认|是的?)[\s,.!，。！、]*"
+    r"(?:(?:请|就|帮我)?(?:保存|存)(?:下来|起来|吧|它|一下)?(?:为|成)?(?:技能)?(?:吧)?|确认(?:保存)?)?"
+    r"|(?:请|帮我)?(?:保存|存)(?:下来|起来|吧|它|一下)?(?:为|成)?(?:技能)?(?:吧)?)"
+    r"[\s.!。！]*$",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z0-9]+")
@@ -290,7 +296,7 @@ _WRONG_LEAD_IN_EN = re.compile(
 _WRONG_LEAD_IN_ZH = re.compile(
     r"^(?:(?:不对|不是的|不是这样的?|错了|你错了|你说错了|说错了|搞错了|弄错了|有误|其实|实际上|"
     r"事实上|更正一下|纠正一下|更正|纠正|补充一下|对了|注意|嗯|哦|呃|唉|好吧|好的)"
-    r"[，,：:。！!、\s]*|不[，,：:。！!]\s*)+"  # noqa: RUF001
+    r"[，,：:。！!、\s]*|不[，,：:。！!]\s*)+"
 )
 # How the employee framed the request around the lesson: "next time", "please", "you should".
 _FRAMING_EN = re.compile(
@@ -404,13 +410,13 @@ _ZH_VERB = r"(?P<verb>写上?|加上?|提到?|列出?|附上?|说明|注明|包�
 # "你漏了风险部分", "忘了写预算": the verb is optional; "没写预算": "没" only before a verb.
 _ZH_OMISSION = re.compile(rf"(?:忘了|忘记了?|漏了|漏掉了?|遗漏了?){_ZH_VERB}?(?P<object>.+)$")
 _ZH_NOT_DONE = re.compile(rf"(?:没有|没){_ZH_VERB}(?P<object>.+)$")
-_ZH_LACKS = re.compile(r"^(?P<subject>.*?)(?:缺少|缺了|少了)(?P<object>.+)$")
+_ZH_LACKS = re.compile(r"^(?P<subject>.*?)(?:缺少了?|缺了|少了)(?P<object>.+)$")
 _ZH_FACT = re.compile(
-    r"^(?P<subject>.+?)(?:应该是|应为|改成了?|改为|现在是|是|为)(?P<value>[^，,]+)[，,]\s*"  # noqa: RUF001
+    r"^(?P<subject>.+?)(?:应该是|应为|改成了?|改为|现在是|是|为)(?P<value>[^，,]+)[，,]\s*"
     r"(?:而)?不是(?P<wrong>.+)$"
 )
 _ZH_FACT_REVERSED = re.compile(
-    r"^(?P<subject>.+?)不是(?P<wrong>[^，,]+)[，,]?\s*(?:而)?是(?P<value>.+)$"  # noqa: RUF001
+    r"^(?P<subject>.+?)不是(?P<wrong>[^，,]+)[，,]?\s*(?:而)?是(?P<value>.+)$"
 )
 _ZH_POSSESSIVE = re.compile(r"^(?:我们的?|咱们的?|我的|你的|公司的)")
 _ZH_VERBS = {
@@ -428,17 +434,17 @@ _ZH_RESTATE = re.compile(
 
 
 def _chinese_lesson(sentence: str) -> list[str]:
-    sentence = _WRONG_LEAD_IN_ZH.sub("", sentence.strip()).strip(" ，,。.")  # noqa: RUF001
+    sentence = _WRONG_LEAD_IN_ZH.sub("", sentence.strip()).strip(" ，,。.")
     if not sentence:
         return []
     fact = _ZH_FACT.match(sentence) or _ZH_FACT_REVERSED.match(sentence)
     if fact:
         subject = _ZH_POSSESSIVE.sub("", fact.group("subject").strip())
-        value, wrong = fact.group("value").strip(), fact.group("wrong").strip(" ，,")  # noqa: RUF001
-        return [f"{subject}是{value}，不是{wrong}：回答时以此为准"]  # noqa: RUF001
+        value, wrong = fact.group("value").strip(), fact.group("wrong").strip(" ，,")
+        return [f"{subject}是{value}，不是{wrong}：回答时以此为准"]
     items: list[str] = []
     named = ""
-    for part in re.split(r"[，,]", sentence):  # noqa: RUF001
+    for part in re.split(r"[，,]", sentence):
         part = _ZH_FRAMING.sub("", _WRONG_LEAD_IN_ZH.sub("", part.strip())).strip()
         if not part:
             continue
@@ -457,7 +463,7 @@ def _chinese_lesson(sentence: str) -> list[str]:
         else:
             items.append(part)
     if not named:  # one instruction said in several parts ("周报要用编号列表, 不要用项目符号")
-        return ["，".join(items)] if items else []  # noqa: RUF001
+        return ["，".join(items)] if items else []
     return items
 
 
@@ -471,14 +477,14 @@ def correction_items(text: str) -> list[str]:
     chinese = bool(re.search(r"[\u3400-\u9fff]", body))
     items: list[str] = []
     if chinese:
-        for sentence in re.split(r"[。；;！!？?]+", body):  # noqa: RUF001
+        for sentence in re.split(r"[。；;！!？?]+", body):
             items += _chinese_lesson(sentence)
     else:
         for clause in re.split(r"(?<=[.;!?])\s+|;\s*|:\s+|\s+[-–—]+\s+", body):  # noqa: RUF001
             items += _english_lesson(clause)
     unique: list[str] = []
     for item in items:
-        item = item.strip(" ,.;:，。；：")  # noqa: RUF001
+        item = item.strip(" ,.;:，。；：")
         if item and item.lower() not in {known.lower() for known in unique}:
             unique.append(item)
     return unique
@@ -570,7 +576,8 @@ def skill_md_edited(
     document, problems = parse_skill_md(text)
     if document is None:
         raise InvalidInput(
-            f"The skill's SKILL.md cannot be edited field by field: {problems[0].message}",
+            gettext("The skill's SKILL.md cannot be edited field by field: %(message)s")
+            % {"message": problems[0].message},
             code="invalid_skill",
         )
     frontmatter_block, old_body = split_skill_md(text)
@@ -629,11 +636,12 @@ def offline_correction_draft(
         return Draft(
             name=base_name,
             files={"SKILL.md": text},
-            summary=f"Add to {base_name}: " + " ".join(steps),
+            summary=gettext("Add to %(name)s: %(steps)s")
+            % {"name": base_name, "steps": " ".join(steps)},
             drafted_by=OFFLINE_DRAFT,
             kind="new_version",
         )
-    task = _masked(request, organization)[:300].rstrip(".。!?！？")  # noqa: RUF001
+    task = _masked(request, organization)[:300].rstrip(".。!?！？")
     name = lesson_name(items, fallback_text=task)
     when = f"When a request is like: “{task}”." if task else ""
     body = "\n".join(
@@ -656,7 +664,7 @@ def offline_correction_draft(
                 name=name, description=description, body=body, metadata={"drafted-by": "rules"}
             )
         },
-        summary=f"New skill {name}: " + " ".join(steps),
+        summary=gettext("New skill %(name)s: %(steps)s") % {"name": name, "steps": " ".join(steps)},
         drafted_by=OFFLINE_DRAFT,
     )
 
@@ -759,7 +767,8 @@ def model_correction_draft(
     return Draft(
         name=name,
         files={"SKILL.md": render_skill_md(name=name, description=description, body=body)},
-        summary=clean_line(str(data.get("summary") or "")) or f"Skill {name}: " + "; ".join(steps),
+        summary=clean_line(str(data.get("summary") or ""))
+        or gettext("Skill %(name)s: %(steps)s") % {"name": name, "steps": "; ".join(steps)},
         drafted_by=drafted_by,
         kind="new_version" if base_skill_md else "new_skill",
     )

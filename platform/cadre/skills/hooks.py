@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 
+from django.utils import translation
+from django.utils.translation import gettext
+
 from cadre.agents.hooks.registry import hook
 from cadre.agents.models import Run
 from cadre.agents.runtime.records.bookkeeping import emit
@@ -22,6 +25,7 @@ from cadre.skills import drafting, services
 from cadre.skills.models import SkillProposal
 from cadre.skills.scoring import jaccard
 from cadre.tenancy.actors import member_actor
+from cadre.tenancy.languages import member_language
 from hub.models import SkillPackage, SkillUsage
 from hub.selectors import resolve_version
 
@@ -173,7 +177,14 @@ def _sop_change(run, text: str) -> dict | None:
     label, line = found[0]
     template = version.name
     name = drafting.skill_name(statement, fallback="sop-correction")
-    summary = f"Proposed a change to the {label} of {template}: “{line}” → “{statement}”"
+    summary = gettext(
+        "Proposed a change to the %(label)s of %(template)s: “%(line)s” → “%(statement)s”"
+    ) % {
+        "label": label,
+        "template": template,
+        "line": line,
+        "statement": statement,
+    }
     body = "\n".join(
         [
             f"# {template}: {label} correction",
@@ -227,7 +238,9 @@ def _sop_change(run, text: str) -> dict | None:
     _tell_proposal(
         run,
         proposal,
-        question="Send this change to review? Reply “yes, save it” or confirm it in the console.",
+        question=gettext(
+            "Send this change to review? Reply “yes, save it” or confirm it in the console."
+        ),
         corrects=label,
     )
     return {"proposal": proposal.pk, "drafted_by": SOP_DRAFT, "name": name, "corrects": label}
@@ -257,6 +270,12 @@ def _tell_proposal(run, proposal, *, question: str, **extra) -> None:
     "and ask them to confirm it (a confirmed change becomes a skill candidate).",
 )
 def skill_backflow(run, config: dict) -> dict:
+    # What the person reads (the proposal's summary and question) is in their language.
+    with translation.override(member_language(run.member)):
+        return _skill_backflow(run, config)
+
+
+def _skill_backflow(run, config: dict) -> dict:
     if run.trigger != "message" or run.parent_id is not None:
         return {"proposal": None, "reason": "not a person's message"}  # events, subagents
     confirmed = _confirm_by_reply(run)
@@ -299,7 +318,8 @@ def skill_backflow(run, config: dict) -> dict:
     _tell_proposal(
         run,
         proposal,
-        question="Save this as a skill for your team? Reply “yes, save it” or confirm it in "
-        "the console.",
+        question=gettext(
+            "Save this as a skill for your team? Reply “yes, save it” or confirm it in the console."
+        ),
     )
     return {"proposal": proposal.pk, "drafted_by": proposal.drafted_by, "name": proposal.name}

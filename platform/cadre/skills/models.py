@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from cadre.tenancy.models import Department, Member, TenantModel, department_subtree_ids
 
@@ -57,15 +58,15 @@ class SkillCandidate(TenantModel):
     resource = "skill"
 
     class Source(models.TextChoices):
-        BACKFLOW = "backflow", "Conversation correction"
-        MEMORY = "memory", "Distilled from memory"
-        UPLOAD = "upload", "Uploaded by an author"
+        BACKFLOW = "backflow", gettext_lazy("Conversation correction")
+        MEMORY = "memory", gettext_lazy("Distilled from memory")
+        UPLOAD = "upload", gettext_lazy("Uploaded by an author")
 
     class Status(models.TextChoices):
-        IN_REVIEW = "in_review", "In review"
-        CHANGES_REQUESTED = "changes_requested", "Changes requested"
-        REJECTED = "rejected", "Rejected"
-        PUBLISHED = "published", "Published"
+        IN_REVIEW = "in_review", gettext_lazy("In review")
+        CHANGES_REQUESTED = "changes_requested", gettext_lazy("Changes requested")
+        REJECTED = "rejected", gettext_lazy("Rejected")
+        PUBLISHED = "published", gettext_lazy("Published")
 
     source = models.CharField(max_length=16, choices=Source.choices)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.IN_REVIEW)
@@ -155,10 +156,10 @@ class SkillEvidence(models.Model):
     """Why a candidate exists: a conversation, trajectories, a counterfactual check, an upload."""
 
     class Kind(models.TextChoices):
-        CONVERSATION = "conversation", "Conversation"
-        TRAJECTORIES = "trajectories", "Task trajectories"
-        COUNTERFACTUAL = "counterfactual", "Counterfactual check"
-        UPLOAD = "upload", "Upload"
+        CONVERSATION = "conversation", gettext_lazy("Conversation")
+        TRAJECTORIES = "trajectories", gettext_lazy("Task trajectories")
+        COUNTERFACTUAL = "counterfactual", gettext_lazy("Counterfactual check")
+        UPLOAD = "upload", gettext_lazy("Upload")
 
     candidate = models.ForeignKey(SkillCandidate, on_delete=models.CASCADE, related_name="evidence")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -176,11 +177,11 @@ class SkillEvidence(models.Model):
 
 class ReviewDecision(models.Model):
     class Decision(models.TextChoices):
-        APPROVE = "approve", "Approved"
-        REJECT = "reject", "Rejected"
-        REQUEST_CHANGES = "request_changes", "Changes requested"
-        RESUBMIT = "resubmit", "Resubmitted"
-        EDIT = "edit", "Edited in review"
+        APPROVE = "approve", gettext_lazy("Approved")
+        REJECT = "reject", gettext_lazy("Rejected")
+        REQUEST_CHANGES = "request_changes", gettext_lazy("Changes requested")
+        RESUBMIT = "resubmit", gettext_lazy("Resubmitted")
+        EDIT = "edit", gettext_lazy("Edited in review")
 
     candidate = models.ForeignKey(
         SkillCandidate, on_delete=models.CASCADE, related_name="decisions"
@@ -212,13 +213,13 @@ class SkillProposal(TenantModel):
     resource = "skill"
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Waiting for confirmation"
-        CONFIRMED = "confirmed", "Confirmed"
-        DISMISSED = "dismissed", "Dismissed"
+        PENDING = "pending", gettext_lazy("Waiting for confirmation")
+        CONFIRMED = "confirmed", gettext_lazy("Confirmed")
+        DISMISSED = "dismissed", gettext_lazy("Dismissed")
 
     class Kind(models.TextChoices):
-        NEW_SKILL = "new_skill", "New skill"
-        NEW_VERSION = "new_version", "New version of a skill"
+        NEW_SKILL = "new_skill", gettext_lazy("New skill")
+        NEW_VERSION = "new_version", gettext_lazy("New version of a skill")
 
     member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="+")
     run = models.OneToOneField(

@@ -11,6 +11,7 @@ import base64
 import difflib
 
 from django.db.models import Q, QuerySet
+from django.utils.translation import gettext as _
 
 from cadre.errors import NotFound
 from cadre.skills.models import ReviewStage, SkillCandidate, SkillProposal
@@ -51,7 +52,7 @@ def candidate_get(actor, pk) -> SkillCandidate:
     except (TypeError, ValueError):
         candidate = None
     if candidate is None:
-        raise NotFound("No such skill candidate.", code="candidate_not_found")
+        raise NotFound(_("No such skill candidate."), code="candidate_not_found")
     return candidate
 
 
@@ -70,7 +71,7 @@ def proposal_get(actor, pk) -> SkillProposal:
     except (TypeError, ValueError):
         proposal = None
     if proposal is None:
-        raise NotFound("No such skill proposal.", code="proposal_not_found")
+        raise NotFound(_("No such skill proposal."), code="proposal_not_found")
     return proposal
 
 
@@ -80,7 +81,9 @@ def decide_rule(actor, candidate: SkillCandidate, cache: dict | None = None) -> 
     candidates: grants and other deciders are then resolved once."""
     if candidate.current_stage is None:
         return Approval(
-            False, f"The candidate is {candidate.get_status_display().lower()}, not in review."
+            False,
+            _("The candidate is %(status)s, not in review.")
+            % {"status": candidate.get_status_display().lower()},
         )
     return review_approval(
         actor,

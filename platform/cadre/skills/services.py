@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
@@ -70,19 +71,30 @@ def _snapshot(candidate: SkillCandidate) -> dict:
 
 def _clean_stage(raw, index: int) -> dict:
     if not isinstance(raw, dict):
-        raise InvalidInput("Each stage is an object.", details={"stages": [f"Stage {index + 1}."]})
+        raise InvalidInput(
+            gettext("Each stage is an object."), details={"stages": [f"Stage {index + 1}."]}
+        )
     name = str(raw.get("name") or "").strip()[:100]
     roles = raw.get("roles") or []
     permission = str(raw.get("permission") or "").strip()
     problems = []
     if not name:
-        problems.append(f"Stage {index + 1} needs a name.")
+        problems.append(gettext("Stage %(number)s needs a name.") % {"number": index + 1})
     if not isinstance(roles, list) or any(role not in ROLES for role in roles):
-        problems.append(f"Stage {index + 1}: roles must be among {', '.join(ROLES)}.")
+        problems.append(
+            gettext("Stage %(number)s: roles must be among %(roles)s.")
+            % {"number": index + 1, "roles": ", ".join(ROLES)}
+        )
     if permission and permission not in PERMISSIONS:
-        problems.append(f"Stage {index + 1}: unknown permission '{permission}'.")
+        problems.append(
+            gettext("Stage %(number)s: unknown permission '%(permission)s'.")
+            % {"number": index + 1, "permission": permission}
+        )
     if not roles and not permission:
-        problems.append(f"Stage {index + 1} names no role and no permission: nobody could decide.")
+        problems.append(
+            gettext("Stage %(number)s names no role and no permission: nobody could decide.")
+            % {"number": index + 1}
+        )
     if problems:
         raise InvalidInput(problems[0], details={"stages": problems})
     return {
@@ -99,7 +111,8 @@ def review_stages_set(*, actor: Actor, stages: list) -> list[dict]:
     actor.require("policy.manage")
     if not isinstance(stages, list) or not 1 <= len(stages) <= MAX_STAGES:
         raise InvalidInput(
-            f"Give between 1 and {MAX_STAGES} stages.", details={"stages": ["1 to 6 stages."]}
+            gettext("Give between 1 and %(max_stages)s stages.") % {"max_stages": MAX_STAGES},
+            details={"stages": ["1 to 6 stages."]},
         )
     cleaned = [_clean_stage(stage, index) for index, stage in enumerate(stages)]
     organization = actor.organization
@@ -130,7 +143,7 @@ def _checked(files: dict[str, bytes], name: str | None = None):
     report, scan = hub_services.check_bundle(bundle, name=name)
     if not report.ok:
         raise InvalidInput(
-            f"The skill is not valid: {report.errors[0]}",
+            gettext("The skill is not valid: %(value)s") % {"value": report.errors[0]},
             code="invalid_skill",
             details={"problems": [p.as_dict() for p in report.problems]},
         )
@@ -284,7 +297,7 @@ def candidate_upload(
     the author's public `changelog` (the `note` is for the reviewers)."""
     actor.require("skill.publish")
     if actor.member is None:
-        raise NotPermitted("Uploading a skill candidate needs a member.")
+        raise NotPermitted(gettext("Uploading a skill candidate needs a member."))
     bundle = read_bundle(data)
     files = {f.path: f.content for f in bundle.files}
     return candidate_create(
@@ -297,7 +310,12 @@ def candidate_upload(
         evidence=[
             {
                 "kind": SkillEvidence.Kind.UPLOAD,
-                "summary": f"Uploaded by {actor.label}: {len(files)} file(s).",
+                "summary": ngettext(
+                    "Uploaded by %(label)s: %(count)s file.",
+                    "Uploaded by %(label)s: %(count)s files.",
+                    len(files),
+                )
+                % {"label": actor.label, "count": len(files)},
                 "data": {"fingerprint": bundle.fingerprint, "files": sorted(files), "note": note},
                 "weight": 1,
             }
@@ -319,11 +337,16 @@ def candidate_resubmit(
     candidate = SkillCandidate.objects.select_for_update().get(pk=candidate.pk)
     is_requester = actor.member is not None and candidate.requested_by_id == actor.member.pk
     if not (is_requester or actor.can("skill.review", candidate)):
-        raise NotPermitted("Only the member who asked for this skill or a reviewer may resubmit.")
+        raise NotPermitted(
+            gettext("Only the member who asked for this skill or a reviewer may resubmit.")
+        )
     if candidate.status != SkillCandidate.Status.CHANGES_REQUESTED:
         raise Conflict(
-            f"The candidate is {candidate.get_status_display().lower()}; only a candidate with "
-            "changes requested can be resubmitted.",
+            gettext(
+                "The candidate is %(lower)s; only a candidate with changes requested "
+                "can be resubmitted."
+            )
+            % {"lower": candidate.get_status_display().lower()},
             code="not_changes_requested",
         )
     before = _snapshot(candidate)
@@ -331,7 +354,8 @@ def candidate_resubmit(
     name = candidate.validation.get("frontmatter", {}).get("name")
     if name != candidate.name:
         raise InvalidInput(
-            f"The skill is called '{candidate.name}'; a resubmission keeps its name.",
+            gettext("The skill is called '%(name)s'; a resubmission keeps its name.")
+            % {"name": candidate.name},
             code="name_changed",
         )
     if changelog is not None:
@@ -386,13 +410,14 @@ def _line_changes(before: str, after: str) -> dict[str, int]:
 def _check_new_name(candidate: SkillCandidate, name: str) -> None:
     if candidate.package_id is not None or candidate.base_version_id is not None:
         raise InvalidInput(
-            f"This is a new version of '{candidate.name}'; a new version keeps the skill's name.",
+            gettext("This is a new version of '%(name)s'; a new version keeps the skill's name.")
+            % {"name": candidate.name},
             code="name_changed",
             details={"name": ["A new version keeps its skill's name."]},
         )
     if not NAME_PATTERN.match(name) or len(name) > MAX_NAME:
         raise InvalidInput(
-            "A skill name is lowercase letters, digits and single hyphens (at most 64).",
+            gettext("A skill name is lowercase letters, digits and single hyphens (at most 64)."),
             code="invalid_name",
             details={"name": ["Lowercase letters, digits and hyphens, e.g. discount-limit."]},
         )
@@ -408,7 +433,11 @@ def _check_new_name(candidate: SkillCandidate, name: str) -> None:
     )
     if package is not None or other:
         raise Conflict(
-            f"'{name}' is already a skill of the organization (or in review): choose another name.",
+            gettext(
+                "'%(name)s' is already a skill of the organization (or in review): "
+                "choose another name."
+            )
+            % {"name": name},
             code="name_taken",
         )
 
@@ -441,15 +470,24 @@ def candidate_edit(
     if not rule.allowed:
         if candidate.current_stage is None:
             raise Conflict(
-                f"The candidate is {candidate.get_status_display().lower()}; only a candidate in "
-                "review is edited by its reviewers.",
+                gettext(
+                    "The candidate is %(lower)s; only a candidate in review is edited by "
+                    "its reviewers."
+                )
+                % {"lower": candidate.get_status_display().lower()},
                 code="not_in_review",
             )
-        raise NotPermitted(f"Editing a candidate in review is its reviewer's: {rule.reason}")
+        raise NotPermitted(
+            gettext("Editing a candidate in review is its reviewer's: %(reason)s")
+            % {"reason": rule.reason}
+        )
     if revision is not None and revision != candidate.revision:
         raise Conflict(
-            f"The candidate is at revision {candidate.revision}, not {revision}: read it again "
-            "before editing.",
+            gettext(
+                "The candidate is at revision %(revision)s, not %(revision2)s: read it "
+                "again before editing."
+            )
+            % {"revision": candidate.revision, "revision2": revision},
             code="revision_changed",
         )
     files = selectors.decode_files(candidate.files)
@@ -462,7 +500,9 @@ def candidate_edit(
     changelog_set = changelog is not None and changelog != candidate.changelog
     if new_text == old_text and not changelog_set:
         raise InvalidInput(
-            "Nothing to change: the name, description, body and changelog are as they were.",
+            gettext(
+                "Nothing to change: the name, description, body and changelog are as they were."
+            ),
             code="no_change",
         )
     before = {**_snapshot(candidate), "name": candidate.name}
@@ -545,17 +585,17 @@ def _publish(actor: Actor, candidate: SkillCandidate, approval: Approval):
     comment stays on the decision."""
     if candidate.scan_verdict == "block":
         raise InvalidInput(
-            "The security scan blocked this skill; a blocked skill never publishes.",
+            gettext("The security scan blocked this skill; a blocked skill never publishes."),
             code="scan_blocked",
             details={"findings": candidate.scan_findings},
         )
     if actor.member is None:
-        raise NotPermitted("Publishing needs a member.")
+        raise NotPermitted(gettext("Publishing needs a member."))
     # The same person and permissions; the audit trail says they publish as final approver.
     publisher = replace(actor, label=f"{actor.label} (final skill approval)")
     package = candidate.package
     if package is not None and package.organization_id != candidate.organization_id:
-        raise Conflict("The target skill belongs to another organization.")
+        raise Conflict(gettext("The target skill belongs to another organization."))
     bundle = bundle_from_files(selectors.decode_files(candidate.files), folder_name=candidate.name)
     note = review_note(candidate)
     outcome = hub_services.package_publish(
@@ -619,12 +659,13 @@ def candidate_decide(
     """
     if decision not in DECISIONS:
         raise InvalidInput(
-            f"Unknown decision '{decision}'.", details={"decision": [", ".join(DECISIONS)]}
+            gettext("Unknown decision '%(decision)s'.") % {"decision": decision},
+            details={"decision": [", ".join(DECISIONS)]},
         )
     comment = (comment or "").strip()[:MAX_COMMENT]
     if decision != "approve" and not comment:
         raise InvalidInput(
-            "Say why: rejecting or requesting changes needs a comment.",
+            gettext("Say why: rejecting or requesting changes needs a comment."),
             details={"comment": ["Required for this decision."]},
         )
     candidate = (
@@ -642,15 +683,20 @@ def candidate_decide(
         justification = (sole_reviewer_justification or "").strip()[:MAX_COMMENT]
         if not justification:
             raise InvalidInput(
-                "You asked for this skill and decide it as sole reviewer: say why no one else "
-                "reviews it.",
+                gettext(
+                    "You asked for this skill and decide it as sole reviewer: say why no "
+                    "one else reviews it."
+                ),
                 code="justification_required",
                 details={"sole_reviewer_justification": ["Required to decide as sole reviewer."]},
             )
     if revision is not None and revision != candidate.revision:
         raise Conflict(
-            f"The candidate is at revision {candidate.revision}, not {revision}: read it again "
-            "before deciding.",
+            gettext(
+                "The candidate is at revision %(revision)s, not %(revision2)s: read it "
+                "again before deciding."
+            )
+            % {"revision": candidate.revision, "revision2": revision},
             code="revision_changed",
         )
     before = _snapshot(candidate)
@@ -796,9 +842,13 @@ def proposal_confirm(*, actor: Actor, proposal: SkillProposal, via: str = "api")
     """The employee confirms: the draft becomes a candidate with the conversation as evidence."""
     proposal = SkillProposal.objects.select_for_update().get(pk=proposal.pk)
     if actor.member is None or actor.member.pk != proposal.member_id:
-        raise NotFound("No such skill proposal.", code="proposal_not_found")
+        raise NotFound(gettext("No such skill proposal."), code="proposal_not_found")
     if proposal.status != SkillProposal.Status.PENDING:
-        raise Conflict(f"The proposal is already {proposal.status}.", code="proposal_decided")
+        raise Conflict(
+            gettext("The proposal is already %(status)s.")
+            % {"status": proposal.get_status_display().lower()},
+            code="proposal_decided",
+        )
     candidate = candidate_create(
         actor=actor,
         source=SkillCandidate.Source.BACKFLOW,
@@ -810,7 +860,8 @@ def proposal_confirm(*, actor: Actor, proposal: SkillProposal, via: str = "api")
         evidence=[
             {
                 "kind": SkillEvidence.Kind.CONVERSATION,
-                "summary": f"Correction in conversation: “{proposal.correction[:300]}”",
+                "summary": gettext("Correction in conversation: “%(correction)s”")
+                % {"correction": proposal.correction[:300]},
                 "data": {
                     "session_id": proposal.session_id,
                     "run_ids": sorted(
@@ -845,9 +896,13 @@ def proposal_dismiss(
 ) -> SkillProposal:
     proposal = SkillProposal.objects.select_for_update().get(pk=proposal.pk)
     if actor.member is None or actor.member.pk != proposal.member_id:
-        raise NotFound("No such skill proposal.", code="proposal_not_found")
+        raise NotFound(gettext("No such skill proposal."), code="proposal_not_found")
     if proposal.status != SkillProposal.Status.PENDING:
-        raise Conflict(f"The proposal is already {proposal.status}.", code="proposal_decided")
+        raise Conflict(
+            gettext("The proposal is already %(status)s.")
+            % {"status": proposal.get_status_display().lower()},
+            code="proposal_decided",
+        )
     proposal.status = SkillProposal.Status.DISMISSED
     proposal.decided_at = timezone.now()
     proposal.save(update_fields=["status", "decided_at"])

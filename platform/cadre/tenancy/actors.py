@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.contrib.contenttypes.models import ContentType
+from django.utils.translation import gettext as _
 
 from cadre.errors import NotPermitted
 from cadre.identifiers import parse_pks
@@ -96,7 +97,9 @@ class Actor:
     def require(self, permission: str, obj=None) -> None:
         allowed = self.can(permission, obj) if obj is not None else self.has(permission)
         if not allowed:
-            raise NotPermitted(f"You do not have the '{permission}' permission.")
+            raise NotPermitted(
+                _("You do not have the '%(permission)s' permission.") % {"permission": permission}
+            )
 
 
 def member_actor(member) -> Actor:

@@ -9,41 +9,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_lazy as _
+
 PERMISSIONS: dict[str, str] = {
-    "organization.view": "See the organization's profile",
-    "organization.manage": "Change the organization's name, settings and locale",
-    "department.view": "See the department tree",
-    "department.manage": "Create, rename, move and archive departments",
-    "position.view": "See positions",
-    "position.manage": "Create, edit and archive positions",
-    "member.view": "See the member directory",
-    "member.manage": "Add, invite, edit, deactivate and reactivate members; map IM identities",
-    "member.assign_roles": "Change members' roles (owner role only by owners)",
-    "grant.manage": "Grant and revoke object-level permissions",
-    "apikey.view": "See the organization's API keys (never their secrets)",
-    "apikey.manage": "Create and revoke API keys",
-    "audit.view": "Read the audit log",
-    "audit.export": "Export the audit log",
-    "model.manage": "Add model providers and their credentials, test them, set the default",
-    "template.view": "See role templates",
-    "template.manage": "Edit, review and publish role templates",
+    "organization.view": _("See the organization's profile"),
+    "organization.manage": _("Change the organization's name, settings and locale"),
+    "department.view": _("See the department tree"),
+    "department.manage": _("Create, rename, move and archive departments"),
+    "position.view": _("See positions"),
+    "position.manage": _("Create, edit and archive positions"),
+    "member.view": _("See the member directory"),
+    "member.manage": _("Add, invite, edit, deactivate and reactivate members; map IM identities"),
+    "member.assign_roles": _("Change members' roles (owner role only by owners)"),
+    "grant.manage": _("Grant and revoke object-level permissions"),
+    "apikey.view": _("See the organization's API keys (never their secrets)"),
+    "apikey.manage": _("Create and revoke API keys"),
+    "audit.view": _("Read the audit log"),
+    "audit.export": _("Export the audit log"),
+    "model.manage": _("Add model providers and their credentials, test them, set the default"),
+    "template.view": _("See role templates"),
+    "template.manage": _("Edit, review and publish role templates"),
     # Not an employee's: cases are saved from colleagues' turns and replies quote memories.
-    "evaluation.view": "Read evaluation suites, their cases and replay results",
-    "evaluation.manage": "Build evaluation suites and cases, and start replays",
-    "deployment.manage": "Dispatch, roll out and roll back agents",
-    "agent.view": "See every agent, its usage and which sessions it has (transcripts are personal)",
-    "memory.view": "Read organization, department, position and agent memory",
-    "memory.manage": "Correct and delete shared and agent memory",
-    "memory.personal": "Read, correct and delete members' personal memory",
-    "skill.view": "Browse the organization's skills",
-    "skill.publish": "Publish skills to the Hub",
-    "skill.review": "Review skill candidates and versions",
-    "connector.manage": "Add and configure IM connectors",
-    "policy.manage": "Edit the policy chain and alert rules",
-    "confirmation.decide": "Decide high-risk confirmations routed to the role",
-    "budget.view": "See model usage, costs and budgets",
-    "budget.manage": "Set usage and cost budgets",
-    "chat.use": "Chat with one's own agents",
+    "evaluation.view": _("Read evaluation suites, their cases and replay results"),
+    "evaluation.manage": _("Build evaluation suites and cases, and start replays"),
+    "deployment.manage": _("Dispatch, roll out and roll back agents"),
+    "agent.view": _(
+        "See every agent, its usage and which sessions it has (transcripts are personal)"
+    ),
+    "memory.view": _("Read organization, department, position and agent memory"),
+    "memory.manage": _("Correct and delete shared and agent memory"),
+    "memory.personal": _("Read, correct and delete members' personal memory"),
+    "skill.view": _("Browse the organization's skills"),
+    "skill.publish": _("Publish skills to the Hub"),
+    "skill.review": _("Review skill candidates and versions"),
+    "connector.manage": _("Add and configure IM connectors"),
+    "policy.manage": _("Edit the policy chain and alert rules"),
+    "confirmation.decide": _("Decide high-risk confirmations routed to the role"),
+    "budget.view": _("See model usage, costs and budgets"),
+    "budget.manage": _("Set usage and cost budgets"),
+    "chat.use": _("Chat with one's own agents"),
 }
 
 _ALL = frozenset(PERMISSIONS)
@@ -71,17 +75,22 @@ class Role:
 ROLES: dict[str, Role] = {
     role.name: role
     for role in [
-        Role("owner", "Owner", "Full control, including other owners and the organization.", _ALL),
+        Role(
+            "owner",
+            _("Owner"),
+            _("Full control, including other owners and the organization."),
+            _ALL,
+        ),
         Role(
             "it_admin",
-            "IT admin",
-            "Runs the platform: people, API keys, connectors, policies, audit.",
+            _("IT admin"),
+            _("Runs the platform: people, API keys, connectors, policies, audit."),
             _ALL - {"organization.manage"},
         ),
         Role(
             "business_admin",
-            "Business admin",
-            "Builds role templates and dispatches agents to positions.",
+            _("Business admin"),
+            _("Builds role templates and dispatches agents to positions."),
             _EMPLOYEE
             | {
                 "position.manage",
@@ -97,14 +106,14 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "skill_reviewer",
-            "Skill reviewer",
-            "Reviews skill candidates and versions before they reach the Hub.",
+            _("Skill reviewer"),
+            _("Reviews skill candidates and versions before they reach the Hub."),
             _EMPLOYEE | {"skill.review", "skill.publish"},
         ),
         Role(
             "auditor",
-            "Auditor",
-            "Reads everything, including the audit log and its exports; changes nothing.",
+            _("Auditor"),
+            _("Reads everything, including the audit log and its exports; changes nothing."),
             _EMPLOYEE
             | {
                 "apikey.view",
@@ -116,7 +125,12 @@ ROLES: dict[str, Role] = {
                 "budget.view",
             },
         ),
-        Role("employee", "Employee", "Chats with their own agents; sees the directory.", _EMPLOYEE),
+        Role(
+            "employee",
+            _("Employee"),
+            _("Chats with their own agents; sees the directory."),
+            _EMPLOYEE,
+        ),
     ]
 }
 
@@ -135,23 +149,23 @@ def permissions_for_roles(role_names) -> frozenset[str]:
 # API key scopes: what a key may do, always capped by its creator's current permissions.
 SCOPES: dict[str, tuple[str, frozenset[str]]] = {
     "org:read": (
-        "Read the organization, departments, positions, members",
+        _("Read the organization, departments, positions, members"),
         frozenset(
             {"organization.view", "department.view", "position.view", "member.view", "apikey.view"}
         ),
     ),
     "org:write": (
-        "Manage departments, positions, members and IM identities",
+        _("Manage departments, positions, members and IM identities"),
         frozenset({"department.manage", "position.manage", "member.manage", "grant.manage"}),
     ),
-    "audit:read": ("Read and export the audit log", frozenset({"audit.view", "audit.export"})),
-    "memory:read": ("Search and read memory", frozenset({"memory.view"})),
-    "memory:write": ("Write, correct and delete memory", frozenset({"memory.manage"})),
-    "agents:run": ("Start runs and read agents", frozenset({"agent.view", "chat.use"})),
+    "audit:read": (_("Read and export the audit log"), frozenset({"audit.view", "audit.export"})),
+    "memory:read": (_("Search and read memory"), frozenset({"memory.view"})),
+    "memory:write": (_("Write, correct and delete memory"), frozenset({"memory.manage"})),
+    "agents:run": (_("Start runs and read agents"), frozenset({"agent.view", "chat.use"})),
     # Evaluation rides with templates: the pipelines that publish a template replay it first.
     # A key's reach stays its creator's, so an employee's key reads no evaluation.
     "templates:write": (
-        "Manage templates and deployments, and evaluate them (suites, cases, replays)",
+        _("Manage templates and deployments, and evaluate them (suites, cases, replays)"),
         frozenset(
             {
                 "template.view",
@@ -162,32 +176,32 @@ SCOPES: dict[str, tuple[str, frozenset[str]]] = {
             }
         ),
     ),
-    "hub:read": ("Search and download skills", frozenset({"skill.view"})),
-    "hub:publish": ("Publish skills to the Hub", frozenset({"skill.view", "skill.publish"})),
+    "hub:read": (_("Search and download skills"), frozenset({"skill.view"})),
+    "hub:publish": (_("Publish skills to the Hub"), frozenset({"skill.view", "skill.publish"})),
     "hub:review": (
-        "Review skill candidates and versions",
+        _("Review skill candidates and versions"),
         frozenset({"skill.view", "skill.review"}),
     ),
-    "connectors:write": ("Add and configure IM connectors", frozenset({"connector.manage"})),
+    "connectors:write": (_("Add and configure IM connectors"), frozenset({"connector.manage"})),
     "policy:write": (
-        "Edit the policy chain, masking rules and alert rules",
+        _("Edit the policy chain, masking rules and alert rules"),
         frozenset({"policy.manage"}),
     ),
     "org:admin": (
-        "Change the organization's settings and members' roles",
+        _("Change the organization's settings and members' roles"),
         frozenset({"organization.view", "organization.manage", "member.assign_roles"}),
     ),
     "models:write": (
-        "Add model providers and their credentials, test them, set the default",
+        _("Add model providers and their credentials, test them, set the default"),
         frozenset({"model.manage"}),
     ),
-    "usage:read": ("Read model usage, costs and budgets", frozenset({"budget.view"})),
+    "usage:read": (_("Read model usage, costs and budgets"), frozenset({"budget.view"})),
     "budgets:write": (
-        "Set usage and cost budgets",
+        _("Set usage and cost budgets"),
         frozenset({"budget.view", "budget.manage"}),
     ),
     "keys:write": (
-        "Create and revoke API keys, never with more scopes than this key",
+        _("Create and revoke API keys, never with more scopes than this key"),
         frozenset({"apikey.view", "apikey.manage"}),
     ),
 }
@@ -196,8 +210,8 @@ SCOPES: dict[str, tuple[str, frozenset[str]]] = {
 # `confirmation.decide`: a high-risk action is confirmed by a human, never by a script;
 # `memory.personal`: a member's personal memory is read by people, not by integrations.
 CONSOLE_ONLY_PERMISSIONS: dict[str, str] = {
-    "confirmation.decide": "high-risk actions are confirmed by a person, not by a script",
-    "memory.personal": "members' personal memory is read by people, not by integrations",
+    "confirmation.decide": _("high-risk actions are confirmed by a person, not by a script"),
+    "memory.personal": _("members' personal memory is read by people, not by integrations"),
 }
 
 

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
+from django.utils import translation
 
 from cadre.memory.models import ContextRecord, Memory, MemoryMap
 
@@ -64,6 +65,8 @@ def cached(actor, name: str, params: dict, compute):
     # The organization's creation time as well as its id: a recreated (test) database reuses
     # ids, and must never be served another database's cached figures.
     where = [organization.pk, organization.created_at.timestamp()]
+    # Figures carry words (names, definitions, notes) in the reader's language.
+    where.append(translation.get_language() or "")
     digest = hashlib.sha256(
         json.dumps([name, where, who, params], sort_keys=True, default=str).encode()
     ).hexdigest()

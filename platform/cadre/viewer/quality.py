@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Count, Exists, OuterRef
 from django.db.models.functions import Trunc, TruncDate
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from cadre.agents.ratings import run_outcomes
 from cadre.memory import selectors
@@ -22,65 +24,83 @@ from hub.outcomes import FAILURE, SUCCESS
 # The definitions the dashboard shows next to each figure (docs/memory.md repeats them).
 DEFINITIONS = {
     "exact_duplicate_rate": (
-        "Exact duplicate rate",
-        "Writes absorbed because the same content already existed in the same scope, divided "
-        "by items received (memories added + exact duplicates absorbed), per day of the write.",
+        gettext_lazy("Exact duplicate rate"),
+        gettext_lazy(
+            "Writes absorbed because the same content already existed in the same scope, divided "
+            "by items received (memories added + exact duplicates absorbed), per day of the write."
+        ),
     ),
     "near_duplicate_rate": (
-        "Near-duplicate rate",
-        "Memories merged into another by the near-duplicate stage (embedding similarity, then "
-        "a judge), divided by items received, per day of the merge.",
+        gettext_lazy("Near-duplicate rate"),
+        gettext_lazy(
+            "Memories merged into another by the near-duplicate stage (embedding similarity, then "
+            "a judge), divided by items received, per day of the merge."
+        ),
     ),
     "merge_count": (
-        "Dedup merges",
-        "Exact duplicates absorbed plus near-duplicate merges, per day.",
+        gettext_lazy("Dedup merges"),
+        gettext_lazy("Exact duplicates absorbed plus near-duplicate merges, per day."),
     ),
     "compression_rate": (
-        "Dedup compression",
-        "(exact + near-duplicate merges) / items received: the share of what arrived that "
-        "dedup folded into an existing memory.",
+        gettext_lazy("Dedup compression"),
+        gettext_lazy(
+            "(exact + near-duplicate merges) / items received: the share of what arrived that "
+            "dedup folded into an existing memory."
+        ),
     ),
     "association_strength": (
-        "Association strength",
-        "Mean cosine similarity of each memory's embedding to the centroid of its cluster on "
-        "the latest vector map of the same selection (1 = every memory sits on its cluster's "
-        "centre). One value per computed map.",
+        gettext_lazy("Association strength"),
+        gettext_lazy(
+            "Mean cosine similarity of each memory's embedding to the centroid of its cluster on "
+            "the latest vector map of the same selection (1 = every memory sits on its cluster's "
+            "centre). One value per computed map."
+        ),
     ),
     "recall_hit_rate": (
-        "Recall hit rate",
-        "Of the model calls that were sent at least one of these memories and whose run a "
-        "person rated (run feedback), the share rated a success. Unrated calls are not "
-        "counted: with no rating there is no signal, and no number is shown.",
+        gettext_lazy("Recall hit rate"),
+        gettext_lazy(
+            "Of the model calls that were sent at least one of these memories and whose run a "
+            "person rated (run feedback), the share rated a success. Unrated calls are not "
+            "counted: with no rating there is no signal, and no number is shown."
+        ),
     ),
     "correction_rate": (
-        "Correction rate",
-        "Of the memories added on a day, the share that has since been corrected (a "
-        "correction version: edited content or superseded by a correction).",
+        gettext_lazy("Correction rate"),
+        gettext_lazy(
+            "Of the memories added on a day, the share that has since been corrected (a "
+            "correction version: edited content or superseded by a correction)."
+        ),
     ),
     "deletion_rate": (
-        "Deletion rate",
-        "Of the memories added on a day, the share that has since been deleted.",
+        gettext_lazy("Deletion rate"),
+        gettext_lazy("Of the memories added on a day, the share that has since been deleted."),
     ),
     "skill_success_rate": (
-        "Skill success rate",
-        "Per skill version: runs that used it and succeeded (the person's rating, else the "
-        "run finished) / runs with a known outcome, from the Hub's usage records.",
+        gettext_lazy("Skill success rate"),
+        gettext_lazy(
+            "Per skill version: runs that used it and succeeded (the person's rating, else the "
+            "run finished) / runs with a known outcome, from the Hub's usage records."
+        ),
     ),
     "memories_added": (
-        "Extraction volume",
-        "Memories added per day (every source: extraction from conversations, the API, "
-        "tool results, imports).",
+        gettext_lazy("Extraction volume"),
+        gettext_lazy(
+            "Memories added per day (every source: extraction from conversations, the API, "
+            "tool results, imports)."
+        ),
     ),
     "extraction_cost": (
-        "Extraction model cost",
-        "The model cost of extracting memories. Extraction model calls are not priced in the "
-        "memory records, so there is no signal and no number.",
+        gettext_lazy("Extraction model cost"),
+        gettext_lazy(
+            "The model cost of extracting memories. Extraction model calls are not priced in the "
+            "memory records, so there is no signal and no number."
+        ),
     ),
 }
 
 
 def _figure(key: str, *, value, series, unit: str, signal: bool = True, note: str = "", **more):
-    name, definition = DEFINITIONS[key]
+    name, definition = (str(text) for text in DEFINITIONS[key])  # in the reader's language
     return {
         "key": key,
         "name": name,
@@ -188,7 +208,7 @@ def memory_quality(
             series=[],
             unit="currency",
             signal=False,
-            note="Not recorded: extraction calls carry no price in memory records.",
+            note=_("Not recorded: extraction calls carry no price in memory records."),
         ),
     ]
     return {"since": since, "days": days, "figures": figures}
@@ -276,8 +296,11 @@ def recall_figure(actor, memories, *, scope_keys, kinds, since: datetime, window
             series=[],
             unit="ratio",
             signal=False,
-            note=f"No signal: of {calls} model calls sent these memories, none belongs "
-            "to a run a person rated.",
+            note=_(
+                "No signal: of %(calls)s model calls sent these memories, none belongs to a "
+                "run a person rated."
+            )
+            % {"calls": calls},
             calls=calls,
         )
     return _ratio_figure("recall_hit_rate", window, successes, rated, calls=calls)
@@ -339,7 +362,7 @@ def skill_figure(actor, *, since: datetime, window) -> dict:
             series=[],
             unit="ratio",
             signal=False,
-            note="No signal: no skill version has a known outcome in this window.",
+            note=_("No signal: no skill version has a known outcome in this window."),
             versions=versions,
         )
     daily_successes: dict = {}
@@ -363,7 +386,7 @@ def association_figure(actor, *, scope_keys, kinds, since: datetime) -> dict:
             series=[],
             unit="cosine",
             signal=False,
-            note="No signal yet: compute the vector map of this selection (Memory → Map).",
+            note=_("No signal yet: compute the vector map of this selection (Memory → Map)."),
         )
     series = [{"day": as_day(row.created_at), "value": row.association_strength} for row in maps]
     return _figure(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from cadre.identifiers import parse_pks
 from cadre.memory import selectors
 from cadre.memory.models import ContextRecordItem, Memory
@@ -54,7 +56,7 @@ def explain(components: dict | None, *, best_lexical: float | None = None, kept=
     """
     parts = components or {}
     if not parts:
-        return {"recorded": False, "bars": [], "decision": "not recorded", "boosts": []}
+        return {"recorded": False, "bars": [], "decision": _("not recorded"), "boosts": []}
     bars = []
     lexical = _number(parts.get("lexical_score"))
     if lexical is not None:
@@ -62,9 +64,10 @@ def explain(components: dict | None, *, best_lexical: float | None = None, kept=
         bars.append(
             _bar(
                 "lexical",
-                "Lexical",
+                _("Lexical"),
                 lexical / scale if scale else 0.0,
-                f"rank {parts.get('lexical_rank', '—')}, score {lexical:.3g}",
+                _("rank %(rank)s, score %(score)s")
+                % {"rank": parts.get("lexical_rank", "—"), "score": f"{lexical:.3g}"},
             )
         )
     similarity = _number(parts.get("vector_similarity"))
@@ -72,16 +75,20 @@ def explain(components: dict | None, *, best_lexical: float | None = None, kept=
         bars.append(
             _bar(
                 "vector",
-                "Vector",
+                _("Vector"),
                 similarity,
-                f"rank {parts.get('vector_rank', '—')}, similarity {similarity:.3f}",
+                _("rank %(rank)s, similarity %(similarity)s")
+                % {"rank": parts.get("vector_rank", "—"), "similarity": f"{similarity:.3f}"},
             )
         )
     recency = _number(parts.get("recency"))
     if recency is not None:
-        bars.append(_bar("recency", "Recency", recency, f"x{recency:.3f}"))
+        bars.append(_bar("recency", _("Recency"), recency, f"x{recency:.3f}"))
     before = _number(parts.get("score_before_mmr"))
-    for key, label in (("neighbour_bonus", "Neighbour turn"), ("session_bonus", "Same session")):
+    for key, label in (
+        ("neighbour_bonus", _("Neighbour turn")),
+        ("session_bonus", _("Same session")),
+    ):
         bonus = _number(parts.get(key))
         if bonus is not None:
             share = bonus / before if before else 0.0
@@ -89,22 +96,26 @@ def explain(components: dict | None, *, best_lexical: float | None = None, kept=
     redundancy = _number(parts.get("mmr_redundancy"))
     if redundancy is not None:
         bars.append(
-            _bar("mmr", "Diversity (MMR): alike a chosen memory", redundancy, f"{redundancy:.3f}")
+            _bar(
+                "mmr", _("Diversity (MMR): alike a chosen memory"), redundancy, f"{redundancy:.3f}"
+            )
         )
     boosts = [
         f"{label} +{float(parts[key]) * 100:.0f}%"
         for key, label in (
-            ("conversation_boost", "same conversation"),
-            ("speaker_boost", "speaker named"),
+            ("conversation_boost", _("same conversation")),
+            ("speaker_boost", _("speaker named")),
         )
         if _number(parts.get(key)) is not None
     ]
     if kept is False:
-        decision = "passed over by diversity (MMR)"
+        decision = _("passed over by diversity (MMR)")
     elif "mmr" in parts:
-        decision = f"kept by diversity (MMR value {float(parts['mmr']):.3f})"
+        decision = _("kept by diversity (MMR value %(value)s)") % {
+            "value": f"{float(parts['mmr']):.3f}"
+        }
     elif kept:
-        decision = "kept (no diversity step)"
+        decision = _("kept (no diversity step)")
     else:
         decision = "—"
     return {"recorded": True, "bars": bars, "decision": decision, "boosts": boosts}

@@ -136,10 +136,10 @@ class TemplateViewSet(
         try:
             numbers = int(request.query_params["from"]), int(request.query_params["to"])
         except (KeyError, ValueError):
-            raise InvalidInput("Give the version numbers as ?from=&to=.") from None
+            raise InvalidInput(_("Give the version numbers as ?from=&to=.")) from None
         versions = {v.number: v for v in template.versions.filter(number__in=numbers)}
         if len(versions) != len(set(numbers)):
-            raise NotFound("No such version.")
+            raise NotFound(_("No such version."))
         changes = services.version_diff(versions[numbers[0]], versions[numbers[1]])
         return Response({"from_version": numbers[0], "to_version": numbers[1], "changes": changes})
 
@@ -488,7 +488,8 @@ class AgentViewSet(
         user_md = request.data.get("user_md") if isinstance(request.data, dict) else None
         if not isinstance(user_md, str):
             raise InvalidInput(
-                "user_md: a string is required.", details={"user_md": ["This field is required."]}
+                _("user_md: a string is required."),
+                details={"user_md": ["This field is required."]},
             )
         agent = services.agent_update_user_md(actor=self.actor, agent=agent, user_md=user_md)
         return Response(s.AgentSerializer(agent).data)
@@ -637,7 +638,9 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     def usage(self, request):
         by = request.query_params.get("by", "agent")
         if by not in USAGE_GROUPS:
-            raise InvalidInput(f"by must be one of {', '.join(sorted(USAGE_GROUPS))}.")
+            raise InvalidInput(
+                _("by must be one of %(value)s.") % {"value": ", ".join(sorted(USAGE_GROUPS))}
+            )
         return Response(s.UsageSerializer(usage_summary(self.actor, by=by), many=True).data)
 
     @extend_schema(
@@ -731,9 +734,9 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             after = int(raw_after or 0)
             seconds = float(request.query_params.get("timeout", 60))
         except ValueError:
-            raise InvalidInput("after and timeout must be numbers.") from None
+            raise InvalidInput(_("after and timeout must be numbers.")) from None
         if not math.isfinite(seconds):  # "nan" would never reach the deadline: a stream forever
-            raise InvalidInput("timeout must be a number of seconds.")
+            raise InvalidInput(_("timeout must be a number of seconds."))
         seconds = min(max(seconds, 0.0), STREAM_MAX_SECONDS)
         response = StreamingHttpResponse(
             run_event_stream(run.pk, after, seconds, self._errors_visible()),

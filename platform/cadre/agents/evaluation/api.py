@@ -6,6 +6,7 @@ a case holding a person's turn or memory the reader may not read is not there (4
 from __future__ import annotations
 
 from django.urls import path
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
@@ -221,7 +222,9 @@ def _numeric(spec: dict) -> dict:
         for parent in parents:
             target = target.setdefault(parent, {})
             if not isinstance(target, dict):
-                raise InvalidInput(f"{key}: conflicting keys.", code="invalid_side")
+                raise InvalidInput(
+                    _("%(key)s: conflicting keys.") % {"key": key}, code="invalid_side"
+                )
         target[last] = value
     if isinstance(nested.get("version"), str):
         # "²" and "١٢" are digits to str.isdigit() but no key: they stay text, and are refused
@@ -347,7 +350,7 @@ class EvalCaseViewSet(
         incoming.is_valid(raise_exception=True)
         upload = incoming.validated_data["file"]
         if upload.size > MAX_IMPORT_BYTES:
-            raise InvalidInput("The file is larger than 10 MB.", code="too_large")
+            raise InvalidInput(_("The file is larger than 10 MB."), code="too_large")
         cases = services.cases_import_jsonl(
             actor=self.actor, suite=incoming.validated_data["suite"], content=upload.read()
         )
@@ -437,11 +440,11 @@ class EvaluationGatesViewSet(ViewSet):
         # Permission before validation: a caller who may not change them learns nothing more.
         request.actor.require("organization.manage")
         if not isinstance(request.data, dict):
-            raise InvalidInput("The body must be an object of gates.", code="invalid_gates")
+            raise InvalidInput(_("The body must be an object of gates."), code="invalid_gates")
         unknown = sorted(set(request.data) - set(gates.GATES))
         if unknown:
             raise InvalidInput(
-                f"Unknown gates: {', '.join(unknown)}.", code="unknown_gate",
+                _("Unknown gates: %(value)s.") % {"value": ', '.join(unknown)}, code="unknown_gate",
                 details={key: ["Not a gate."] for key in unknown},
             )  # fmt: skip
         incoming = EvaluationGatesSerializer(data=request.data)

@@ -20,6 +20,7 @@ overrode."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
 from cadre.agents.models import TemplateVersion
@@ -49,7 +50,7 @@ def evaluation_gates_set(*, actor: Actor, gates: dict) -> dict:
     unknown = sorted(set(gates) - set(GATES))
     if unknown:
         raise InvalidInput(
-            f"Unknown gates: {', '.join(unknown)}.", code="unknown_gate",
+            _("Unknown gates: %(value)s.") % {"value": ', '.join(unknown)}, code="unknown_gate",
             details={key: ["Not a gate."] for key in unknown},
         )  # fmt: skip
     organization = (
@@ -82,11 +83,16 @@ def _passes_or_override(
     says why to go ahead: then the override is audited (who, gate, replay, verdict, reason)."""
     if replay is not None and replay.verdict == EvalRun.Verdict.PASS:
         return replay
-    why = f"no finished replay of {what}" if replay is None else "its replay regressed"
+    why = (
+        _("no finished replay of %(what)s") % {"what": what}
+        if replay is None
+        else _("its replay regressed")
+    )
     reason = (override_reason or "").strip()[:500]
     if not reason:
         raise Conflict(
-            f"This change needs a passing evaluation suite ({gate}): {why}.",
+            _("This change needs a passing evaluation suite (%(gate)s): %(why)s.")
+            % {"gate": gate, "why": why},
             code="evaluation_gate",
             details={"gate": gate, "replay": replay.pk if replay else None},
         )
@@ -128,7 +134,7 @@ def check_publish(*, actor: Actor, version, override_reason: str = "") -> EvalRu
         target=version,
         replay=latest_replay(version),
         override_reason=override_reason,
-        what="this version",
+        what=_("this version"),
     )
 
 
@@ -198,7 +204,7 @@ def check_model_change(*, actor: Actor, version, override_reason: str = "") -> E
         target=version,
         replay=latest_model_replay(version, current),
         override_reason=override_reason,
-        what="this model change",
+        what=_("this model change"),
     )
 
 
@@ -215,10 +221,14 @@ def check_provider_change(*, organization, templates, change: str) -> None:
         return
     names = ", ".join(f"“{template.name}”" for template in templates)
     raise Conflict(
-        f"{change} would change the model of {names} without a replay, and the organization's "
-        "model-change evaluation gate is on. Add a provider with the new setting, replay each "
-        "template's suite with it as the candidate model, and publish a version that names it; "
-        "or turn the gate off on the Evaluation page first.",
+        _(
+            "%(change)s would change the model of %(names)s without a replay, and "
+            "the organization's model-change evaluation gate is on. Add a provider "
+            "with the new setting, replay each template's suite with it as the "
+            "candidate model, and publish a version that names it; or turn the "
+            "gate off on the Evaluation page first."
+        )
+        % {"change": change, "names": names},
         code="model_change_gated",
         details={
             "gate": TEMPLATE_MODEL_CHANGE,
@@ -271,5 +281,5 @@ def check_embedding_activation(*, actor: Actor, model, override_reason: str = ""
         target=("embedding_model", model.pk, str(model)),
         replay=latest_embedding_replay(actor.organization.pk, model.pk),
         override_reason=override_reason,
-        what="a retrieval suite with this embedding model",
+        what=_("a retrieval suite with this embedding model"),
     )

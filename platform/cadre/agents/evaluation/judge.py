@@ -12,6 +12,8 @@ import json
 import logging
 import re
 
+from django.utils.translation import gettext as _
+
 from cadre.agents import providers
 from cadre.agents.models import ModelProviderConfig
 from cadre.errors import InvalidInput
@@ -33,11 +35,11 @@ def clean_judge(organization_id: int, value) -> dict:
     if not value:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInput("judge must be an object.", details={"judge": ["An object."]})
+        raise InvalidInput(_("judge must be an object."), details={"judge": ["An object."]})
     rubric = str(value.get("rubric") or "").strip()
     if not rubric or len(rubric) > MAX_RUBRIC:
         raise InvalidInput(
-            "A judge needs a rubric.", details={"judge": [f"rubric: 1..{MAX_RUBRIC} characters"]}
+            _("A judge needs a rubric."), details={"judge": [f"rubric: 1..{MAX_RUBRIC} characters"]}
         )
     judge: dict = {"rubric": rubric}
     if value.get("provider_config") is not None:
@@ -49,7 +51,7 @@ def clean_judge(organization_id: int, value) -> dict:
             pk=config_id, organization_id=organization_id, is_active=True
         ).exists():
             raise InvalidInput(
-                "No such model provider.", details={"judge": ["provider_config: unknown"]}
+                _("No such model provider."), details={"judge": ["provider_config: unknown"]}
             )
         judge["provider_config"] = config_id
     for name in ("provider", "model"):
@@ -57,7 +59,7 @@ def clean_judge(organization_id: int, value) -> dict:
             judge[name] = str(value[name])[:200]
     if "provider_config" not in judge and "provider" not in judge:
         raise InvalidInput(
-            "A judge names a provider configuration or a provider.",
+            _("A judge names a provider configuration or a provider."),
             details={"judge": ["provider_config or provider"]},
         )
     return judge

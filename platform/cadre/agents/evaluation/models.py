@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from cadre.agents.models import AgentTemplate, Run
 from cadre.tenancy.models import Member, TenantModel
@@ -23,8 +24,8 @@ class EvalSuite(TenantModel):
     resource = "evaluation"
 
     class Kind(models.TextChoices):
-        CONVERSATION = "conversation", "Conversation"
-        RETRIEVAL = "retrieval", "Retrieval"
+        CONVERSATION = "conversation", gettext_lazy("Conversation")
+        RETRIEVAL = "retrieval", gettext_lazy("Retrieval")
 
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CONVERSATION)
@@ -65,9 +66,9 @@ class EvalCase(TenantModel):
     resource = "evaluation"
 
     class Source(models.TextChoices):
-        TURN = "turn", "Saved from a turn"
-        IMPORT = "import", "Imported"
-        MANUAL = "manual", "Written"
+        TURN = "turn", gettext_lazy("Saved from a turn")
+        IMPORT = "import", gettext_lazy("Imported")
+        MANUAL = "manual", pgettext_lazy("evaluation case source", "Written")
 
     suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="cases")
     title = models.CharField(max_length=200, blank=True)
@@ -102,15 +103,15 @@ class EvalRun(TenantModel):
     resource = "evaluation"
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", gettext_lazy("Queued")
+        RUNNING = "running", gettext_lazy("Running")
+        COMPLETED = "completed", gettext_lazy("Completed")
+        FAILED = "failed", gettext_lazy("Failed")
 
     class Verdict(models.TextChoices):
-        PENDING = "", "Pending"
-        PASS = "pass", "Pass"
-        REGRESSION = "regression", "Regression"
+        PENDING = "", gettext_lazy("Pending")
+        PASS = "pass", gettext_lazy("Pass")
+        REGRESSION = "regression", gettext_lazy("Regression")
 
     suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="runs")
     baseline = models.JSONField(default=dict)

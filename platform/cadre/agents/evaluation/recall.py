@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import CharField
 from django.db.models.functions import Cast
+from django.utils.translation import gettext
 
 from cadre.agents.evaluation.models import EvalCase, EvalRun, EvalSuite
 from cadre.agents.evaluation.services import eval_run_start
@@ -53,7 +54,8 @@ def _suite(actor: Actor) -> EvalSuite:
     )
     if suite.kind != EvalSuite.Kind.RETRIEVAL:
         raise Conflict(
-            f"A suite named {RETRIEVAL_SUITE!r} exists and is not a retrieval suite.",
+            gettext("A suite named %(retrieval_suite)r exists and is not a retrieval suite.")
+            % {"retrieval_suite": RETRIEVAL_SUITE},
             code="duplicate_name",
         )
     return suite
@@ -168,7 +170,9 @@ def recall_check_start(*, actor: Actor, model: EmbeddingModel) -> EvalRun | None
     baseline and `model` as the candidate (queued); None when the suite has no cases."""
     active = embeddings.current_model(actor.organization)
     if active is not None and active.pk == model.pk:
-        raise InvalidInput(f"{model.pk} is already the active model.", code="already_active")
+        raise InvalidInput(
+            gettext("%(pk)s is already the active model.") % {"pk": model.pk}, code="already_active"
+        )
     suite, _ = retrieval_suite_refresh(actor=actor)
     if not suite.cases.exists():
         return None

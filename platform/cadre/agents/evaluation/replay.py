@@ -27,6 +27,7 @@ from cadre.agents.models import TemplateVersion
 from cadre.agents.placeholders import render_placeholders
 from cadre.agents.runtime.records.grants import grants_for_version, retrieval_kinds
 from cadre.agents.runtime.steps import context as context_assembly
+from cadre.agents.runtime.steps.assembly import language_line
 from cadre.agents.tools import registry as tool_registry
 from cadre.errors import InvalidInput
 from cadre.governance.masking.engine import mask
@@ -107,9 +108,10 @@ def clean_side(suite, spec: dict | None) -> dict:
     kind = spec.get("kind", "current")
     if kind not in SIDE_KINDS:
         raise InvalidInput(
-            f"kind must be one of {', '.join(SIDE_KINDS)}.", code="invalid_side",
-            details={"kind": [f"Unknown kind {kind!r}."]},
-        )  # fmt: skip
+            gettext("kind must be one of %(kinds)s.") % {"kinds": ", ".join(SIDE_KINDS)},
+            code="invalid_side",
+            details={"kind": [gettext("Unknown kind %(kind)r.") % {"kind": kind}]},
+        )
     if kind == "template_version":
         version = TemplateVersion.objects.filter(
             pk=parse_pk(spec.get("version")) if isinstance(spec.get("version"), int) else None,
@@ -117,7 +119,7 @@ def clean_side(suite, spec: dict | None) -> dict:
         ).first()
         if version is None or (suite.template_id and version.template_id != suite.template_id):
             raise InvalidInput(
-                "version must be a version of the suite's template.", code="invalid_side",
+                gettext("version must be a version of the suite's template."), code="invalid_side",
                 details={"version": ["Not a version of this suite's template."]},
             )  # fmt: skip
         return {"kind": kind, "version": version.pk}
@@ -127,7 +129,7 @@ def clean_side(suite, spec: dict | None) -> dict:
             settings.get("model") or settings.get("provider")
         ):
             raise InvalidInput(
-                "model_settings must name a model or a provider.", code="invalid_side",
+                gettext("model_settings must name a model or a provider."), code="invalid_side",
                 details={"model_settings": ["Name a model or a provider."]},
             )  # fmt: skip
         return {"kind": kind, "model_settings": settings}
@@ -135,7 +137,7 @@ def clean_side(suite, spec: dict | None) -> dict:
         name = spec.get("embedding_model")
         if not isinstance(name, str) or not EmbeddingModel.objects.filter(pk=name).exists():
             raise InvalidInput(
-                "embedding_model must name a known embedding model.", code="invalid_side",
+                gettext("embedding_model must name a known embedding model."), code="invalid_side",
                 details={"embedding_model": ["Unknown embedding model."]},
             )  # fmt: skip
         return {"kind": kind, "embedding_model": name}
@@ -311,6 +313,7 @@ def _pieces(case, version, text: str, memories: list[dict]) -> context_assembly.
         memories=memories,
         turns=turns,
         input_text=text,
+        language=language_line(member),
     )
 
 

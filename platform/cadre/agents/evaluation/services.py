@@ -79,7 +79,7 @@ def _clean_threshold(value) -> float:
         value = -1.0
     if not 0 <= value <= 1:
         raise InvalidInput(
-            "regression_threshold must be a fraction between 0 and 1.",
+            gettext("regression_threshold must be a fraction between 0 and 1."),
             details={"regression_threshold": ["Between 0 and 1."]},
         )
     return value
@@ -99,10 +99,10 @@ def suite_create(
     actor.require("evaluation.manage")
     if kind not in EvalSuite.Kind.values:
         raise InvalidInput(
-            "kind must be conversation or retrieval.", details={"kind": ["Unknown."]}
+            gettext("kind must be conversation or retrieval."), details={"kind": ["Unknown."]}
         )
     if template is not None and template.organization_id != actor.organization.pk:
-        raise NotFound("No such template.")
+        raise NotFound(gettext("No such template."))
     suite = EvalSuite(
         organization=actor.organization,
         name=(name or "").strip()[:200],
@@ -114,12 +114,12 @@ def suite_create(
         created_by=actor.member,
     )
     if not suite.name:
-        raise InvalidInput("A suite needs a name.", details={"name": ["Required."]})
+        raise InvalidInput(gettext("A suite needs a name."), details={"name": ["Required."]})
     try:
         with transaction.atomic():
             suite.save()
     except IntegrityError:
-        raise Conflict("A suite of that name exists.", code="duplicate_name") from None
+        raise Conflict(gettext("A suite of that name exists."), code="duplicate_name") from None
     audit.record(
         actor=actor, action="evaluation.suite.create", target=suite, after=_suite_snapshot(suite)
     )
@@ -135,7 +135,7 @@ def suite_update(*, actor: Actor, suite: EvalSuite, **changes) -> EvalSuite:
     if "name" in changes:
         suite.name = (changes["name"] or "").strip()[:200]
         if not suite.name:
-            raise InvalidInput("A suite needs a name.", details={"name": ["Required."]})
+            raise InvalidInput(gettext("A suite needs a name."), details={"name": ["Required."]})
     if "description" in changes:
         suite.description = changes["description"] or ""
     if "judge" in changes:
@@ -144,7 +144,7 @@ def suite_update(*, actor: Actor, suite: EvalSuite, **changes) -> EvalSuite:
         with transaction.atomic():
             suite.save(update_fields=["name", "description", "regression_threshold", "judge"])
     except IntegrityError:
-        raise Conflict("A suite of that name exists.", code="duplicate_name") from None
+        raise Conflict(gettext("A suite of that name exists."), code="duplicate_name") from None
     audit.record(
         actor=actor, action="evaluation.suite.update", target=suite, before=before,
         after=_suite_snapshot(suite),
@@ -212,7 +212,7 @@ def _clean_scopes(author: Actor, scopes, errors: list[str]) -> list[str]:
     """The case's scope keys, normalized; a key the author may not read is an error (a case is
     a window on memory, and its window is its author's)."""
     if not isinstance(scopes, list) or any(not isinstance(s, str) for s in scopes):
-        errors.append("scopes: a list of memory scope keys")
+        errors.append(gettext("scopes: a list of memory scope keys"))
         return []
     cleaned: list[str] = []
     for raw in scopes:
@@ -234,7 +234,7 @@ def _clean_expected_memories(author: Actor, memories, errors: list[str]) -> list
     if not isinstance(memories, list) or any(
         isinstance(m, bool) or not isinstance(m, int) for m in memories
     ):
-        errors.append("expected_memories: a list of memory ids")
+        errors.append(gettext("expected_memories: a list of memory ids"))
         return []
     ids = list(dict.fromkeys(memories))
     keys = [pk for pk in ids if parse_pk(pk) is not None]
@@ -398,7 +398,7 @@ def case_create(*, actor: Actor, suite: EvalSuite, data: dict) -> EvalCase:
     actor.require("evaluation.manage")
     fields, errors = clean_case(suite.organization, data, author=actor)
     if errors:
-        raise InvalidInput("The case is not valid.", details={"case": errors})
+        raise InvalidInput(gettext("The case is not valid."), details={"case": errors})
     case = _case(suite, actor, fields, EvalCase.Source.MANUAL)
     case.save()
     audit.record(
@@ -419,12 +419,18 @@ def cases_import_jsonl(*, actor: Actor, suite: EvalSuite, content: bytes | str) 
         try:
             content = content.decode("utf-8")
         except UnicodeDecodeError:
-            raise InvalidInput("The file is not UTF-8 text.", code="invalid_jsonl") from None
+            raise InvalidInput(
+                gettext("The file is not UTF-8 text."), code="invalid_jsonl"
+            ) from None
     lines = [(n, line) for n, line in enumerate(content.splitlines(), start=1) if line.strip()]
     if not lines:
-        raise InvalidInput("The file holds no cases.", code="invalid_jsonl")
+        raise InvalidInput(gettext("The file holds no cases."), code="invalid_jsonl")
     if len(lines) > MAX_IMPORT_LINES:
-        raise InvalidInput(f"At most {MAX_IMPORT_LINES} cases per file.", code="invalid_jsonl")
+        raise InvalidInput(
+            gettext("At most %(max_import_lines)s cases per file.")
+            % {"max_import_lines": MAX_IMPORT_LINES},
+            code="invalid_jsonl",
+        )
     problems: list[dict] = []
     cleaned: list[dict] = []
     with memory_selectors.scope_keys_memo():  # the author's reach computed once per file
@@ -446,7 +452,8 @@ def cases_import_jsonl(*, actor: Actor, suite: EvalSuite, content: bytes | str) 
                 cleaned.append(fields)
     if problems:
         raise InvalidInput(
-            f"{len(problems)} line(s) are not valid cases; nothing was imported.",
+            gettext("%(count)s line(s) are not valid cases; nothing was imported.")
+            % {"count": len(problems)},
             code="invalid_jsonl",
             details={"lines": problems},
         )
@@ -480,11 +487,13 @@ def case_from_turn(
     scope carries it), save it as a case."""
     actor.require("evaluation.manage")
     if run.organization_id != actor.organization.pk:
-        raise NotFound("No such run.")
+        raise NotFound(gettext("No such run."))
     member = memory_selectors.acting_member(actor)
     own = member is not None and run.member_id == member.pk
     if not (actor.has("agent.view") or own):
-        raise NotFound("No such run.")  # a transcript the reviewer may not read is not there
+        raise NotFound(
+            gettext("No such run.")
+        )  # a transcript the reviewer may not read is not there
     if not (own or actor.has(PERSONAL_PERMISSION)):
         raise NotPermitted(
             gettext(
@@ -492,13 +501,17 @@ def case_from_turn(
             )
         )
     if run.status != Run.Status.COMPLETED:
-        raise InvalidInput("Only a completed turn can become a case.", code="run_not_completed")
+        raise InvalidInput(
+            gettext("Only a completed turn can become a case."), code="run_not_completed"
+        )
     steps = list(run.steps.filter(status=Step.Status.COMPLETED).order_by("index"))
     model_calls = [s for s in steps if s.kind == Step.Kind.MODEL_CALL]
     if step_index is not None:
         model_calls = [s for s in model_calls if s.index == step_index]
         if not model_calls:
-            raise InvalidInput("That step is not a model call of the run.", code="invalid_step")
+            raise InvalidInput(
+                gettext("That step is not a model call of the run."), code="invalid_step"
+            )
     messages = model_calls[0].input.get("messages", []) if model_calls else []
     last_user = max(
         (i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages)
@@ -554,7 +567,7 @@ def case_from_turn(
     }
     fields, errors = clean_case(suite.organization, data, author=actor)
     if errors:
-        raise InvalidInput("The case is not valid.", details={"case": errors})
+        raise InvalidInput(gettext("The case is not valid."), details={"case": errors})
     # The model's side (placeholders) masked once more with the one engine: what the turn's
     # masking let through (a reply quoting a value, a tool's result) is caught here.
     case = _case(suite, actor, fields, EvalCase.Source.TURN, source_run=run)
@@ -587,7 +600,7 @@ def eval_run_start(
     candidate = clean_side(suite, candidate)
     baseline = clean_side(suite, baseline or {"kind": "current"})
     if not suite.cases.exists():
-        raise InvalidInput("The suite has no cases.", code="empty_suite")
+        raise InvalidInput(gettext("The suite has no cases."), code="empty_suite")
     # Refused here, where the person starts it, when a hard budget could not hold a call now.
     usage_admit(
         account=account_for_actor(actor, template_id=suite.template_id, purpose=REPLAY_PURPOSE)

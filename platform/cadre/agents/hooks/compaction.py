@@ -48,8 +48,8 @@ _CHANGE_OF_PLAN = re.compile(
     r"\bchange(?:d)? (?:the|my) (?:plan|mind)\b|不对|改成|改为|换成|取消|算了|不要了",
     re.IGNORECASE,
 )
-_QUESTION = re.compile(r"[?？]\s*$")  # noqa: RUF001
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")  # noqa: RUF001
+_QUESTION = re.compile(r"[?？]\s*$")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 _WORD = re.compile(r"[a-z0-9]{3,}|[\u3400-\u9fff]", re.IGNORECASE)
 SUPERSEDE_OVERLAP = 0.2
 

@@ -8,9 +8,9 @@ A correction of a line of the agent's SOP is the skills layer's (a proposed chan
 `cadre.skills.hooks`); a reusable lesson ("next time, also include …") is a skill proposal.
 """
 
-# ruff: noqa: RUF002 - Chinese punctuation is the point
-
 from __future__ import annotations
+
+from django.utils import translation
 
 from cadre.agents.runtime.records import delivery
 from cadre.agents.runtime.records.bookkeeping import emit
@@ -29,9 +29,11 @@ def chat_correction(run, said: str) -> dict | None:
         return None  # events and subagents: no person said it
     if member is None or not member.is_active or not memory_services.is_factual_correction(said):
         return None
-    result = memory_services.memory_feedback(
-        actor=member_actor(member), text=said, conversation_id=str(run.session_id)
-    )
+    # What the person is told (`result.message`) is in their language.
+    with translation.override(delivery.run_language(run)):
+        result = memory_services.memory_feedback(
+            actor=member_actor(member), text=said, conversation_id=str(run.session_id)
+        )
     data = {
         "outcome": result.outcome,
         "message": result.message,

@@ -4,6 +4,7 @@ usage records, their sums by department, member, template, model or day, and a C
 from __future__ import annotations
 
 from django.http import HttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
@@ -189,7 +190,7 @@ class UsageViewSet(mixins.ListModelMixin, TenantViewSet):
     def _window(self, request) -> dict:
         incoming = UsageWindowSerializer(data=request.query_params)
         if not incoming.is_valid():
-            raise InvalidInput("invalid usage window", details=incoming.errors)
+            raise InvalidInput(_("invalid usage window"), details=incoming.errors)
         return incoming.validated_data
 
     def base_queryset(self):

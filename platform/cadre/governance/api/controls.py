@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
@@ -107,7 +108,8 @@ class AuditExportViewSet(
         directory = export.bundle_directory(job)
         if directory is None:
             raise Conflict(
-                f"The export is {job.status}, not ready to download.", code="export_not_ready"
+                _("The export is %(status)s, not ready to download.") % {"status": job.status},
+                code="export_not_ready",
             )
         response = StreamingHttpResponse(
             export.tar_stream(directory), content_type="application/x-tar"
@@ -197,7 +199,7 @@ class PolicyPluginListView(APIView):
     @extend_schema(responses=PluginSerializer(many=True))
     def get(self, request):
         if not request.actor.has("policy.manage"):
-            raise NotPermitted("You do not have the 'policy.manage' permission.")
+            raise NotPermitted(_("You do not have the 'policy.manage' permission."))
         return Response(
             [
                 {

@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.governance import audit
@@ -32,15 +33,19 @@ def _clean_filters(filters: dict | None) -> dict:
     unknown = sorted(set(filters) - set(FILTER_FIELDS))
     if unknown:
         raise InvalidInput(
-            f"unknown filter {unknown[0]!r}",
-            details={"filters": [f"Allowed: {', '.join(FILTER_FIELDS)}."]},
+            _("unknown filter %(unknown)r") % {"unknown": unknown[0]},
+            details={"filters": [_("Allowed: %(fields)s.") % {"fields": ", ".join(FILTER_FIELDS)}]},
         )
     clean = {}
     for name, value in filters.items():
         if not isinstance(value, str) or not value or len(value) > 200:
             raise InvalidInput(
-                f"filter {name!r} must be a non-empty string",
-                details={"filters": [f"{name}: a non-empty string of at most 200 characters"]},
+                _("filter %(name)r must be a non-empty string") % {"name": name},
+                details={
+                    "filters": [
+                        _("%(name)s: a non-empty string of at most 200 characters") % {"name": name}
+                    ]
+                },
             )
         clean[name] = value
     return clean
@@ -61,15 +66,15 @@ def audit_export_create(
     formats = list(dict.fromkeys(formats))
     if not formats or any(fmt not in FORMATS for fmt in formats):
         raise InvalidInput(
-            "formats must be a non-empty list of jsonl, csv, ocsf",
-            details={"formats": [f"Choose from {', '.join(FORMATS)}."]},
+            _("formats must be a non-empty list of jsonl, csv, ocsf"),
+            details={"formats": [_("Choose from %(formats)s.") % {"formats": ", ".join(FORMATS)}]},
         )
     if since and until and since >= until:
-        raise InvalidInput("since must be before until", details={"since": ["after until"]})
+        raise InvalidInput(_("since must be before until"), details={"since": [_("after until")]})
     if not mask and not actor.has("policy.manage"):
         # Unmasked free text is what the masking policy exists to keep in; only those who
         # govern that policy may take it out.
-        raise NotPermitted("An unmasked export needs the 'policy.manage' permission.")
+        raise NotPermitted(_("An unmasked export needs the 'policy.manage' permission."))
     export = AuditExport.objects.create(
         organization=actor.organization,
         requested_by=actor.member,

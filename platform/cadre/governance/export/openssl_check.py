@@ -31,6 +31,7 @@ class Step:
     note: str = ""
     # What a failure looks like, to tell it from a typing mistake.
     failure: str = ""
+    failure_output: str = ""  # the line a failure prints (shown as it is, never translated)
     downloads: tuple[str, ...] = ()  # the files to fetch first
 
 
@@ -76,10 +77,10 @@ def openssl_steps(*, export_id: int, key_id: str, files: list[dict]) -> list[Ste
             ),
             expected=(VERIFIED,),
             failure=_(
-                "“%(failure)s” (exit status 1) means the manifest was changed or signed by "
-                "another key."
-            )
-            % {"failure": NOT_VERIFIED},
+                "If it prints this line instead (exit status 1), the manifest was changed or "
+                "signed by another key:"
+            ),
+            failure_output=NOT_VERIFIED,
         ),
         Step(
             title=_("Check every file against the signed manifest"),

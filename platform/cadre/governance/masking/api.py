@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.urls import path
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.response import Response
@@ -58,7 +59,7 @@ class MaskingPreviewView(APIView):
     def post(self, request):
         actor = request.actor
         if not any(actor.has(p) for p in services.PREVIEW_PERMISSIONS):
-            raise NotPermitted("You need the 'policy.manage' or 'audit.view' permission.")
+            raise NotPermitted(_("You need the 'policy.manage' or 'audit.view' permission."))
         serializer = PreviewRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         policy = MaskingPolicy.from_dict(serializer.validated_data.get("policy"))

@@ -27,8 +27,6 @@ it is saved or deleted (`post_save` / `post_delete` bump a version in Django's c
 every worker checks, one cache read per call).
 """
 
-# ruff: noqa: RUF001, RUF002, RUF003 - Chinese text is the point
-
 from __future__ import annotations
 
 import re

@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext
+
 from cadre.errors import InvalidInput
 from cadre.governance.masking.checks import digits_of
 
@@ -48,9 +50,16 @@ class MaskingPolicy:
         for entity_type, mode in {**self.modes, "*": self.default}.items():
             if mode not in MODES:
                 raise InvalidInput(
-                    f"Unknown masking mode {mode!r} for {entity_type}; use one of "
-                    f"{', '.join(MODES)}.",
-                    details={"policy": [f"{entity_type}: unknown mode {mode!r}"]},
+                    gettext(
+                        "Unknown masking mode %(mode)r for %(entity_type)s; use one of %(modes)s."
+                    )
+                    % {"mode": mode, "entity_type": entity_type, "modes": ", ".join(MODES)},
+                    details={
+                        "policy": [
+                            gettext("%(entity_type)s: unknown mode %(mode)r")
+                            % {"entity_type": entity_type, "mode": mode}
+                        ]
+                    },
                 )
 
     def mode_for(self, entity_type: str) -> str:
@@ -64,14 +73,16 @@ class MaskingPolicy:
         if not data:
             return DEFAULT_POLICY
         if not isinstance(data, Mapping):
-            raise InvalidInput("policy must be an object", details={"policy": ["not an object"]})
+            raise InvalidInput(
+                gettext("policy must be an object"), details={"policy": [gettext("not an object")]}
+            )
         modes = data.get("modes") or {}
         if not isinstance(modes, Mapping) or not all(
             isinstance(key, str) and isinstance(value, str) for key, value in modes.items()
         ):
             raise InvalidInput(
-                "policy.modes must map entity types to modes",
-                details={"policy": ["modes must be an object of strings"]},
+                gettext("policy.modes must map entity types to modes"),
+                details={"policy": [gettext("modes must be an object of strings")]},
             )
         return cls(modes=dict(modes), default=str(data.get("default", PSEUDONYMIZE)))
 

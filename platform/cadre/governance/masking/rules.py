@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import regex
+from django.utils.translation import gettext
 
 from cadre.errors import InvalidInput
 from cadre.governance.masking.policy import CUSTOM_TYPE, PLACEHOLDER_LABELS
@@ -69,7 +70,9 @@ def validate_rule(*, entity_type: str, kind: str, pattern: str, terms: list[str]
     """Raise InvalidInput with field details for a rule that cannot be used safely."""
     errors: dict[str, list[str]] = {}
     if not CUSTOM_TYPE.match(entity_type or ""):
-        errors["entity_type"] = ["Use 2-40 characters: A-Z, 0-9 and _, starting with a letter."]
+        errors["entity_type"] = [
+            gettext("Use 2-40 characters: A-Z, 0-9 and _, starting with a letter.")
+        ]
     elif entity_type in _RESERVED:
         errors["entity_type"] = [f"{entity_type} is a built-in type or placeholder label."]
     if kind == "pattern":
@@ -82,19 +85,19 @@ def validate_rule(*, entity_type: str, kind: str, pattern: str, terms: list[str]
                 errors["pattern"] = [f"Not a valid regular expression: {exc}"]
             else:
                 if compiled.fullmatch("") is not None:
-                    errors["pattern"] = ["The pattern matches the empty string."]
+                    errors["pattern"] = [gettext("The pattern matches the empty string.")]
     elif kind == "dictionary":
         cleaned = [t for t in terms if t.strip()]
         if not cleaned:
-            errors["terms"] = ["At least one term is required."]
+            errors["terms"] = [gettext("At least one term is required.")]
         elif len(cleaned) > MAX_TERMS or any(len(t) > MAX_TERM_LENGTH for t in cleaned):
             errors["terms"] = [f"At most {MAX_TERMS} terms of {MAX_TERM_LENGTH} characters."]
         elif any("\n" in t or "\r" in t for t in cleaned):
-            errors["terms"] = ["A term is one line."]
+            errors["terms"] = [gettext("A term is one line.")]
     else:
-        errors["kind"] = ["Use 'pattern' or 'dictionary'."]
+        errors["kind"] = [gettext("Use 'pattern' or 'dictionary'.")]
     if errors:
-        raise InvalidInput("The masking rule is not valid.", details=errors)
+        raise InvalidInput(gettext("The masking rule is not valid."), details=errors)
 
 
 def compile_rules(rules: Iterable) -> tuple[CompiledRule, ...]:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
@@ -23,11 +24,11 @@ def masking_preview(*, actor, text: str, policy: MaskingPolicy | None = None) ->
     """What masking would do to `text` for the actor's organization. Stores nothing:
     pseudonyms come from an in-memory vault that is dropped afterwards."""
     if not any(actor.has(permission) for permission in PREVIEW_PERMISSIONS):
-        raise NotPermitted("You need the 'policy.manage' or 'audit.view' permission.")
+        raise NotPermitted(_("You need the 'policy.manage' or 'audit.view' permission."))
     if len(text) > MAX_PREVIEW_CHARS:
         raise InvalidInput(
-            f"text is longer than {MAX_PREVIEW_CHARS} characters",
-            details={"text": [f"At most {MAX_PREVIEW_CHARS} characters."]},
+            _("text is longer than %(limit)s characters") % {"limit": MAX_PREVIEW_CHARS},
+            details={"text": [_("At most %(limit)s characters.") % {"limit": MAX_PREVIEW_CHARS}]},
         )
     return get_engine().mask(
         text, policy=policy, conversation=EphemeralVault(), organization=actor.organization
@@ -73,7 +74,7 @@ def masking_rule_create(
     terms = _clean_terms(terms)
     validate_rule(entity_type=entity_type, kind=kind, pattern=pattern, terms=terms)
     if MaskingRule.objects.filter(organization=actor.organization, name=name).exists():
-        raise Conflict(f"A masking rule named {name!r} already exists.")
+        raise Conflict(_("A masking rule named %(name)r already exists.") % {"name": name})
     rule = MaskingRule.objects.create(
         organization=actor.organization,
         name=name,
@@ -105,7 +106,7 @@ def masking_rule_update(*, actor, rule: MaskingRule, **changes) -> MaskingRule:
         .exclude(pk=rule.pk)
         .exists()
     ):
-        raise Conflict(f"A masking rule named {rule.name!r} already exists.")
+        raise Conflict(_("A masking rule named %(rule)r already exists.") % {"rule": rule.name})
     rule.updated_at = timezone.now()
     rule.save()
     audit.record(

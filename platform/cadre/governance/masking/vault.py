@@ -15,6 +15,8 @@ import hmac
 from collections.abc import Sequence
 from typing import Protocol
 
+from django.utils.translation import gettext
+
 from cadre.errors import InvalidInput
 from cadre.governance.masking.policy import PLACEHOLDER, normalize, placeholder_label
 
@@ -80,7 +82,7 @@ class ConversationVault:
 
     def __init__(self, organization, conversation_key: str):
         if not conversation_key or len(conversation_key) > 200:
-            raise InvalidInput("conversation_key must be 1-200 characters")
+            raise InvalidInput(gettext("conversation_key must be 1-200 characters"))
         self.organization = organization
         self.conversation_key = conversation_key
 

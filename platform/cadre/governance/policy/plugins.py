@@ -8,6 +8,8 @@ import math
 import re
 import time
 
+from django.utils.translation import gettext_lazy
+
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.policy import MaskingPolicy
 from cadre.governance.masking.services import mask_for_conversation
@@ -48,7 +50,7 @@ def _texts(value):
 class MaskingPlugin(Plugin):
     name = "masking"
     stages = ("input", "retrieved")
-    description = (
+    description = gettext_lazy(
         "Replaces personal data and secrets with placeholders (reversible per conversation) "
         "before text reaches the model; secrets are always redacted."
     )
@@ -118,7 +120,7 @@ INJECTION_PATTERNS: list[tuple[str, re.Pattern]] = [
 class PromptInjectionPlugin(Plugin):
     name = "prompt_injection"
     stages = ("input", "retrieved")
-    description = (
+    description = gettext_lazy(
         "Heuristics for instructions hidden in inbound messages and retrieved content "
         "(override/ignore instructions, prompt extraction, role hijack, fake system turns, "
         "hidden characters), in English and Chinese."
@@ -153,7 +155,7 @@ class PromptInjectionPlugin(Plugin):
 class ToolAccessPlugin(Plugin):
     name = "tool_access"
     stages = ("tool_call",)
-    description = (
+    description = gettext_lazy(
         "Allow and deny lists of tool names (shell-style patterns, e.g. 'crm_*'); deny wins, "
         "and a non-empty allow list refuses every tool it does not name."
     )
@@ -189,7 +191,7 @@ class ToolAccessPlugin(Plugin):
 class RateLimitPlugin(Plugin):
     name = "rate_limit"
     stages = ("input", "tool_call")
-    description = (
+    description = gettext_lazy(
         "Fixed-window counters in Redis per member, agent or organization (e.g. 30 messages a "
         "minute per member, 2,000 tool calls a day per organization); over the limit is a "
         "denial with retry_after (HTTP 429 at the API)."
@@ -268,7 +270,7 @@ class RateLimitPlugin(Plugin):
 class ContentRulesPlugin(Plugin):
     name = "content_rules"
     stages = ("input", "retrieved", "tool_call", "output")
-    description = "Organization patterns that block, flag or require a confirmation."
+    description = gettext_lazy("Organization patterns that block, flag or require a confirmation.")
     config_schema = {
         "type": "object",
         "properties": {
@@ -347,7 +349,7 @@ def _domain(recipient) -> str | None:
 class RecipientLimitPlugin(Plugin):
     name = "recipient_limit"
     stages = ("tool_call",)
-    description = (
+    description = gettext_lazy(
         "Outbound messages: more than `max_recipients` recipients, or addresses outside the "
         "organization's domains, need a confirmation (or are denied)."
     )

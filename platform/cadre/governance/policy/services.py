@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput
 from cadre.governance import audit
@@ -23,34 +24,41 @@ def validate_plugins(plugins) -> list[dict]:
     """Normalized [{"plugin", "enabled", "config"}]; InvalidInput naming the bad entry."""
     if not isinstance(plugins, list) or len(plugins) > MAX_PLUGINS:
         raise InvalidInput(
-            f"plugins must be a list of at most {MAX_PLUGINS} entries",
-            details={"plugins": ["Expected a list."]},
+            _("plugins must be a list of at most %(limit)s entries") % {"limit": MAX_PLUGINS},
+            details={"plugins": [_("Expected a list.")]},
         )
     clean = []
     for index, entry in enumerate(plugins):
         if not isinstance(entry, dict) or not isinstance(entry.get("plugin"), str):
             raise InvalidInput(
-                f"plugins[{index}] must be an object with a 'plugin' name",
-                details={"plugins": {str(index): ["Expected {'plugin': name, ...}."]}},
+                _("plugins[%(index)s] must be an object with a 'plugin' name") % {"index": index},
+                details={"plugins": {str(index): [_("Expected {'plugin': name, ...}.")]}},
             )
         plugin = get(entry["plugin"])
         if plugin is None:
             raise InvalidInput(
-                f"plugins[{index}]: unknown plugin {entry['plugin']!r}",
-                details={"plugins": {str(index): [f"Unknown plugin {entry['plugin']!r}."]}},
+                _("plugins[%(index)s]: unknown plugin %(plugin)r")
+                % {"index": index, "plugin": entry["plugin"]},
+                details={
+                    "plugins": {
+                        str(index): [_("Unknown plugin %(plugin)r.") % {"plugin": entry["plugin"]}]
+                    }
+                },
             )
         config = entry.get("config") or {}
         enabled = entry.get("enabled", True)
         if not isinstance(enabled, bool) or not isinstance(config, dict):
             raise InvalidInput(
-                f"plugins[{index}]: 'enabled' must be a boolean and 'config' an object",
-                details={"plugins": {str(index): ["Bad 'enabled' or 'config'."]}},
+                _("plugins[%(index)s]: 'enabled' must be a boolean and 'config' an object")
+                % {"index": index},
+                details={"plugins": {str(index): [_("Bad 'enabled' or 'config'.")]}},
             )
         try:
             plugin.validate_config(config)
         except ValueError as error:
             raise InvalidInput(
-                f"plugins[{index}] ({plugin.name}): {error}",
+                _("plugins[%(index)s] (%(plugin)s): %(error)s")
+                % {"index": index, "plugin": plugin.name, "error": error},
                 details={"plugins": {str(index): [str(error)]}},
             ) from None
         clean.append({"plugin": plugin.name, "enabled": enabled, "config": config})
@@ -72,7 +80,7 @@ def refuse_weakening(organization, plugins: list[dict]) -> None:
                 "chain can only add plugins, not switch the organization's off."
             )
             raise InvalidInput(
-                f"plugins[{index}]: {problem}",
+                _("plugins[%(index)s]: %(problem)s") % {"index": index, "problem": problem},
                 code="policy_weakening",
                 details={"plugins": {str(index): [problem]}},
             )
@@ -84,7 +92,9 @@ def policy_chain_set(*, actor, plugins, chain: PolicyChain | None = None) -> Pol
     bumps its version. The organization's chain is created on its first write."""
     actor.require("policy.manage")
     if chain is not None and chain.organization_id != actor.organization.pk:
-        raise InvalidInput("unknown policy chain", details={"chain": ["Unknown policy chain."]})
+        raise InvalidInput(
+            _("unknown policy chain"), details={"chain": [_("Unknown policy chain.")]}
+        )
     clean = validate_plugins(plugins)
     chains = PolicyChain.objects.select_for_update().filter(organization=actor.organization)
     if chain is not None:

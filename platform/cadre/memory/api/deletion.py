@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -131,5 +132,5 @@ class MemoryDeletionActions:
     def deletion(self, request, pk=None):
         memory = selectors.memory_get_for_deletion(self.actor, pk)
         if memory.status != Memory.Status.DELETED or not selectors.can_modify(self.actor, memory):
-            raise NotFound("No deletion of this memory.")
+            raise NotFound(_("No deletion of this memory."))
         return Response(DeletionReportSerializer(services.deletion_report(memory)).data)

@@ -5,6 +5,7 @@ report in `deletion.py`; the trail is the Memory Viewer's, cadre.viewer.api)."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -85,11 +86,11 @@ def _expected_version(request, data) -> int:
         _, _, version = value.rpartition(".")
         number = parse_pk(version)
         if number is None:
-            raise InvalidInput('If-Match must be the ETag of the memory, e.g. "12.3".')
+            raise InvalidInput(gettext('If-Match must be the ETag of the memory, e.g. "12.3".'))
         return number
     if data.get("version") is None:
         raise InvalidInput(
-            "Send the version you are updating (body 'version' or If-Match).",
+            gettext("Send the version you are updating (body 'version' or If-Match)."),
             code="version_required",
             details={"version": ["Required."]},
         )
@@ -328,7 +329,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         expected = _expected_version(request, data)
         changes = {name: data[name] for name in services.UPDATABLE if name in data}
         if not changes:
-            raise InvalidInput("Nothing to change.")
+            raise InvalidInput(gettext("Nothing to change."))
         memory = services.memory_update(
             actor=self.actor,
             memory=memory,
@@ -344,7 +345,9 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
         memory = self.get_object()
         if not selectors.can_review(self.actor):
             # Refused before the body is read: a reader who may not review learns nothing more.
-            raise NotPermitted("Reviewing shared memory needs the 'memory.manage' permission.")
+            raise NotPermitted(
+                gettext("Reviewing shared memory needs the 'memory.manage' permission.")
+            )
         serializer = ReviewRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -517,5 +520,7 @@ class MemoryViewSet(MemoryDeletionActions, mixins.ListModelMixin, MemoryScopedVi
     @action(detail=False, methods=["get"])
     def stats(self, request):
         if not self.actor.has("memory.view"):
-            raise exceptions.PermissionDenied("You do not have the 'memory.view' permission.")
+            raise exceptions.PermissionDenied(
+                gettext("You do not have the 'memory.view' permission.")
+            )
         return Response(selectors.memory_dedup_stats(self.actor.organization))

@@ -3,6 +3,7 @@ memory tasks and context records."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -150,7 +151,7 @@ class MemoryCreateSerializer(serializers.Serializer):
 
     def validate(self, data):
         if bool(data.get("content")) == bool(data.get("messages")):
-            raise serializers.ValidationError("Give either 'content' or 'messages'.")
+            raise serializers.ValidationError(_("Give either 'content' or 'messages'."))
         return data
 
 

@@ -3,6 +3,7 @@ organization-wide permission."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from rest_framework import exceptions
 
 from cadre.api.viewsets import TenantViewSet
@@ -24,9 +25,9 @@ class MemoryScopedViewSet(TenantViewSet):
             request.method not in ("GET", "HEAD", "OPTIONS") and self.action not in ("search",)
         )
         if not selectors.can_read_memory(actor):
-            raise exceptions.PermissionDenied("This API key needs the 'memory:read' scope.")
+            raise exceptions.PermissionDenied(_("This API key needs the 'memory:read' scope."))
         if writing and not selectors.can_write_memory(actor):
-            raise exceptions.PermissionDenied("This API key needs the 'memory:write' scope.")
+            raise exceptions.PermissionDenied(_("This API key needs the 'memory:write' scope."))
 
     def check_object_permissions(self, request, obj):
         return None  # the services decide who may change what (404 / 403 with a reason)

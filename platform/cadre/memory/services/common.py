@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre import queues
 from cadre.errors import InvalidInput, NotFound, NotPermitted
@@ -130,24 +131,28 @@ def clean_tags(tags) -> list[str]:
     if tags is None:
         return []
     if isinstance(tags, str) or not isinstance(tags, list | tuple):
-        raise InvalidInput("tags must be a list of strings.", details={"tags": ["A list."]})
+        raise InvalidInput(_("tags must be a list of strings."), details={"tags": ["A list."]})
     cleaned = []
     for tag in tags:
         tag = str(tag).strip()[:64]
         if tag and tag not in cleaned:
             cleaned.append(tag)
     if len(cleaned) > MAX_TAGS:
-        raise InvalidInput(f"At most {MAX_TAGS} tags.", details={"tags": ["Too many."]})
+        raise InvalidInput(
+            _("At most %(max_tags)s tags.") % {"max_tags": MAX_TAGS},
+            details={"tags": ["Too many."]},
+        )
     return cleaned
 
 
 def clean_content(content) -> str:
     content = str(content or "").strip()
     if not content:
-        raise InvalidInput("A memory needs content.", details={"content": ["Required."]})
+        raise InvalidInput(_("A memory needs content."), details={"content": ["Required."]})
     if len(content) > MAX_CONTENT_CHARS:
         raise InvalidInput(
-            f"Content is longer than {MAX_CONTENT_CHARS} characters.",
+            _("Content is longer than %(max_content_chars)s characters.")
+            % {"max_content_chars": MAX_CONTENT_CHARS},
             details={"content": [f"At most {MAX_CONTENT_CHARS} characters."]},
         )
     return content
@@ -157,35 +162,42 @@ def clean_attributes(attributes) -> dict:
     if attributes is None:
         return {}
     if not isinstance(attributes, dict):
-        raise InvalidInput("attributes must be an object.", details={"attributes": ["An object."]})
+        raise InvalidInput(
+            _("attributes must be an object."), details={"attributes": ["An object."]}
+        )
     try:
         size = len(json.dumps(attributes, default=str))
     except (TypeError, ValueError):
-        raise InvalidInput("attributes must be JSON.", details={"attributes": ["JSON."]}) from None
+        raise InvalidInput(
+            _("attributes must be JSON."), details={"attributes": ["JSON."]}
+        ) from None
     if size > MAX_ATTRIBUTES_BYTES:
-        raise InvalidInput("attributes are too large.", details={"attributes": ["Too large."]})
+        raise InvalidInput(_("attributes are too large."), details={"attributes": ["Too large."]})
     return json.loads(json.dumps(attributes, default=str))
 
 
 def check_choice(value: str, choices, name: str) -> str:
     if value not in choices:
         raise InvalidInput(
-            f"Unknown {name} {value!r}.", details={name: [f"Choose from: {', '.join(choices)}."]}
+            _("Unknown %(name)s %(value)r.") % {"name": name, "value": value},
+            details={name: [f"Choose from: {', '.join(choices)}."]},
         )
     return value
 
 
 def aware(value: datetime | None, name: str) -> datetime | None:
     if value is not None and timezone.is_naive(value):
-        raise InvalidInput(f"{name} needs a time zone.", details={name: ["Aware datetime."]})
+        raise InvalidInput(
+            _("%(name)s needs a time zone.") % {"name": name}, details={name: ["Aware datetime."]}
+        )
     return value
 
 
 def require_write(actor) -> None:
     if not selectors.can_write_memory(actor):
         if actor is not None and actor.kind == "api_key":
-            raise NotPermitted("This API key needs the 'memory:write' scope.")
-        raise NotPermitted("You may not write memory.")
+            raise NotPermitted(_("This API key needs the 'memory:write' scope."))
+        raise NotPermitted(_("You may not write memory."))
 
 
 def check_scope_owner(actor, scope: str, scope_id: int | None) -> None:
@@ -195,7 +207,10 @@ def check_scope_owner(actor, scope: str, scope_id: int | None) -> None:
         model is not None
         and not model.objects.filter(organization=actor.organization, pk=scope_id).exists()
     ):
-        raise NotFound(f"No {scope} {scope_id} in this organization.")
+        raise NotFound(
+            _("No %(scope)s %(scope_id)s in this organization.")
+            % {"scope": scope, "scope_id": scope_id}
+        )
 
 
 def resolve_write_scope(actor, scope: str, scope_id: int | None) -> str:
@@ -210,21 +225,25 @@ def resolve_write_scope(actor, scope: str, scope_id: int | None) -> str:
             scope_id = actor.agent.pk
         else:
             raise InvalidInput(
-                f"A {scope} memory needs scope_id.", details={"scope_id": ["Required."]}
+                _("A %(scope)s memory needs scope_id.") % {"scope": scope},
+                details={"scope_id": ["Required."]},
             )
     try:
         scope_id = int(scope_id) if scope_id is not None else None
     except (TypeError, ValueError):
         raise InvalidInput(
-            "scope_id must be an integer.", details={"scope_id": ["Integer."]}
+            _("scope_id must be an integer."), details={"scope_id": ["Integer."]}
         ) from None
     key = scope_key(scope, scope_id)
     if key not in selectors.writable_scope_keys(actor):
         if scope == Scope.USER:
             # Another person's personal memory: indistinguishable from a missing one.
-            raise NotFound(f"No {scope} {scope_id} in this organization.")
+            raise NotFound(
+                _("No %(scope)s %(scope_id)s in this organization.")
+                % {"scope": scope, "scope_id": scope_id}
+            )
         check_scope_owner(actor, scope, scope_id)
-        raise NotPermitted(f"You may not write to the {key} memory.")
+        raise NotPermitted(_("You may not write to the %(key)s memory.") % {"key": key})
     check_scope_owner(actor, scope, scope_id)
     return key
 
@@ -273,5 +292,5 @@ def lock(memory: Memory) -> Memory:
 def require_modify(actor, memory: Memory) -> None:
     if not selectors.can_modify(actor, memory):
         if not selectors.memory_queryset(actor).filter(pk=memory.pk).exists():
-            raise NotFound("Memory not found.")
-        raise NotPermitted("You may not change this memory (shared memory needs memory.manage).")
+            raise NotFound(_("Memory not found."))
+        raise NotPermitted(_("You may not change this memory (shared memory needs memory.manage)."))

@@ -24,6 +24,7 @@ from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
+from django.utils.translation import gettext
 from opentelemetry import trace
 
 from cadre.errors import Conflict, InvalidInput, NotFound
@@ -485,11 +486,21 @@ def _refuse_deleted(actor, memory: Memory, done: str = "deleted") -> None:
     """A second delete (or purge): a clear conflict for whoever may change the memory, else
     404; nothing is changed either way."""
     if not selectors.can_modify(actor, memory):
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     when = memory.purged_at if done == "purged" else memory.deleted_at
+    message = (
+        gettext(
+            "Memory %(pk)s was already purged on %(date)s; its deletion report "
+            "is at /api/v1/memories/%(pk)s/deletion/."
+        )
+        if done == "purged"
+        else gettext(
+            "Memory %(pk)s was already deleted on %(date)s; its deletion report "
+            "is at /api/v1/memories/%(pk)s/deletion/."
+        )
+    )
     raise Conflict(
-        f"Memory {memory.pk} was already {done} on {timezone.localtime(when).date()}; "
-        f"its deletion report is at /api/v1/memories/{memory.pk}/deletion/.",
+        message % {"pk": memory.pk, "date": timezone.localtime(when).date()},
         code=f"already_{done}",
         details={"memory": memory.pk, "purged": memory.purged_at is not None},
     )
@@ -576,7 +587,7 @@ def memory_purge_now(*, actor, memory: Memory, reason: str = "") -> Memory:
     if memory.status != Memory.Status.DELETED:
         memory = memory_delete(actor=actor, memory=memory, reason=reason or "purged by request")
     elif not selectors.can_modify(actor, memory):
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     memory_purge(
         organization=memory.organization,
         memory_ids=[memory.pk],
@@ -615,7 +626,9 @@ def memory_delete_by_filter(
     require_write(actor)
     if not any([scope_keys, tags, kinds, since, until, conversation_id]):
         raise InvalidInput(
-            "Give at least one filter (scope, tags, kinds, since, until, conversation_id).",
+            gettext(
+                "Give at least one filter (scope, tags, kinds, since, until, conversation_id)."
+            ),
             details={"filter": ["Required."]},
         )
     queryset = selectors.memory_list(

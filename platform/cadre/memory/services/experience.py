@@ -10,6 +10,7 @@ and the dedup funnel leaves experiences alone (see funnel.memory_dedup).
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput
 from cadre.memory.models import Kind, Memory, Scope, SourceKind
@@ -80,10 +81,11 @@ def experience_record(
     `outcome` are the fields distillation reads."""
     task = " ".join(str(task or "").split())[:300]
     if not task:
-        raise InvalidInput("An experience needs its task.", details={"task": ["Required."]})
+        raise InvalidInput(_("An experience needs its task."), details={"task": ["Required."]})
     if outcome not in OUTCOMES:
         raise InvalidInput(
-            f"outcome must be one of {', '.join(OUTCOMES)}.", details={"outcome": ["Choice."]}
+            _("outcome must be one of %(value)s.") % {"value": ", ".join(OUTCOMES)},
+            details={"outcome": ["Choice."]},
         )
     steps = [" ".join(str(step).split())[:300] for step in steps if str(step).strip()][:MAX_STEPS]
     organization = actor.organization

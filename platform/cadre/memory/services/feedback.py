@@ -1,6 +1,6 @@
 """Natural-language corrections: find the memories a correction contradicts and supersede them."""
 
-# ruff: noqa: RUF001, RUF002, RUF003 - Chinese punctuation is the point
+# ruff: noqa: RUF001 - Chinese punctuation is the point
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.utils import translation
+from django.utils.translation import gettext as _
 from opentelemetry import trace
 
 from cadre.llm import ProviderError, chat_json
@@ -232,14 +234,14 @@ def _is_chinese(text: str) -> bool:
 
 def feedback_message(text: str, pairs: list[tuple[str, str]]) -> str:
     """What the person is told: which memory the correction updated ("Updated memory: “old” →
-    “new”"), or that nothing was changed — in the language they wrote in."""
-    chinese = _is_chinese(text)
-    if not pairs:
-        if chinese:
-            return "没有修改任何记忆：没有找到与这条更正相矛盾的记忆。"
-        return "Nothing was changed: no stored memory says otherwise."
-    shown = "; ".join(f"“{old[:200]}” → “{new[:200]}”" for old, new in pairs)
-    return f"已更新记忆：{shown}" if chinese else f"Updated memory: {shown}"
+    “new”"), or that nothing was changed — in their language (the active one: the request's,
+    or the run's member's), or in Chinese when they wrote in Chinese."""
+    language = "zh-hans" if _is_chinese(text) else translation.get_language()
+    with translation.override(language):
+        if not pairs:
+            return _("Nothing was changed: no stored memory says otherwise.")
+        shown = "; ".join(f"“{old[:200]}” → “{new[:200]}”" for old, new in pairs)
+        return _("Updated memory: %(changes)s") % {"changes": shown}
 
 
 @dataclass
@@ -377,7 +379,7 @@ def _apply(actor, text, content, judge_name, hits, affected, conversation_id) ->
     pairs: list[tuple[str, str]] = []
     claim = correction_claim(text)
     for key, olds in by_scope.items():
-        scope_name, _, raw_id = key.partition(":")
+        scope_name, _sep, raw_id = key.partition(":")
         new = memory_add(
             actor=actor,
             scope=scope_name,

@@ -6,6 +6,7 @@ import json
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from opentelemetry import trace
 
 from cadre.errors import InvalidInput
@@ -151,7 +152,8 @@ def memory_merge(*, actor, survivor: Memory, absorbed: Memory, reason: str, judg
     (dedup.comparable) never merge."""
     if not dedup.comparable(absorbed, survivor):
         raise InvalidInput(
-            f"A {absorbed.kind} memory cannot merge into a {survivor.kind} memory.",
+            gettext("A %(kind)s memory cannot merge into a %(kind2)s memory.")
+            % {"kind": absorbed.kind, "kind2": survivor.kind},
             code="derived_memory",
         )
     survivor.provenance = [*survivor.provenance, *absorbed.provenance]

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from opentelemetry import trace
 
 from cadre.errors import Conflict, InvalidInput, NotFound
@@ -102,19 +103,25 @@ def memory_add(
     attributes = clean_attributes(attributes)
     tags = clean_tags(tags)
     if source_ref is not None and not isinstance(source_ref, dict):
-        raise InvalidInput("source_ref must be an object.", details={"source_ref": ["Object."]})
+        raise InvalidInput(
+            gettext("source_ref must be an object."), details={"source_ref": ["Object."]}
+        )
     try:
         confidence = float(confidence)
     except (TypeError, ValueError):
-        raise InvalidInput("confidence must be a number.") from None
+        raise InvalidInput(gettext("confidence must be a number.")) from None
     if not 0.0 <= confidence <= 1.0:
-        raise InvalidInput("confidence must be between 0 and 1.", details={"confidence": ["0..1"]})
+        raise InvalidInput(
+            gettext("confidence must be between 0 and 1."), details={"confidence": ["0..1"]}
+        )
     now = timezone.now()
     observed_at = aware(observed_at, "observed_at") or now
     valid_from = aware(valid_from, "valid_from") or observed_at
     valid_to = aware(valid_to, "valid_to")
     if valid_to is not None and valid_to <= valid_from:
-        raise InvalidInput("valid_to must be after valid_from.", details={"valid_to": ["Order."]})
+        raise InvalidInput(
+            gettext("valid_to must be after valid_from."), details={"valid_to": ["Order."]}
+        )
     expires_at = aware(expires_at, "expires_at")
     retention_policy = ""
     if expires_at is None:
@@ -236,7 +243,7 @@ def _subject_id(actor, scope: str, scope_id: int | None, subject) -> int | None:
     if subject is not None:
         subject_id = getattr(subject, "pk", subject)
         if not Member.objects.filter(organization=actor.organization, pk=subject_id).exists():
-            raise InvalidInput("The subject is not a member of this organization.")
+            raise InvalidInput(gettext("The subject is not a member of this organization."))
         return int(subject_id)
     if scope == Scope.AGENT and actor.kind == "agent" and getattr(actor, "member", None):
         return actor.member.pk
@@ -288,13 +295,18 @@ def memory_add_from_messages(
     """
     require_write(actor)
     if not isinstance(messages, list) or not messages:
-        raise InvalidInput("messages must be a non-empty list.", details={"messages": ["List."]})
+        raise InvalidInput(
+            gettext("messages must be a non-empty list."), details={"messages": ["List."]}
+        )
     if len(messages) > MAX_MESSAGES:
-        raise InvalidInput(f"At most {MAX_MESSAGES} messages.", details={"messages": ["Too many."]})
+        raise InvalidInput(
+            gettext("At most %(max_messages)s messages.") % {"max_messages": MAX_MESSAGES},
+            details={"messages": ["Too many."]},
+        )
     for message in messages:
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise InvalidInput(
-                "Each message needs a 'content' string (and a 'role').",
+                gettext("Each message needs a 'content' string (and a 'role')."),
                 details={"messages": ["{role, content} objects."]},
             )
     resolve_write_scope(actor, scope, scope_id)  # fail before calling a model
@@ -402,7 +414,7 @@ def tool_trajectory_record(
     tool = str(tool or "").strip()[:128]
     if not tool:
         raise InvalidInput(
-            "A tool trajectory needs the tool name.", details={"tool": ["Required."]}
+            gettext("A tool trajectory needs the tool name."), details={"tool": ["Required."]}
         )
     if scope is None:
         scope = Scope.AGENT if getattr(actor, "agent", None) is not None else Scope.USER
@@ -469,14 +481,17 @@ def memory_update(
     require_write(actor)
     unknown = set(changes) - set(UPDATABLE)
     if unknown:
-        raise InvalidInput(f"Cannot change {', '.join(sorted(unknown))}.")
+        raise InvalidInput(
+            gettext("Cannot change %(value)s.") % {"value": ", ".join(sorted(unknown))}
+        )
     memory = lock(memory)
     if memory.status == Memory.Status.DELETED:
-        raise NotFound("Memory not found.")
+        raise NotFound(gettext("Memory not found."))
     require_modify(actor, memory)
     if int(expected_version) != memory.version:
         raise Conflict(
-            f"The memory changed: it is at version {memory.version}, not {expected_version}.",
+            gettext("The memory changed: it is at version %(version)s, not %(expected_version)s.")
+            % {"version": memory.version, "expected_version": expected_version},
             code="version_conflict",
             details={"current_version": memory.version, "expected_version": expected_version},
         )
@@ -502,13 +517,15 @@ def memory_update(
         status = changes["status"]
         if status not in (Memory.Status.ACTIVE, Memory.Status.ARCHIVED):
             raise InvalidInput(
-                "status can be set to active or archived (delete to delete).",
+                gettext("status can be set to active or archived (delete to delete)."),
                 details={"status": ["active or archived"]},
             )
         if memory.status == Memory.Status.SUPERSEDED and status == Memory.Status.ACTIVE:
             raise InvalidInput(
-                "A superseded memory cannot be reactivated; add or correct the "
-                "memory that replaced it.",
+                gettext(
+                    "A superseded memory cannot be reactivated; add or correct the memory "
+                    "that replaced it."
+                ),
                 details={"status": ["Superseded."]},
             )
         memory.status = status
@@ -518,16 +535,20 @@ def memory_update(
             setattr(memory, name, aware(changes[name], name))
             fields.add(name)
     if "valid_from" in changes and memory.valid_from is None:
-        raise InvalidInput("valid_from cannot be empty.", details={"valid_from": ["Required."]})
+        raise InvalidInput(
+            gettext("valid_from cannot be empty."), details={"valid_from": ["Required."]}
+        )
     if memory.valid_to is not None and memory.valid_to <= memory.valid_from:
-        raise InvalidInput("valid_to must be after valid_from.", details={"valid_to": ["Order."]})
+        raise InvalidInput(
+            gettext("valid_to must be after valid_from."), details={"valid_to": ["Order."]}
+        )
     if "confidence" in changes:
         try:
             memory.confidence = float(changes["confidence"])
         except (TypeError, ValueError):
-            raise InvalidInput("confidence must be a number.") from None
+            raise InvalidInput(gettext("confidence must be a number.")) from None
         if not 0.0 <= memory.confidence <= 1.0:
-            raise InvalidInput("confidence must be between 0 and 1.")
+            raise InvalidInput(gettext("confidence must be between 0 and 1."))
         fields.add("confidence")
     content_changed = memory.content != old_content
     if content_changed or "attributes" in changes:
@@ -594,8 +615,11 @@ def memory_supersede(
     and a derived record (experience, tool trajectory, summary) never replace each other."""
     if not dedup.comparable(new, old):
         raise InvalidInput(
-            f"A {new.kind} memory cannot replace a {old.kind} memory: what a run recorded "
-            "and what a person stated never supersede each other.",
+            gettext(
+                "A %(kind)s memory cannot replace a %(kind2)s memory: what a run "
+                "recorded and what a person stated never supersede each other."
+            )
+            % {"kind": new.kind, "kind2": old.kind},
             code="derived_memory",
             details={"kind": [f"{new.kind} over {old.kind}"]},
         )

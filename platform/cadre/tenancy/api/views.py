@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import CharField, Q
 from django.db.models.functions import Cast
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from guardian.models import UserObjectPermission
 from rest_framework import mixins, status, viewsets
@@ -72,7 +73,7 @@ def _refuse_archived_create(data: dict) -> None:
     """
     if data.get("is_archived"):
         raise ValidationError(
-            {"is_archived": ["A new record cannot be archived; create it first."]}
+            {"is_archived": [_("A new record cannot be archived; create it first.")]}
         )
 
 
@@ -452,7 +453,7 @@ class GrantViewSet(viewsets.ViewSet):
 
     def _require_read(self, request) -> None:
         if not (request.actor.has("grant.manage") or request.actor.has("audit.view")):
-            raise PermissionDenied("You need the 'grant.manage' or 'audit.view' permission.")
+            raise PermissionDenied(_("You need the 'grant.manage' or 'audit.view' permission."))
 
     def _rows(self, request, rows) -> list[dict]:
         rows = list(rows)
@@ -495,7 +496,7 @@ class GrantViewSet(viewsets.ViewSet):
         model = _GRANT_TARGETS[data["target_type"]]
         target = model.objects.restrict(request.actor).filter(pk=data["target_id"]).first()
         if target is None:
-            raise ValidationError({"target_id": ["No such object in your organization."]})
+            raise ValidationError({"target_id": [_("No such object in your organization.")]})
         services.object_grant(
             actor=request.actor, member=data["member"], permission=data["permission"], target=target
         )

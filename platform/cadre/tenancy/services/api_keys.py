@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
@@ -54,38 +55,41 @@ def api_key_create(
     """Create a key; the secret is returned here once and only its hash is kept."""
     actor.require("apikey.manage")
     if actor.member is None or actor.kind not in ("member", "api_key"):
-        raise NotPermitted("API keys are created by a member or by one of their keys.")
+        raise NotPermitted(_("API keys are created by a member or by one of their keys."))
     unknown = [scope for scope in scopes if scope not in SCOPES]
     if unknown or not scopes:
         raise InvalidInput(
-            "Choose at least one known scope."
+            _("Choose at least one known scope.")
             if not unknown
-            else f"Unknown scope(s): {', '.join(unknown)}.",
-            details={"scopes": [f"Choose from: {', '.join(SCOPES)}"]},
+            else _("Unknown scope(s): %(scopes)s.") % {"scopes": ", ".join(unknown)},
+            details={"scopes": [_("Choose from: %(scopes)s") % {"scopes": ", ".join(SCOPES)}]},
         )
     beyond = permissions_for_scopes(scopes) - permissions_for_roles(actor.member.roles)
     if beyond:
         raise NotPermitted(
-            "A key cannot have permissions you do not have: " + ", ".join(sorted(beyond)),
-            details={"scopes": ["Exceeds your own permissions."]},
+            _("A key cannot have permissions you do not have: %(permissions)s")
+            % {"permissions": ", ".join(sorted(beyond))},
+            details={"scopes": [_("Exceeds your own permissions.")]},
         )
     if actor.kind == "api_key":
         # A key mints keys of its creator, never with more scopes or a later expiry than it.
         wider = sorted(set(scopes) - set(actor.api_key.scopes))
         if wider:
             raise NotPermitted(
-                "A key cannot create a key with scopes it does not have: " + ", ".join(wider),
-                details={"scopes": ["Exceeds this key's scopes."]},
+                _("A key cannot create a key with scopes it does not have: %(scopes)s")
+                % {"scopes": ", ".join(wider)},
+                details={"scopes": [_("Exceeds this key's scopes.")]},
             )
         limit = actor.api_key.expires_at
         if limit is not None and (expires_at is None or expires_at > limit):
             raise InvalidInput(
-                "A key made by a key expires no later than it.",
-                details={"expires_at": [f"At most {limit.isoformat()}."]},
+                _("A key made by a key expires no later than it."),
+                details={"expires_at": [_("At most %(limit)s.") % {"limit": limit.isoformat()}]},
             )
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidInput(
-            "The expiry must be in the future.", details={"expires_at": ["Must be in the future."]}
+            _("The expiry must be in the future."),
+            details={"expires_at": [_("Must be in the future.")]},
         )
     prefix = secrets.token_hex(4)
     token = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
@@ -111,9 +115,9 @@ def api_key_create(
 def api_key_revoke(*, actor: Actor, key: ApiKey) -> ApiKey:
     actor.require("apikey.manage")
     if actor.kind == "api_key" and not set(key.scopes) <= set(actor.api_key.scopes):
-        raise NotPermitted("A key cannot revoke a key with scopes it does not have.")
+        raise NotPermitted(_("A key cannot revoke a key with scopes it does not have."))
     if key.revoked_at is not None:
-        raise Conflict("The key is already revoked.", code="already_revoked")
+        raise Conflict(_("The key is already revoked."), code="already_revoked")
     key.revoked_at = timezone.now()
     key.revoked_by = actor.member
     key.save(update_fields=["revoked_at", "revoked_by"])

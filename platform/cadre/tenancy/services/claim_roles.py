@@ -8,6 +8,8 @@ those their groups grant and loses those it no longer grants; roles the mapping 
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.governance import audit
 from cadre.tenancy.models import IdentityProvider, Member
@@ -29,22 +31,29 @@ def groups_of(provider: IdentityProvider, claims: dict) -> list[str]:
 def mapping_check(mapping, *, actor=None) -> list[dict]:
     """A clean copy of a mapping, or InvalidInput; granting "owner" needs an owner's hand."""
     if not isinstance(mapping, list):
-        raise InvalidInput("The groups → roles mapping must be a list.")
+        raise InvalidInput(_("The groups → roles mapping must be a list."))
     clean = []
     for number, entry in enumerate(mapping, 1):
         if not isinstance(entry, dict) or not str(entry.get("value") or "").strip():
-            raise InvalidInput(f"Mapping line {number}: a group value is needed.")
+            raise InvalidInput(
+                _("Mapping line %(number)s: a group value is needed.") % {"number": number}
+            )
         roles = entry.get("roles")
         if not isinstance(roles, list) or not roles:
-            raise InvalidInput(f"Mapping line {number}: at least one role is needed.")
+            raise InvalidInput(
+                _("Mapping line %(number)s: at least one role is needed.") % {"number": number}
+            )
         unknown = [role for role in roles if role not in ROLES]
         if unknown:
-            raise InvalidInput(f"Mapping line {number}: unknown role {unknown[0]!r}.")
+            raise InvalidInput(
+                _("Mapping line %(number)s: unknown role %(unknown)r.")
+                % {"number": number, "unknown": unknown[0]}
+            )
         clean.append({"value": str(entry["value"]).strip(), "roles": list(dict.fromkeys(roles))})
     if actor is not None and any("owner" in entry["roles"] for entry in clean):
         member = actor.member
         if actor.kind != "system" and (member is None or "owner" not in member.roles):
-            raise NotPermitted("Only an owner may map a group to the owner role.")
+            raise NotPermitted(_("Only an owner may map a group to the owner role."))
     return clean
 
 

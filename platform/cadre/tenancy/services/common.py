@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput
 from cadre.tenancy.actors import Actor
@@ -29,8 +30,8 @@ def check_roles(roles) -> list[str]:
     unknown = [role for role in roles if role not in ROLES]
     if unknown:
         raise InvalidInput(
-            f"Unknown role(s): {', '.join(unknown)}.",
-            details={"roles": [f"Choose from: {', '.join(ROLES)}"]},
+            _("Unknown role(s): %(unknown)s.") % {"unknown": ", ".join(unknown)},
+            details={"roles": [_("Choose from: %(roles)s") % {"roles": ", ".join(ROLES)}]},
         )
     return sorted(set(roles))
 
@@ -38,7 +39,7 @@ def check_roles(roles) -> list[str]:
 def same_org(actor: Actor, *objects) -> None:
     for obj in objects:
         if obj is not None and obj.organization_id != actor.organization.pk:
-            raise InvalidInput("That object belongs to another organization.")
+            raise InvalidInput(_("That object belongs to another organization."))
 
 
 def save_unique(obj, message: str, field: str, **save_kwargs) -> None:

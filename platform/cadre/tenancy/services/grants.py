@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput
 from cadre.governance import audit
@@ -26,13 +27,18 @@ def object_grant(*, actor: Actor, member: Member, permission: str, target) -> No
     allowed = GRANTABLE.get(_grant_target_type(target), ())
     if permission not in allowed:
         raise InvalidInput(
-            f"{permission!r} cannot be granted on a {_grant_target_type(target)}.",
-            details={"permission": [f"Choose from: {', '.join(allowed) or 'nothing'}"]},
+            _("%(permission)r cannot be granted on a %(target)s.")
+            % {"permission": permission, "target": _grant_target_type(target)},
+            details={
+                "permission": [
+                    _("Choose from: %(value)s") % {"value": ", ".join(allowed) or _("nothing")}
+                ]
+            },
         )
     if member.user_id is None:
         raise InvalidInput(
-            "Grants are for members who sign in; invite this member first.",
-            details={"member": ["Has no console login."]},
+            _("Grants are for members who sign in; invite this member first."),
+            details={"member": [_("Has no console login.")]},
         )
     assign_perm(f"{target._meta.app_label}.{grant_codename(permission)}", member.user, target)
     audit.record(

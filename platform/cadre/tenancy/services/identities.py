@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput
 from cadre.governance import audit
@@ -25,8 +26,10 @@ def im_identity_create(
     actor.require("member.manage", member)
     if platform not in platforms:
         raise InvalidInput(
-            f"Unknown platform {platform!r}.",
-            details={"platform": [f"Choose from {', '.join(platforms)}."]},
+            _("Unknown platform %(platform)r.") % {"platform": platform},
+            details={
+                "platform": [_("Choose from %(platforms)s.") % {"platforms": ", ".join(platforms)}]
+            },
         )
     identity = IMIdentity(
         organization=actor.organization,
@@ -37,7 +40,7 @@ def im_identity_create(
         display_name=display_name,
     )
     save_unique(
-        identity, "This platform account is already mapped to a member.", "platform_user_id"
+        identity, _("This platform account is already mapped to a member."), "platform_user_id"
     )
     audit.record(
         actor=actor,

@@ -12,12 +12,16 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.dateformat import format as date_format
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from cadre.errors import Conflict, InvalidInput
 from cadre.governance import audit
 from cadre.governance.audit_models import AuditEvent
 from cadre.tenancy.actors import Actor, member_actor
+from cadre.tenancy.languages import member_language
 from cadre.tenancy.models import Department, Invitation, Member, Position, User
 from cadre.tenancy.services import logins
 from cadre.tenancy.services.common import hash_token
@@ -36,6 +40,25 @@ UNDELIVERED_MAIL_BACKENDS = frozenset(
 )
 
 
+# An invitation link that cannot be used, as the person opening it reads it.
+_INVITATION_STATES = {
+    "accepted": gettext_lazy("This invitation link was already used."),
+    "revoked": gettext_lazy("This invitation link was withdrawn."),
+    "expired": gettext_lazy("This invitation link has expired."),
+    "unknown": gettext_lazy("This invitation link is not valid."),
+}
+
+
+def _state_word(state: str) -> str:
+    return str(
+        {
+            "accepted": pgettext_lazy("invitation", "accepted"),
+            "revoked": pgettext_lazy("invitation", "revoked"),
+            "expired": pgettext_lazy("invitation", "expired"),
+        }.get(state, state)
+    )
+
+
 @transaction.atomic
 def member_invite(
     *,
@@ -50,7 +73,7 @@ def member_invite(
     """Invite someone to the console: returns the member, the invitation and the link token."""
     email = email.strip().lower()
     if not email:
-        raise InvalidInput("An invitation needs an email.", details={"email": ["Required."]})
+        raise InvalidInput(_("An invitation needs an email."), details={"email": [_("Required.")]})
     if member is None:
         member = Member.objects.filter(organization=actor.organization, email=email).first()
     if member is None:
@@ -66,9 +89,9 @@ def member_invite(
     else:
         actor.require("member.manage", member)
         if member.user_id is not None:
-            raise Conflict("This member can already sign in.", code="already_member")
+            raise Conflict(_("This member can already sign in."), code="already_member")
         if member.status == Member.Status.DEACTIVATED:
-            raise Conflict("Reactivate the member before inviting them.", code="deactivated")
+            raise Conflict(_("Reactivate the member before inviting them."), code="deactivated")
         if not member.email:
             member.email = email
             member.save(update_fields=["email"])
@@ -104,16 +127,21 @@ def invitation_email(*, actor: Actor, invitation: Invitation, url: str) -> bool:
         return False
     organization = invitation.organization.name
     inviter = actor.member.display_name if actor.member else organization
-    expires = timezone.localtime(invitation.expires_at).strftime("%d %b %Y, %H:%M %Z")
+    # In the invitee's language: the one set for them, else the organization's default.
+    with translation.override(member_language(invitation.member)):
+        names = {"inviter": inviter, "organization": organization}
+        expires = date_format(timezone.localtime(invitation.expires_at), _("j M Y, H:i T"))
+        subject = _("%(inviter)s invited you to %(organization)s on Cadre") % names
+        message = _(
+            "%(inviter)s invited you to %(organization)s's agents on Cadre.\n\n"
+            "Open this link to choose your password and sign in:\n%(url)s\n\n"
+            "The link works once, until %(expires)s. If you did not expect it, ignore this "
+            "message."
+        ) % {**names, "url": url, "expires": expires}
     try:
         send_mail(
-            subject=f"{inviter} invited you to {organization} on Cadre",
-            message=(
-                f"{inviter} invited you to {organization}'s agents on Cadre.\n\n"
-                f"Open this link to choose your password and sign in:\n{url}\n\n"
-                f"The link works once, until {expires}. If you did not expect it, ignore this "
-                "message."
-            ),
+            subject=subject,
+            message=message,
             from_email=None,
             recipient_list=[invitation.email],
         )
@@ -168,21 +196,24 @@ def invitation_accept(
     )
     if invitation is None or invitation.state != "pending":
         state = invitation.state if invitation else "unknown"
-        raise InvalidInput(f"This invitation link is {state}.", code=f"invitation_{state}")
+        raise InvalidInput(
+            _INVITATION_STATES.get(state, _INVITATION_STATES["unknown"]),
+            code=f"invitation_{state}",
+        )
     member = invitation.member
     if member.status == Member.Status.DEACTIVATED:
-        raise InvalidInput("This membership was deactivated.", code="invitation_revoked")
+        raise InvalidInput(_("This membership was deactivated."), code="invitation_revoked")
     if member.user_id is not None and (user is None or member.user_id != user.pk):
         # The member signed in (through SSO) after this link was sent: whoever opens it now
         # must not take the member over from the login it has.
-        raise Conflict("This member can already sign in.", code="already_member")
+        raise Conflict(_("This member can already sign in."), code="already_member")
     if user is None:
         # Opening the link proves the mailbox. A login with that name and a password is its
         # owner's, who signs in first; one an identity provider named after it gives it up.
         holder = User.objects.filter(email__iexact=invitation.email).first()
         if holder is not None and not logins.provider_made(holder):
             raise Conflict(
-                "An account with this email exists: sign in, then open the link.",
+                _("An account with this email exists: sign in, then open the link."),
                 code="sign_in_first",
             )
         candidate = User(email=invitation.email, display_name=display_name)
@@ -194,7 +225,7 @@ def invitation_accept(
             logins.login_rename(user=holder, reason="an invitation to this address was accepted")
         user = User.objects.create_user(invitation.email, password, display_name=display_name)
     if Member.objects.filter(organization=invitation.organization, user=user).exists():
-        raise Conflict("You are already a member of this organization.", code="already_member")
+        raise Conflict(_("You are already a member of this organization."), code="already_member")
     member.user = user
     member.status = Member.Status.ACTIVE
     if display_name:
@@ -215,7 +246,10 @@ def invitation_accept(
 def invitation_revoke(*, actor: Actor, invitation: Invitation) -> Invitation:
     actor.require("member.manage", invitation.member)
     if invitation.state != "pending":
-        raise Conflict(f"The invitation is already {invitation.state}.", code="not_pending")
+        raise Conflict(
+            _("The invitation is already %(state)s.") % {"state": _state_word(invitation.state)},
+            code="not_pending",
+        )
     invitation.revoked_at = timezone.now()
     invitation.save(update_fields=["revoked_at"])
     audit.record(

@@ -14,6 +14,7 @@ from authlib.integrations.httpx_client import OAuth2Client
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from joserfc import jws, jwt
 from joserfc.errors import (
     BadSignatureError,
@@ -495,7 +496,7 @@ def sso_preview(*, provider: IdentityProvider, pending: dict, code: str, redirec
         "member": member,
         "matched_by": matched_by or ("created" if not refusal_reason else ""),
         "refusal": refusal_reason,
-        "refusal_message": REASONS.get(refusal_reason, ""),
+        "refusal_message": str(REASONS.get(refusal_reason, "")),
         "roles": roles,
     }
 
@@ -585,7 +586,7 @@ def organization_sso_require(*, actor, required: bool) -> Organization:
     """Turn "SSO required" on or off for the actor's organization (owners only)."""
     organization = actor.organization
     if actor.member is None or "owner" not in actor.member.roles:
-        raise NotPermitted("Only an owner may change whether SSO is required.")
+        raise NotPermitted(gettext("Only an owner may change whether SSO is required."))
     before = sso_required(organization)
     organization.settings = {**(organization.settings or {}), "sso_required": bool(required)}
     organization.save(update_fields=["settings"])
@@ -633,7 +634,7 @@ _AUDITED_FIELDS = (
 
 def _check_manage(actor) -> None:
     if not actor.has("organization.manage"):
-        raise NotPermitted("Identity providers need the organization.manage permission.")
+        raise NotPermitted(gettext("Identity providers need the organization.manage permission."))
 
 
 @transaction.atomic
@@ -647,7 +648,7 @@ def identity_provider_save(
     if creating:
         provider = IdentityProvider(organization=actor.organization)
     elif provider.organization_id != actor.organization.pk:
-        raise NotPermitted("That identity provider belongs to another organization.")
+        raise NotPermitted(gettext("That identity provider belongs to another organization."))
     before = {} if creating else snapshot(provider, _AUDITED_FIELDS)
     if "group_roles" in fields:
         fields["group_roles"] = claim_roles.mapping_check(fields["group_roles"], actor=actor)
@@ -657,7 +658,8 @@ def identity_provider_save(
         setattr(provider, name, value)
     if provider.kind == IdentityProvider.Kind.OIDC and not provider.issuer:
         raise InvalidInput(
-            "An OpenID Connect provider needs its issuer.", details={"issuer": ["Required."]}
+            gettext("An OpenID Connect provider needs its issuer."),
+            details={"issuer": [gettext("Required.")]},
         )
     if fields.get("api_base_url"):
         # An IM login's API is called with the app secret and the user's code: a URL at (or
@@ -668,7 +670,8 @@ def identity_provider_save(
         )
     if provider.kind == IdentityProvider.Kind.WECOM and not provider.agent_id:
         raise InvalidInput(
-            "A WeCom login needs the application's AgentId.", details={"agent_id": ["Required."]}
+            gettext("A WeCom login needs the application's AgentId."),
+            details={"agent_id": [gettext("Required.")]},
         )
     if provider.kind == IdentityProvider.Kind.SAML:
         if "saml_metadata_xml" in fields or not provider.saml_entity_id:
@@ -679,11 +682,12 @@ def identity_provider_save(
             provider.saml_metadata_read_at = timezone.now()
     elif not provider.client_id:
         raise InvalidInput(
-            "This provider needs its client id.", details={"client_id": ["Required."]}
+            gettext("This provider needs its client id."),
+            details={"client_id": [gettext("Required.")]},
         )
     if client_secret:
         provider.client_secret = client_secret
-    save_unique(provider, "Another identity provider already has this slug.", "slug")
+    save_unique(provider, gettext("Another identity provider already has this slug."), "slug")
     after = snapshot(provider, _AUDITED_FIELDS)
     if client_secret:
         after["client_secret_changed"] = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
@@ -31,9 +32,11 @@ def organization_create(
     """Create an organization with its first owner (the only service without an acting member)."""
     slug = slugify(slug or name)[:64]
     if not slug:
-        raise InvalidInput("The organization needs a name.", details={"name": ["Required."]})
+        raise InvalidInput(_("The organization needs a name."), details={"name": [_("Required.")]})
     if Organization.objects.filter(slug=slug).exists():
-        raise Conflict(f"An organization with slug {slug!r} exists.", code="slug_taken")
+        raise Conflict(
+            _("An organization with slug %(slug)r exists.") % {"slug": slug}, code="slug_taken"
+        )
     organization = Organization.objects.create(name=name, slug=slug)
     email = owner_email.strip().lower()
     user = User.objects.filter(email=email).first()
@@ -70,15 +73,16 @@ def organization_create(
 def organization_update(*, actor: Actor, organization: Organization, **fields) -> Organization:
     actor.require("organization.manage")
     if organization.pk != actor.organization.pk:
-        raise NotPermitted("You can only change your own organization.")
+        raise NotPermitted(_("You can only change your own organization."))
     before = snapshot(organization, ORGANIZATION_FIELDS)
     for name, value in fields.items():
         if name not in ORGANIZATION_FIELDS:
-            raise InvalidInput(f"Field {name!r} cannot be changed.")
+            raise InvalidInput(_("Field %(name)r cannot be changed.") % {"name": name})
         if name == "approved_skills" and value not in Organization.ApprovedSkills.values:
             raise InvalidInput(
-                f"approved_skills must be one of {', '.join(Organization.ApprovedSkills.values)}.",
-                details={"approved_skills": ["Not a choice."]},
+                _("approved_skills must be one of %(values)s.")
+                % {"values": ", ".join(Organization.ApprovedSkills.values)},
+                details={"approved_skills": [_("Not a choice.")]},
             )
         setattr(organization, name, value)
     organization.save(update_fields=list(fields))
@@ -101,13 +105,15 @@ def _check_parent(department: Department | None, parent: Department | None) -> N
     if parent is None:
         return
     if parent.is_archived:
-        raise InvalidInput("The parent department is archived.", details={"parent": ["Archived."]})
+        raise InvalidInput(
+            _("The parent department is archived."), details={"parent": [_("Archived.")]}
+        )
     if department is not None and department.pk:
         below = department_subtree_ids(department.organization_id, {department.pk})
         if parent.pk in below:
             raise InvalidInput(
-                "A department cannot be moved under itself or one of its sub-departments.",
-                details={"parent": ["Would create a cycle."]},
+                _("A department cannot be moved under itself or one of its sub-departments."),
+                details={"parent": [_("Would create a cycle.")]},
             )
 
 
@@ -135,7 +141,7 @@ def department_create(
         description=description,
         external_id=external_id,
     )
-    save_unique(department, "A department with this name exists at this level.", "name")
+    save_unique(department, _("A department with this name exists at this level."), "name")
     audit.record(
         actor=actor,
         action="department.create",
@@ -161,11 +167,11 @@ def department_update(*, actor: Actor, department: Department, **fields) -> Depa
         _check_can_archive(department)
     for name, value in fields.items():
         if name not in DEPARTMENT_FIELDS:
-            raise InvalidInput(f"Field {name!r} cannot be changed.")
+            raise InvalidInput(_("Field %(name)r cannot be changed.") % {"name": name})
         setattr(department, name, value)
     save_unique(
         department,
-        "A department with this name exists at this level.",
+        _("A department with this name exists at this level."),
         "name",
         update_fields=list(fields),
     )
@@ -183,9 +189,9 @@ def department_update(*, actor: Actor, department: Department, **fields) -> Depa
 
 def _check_can_archive(department: Department) -> None:
     if department.children.filter(is_archived=False).exists():
-        raise Conflict("Archive or move its sub-departments first.", code="has_children")
+        raise Conflict(_("Archive or move its sub-departments first."), code="has_children")
     if department.members.exclude(status=Member.Status.DEACTIVATED).exists():
-        raise Conflict("Move its members to another department first.", code="has_members")
+        raise Conflict(_("Move its members to another department first."), code="has_members")
 
 
 def department_archive(*, actor: Actor, department: Department) -> Department:
@@ -210,7 +216,7 @@ def position_create(
     same_org(actor, department)
     code = slugify(code or name)[:64]
     if not code:
-        raise InvalidInput("The position needs a name.", details={"name": ["Required."]})
+        raise InvalidInput(_("The position needs a name."), details={"name": [_("Required.")]})
     position = Position(
         organization=actor.organization,
         name=name.strip(),
@@ -218,7 +224,7 @@ def position_create(
         description=description,
         department=department,
     )
-    save_unique(position, f"A position with code {code!r} exists.", "code")
+    save_unique(position, _("A position with code %(code)r exists.") % {"code": code}, "code")
     audit.record(
         actor=actor,
         action="position.create",
@@ -235,13 +241,15 @@ def position_update(*, actor: Actor, position: Position, **fields) -> Position:
     if "code" in fields:
         fields["code"] = slugify(fields["code"])[:64]
         if not fields["code"]:
-            raise InvalidInput("The code cannot be blank.", details={"code": ["Required."]})
+            raise InvalidInput(_("The code cannot be blank."), details={"code": [_("Required.")]})
     before = snapshot(position, POSITION_FIELDS)
     for name, value in fields.items():
         if name not in POSITION_FIELDS:
-            raise InvalidInput(f"Field {name!r} cannot be changed.")
+            raise InvalidInput(_("Field %(name)r cannot be changed.") % {"name": name})
         setattr(position, name, value)
-    save_unique(position, "A position with this code exists.", "code", update_fields=list(fields))
+    save_unique(
+        position, _("A position with this code exists."), "code", update_fields=list(fields)
+    )
     archived = fields.get("is_archived") and not before["is_archived"]
     action = "position.archive" if archived else "position.update"
     audit.record(

@@ -17,6 +17,7 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.translation import gettext as _
 from saml2 import BINDING_HTTP_POST, BINDING_HTTP_REDIRECT, samlp
 from saml2.client import Saml2Client
 from saml2.config import SPConfig
@@ -66,30 +67,36 @@ def metadata_read(xml: str) -> dict:
 
     def refused(why: str) -> InvalidInput:
         return InvalidInput(
-            f"The IdP metadata is not usable: {why}", details={"saml_metadata_xml": [why]}
+            _("The IdP metadata is not usable: %(why)s") % {"why": why},
+            details={"saml_metadata_xml": [why]},
         )
 
     if not xml or not xml.strip():
-        raise refused("it is empty.")
+        raise refused(_("it is empty."))
     if len(xml.encode()) > MAX_METADATA_BYTES:
-        raise refused("it is larger than 1 MB.")
+        raise refused(_("it is larger than 1 MB."))
     metadata = InMemoryMetaData(_attribute_converters(), xml.strip())
     try:
         metadata.load()
     except Exception as caught:  # pysaml2 raises the XML parser's and its own errors
-        raise refused(f"it is not SAML metadata XML ({str(caught)[:120]}).") from None
+        raise refused(
+            _("it is not SAML metadata XML (%(error)s).") % {"error": str(caught)[:120]}
+        ) from None
     idps = [entity_id for entity_id, entity in metadata.items() if entity.get("idpsso_descriptor")]
     if len(idps) != 1:
-        raise refused(f"it must describe exactly one identity provider (found {len(idps)}).")
+        raise refused(
+            _("it must describe exactly one identity provider (found %(count)s).")
+            % {"count": len(idps)}
+        )
     entity_id = idps[0]
     sso = metadata.service(
         entity_id, "idpsso_descriptor", "single_sign_on_service", BINDING_HTTP_REDIRECT
     )
     if not sso:
-        raise refused("the IdP has no single sign-on service with the HTTP-Redirect binding.")
+        raise refused(_("the IdP has no single sign-on service with the HTTP-Redirect binding."))
     certs = metadata.certs(entity_id, "idpsso", "signing")
     if not certs:
-        raise refused("the IdP lists no signing certificate.")
+        raise refused(_("the IdP lists no signing certificate."))
     slo = metadata.service(
         entity_id, "idpsso_descriptor", "single_logout_service", BINDING_HTTP_REDIRECT
     )

@@ -7,6 +7,7 @@ import secrets
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict
 from cadre.governance import audit
@@ -39,9 +40,9 @@ def scim_token_create(*, actor: Actor, name: str = "") -> tuple[ScimToken, str]:
 def scim_token_revoke(*, actor: Actor, token: ScimToken) -> ScimToken:
     actor.require("apikey.manage")
     if token.organization_id != actor.organization.pk:
-        raise Conflict("That token belongs to another organization.", code="other_org")
+        raise Conflict(_("That token belongs to another organization."), code="other_org")
     if token.revoked_at is not None:
-        raise Conflict("The token is already revoked.", code="already_revoked")
+        raise Conflict(_("The token is already revoked."), code="already_revoked")
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
     audit.record(

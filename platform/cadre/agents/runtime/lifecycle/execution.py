@@ -10,11 +10,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from django.db import connection
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from cadre.agents.models import Run
 from cadre.agents.runtime import engine
 from cadre.agents.runtime.lifecycle.finish import finish_run
+from cadre.agents.runtime.records import delivery
 from cadre.agents.runtime.records.runs import load_run, run_refusal, run_trace
 from cadre.agents.runtime.steps.run_context import RunContext
 from cadre.observability import tracer
@@ -63,7 +64,10 @@ def run_execute(run_id: int) -> str:
         )
         ctx = RunContext(run, first_attempt=run.attempts == 0)
         ctx.record_event("status", {"status": Run.Status.RUNNING, "attempt": run.attempts + 1})
+        # What the run tells its person (notices, refusals, the offline model's lines) is
+        # written in their language; the prompts the model reads are not translated.
         with (
+            translation.override(delivery.run_language(run)),
             run_trace(run),
             tracer().start_as_current_span(
                 "agent.run", attributes={"cadre.run_id": run.pk, "cadre.agent_id": run.agent_id}

@@ -18,6 +18,7 @@ import time
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from cadre.agents.models import Agent, Deployment, EventTrigger, TriggerEvent
 from cadre.agents.runtime.lifecycle.services import run_start
@@ -52,9 +53,9 @@ def trigger_create(
 ) -> tuple[EventTrigger, str]:
     actor.require("deployment.manage", deployment)
     if member is None and not member_field:
-        raise InvalidInput("Give the member the events are for, or the event field naming them.")
+        raise InvalidInput(_("Give the member the events are for, or the event field naming them."))
     if not 30 <= tolerance_seconds <= 3600:
-        raise InvalidInput("tolerance_seconds must be between 30 and 3600.")
+        raise InvalidInput(_("tolerance_seconds must be between 30 and 3600."))
     secret = secrets.token_urlsafe(32)
     trigger = EventTrigger.objects.create(
         organization=actor.organization,
@@ -84,7 +85,9 @@ def _member_for(trigger: EventTrigger, data: dict) -> Member:
         return trigger.member
     value = str((data or {}).get(trigger.member_field, "")).strip()
     if not value:
-        raise InvalidInput(f"The event has no {trigger.member_field!r}.")
+        raise InvalidInput(
+            _("The event has no %(member_field)r.") % {"member_field": trigger.member_field}
+        )
     condition = Q(email__iexact=value) | Q(employee_no=value)
     if (key := parse_pk(value)) is not None:
         condition |= Q(pk=key)
@@ -93,7 +96,9 @@ def _member_for(trigger: EventTrigger, data: dict) -> Member:
     )
     if len(found) != 1:
         raise InvalidInput(
-            f"No single member matches {trigger.member_field}={value!r}.", code="unknown_member"
+            _("No single member matches %(member_field)s=%(value)r.")
+            % {"member_field": trigger.member_field, "value": value},
+            code="unknown_member",
         )
     return found[0]
 
@@ -108,23 +113,23 @@ def trigger_receive(
         .first()
     )
     if trigger is None:
-        raise NotFound("No such trigger.")
+        raise NotFound(_("No such trigger."))
     if len(body) > MAX_EVENT_BYTES:
-        raise InvalidInput("The event is too large.", code="payload_too_large")
+        raise InvalidInput(_("The event is too large."), code="payload_too_large")
     try:
         sent_at = int(timestamp)
     except ValueError:
-        raise BadSignature("X-Cadre-Timestamp must be unix seconds.") from None
+        raise BadSignature(_("X-Cadre-Timestamp must be unix seconds.")) from None
     if abs((now or time.time()) - sent_at) > trigger.tolerance_seconds:
-        raise BadSignature("The timestamp is outside the accepted window.", code="stale")
+        raise BadSignature(_("The timestamp is outside the accepted window."), code="stale")
     if not hmac.compare_digest(sign(trigger.secret, timestamp, body), signature or ""):
-        raise BadSignature("The signature does not match.")
+        raise BadSignature(_("The signature does not match."))
     try:
         payload = json.loads(body)
     except ValueError:
-        raise InvalidInput("The body must be JSON.") from None
+        raise InvalidInput(_("The body must be JSON.")) from None
     if not isinstance(payload, dict) or not str(payload.get("event_id", "")).strip():
-        raise InvalidInput("The event needs an event_id.", details={"event_id": ["required"]})
+        raise InvalidInput(_("The event needs an event_id."), details={"event_id": ["required"]})
     event_id = str(payload["event_id"])[:191]
     with transaction.atomic():
         existing = TriggerEvent.objects.filter(trigger=trigger, event_id=event_id).first()
@@ -138,7 +143,7 @@ def trigger_receive(
         )
         if agent is None:
             raise InvalidInput(
-                "That member has no agent in the trigger's deployment.", code="no_agent"
+                _("That member has no agent in the trigger's deployment."), code="no_agent"
             )
         try:
             with transaction.atomic():

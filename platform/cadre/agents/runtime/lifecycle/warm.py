@@ -48,7 +48,7 @@ from cadre.agents.runtime.records.grants import (
 )
 from cadre.agents.runtime.records.runs import run_refusal
 from cadre.agents.runtime.steps import context as context_assembly
-from cadre.agents.runtime.steps.assembly import recent_turns, skill_descriptions
+from cadre.agents.runtime.steps.assembly import language_line, recent_turns, skill_descriptions
 from cadre.agents.runtime.steps.model import prompt_cache_key, tool_specs
 from cadre.agents.runtime.steps.run_context import RunContext
 from cadre.governance import audit
@@ -137,6 +137,7 @@ def next_turn_prefix(run, predicted: dict[str, dict]) -> list[dict] | None:
         # as the next turn reads them: every completed turn of the session so far
         turns=recent_turns(SimpleNamespace(session_id=run.session_id, created_at=timezone.now())),
         input_text=run.input.get("model_text") or run.input.get("text", ""),
+        language=language_line(run.member or run.agent.member),
     )
     for hook, config in hooks_for(run.version.hooks, "assemble_context"):
         if hook.name in NEXT_TURN and hook.name not in predicted:

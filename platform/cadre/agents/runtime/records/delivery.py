@@ -26,11 +26,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from django.db import transaction
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from cadre.agents.models import AgentMessage, Run, RunEvent, ToolEffect
 from cadre.governance import audit
 from cadre.ports import Registry
 from cadre.tenancy.actors import system_actor
+from cadre.tenancy.languages import member_language, organization_language
 
 
 @dataclass(frozen=True)
@@ -67,35 +71,62 @@ class Channel:
 channels: Registry[Channel] = Registry("delivery channels")
 
 
+class _Lines(dict):
+    """Lazy texts by code: reading one gives it in the active language (a plain `str`)."""
+
+    def __getitem__(self, key):
+        return str(super().__getitem__(key))
+
+    def get(self, key, default=None):
+        value = super().get(key)
+        return default if value is None else str(value)
+
+
 # What a person is told of a run that ended without a reply, by the code its finish records
-# (`Run.output["notice"]`): what happened and what to do, no internal details.
-NOTICES = {
-    "failed": (
-        "Sorry, I could not finish that: something went wrong on my side. Please try again in "
-        "a moment; if it keeps happening, tell your administrator."
-    ),
-    "cancelled": (
-        "This request was cancelled before I finished it. Send it again if you still need it."
-    ),
-    "timed_out": (
-        "I stopped: what I was waiting for (such as a confirmation) did not come in time. Send "
-        "the request again if you still need it."
-    ),
-    "limit": (
-        "I stopped before finishing: this request needed more work than I may do for one "
-        "request. Please try a smaller request, or ask your administrator to raise the limit."
-    ),
-    "unavailable": (
-        "I could not take this request: this assistant is not available right now. Please ask "
-        "your administrator."
-    ),
-}
-BUDGET_ADVICE = "Please ask your administrator if you need it sooner."
+# (`Run.output["notice"]`): what happened and what to do, no internal details. In the active
+# language: the reader's (`run_reply` speaks the run's member's).
+NOTICES = _Lines(
+    {
+        "failed": gettext_lazy(
+            "Sorry, I could not finish that: something went wrong on my side. Please try again in "
+            "a moment; if it keeps happening, tell your administrator."
+        ),
+        "cancelled": gettext_lazy(
+            "This request was cancelled before I finished it. Send it again if you still need it."
+        ),
+        "timed_out": gettext_lazy(
+            "I stopped: what I was waiting for (such as a confirmation) did not come in time. "
+            "Send the request again if you still need it."
+        ),
+        "limit": gettext_lazy(
+            "I stopped before finishing: this request needed more work than I may do for one "
+            "request. Please try a smaller request, or ask your administrator to raise the limit."
+        ),
+        "unavailable": gettext_lazy(
+            "I could not take this request: this assistant is not available right now. Please "
+            "ask your administrator."
+        ),
+    }
+)
+# In English (tests match it); the reply gives it in the reader's language, `_(BUDGET_ADVICE)`.
+BUDGET_ADVICE = gettext_noop("Please ask your administrator if you need it sooner.")
 
 
 def budget_refusal(reason: str) -> str:
-    """The reply of a run a hard budget refused: the budget's reason and what to do."""
-    return f"I can't run this request: {reason} {BUDGET_ADVICE}"
+    """The reply of a run a hard budget refused: the budget's reason and what to do (in the
+    active language: the run's member's, `run_execute`)."""
+    return _("I can't run this request: %(reason)s %(advice)s") % {
+        "reason": reason,
+        "advice": _(BUDGET_ADVICE),
+    }
+
+
+def run_language(run: Run) -> str:
+    """The language a run speaks to its person in: its member's (docs/i18n.md), else its
+    organization's. The LLM-facing prompts stay as they are; only what a person reads follows."""
+    if run.member_id is not None:
+        return member_language(run.member)
+    return organization_language(run.organization)
 
 
 def run_notice(run: Run) -> str:
@@ -111,8 +142,10 @@ def notice_data(run: Run) -> dict:
 
 
 def run_reply(run: Run) -> Reply:
-    """What the channel of a finished run's conversation delivers: its reply, or its notice."""
-    notice = run_notice(run)
+    """What the channel of a finished run's conversation delivers: its reply, or its notice
+    (in the language of the run's member, who reads it)."""
+    with translation.override(run_language(run)):
+        notice = run_notice(run)
     output = run.output or {}
     return Reply(
         run_id=run.pk,
@@ -158,14 +191,14 @@ def reply_deliver(reply: Reply) -> bool:
 def _message_channel(channel_name: str) -> Channel | None:
     # Its session's channel, else any: its recipients may be reached on every platform (a
     # message sent from the console goes out too).
-    return channels.get(channel_name) or next((entry for _, entry in channels.items()), None)
+    return channels.get(channel_name) or next((entry for _name, entry in channels.items()), None)
 
 
 def message_unreachable(message: AgentMessage) -> str:
     """Why no channel can deliver the agent message (stored or not yet), "" when one may."""
     channel = _message_channel(message.channel)
     if channel is None:
-        return f"no connector for channel {message.channel or '(none)'!r}"
+        return _("no connector for channel %(channel)r") % {"channel": message.channel or "(none)"}
     return channel.check(message) if channel.check is not None else ""
 
 

@@ -14,8 +14,27 @@ from cadre.agents.runtime.records.runs import model_side
 from cadre.agents.runtime.steps import context as context_assembly
 from cadre.agents.runtime.steps.run_context import RunContext, RunRefused
 from cadre.memory.services import context_record_for_model_call
+from cadre.tenancy.languages import member_language, organization_language
 
 RECENT_TURNS = 12
+# How the context names a language to the model (in English: every model reads it).
+LANGUAGE_NAMES = {"en": "English (en)", "zh-hans": "Simplified Chinese (zh-Hans)"}
+
+
+def language_line(member) -> str:
+    """The line telling the model which language the person reads (their preference, else
+    their organization's default: `member_language`); empty in an English organization for an
+    English reader, where there is nothing to tell."""
+    if member is None:
+        return ""
+    language = member_language(member)
+    if language == "en" and organization_language(member.organization) == "en":
+        return ""
+    name = LANGUAGE_NAMES.get(language, language)
+    return (
+        f"The person's preferred language: {name}. "
+        "Answer in it unless they write in another language."
+    )
 
 
 def recent_turns(run: Run) -> list[dict]:
@@ -85,6 +104,8 @@ def _base(ctx: RunContext) -> dict:
         "turns": recent_turns(ctx.run),
         "shared": shared,
         "shared_withheld": shared_withheld,
+        # the person who asked (a run without one: the member the agent serves)
+        "language": language_line(ctx.member or member),
     }
 
 
@@ -128,6 +149,7 @@ def assemble(ctx: RunContext) -> tuple[list[dict], dict]:
         shared=base["shared"],
         withheld=list(base.get("shared_withheld", [])),
         input_text=ctx.input_text,
+        language=base.get("language", ""),  # absent from a base recorded before it existed
     )
     for hook, config in hooks_for(ctx.version.hooks, "assemble_context"):
         added = ctx.step(

@@ -42,6 +42,9 @@ class ContextPieces:
     sections: list[dict] = field(default_factory=list)  # extra {"title", "text"} from hooks
     turns: list[dict] = field(default_factory=list)  # oldest first {"role", "content"}
     input_text: str = ""
+    # The person's language, told to the model right after AGENT.md (steps/assembly.py
+    # `language_line`); empty when everyone speaks English.
+    language: str = ""
 
 
 def _truncate(text: str, tokens: int) -> str:
@@ -94,6 +97,7 @@ def fit(
     if order == "stable":  # by name, not by relevance: the same skills give the same prefix
         skills = sorted(skills, key=_skill_label)
     used = estimate_tokens(pieces.agent_md) + estimate_tokens(pieces.input_text) + 16
+    used += estimate_tokens(pieces.language) if pieces.language else 0
     # "sent"/"dropped_ids": which memories (by id) and skills (by label) made it into the
     # messages and which the budget left out — what the model call's ContextRecord lists.
     report: dict = {
@@ -116,6 +120,8 @@ def fit(
         "order": order,
     }
     blocks: list[tuple[int, str]] = [(0, pieces.agent_md)] if pieces.agent_md else []
+    if pieces.language:  # always sent, in the stable prefix (it changes with the person only)
+        blocks.append((0, pieces.language))
 
     def take(order: int, title: str, text: str, *, truncate: bool = False) -> bool:
         nonlocal used

@@ -11,6 +11,8 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from cadre.agents.models import Run, RunEvent, Step, Wait
 from cadre.agents.runtime.records.bookkeeping import bookkeeping, emit
@@ -49,12 +51,16 @@ class RunRefused(Exception):
 
     @property
     def reply(self) -> str:
+        """What the person is told, in the active language (the run's member's)."""
         if self.retry_after:
-            return (
-                f"I can't take this message right now: {self.reason}. "
-                f"Please try again in {self.retry_after} seconds."
-            )
-        return f"I can't pass this message on to the model: {self.reason}."
+            return ngettext(
+                "I can't take this message right now: %(reason)s. Please try again in "
+                "%(seconds)s second.",
+                "I can't take this message right now: %(reason)s. Please try again in "
+                "%(seconds)s seconds.",
+                self.retry_after,
+            ) % {"reason": self.reason, "seconds": self.retry_after}
+        return _("I can't pass this message on to the model: %(reason)s.") % {"reason": self.reason}
 
 
 # Steps recorded under an earlier name: a run paused before an upgrade resumes with them.

@@ -1,8 +1,6 @@
 """The recognizer machinery: entity types, `Detection`, `CadreRecognizer` (fast `scan()`,
 context and rival keywords) and overlap resolution."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import re

@@ -1,8 +1,6 @@
 """Secrets: provider API keys, JWTs, private keys, connection strings, and passwords or keys
 given as `key=value`, a CLI flag, prose or Chinese (`密码：…`)."""
 
-# ruff: noqa: RUF001, RUF002, RUF003 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import base64

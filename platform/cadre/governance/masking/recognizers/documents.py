@@ -1,7 +1,5 @@
 """Identity documents: Chinese resident IDs, passports and US social security numbers."""
 
-# ruff: noqa: RUF001, RUF002 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import re

@@ -1,7 +1,5 @@
 """Network identifiers: email addresses, IPv4 and IPv6 addresses."""
 
-# ruff: noqa: RUF001, RUF003 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import re

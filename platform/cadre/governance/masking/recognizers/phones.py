@@ -1,7 +1,5 @@
 """Chinese phone numbers: mobiles, landlines and 400/800 service numbers."""
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import re
