@@ -23,7 +23,7 @@ Each line reports messages/s and p50/p95 wall-clock latency; `cpu_p95_ms` is the
 thread CPU time, which stays meaningful when other processes compete for the CPU.
 """
 
-# ruff: noqa: RUF001, E501 - Chinese names and punctuation are the point
+# ruff: noqa: E501 - Chinese names and punctuation are the point
 
 from __future__ import annotations
 

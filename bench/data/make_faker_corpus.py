@@ -8,8 +8,6 @@ Negative lines mix addresses, postcodes, EAN-13 barcodes, dates, times and versi
     .venv/bin/python bench/data/make_faker_corpus.py     (Faker comes with factory-boy)
 """
 
-# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import json

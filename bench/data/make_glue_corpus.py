@@ -20,8 +20,6 @@ once, then one fix followed from its two misses, so it is no longer held out) an
 (`bench/data/masking_glue_heldout.jsonl`, measured once after that fix).
 """
 
-# ruff: noqa: RUF001, RUF002 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import argparse

@@ -22,7 +22,7 @@ near-misses (密码错误/重置/找回, `icon@2x.png`, order and part numbers, 
     .venv/bin/python bench/data/make_masking_corpus.py [--out FILE] [--seed N]
 """
 
-# ruff: noqa: RUF001, RUF002 - Chinese text and its full-width punctuation are the point
+# ruff: noqa: RUF001 - Chinese text and its full-width punctuation are the point
 
 from __future__ import annotations
 

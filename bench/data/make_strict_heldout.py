@@ -28,8 +28,6 @@ while the recognizers were fixed; HELDOUT_SEED (`masking_strict_heldout.jsonl`) 
 with it and only measured (aggregate figures after each round), never read.
 """
 
-# ruff: noqa: RUF001, RUF002 - Chinese text and its full-width punctuation are the point
-
 from __future__ import annotations
 
 import argparse
