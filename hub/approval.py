@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext, gettext_lazy, ngettext
 from guardian.models import UserObjectPermission
 
 from cadre.tenancy.actors import member_actor
@@ -34,6 +35,19 @@ HUB_REVIEW_STAGE = {
     "permission": REVIEW_PERMISSION,
     "allow_requester": True,
 }
+
+
+# The stage names Cadre writes (the default review, the Hub's), read in the active language;
+# a stage an organization named itself keeps its name.
+_STAGE_WORDS = {
+    "Skill review": gettext_lazy("Skill review"),
+    "Hub review": gettext_lazy("Hub review"),
+}
+
+
+def stage_label(name: str) -> str:
+    """A review stage's name as a person reads it."""
+    return str(_STAGE_WORDS.get(name, name))
 
 
 @dataclass(frozen=True)
@@ -133,7 +147,9 @@ def review_approval(
     nothing to decide, the review is complete. Pass one `cache` dict when checking many
     subjects: grants and other deciders are then resolved once."""
     if not stages:
-        return Approval(True, "No review stage: published without review.", completes_review=True)
+        return Approval(
+            True, gettext("No review stage: published without review."), completes_review=True
+        )
     cache = {} if cache is None else cache
     stage = stages[stage_index]
     last = stage_index == len(stages) - 1
@@ -141,11 +157,14 @@ def review_approval(
     subject = {"organization_id": organization_id, "department_id": department_id}
     if not stage_deciders_match(actor, stage, cache=cache, **subject):
         who = ", ".join(
-            [*(f"role {role}" for role in stage.get("roles") or [])]
+            [*(gettext("role %(role)s") % {"role": role} for role in stage.get("roles") or [])]
             + ([f"'{stage['permission']}'"] if stage.get("permission") else [])
         )
         return Approval(
-            False, f"The stage “{stage['name']}” is decided by {who or 'nobody'}.", **where
+            False,
+            gettext("The stage “%(stage)s” is decided by %(who)s.")
+            % {"stage": stage_label(stage["name"]), "who": who or gettext("nobody")},
+            **where,
         )
     is_requester = requester_id is not None and requester_id == actor.member.pk
     if not is_requester or stage.get("allow_requester"):
@@ -157,15 +176,24 @@ def review_approval(
     if others:
         return Approval(
             False,
-            f"You asked for this skill: someone else decides “{stage['name']}” "
-            f"({others} other member{'s' if others != 1 else ''} may).",
+            ngettext(
+                "You asked for this skill: someone else decides “%(stage)s” "
+                "(%(count)d other member may).",
+                "You asked for this skill: someone else decides “%(stage)s” "
+                "(%(count)d other members may).",
+                others,
+            )
+            % {"stage": stage_label(stage["name"]), "count": others},
             **where,
         )
     return Approval(
         True,
-        f"You asked for this skill and no other member can decide “{stage['name']}”: you may "
-        "decide it as sole reviewer, with a justification (audited, and shown on the Hub "
-        "version page).",
+        gettext(
+            "You asked for this skill and no other member can decide “%(stage)s”: you may "
+            "decide it as sole reviewer, with a justification (audited, and shown on the Hub "
+            "version page)."
+        )
+        % {"stage": stage_label(stage["name"])},
         sole_reviewer=True,
         completes_review=last,
         **where,

@@ -34,7 +34,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy, ngettext_lazy
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import Agent, AgentTemplate
@@ -738,10 +738,22 @@ def skill_live_notify(package_id: int, template_id: int, version_id: int) -> int
             member=member,
             kind=LIVE_NOTICE,
             key=f"{LIVE_NOTICE}:{origin['proposal']}:{template_id}",
-            title=f"Your skill {package.name} is live",
-            body=f"A reviewer approved what you taught, and {agents_live} “{template.name}” "
-            f"agent(s) now run {package.full_name} {version.version}.",
+            title=gettext_lazy("Your skill %(skill)s is live"),
+            body=ngettext_lazy(
+                "A reviewer approved what you taught, and %(count)d “%(template)s” agent now "
+                "runs %(package)s %(version)s.",
+                "A reviewer approved what you taught, and %(count)d “%(template)s” agents now "
+                "run %(package)s %(version)s.",
+                "count",
+            ),
             url=url,
+            params={
+                "skill": package.name,
+                "count": agents_live,
+                "template": template.name,
+                "package": package.full_name,
+                "version": version.version,
+            },
         )
         sent += notice is not None
     return sent

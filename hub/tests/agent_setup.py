@@ -46,7 +46,13 @@ def template_with_skills(owner, skills: list[dict], **content):
 
 def deploy(owner, template, *members):
     """Deploy `template` to a new position held by `members`; returns {member pk: agent}."""
-    position = PositionFactory(organization=owner.organization)
+    # Named like the shared templates ("Assistant N"): test data, English in every language.
+    number = next(_codes)
+    position = PositionFactory(
+        organization=owner.organization,
+        name=f"Assistant position {number}",
+        code=f"assistant-position-{number}",
+    )
     for member in members:
         member.positions.add(position)
     deployment = agents.deployment_create(

@@ -492,7 +492,8 @@ SILENCED_SYSTEM_CHECKS = ["axes.W002"]
 
 # The languages a person can read Cadre in (docs/i18n.md): English and Simplified Chinese.
 from cadre.languages import LANGUAGES as CADRE_LANGUAGES  # noqa: E402 - a constant, no Django
-# Catalogs in locale/, compiled by the install (`make install` runs compilemessages).
+
+# Catalogs in locale/, compiled by the install (`make messages`, cadre.runtime.messages).
 LANGUAGE_CODE = "en"
 LANGUAGES = CADRE_LANGUAGES
 LOCALE_PATHS = [BASE_DIR / "locale"]

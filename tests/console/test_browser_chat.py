@@ -47,8 +47,9 @@ TIMEOUT_MS = 15_000
 expect.set_options(timeout=TIMEOUT_MS)
 
 
-@pytest.fixture(scope="module")
-def chromium():
+@contextlib.contextmanager
+def launched_chromium(*args: str):
+    """Debian's Chromium, with command-line `args` (e.g. "--lang=zh-CN")."""
     # Playwright's sync API drives its event loop from the main thread's greenlets: while it
     # is alive, Django sees a running loop there and refuses the ORM (SynchronousOnlyOperation)
     # to the tests, the fixtures and the worker's start. Nothing here is a coroutine.
@@ -56,7 +57,9 @@ def chromium():
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
         with playwright_sync.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=list(args)
+            )
             yield browser
             browser.close()
     finally:
@@ -64,6 +67,12 @@ def chromium():
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = unsafe
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with launched_chromium() as browser:
+        yield browser
 
 
 @contextlib.contextmanager

@@ -227,7 +227,7 @@ def test_pages_say_it_in_chinese(zh, world, browser):
     edit = client.get(
         reverse("console:template_version_edit", args=[world["template"].pk, 2])
     ).content.decode()
-    assert "钩子流水线" in edit and "允许 im_send" in edit
+    assert "钩子流水线" in edit and '允许 <span translate="no">im_send</span>' in edit
     evaluation_home = client.get(reverse("console:evaluation")).content.decode()
     assert "门槛" in evaluation_home and "评估集" in evaluation_home
     mcp = client.get(reverse("console:mcp_server", args=[world["server"].pk])).content.decode()
@@ -245,7 +245,7 @@ def test_an_english_colleague_sees_english(en, world, browser):
     edit = client.get(
         reverse("console:template_version_edit", args=[world["template"].pk, 2])
     ).content.decode()
-    assert "Hook pipeline" in edit and "Allow im_send" in edit
+    assert "Hook pipeline" in edit and 'Allow <span translate="no">im_send</span>' in edit
     evaluation_home = client.get(reverse("console:evaluation")).content.decode()
     assert "Gates" in evaluation_home and "Suites" in evaluation_home
     mcp = client.get(reverse("console:mcp_server", args=[world["server"].pk])).content.decode()

@@ -102,7 +102,9 @@ def test_the_page_offers_pickers_and_json_only_as_the_advanced_view(
     # No JSON textarea in the form view.
     assert 'name="tool_permissions"' not in html and 'name="memory_policy"' not in html
     # Positions of the organization, tools with their own risk (MCP ones included).
-    assert 'value="sales"' in html and "Sales (sales)" in html
+    # (the name is the organization's data, the code an identifier: neither is translated)
+    assert 'value="sales"' in html
+    assert '<span translate="no">Sales</span> (<code>sales</code>)' in html
     rows = {tool.name: tool for tool in page.context["form"].tool_rows()}
     assert rows["im_send"].own_risk == "medium" and rows["im_send"].allow.value() is True
     assert rows["http_request"].allow.value() is False

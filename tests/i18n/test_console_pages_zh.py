@@ -31,7 +31,14 @@ NOT_READ = {
 }
 # Data the test world holds in English whatever the organization's language: made by shared
 # test helpers (hub/tests/agent_setup.py's templates and skills), not by Cadre.
-DATA = ("Assistant", "You help with office work", "Answer briefly")
+DATA = (
+    "Assistant",
+    "You help with office work",
+    "Answer briefly",
+    "hello",  # install_and_run's message
+    "Fill and merge",  # hub/tests/skill_samples.py
+    "crm",  # the MCP server's name
+)
 
 
 def console_pages() -> list[tuple[str, str]]:

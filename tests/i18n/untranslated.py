@@ -13,6 +13,18 @@ from html.parser import HTMLParser
 
 # Names and terms that stay as they are in a Chinese interface.
 ALLOWED = {
+    # identity providers, model services and protocols named as their makers write them
+    "Authing",
+    "AgentId",
+    "Shibboleth",
+    "PingFederate",
+    "IdP",
+    "DashScope",
+    "Kimi",
+    "Zhipu",
+    "LiteLLM",
+    "OneAPI",
+    "stdio",
     "Cadre",
     "Feishu",
     "Lark",
@@ -142,9 +154,15 @@ NOT_WORDS = re.compile(
 )
 
 
+# Names of more than one word (each word alone would be English).
+TERMS = re.compile(
+    r"OpenID Connect|Google Workspace|LM Studio|Streamable HTTP|Microsoft Entra(?: ID)?|Azure AD"
+)
+
+
 def english_sentences_in_text(text: str) -> list[str]:
     found = []
-    for phrase in PHRASE.findall(NOT_WORDS.sub(" ", text)):
+    for phrase in PHRASE.findall(NOT_WORDS.sub(" ", TERMS.sub(" ", text))):
         words = [w for w in re.findall(WORD, phrase) if w not in ALLOWED and len(w) > 1]
         if words:
             found.append(phrase.strip())

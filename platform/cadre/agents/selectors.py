@@ -255,17 +255,23 @@ def chat_confirmation_decision(confirmation: Confirmation) -> str:
     return f"Decision: {confirmation.get_status_display().lower()}{by}."
 
 
-def chat_confirmation_summary(confirmation: Confirmation) -> str:
-    """The confirmation's summary as the chat shows it to the person asked: its `Arguments:`
-    JSON line replaced by what the call asks to do (`request_sentence`: "Send “hello” to All
-    staff."), when the tool's arguments have a plain reading. The confirmation pages keep
-    the arguments as they are."""
+def chat_confirmation_lines(confirmation: Confirmation) -> list[dict]:
+    """The confirmation's summary as the chat shows it to the person asked, in their language
+    (`summary_lines`: {"text", "code"}): its arguments line replaced by what the call asks to
+    do (`request_sentence`: "Send “hello” to All staff."), when the tool's arguments have a
+    plain reading. The confirmation pages keep the arguments as they are."""
+    lines = confirmation.summary_lines
     asked = request_sentence(confirmation.tool, confirmation.arguments)
     if not asked:
-        return confirmation.summary
+        return lines
+    return [{"text": asked, "code": ""} if line["code"] else line for line in lines]
+
+
+def chat_confirmation_summary(confirmation: Confirmation) -> str:
+    """`chat_confirmation_lines` as one text (the web chat's socket)."""
     return "\n".join(
-        asked if line.startswith("Arguments:") else line
-        for line in confirmation.summary.splitlines()
+        f"{line['text']} {line['code']}" if line["code"] else line["text"]
+        for line in chat_confirmation_lines(confirmation)
     )
 
 
@@ -540,14 +546,14 @@ def chat_transcript(actor: Actor, session, *, limit: int = CHAT_TURNS) -> dict:
     member_id = actor.member.pk if actor.member is not None else None
     confirmations = list(
         Confirmation.objects.filter(organization=actor.organization, run_id__in=run_ids)
-        .select_related("decided_by")
+        .select_related("decided_by", "requester")
         .order_by("created_at", "pk")
     )
     by_run: dict[int, list] = {}
     for confirmation in confirmations:
         confirmation.can_decide = chat_confirmation_can_decide(confirmation, member_id)
         confirmation.decision = chat_confirmation_decision(confirmation)
-        confirmation.chat_summary = chat_confirmation_summary(confirmation)
+        confirmation.chat_lines = chat_confirmation_lines(confirmation)
         by_run.setdefault(confirmation.run_id, []).append(confirmation)
     failed: dict[int, list] = {}
     for message in AgentMessage.objects.filter(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from django.utils.text import capfirst
+from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
 from cadre.agents.models import Agent
 from cadre.console.scope_names import agent_short_name
@@ -185,7 +185,8 @@ def _generic(event, actor: str, target: str) -> str:
         # what, in words.
         return _("%(actor)s: %(what)s, %(thing)s") % {
             "actor": actor,
-            "what": verb.replace("_", " "),
+            # English reads the verb as a word; another language shows the action's code.
+            "what": verb.replace("_", " ") if get_language() in (None, "en") else event.action,
             "thing": thing,
         }
     # "You created department “Sales”": the verb is a past participle, the thing its object.

@@ -407,16 +407,17 @@ class AuditFilterForm(forms.Form):
 
 # --- organization -------------------------------------------------------------------------
 
-LOCALES = [
-    ("en", "English"),
-    ("zh-hans", "简体中文 (Simplified Chinese)"),
-    ("zh-hant", "繁體中文 (Traditional Chinese)"),
-    ("ja", "日本語 (Japanese)"),
-    ("ko", "한국어 (Korean)"),
-    ("de", "Deutsch (German)"),
-    ("fr", "Français (French)"),
-    ("es", "Español (Spanish)"),
-]
+# The languages Cadre speaks, each named in itself ("English", "简体中文").
+LOCALES = list(settings.LANGUAGES)
+
+
+def time_zone_choices(current: str = "") -> list[tuple[str, str]]:
+    """The time zones offered: the "Area/City" names and UTC, not the legacy aliases ("Cuba",
+    "Zulu"); `current` stays selectable whatever it is."""
+    names = sorted(name for name in zoneinfo.available_timezones() if "/" in name or name == "UTC")
+    if current and current not in names and current in zoneinfo.available_timezones():
+        names = sorted([*names, current])
+    return [(name, name) for name in names]
 
 
 class OrganizationForm(forms.Form):
@@ -430,7 +431,7 @@ class OrganizationForm(forms.Form):
     )
     time_zone = forms.ChoiceField(
         label=gettext_lazy("Time zone"),
-        choices=[(name, name) for name in sorted(zoneinfo.available_timezones())],
+        choices=time_zone_choices(),
         help_text=gettext_lazy("Used for dates in the console and in exports."),
     )
     approved_skills = forms.ChoiceField(
@@ -454,6 +455,9 @@ class OrganizationForm(forms.Form):
         if current and current not in dict(LOCALES):
             # Keep a locale set through the API selectable rather than silently changing it.
             self.fields["locale"].choices = [*LOCALES, (current, current)]
+        zone = (self.initial or {}).get("time_zone")
+        if zone:
+            self.fields["time_zone"].choices = time_zone_choices(zone)
 
 
 # --- invitations --------------------------------------------------------------------------

@@ -568,6 +568,15 @@ _BUDGET_SUBJECTS = [
 ]
 
 
+# A budget's period and metric inside the alert's sentence ("the monthly tokens budget").
+_BUDGET_WORDS = {
+    "daily": pgettext_lazy("budget alert", "daily"),
+    "monthly": pgettext_lazy("budget alert", "monthly"),
+    "tokens": pgettext_lazy("budget alert", "tokens"),
+    "cost": pgettext_lazy("budget alert", "cost"),
+}
+
+
 def _budget_subject(label: str) -> str:
     if label == "the organization":
         return _("the organization")
@@ -589,8 +598,8 @@ def alert_title_text(title: str) -> str:
             "(%(used)s of %(limit)s)"
         ) % {
             **parts,
-            "period": Budget.Period(parts["period"]).label,
-            "metric": Budget.Metric(parts["metric"]).label,
+            "period": _BUDGET_WORDS[parts["period"]],
+            "metric": _BUDGET_WORDS[parts["metric"]],
             "label": _budget_subject(parts["label"]),
         }
     return title

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
+from django.utils.translation import gettext, gettext_lazy
 
 from cadre.governance.budgets import template_names
 from cadre.governance.models import Budget, UsageRecord
@@ -19,6 +20,16 @@ GROUPS = {
     "model": ("model", None),
     "purpose": ("purpose", None),
     "day": ("day", None),
+}
+
+# A row whose group is empty (a call outside any department, a model not named).
+_NONE_WORDS = {
+    "department": gettext_lazy("(no department)"),
+    "member": gettext_lazy("(no member)"),
+    "template": gettext_lazy("(no template)"),
+    "model": gettext_lazy("(no model)"),
+    "purpose": gettext_lazy("(no purpose)"),
+    "day": gettext_lazy("(no day)"),
 }
 
 
@@ -63,13 +74,16 @@ def usage_summary(
     for row in rows:
         ident = row[key]
         if by == "template":
-            name = names.get(ident, f"template {ident}" if ident else "(no template)")
+            name = names.get(
+                ident,
+                gettext("template %(id)s") % {"id": ident} if ident else str(_NONE_WORDS[by]),
+            )
         elif by == "day":
             name = ident.isoformat()
         elif label:
-            name = row[label] or f"(no {by})"
+            name = row[label] or str(_NONE_WORDS[by])
         else:
-            name = ident or f"(no {by})"
+            name = ident or str(_NONE_WORDS[by])
         summary.append(
             {
                 "key": str(ident) if ident is not None else "",

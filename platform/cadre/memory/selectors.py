@@ -406,14 +406,19 @@ def scope_labels(organization, keys, *, viewer=None) -> dict[str, str]:
     for key in keys:
         scope, scope_id = scope_parts(key)
         if key == viewer_key:
-            labels[key] = "You"
+            labels[key] = gettext("You")
         elif scope == Scope.ORGANIZATION:
-            labels[key] = "Organization"
+            labels[key] = gettext("Organization")
         elif scope == Scope.AGENT:
-            labels[key] = agents.get(scope_id, f"Agent {scope_id}")
+            labels[key] = agents.get(scope_id) or gettext("Agent %(id)s") % {"id": scope_id}
         else:
-            title = {"user": "Member", "department": "Department", "position": "Position"}[scope]
-            labels[key] = f"{title}: {names[scope].get(scope_id, scope_id)}"
+            name = names[scope].get(scope_id, scope_id)
+            if scope == Scope.USER:
+                labels[key] = gettext("Member: %(name)s") % {"name": name}
+            elif scope == Scope.DEPARTMENT:
+                labels[key] = gettext("Department: %(name)s") % {"name": name}
+            else:
+                labels[key] = gettext("Position: %(name)s") % {"name": name}
     return labels
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 
@@ -35,6 +35,7 @@ from cadre.llm.metering import Account, charged_to, purpose
 from cadre.memory import selectors as memory_selectors
 from cadre.memory.models import ContextRecordItem
 from cadre.tenancy.actors import Actor, system_actor
+from cadre.tenancy.languages import member_language, organization_language
 from cadre.tenancy.models import Member
 
 # The replay task (evaluation/tasks.py), queued by name: the task module imports this one.
@@ -634,15 +635,26 @@ def replay_account(run: EvalRun) -> Account:
 def eval_run_execute(run_id: int) -> str:
     """Replay every case of the run's suite on both sides, then aggregate (every model call
     charged to `replay_account`; a hard budget refusing one fails the run with
-    `budget_exceeded`)."""
+    `budget_exceeded`). Run in the language of who started it (else the organization's): the
+    worker has no request, and what the replay writes (the offline model's replies, the
+    judge's reasons) is read in it."""
     run = (
-        EvalRun.objects.select_related("suite", "suite__organization", "created_by")
+        EvalRun.objects.select_related(
+            "suite", "suite__organization", "created_by", "created_by__organization"
+        )
         .filter(pk=run_id)
         .first()
     )
     if run is None or run.status in (EvalRun.Status.COMPLETED, EvalRun.Status.FAILED):
         return run.status if run else "missing"
-    with charged_to(replay_account(run)):
+    with (
+        translation.override(
+            member_language(run.created_by)
+            if run.created_by is not None
+            else organization_language(run.suite.organization)
+        ),
+        charged_to(replay_account(run)),
+    ):
         try:
             return _execute(run)
         except BudgetExceeded as exceeded:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
@@ -10,7 +12,10 @@ from pathlib import Path
 from django import template
 from django.conf import settings
 from django.contrib.staticfiles import finders
+from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
 
 from cadre.tenancy.roles import ROLES
@@ -140,6 +145,73 @@ _TARGET_TYPE_WORDS = {
     "scimtoken": _("SCIM token"),
     "identityprovider": _("Identity provider"),
     "grant": _("Grant"),
+    # Every other record the audit log can name (a model's name, or a key the code writes).
+    "ssoidentity": _("SSO identity"),
+    "ssosession": _("SSO session"),
+    "notice": _("Notice"),
+    "auditevent": _("Audit event"),
+    "pseudonymmapping": _("Pseudonym mapping"),
+    "maskingrule": _("Masking rule"),
+    "auditexport": _("Audit export"),
+    "policychain": _("Policy chain"),
+    "policydecision": _("Policy decision"),
+    "confirmation": _("Confirmation"),
+    "confirmationvote": _("Confirmation vote"),
+    "alertrule": _("Alert rule"),
+    "alert": _("Alert"),
+    "budget": _("Budget"),
+    "usagerecord": _("Usage record"),
+    "mcpserver": _("MCP server"),
+    "mcp_tool": _("MCP tool"),
+    "deployment": _("Deployment"),
+    "rollout": _("Rollout"),
+    "agent": _("Agent"),
+    "session": _("Session"),
+    "run": _("Run"),
+    "sessionsummary": _("Session summary"),
+    "step": _("Step"),
+    "tooleffect": _("Tool effect"),
+    "wait": _("Wait"),
+    "runevent": _("Run event"),
+    "agentmessage": _("Agent message"),
+    "agenttask": _("Agent task"),
+    "eventtrigger": _("Event trigger"),
+    "triggerevent": _("Trigger event"),
+    "agentsubscription": _("Agent subscription"),
+    "evalsuite": _("Eval suite"),
+    "evalcase": _("Eval case"),
+    "evalrun": _("Eval run"),
+    "evalresult": _("Eval result"),
+    "memory": _("Memory"),
+    "memoryversion": _("Memory version"),
+    "embeddingmodel": _("Embedding model"),
+    "embedding_model": _("Embedding model"),
+    "organizationembeddingmodel": _("Organization embedding model"),
+    "memorytask": _("Memory task"),
+    "memorymap": _("Memory map"),
+    "reviewstage": _("Review stage"),
+    "skillcandidate": _("Skill candidate"),
+    "candidaterevision": _("Candidate revision"),
+    "skillevidence": _("Skill evidence"),
+    "reviewdecision": _("Review decision"),
+    "skillproposal": _("Skill proposal"),
+    "distillationrecord": _("Distillation record"),
+    "hubnamespace": _("Hub namespace"),
+    "skillinstall": _("Skill install"),
+    "skillinstallevent": _("Skill install event"),
+    "skillusage": _("Skill usage"),
+    "uploadticket": _("Upload ticket"),
+    "connector": _("Connector"),
+    "connectorbinding": _("Connector binding"),
+    "inboundevent": _("Inbound event"),
+    "delivery": _("Delivery"),
+    "unmappedidentity": _("Unmapped identity"),
+    "connectornotice": _("Connector notice"),
+    "directorysync": _("Directory sync"),
+    "directorydepartmentlink": _("Directory department link"),
+    "directoryuserlink": _("Directory user link"),
+    "directoryconflict": _("Directory conflict"),
+    "demodata": _("Demo data"),
 }
 
 # Who acted, for the audit pages (AuditEvent.ActorType's values).
@@ -175,3 +247,94 @@ def target_type_label(value: str) -> str:
         _TARGET_TYPE_WORDS.get(value) or _model_words().get(value) or value.replace("_", " ")
     )
     return words[:1].upper() + words[1:]
+
+
+# Reasons and actor names Cadre itself writes, stored in English (audit events, skill install
+# events), read back in the active language. Anything else was typed by a person: shown as is.
+_SYSTEM_WORDS = {
+    "automatic: highest published version": _("automatic: highest published version"),
+    "published without review (reviewer or org policy)": _(
+        "published without review (reviewer or org policy)"
+    ),
+    "first provider": _("first provider"),
+    "template references the skill": _("template references the skill"),
+    "template changed": _("template changed"),
+    "update applied": _("update applied"),
+    "rolled back": _("rolled back"),
+    "skill distribution": _("skill distribution"),
+    "approved skills": _("approved skills"),
+    "cancelled in the chat": _("cancelled in the chat"),
+    "member deactivated": _("member deactivated"),
+    "provisioned inactive (SCIM)": _("provisioned inactive (SCIM)"),
+    "role changed from claims": _("role changed from claims"),
+    "the address owns a new organization": _("the address owns a new organization"),
+    "password sign-in of an owner while SSO is required": _(
+        "password sign-in of an owner while SSO is required"
+    ),
+    "near duplicate": _("near duplicate"),
+    "tool summary refreshed": _("tool summary refreshed"),
+    "feedback correction": _("feedback correction"),
+    "purge after delete": _("purge after delete"),
+    "purge the demo data's memories": _("purge the demo data's memories"),
+}
+# The same for the reasons written with a value in them (hub/distribution.py).
+_SYSTEM_PATTERNS = [
+    (re.compile(r"auto: patch (?P<version>\S+) published"), _("auto: patch %(version)s published")),
+    (
+        re.compile(r"(?P<policy>auto|manual|pinned): (?P<version>\S+) waits to be applied"),
+        _("%(policy)s: %(version)s waits to be applied"),
+    ),
+]
+
+
+def system_words(value: str) -> str | None:
+    """`value` in the active language when Cadre wrote it (a fixed reason or actor name);
+    None when a person typed it."""
+    if not value:
+        return None
+    known = _SYSTEM_WORDS.get(value)
+    if known is not None:
+        return str(known)
+    for pattern, words in _SYSTEM_PATTERNS:
+        found = pattern.fullmatch(value)
+        if found:
+            return str(words) % found.groupdict()
+    return None
+
+
+@register.filter
+def stored_text(value, length=None) -> str:
+    """A stored reason or actor name as a person reads it: Cadre's own words translated, a
+    person's words as they typed them (marked translate="no": data); `length` shortens it
+    (`|stored_text:60`)."""
+    value = str(value or "")
+    said = system_words(value)
+    if said is None:
+        said, typed = value, True
+    else:
+        typed = False
+    if length and len(said) > int(length):
+        said = said[: int(length) - 1] + "…"
+    if typed and said:
+        return format_html('<span translate="no">{}</span>', said)
+    return said
+
+
+@register.filter
+def ago(value) -> str:
+    """How long ago, in the reader's language: "just now" under a minute, else "3 hours ago"."""
+    if not value:
+        return ""
+    if timezone.now() - value < timedelta(minutes=1):
+        return str(_("just now"))
+    return str(_("%(when)s ago") % {"when": timesince(value)})
+
+
+@register.filter
+def actor_label(value) -> str:
+    """A stored actor label in the reader's language: an agent acting is stored as
+    "agent <name>" (cadre.agents.runtime.records.grants); anyone else by their name."""
+    text = str(value or "")
+    if text.startswith("agent "):
+        return str(_("agent %(name)s") % {"name": text.removeprefix("agent ")})
+    return text

@@ -199,11 +199,25 @@ def run_call_chain_view(request, pk: int):
         {**section, "agent": agents.get(section["run"]["agent"])}
         for section in (chain, *chain["children"])
     ]
-    for section in sections:  # a confirmation's risk and channel in the reader's words
-        for event in section.get("events") or []:
-            if event.get("kind") == "confirmation":
-                event["risk_phrase"] = level_phrase(str(event.get("risk") or ""))
-                event["via_label"] = via_label(str(event.get("decided_via") or ""))
+    events = [
+        event
+        for section in sections
+        for event in section.get("events") or []
+        if event.get("kind") == "confirmation"
+    ]
+    confirmations = (
+        Confirmation.objects.filter(
+            organization_id=run.organization_id,
+            pk__in=[event["confirmation"] for event in events],
+        ).select_related("requester")
+        if events
+        else []
+    )
+    summaries = {confirmation.pk: confirmation.summary_lines for confirmation in confirmations}
+    for event in events:  # a confirmation's summary, risk and channel in the reader's words
+        event["summary_lines"] = summaries.get(event["confirmation"], [])
+        event["risk_phrase"] = level_phrase(str(event.get("risk") or ""))
+        event["via_label"] = via_label(str(event.get("decided_via") or ""))
     return render(
         request,
         "console/agents/agents/call_chain.html",

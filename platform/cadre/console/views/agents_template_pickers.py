@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop, pgettext_lazy
 
@@ -252,6 +254,10 @@ def skill_choices(actor, skills: list) -> list:
     return choices
 
 
+# A position in the target positions' picker: its name (data) and code (an identifier).
+POSITION_CHOICE = '<span translate="no">{}</span> (<code>{}</code>)'
+
+
 # --- tools --------------------------------------------------------------------------------
 
 
@@ -265,6 +271,11 @@ class ToolRow:
     risk: forms.BoundField
     confirmation: forms.BoundField
     hosts: forms.BoundField | None = None
+
+    @property
+    def name_html(self) -> str:
+        """The tool's name inside the controls' names (edit.html): an identifier."""
+        return format_html('<span translate="no">{}</span>', self.name)
 
 
 def organization_tools(actor) -> list[dict]:
@@ -281,13 +292,17 @@ def organization_tools(actor) -> list[dict]:
     ]
     servers = in_organization_of(actor, McpServer).filter(is_active=True).order_by("name")
     for server in servers:
-        source = f"MCP · {server.name}"
+        # the server's name is its organization's identifier, not words to translate
+        named = format_html('<span translate="no">{}</span>', server.name)
+        source = format_html("MCP · {}", named)
         tools.append(
             {
                 "name": wildcard(server.name),
                 "source": source,
-                "description": _("Every tool of %(server)s, each at its own risk.")
-                % {"server": server.name},
+                "description": mark_safe(  # noqa: S308 - the sentence is escaped, the name too
+                    conditional_escape(_("Every tool of %(server)s, each at its own risk."))
+                    % {"server": named}
+                ),
                 "own_risk": "",
             }
         )
@@ -419,10 +434,21 @@ class VersionPickerForm(VersionForm):
         initial = self.initial
         # Positions: the organization's, and any code the version names that is not one.
         positions = restricted_for(self.actor, Position, "view").filter(is_archived=False)
-        choices = [(p.code, f"{p.name} ({p.code})") for p in positions.order_by("name")]
+        # (a position's name is the organization's data and its code an identifier: neither is
+        # translated)
+        choices = [
+            (p.code, format_html(POSITION_CHOICE, p.name, p.code))
+            for p in positions.order_by("name")
+        ]
         codes = {code for code, _ in choices}
         choices += [
-            (code, _("%(code)s (no such position)") % {"code": code})
+            (
+                code,
+                mark_safe(  # noqa: S308 - the sentence is escaped, the code too
+                    conditional_escape(_("%(code)s (no such position)"))
+                    % {"code": format_html("<code>{}</code>", code)}
+                ),
+            )
             for code in initial.get("target_positions") or []
             if code not in codes
         ]
@@ -452,9 +478,8 @@ class VersionPickerForm(VersionForm):
                 required=False,
                 initial=tool["name"] in rules,
                 label=_("Allow %(tool)s") % {"tool": name},
-                widget=forms.CheckboxInput(
-                    attrs={"aria-label": _("Allow %(tool)s") % {"tool": name}}
-                ),
+                # named by a hidden text in edit.html, the tool's name marked as code
+                widget=forms.CheckboxInput(attrs={"aria-labelledby": f"tool-allow-{name}"}),
             )
             # A template's risk only raises a tool's own (Tool.risk_of): lower is not offered,
             # unless the version already says so.
@@ -471,15 +496,13 @@ class VersionPickerForm(VersionForm):
                 ],
                 initial=current or tool["own_risk"] or "low",
                 label=_("Risk of %(tool)s") % {"tool": name},
-                widget=forms.Select(attrs={"aria-label": _("Risk of %(tool)s") % {"tool": name}}),
+                widget=forms.Select(attrs={"aria-labelledby": f"tool-risk-{name}"}),
             )
             self.fields[f"confirmation-{name}"] = forms.ChoiceField(
                 choices=[(policy, CONFIRMATION_LABELS[policy]) for policy in CONFIRMATION_POLICIES],
                 initial=rule.get("confirmation") or "high_risk",
                 label=_("Confirmation for %(tool)s") % {"tool": name},
-                widget=forms.Select(
-                    attrs={"aria-label": _("Confirmation for %(tool)s") % {"tool": name}}
-                ),
+                widget=forms.Select(attrs={"aria-labelledby": f"tool-confirmation-{name}"}),
             )
             if name == "http_request":
                 self.fields[f"hosts-{name}"] = forms.CharField(

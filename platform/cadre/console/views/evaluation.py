@@ -83,6 +83,14 @@ def side_label(spec: dict) -> str:
     return _("the published version")
 
 
+# Where an organization's embedding model stands, short, in the replay form's model choices.
+EMBEDDING_STATUS_WORDS = {
+    "building": pgettext_lazy("embedding model", "building"),
+    "active": pgettext_lazy("embedding model", "active"),
+    "retired": pgettext_lazy("embedding model", "retired"),
+}
+
+
 class ReplayForm(forms.Form):
     kind = forms.ChoiceField(choices=CANDIDATE_KINDS, label=gettext_lazy("Candidate"))
     version = forms.TypedChoiceField(
@@ -105,7 +113,11 @@ class ReplayForm(forms.Form):
         # active, retired); the model itself is instance-wide and has no status.
         uses = OrganizationEmbeddingModel.objects.filter(organization=suite.organization_id)
         self.fields["embedding_model"].choices = [("", "—")] + [
-            (use.model_id, f"{use.model_id} ({use.status})") for use in uses.order_by("model_id")
+            (
+                use.model_id,
+                f"{use.model_id} ({EMBEDDING_STATUS_WORDS.get(use.status, use.status)})",
+            )
+            for use in uses.order_by("model_id")
         ]
 
     def candidate(self) -> dict:

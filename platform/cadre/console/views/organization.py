@@ -73,7 +73,7 @@ def organization_detail(request):
 
 
 def _language_name(locale: str) -> str:
-    """The organization's language as a person reads it ("简体中文 (Simplified Chinese)")."""
+    """The organization's language as a person reads it ("简体中文")."""
     return str(dict(LOCALES).get(locale, locale))
 
 
