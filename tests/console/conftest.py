@@ -17,3 +17,21 @@ def browser(db):
         return client
 
     return make
+
+
+@pytest.fixture
+def zh(alice):
+    """Alice, the owner, reads Cadre in Chinese; her name and her organization's are Chinese
+    (so what a page shows of them is Chinese too)."""
+    alice.language = "zh-hans"
+    alice.display_name = "李娜"
+    alice.save(update_fields=["language", "display_name"])
+    alice.organization.name = "艾克美"
+    alice.organization.save(update_fields=["name"])
+    return alice
+
+
+@pytest.fixture
+def en(make_member):
+    """An English-reading owner of the same organization."""
+    return make_member(roles=("owner",), display_name="Erin", email="erin@acme.test")

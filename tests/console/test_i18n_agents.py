@@ -33,20 +33,6 @@ HOOKS_OFF = {
 }
 
 
-@pytest.fixture
-def zh(alice):
-    """Alice, the owner, reads Cadre in Chinese; her data is Chinese too."""
-    alice.language = "zh-hans"
-    alice.display_name = "李娜"
-    alice.save(update_fields=["language", "display_name"])
-    return alice
-
-
-@pytest.fixture
-def en(make_member):
-    return make_member(roles=("owner",), display_name="Erin", email="erin@acme.test")
-
-
 def _run(member, agent, text, session=None):
     run = runtime.run_start(actor=member_actor(member), agent=agent, text=text, session=session)
     with translation.override("zh-hans"):  # a worker answers in the member's language

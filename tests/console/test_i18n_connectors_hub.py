@@ -44,22 +44,6 @@ def _signing_key(settings, tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def zh(alice):
-    """Alice, the owner, reads Cadre in Chinese; her data is Chinese too."""
-    alice.language = "zh-hans"
-    alice.display_name = "李娜"
-    alice.save(update_fields=["language", "display_name"])
-    alice.organization.name = "艾克米"
-    alice.organization.save(update_fields=["name"])
-    return alice
-
-
-@pytest.fixture
-def en(make_member):
-    return make_member(roles=("owner",), display_name="Erin", email="erin@acme.test")
-
-
-@pytest.fixture
 def world(zh, bob):
     """A connector with a binding, a mapped account and one waiting; a Hub skill installed on
     agents with an update offered; a skill candidate in review and a proposal waiting."""

@@ -40,22 +40,6 @@ def _signing_key(settings, tmp_path, monkeypatch):
     signing.forget_key()
 
 
-@pytest.fixture
-def zh(alice):
-    """Alice, the owner, reads Cadre in Chinese; her data is Chinese too."""
-    alice.language = "zh-hans"
-    alice.display_name = "李娜"
-    alice.save(update_fields=["language", "display_name"])
-    alice.organization.name = "华星科技"
-    alice.organization.save(update_fields=["name"])
-    return alice
-
-
-@pytest.fixture
-def en(make_member):
-    return make_member(roles=("owner",), display_name="Erin", email="erin@acme.test")
-
-
 def _remember(member, content: str, **fields):
     return memory_services.memory_add(
         actor=member_actor(member),

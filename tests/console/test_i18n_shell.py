@@ -23,23 +23,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def zh(alice):
-    """Alice, the owner, reads Cadre in Chinese; her organization's data is Chinese too."""
-    organization = alice.organization
-    organization.name = "艾克美"
-    organization.save(update_fields=["name"])
-    alice.language = "zh-hans"
-    alice.display_name = "李娜"
-    alice.save(update_fields=["language", "display_name"])
-    return alice
-
-
-@pytest.fixture
-def en(make_member):
-    return make_member(roles=("owner",), display_name="Erin", email="erin@acme.test")
-
-
-@pytest.fixture
 def world(zh, bob):
     """A department with a sub-department, a position, a member in it with a pending
     invitation, an API key, a budget and an identity provider: every page has rows to show."""
