@@ -81,7 +81,7 @@ def test_a_group_send_is_asked_with_its_reach_and_an_undeliverable_one_is_not(
 
         page.goto(f"/runs/{refused.pk}/call-chain/")
         tool = page.locator('[data-kind="tool_call"]')
-        expect(tool.locator(".badge")).to_have_text("failed")
+        expect(tool.locator(".badge")).to_have_text("Failed")
         expect(tool).to_contain_text("Not done: no connector for channel")
         page.screenshot(path=str(SCREENSHOTS / "effects-call-chain-failed.png"), full_page=True)
 
