@@ -152,7 +152,7 @@ def test_a_missing_permission_in_chinese(bob, client_for):
     assert en_status == zh_status == 403 and en["code"] == zh["code"] == "permission_denied"
     permission = re.search(r"'([a-z_]+\.[a-z_]+)'", en["message"]).group(1)
     assert en["message"] == f"You do not have the '{permission}' permission."
-    assert zh["message"] == f"您没有“{permission}”权限。"
+    assert zh["message"] == f"你没有“{permission}”权限。"
 
 
 @pytest.mark.django_db
