@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import AppRegistryNotReady, ImproperlyConfigured
+from django.http.cookie import parse_cookie
 from django.utils import translation
 from django.utils.translation import trans_real
 
@@ -45,13 +46,33 @@ def supported(value: str | None) -> str | None:
 
 def browser_language(request) -> str | None:
     """The language the browser asks for (the switcher's cookie, then Accept-Language)."""
-    cookie = supported(request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME))
-    if cookie:
-        return cookie
-    header = request.META.get("HTTP_ACCEPT_LANGUAGE", "")
-    if len(header) > 1000:  # Django's own limit on what it parses
+    return asked_language(
+        request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME),
+        request.META.get("HTTP_ACCEPT_LANGUAGE", ""),
+    )
+
+
+def scope_language(scope: dict) -> str | None:
+    """The same from an ASGI scope's headers, where there is no Django request (the body limit
+    at the server's edge, the chat's websocket, the MCP endpoint)."""
+    cookie, accept = "", ""
+    for name, value in scope.get("headers") or []:
+        if name == b"cookie":
+            cookie = value.decode("latin-1")
+        elif name == b"accept-language":
+            accept = value.decode("latin-1")
+    return asked_language(parse_cookie(cookie).get(settings.LANGUAGE_COOKIE_NAME), accept)
+
+
+def asked_language(cookie: str | None, accept_language: str) -> str | None:
+    """The language of the switcher's cookie if Cadre speaks it, else the first of
+    Accept-Language's that it speaks (up to "*"), else None."""
+    language = supported(cookie)
+    if language:
+        return language
+    if len(accept_language or "") > 1000:  # Django's own limit on what it parses
         return None
-    for code, _ in trans_real.parse_accept_lang_header(header):
+    for code, _ in trans_real.parse_accept_lang_header(accept_language or ""):
         if code == "*":
             break
         language = supported(code)

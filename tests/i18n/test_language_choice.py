@@ -215,3 +215,18 @@ def test_the_scripts_catalog_speaks_the_readers_language_and_is_cached():
         HTTP_IF_MODIFIED_SINCE=chinese.headers["Last-Modified"],
     )
     assert again.status_code == 304
+
+
+def test_an_asgi_scope_names_the_browsers_language_by_cookie_then_header():
+    from cadre.languages import scope_language
+
+    def scope(*headers):
+        return {"headers": [(name, value.encode("latin-1")) for name, value in headers]}
+
+    assert scope_language(scope((b"accept-language", ZH))) == "zh-hans"
+    assert scope_language(scope((b"accept-language", "fr, en;q=0.5"))) == "en"
+    switched = scope((b"cookie", "a=b; django_language=zh-hans"), (b"accept-language", "en"))
+    assert scope_language(switched) == "zh-hans"
+    assert scope_language(scope((b"cookie", "django_language=klingon"))) is None
+    assert scope_language(scope((b"accept-language", "x" * 2000))) is None
+    assert scope_language({}) is None

@@ -39,7 +39,6 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.http import HttpRequest
 from django.utils import translation
 from django.utils.translation import gettext as _
 
@@ -49,8 +48,9 @@ from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import CadreError, InvalidInput
 from cadre.governance.confirmations import confirmation_decide
 from cadre.identifiers import parse_pk
+from cadre.languages import scope_language
 from cadre.tenancy.actors import member_actor
-from cadre.tenancy.languages import request_language
+from cadre.tenancy.languages import chosen_language
 from cadre.tenancy.middleware import SESSION_KEY, session_memberships
 from cadre.tenancy.models import Member
 
@@ -75,13 +75,7 @@ def _member_for(scope):
 def _language(scope, member) -> str:
     """The language the error frames speak: the member's preference, else the browser's (the
     switcher's cookie, Accept-Language), else the organization's, as the console decides it."""
-    request = HttpRequest()
-    request.COOKIES = dict(scope.get("cookies") or {})
-    headers = dict(scope.get("headers") or [])
-    accept = headers.get(b"accept-language", b"").decode("latin-1")[:1000]
-    if accept:
-        request.META["HTTP_ACCEPT_LANGUAGE"] = accept
-    return request_language(request, member)
+    return chosen_language(scope_language(scope), member)
 
 
 def _actor(member_id: int):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Awaitable, Callable
-from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
@@ -21,7 +20,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 
 from cadre.api.errors import envelope, error_response
-from cadre.languages import browser_language
+from cadre.languages import browser_language, scope_language
 
 # Paths with their own, larger limits (bundle uploads) register a prefix here.
 BODY_LIMIT_OVERRIDES: dict[str, int] = {}
@@ -64,20 +63,9 @@ def _longer_than_declared() -> tuple[int, str, str, dict]:
 
 def _scope_language(scope: dict) -> str:
     """The language the browser asks for, from an ASGI scope (these answers come before
-    Django, its sessions and the member: Accept-Language, else the default)."""
-    headers = {}
-    for name, value in scope.get("headers", []):
-        if name in (b"accept-language", b"cookie"):
-            headers[name] = value.decode("latin-1")
-    cookies = {}
-    for part in headers.get(b"cookie", "").split(";"):
-        key, _sep, value = part.strip().partition("=")
-        if key == settings.LANGUAGE_COOKIE_NAME:
-            cookies[key] = value
-    request = SimpleNamespace(
-        COOKIES=cookies, META={"HTTP_ACCEPT_LANGUAGE": headers.get(b"accept-language", "")}
-    )
-    return browser_language(request) or settings.LANGUAGE_CODE
+    Django, its sessions and the member: the switcher's cookie, Accept-Language, else the
+    default)."""
+    return scope_language(scope) or settings.LANGUAGE_CODE
 
 
 class BodySizeLimitMiddleware:

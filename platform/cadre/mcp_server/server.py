@@ -24,11 +24,12 @@ from cadre.api.parsers import json_body_problem
 from cadre.api.throttles import AuthFailureThrottle, blocked_message, record_auth_failure
 from cadre.errors import CadreError, InvalidInput
 from cadre.governance import audit
+from cadre.languages import asked_language
 from cadre.mcp_server import tools
 from cadre.observability import RequestContext, bind_request_context, tracer
 from cadre.tenancy.actors import api_key_actor
 from cadre.tenancy.authentication import KeyRefused, api_key_resolve
-from cadre.tenancy.languages import request_language
+from cadre.tenancy.languages import chosen_language
 from cadre.tenancy.models import ApiKey
 from cadre.tenancy.services import api_key_touch
 
@@ -76,14 +77,6 @@ def _origin(ctx: Context) -> tuple[int, RequestContext]:
     )
 
 
-def _http_request(accept_language: str) -> HttpRequest:
-    """A request carrying only the caller's Accept-Language (to choose the answer's language)."""
-    request = HttpRequest()
-    if accept_language:
-        request.META["HTTP_ACCEPT_LANGUAGE"] = accept_language
-    return request
-
-
 def _accept_language(ctx: Context) -> str:
     request = ctx.request_context.request
     headers = getattr(request, "headers", None) or {}
@@ -108,8 +101,8 @@ def _call_sync(
         ):
             key = ApiKey.objects.select_related("organization", "created_by").get(pk=key_id)
             actor = api_key_actor(key)
-            language = request_language(
-                _http_request(accept_language), key.created_by, key.organization
+            language = chosen_language(
+                asked_language(None, accept_language), key.created_by, key.organization
             )
             with translation.override(language):
                 return _call_actor(actor, tool_name, fn, arguments)
@@ -348,7 +341,7 @@ def _authenticate_sync(
 ) -> tuple[int | None, int, str]:
     """(key id, status, message): the REST API's key lookup and failed-auth throttle. The
     message speaks the caller's Accept-Language (no key, so no member to ask)."""
-    with translation.override(request_language(_http_request(accept_language))):
+    with translation.override(chosen_language(asked_language(None, accept_language))):
         return _authenticate_in_language(header, ip)
 
 

@@ -16,6 +16,7 @@ from cadre.languages import LANGUAGE_CODES, browser_language, supported
 __all__ = [
     "LANGUAGE_CODES",
     "browser_language",
+    "chosen_language",
     "member_language",
     "organization_language",
     "remember_platform_locale",
@@ -40,13 +41,19 @@ def member_language(member) -> str:
 
 
 def request_language(request, member=None, organization=None) -> str:
+    return chosen_language(browser_language(request), member, organization)
+
+
+def chosen_language(browser: str | None, member=None, organization=None) -> str:
+    """The reader's language: the member's preference, else the browser's (`browser`, from
+    browser_language / scope_language / asked_language), else the organization's default."""
     if member is not None:
         preferred = supported(member.language)
         if preferred:
             return preferred
         organization = organization or member.organization
     return (
-        browser_language(request)
+        browser
         or (organization_language(organization) if organization is not None else None)
         or settings.LANGUAGE_CODE
     )
