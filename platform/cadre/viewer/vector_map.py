@@ -515,7 +515,8 @@ def map_query(actor, memory_map: MemoryMap, query: str, *, top_k: int = 10) -> d
     x = y = None
     if memory_map.projection.get("components"):
         vector = np.asarray(
-            embeddings.provider_for(memory_map.model).embed([query])[0], dtype=np.float32
+            embeddings.provider_for(memory_map.model).embed([query], query=True)[0],
+            dtype=np.float32,
         )
         vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         mean = np.asarray(memory_map.projection["mean"], dtype=np.float32)
