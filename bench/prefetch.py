@@ -160,7 +160,8 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
     from cadre.agents.hooks import prefetched as prefetch
     from cadre.memory import embeddings, selectors
 
-    provider = embeddings.provider_for(embeddings.active_model())
+    model = embeddings.active_model()
+    provider = embeddings.provider_for(model)
     reader = selectors.system_reader(
         organization, job="benchmark", reason="measure prefetch recall"
     )
@@ -172,7 +173,7 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
             for qa in sample.get("qa", [])
             if qa.get("category") != 5 and evidence_ids(qa.get("evidence"))
         ]
-        vectors = provider.embed([question for question, _ in questions])
+        vectors = provider.embed([question for question, _ in questions], query=True)
         ids = by_scope[number]
         entry, previous = None, None
         for (question, evidence), vector in zip(questions, vectors, strict=True):
@@ -186,7 +187,8 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
             full = list(selectors.memory_search(top_k=top_k, **kwargs))
             hits = full
             # The hook's rule (prefetch.take): the pool serves an input close to its query.
-            if entry and prefetch.cosine(vector, entry["vector"]) >= settings.CADRE_PREFETCH_MATCH:
+            match = entry and prefetch.similarity(model, vector, entry["vector"])
+            if match and match >= settings.CADRE_PREFETCH_MATCH:
                 hits = list(
                     selectors.memory_search(top_k=top_k, candidate_ids=entry["ids"], **kwargs)
                 )
@@ -201,7 +203,7 @@ def locomo_recall(data, organization, by_scope, top_k: int) -> tuple[float, floa
                 recall["overlap"] += len(same) / max(len(full), 1)
             turns += 1
             # The task's rule (prefetch.prefetch_next_turn): a topic shift prefetches.
-            if previous is not None and prefetch.topic_shift(previous, vector):
+            if previous is not None and prefetch.topic_shift(previous, vector, model=model):
                 result = selectors.memory_search(
                     top_k=prefetch.pool_size(top_k), passed_over=True, **kwargs
                 )
@@ -257,8 +259,10 @@ def main() -> None:
     provider = embeddings.provider_for(embeddings.active_model())
     real_embed, memo = provider.embed, {}
 
-    def memo_embed(texts):  # the retrieval-only rows: the input's embedding computed before
-        return [memo[text] if text in memo else real_embed([text])[0] for text in texts]
+    def memo_embed(texts, *, query=False):  # the retrieval-only rows: embedded before
+        return [
+            memo[text] if text in memo else real_embed([text], query=query)[0] for text in texts
+        ]
 
     times = {name: [] for name in ("plain", "fetched", "plain_only", "fetched_only")}
     overlap, served = [], 0
@@ -280,7 +284,7 @@ def main() -> None:
         ):
             prefetch.settings.CADRE_PREFETCH_TTL_SECONDS = ttl_now  # 0: off, the full search
             provider.embed = embed
-            memo.setdefault(ctx.input_text, real_embed([ctx.input_text])[0])
+            memo.setdefault(ctx.input_text, real_embed([ctx.input_text], query=True)[0])
             start = time.perf_counter()
             results[name] = memory_retrieval(ctx, config)
             times[name].append((time.perf_counter() - start) * 1000)

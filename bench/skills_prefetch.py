@@ -156,9 +156,9 @@ def main() -> None:
     provider = embeddings.provider_for(embeddings.active_model())
     real_embed, embedded = provider.embed, []
 
-    def counted(texts):
+    def counted(texts, **kwargs):
         embedded.append(len(texts))
-        return real_embed(texts)
+        return real_embed(texts, **kwargs)
 
     provider.embed = counted
     config = {"semantic": True}

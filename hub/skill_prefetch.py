@@ -8,12 +8,17 @@ cadre.agents.runtime.lifecycle.warm) so the next turn on that topic does not emb
   embedding model, for `CADRE_PREFETCH_TTL_SECONDS`: the input's vector and, per skill
   version id, its fingerprint, the SHA-256 of the text embedded and that text's vector.
 - `semantic_scores` (the next turn's hook) embeds only its input; when that is at least
-  `CADRE_PREFETCH_MATCH` similar to the prefetched input (the memory prefetch's rule), each
+  `CADRE_PREFETCH_MATCH` similar to the prefetched input (the memory prefetch's rule, on the
+  usual scale: `cadre.agents.hooks.prefetched.similarity`), each
   skill is scored against its kept vector — only a version whose id, fingerprint and text are
   the ones kept; any other skill's description is embedded now. The scores are what the full
   stage computes, so the same bodies load. Which skills are candidates is never taken from
   the cache: the hook reads the agent's installs and verifies each version's signature on every
   turn, so an uninstalled, revoked or tampered version is never loaded.
+
+Inputs are embedded as queries, descriptions as what is searched; scores are similarities on
+the usual scale (unrelated ≈ 0, `embeddings.calibrated_similarity`), whatever the model, so the
+hook's `semantic_threshold` means the same under each.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import math
 from django.conf import settings
 from django.core.cache import cache
 
+from cadre.memory import embeddings
 from hub.semantic import active_embedding
 
 logger = logging.getLogger(__name__)
@@ -41,19 +47,30 @@ def cosine(a, b) -> float:
     return dot / norm if norm else 0.0
 
 
+def similarity(model, a, b) -> float:
+    """The cosine of two of `model`'s vectors on the usual scale (unrelated ≈ 0)."""
+    return embeddings.calibrated_similarity(model, cosine(a, b))
+
+
+def _embed(provider, text: str, descriptions: list[str]) -> tuple[list[float], list[list[float]]]:
+    """(the input's vector as a query, the descriptions' vectors as what is searched)."""
+    query = provider.embed([text], query=True)[0]
+    return query, provider.embed(descriptions) if descriptions else []
+
+
 def embedded_scores(text: str, descriptions: list[str]) -> list[float] | None:
-    """Cosine similarity of `text` to each description, all embedded now; None when
-    embeddings are off."""
+    """Similarity of `text` to each description, all embedded now; None when embeddings are
+    off."""
     active = active_embedding()
     if active is None or not descriptions:
         return None
-    _, provider = active
+    model, provider = active
     try:
-        vectors = provider.embed([text, *descriptions])
+        query, described = _embed(provider, text, descriptions)
     except Exception as error:  # a provider outage only costs the semantic stage
         logger.warning("hub skills: semantic relevance unavailable: %s", error)
         return None
-    return [cosine(vectors[0], vector) for vector in vectors[1:]]
+    return [similarity(model, query, vector) for vector in described]
 
 
 def enabled() -> bool:
@@ -81,11 +98,10 @@ def prefetch(run, text: str, skills: list[dict]) -> list[float] | None:
     model, provider = active
     texts = _texts(skills)
     try:
-        vectors = provider.embed([text, *texts])
+        query, described = _embed(provider, text, texts)
     except Exception as error:  # the next turn embeds them itself
         logger.warning("skills prefetch for run %s: embedding failed: %s", run.pk, error)
         return None
-    query, described = vectors[0], vectors[1:]
     cache.set(
         cache_key(run.session_id, run.agent_id, model.pk),
         {
@@ -105,7 +121,7 @@ def prefetch(run, text: str, skills: list[dict]) -> list[float] | None:
         },
         settings.CADRE_PREFETCH_TTL_SECONDS,
     )
-    return [cosine(query, vector) for vector in described]
+    return [similarity(model, query, vector) for vector in described]
 
 
 def semantic_scores(run, text: str, skills: list[dict]) -> tuple[list[float] | None, bool]:
@@ -122,11 +138,11 @@ def semantic_scores(run, text: str, skills: list[dict]) -> tuple[list[float] | N
     if not entry or entry.get("model_id") != model.pk or entry.get("member_id") != run.member_id:
         return embedded_scores(text, texts), False
     try:
-        query = provider.embed([text])[0]
+        query = provider.embed([text], query=True)[0]
     except Exception as error:
         logger.warning("hub skills: semantic relevance unavailable: %s", error)
         return None, False
-    matched = cosine(query, entry["vector"]) >= settings.CADRE_PREFETCH_MATCH
+    matched = similarity(model, query, entry["vector"]) >= settings.CADRE_PREFETCH_MATCH
     kept = entry["skills"] if matched else {}
     vectors: dict[int, list[float]] = {}
     for index, (skill, described) in enumerate(zip(skills, texts, strict=True)):
@@ -148,4 +164,4 @@ def semantic_scores(run, text: str, skills: list[dict]) -> tuple[list[float] | N
         except Exception as error:
             logger.warning("hub skills: semantic relevance unavailable: %s", error)
             return None, False
-    return [cosine(query, vectors[index]) for index in range(len(skills))], reused
+    return [similarity(model, query, vectors[index]) for index in range(len(skills))], reused

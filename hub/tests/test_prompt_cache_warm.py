@@ -39,8 +39,9 @@ PRICES = {"input": "1", "output": "2", "cached_input": "0.1", "cache_write": "1.
 
 @pytest.fixture(autouse=True)
 def local_model(monkeypatch):
+    # The model the skills hook's SEMANTIC_THRESHOLD was measured on (see test_skills_semantic).
     monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
-    monkeypatch.delenv("CADRE_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
     monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION", raising=False)
     embeddings.forget_providers()
     cache.clear()

@@ -398,8 +398,13 @@ def test_deprecated_skills_sink(alice):
     assert next(p.name for p, _ in selectors.search(member_actor(alice), "report")) == "report-new"
 
 
-def test_semantic_stage_finds_skills_by_meaning(alice):
+def test_semantic_stage_finds_skills_by_meaning(alice, monkeypatch):
+    from cadre.memory import embeddings
     from hub.semantic import package_embed
+
+    # The model MIN_SIMILARITY was measured on (E5: hub/tests/test_semantic_models.py).
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+    embeddings.forget_providers()
 
     publish(
         alice,

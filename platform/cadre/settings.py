@@ -213,7 +213,9 @@ MEMORY_VIEWER_CACHE_SECONDS = env_int("CADRE_MEMORY_VIEWER_CACHE_SECONDS", 30, m
 # Prefetch of the next turn's memories (runtime/lifecycle/prefetch.py): after a reply whose input's
 # embedding is farther than CADRE_PREFETCH_TOPIC_SHIFT (cosine distance) from the previous
 # turn's, the retrieval for it runs in the background; the next turn reuses those candidates
-# when its input is at least CADRE_PREFETCH_MATCH similar. 0 seconds of TTL turns it off.
+# when its input is at least CADRE_PREFETCH_MATCH similar. Both are on the usual scale
+# (unrelated ≈ 0 similar, the same ≈ 1), whatever the embedding model: a model's own cosines
+# are read on it (embeddings.calibrated_similarity). 0 seconds of TTL turns it off.
 CADRE_PREFETCH_TOPIC_SHIFT = env_float("CADRE_PREFETCH_TOPIC_SHIFT", 0.35, minimum=0, maximum=2)
 CADRE_PREFETCH_MATCH = env_float("CADRE_PREFETCH_MATCH", 0.65, minimum=0, maximum=1)
 CADRE_PREFETCH_TTL_SECONDS = env_int("CADRE_PREFETCH_TTL_SECONDS", 600, minimum=0)

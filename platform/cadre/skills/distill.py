@@ -33,12 +33,16 @@ from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
 from cadre.llm import ProviderError
 from cadre.memory import embeddings
-from cadre.memory.models import Kind, Memory, Verification
+from cadre.memory.models import EmbeddingModel, Kind, Memory, Verification
 from cadre.memory.selectors import memory_queryset, memory_vectors, system_reader
 from cadre.skills import drafting
 from cadre.skills.scoring import jaccard
 
-CLUSTER_SIMILARITY = 0.55  # cosine similarity for joining a cluster (all-MiniLM-L6-v2 scale)
+# Cosine similarity to a cluster's centroid for joining it, on the usual scale (unrelated ≈ 0;
+# moved onto the model's own by `embeddings.similarity_threshold`). Measured on real
+# trajectories: paraphrased tasks 0.67-0.93, unrelated ones at most 0.51 (English and Chinese,
+# multilingual-e5-small and all-MiniLM-L6-v2).
+CLUSTER_SIMILARITY = 0.55
 STEP_SIMILARITY = 0.5  # word-set Jaccard for two steps to count as the same step
 MIN_SUCCESSES = 3
 MAJORITY = 0.5
@@ -124,10 +128,10 @@ def load_trajectories(organization, *, limit: int = 2000) -> list[Trajectory]:
     return found
 
 
-def attach_vectors(trajectories: list[Trajectory]) -> str:
+def attach_vectors(trajectories: list[Trajectory]) -> EmbeddingModel:
     """Give each trajectory its memory's vector under its organization's active model;
     memories the memory layer has not embedded yet are embedded here by the same provider (in
-    process: storing vectors stays the memory layer's job). Returns the model id."""
+    process: storing vectors stays the memory layer's job). Returns the model."""
     organizations = {t.organization for t in trajectories if t.organization is not None}
     # One organization's trajectories are clustered together: one vector space, its own.
     model = embeddings.active_model(next(iter(organizations)) if len(organizations) == 1 else None)
@@ -145,7 +149,7 @@ def attach_vectors(trajectories: list[Trajectory]) -> str:
     for trajectory in trajectories:
         vector = stored.get(trajectory.memory_id)
         trajectory.vector = [float(x) for x in vector] if vector is not None else None
-    return model.id
+    return model
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -154,13 +158,15 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return dot / norm if norm else 0.0
 
 
-def cluster(trajectories: list[Trajectory]) -> list[list[Trajectory]]:
-    """Leader clustering on cosine similarity to each cluster's running centroid."""
+def cluster(trajectories: list[Trajectory], *, model: EmbeddingModel) -> list[list[Trajectory]]:
+    """Leader clustering on cosine similarity to each cluster's running centroid; `model` is
+    the one the vectors are from (its cosines are on its own scale)."""
+    threshold = embeddings.similarity_threshold(model, CLUSTER_SIMILARITY)
     clusters: list[tuple[list[float], list[Trajectory]]] = []
     for trajectory in trajectories:
         if trajectory.vector is None:
             continue
-        best, best_similarity = None, CLUSTER_SIMILARITY
+        best, best_similarity = None, threshold
         for index, (centroid, _members) in enumerate(clusters):
             similarity = _cosine(trajectory.vector, centroid)
             if similarity >= best_similarity:

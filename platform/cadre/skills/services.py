@@ -929,12 +929,12 @@ def memory_distill(*, organization) -> list:
     trajectories = distill.load_trajectories(organization)
     if not trajectories:
         return []
-    model_id = distill.attach_vectors(trajectories)
+    model = distill.attach_vectors(trajectories)
     provider = drafting.model_for_organization(organization)
     # No one asked for it: the counterfactual check's calls are the organization's.
     account = Account(organization_id=organization.pk, purpose=DISTILL_PURPOSE)
     records = []
-    for members in distill.cluster(trajectories):
+    for members in distill.cluster(trajectories, model=model):
         if sum(1 for t in members if t.success) < distill.MIN_SUCCESSES:
             continue  # too small to say anything: not recorded, it may grow
         # Looked at before: skipped before any model call (the counterfactual check).
@@ -944,7 +944,7 @@ def memory_distill(*, organization) -> list:
             continue
         with charged_to(account):
             result = distill.distill_cluster(members, provider)
-        records.append(_record_distillation(actor, organization, result, model_id))
+        records.append(_record_distillation(actor, organization, result, model.id))
     return records
 
 

@@ -52,9 +52,15 @@ def pool_ids(hits, passed_over) -> list[int]:
     return list(dict.fromkeys(hit.memory.pk for hit in [*hits, *passed_over]))
 
 
-def topic_shift(before, now) -> bool:
-    """Does the input embedded as `now` move away from the previous one's topic?"""
-    return 1.0 - cosine(before, now) > settings.CADRE_PREFETCH_TOPIC_SHIFT
+def similarity(model, a, b) -> float:
+    """The cosine of two of `model`'s vectors on the usual scale (unrelated ≈ 0, the same ≈ 1),
+    the scale CADRE_PREFETCH_TOPIC_SHIFT and CADRE_PREFETCH_MATCH are stated on."""
+    return embeddings.calibrated_similarity(model, cosine(a, b))
+
+
+def topic_shift(before, now, *, model) -> bool:
+    """Does the input embedded as `now` (by `model`) move away from the previous one's topic?"""
+    return 1.0 - similarity(model, before, now) > settings.CADRE_PREFETCH_TOPIC_SHIFT
 
 
 def retrieval_config(version) -> dict | None:
@@ -83,10 +89,10 @@ def take(ctx, top_k: int) -> tuple[Any, list[float] | None]:
     if entry.get("agent_id") != ctx.agent.pk or entry.get("member_id") != ctx.run.member_id:
         return None, None
     try:
-        vector = embeddings.provider_for(model).embed([ctx.input_text])[0]
+        vector = embeddings.provider_for(model).embed([ctx.input_text], query=True)[0]
     except embeddings.EmbeddingError:
         return None, None
-    match = cosine(vector, entry["vector"])
+    match = similarity(model, vector, entry["vector"])
     if match < settings.CADRE_PREFETCH_MATCH:
         return None, vector
     # The full search's code and ranking over the pool: its filters read the rows as they are

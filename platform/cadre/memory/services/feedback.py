@@ -54,7 +54,14 @@ _WRONG = re.compile(
     r"this is (?:wrong|outdated))\b|^\s*(?:不对|错了|不是的|更正|纠正|说错了|有误)",
     re.I,
 )
+# Cosine similarity of a correction to a memory it changes, on the usual scale (unrelated ≈ 0;
+# each model's cosines are read on it by `embeddings.calibrated_similarity`), and the margin
+# below it a memory sharing a third of the words may have. Measured (multilingual-e5-small /
+# all-MiniLM-L6-v2): English corrections and the memory they change 0.39-0.77 / 0.50-0.90,
+# unrelated English pairs at most 0.11 / 0.13; short Chinese sentences about other things
+# reach 0.64 / 0.62 (the search's candidates are the ones compared).
 FEEDBACK_MIN_SIMILARITY = 0.45
+FEEDBACK_OVERLAP_MARGIN = 0.1
 FEEDBACK_MIN_OVERLAP = 0.34
 # Of the replaced value's words, the share a memory must hold to be the one it contradicts.
 FEEDBACK_MIN_OLD_SHARE = 0.6
@@ -285,7 +292,8 @@ def _feedback_affected(claim: Claim, hits: list, actor=None) -> tuple[list, str,
 def _rule_affected(claim: Claim, hits: list) -> list:
     """The hits the correction contradicts. When it names the value it replaces, the memories
     saying that value (`contradicts`); otherwise the memories closest to the statement (cosine
-    ≥ FEEDBACK_MIN_SIMILARITY, or a little less with a third of the words shared)."""
+    ≥ FEEDBACK_MIN_SIMILARITY on the usual scale, or a little less with a third of the words
+    shared)."""
     if not hits:
         return []
     if claim.old:
@@ -298,11 +306,13 @@ def _rule_affected(claim: Claim, hits: list) -> list:
     query = vectors[0]
     affected = []
     for hit, vector in zip(hits, vectors[1:], strict=True):
-        similarity = sum(a * b for a, b in zip(query, vector, strict=True))
+        similarity = embeddings.calibrated_similarity(
+            model, sum(a * b for a, b in zip(query, vector, strict=True))
+        )
         hit.components = {**(hit.components or {}), "feedback_similarity": round(similarity, 4)}
         if similarity >= FEEDBACK_MIN_SIMILARITY or (
             dedup.overlap(statement, hit.memory.content) >= FEEDBACK_MIN_OVERLAP
-            and similarity >= FEEDBACK_MIN_SIMILARITY - 0.1
+            and similarity >= FEEDBACK_MIN_SIMILARITY - FEEDBACK_OVERLAP_MARGIN
         ):
             affected.append(hit)
     return affected

@@ -89,11 +89,11 @@ def prefetch_next_turn(run_id: int) -> str:
         return "first_turn"
     model = embeddings.active_model(run.agent.organization_id)
     try:
-        before, now = embeddings.provider_for(model).embed([turn_input(previous), text])
+        before, now = embeddings.provider_for(model).embed([turn_input(previous), text], query=True)
     except embeddings.EmbeddingError as error:
         logger.warning("prefetch for run %s: embedding failed: %s", run.pk, error)
         return "embedding_failed"
-    if not topic_shift(before, now):
+    if not topic_shift(before, now, model=model):
         return "same_topic"
     actor = agent_actor(run.agent)
     keys = scope_keys_for(run.agent, run.grants.get("read_scopes", []))
