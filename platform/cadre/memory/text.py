@@ -43,6 +43,12 @@ def _segmenter():
     return _jieba
 
 
+def known_word(word: str) -> bool:
+    """Whether jieba's dictionary has `word` (a Chinese word it does not know is often a
+    name)."""
+    return bool(_segmenter().dt.FREQ.get(word))
+
+
 _VOWELS = frozenset("aeiouy")
 
 
