@@ -21,19 +21,21 @@ NOW = timezone.now()
 
 
 def _candidates() -> search.Candidates:
-    """Three candidates, equally placed on both sides: 1 and 2 say the same thing (identical
-    vectors), 3 something else. Relevance alone returns 1, 2; diversity returns 1, 3."""
+    """Three candidates, close together on both sides: 1 and 2 say the same thing (identical
+    vectors), 3 something else; 4, far behind on both, sets the bottom of the scores' scale.
+    Relevance alone returns 1, 2; diversity returns 1, 3."""
     memories = {
         pk: Memory(pk=pk, content=f"memory {pk}", observed_at=NOW, attributes={})
-        for pk in (1, 2, 3)
+        for pk in (1, 2, 3, 4)
     }
     same = np.array([1.0, 0.0, 0.0], dtype=np.float32)
     other = np.array([0.0, 1.0, 0.0], dtype=np.float32)
+    unrelated = np.array([0.0, 0.0, 1.0], dtype=np.float32)
     return search.Candidates(
-        lexical=[(1, 3.0), (2, 2.9), (3, 2.8)],
-        vector=[(1, 0.9), (2, 0.9), (3, 0.8)],
+        lexical=[(1, 3.0), (2, 2.9), (3, 2.8), (4, 1.0)],
+        vector=[(1, 0.9), (2, 0.9), (3, 0.8), (4, 0.1)],
         memories=memories,
-        vectors={1: same, 2: same.copy(), 3: other},
+        vectors={1: same, 2: same.copy(), 3: other, 4: unrelated},
         query=np.array([0.7, 0.7, 0.0], dtype=np.float32),
     )
 
