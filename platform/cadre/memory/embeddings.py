@@ -129,6 +129,7 @@ LOCAL_DIMENSION = MULTILINGUAL_E5_SMALL.dimension
 
 _local_models: dict[str, object] = {}
 _local_lock = threading.Lock()
+_encode_lock = threading.Lock()
 
 
 def local_model(name: str) -> LocalModel:
@@ -206,7 +207,10 @@ class LocalProvider(EmbeddingProvider):
             vectors = []
             for start in range(0, len(texts), self.batch_size):
                 batch = [text or " " for text in texts[start : start + self.batch_size]]
-                vectors.extend(engine.encode(batch, is_query=query).tolist())
+                # One call at a time per process: each already uses every thread it was given
+                # (OpenMP), and two at once would only oversubscribe the cores.
+                with _encode_lock:
+                    vectors.extend(engine.encode(batch, is_query=query).tolist())
             return vectors
         return engine.encode(
             list(texts),
