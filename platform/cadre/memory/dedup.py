@@ -60,7 +60,6 @@ AUTHORITY = {
 
 _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.。!！?？;；,，、]+$")
-_TOKEN = re.compile(r"[\u3400-\u9fff]|[^\W_\u3400-\u9fff]+")
 
 
 def normalize_content(text: str) -> str:
@@ -75,8 +74,9 @@ def content_hash(text: str) -> str:
 
 
 def _tokens(text: str) -> set[str]:
-    """Words for overlap measures; each CJK character counts as one (no segmenter needed)."""
-    return set(_TOKEN.findall(normalize_content(text)))
+    """Words for overlap measures, Chinese cut into words as the lexical side does (工位 and
+    工号 share no word; as single characters they would share 工)."""
+    return set(_words(text))
 
 
 def jaccard(a: str, b: str) -> float:
