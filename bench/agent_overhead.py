@@ -11,9 +11,10 @@ think, send the next. Think times are drawn uniformly from 0.5x to 1.5x --think 
 --think) and each session's first message comes at a random moment within one think time —
 people do not type in lockstep; without it every session sends at the same instant and each
 "wave" of 50 runs queues behind itself. The draws are seeded, so both paths and every
-invocation see the same arrival pattern. Real Celery workers (prefork, --workers processes)
-on Redis, against a separate database (`cadre_agents_bench` on the same PostgreSQL) and a
-separate Redis database.
+invocation see the same arrival pattern. Real Celery workers (prefork, --workers processes
+in one pool consuming every queue the product routes to: `runs`, `after`, ...) on Redis,
+against a separate database (`cadre_agents_bench` on the same PostgreSQL) and a separate
+Redis database.
 
 Under each figure, the CPU spent per completed run while measuring: the worker processes,
 the bench database's PostgreSQL backends and the harness (which starts the runs, as the web
@@ -38,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+
+from bench.environment import worker_command, worker_queues  # noqa: E402
 
 BENCH_DB = "cadre_agents_bench"
 REDIS_DB = 12
@@ -162,30 +165,16 @@ def create_agents(count: int, memory: bool) -> dict[str, list]:
     return agents
 
 
-def start_workers(env: dict, workers: int) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "cadre",
-        "worker",
-        "--concurrency",
-        str(workers),
-        "--pool",
-        "prefork",
-        "-Q",
-        "celery",
-        "--loglevel",
-        "WARNING",
-        "--hostname",
-        f"agents-bench-{os.getpid()}@%h",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "--prefetch-multiplier",
-        "1",
+def worker_commands(workers: int = 4) -> list[list[str]]:
+    """The Celery workers this bench starts: one prefork pool of `workers` processes consuming
+    every queue, one task at a time per process."""
+    return [
+        worker_command(workers, "agents-bench", "--pool", "prefork", "--prefetch-multiplier", "1")
     ]
+
+
+def start_workers(env: dict, workers: int) -> subprocess.Popen:
+    (command,) = worker_commands(workers)
     return subprocess.Popen(command, cwd=ROOT, env=env, process_group=0)  # noqa: S603
 
 
@@ -322,9 +311,9 @@ def main() -> None:
             if warm["failures"] or warm["unfinished"]:
                 raise SystemExit(f"warm-up failed: {warm}")
         print(
-            f"agent_overhead: {args.workers} Celery worker processes (prefork, "
-            f"{os.cpu_count()} CPUs), offline provider, memory retrieval "
-            f"{'off' if args.no_memory else 'on'}, think time {args.think:.1f} s, "
+            f"agent_overhead: {args.workers} Celery worker processes (prefork, one pool on "
+            f"{','.join(worker_queues())}, {os.cpu_count()} CPUs), offline provider, "
+            f"memory retrieval {'off' if args.no_memory else 'on'}, think time {args.think:.1f} s, "
             f"{args.messages} messages per session"
         )
         print("path=full: every built-in hook; path=bare: the same runtime, hooks off (baseline)")

@@ -42,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
+from bench.environment import worker_command  # noqa: E402
+
 WEBHOOK_SECRET = "bench-webhook-secret"
 SLACK_SECRET = "bench-slack-signing-secret"
 BENCH_DB = "cadre_bench"
@@ -168,6 +170,11 @@ def prepare_environment(redis_db: int) -> dict[str, str]:
             "CADRE_CACHE_PREFIX": "cadre-bench",
             # As `cadre up` does: the Celery worker skips Django's system checks.
             "CELERY_SKIP_CHECKS": "1",
+            # The loopback receiver stands in for the platforms: the outbound guard refuses
+            # loopback addresses unless the instance allows them (docs/connectors.md), for the
+            # webhook connector's callback URL and for Slack's API base URL respectively.
+            "CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+            "CADRE_CONNECTOR_ALLOWED_HOSTS": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "platform")]),
         }
     )
@@ -238,6 +245,13 @@ def create_objects(receiver_url: str) -> dict:
 # --- servers ----------------------------------------------------------------------------------
 
 
+def worker_commands(concurrency: int = 2, worker_nice: int = 0) -> list[list[str]]:
+    """The Celery workers this bench starts: one pool consuming every queue, so the worker's
+    CPU and processing rate are one process tree's."""
+    nice = ["nice", "-n", str(worker_nice)] if worker_nice else []
+    return [[*nice, *worker_command(concurrency, "bench")]]
+
+
 def start_servers(
     env: dict,
     port: int,
@@ -271,26 +285,7 @@ def start_servers(
             "--log-level",
             "warning",
         ],
-        [
-            *(["nice", "-n", str(worker_nice)] if worker_nice else []),
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "cadre",
-            "worker",
-            "--concurrency",
-            str(concurrency),
-            "-Q",
-            "celery",
-            "--loglevel",
-            "WARNING",
-            "--hostname",
-            f"bench-{os.getpid()}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
+        *worker_commands(concurrency, worker_nice),
     ]
     children = [
         subprocess.Popen(command, cwd=source, env=env, process_group=0)  # noqa: S603

@@ -61,3 +61,41 @@ def prepare(
         }
     )
     return admin_url
+
+
+def worker_queues() -> list[str]:
+    """Every queue the product routes tasks to (cadre.celery.task_queues): runs and inbound
+    drains go to `runs`, after-run hooks to `after`, replies through the platforms' APIs to
+    `connectors`, housekeeping to the default queue. Read once Django's settings are the
+    bench's (not at import: they would be read too early)."""
+    from cadre.celery import task_queues
+
+    return task_queues()
+
+
+def worker_command(concurrency: int, hostname: str, *options: str) -> list[str]:
+    """One Celery worker pool consuming every queue (`worker_queues`), quiet and without the
+    cluster chatter a single bench worker does not need; `options` are added as given.
+    tests/test_bench_queues.py checks no queue is left without a consumer."""
+    import sys
+
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "cadre",
+        "worker",
+        "--concurrency",
+        str(concurrency),
+        *options,
+        "-Q",
+        ",".join(worker_queues()),
+        "--loglevel",
+        "WARNING",
+        "--hostname",
+        f"{hostname}-{os.getpid()}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]

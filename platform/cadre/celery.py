@@ -26,6 +26,23 @@ def route_task(name, args, kwargs, options, task=None, **_kw) -> dict | None:
     return None
 
 
+def task_queue(name: str) -> str:
+    """The queue a task of this name is sent to: route_task's, else the default queue."""
+    from django.conf import settings
+
+    route = route_task(name, (), {}, {})
+    return route["queue"] if route else settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def task_queues() -> list[str]:
+    """Every queue route_task sends to, the default queue first, each once: what the workers
+    of an install (or a bench's) must consume between them for no task to wait forever."""
+    from django.conf import settings
+
+    queues = [settings.CELERY_TASK_DEFAULT_QUEUE, *settings.CADRE_QUEUES.values()]
+    return list(dict.fromkeys(queues))
+
+
 app = Celery("cadre")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
