@@ -359,3 +359,25 @@ def test_member_actor_events_verify(org_a):
         audit.verify_chain(org_a).items()
         >= {"ok": True, "checked": 1, "unsealed": 0, "broken": None}.items()
     )
+
+
+def test_a_chain_that_should_be_anchored_but_has_no_digest_fails(org_a, org_b, settings, tmp_path):
+    """The digest log lost, or on another machine: events older than three digest intervals
+    and no signed digest for them is a failure that says why, not an OK."""
+    settings.AUDIT_DIGEST_LOG = tmp_path / "audit-digests.jsonl"  # nothing signed here
+    _sealed_many(org_b, 2)
+    assert "no signed digest yet" in _verify(org_b.slug)  # young: beat has not run yet
+
+    events = _record_many(org_a, 3)
+    _tamper(  # written an hour ago: beat (every 5 minutes) should have signed them since
+        "UPDATE governance_auditevent SET created_at = now() - interval '1 hour' "
+        "WHERE id = ANY(%s)",
+        [[event.pk for event in events]],
+    )
+    audit.seal(organization=org_a)
+    report = _verify_broken(org_a.slug)
+    assert "UNANCHORED, 3 events verified but no signed digest anchors them" in report
+    assert str(tmp_path / "audit-digests.jsonl") in report
+
+    call_command("audit_digest", stdout=StringIO())  # signed: anchored again
+    assert "1 signed digest(s) match" in _verify(org_a.slug)

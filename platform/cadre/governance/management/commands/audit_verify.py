@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from cadre.governance.audit import seal, verify_chain
+from cadre.governance.audit_models import AuditEvent
 from cadre.tenancy.models import Organization
+
+# Beat signs a digest every CADRE_AUDIT_DIGEST_INTERVAL seconds; a chain whose first event is
+# older than this many intervals has been through several without one.
+UNANCHORED_INTERVALS = 3
 
 
 class Command(BaseCommand):
@@ -38,7 +47,18 @@ class Command(BaseCommand):
             waiting = (
                 f" ({result['unsealed']} newer events not sealed yet)" if result["unsealed"] else ""
             )
-            if result["ok"]:
+            unanchored = result["ok"] and _should_be_anchored(organization, result["digests"])
+            if unanchored:
+                failed = True
+                self.stdout.write(
+                    f"{organization.slug}: UNANCHORED, {result['checked']} events verified but "
+                    f"no signed digest anchors them, though its first event is older than "
+                    f"{UNANCHORED_INTERVALS} digest intervals: the digest log "
+                    f"({settings.AUDIT_DIGEST_LOG}) is missing or not this installation's "
+                    "(on several machines every one must read the same log), or beat is not "
+                    "running; the chain is checked against nothing but itself"
+                )
+            elif result["ok"]:
                 self.stdout.write(
                     f"{organization.slug}: OK, {result['checked']} events verified{waiting}"
                     f"{_anchored(result['digests'])}"
@@ -53,6 +73,22 @@ class Command(BaseCommand):
                 )
         if failed:
             raise CommandError("audit chain verification failed")
+
+
+def _should_be_anchored(organization, digests: dict) -> bool:
+    """No signed digest, and the chain's first sealed event is older than several of beat's
+    digest intervals: the anchors were lost (or were never where this machine reads them)."""
+    if digests["last"] is not None or digests["other_key"]:
+        return False
+    first = (
+        AuditEvent.objects.filter(organization=organization, sequence__isnull=False)
+        .order_by("sequence")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    interval = settings.CELERY_BEAT_SCHEDULE["governance-audit-digest"]["schedule"]
+    horizon = timedelta(seconds=UNANCHORED_INTERVALS * float(interval))
+    return first is not None and first < timezone.now() - horizon
 
 
 def _anchored(digests: dict) -> str:
