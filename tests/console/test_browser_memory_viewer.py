@@ -118,6 +118,11 @@ def _click_point(page, chart: str, series: str | None = None) -> None:
     expect(page.get_by_test_id("trail")).to_be_visible()
 
 
+def _were_valid(count: int) -> str:
+    """The status line's count as the page words it (one memory "was" valid)."""
+    return f"{count} {'was' if count == 1 else 'were'} valid"
+
+
 def test_each_viewer_page_draws_and_a_point_opens_its_memory(page, bob, viewer_data):
     assert _sign_in(page, bob.user.email, PASSWORD).status == 200
     _open(page, "/memory/timeline/", "timeline")
@@ -267,7 +272,7 @@ def test_viewer_timing_box_selection_colours_slider_keyboard_and_print(page, bob
         if m.created_at <= cutoff
     )
     expect(page.locator("[data-viewer-status]")).to_contain_text(
-        f"{valid} were valid on {yesterday.isoformat()}"
+        f"{_were_valid(valid)} on {yesterday.isoformat()}"
     )
     expect(page.get_by_label("The set as it was on")).to_have_value(yesterday.isoformat())
     faded = page.evaluate(
@@ -288,7 +293,7 @@ def test_viewer_timing_box_selection_colours_slider_keyboard_and_print(page, bob
     )
     assert valid_then < 6
     expect(page.locator("[data-viewer-status]")).to_contain_text(
-        f"{valid_then} were valid on {first_day.isoformat()}"
+        f"{_were_valid(valid_then)} on {first_day.isoformat()}"
     )
 
     # Keyboard: from the Show button, Tab reaches the chart's table; Enter opens it; a link
