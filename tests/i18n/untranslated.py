@@ -147,10 +147,11 @@ VOID = {
 }
 WORD = r"[A-Za-z][A-Za-z'\u2019]*"
 PHRASE = re.compile(rf"{WORD}(?:[ \t\-/,]+{WORD})*")
-# Identifiers, addresses, paths and codes are not sentences.
+# Identifiers, addresses, paths and codes are not sentences; nor is a word with a capital after
+# a small letter (camelCase, or a random token such as a generated password or public id).
 NOT_WORDS = re.compile(
     r"\S+@\S+|https?://\S+|\S*[/\\]\S*|\S*_\S*|\S+\.\S+|\b[A-Z0-9]{2,}\b|\S*\d\S*"
-    r"|(?<![\w-])[a-z0-9]+(?:-[a-z0-9]+)+(?![\w-])"
+    r"|(?<![\w-])[a-z0-9]+(?:-[a-z0-9]+)+(?![\w-])|\S*[a-z][A-Z]\S*"
 )
 
 
