@@ -12,15 +12,14 @@ import json
 import re
 
 import pytest
-from django.core.cache import cache
 
 from cadre.agents import services as agent_services
 from cadre.agents.models import Step
 from cadre.agents.runtime.lifecycle import prefetch, warm
 from cadre.governance.models import AuditEvent, UsageRecord
-from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor
 from hub.tests.agent_setup import completed_run, deploy, template_with_skills
+from hub.tests.embedding_model import local_embedding_model
 from hub.tests.factories import publish
 from hub.tests.skill_samples import skill_files
 from hub.tests.test_skills_prefetch import HOOKS, PDF, PDF_AGAIN, UNRELATED
@@ -40,14 +39,8 @@ PRICES = {"input": "1", "output": "2", "cached_input": "0.1", "cache_write": "1.
 @pytest.fixture(autouse=True)
 def local_model(monkeypatch):
     # The model the skills hook's SEMANTIC_THRESHOLD was measured on (see test_skills_semantic).
-    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
-    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
-    monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION", raising=False)
-    embeddings.forget_providers()
-    cache.clear()
-    yield
-    cache.clear()
-    embeddings.forget_providers()
+    with local_embedding_model(monkeypatch, "all-MiniLM-L6-v2"):
+        yield
 
 
 def _publish_skills(alice, version="1.0.0"):

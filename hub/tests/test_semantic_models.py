@@ -7,12 +7,12 @@ and meanwhile search stays lexical without an error."""
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 
 from cadre.memory import embeddings
 from cadre.tenancy.actors import member_actor
 from hub import selectors, semantic, tasks
 from hub.models import SkillEmbedding, SkillPackage
+from hub.tests.embedding_model import local_embedding_model
 from hub.tests.factories import publish
 from hub.tests.skill_samples import skill_files
 
@@ -27,15 +27,8 @@ PACKAGES = {
 
 @pytest.fixture(autouse=True)
 def local_model(monkeypatch):
-    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
-    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "multilingual-e5-small")
-    monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION", raising=False)
-    monkeypatch.delenv("CADRE_EMBEDDING_SIMILARITY_FLOOR", raising=False)
-    embeddings.forget_providers()
-    cache.clear()
-    yield
-    cache.clear()
-    embeddings.forget_providers()
+    with local_embedding_model(monkeypatch, "multilingual-e5-small"):
+        yield
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from hub import services as hub_services
 from hub import skill_prefetch
 from hub.models import SkillUsage
 from hub.tests.agent_setup import completed_run, deploy, template_with_skills
+from hub.tests.embedding_model import local_embedding_model
 from hub.tests.factories import publish
 from hub.tests.skill_samples import skill_files
 from hub.tests.test_skills_semantic import SKILLS
@@ -37,14 +38,8 @@ PDF_AGAIN = "Combine the two Acrobat documents into a single file"
 @pytest.fixture(autouse=True)
 def local_model(monkeypatch):
     # The model the skills hook's SEMANTIC_THRESHOLD was measured on (see test_skills_semantic).
-    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "local")
-    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
-    monkeypatch.delenv("CADRE_EMBEDDING_DIMENSION", raising=False)
-    embeddings.forget_providers()
-    cache.clear()
-    yield
-    cache.clear()
-    embeddings.forget_providers()
+    with local_embedding_model(monkeypatch, "all-MiniLM-L6-v2"):
+        yield
 
 
 @pytest.fixture

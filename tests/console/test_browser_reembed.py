@@ -22,15 +22,9 @@ from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and page 
 )
 from tests.console.test_browser_navigation import SHOTS
 from tests.memory.conftest import actor
+from tests.memory.test_upgrade_to_multilingual import E5, FACTS, MINILM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-MINILM = "local/all-MiniLM-L6-v2"
-E5 = "local/multilingual-e5-small"
-FACTS = {
-    "我在几楼上班？": "我的工位在 12 楼靠窗的位置",
-    "我的员工编号是多少": "我的工号是 SZ20931",
-    "我不能吃什么": "我对花生过敏",
-}
 BUTTON = {"en": "Re-embed memories", "zh-hans": "重新嵌入记忆"}
 HEADING = {"en": "Embeddings", "zh-hans": "嵌入"}
 
@@ -78,7 +72,7 @@ def test_an_owner_moves_search_to_the_multilingual_default_from_the_models_page(
         # The worker embeds every memory under the new model and switches search to it; the
         # card follows the re-embed while it runs.
         expect(page.locator("#embedding-active")).to_have_text(E5, timeout=90_000)
-        expect(page.locator("#embedding-coverage")).to_contain_text("3")
+        expect(page.locator("#embedding-coverage")).to_contain_text(str(len(FACTS)))
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"reembed-{language}.png"), full_page=True)
 

