@@ -26,6 +26,7 @@ import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -192,17 +193,18 @@ def export_phase(organization_id: int, formats: list[str], mask: bool) -> None:
         f"bytes={sum(files.values())} status={job.status}",
         flush=True,
     )
-    directory = export.bundle_directory(job)
+    bundle = export.stored_bundle(job)
     started = time.perf_counter()
-    report = export.verify_bundle(directory)
+    with tempfile.TemporaryDirectory(prefix="cadre-bench-") as folder:
+        # As an auditor verifies it: the downloaded tar (streamed from the "exports" storage).
+        tar = export.tar_bundle(bundle, Path(folder) / export.tar_name(job.pk))
+        report = export.verify_bundle(tar)
     print(
         f"verify ok={report.ok} seconds={time.perf_counter() - started:.1f} "
         f"problems={len(report.problems)}",
         flush=True,
     )
-    export.remove_bundle(directory)
-    if directory.parent.exists() and not any(directory.parent.iterdir()):
-        directory.parent.rmdir()  # the bench organization's (now empty) folder
+    export.remove_bundle(bundle)
 
 
 def main() -> None:

@@ -1171,7 +1171,15 @@ class SelfHosted:
         from connectors.tests.helpers import make_connector
         from tests.factories import IMIdentityFactory, MemberFactory, OrganizationFactory
 
-        settings.AUDIT_DIGEST_LOG = Path(tempfile.mkdtemp(prefix="cadre-probe-")) / "digests.jsonl"
+        anchors = Path(tempfile.mkdtemp(prefix="cadre-probe-"))
+        settings.AUDIT_DIGEST_LOG = anchors / "digests.jsonl"
+        settings.STORAGES = {
+            **settings.STORAGES,
+            "audit_anchors": {
+                "BACKEND": "cadre.object_storage.WriteOnceFileSystemStorage",
+                "OPTIONS": {"location": str(anchors / "audit-anchors")},
+            },
+        }
         if settings.CADRE_MODEL_PROVIDER_ALLOWED_HOSTS:  # the F7 loopback check would mean nothing
             raise RuntimeError("the probe's own server must allow no internal model endpoint")
         organization = OrganizationFactory(name="Probe Co", slug=f"probe-{secrets.token_hex(3)}")
@@ -1220,7 +1228,9 @@ class SelfHosted:
         job = export.audit_export_run(
             export_id=export.audit_export_create(actor=actor, formats=["jsonl"]).pk
         )
-        self.export = export.bundle_directory(job)
+        # The probe runs on one machine: the bundle's files are under the filesystem storage.
+        self.bundle = export.stored_bundle(job)
+        self.export = Path(self.bundle.storage.path(self.bundle.key))
         return Target(
             url=url,
             api_key=api_key,
@@ -1305,7 +1315,7 @@ class SelfHosted:
         self.listener.stop()
         self.server.should_exit = True
         self.thread.join(30)
-        export.remove_bundle(self.export)
+        export.remove_bundle(self.bundle)
         for alias in ("default", "throttle"):
             redis = caches[alias]._cache.get_client(write=True)
             for key in redis.scan_iter(match=f"*{os.environ['CADRE_CACHE_PREFIX']}*"):

@@ -361,10 +361,9 @@ def test_member_actor_events_verify(org_a):
     )
 
 
-def test_a_chain_that_should_be_anchored_but_has_no_digest_fails(org_a, org_b, settings, tmp_path):
+def test_a_chain_that_should_be_anchored_but_has_no_digest_fails(org_a, org_b, anchor_dir):
     """The digest log lost, or on another machine: events older than three digest intervals
     and no signed digest for them is a failure that says why, not an OK."""
-    settings.AUDIT_DIGEST_LOG = tmp_path / "audit-digests.jsonl"  # nothing signed here
     _sealed_many(org_b, 2)
     assert "no signed digest yet" in _verify(org_b.slug)  # young: beat has not run yet
 
@@ -377,7 +376,7 @@ def test_a_chain_that_should_be_anchored_but_has_no_digest_fails(org_a, org_b, s
     audit.seal(organization=org_a)
     report = _verify_broken(org_a.slug)
     assert "UNANCHORED, 3 events verified but no signed digest anchors them" in report
-    assert str(tmp_path / "audit-digests.jsonl") in report
+    assert str(anchor_dir) in report
 
     call_command("audit_digest", stdout=StringIO())  # signed: anchored again
     assert "1 signed digest(s) match" in _verify(org_a.slug)

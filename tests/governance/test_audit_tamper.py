@@ -20,6 +20,7 @@ from cadre import signing
 from cadre.governance import audit, audit_digest, export
 from cadre.governance.models import AuditChainHead, AuditEvent
 from cadre.tenancy.actors import member_actor, system_actor
+from tests.governance.conftest import anchor_files
 
 
 def _app_connection() -> psycopg.Connection:
@@ -42,9 +43,8 @@ def _events(organization, count: int) -> None:
 
 
 @pytest.fixture
-def digest_log(settings, tmp_path):
-    settings.AUDIT_DIGEST_LOG = tmp_path / "digests.jsonl"
-    return settings.AUDIT_DIGEST_LOG
+def digest_log(anchor_dir):
+    return anchor_dir
 
 
 @pytest.mark.django_db(transaction=True)
@@ -149,7 +149,8 @@ def test_chain_recomputed_by_the_owner_is_caught_by_the_signed_digest(org_a, dig
     digest = audit.digest_write(org_a)
     assert digest["sequence"] == 5 and digest["key_id"] == signing.key_id()
     assert audit.digest_write(org_a) is None  # the head has not moved
-    line = json.loads(digest_log.read_text().splitlines()[0])
+    (stored,) = anchor_files(digest_log)
+    line = json.loads(stored.read_text())
     assert audit_digest.is_valid(line, signing.public_key())
     _events(org_a, 2)
     audit.seal(organization=org_a)
@@ -163,7 +164,7 @@ def test_chain_recomputed_by_the_owner_is_caught_by_the_signed_digest(org_a, dig
     assert "positions 1-5" in result["broken"]["problem"]
     with pytest.raises(audit.AuditChainBroken):
         audit.digest_write(org_a)  # the forgery is never signed
-    assert len(digest_log.read_text().splitlines()) == 1
+    assert anchor_files(digest_log) == [stored]
     out = StringIO()
     with pytest.raises(Exception, match="verification failed"):
         call_command("audit_verify", "--org", "acme", stdout=out)
@@ -198,11 +199,29 @@ def test_a_forged_digest_line_is_reported(org_a, digest_log):
     _events(org_a, 2)
     audit.seal(organization=org_a)
     audit.digest_write(org_a)
-    forged = json.loads(digest_log.read_text())
+    (stored,) = anchor_files(digest_log)
+    forged = json.loads(stored.read_text())
     forged.update(sequence=1, hash="f" * 64)  # same key id, signature no longer matches
-    audit_digest.append(forged)
+    forged_key = audit_digest.write(forged)
     result = audit.verify_chain(org_a)
-    assert result["ok"] is False and "line(s) 2" in result["broken"]["problem"]
+    assert result["ok"] is False and forged_key in result["broken"]["problem"]
+
+
+@pytest.mark.django_db
+def test_a_digest_of_an_earlier_release_in_the_old_log_still_anchors(org_a, anchor_dir, settings):
+    """An upgrade keeps its anchors: the old JSONL log is read beside the objects."""
+    _events(org_a, 3)
+    audit.seal(organization=org_a)
+    head = AuditChainHead.objects.get(organization=org_a)
+    digest = audit_digest.signed(organization_id=org_a.pk, sequence=3, hash=head.hash)
+    settings.AUDIT_DIGEST_LOG.write_text(json.dumps(digest) + "\n")
+    assert audit.verify_chain(org_a)["digests"]["trusted"] == 1
+    assert audit.digest_write(org_a) is None  # the old log's digest is the last: head unmoved
+    _rewrite_as_owner(org_a, 2, "nothing happened")
+    result = audit.verify_chain(org_a)
+    assert (
+        result["ok"] is False and "differs from the digest signed at" in result["broken"]["problem"]
+    )
 
 
 # --- exports: verified against a trusted key, never the manifest's own ------------------
@@ -224,7 +243,7 @@ def _export(alice, count=4):
         audit.record(actor=actor, action="member.update", target=("member", number, "M"))
     created = export.audit_export_create(actor=actor, formats=["jsonl"], mask=False)
     job = export.audit_export_run(export_id=created.pk)
-    return settings.DATA_DIR / job.bundle_path
+    return settings.DATA_DIR / job.bundle_path  # the filesystem "exports" storage
 
 
 def _verify_command(*args) -> tuple[int, str]:

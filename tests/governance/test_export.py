@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.files.storage import FileSystemStorage
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -79,7 +80,7 @@ def test_export_writes_signed_bundle_that_verifies(alice, data_dir):
     assert ocsf["class_uid"] == 6003 and ocsf["type_uid"] == 600300 + ocsf["activity_id"]
     report = export.verify_bundle(directory)
     assert report.ok, [str(p) for p in report.problems]
-    tar = export.tar_bundle(directory, data_dir / "bundle.tar")
+    tar = export.tar_bundle(export.stored_bundle(result), data_dir / "bundle.tar")
     tar_report = export.verify_bundle(tar)
     assert tar_report.ok, [str(p) for p in tar_report.problems]
     assert result.progress == 1.0
@@ -250,7 +251,7 @@ def test_audit_export_verify_command_reports_tampering(alice, data_dir, capsys):
     _events(actor, 5)
     result = _run(actor, formats=["jsonl"], mask=False)
     directory = data_dir / result.bundle_path
-    tar = export.tar_bundle(directory, data_dir / "bundle.tar")
+    tar = export.tar_bundle(export.stored_bundle(result), data_dir / "bundle.tar")
     call_command("audit_export_verify", str(tar))
     assert "OK" in capsys.readouterr().out
     path = directory / "audit.jsonl"
@@ -275,7 +276,8 @@ def test_tar_layout_has_one_folder(tmp_path):
     folder = tmp_path / "7"
     folder.mkdir()
     (folder / "manifest.json").write_text("{}")
-    tar = export.tar_bundle(folder, tmp_path / "out.tar")
+    bundle = export.StoredBundle(key="7", storage=FileSystemStorage(location=tmp_path))
+    tar = export.tar_bundle(bundle, tmp_path / "out.tar")
     with tarfile.open(tar) as archive:
         assert archive.getnames() == ["7/manifest.json"]
         assert archive.extractfile("7/manifest.json").read() == b"{}"

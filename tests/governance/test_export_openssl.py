@@ -56,7 +56,7 @@ def run_step(step, folder: Path) -> subprocess.CompletedProcess:
 def downloaded(job, folder: Path) -> Path:
     """What the export page offers, saved in one folder: the bundle's tar and the key."""
     folder.mkdir()
-    export.tar_bundle(export.bundle_directory(job), folder / tar_name(job.pk))
+    export.tar_bundle(export.stored_bundle(job), folder / tar_name(job.pk))
     (folder / KEY_FILE).write_text(signing.published_key()["public_key_pem"], encoding="ascii")
     return folder
 

@@ -11,6 +11,8 @@ class GovernanceConfig(AppConfig):
     def ready(self) -> None:
         # Every import here is lazy: ready() — the modules need the loaded apps (the models);
         # the built-in policy plugins register themselves on import.
+        from cadre.checks import APP_CHECKS  # lazy: ready()
+        from cadre.governance import checks  # lazy: ready()
         from cadre.governance.budgets import METER  # lazy: ready()
         from cadre.governance.masking.directory import connect_signals  # lazy: ready()
         from cadre.governance.policy import plugins  # lazy: ready()  # noqa: F401
@@ -19,3 +21,4 @@ class GovernanceConfig(AppConfig):
         connect_signals()
         # Every model call charged to an account is reserved and settled against budgets.
         METERS.register("budgets", METER)
+        APP_CHECKS.register("governance", checks.doctor_checks)

@@ -500,10 +500,10 @@ def _verify_chain(organization, anchors: audit_digest.Anchors) -> dict:
         )
         return {**result, "broken": {"event_id": None, "position": checked + 1, "problem": problem}}
     if anchors.invalid:
-        lines = ", ".join(map(str, anchors.invalid[:10]))
+        where = ", ".join(map(str, anchors.invalid[:10]))
         problem = (
-            f"digest log {audit_digest.log_path()} line(s) {lines}: not a digest of this "
-            "organization signed by the instance key (the log was altered)"
+            f"signed digest(s) {where} in {audit_digest.location()}: not a digest of this "
+            "organization signed by the instance key (the digests were altered)"
         )
         return {**result, "broken": {"event_id": None, "position": None, "problem": problem}}
     return {**result, "ok": True, "broken": None}
@@ -514,7 +514,7 @@ class AuditChainBroken(Exception):
 
 
 def digest_write(organization) -> dict | None:
-    """Sign the organization's chain head and append it to the digest log, once the chain
+    """Sign the organization's chain head and store it as a new anchor object, once the chain
     from the last signed digest to the head checks out (so a rewritten chain is never signed).
 
     Returns the new digest, or None when the head has not moved since the last one. Raises
@@ -522,7 +522,7 @@ def digest_write(organization) -> dict | None:
     up-to-date head (the beat task does).
     """
     organization_id = getattr(organization, "pk", organization)
-    last = audit_digest.anchors(organization_id).last
+    last = audit_digest.latest(organization_id)
     with _snapshot():
         head = AuditChainHead.objects.filter(organization_id=organization_id).first()
         if head is None or head.sequence == 0:
@@ -550,7 +550,7 @@ def digest_write(organization) -> dict | None:
     digest = audit_digest.signed(
         organization_id=organization_id, sequence=head.sequence, hash=head.hash
     )
-    audit_digest.append(digest)
+    audit_digest.write(digest)
     return digest
 
 

@@ -149,6 +149,8 @@ class AuditExport(TenantModel):
         RUNNING = "running", gettext_lazy("Running")
         COMPLETED = "completed", gettext_lazy("Completed")
         FAILED = "failed", gettext_lazy("Failed")
+        # the bundle was deleted after CADRE_AUDIT_EXPORT_RETENTION_DAYS
+        EXPIRED = "expired", gettext_lazy("Expired")
 
     requested_by = models.ForeignKey(
         Member, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -161,7 +163,7 @@ class AuditExport(TenantModel):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     total_rows = models.BigIntegerField(null=True, blank=True)
     rows_written = models.BigIntegerField(default=0)
-    bundle_path = models.CharField(max_length=500, blank=True)  # relative to DATA_DIR
+    bundle_path = models.CharField(max_length=500, blank=True)  # key in the "exports" storage
     manifest = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)

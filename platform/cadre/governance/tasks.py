@@ -24,6 +24,12 @@ def audit_export_run(self, export_id: int) -> str:
     return export.audit_export_run(export_id=export_id).status
 
 
+@shared_task(autoretry_for=(ConnectionError, OSError), retry_backoff=True, retry_jitter=True)
+def audit_exports_expire() -> int:
+    """Beat: delete the bundles of exports past CADRE_AUDIT_EXPORT_RETENTION_DAYS."""
+    return export.audit_exports_expire()
+
+
 @shared_task(autoretry_for=(ConnectionError,), retry_backoff=True, retry_jitter=True)
 def confirmations_expire() -> int:
     """Beat: expire pending confirmations past their deadline (expired = rejected)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -88,8 +89,13 @@ def _openssl_context(job: AuditExport) -> dict:
 @require_permission("audit.export")
 def audit_export_detail(request, pk: int):
     job = _export_or_404(request, pk)
-    ready = export.bundle_directory(job) is not None
-    context = {"job": job, "ready": ready, **(_openssl_context(job) if ready else {})}
+    ready = export.stored_bundle(job) is not None
+    context = {
+        "job": job,
+        "ready": ready,
+        "retention_days": settings.AUDIT_EXPORT_RETENTION_DAYS,
+        **(_openssl_context(job) if ready else {}),
+    }
     if request.htmx:
         return render(request, "console/governance/_export_status.html", context)
     return render(request, "console/governance/audit_export_detail.html", context)
@@ -99,15 +105,15 @@ def audit_export_detail(request, pk: int):
 @require_permission("audit.export")
 def audit_export_download(request, pk: int):
     job = _export_or_404(request, pk)
-    directory = export.bundle_directory(job)
-    if directory is None:
+    bundle = export.stored_bundle(job)
+    if bundle is None:
         messages.error(
             request,
             _("The export is %(status)s, not ready.")
             % {"status": job.get_status_display().lower()},
         )
         return redirect("console:audit_export", pk=job.pk)
-    response = StreamingHttpResponse(export.tar_stream(directory), content_type="application/x-tar")
+    response = StreamingHttpResponse(export.tar_stream(bundle), content_type="application/x-tar")
     response["Content-Disposition"] = f'attachment; filename="{export.tar_name(job.pk)}"'
     response["Cache-Control"] = "no-store"
     return response

@@ -105,14 +105,14 @@ class AuditExportViewSet(
     @action(detail=True, methods=["get"])
     def download(self, request, pk=None):
         job = self.get_object()
-        directory = export.bundle_directory(job)
-        if directory is None:
+        bundle = export.stored_bundle(job)
+        if bundle is None:
             raise Conflict(
                 _("The export is %(status)s, not ready to download.") % {"status": job.status},
                 code="export_not_ready",
             )
         response = StreamingHttpResponse(
-            export.tar_stream(directory), content_type="application/x-tar"
+            export.tar_stream(bundle), content_type="application/x-tar"
         )
         response["Content-Disposition"] = f'attachment; filename="audit-export-{job.pk}.tar"'
         return response

@@ -6,8 +6,10 @@ transaction holds a snapshot open while progress is reported. Free text (labels,
 every string inside `changes`) passes through the masking engine unless the export is made
 with `mask=False`.
 
-A bundle is a directory `DATA_DIR/exports/<org>/<export id>/` (downloaded as a tar streamed
-on the fly):
+A bundle is written by the worker in a temporary directory, then stored as objects
+`exports/<org>/<export id>/<file>` in the "exports" storage (S3, or files under DATA_DIR on one
+machine), from which any web node streams the download as a tar built on the fly; bundles
+expire after CADRE_AUDIT_EXPORT_RETENTION_DAYS (`audit_exports_expire`):
 
     audit.jsonl          one event per line: the audit columns + hash and prev_hash
     audit.csv            the same columns, `changes` as JSON text
@@ -28,7 +30,10 @@ from __future__ import annotations
 from cadre.governance.export.bundle import (
     BundleResult,
     HashedWriter,
+    StoredBundle,
+    exports_storage,
     remove_bundle,
+    store_bundle,
     tar_bundle,
     tar_stream,
     write_bundle,
@@ -38,8 +43,9 @@ from cadre.governance.export.jobs import (
     FILTER_FIELDS,
     audit_export_create,
     audit_export_run,
-    bundle_directory,
-    export_directory,
+    audit_exports_expire,
+    export_key,
+    stored_bundle,
 )
 from cadre.governance.export.openssl_check import openssl_steps, tar_name
 from cadre.governance.export.rows import (
@@ -59,17 +65,21 @@ __all__ = [
     "BundleResult",
     "HashedWriter",
     "Problem",
+    "StoredBundle",
     "TextMasker",
     "VerifyReport",
     "audit_export_create",
     "audit_export_run",
-    "bundle_directory",
-    "export_directory",
+    "audit_exports_expire",
+    "export_key",
     "export_rows",
+    "exports_storage",
     "masked",
     "ocsf_event",
     "openssl_steps",
     "remove_bundle",
+    "store_bundle",
+    "stored_bundle",
     "stream_events_jsonl",
     "tar_bundle",
     "tar_name",

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import posixpath
 import shutil
 import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.core.files import File
+from django.core.files.storage import Storage, storages
 from django.utils import timezone
 
-from cadre import signing
+from cadre import object_storage, signing
 from cadre.governance import audit_digest
 from cadre.governance.export.formats import FILE_NAMES, FORMATS, csv_line, json_line, ocsf_event
 from cadre.governance.export.rows import COLUMNS, TextMasker, iso, masked
@@ -155,43 +160,91 @@ def write_bundle(
 
 
 def _write_digests(directory: Path, organization) -> dict:
-    """The organization's signed chain-head digests, as in the digest log: a verifier checks
+    """The organization's signed chain-head digests, one per line: a verifier checks
     the exported rows against them (a chain rewritten after a digest no longer matches it)."""
     writer = HashedWriter(directory / DIGESTS, DIGESTS, "digests")
     try:
-        for _number, text in audit_digest.read_lines(organization.pk):
+        for _where, text in audit_digest.read_lines(organization.pk):
             writer.write(text.encode("utf-8") + b"\n")
     finally:
         entry = writer.close()
     return entry
 
 
-def tar_stream(directory: Path, *, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+@dataclass
+class StoredBundle:
+    """A finished bundle in the "exports" storage: its files are objects under `key`/."""
+
+    key: str  # exports/<organization>/<export id>
+    storage: Storage
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.key)
+
+    def files(self) -> list[str]:
+        try:
+            _dirs, names = self.storage.listdir(self.key)
+        except FileNotFoundError:
+            return []
+        return sorted(names)
+
+    def exists(self) -> bool:
+        return self.storage.exists(f"{self.key}/{MANIFEST}")
+
+
+def exports_storage() -> Storage:
+    return storages["exports"]
+
+
+def store_bundle(directory: Path, key: str) -> StoredBundle:
+    """Copy a bundle written in a local directory to the "exports" storage under `key`, then
+    remove the directory: the bundle is read from the storage on whichever machine serves the
+    download. The manifest goes last, so a bundle with one is whole."""
+    bundle = StoredBundle(key=key, storage=exports_storage())
+    remove_bundle(bundle)  # a previous attempt's objects, if a worker died mid-copy
+    paths = sorted(p for p in directory.iterdir() if p.is_file())
+    paths.sort(key=lambda path: path.name == MANIFEST)
+    try:
+        for path in paths:
+            with open(path, "rb") as handle:
+                bundle.storage.save(f"{key}/{path.name}", File(handle, name=path.name))
+    except BaseException:
+        remove_bundle(bundle)
+        raise
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return bundle
+
+
+def tar_stream(bundle: StoredBundle, *, chunk_size: int = 1 << 20) -> Iterator[bytes]:
     """The bundle's files as an uncompressed tar, generated on the fly (for the download):
-    each file's header, its bytes in chunks, padding — no second copy on disk."""
-    for path in sorted(directory.iterdir()):
-        if not path.is_file():
-            continue
-        info = tarfile.TarInfo(f"{directory.name}/{path.name}")
-        stat = path.stat()
-        info.size, info.mtime, info.mode = stat.st_size, int(stat.st_mtime), 0o644
+    each file's header, its bytes streamed from the storage, padding — no copy on disk."""
+    for file_name in bundle.files():
+        name = f"{bundle.key}/{file_name}"
+        size = bundle.storage.size(name)
+        info = tarfile.TarInfo(f"{bundle.name}/{file_name}")
+        info.size, info.mode = size, 0o644
+        info.mtime = int(bundle.storage.get_modified_time(name).timestamp())
         yield info.tobuf(format=tarfile.PAX_FORMAT)
-        with open(path, "rb") as handle:
-            while chunk := handle.read(chunk_size):
-                yield chunk
-        if stat.st_size % tarfile.BLOCKSIZE:
-            yield b"\0" * (tarfile.BLOCKSIZE - stat.st_size % tarfile.BLOCKSIZE)
+        yield from object_storage.iter_chunks(bundle.storage, name, chunk_size)
+        if size % tarfile.BLOCKSIZE:
+            yield b"\0" * (tarfile.BLOCKSIZE - size % tarfile.BLOCKSIZE)
     yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
-def tar_bundle(directory: Path, target: Path) -> Path:
+def tar_bundle(bundle: StoredBundle, target: Path) -> Path:
     """Write the streamed tar to a file (offline copies, tests)."""
     with open(target, "wb") as handle:
-        for chunk in tar_stream(directory):
+        for chunk in tar_stream(bundle):
             handle.write(chunk)
     return target
 
 
-def remove_bundle(directory: Path) -> None:
-    if directory.exists():
-        shutil.rmtree(directory)
+def remove_bundle(bundle: StoredBundle) -> None:
+    """Delete the bundle's objects from the storage (and its emptied folder on a disk)."""
+    for file_name in bundle.files():
+        bundle.storage.delete(f"{bundle.key}/{file_name}")
+    if object_storage.is_local(bundle.storage):
+        with contextlib.suppress(OSError):
+            os.rmdir(bundle.storage.path(bundle.key))

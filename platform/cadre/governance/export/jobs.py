@@ -1,10 +1,12 @@
-"""Export jobs: requesting an export (audited, queued) and writing its bundle in the worker."""
+"""Export jobs: requesting an export (audited, queued), writing its bundle in the worker and
+storing it in the "exports" storage, expiring it."""
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -14,7 +16,13 @@ from django.utils.translation import gettext as _
 
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.governance import audit
-from cadre.governance.export.bundle import MANIFEST, write_bundle
+from cadre.governance.export.bundle import (
+    StoredBundle,
+    exports_storage,
+    remove_bundle,
+    store_bundle,
+    write_bundle,
+)
 from cadre.governance.export.formats import FORMATS
 from cadre.governance.export.rows import export_rows, iso
 from cadre.governance.models import AuditChainHead, AuditEvent, AuditExport
@@ -24,8 +32,9 @@ from cadre.tenancy.actors import system_actor
 FILTER_FIELDS = ("action", "actor_type", "actor_id", "target_type", "target_id", "trace_id")
 
 
-def export_directory(export: AuditExport) -> Path:
-    return Path(settings.DATA_DIR) / "exports" / export.organization.slug / str(export.pk)
+def export_key(export: AuditExport) -> str:
+    """Where the bundle's files are in the "exports" storage (AuditExport.bundle_path)."""
+    return f"exports/{export.organization.slug}/{export.pk}"
 
 
 def _clean_filters(filters: dict | None) -> dict:
@@ -125,9 +134,12 @@ def audit_export_run(*, export_id: int) -> AuditExport:
         rows_written=0,
         error="",
     )
-    directory = export_directory(export)
-    if directory.exists():
-        shutil.rmtree(directory)
+    # Written on this machine's disk (CADRE_DATA_DIR, scratch space: not /tmp, which may be
+    # memory), then copied to the "exports" storage, which every machine reads: the download
+    # may be served by another one.
+    scratch = Path(settings.DATA_DIR) / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix=f"export-{export.pk}-", dir=scratch)) / str(export.pk)
 
     def progress(rows: int) -> None:
         AuditExport.objects.filter(pk=export.pk).update(rows_written=rows)
@@ -155,16 +167,19 @@ def audit_export_run(*, export_id: int) -> AuditExport:
             },
             on_progress=progress,
         )
+        stored = store_bundle(directory, export_key(export))
     except Exception as error:
         AuditExport.objects.filter(pk=export.pk).update(
             status=AuditExport.Status.FAILED, error=str(error)[:2000], finished_at=timezone.now()
         )
         raise
+    finally:
+        shutil.rmtree(directory.parent, ignore_errors=True)
     with transaction.atomic():
         AuditExport.objects.filter(pk=export.pk).update(
             status=AuditExport.Status.COMPLETED,
             rows_written=result.rows,
-            bundle_path=str(directory.relative_to(settings.DATA_DIR)),
+            bundle_path=stored.key,
             manifest={k: v for k, v in result.manifest.items() if k != "files"}
             | {
                 "files": [
@@ -198,9 +213,39 @@ def _orm_filters(filters: dict) -> dict:
     return clean
 
 
-def bundle_directory(export: AuditExport) -> Path | None:
-    """The finished bundle's directory, or None (not finished, or removed from disk)."""
+def stored_bundle(export: AuditExport) -> StoredBundle | None:
+    """The finished bundle in the "exports" storage, or None (not finished, expired, or
+    removed from the storage)."""
     if export.status != AuditExport.Status.COMPLETED or not export.bundle_path:
         return None
-    path = Path(settings.DATA_DIR) / export.bundle_path
-    return path if (path / MANIFEST).exists() else None
+    bundle = StoredBundle(key=export.bundle_path, storage=exports_storage())
+    return bundle if bundle.exists() else None
+
+
+def audit_exports_expire(now=None) -> int:
+    """Delete the bundles finished more than AUDIT_EXPORT_RETENTION_DAYS ago from the storage
+    and mark their jobs expired (audited). Returns how many expired."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.AUDIT_EXPORT_RETENTION_DAYS)
+    overdue = AuditExport.objects.filter(
+        status=AuditExport.Status.COMPLETED, finished_at__lt=cutoff
+    ).select_related("organization")
+    expired = 0
+    for export in overdue.iterator():
+        if export.bundle_path:
+            remove_bundle(StoredBundle(key=export.bundle_path, storage=exports_storage()))
+        with transaction.atomic():
+            changed = AuditExport.objects.filter(
+                pk=export.pk, status=AuditExport.Status.COMPLETED
+            ).update(status=AuditExport.Status.EXPIRED, bundle_path="")
+            if not changed:
+                continue
+            audit.record(
+                actor=system_actor(export.organization, label="audit export expiry"),
+                action="audit.export_expired",
+                target=("auditexport", export.pk),
+                organization=export.organization,
+                changes={"retention_days": settings.AUDIT_EXPORT_RETENTION_DAYS},
+            )
+        expired += 1
+    return expired

@@ -10,7 +10,7 @@ from cadre.governance.audit import digest_all
 class Command(BaseCommand):
     help = (
         "Seal committed audit events, check each chain from its last signed digest to its "
-        "head, and append a signed digest of every head that moved to AUDIT_DIGEST_LOG."
+        "head, and store a signed digest of every head that moved in the audit_anchors storage."
     )
 
     def handle(self, *args, **options):

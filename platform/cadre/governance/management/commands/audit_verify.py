@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from cadre.governance import audit_digest
 from cadre.governance.audit import seal, verify_chain
 from cadre.governance.audit_models import AuditEvent
 from cadre.tenancy.models import Organization
@@ -20,7 +21,8 @@ UNANCHORED_INTERVALS = 3
 class Command(BaseCommand):
     help = (
         "Verify the audit hash chain of one organization (or all with --all), and that it "
-        "still has the hashes of the signed chain-head digests (AUDIT_DIGEST_LOG). Events not "
+        "still has the hashes of the signed chain-head digests (the audit_anchors storage). "
+        "With CADRE_CLUSTER set, no digest at all fails. Events not "
         "sealed yet are counted, not checked; --seal seals them first."
     )
 
@@ -40,6 +42,16 @@ class Command(BaseCommand):
             if not organizations.exists():
                 raise CommandError(f"no organization with slug {org!r}")
         failed = False
+        if settings.CLUSTER and not audit_digest.any_written() and _any_sealed(organizations):
+            # On several machines the anchors are the one thing a database writer cannot
+            # rewrite; none at all means they are written where this machine does not read.
+            failed = True
+            self.stdout.write(
+                f"UNANCHORED: CADRE_CLUSTER is set but there is no signed digest at all in "
+                f"{audit_digest.location()}: the anchor storage is not the one beat writes "
+                "to (check CADRE_S3_ANCHOR_BUCKET / CADRE_S3_BUCKET on every machine), was "
+                "emptied, or beat has never run; no chain is anchored"
+            )
         for organization in organizations:
             if options["seal"]:
                 seal(organization=organization)
@@ -50,13 +62,22 @@ class Command(BaseCommand):
             unanchored = result["ok"] and _should_be_anchored(organization, result["digests"])
             if unanchored:
                 failed = True
+                other = result["digests"]["other_key"]
+                others = (
+                    f" ({other} digest(s) are signed by another key: another installation's "
+                    "anchors, a restore without this installation's CADRE_SIGNING_KEY, or a key "
+                    "rotated less than one digest interval ago)"
+                    if other
+                    else ""
+                )
                 self.stdout.write(
-                    f"{organization.slug}: UNANCHORED, {result['checked']} events verified but "
+                    f"{organization.slug}: UNANCHORED{others}, {result['checked']} events "
+                    "verified but "
                     f"no signed digest anchors them, though its first event is older than "
-                    f"{UNANCHORED_INTERVALS} digest intervals: the digest log "
-                    f"({settings.AUDIT_DIGEST_LOG}) is missing or not this installation's "
-                    "(on several machines every one must read the same log), or beat is not "
-                    "running; the chain is checked against nothing but itself"
+                    f"{UNANCHORED_INTERVALS} digest intervals: the signed digests "
+                    f"({audit_digest.location()}) are missing or not this installation's "
+                    "(on several machines every one must read the same object storage), or "
+                    "beat is not running; the chain is checked against nothing but itself"
                 )
             elif result["ok"]:
                 self.stdout.write(
@@ -75,10 +96,16 @@ class Command(BaseCommand):
             raise CommandError("audit chain verification failed")
 
 
+def _any_sealed(organizations) -> bool:
+    return AuditEvent.objects.filter(
+        organization__in=organizations, sequence__isnull=False
+    ).exists()
+
+
 def _should_be_anchored(organization, digests: dict) -> bool:
     """No signed digest, and the chain's first sealed event is older than several of beat's
     digest intervals: the anchors were lost (or were never where this machine reads them)."""
-    if digests["last"] is not None or digests["other_key"]:
+    if digests["last"] is not None:  # digests by another key anchor nothing (audit_digest)
         return False
     first = (
         AuditEvent.objects.filter(organization=organization, sequence__isnull=False)
