@@ -45,6 +45,22 @@ def task_queues() -> list[str]:
 
 app = Celery("cadre")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+def _redbeat_settings() -> dict:
+    """CELERY_REDBEAT_* under their bare names too: celery-redbeat tells a setting that is set
+    from one left unset by looking for `redbeat_redis_url` among the configuration's keys, which
+    a namespaced Django configuration never has; it would warn and take the broker's options."""
+    from django.conf import settings
+
+    return {
+        name.removeprefix("CELERY_").lower(): getattr(settings, name)
+        for name in dir(settings)
+        if name.startswith("CELERY_REDBEAT_")
+    }
+
+
+app.add_defaults(_redbeat_settings)
 app.autodiscover_tasks()
 
 

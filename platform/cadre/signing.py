@@ -71,6 +71,10 @@ def private_key() -> Ed25519PrivateKey:
         if _cached is None or _cached[0] != source:
             if configured:
                 key = _load_pem(configured, "CADRE_SIGNING_KEY")
+            elif settings.CLUSTER:  # each machine would sign with a key of its own
+                raise ImproperlyConfigured(
+                    "CADRE_SIGNING_KEY: required with CADRE_CLUSTER on (one key for every machine)"
+                )
             else:
                 key = _generated_key(Path(settings.DATA_DIR) / KEY_FILE_NAME)
             _cached = (source, key)

@@ -23,7 +23,9 @@ from django.utils.translation import gettext_lazy, pgettext
 from cadre.celery import app
 from cadre.checks import APP_CHECKS, FAIL, OK, WARN, Check
 from cadre.crypto import stored_values_report
+from cadre.env import env_secret
 from cadre.governance.audit_models import AuditEvent
+from cadre.runtime.beat import beat_status, default_max_age
 from connectors.base import registry
 
 MIN_POSTGRES = 150000  # server_version_num of PostgreSQL 15
@@ -420,8 +422,95 @@ def check_encryption(tables_ready: bool) -> list[Check]:
     return checks
 
 
+def check_cluster() -> list[Check]:
+    """Cluster mode itself, and what one machine may not keep to itself when it is on."""
+    if not settings.CLUSTER:
+        return [
+            Check(
+                OK,
+                "cluster",
+                _("off: one machine (secrets may be generated into %(path)s)")
+                % {"path": settings.DATA_DIR},
+            )
+        ]
+    checks = [
+        Check(
+            OK,
+            "cluster",
+            _("on: secrets come from the environment; one beat at a time by a lock in Redis"),
+        )
+    ]
+    embedded = [
+        name
+        for name, on in (
+            ("DATABASE_URL", settings.DATABASE_EMBEDDED),
+            ("REDIS_URL", settings.REDIS_EMBEDDED),
+        )
+        if on
+    ]
+    if embedded:
+        checks.append(
+            Check(
+                FAIL,
+                "cluster services",
+                _("%(names)s unset: this machine runs its own embedded server")
+                % {"names": ", ".join(embedded)},
+                _("point every machine at the same PostgreSQL and Redis"),
+            )
+        )
+    return checks
+
+
+def check_beat() -> Check:
+    """Whether a beat holds the schedule's lock (cluster mode: the periodic jobs' only source)."""
+    status = beat_status()
+    if status.healthy(default_max_age()):
+        return Check(
+            OK,
+            "beat",
+            _("a beat holds the schedule lock; last tick %(age).0f s ago")
+            % {"age": status.tick_age or 0},
+        )
+    return Check(
+        WARN,
+        "beat",
+        _("no beat holds the schedule lock and ticks: periodic jobs are not sent"),
+        _("start `celery -A cadre beat` (a second one waits for the lock, so two are safe)"),
+    )
+
+
 def check_generated_secrets() -> list[Check]:
     checks = []
+    if settings.CLUSTER:
+        # Settings refuse to start without these, so a FAIL here means settings were bypassed.
+        generated = [
+            name
+            for name, on in (
+                ("SECRET_KEY", getattr(settings, "SECRET_KEY_GENERATED", False)),
+                (
+                    "CADRE_ENCRYPTION_KEY",
+                    getattr(settings, "CADRE_ENCRYPTION_KEY_GENERATED", False),
+                ),
+                ("CADRE_SIGNING_KEY", env_secret("CADRE_SIGNING_KEY") is None),
+            )
+            if on
+        ]
+        for name in generated:
+            checks.append(
+                Check(
+                    FAIL,
+                    "cluster secrets",
+                    _("%(name)s is not set, so this machine would use one of its own")
+                    % {"name": name},
+                    _("set %(name)s (or %(name)s_FILE) to the same value on every machine")
+                    % {"name": name},
+                )
+            )
+        if settings.DEBUG:
+            checks.append(
+                Check(WARN, "debug", _("DEBUG is on"), _("set DEBUG=false in production"))
+            )
+        return checks
     if getattr(settings, "SECRET_KEY_GENERATED", False):
         checks.append(
             Check(
@@ -559,6 +648,9 @@ def run_checks() -> list[Check]:
         if tables_ready:
             checks.append(check_database_role())
         checks.extend(check_encryption(tables_ready))
+    checks.extend(check_cluster())
+    if settings.CLUSTER and redis.status != FAIL:
+        checks.append(check_beat())
     checks.extend(check_generated_secrets())
     checks.append(check_hosts())
     checks.append(check_services())
