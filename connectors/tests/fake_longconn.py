@@ -33,6 +33,9 @@ class FakeLongConnection:
         self.connected = threading.Event()
         self.answers: dict[str, queue.Queue] = {}
         self.connections: list = []
+        self.live = 0  # websockets open now (one per connected client)
+        self.most_live = 0  # the most ever open at once
+        self.lock = threading.Lock()
         self.handshakes = 0
         self.ids = itertools.count(1)
         self.server = serve(self._session, "127.0.0.1", 0)
@@ -78,15 +81,22 @@ class FakeLongConnection:
 
     def _session(self, connection) -> None:
         self.connections.append(connection)
+        with self.lock:
+            self.live += 1
+            self.most_live = max(self.most_live, self.live)
         self.connected.set()
-        for message in connection:
-            frame = self.Frame()
-            frame.ParseFromString(message)
-            if frame.method != 1:  # CONTROL: a ping
-                continue
-            headers = {h.key: h.value for h in frame.headers}
-            answer = json.loads(frame.payload)
-            self.answers.setdefault(headers["message_id"], queue.Queue()).put(answer)
+        try:
+            for message in connection:
+                frame = self.Frame()
+                frame.ParseFromString(message)
+                if frame.method != 1:  # CONTROL: a ping
+                    continue
+                headers = {h.key: h.value for h in frame.headers}
+                answer = json.loads(frame.payload)
+                self.answers.setdefault(headers["message_id"], queue.Queue()).put(answer)
+        finally:
+            with self.lock:
+                self.live -= 1
 
     def push(self, event: dict, *, timeout: float = 60.0) -> dict:
         """Deliver one event as Feishu does; returns the client's answer

@@ -1,6 +1,7 @@
-"""`cadre up`'s stream workers: one child per stream-mode connector, restarted with a growing
-delay when it dies, stopped (with its whole process group) on shutdown or when the connector
-goes away or changes; `cadre doctor` flags a stream-mode connector whose SDK is missing."""
+"""Stream workers (`cadre up`, `cadre streams`): one child per stream-mode connector whose lease
+is held, restarted with a growing delay when it dies, stopped (with its whole process group) on
+shutdown or when the connector goes away or changes; `cadre doctor` flags a stream-mode
+connector whose SDK is missing. The leases themselves: tests/runtime/test_stream_leases.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from dataclasses import dataclass
 
 import psutil
 import pytest
+import redis
+from django.conf import settings
 
 from cadre.runtime import cli
+from cadre.runtime.processes import Child, stop_children
+from cadre.runtime.streams import STABLE_AFTER, StreamLeases, StreamSupervisor, restart_delay
 
 CRASH = [sys.executable, "-c", "import sys; sys.exit(3)"]
 # A worker that starts a process of its own (as SDK clients may) and then waits.
@@ -46,22 +51,24 @@ class Harness:
         self.clock = Clock()
         self.said: list[str] = []
         self.listed: list[Worker] = []
-        self.spawned: list[cli.Child] = []
+        self.spawned: list[Child] = []
         self.command = command
-        self.supervisor = cli.StreamSupervisor(
+        # Real leases in the test Redis, long-lived: the fake clock moves faster than Redis's.
+        self.supervisor = StreamSupervisor(
             workers=lambda: list(self.listed),
             command=lambda public_id: self.command,
             spawn=self.spawn,
+            leases=StreamLeases(redis.Redis.from_url(settings.REDIS_URL), ttl=600),
             stop_timeout=10,
             clock=self.clock,
             say=self.said.append,
         )
 
-    def spawn(self, name: str, command: list[str]) -> cli.Child:
+    def spawn(self, name: str, command: list[str]) -> Child:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, process_group=0
         )
-        self.spawned.append(cli.Child(name, process))
+        self.spawned.append(Child(name, process))
         return self.spawned[-1]
 
     def at(self, seconds: float) -> bool:
@@ -69,7 +76,8 @@ class Harness:
         return self.supervisor.tick()
 
     def cleanup(self) -> None:
-        cli.stop_children([c for c in self.spawned if c.process.poll() is None], timeout=10)
+        self.supervisor.close()  # gives the leases back
+        stop_children([c for c in self.spawned if c.process.poll() is None], timeout=10)
 
 
 @pytest.fixture
@@ -86,7 +94,7 @@ def harness():
 
 
 def test_restart_delay_doubles_up_to_a_minute():
-    assert [cli.restart_delay(n) for n in (1, 2, 3, 4, 7, 8, 20)] == [1, 2, 4, 8, 60, 60, 60]
+    assert [restart_delay(n) for n in (1, 2, 3, 4, 7, 8, 20)] == [1, 2, 4, 8, 60, 60, 60]
 
 
 def test_dead_stream_worker_is_restarted_after_a_growing_delay(harness):
@@ -121,7 +129,7 @@ def test_worker_that_ran_long_before_dying_restarts_at_the_first_delay(harness):
     run.supervisor.slots["pub-1"].failures = 6  # it had been failing before
     run.spawned[0].process.wait(60)
 
-    run.at(cli.STABLE_AFTER + 10)
+    run.at(STABLE_AFTER + 10)
 
     assert run.said[-1].endswith("restarting in 1 s")
 
@@ -137,7 +145,7 @@ def test_stopping_stream_workers_leaves_no_process_behind(harness):
         pids.extend(p.pid for p in psutil.Process(child.pid).children(recursive=True))
     assert len(pids) == 4
 
-    cli.stop_children(run.supervisor.children(), timeout=10)
+    stop_children(run.supervisor.children(), timeout=10)
 
     def alive(pid: int) -> bool:
         try:

@@ -13,7 +13,11 @@ timeout) before the embedded services are released, so nothing is left running. 
 under CADRE_DATA_DIR/run lets the next start refuse to run twice on one data folder and clean up
 after a parent killed with SIGKILL.
 
-What both commands print for a person is in the installer's language (CADRE_LANGUAGE, else the
+`cadre streams` runs only the stream workers, for installations on several machines: the same
+supervisor (cadre.runtime.streams), whose per-connector leases in Redis keep one live connection
+per connector across any number of replicas; `cadre up` takes the same leases.
+
+What the commands print for a person is in the installer's language (CADRE_LANGUAGE, else the
 locale: cadre.runtime.language), once Django is set up; `--help` and the lines before the setup
 are English.
 """
@@ -31,15 +35,21 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext as _
 
-from cadre.runtime import embedded
+from cadre.runtime import embedded, processes
 from cadre.runtime.language import installer_language
+from cadre.runtime.processes import (
+    Child,
+    die_with_parent,
+    signal_group,
+    stop_children,
+    worker_pools,
+)
+from cadre.runtime.streams import STREAM_REFRESH_SECONDS, StreamLeases, StreamSupervisor
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # platform/cadre/runtime/cli.py -> repository
 HEALTH_TIMEOUT = 180.0  # seconds to wait for the web server's first answer (slow CI machines)
@@ -115,174 +125,8 @@ class _Stop(Exception):
     """Raised by the signal handlers to leave whatever `cadre up` is doing."""
 
 
-@dataclass
-class Child:
-    name: str
-    process: subprocess.Popen
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-
 def _raise_stop(signum, _frame) -> None:
     raise _Stop(signal.Signals(signum).name)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-def stop_children(children: list[Child], timeout: float) -> None:
-    """SIGTERM every child's process group, wait, then SIGKILL whatever is left."""
-    for child in children:
-        if child.process.poll() is None:
-            _signal_group(child.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    # A second Ctrl-C while waiting means "now": skip to SIGKILL.
-    hurry = {"now": False}
-    previous = signal.signal(signal.SIGINT, lambda *_: hurry.update(now=True))
-    try:
-        while time.monotonic() < deadline and not hurry["now"]:
-            for child in children:
-                child.process.poll()  # reap the leader so its group can empty
-            if not any(_group_alive(child.pid) for child in children):
-                return
-            time.sleep(0.1)
-        for child in children:
-            if _group_alive(child.pid):
-                print(
-                    _("cadre: %(name)s did not stop in time, killing it") % {"name": child.name},
-                    flush=True,
-                )
-                _signal_group(child.pid, signal.SIGKILL)
-        for child in children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.process.wait(timeout=5)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-STREAM_REFRESH_SECONDS = 15.0  # how often the list of stream-mode connectors is re-read
-RESTART_DELAY_MAX = 60.0  # the longest wait before restarting a stream worker that died
-STABLE_AFTER = 60.0  # a worker that ran this long before dying starts again at the first delay
-
-
-def restart_delay(failures: int) -> float:
-    """1, 2, 4, … seconds up to RESTART_DELAY_MAX after the n-th death in a row."""
-    return min(RESTART_DELAY_MAX, 2.0 ** max(0, failures - 1))
-
-
-@dataclass
-class StreamSlot:
-    """One stream-mode connector's worker: its process (if running) and its restart state."""
-
-    public_id: str
-    label: str
-    fingerprint: str
-    child: Child | None = None
-    started_at: float = 0.0
-    failures: int = 0
-    start_at: float = 0.0  # monotonic time of the next (re)start
-
-
-class StreamSupervisor:
-    """Starts, restarts (with backoff) and stops one child per stream-mode connector.
-
-    `workers()` lists what should run (objects with public_id, name, fingerprint, problem,
-    fix); `command(public_id)` is the child's command line; `spawn(name, command)` starts it.
-    A connector removed, disabled or changed (settings, credentials) has its worker stopped
-    (and, if changed, started again with the new configuration).
-    """
-
-    def __init__(
-        self,
-        *,
-        workers: Callable[[], list],
-        command: Callable[[str], list[str]],
-        spawn: Callable[[str, list[str]], Child],
-        stop_timeout: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-        say: Callable[[str], object] = print,
-    ):
-        self.workers, self.command, self.spawn = workers, command, spawn
-        self.stop_timeout = stop_timeout
-        self.clock, self.say = clock, say
-        self.slots: dict[str, StreamSlot] = {}
-        self.reported: set[str] = set()  # connectors whose missing extra was reported
-
-    def children(self) -> list[Child]:
-        return [slot.child for slot in self.slots.values() if slot.child is not None]
-
-    def refresh(self) -> bool:
-        """Match the running workers to the connectors; True when a child was started or
-        stopped."""
-        wanted = {}
-        for worker in self.workers():
-            if worker.problem:
-                if worker.public_id not in self.reported:
-                    self.say(
-                        _("cadre: connector %(name)s: %(problem)s (%(fix)s)")
-                        % {"name": worker.name, "problem": worker.problem, "fix": worker.fix}
-                    )
-                    self.reported.add(worker.public_id)
-                continue
-            wanted[worker.public_id] = worker
-        changed = False
-        for public_id, slot in list(self.slots.items()):
-            worker = wanted.get(public_id)
-            if worker is not None and worker.fingerprint == slot.fingerprint:
-                continue
-            reason = _("its configuration changed") if worker is not None else _("it is off")
-            changed |= self._stop(slot, reason)
-            del self.slots[public_id]
-        for public_id, worker in wanted.items():
-            if public_id not in self.slots:
-                self.slots[public_id] = StreamSlot(
-                    public_id, f"stream {worker.name}", worker.fingerprint
-                )
-        return self.tick() or changed
-
-    def tick(self) -> bool:
-        """Notice dead workers and (re)start those whose time has come; True on a change."""
-        now = self.clock()
-        changed = False
-        for slot in self.slots.values():
-            if slot.child is not None and slot.child.process.poll() is not None:
-                code = slot.child.process.returncode
-                slot.failures = 1 if now - slot.started_at >= STABLE_AFTER else slot.failures + 1
-                slot.start_at = now + restart_delay(slot.failures)
-                self.say(
-                    _("cadre: %(name)s exited with code %(code)s; restarting in %(seconds).0f s")
-                    % {"name": slot.label, "code": code, "seconds": slot.start_at - now}
-                )
-                slot.child = None
-                changed = True
-            if slot.child is None and now >= slot.start_at:
-                self.say(_("cadre: starting %(name)s") % {"name": slot.label})
-                slot.child = self.spawn(slot.label, self.command(slot.public_id))
-                slot.started_at = now
-                changed = True
-        return changed
-
-    def _stop(self, slot: StreamSlot, reason: str) -> bool:
-        if slot.child is None:
-            return False
-        self.say(_("cadre: stopping %(name)s: %(reason)s") % {"name": slot.label, "reason": reason})
-        stop_children([slot.child], timeout=self.stop_timeout)
-        slot.child = None
-        return True
 
 
 def _run_file(data_dir: Path) -> Path:
@@ -327,11 +171,11 @@ def _check_previous_run(data_dir: Path) -> None:
                 _("cadre: stopping %(name)s (pid %(pid)s) left by a previous run")
                 % {"name": child["name"], "pid": child["pid"]}
             )
-            _signal_group(child["pid"], signal.SIGTERM)
+            signal_group(child["pid"], signal.SIGTERM)
             try:
                 psutil.Process(child["pid"]).wait(10)
             except psutil.TimeoutExpired:
-                _signal_group(child["pid"], signal.SIGKILL)
+                signal_group(child["pid"], signal.SIGKILL)
             except psutil.Error:
                 pass
     path.unlink(missing_ok=True)
@@ -402,52 +246,28 @@ def _child_environment(settings) -> dict[str, str]:
     return env
 
 
-def worker_pools(settings) -> list[tuple[str, list[str], int]]:
-    """(child name, queues, processes) of the Celery workers: agent runs get a pool of their
-    own, so a connector retrying an unreachable platform or a burst of after-run learning never
-    takes the worker slot a chat reply needs; the other pool serves every other queue."""
-    runs = settings.CADRE_QUEUES["runs"]
-    others = [settings.CELERY_TASK_DEFAULT_QUEUE, *settings.CADRE_QUEUES.values()]
-    others = [queue for queue in dict.fromkeys(others) if queue != runs]
-    return [("worker-runs", [runs], 2), ("worker", others, 2)]
-
-
 def worker_command(queues: list[str], concurrency: int, hostname: str) -> list[str]:
-    return [
-        sys.executable, "-m", "celery", "-A", "cadre", "worker",
-        "--concurrency", str(concurrency), "-Q", ",".join(queues), "--loglevel", "INFO",
-        "--hostname", f"{hostname}@%h",
-    ]  # fmt: skip
+    return processes.local_argv(processes.worker_command(queues, concurrency, hostname))
 
 
 def _commands(args, settings) -> list[tuple[str, list[str]]]:
-    python = sys.executable
     commands = [
         (
             "web",
-            [
-                python, "-m", "uvicorn", "cadre.asgi:application",
-                "--host", args.host, "--port", str(args.port),
-                "--lifespan", "off",  # Django's ASGI handler has no lifespan protocol
-                "--timeout-graceful-shutdown", "5",  # open websockets must not hold Ctrl-C
-            ],
+            processes.local_argv(
+                # Open websockets must not hold Ctrl-C for long.
+                processes.web_command(host=args.host, port=args.port, graceful_shutdown=5)
+            ),
         )
-    ]  # fmt: skip
+    ]
     if not args.no_worker:
         for name, queues, concurrency in worker_pools(settings):
             commands.append(
                 (name, worker_command(queues, concurrency, f"cadre-{name}-{os.getpid()}"))
             )
     if not args.no_beat:
-        commands.append(
-            (
-                "beat",
-                [
-                    python, "-m", "celery", "-A", "cadre", "beat", "--loglevel", "INFO",
-                    "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
-                ],
-            )
-        )  # fmt: skip
+        # The schedule and its lock are in Redis (settings.CELERY_BEAT_SCHEDULER).
+        commands.append(("beat", processes.local_argv(processes.beat_command())))
     return commands
 
 
@@ -474,15 +294,27 @@ def _stream_workers() -> list:
 NICENESS = {"worker-runs": 2, "worker": 10}
 
 
-def _spawn(name: str, command: list[str], env: dict[str, str]) -> Child:
+def _spawn(
+    name: str, command: list[str], env: dict[str, str], *, with_parent: bool = False
+) -> Child:
+    """Start a child in its own process group; `with_parent`: it gets SIGTERM if this process
+    dies (a stream worker must not outlive the supervisor holding its lease)."""
     niceness = NICENESS.get(name, 0)
+    parent_pid = os.getpid()
+
+    def before_exec() -> None:
+        if niceness:
+            os.nice(niceness)
+        if with_parent:
+            die_with_parent(parent_pid)
+
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
         command,
         cwd=_working_dir(),
         env=env,
         stdin=subprocess.DEVNULL,  # children sit outside the terminal's foreground group
         process_group=0,  # own group: Ctrl-C reaches only us, and we stop them in order
-        preexec_fn=(lambda: os.nice(niceness)) if niceness else None,
+        preexec_fn=before_exec if niceness or with_parent else None,
     )
     return Child(name, process)
 
@@ -549,7 +381,9 @@ def _up(args) -> int:
         streams = StreamSupervisor(
             workers=_stream_workers if not args.no_streams else list,
             command=_stream_command,
-            spawn=lambda name, command: _spawn(name, command, env),
+            spawn=lambda name, command: _spawn(name, command, env, with_parent=True),
+            # The same leases as `cadre streams`: alone on its Redis, this process holds them.
+            leases=StreamLeases.from_settings(settings),
             stop_timeout=args.stop_timeout,
             say=lambda line: print(line, flush=True),
         )
@@ -614,18 +448,7 @@ def _up(args) -> int:
                     raise _Stop(child.name)
             # Stream workers are restarted on their own: a connector's bad credentials or an
             # unreachable platform must not take the console down.
-            if time.monotonic() >= next_refresh:
-                next_refresh = time.monotonic() + STREAM_REFRESH_SECONDS
-                try:
-                    changed = streams.refresh()
-                except Exception as error:  # the database may be briefly unreachable
-                    print(
-                        _("cadre: cannot read the stream connectors: %(error)s") % {"error": error},
-                        flush=True,
-                    )
-                    changed = streams.tick()
-            else:
-                changed = streams.tick()
+            changed, next_refresh = _streams_turn(streams, next_refresh)
             if changed:
                 _write_run_file(settings.DATA_DIR, children + streams.children(), console_url)
             time.sleep(0.3)
@@ -647,11 +470,85 @@ def _up(args) -> int:
                 flush=True,
             )
             stop_children(children, timeout=args.stop_timeout)
+        if streams is not None:
+            streams.close()  # gives the leases back
         if settings is not None:
             _release_services(settings)
             if children:
                 _run_file(settings.DATA_DIR).unlink(missing_ok=True)
         if children:
+            print(_("cadre: stopped."), flush=True)
+        language.close()
+    return exit_code
+
+
+def _streams_turn(streams: StreamSupervisor, next_refresh: float) -> tuple[bool, float]:
+    """One turn of a stream supervisor's loop: re-read the connectors when it is time, else
+    keep the leases and the children; (anything started or stopped, the next re-read)."""
+    if time.monotonic() < next_refresh:
+        return streams.tick(), next_refresh
+    next_refresh = time.monotonic() + STREAM_REFRESH_SECONDS
+    try:
+        return streams.refresh(), next_refresh
+    except Exception as error:  # the database may be briefly unreachable
+        print(
+            _("cadre: cannot read the stream connectors: %(error)s") % {"error": error}, flush=True
+        )
+        return streams.tick(), next_refresh
+
+
+# --- cadre streams ------------------------------------------------------------------------
+
+
+def _streams(args) -> int:
+    """Hold the stream-mode connectors' connections on this machine, as many replicas as
+    wanted: each connector's child runs under whichever replica holds its lease."""
+    missing = [name for name in ("DATABASE_URL", "REDIS_URL") if not os.environ.get(name)]
+    if missing:  # embedded servers are one machine's: several replicas cannot share them
+        print(f"cadre streams: set {' and '.join(missing)} (see deploy/.env.example)", flush=True)
+        return 2
+    _setup_path()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_stop)
+    streams: StreamSupervisor | None = None
+    exit_code = 0
+    language = contextlib.ExitStack()
+    try:
+        import django
+
+        django.setup()
+        from django.conf import settings
+        from django.utils import translation
+
+        language.enter_context(translation.override(installer_language()))
+        env = _child_environment(settings)
+        streams = StreamSupervisor(
+            workers=_stream_workers,
+            command=_stream_command,
+            spawn=lambda name, command: _spawn(name, command, env, with_parent=True),
+            leases=StreamLeases.from_settings(settings),
+            stop_timeout=args.stop_timeout,
+            say=lambda line: print(line, flush=True),
+        )
+        print(
+            _("cadre: holding stream connections as %(holder)s")
+            % {"holder": streams.leases.holder},
+            flush=True,
+        )
+        next_refresh = 0.0
+        while True:
+            _changed, next_refresh = _streams_turn(streams, next_refresh)
+            time.sleep(0.3)
+    except (_Stop, KeyboardInterrupt):
+        pass
+    except ImproperlyConfigured as error:
+        print(f"cadre: {error}", file=sys.stderr, flush=True)
+        exit_code = 1
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_IGN)
+        if streams is not None:
+            streams.close()  # children first, then the leases, for a takeover at once
             print(_("cadre: stopped."), flush=True)
         language.close()
     return exit_code
@@ -698,6 +595,20 @@ def _parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a child gets to stop after SIGTERM before SIGKILL (10)",
     )
+    streams = commands.add_parser(
+        "streams",
+        help="hold the stream-mode connectors' connections (any number of replicas)",
+        description="Run one long-connection worker per stream-mode connector whose lease this "
+        "process holds in Redis; replicas on other machines take a connector over within "
+        "seconds when its holder dies. Needs DATABASE_URL and REDIS_URL. SIGTERM or Ctrl-C "
+        "stops the workers and gives the leases back.",
+    )
+    streams.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a child gets to stop after SIGTERM before SIGKILL (10)",
+    )
     commands.add_parser("doctor", help="check the installation and say how to fix problems")
     commands.add_parser("manage", help="run a Django management command: cadre manage migrate")
     commands.add_parser("skill", help="validate, publish, install, search, tag and yank Hub skills")
@@ -718,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":
         return _doctor()
+    if args.command == "streams":
+        return _streams(args)
     return _up(args)
 
 
