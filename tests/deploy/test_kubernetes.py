@@ -3,6 +3,7 @@
 Each overlay is rendered with `kubectl kustomize` and every object validated against the
 Kubernetes API schemas shipped in the `kubernetes-validate` package (strict: an unknown or
 misspelt field fails, nothing is downloaded). Then what the schemas cannot say: one beat,
+every process running cadre.runtime.processes' command line, the stream connectors deployed,
 the migration as the schema owner and nobody else, probes and limits on every container,
 the workers consuming every queue the product routes tasks to, autoscalers, budgets and
 Services pointing at things that exist, one image everywhere, no secret values shipped.
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from cadre.celery import task_queues
+from cadre.runtime import processes
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 OVERLAYS = ("small", "large")
@@ -96,18 +98,68 @@ def test_every_object_validates_against_the_kubernetes_schemas(rendered):
             pytest.fail(f"{document['kind']}/{document['metadata']['name']}: {error}")
 
 
-def test_the_expected_processes_are_deployed(rendered):
+def test_the_expected_processes_are_deployed(rendered, settings):
     deployments = _of_kind(rendered, "Deployment")
-    assert set(deployments) == {"cadre-web", "cadre-worker-runs", "cadre-worker", "cadre-beat"}
+    assert set(deployments) == {f"cadre-{kind}" for kind in processes.KINDS}
     web = deployments["cadre-web"]["spec"]["template"]["spec"]["containers"]
-    # The image's default command (uvicorn on 8000): no override.
+    # The image's default command (uvicorn on 8000, tests/deploy/test_compose.py checks the
+    # Dockerfile's CMD): no override.
     assert len(web) == 1 and "command" not in web[0] and "args" not in web[0]
-    assert [port["containerPort"] for port in web[0]["ports"]] == [8000]
-    for name in ("cadre-worker-runs", "cadre-worker"):
-        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
-        assert container["command"][:4] == ["celery", "-A", "cadre", "worker"], name
-    (beat,) = deployments["cadre-beat"]["spec"]["template"]["spec"]["containers"]
-    assert beat["command"][:4] == ["celery", "-A", "cadre", "beat"]
+    assert [port["containerPort"] for port in web[0]["ports"]] == [processes.WEB_PORT]
+    # Every other process runs the command line of the shared module, nothing else.
+    expected = processes.commands(settings)
+    for kind in processes.KINDS:
+        if kind == processes.WEB:
+            continue
+        (container,) = deployments[f"cadre-{kind}"]["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == expected[kind], kind
+        assert "args" not in container, kind
+
+
+def test_stream_connectors_are_deployed_and_reach_the_platforms(rendered):
+    deployments = _of_kind(rendered, "Deployment")
+    streams = deployments["cadre-streams"]
+    (container,) = streams["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["cadre", "streams"]
+    assert streams["spec"]["replicas"] >= 1
+    # Nothing connects to them: no port, no Service.
+    assert "ports" not in container
+    labels = streams["spec"]["template"]["metadata"]["labels"]
+    egress = [
+        port["port"]
+        for policy in _of_kind(rendered, "NetworkPolicy").values()
+        if policy["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component")
+        == "streams"
+        and policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+        for rule in policy["spec"].get("egress", [])
+        for port in rule.get("ports", [])
+    ]
+    assert egress == [443]
+
+
+def test_every_process_is_a_cluster_member_with_object_storage(rendered):
+    (config,) = _of_kind(rendered, "ConfigMap").values()
+    data = config["data"]
+    assert data["CADRE_CLUSTER"] == "true"
+    assert data["CADRE_S3_BUCKET"] and data["CADRE_S3_ANCHOR_BUCKET"]
+    assert data["CADRE_S3_BUCKET"] != data["CADRE_S3_ANCHOR_BUCKET"]
+    # Credentials by reference only, never in the ConfigMap.
+    assert not {"CADRE_S3_ACCESS_KEY_ID", "CADRE_S3_SECRET_ACCESS_KEY"} & set(data)
+    for where, pod in _pod_specs(rendered).items():
+        for container in pod["containers"]:
+            sources = [source["configMapRef"]["name"] for source in container["envFrom"]]
+            assert sources == [config["metadata"]["name"]], where
+            assert {"CADRE_S3_ACCESS_KEY_ID", "CADRE_S3_SECRET_ACCESS_KEY"} <= _secret_keys(
+                container
+            ), where
+
+
+def test_stream_replicas_by_overlay():
+    replicas = {
+        overlay: _of_kind(_render(overlay), "Deployment")["cadre-streams"]["spec"]["replicas"]
+        for overlay in OVERLAYS
+    }
+    assert replicas == {"small": 1, "large": 2}
 
 
 def test_exactly_one_beat_never_two_at_once(rendered):
@@ -119,6 +171,9 @@ def test_exactly_one_beat_never_two_at_once(rendered):
         if container.get("command", [])[:4] == ["celery", "-A", "cadre", "beat"]
     ]
     assert beats == ["cadre-beat"]
+    (beat,) = deployments["cadre-beat"]["spec"]["template"]["spec"]["containers"]
+    # The schedule and beat's lock are in Redis: a schedule file would be one pod's state.
+    assert "--schedule" not in beat["command"]
     spec = deployments["cadre-beat"]["spec"]
     assert spec["replicas"] == 1
     # RollingUpdate would start the new beat before stopping the old one.
@@ -268,6 +323,7 @@ def test_references_point_at_what_exists(rendered):
         for name, pdb in _of_kind(rendered, "PodDisruptionBudget").items()
     }
     assert sorted(budgets.values(), key=sorted) == [
+        {"cadre-streams"},
         {"cadre-web"},
         {"cadre-worker"},
         {"cadre-worker-runs"},
