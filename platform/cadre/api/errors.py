@@ -6,6 +6,9 @@ import contextlib
 import json
 import logging
 
+import kombu.exceptions
+import psycopg
+import redis.exceptions
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connections
@@ -59,15 +62,62 @@ def database_busy(exc: BaseException | None) -> bool:
     return False
 
 
+SERVICE_UNAVAILABLE_RETRY_AFTER = 5  # seconds; a restarted PostgreSQL or Redis is back in a few
+
+# SQLSTATE classes of a database that is not there (restarting, failed over, shutting down):
+# 08 connection exception, 57P admin shutdown / crash shutdown / cannot connect now.
+_DATABASE_DOWN_STATES = ("08", "57P")
+
+
+def backend_unavailable(exc: BaseException | None) -> bool:
+    """Whether `exc` is a request that found PostgreSQL or Redis unreachable (a restart, a
+    failover): the client should retry, nothing about its request was wrong."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(
+            exc,
+            redis.exceptions.ConnectionError
+            | redis.exceptions.TimeoutError
+            | kombu.exceptions.OperationalError,
+        ):
+            return True
+        if isinstance(exc, psycopg.OperationalError):
+            state = getattr(exc, "sqlstate", None)
+            return state is None or state.startswith(_DATABASE_DOWN_STATES)
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def backend_unavailable_response() -> JsonResponse:
+    """503 with a code and Retry-After: the database or Redis could not be reached."""
+    return _retry_later(
+        "service_unavailable",
+        _("The service is briefly unavailable; retry in a few seconds."),
+        SERVICE_UNAVAILABLE_RETRY_AFTER,
+    )
+
+
+def unavailable_response(exc: BaseException | None) -> JsonResponse | None:
+    """The 503 for a request that could not reach a backing service, else None."""
+    if database_busy(exc):
+        return database_busy_response()
+    if backend_unavailable(exc):
+        return backend_unavailable_response()
+    return None
+
+
 def database_busy_response() -> JsonResponse:
     """503 with a code and Retry-After: the database is up, every pooled connection is in use."""
-    response = error_response(
-        503,
+    return _retry_later(
         "database_busy",
         _("Every database connection is in use; retry in a moment."),
-        {"retry_after": DATABASE_BUSY_RETRY_AFTER},
+        DATABASE_BUSY_RETRY_AFTER,
     )
-    response["Retry-After"] = str(DATABASE_BUSY_RETRY_AFTER)
+
+
+def _retry_later(code: str, message: str, seconds: int) -> JsonResponse:
+    response = error_response(503, code, message, {"retry_after": seconds})
+    response["Retry-After"] = str(seconds)
     return response
 
 
@@ -78,7 +128,8 @@ class DatabaseBusyMiddleware:
     - Before the request: connections that ended requests left checked out of the pool are
       given back (cadre.api.database_pool), so leaks cannot add up to an exhausted pool.
     - A view (or DRF's authentication in it) that waited DATABASE_POOL_TIMEOUT for a pooled
-      connection answers 503 `database_busy` with Retry-After instead of a 500.
+      connection answers 503 `database_busy` with Retry-After instead of a 500; one that
+      found PostgreSQL or Redis unreachable (a restart) answers 503 `service_unavailable`.
     - An exception that escapes Django's own handling (an error handler that itself raised)
       answers a fixed 500 here: escaping further, past Django's ASGI handler, skips
       `request_finished`, the signal that gives the request's connection back.
@@ -100,13 +151,13 @@ class DatabaseBusyMiddleware:
                 request.path,
                 exc_info=error,
             )
-            response = database_busy_response() if database_busy(error) else last_resort_500()
+            response = unavailable_response(error) or last_resort_500()
         if response.streaming and not response.is_async:
             response.streaming_content = _closing_on_error(response.streaming_content)
         return response
 
     def process_exception(self, request, exception):
-        return database_busy_response() if database_busy(exception) else None
+        return unavailable_response(exception)
 
 
 def last_resort_500() -> HttpResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 
 from django.conf import settings
@@ -14,6 +15,8 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import translation
 
 from cadre.memory.models import ContextRecord, Memory, MemoryMap
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "memory-viewer"
 VERSION_SECONDS = 24 * 3600
@@ -46,7 +49,14 @@ def writes_changed(organization_id: int) -> None:
     key = _version_key(organization_id)
 
     def renew():
-        cache.set(key, uuid.uuid4().hex, VERSION_SECONDS)
+        # A cache must not fail the write it follows (a run's bookkeeping, a memory write):
+        # with Redis briefly away the figures stay cached one lifetime at most.
+        try:
+            cache.set(key, uuid.uuid4().hex, VERSION_SECONDS)
+        except Exception:
+            logger.warning(
+                "memory viewer cache of organization %s not renewed", organization_id, exc_info=True
+            )
 
     # Now, so this transaction's own next read computes; and after the commit, so what a
     # concurrent request cached meanwhile (before the write was visible) is not served.
