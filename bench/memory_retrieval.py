@@ -13,7 +13,8 @@ present (translated files keep the original English date there), else `session_N
 
 Each dialog turn becomes one Memory (scope agent:<n> per conversation, `observed_at` = the
 session date, `search_text` = text.lexical_document, `conversation_id` = the session), and gets
-one vector per model (`embeddings.embedding_text(memory)`, as the product embeds). Each
+one vector per model (`embeddings.embedding_texts`, as the product embeds: a turn with the
+turn before it, see memory/turns.py; `--turn-context BEFORE,AFTER` tries other windows). Each
 question (category 5 and evidence-less ones skipped) is searched within its own
 conversation's scope with the query embedded as a query (`embed(..., query=True)`).
 
@@ -31,9 +32,9 @@ before loading the model (Django and numpy already imported): what the model add
 process. Threads: the process's cores (2 here).
 
 stdout: a side-by-side table (one column per model; lexical does not depend on the model and
-is printed once) with R@5/10/20 and words@10 per method, per-conversation hybrid R@10, and
-throughput/latency/RSS. Words: whitespace words, and for Chinese text CJK characters / 1.5
-(a common characters-per-word ratio) — stated in the output. stderr gets progress and timings.
+is printed once) with R@5/10/20 and words@10 per method, per-conversation vector and hybrid
+R@10, and throughput/latency/RSS. Words: whitespace words, and for Chinese text CJK characters
+/ 1.5 (a common characters-per-word ratio) — stated in the output. stderr gets progress and timings.
 Runs in its own database (default `cadre_bench_retrieval`, created as the database owner and
 dropped; `--keepdb` keeps it and reuses its memories and vectors).
 """
@@ -402,18 +403,15 @@ def prepare_model(spec: str, organization, questions, args) -> tuple:
         .exclude(embeddings__model=model)
         .order_by("pk")
     )
-    texts = [embeddings.embedding_text(memory) for memory in pending]
+    texts = embeddings.embedding_texts(pending)
     question_texts = [question for _, question, _ in questions]
     passages = cache.missing(texts, query=False)
     queries = cache.missing(question_texts, query=True)
     report: dict = {}
     if passages or queries or not args.no_throughput:
-        sample = [
-            embeddings.embedding_text(memory)
-            for memory in Memory.objects.filter(organization=organization).order_by("pk")[
-                :THROUGHPUT_TEXTS
-            ]
-        ]
+        sample = embeddings.embedding_texts(
+            list(Memory.objects.filter(organization=organization).order_by("pk")[:THROUGHPUT_TEXTS])
+        )
         job = {
             "measure": not args.no_throughput,
             "sample": sample,
@@ -539,8 +537,12 @@ def parse_settings(items):
 
 def evaluate(args) -> None:
     from cadre.memory import embeddings, selectors
+    from cadre.memory import turns as turn_context
     from cadre.tenancy.models import Organization
 
+    if args.turn_context:
+        before, _, after = args.turn_context.partition(",")
+        turn_context.CONTEXT_BEFORE, turn_context.CONTEXT_AFTER = int(before), int(after or 0)
     data = read_data(Path(args.data))
     if args.limit_conversations:
         data = data[: args.limit_conversations]
@@ -588,6 +590,9 @@ def evaluate(args) -> None:
     )
     if args.set:
         print(f"# settings: {' '.join(args.set)}")
+    print(
+        f"# turn context: {turn_context.CONTEXT_BEFORE} before, {turn_context.CONTEXT_AFTER} after"
+    )
     lexical = results[("lexical", "")]
     print(
         f"lexical (every model) R@5={lexical['R@5']:.3f} R@10={lexical['R@10']:.3f} "
@@ -603,13 +608,18 @@ def evaluate(args) -> None:
                 digits = 0 if metric == "words@10" else 3
                 cells.append(f"{value:>{width}.{digits}f}")
             print(f"{method + ' ' + metric:28}" + "".join(cells))
-    for number, name in enumerate(names, start=1):
-        cells = [
-            f"{results[('hybrid', spec)]['per_conversation'].get(number, 0):>{width}.3f}"
-            for spec in specs
-        ]
-        lexical_cell = lexical["per_conversation"].get(number, 0)
-        print(f"{'hybrid R@10 ' + name:28}" + "".join(cells) + f"   (lexical {lexical_cell:.3f})")
+    for method in ("vector", "hybrid"):
+        for number, name in enumerate(names, start=1):
+            cells = [
+                f"{results[(method, spec)]['per_conversation'].get(number, 0):>{width}.3f}"
+                for spec in specs
+            ]
+            lexical_cell = lexical["per_conversation"].get(number, 0)
+            print(
+                f"{method + ' R@10 ' + name:28}"
+                + "".join(cells)
+                + f"   (lexical {lexical_cell:.3f})"
+            )
     reports = {spec: prepared[spec][2] for spec in specs}
     if any("memories_per_s" in report for report in reports.values()):
         rows = [
@@ -659,6 +669,12 @@ def main() -> None:
         nargs="*",
         metavar="NAME=VALUE",
         help="override SearchSettings fields (experiments)",
+    )
+    parser.add_argument(
+        "--turn-context",
+        metavar="BEFORE,AFTER",
+        help="turns before/after a turn embedded with it (experiments; default: the product's "
+        "turns.CONTEXT_BEFORE/CONTEXT_AFTER)",
     )
     parser.add_argument("--embed-worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-job", help=argparse.SUPPRESS)

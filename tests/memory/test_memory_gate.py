@@ -86,6 +86,10 @@ ALLOWED: dict[str, dict[str, str]] = {
         "Memory": "the embedding job: the rows still without a vector (returns no content)",
         "MemoryEmbedding": "the embedding job stores and checks vectors",
     },
+    "platform/cadre/memory/turns.py": {
+        "Memory": "the embedding job's context: the same owner's neighbouring turns of a "
+        "memory being embedded (feeds a vector, returns no content to anyone)"
+    },
     "platform/cadre/memory/reembed.py": {
         "MemoryEmbedding": "re-embed progress: which memories have a vector under a model"
     },

@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from cadre import outbound
 from cadre.env import env_int, env_secret, env_str, env_url
+from cadre.memory import turns
 from cadre.memory.models import (
     EmbeddingModel,
     Memory,
@@ -680,9 +681,14 @@ def missing_embeddings(model: EmbeddingModel, organization) -> QuerySet[Memory]:
     return embeddable_memories(organization).exclude(Exists(embedded)).order_by("pk")
 
 
+def embedding_texts(memories: Sequence[Memory]) -> list[str]:
+    """What is embedded for each memory: its content (speaker names etc. are in it), with the
+    previous turn for a conversation turn (turns.embedding_texts)."""
+    return turns.embedding_texts(memories)
+
+
 def embedding_text(memory: Memory) -> str:
-    """What is embedded for a memory: its content (speaker names etc. are in the content)."""
-    return memory.content
+    return embedding_texts([memory])[0]
 
 
 def embed_memories(
@@ -720,7 +726,7 @@ def embed_memories(
         ]
         if not todo:
             return 0
-        vectors = provider.embed([embedding_text(memory) for memory in todo])
+        vectors = provider.embed(embedding_texts(todo))
         if any(len(vector) != model.dimension for vector in vectors):
             raise EmbeddingError(
                 f"embedding model {model.id}: provider returned vectors of the wrong size "

@@ -11,10 +11,11 @@ from django.utils.translation import gettext as _
 
 from cadre import queues
 from cadre.errors import InvalidInput, NotFound, NotPermitted
-from cadre.memory import selectors
+from cadre.memory import selectors, turns
 from cadre.memory.models import (
     GOVERNED_SCOPES,
     Memory,
+    MemoryEmbedding,
     MemoryTask,
     MemoryVersion,
     Scope,
@@ -283,6 +284,29 @@ def enqueue_enrich(memory: Memory) -> MemoryTask:
         memory=memory,
         key=f"enrich:{memory.pk}:v{memory.version}",
     )
+
+
+def refresh_turn_vectors(memories, *, reason: str, also=()) -> list[int]:
+    """The turns whose vectors embed one of `memories` as context (turns.dependents), and the
+    turn memories in `also`: their vectors dropped under every model and their re-embedding
+    queued (a durable task), in the caller's transaction, so no vector keeps words of a turn
+    that was changed, removed or withheld. Call with the memories as they stand after the
+    change; pass in `also` the dependents found before it when the change moved them.
+    Returns the ids refreshed."""
+    rows = {row.pk: row for row in [*also, *turns.dependents(memories)]}
+    refreshed = []
+    for pk in sorted(rows):
+        row = rows[pk]
+        MemoryEmbedding.objects.filter(memory=row).delete()
+        enqueue(
+            MemoryTask.Kind.ENRICH,
+            organization=row.organization,
+            memory=row,
+            key=f"enrich:{row.pk}:v{row.version}:context:{timezone.now().timestamp()}",
+            params={"reason": reason[:200]},
+        )
+        refreshed.append(pk)
+    return refreshed
 
 
 def lock(memory: Memory) -> Memory:

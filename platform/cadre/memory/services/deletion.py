@@ -42,6 +42,7 @@ from cadre.memory.services.common import (
     enqueue,
     enqueue_enrich,
     lock,
+    refresh_turn_vectors,
     require_modify,
     require_write,
     write_version,
@@ -467,6 +468,8 @@ def soft_delete(actor, memory: Memory, reason: str) -> Memory:
     memory.save(
         update_fields=["status", "deleted_at", "version", "updated_at", "search_text", "deletion"]
     )
+    # The next turn's vector embeds this one's words as context: recomputed without them.
+    refresh_turn_vectors([memory], reason=f"context memory {memory.pk} deleted")
     return memory
 
 

@@ -11,7 +11,7 @@ from opentelemetry import trace
 
 from cadre.errors import InvalidInput
 from cadre.governance import audit
-from cadre.memory import dedup, embeddings
+from cadre.memory import dedup, embeddings, turns
 from cadre.memory.models import (
     Kind,
     Memory,
@@ -56,6 +56,11 @@ def memory_dedup(*, memory: Memory, judge=None) -> dict:
         # One run's record: two runs that went alike are two cases for distillation, and a
         # later call does not "update" an earlier one (the exact stage still merges repeats).
         return {"decision": "skipped", "reason": f"{memory.kind} records are kept one per run"}
+    if turns.turn_position(memory) is not None:
+        # A conversation turn's vector holds the turn before it (turns.py): its similarity to
+        # another memory no longer says the two texts say the same, and a turn said again later
+        # is another turn of the conversation (the exact stage still merges a repeated write).
+        return {"decision": "skipped", "reason": "conversation turns are kept one per position"}
     model = embeddings.active_model(memory.organization_id)
     row = MemoryEmbedding.objects.filter(memory=memory, model=model).first()
     if row is None:

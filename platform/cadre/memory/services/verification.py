@@ -16,6 +16,7 @@ from cadre.memory.services.common import (
     audit_view,
     enqueue,
     lock,
+    refresh_turn_vectors,
     require_write,
     write_version,
 )
@@ -88,6 +89,8 @@ def memory_verify(
         reason="" if not reason else "review with reason",
     )
     if decision == "accept":
+        # Models may be sent it now: the next turn's vector may embed it as context.
+        refresh_turn_vectors([memory], reason=f"context memory {memory.pk} accepted")
         # Dedup skipped it while it waited (an unverified memory must not absorb or supersede
         # a verified one): it runs now that it stands beside the others.
         enqueue(

@@ -16,7 +16,7 @@ from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
 from cadre.governance.masking.engine import mask
 from cadre.governance.masking.vault import EphemeralVault
-from cadre.memory import dedup
+from cadre.memory import dedup, turns
 from cadre.memory.extraction import charged
 from cadre.memory.extraction import extractor as default_extractor
 from cadre.memory.models import (
@@ -45,6 +45,7 @@ from cadre.memory.services.common import (
     default_expiry,
     enqueue_enrich,
     lock,
+    refresh_turn_vectors,
     require_modify,
     require_write,
     resolve_write_scope,
@@ -233,6 +234,9 @@ def memory_add(
         after={**audit_view(memory), **audit_verification(memory)},
     )
     enqueue_enrich(memory)
+    # A turn written after the turn that follows it (an import out of order): that turn's
+    # vector was computed without this one as context.
+    refresh_turn_vectors([memory], reason=f"context memory {memory.pk} added")
     memory.dedup_decision = "stored"
     return memory
 
@@ -497,6 +501,10 @@ def memory_update(
         )
     before = audit_view(memory)
     old_content, old_attributes, old_status = memory.content, dict(memory.attributes), memory.status
+    old_kind = memory.kind
+    # The turns whose vectors embed this one as context, where it stands now (its position,
+    # text or kind may change below).
+    context_of = turns.dependents([memory])
     fields = {"version", "updated_at"}
     if "content" in changes:
         memory.content, memory.sensitive_types = protect(
@@ -605,6 +613,15 @@ def memory_update(
     )
     if content_changed:
         enqueue_enrich(memory)
+    if (
+        content_changed
+        or memory.attributes != old_attributes
+        or memory.kind != old_kind
+        or memory.verification != old_verification
+    ):
+        refresh_turn_vectors(
+            [memory], reason=f"context memory {memory.pk} changed", also=context_of
+        )
     return memory
 
 

@@ -1,0 +1,273 @@
+"""Conversation turns are embedded with the turn before them (memory/turns.py): only from the
+same owner, scope and conversation, only what the memory stores, and whatever removes or
+changes a turn recomputes the next turn's vector without its old words. The embedding model is
+an OpenAI-compatible endpoint on loopback returning a bag of words, so a vector says exactly
+which words it was computed from."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.utils import timezone
+
+from cadre.memory import embeddings, reembed, services, turns
+from cadre.memory.models import Memory, MemoryEmbedding, MemoryTask, Verification
+from tests.memory.conftest import actor
+from tests.memory.test_reembed import DIMENSION, bag_of_words
+from tests.memory.test_reembed import embedding_server as embedding_server
+
+MODEL = "openai/fake-embed-16"
+ASKED = "Alice: When is the board meeting?"
+ANSWER = "Bob: Thursday at nine, in room four."
+FOLLOW = "Alice: Great, I will book the projector."
+
+
+@pytest.fixture
+def bag_model(monkeypatch, embedding_server):
+    """The organization's embedding model is the loopback bag-of-words endpoint."""
+    monkeypatch.setenv("CADRE_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("CADRE_EMBEDDING_MODEL", "fake-embed-16")
+    monkeypatch.setenv("CADRE_EMBEDDING_DIMENSION", str(DIMENSION))
+    embeddings.forget_providers()
+    return embedding_server
+
+
+def add_turn(
+    member, content: str, turn: int, *, conversation: str = "chat-1", scope="user", **fields
+):
+    return services.memory_add(
+        actor=actor(member),
+        scope=scope,
+        kind="fact",
+        content=content,
+        attributes={"turn": turn, "speaker": content.split(":")[0]},
+        source_kind="import",
+        conversation_id=conversation,
+        **fields,
+    )
+
+
+def vector(memory: Memory, model_id: str = MODEL) -> list[float] | None:
+    row = MemoryEmbedding.objects.filter(memory=memory, model_id=model_id).first()
+    return None if row is None else [float(x) for x in row.embedding]
+
+
+def expected(*texts: str):
+    """The vector of these texts joined as turns are (stored as float32)."""
+    return pytest.approx(bag_of_words("\n".join(texts)), abs=1e-6)
+
+
+def test_a_turn_is_embedded_with_the_previous_turn_and_other_memories_alone(
+    bob, run_async, bag_model
+):
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+        fact = services.memory_add(
+            actor=actor(bob),
+            scope="user",
+            kind="fact",
+            content="Bob prefers morning meetings",
+            source_kind="user_statement",
+            conversation_id="chat-1",
+        )
+    assert vector(first) == expected(ASKED)
+    assert vector(second) == expected(ASKED, ANSWER)
+    assert vector(fact) == expected("Bob prefers morning meetings")
+    assert f"{ASKED}\n{ANSWER}" in bag_model
+    # What is stored, shown and searched lexically is the turn's own text.
+    second.refresh_from_db()
+    assert second.content == ANSWER
+    assert "board" not in second.search_text
+
+
+def test_deleting_a_turn_re_embeds_the_next_one_without_its_words(
+    bob, run_async, bag_model, django_capture_on_commit_callbacks
+):
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+    assert vector(second) == expected(ASKED, ANSWER)
+    tasks_before = MemoryTask.objects.filter(memory=second, kind=MemoryTask.Kind.ENRICH).count()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        services.memory_delete(actor=actor(bob), memory=first, reason="said by mistake")
+    # Committed with the deletion: the old vector is gone and a durable task is queued, so a
+    # crash before the task runs never leaves the deleted words in a vector.
+    assert vector(second) is None
+    queued = MemoryTask.objects.filter(memory=second, kind=MemoryTask.Kind.ENRICH)
+    assert queued.count() == tasks_before + 1
+    assert queued.order_by("-pk").first().status == MemoryTask.Status.WAITING
+    for callback in callbacks:
+        callback()
+
+    assert vector(second) == expected(ANSWER)
+    assert vector(second) != expected(ASKED, ANSWER)
+    assert turns.embedding_texts([Memory.objects.get(pk=second.pk)]) == [ANSWER]
+
+
+def test_purging_and_deleting_by_filter_also_recompute_the_next_turn(bob, run_async, bag_model):
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+        third = add_turn(bob, FOLLOW, 2)
+    with run_async():
+        services.memory_purge_now(actor=actor(bob), memory=first, reason="erase")
+    assert vector(second) == expected(ANSWER)
+    with run_async():
+        services.memory_delete_by_filter(
+            actor=actor(bob), conversation_id="chat-1", kinds=["fact"], reason="erase"
+        )
+    # Everything deleted: no vector holds any of it.
+    assert not MemoryEmbedding.objects.filter(memory__in=[first, second, third]).exists()
+
+
+def test_editing_a_turn_re_embeds_the_next_one_with_the_new_text(bob, run_async, bag_model):
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+    corrected = "Alice: When is the budget review?"
+    with run_async():
+        services.memory_update(
+            actor=actor(bob), memory=first, expected_version=first.version, content=corrected
+        )
+    assert vector(first) == expected(corrected)
+    assert vector(second) == expected(corrected, ANSWER)
+
+
+def test_moving_a_turn_recomputes_its_old_and_new_followers(bob, run_async, bag_model):
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+        later = add_turn(bob, FOLLOW, 6)
+    with run_async():
+        services.memory_update(
+            actor=actor(bob),
+            memory=first,
+            expected_version=first.version,
+            attributes={"turn": 5, "speaker": "Alice"},
+        )
+    assert vector(second) == expected(ANSWER)
+    assert vector(later) == expected(ASKED, FOLLOW)
+
+
+def test_a_turn_written_late_is_added_to_the_next_turns_vector(bob, run_async, bag_model):
+    with run_async():
+        second = add_turn(bob, ANSWER, 1)
+    assert vector(second) == expected(ANSWER)
+    with run_async():
+        add_turn(bob, ASKED, 0)
+    assert vector(second) == expected(ASKED, ANSWER)
+
+
+def test_context_never_comes_from_another_persons_scope_subject_or_conversation(
+    alice, bob, run_async, bag_model
+):
+    with run_async():
+        add_turn(alice, ASKED, 0)  # Alice's own scope, same conversation id and position
+        add_turn(bob, "Bob: Something else entirely.", 0, conversation="chat-2")
+        answer = add_turn(bob, ANSWER, 1)
+    assert vector(answer) == expected(ANSWER)
+
+    # Same scope and conversation but another subject: not this person's turn.
+    other = Memory.objects.get(conversation_id="chat-2")
+    Memory.objects.filter(pk=other.pk).update(conversation_id="chat-1", subject_id=alice.pk)
+    answer.refresh_from_db()
+    assert turns.embedding_texts([answer]) == [ANSWER]
+    # The same subject: it is.
+    Memory.objects.filter(pk=other.pk).update(subject_id=answer.subject_id)
+    assert turns.embedding_texts([answer]) == ["Bob: Something else entirely.\n" + ANSWER]
+    # Waiting for review (a model may not be sent it): not context either.
+    Memory.objects.filter(pk=other.pk).update(verification=Verification.UNVERIFIED)
+    assert turns.embedding_texts([answer]) == [ANSWER]
+
+
+def test_the_context_is_the_stored_text_with_secrets_redacted(bob, run_async, bag_model):
+    secret = "ghp_Xh5Jmtf7EbsDe0G9Cryn687neLfjVHq8xiM0"
+    with run_async():
+        first = add_turn(bob, f"Alice: the deploy token is {secret}", 0)
+        second = add_turn(bob, "Bob: thanks, deploying now", 1)
+    first.refresh_from_db()
+    assert secret not in first.content
+    assert not any(secret in text for text in bag_model)
+    assert vector(second) == expected(first.content, "Bob: thanks, deploying now")
+
+
+def test_a_long_previous_turn_is_clipped(bob, run_async, bag_model):
+    long_turn = "Alice: " + " ".join(f"word{i}" for i in range(400))
+    with run_async():
+        add_turn(bob, long_turn, 0)
+        second = add_turn(bob, ANSWER, 1)
+    (text,) = turns.embedding_texts([second])
+    assert text.endswith("\n" + ANSWER)
+    assert len(text) <= turns.MAX_CONTEXT_CHARS + len(ANSWER) + 4
+
+
+def test_reembed_under_another_model_computes_the_same_contextual_vectors(
+    bob, run_async, bag_model
+):
+    with run_async():
+        add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+        add_turn(bob, FOLLOW, 2)
+    other = embeddings.register_model("openai/fake-embed-16-b", "openai", "fake-embed-16", 16)
+    result = reembed.reembed(other.pk, bob.organization)
+    assert result["remaining"] == 0 and result["activated"]
+    for memory in Memory.objects.filter(organization=bob.organization):
+        assert vector(memory, other.pk) == vector(memory, MODEL)
+    assert vector(second, other.pk) == expected(ASKED, ANSWER)
+
+
+def test_turns_are_not_near_duplicate_merged(bob, run_async, bag_model):
+    with run_async():
+        add_turn(bob, ASKED, 0)
+        again = add_turn(bob, ASKED.replace("?", " again?"), 1)
+    outcome = services.memory_dedup(memory=again)
+    assert outcome == {
+        "decision": "skipped",
+        "reason": "conversation turns are kept one per position",
+    }
+    again.refresh_from_db()
+    assert again.status == Memory.Status.ACTIVE
+
+
+def test_a_turn_waiting_for_review_becomes_context_once_accepted(
+    alice, bob, chart, run_async, bag_model
+):
+    department = chart["sales"].pk
+    with run_async():
+        # Bob does not govern shared memory: his turn waits for review, no model is sent it.
+        first = add_turn(bob, ASKED, 0, scope="department", scope_id=department)
+        second = add_turn(alice, ANSWER, 1, scope="department", scope_id=department)
+    assert first.verification == Verification.UNVERIFIED
+    assert second.verification == Verification.VERIFIED
+    assert vector(second) == expected(ANSWER)
+    with run_async():
+        services.memory_verify(
+            actor=actor(alice), memory=first, decision="accept", expected_version=first.version
+        )
+    assert vector(second) == expected(ASKED, ANSWER)
+
+
+def test_a_turn_number_that_is_not_an_integer_is_not_a_turn(bob, run_async, bag_model):
+    digest = hashlib.sha256(b"x").hexdigest()
+    memory = Memory(
+        organization=bob.organization,
+        scope="user",
+        scope_id=bob.pk,
+        scope_key=f"user:{bob.pk}",
+        content=ANSWER,
+        attributes={"turn": "1"},
+        conversation_id="chat-1",
+        content_hash=digest,
+        created_at=timezone.now(),
+    )
+    assert turns.turn_position(memory) is None
+    memory.attributes = {"turn": True}
+    assert turns.turn_position(memory) is None
+    memory.attributes = {"turn": 1, "extracted_by": "rules"}
+    assert turns.turn_position(memory) is None
+    memory.attributes = {"turn": 1}
+    memory.kind = "summary"
+    assert turns.turn_position(memory) is None
