@@ -516,6 +516,10 @@ def mcp_tools(client: httpx.Client, key: str) -> list[dict]:
 BY_DESIGN = {
     ("POST /scim/v2/.search", 501): "RFC 7644 §3.4.3 lets a server not offer the root search "
     "(docs/identity.md)",
+    # Mem0 platform calls Cadre does not offer (docs/integrations.md, "Every MemoryClient method")
+    ("POST /mem0/v1/summary/", 501): "Cadre writes no memory summaries",
+    ("POST /mem0/v2/profiles/jobs/", 501): "Cadre builds no memory profiles",
+    ("POST /mem0/v2/profiles/settings/", 501): "profiles cannot be enabled on Cadre",
 }
 
 

@@ -112,6 +112,25 @@ MEMOS = [
     ("/memos/get/status", {"task_id": "cadre-{id_arabic}"}),
     ("/memos/search/memory", DEEP),
     ("/memos/add/message", DEEP),
+    # message history and the knowledge-base fields
+    ("/memos/get/message", {"user_id": "{email}", "conversation_id": "c\x00"}),
+    ("/memos/get/message", {"user_id": "{email}", "message_limit_number": INF}),
+    ("/memos/get/message", {"user_id": "{email}", "conversation_limit_number": 2.5}),
+    ("/memos/get/message", {"user_id": "²"}),
+    ("/memos/get/message", '{"user_id": "{email}", "conversation_id": "\\udc00"}'),
+    ("/memos/get/message", DEEP),
+    ("/memos/get/message", {"user_id": "{email}", "info": NESTED_METADATA}),
+    ("/memos/update/memory", {"memory_id": "{id}", "content": "changed\x00"}),
+    ("/memos/update/memory", {"memory_id": "{id}", "content": "changed", "title": "t"}),
+    ("/memos/delete/memory", {"user_id": "{email}", "memory_type": "LongTermMemory"}),
+    (
+        "/memos/add/message",
+        {
+            "user_id": "{email}",
+            "messages": [{"role": "user", "content": "I like tea"}],
+            "allow_public": True,
+        },
+    ),
 ]
 
 

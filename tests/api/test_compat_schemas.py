@@ -14,7 +14,7 @@ from tests.skills.conftest import _instance_signing_key  # noqa: F401 - autouse:
 
 pytestmark = pytest.mark.django_db
 
-METHODS = ("get", "post", "put", "delete")
+METHODS = ("get", "post", "put", "patch", "delete")
 NOT_IN_SCHEMA = {"mem0-unknown", "memos-unknown", "mem0-schema", "memos-schema"}
 
 
@@ -76,6 +76,21 @@ def test_mem0_answers_match_the_schema(client, token, alice):
     check("/v1/memories/{memory_id}/history/", "get", history)
     refused = token.get("/mem0/v1/memories/999999/")
     check("/v1/memories/{memory_id}/", "get", refused.json(), "404")
+    check("/v1/entities/", "get", token.get("/mem0/v1/entities/").json())
+    export = token.post("/mem0/v1/exports/", {"schema": "{}"}, format="json").json()
+    check("/v1/exports/", "post", export)
+    got = token.post("/mem0/v1/exports/get/", {"memory_export_id": export["id"]}, format="json")
+    check("/v1/exports/get/", "post", got.json())
+    check("/v2/profiles/settings/", "get", token.get("/mem0/v2/profiles/settings/").json())
+    profile = token.get(f"/mem0/v2/entities/user/{alice.email}/profile/").json()
+    check("/v2/entities/user/{entity_id}/profile/", "get", profile)
+    summary = token.post("/mem0/v1/summary/", {}, format="json")
+    assert summary.status_code == 501
+    check("/v1/summary/", "post", summary.json(), "501")
+    batch = token.put(
+        "/mem0/v1/batch/", {"memories": [{"memory_id": memory_id, "text": "x"}]}, format="json"
+    )
+    check("/v1/batch/", "put", batch.json())
 
 
 def test_memos_answers_match_the_schema(client, token, alice):
@@ -102,3 +117,15 @@ def test_memos_answers_match_the_schema(client, token, alice):
         "/get/status", token.post("/memos/get/status", {"task_id": added["data"]["task_id"]}).json()
     )
     check("/search/memory", token.post("/memos/search/memory", {}, format="json").json(), "400")
+    listed = token.post(
+        "/memos/get/message",
+        {"user_id": alice.email, "conversation_limit_number": 3},
+        format="json",
+    )
+    check("/get/message", listed.json())
+    memory_id = found["data"]["memory_detail_list"][0]["id"]
+    one = token.get(f"/memos/get/memory/{memory_id}").json()
+    _validator(document, "/get/memory/{memory_id}", "get", "200")(one)
+    refused = token.post("/memos/create/knowledgebase", {"knowledgebase_name": "x"}, format="json")
+    assert refused.status_code == 501
+    check("/create/knowledgebase", refused.json(), "501")

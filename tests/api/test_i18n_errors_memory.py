@@ -72,7 +72,7 @@ CASES = [
     ("key", "post", "/mem0/v1/memories/search/", {"query": "tea", "filters": {"colour": "red"}}, 400, "unsupported_filter", "Unsupported filter"),
     # MemOS-compatible
     ("key", "post", "/memos/get/status", {"task_id": "x"}, 400, "invalid", "Unknown task_id"),
-    ("key", "post", "/memos/search/memory", {"query": "tea"}, 400, "invalid", "user_id is required"),
+    ("key", "post", "/memos/search/memory", {"query": "tea"}, 400, "invalid", "user_id or agent_id is required"),
     ("key", "post", "/memos/nowhere", {}, 404, "not_found", "does not serve"),
 ]  # fmt: skip
 

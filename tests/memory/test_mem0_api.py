@@ -126,7 +126,7 @@ def test_bad_updates_deletes_and_unknown_paths(mem0_client, alice):
     _refused(client.delete("/mem0/v1/memories/"), 400)  # delete_all needs a filter
     _refused(client.post("/mem0/v1/feedback/", {"memory_id": memory.pk, "feedback": "MEH"}), 400)
     _refused(client.post("/mem0/v3/memories/add/", [1, 2], format="json"), 400)
-    _refused(client.get("/mem0/v1/entities/"), 404)
+    _refused(client.get("/mem0/v1/no-such-path/"), 404)
     _refused(client.get("/mem0/v1/memories/", {"page_size": 1000, "user_id": alice.email}), 400)
     memory.refresh_from_db()
     assert memory.status == "active" and memory.version == 1

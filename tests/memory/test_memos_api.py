@@ -193,3 +193,137 @@ def test_another_organization_sees_nothing_and_read_only_keys_write_nothing(memo
     _refused(memos().post("/memos/unknown/path", {}, format="json"), 404)
     memory.refresh_from_db()
     assert memory.status == "active" and Memory.objects.count() == 1
+
+
+def _remember(member, content: str, conversation_id: str) -> Memory:
+    return services.memory_add(
+        actor=member_actor(member),
+        scope="user",
+        kind="fact",
+        content=content,
+        source_kind="user_statement",
+        conversation_id=conversation_id,
+    )
+
+
+def test_get_message_returns_what_a_conversation_left_oldest_first(memos, alice, charlie):
+    first = _remember(alice, "Alice's budget review is on Fridays", "talk-1")
+    second = _remember(alice, "Alice's team meets on Mondays", "talk-1")
+    other = _remember(alice, "Alice flies to Berlin in May", "talk-2")
+    _remember(charlie, "Charlie's budget review is on Tuesdays", "talk-1")
+    client = memos()
+    talk = _ok(
+        client.post(
+            "/memos/get/message",
+            {"user_id": alice.email, "conversation_id": "talk-1"},
+            format="json",
+        )
+    )["message_detail_list"]
+    assert [message["id"] for message in talk] == [str(first.pk), str(second.pk)]
+    assert talk[0]["role"] == "user" and talk[0]["content"] == first.content
+    assert talk[0]["conversation_id"] == "talk-1"
+    latest = _ok(
+        client.post(
+            "/memos/get/message",
+            {"user_id": alice.email, "conversation_limit_number": 1},
+            format="json",
+        )
+    )["message_detail_list"]
+    assert [message["id"] for message in latest] == [str(other.pk)]
+    both = _ok(
+        client.post(
+            "/memos/get/message",
+            {"user_id": alice.email, "conversation_limit_number": 2, "message_limit_number": 1},
+            format="json",
+        )
+    )["message_detail_list"]
+    assert [message["id"] for message in both] == [str(other.pk), str(second.pk)]
+    # Another organization names alice: refused, none of her words in the answer.
+    refused = memos(charlie).post(
+        "/memos/get/message", {"user_id": alice.email, "conversation_id": "talk-1"}, format="json"
+    )
+    assert refused.status_code == 400 and "Alice" not in refused.content.decode()
+    own = _ok(
+        memos(charlie).post(
+            "/memos/get/message",
+            {"user_id": charlie.email, "conversation_id": "talk-1"},
+            format="json",
+        )
+    )["message_detail_list"]
+    assert [message["content"] for message in own] == ["Charlie's budget review is on Tuesdays"]
+
+
+def test_an_admins_key_reads_none_of_a_colleagues_conversation(memos, alice, make_member):
+    """No API key holds `memory.personal` (a person reads others' personal memory, never an
+    integration): another owner's key naming alice gets none of her conversation."""
+    _remember(alice, "Alice's salary review is in June", "talk-1")
+    admin = make_member(roles=("owner",))
+    response = memos(admin).post(
+        "/memos/get/message", {"user_id": alice.email, "conversation_id": "talk-1"}, format="json"
+    )
+    assert "salary" not in response.content.decode()
+    if response.status_code == 200:
+        assert response.json()["data"]["message_detail_list"] == []
+    else:
+        _refused(response, response.status_code)
+
+
+def test_update_takes_the_clients_content_field_and_one_memory_is_read_by_id(memos, alice):
+    memory = _remember(alice, "Alice's budget review is on Fridays", "talk-1")
+    client = memos()
+    updated = _ok(
+        client.post(
+            "/memos/update/memory",
+            {"memory_id": str(memory.pk), "content": "Alice's budget review is on Thursdays"},
+            format="json",
+        )
+    )
+    assert updated["memory_value"] == "Alice's budget review is on Thursdays"
+    one = _ok(client.get(f"/memos/get/memory/{memory.pk}"))
+    assert one["id"] == str(memory.pk) and one["memory_value"] == updated["memory_value"]
+    _refused(client.get("/memos/get/memory/999999999"), 404)
+    _refused(
+        client.post(
+            "/memos/update/memory",
+            {"memory_id": str(memory.pk), "content": "x", "title": "Budget"},
+            format="json",
+        ),
+        400,
+    )
+    memory.refresh_from_db()
+    assert memory.version == 2 and memory.content == updated["memory_value"]
+
+
+@pytest.mark.parametrize(
+    ("path", "payload"),
+    [
+        ("/memos/create/knowledgebase", {"knowledgebase_name": "Handbook"}),
+        ("/memos/delete/knowledgebase", {"knowledgebase_id": "kb-1"}),
+        ("/memos/add/knowledgebase-file", {"knowledgebase_id": "kb-1", "file": [{"a": 1}]}),
+        ("/memos/get/knowledgebase-file", {"knowledgebase_id": "kb-1"}),
+        ("/memos/delete/knowledgebase-file", {"file_ids": ["f-1"]}),
+        ("/memos/search/memory", {"query": "x", "user_id": "{email}", "knowledgebase_ids": ["k"]}),
+        (
+            "/memos/add/message",
+            {
+                "user_id": "{email}",
+                "messages": [{"role": "user", "content": "I prefer tea."}],
+                "allow_knowledgebase_ids": ["kb-1"],
+            },
+        ),
+    ],
+)
+def test_knowledge_bases_are_refused_with_501_and_nothing_is_stored(memos, alice, path, payload):
+    payload = {
+        key: value.replace("{email}", alice.email) if isinstance(value, str) else value
+        for key, value in payload.items()
+    }
+    body = _refused(memos().post(path, payload, format="json"), 501)
+    assert body["error"]["code"] == "knowledgebase_unsupported"
+    assert not Memory.objects.exists()
+
+
+def test_get_status_answers_the_task_id_the_client_validates(memos, alice):
+    memory = _remember(alice, "Alice's budget review is on Fridays", "talk-1")
+    status = _ok(memos().post("/memos/get/status", {"task_id": f"cadre-{memory.pk}"}))
+    assert status == {"task_id": f"cadre-{memory.pk}", "status": "completed"}

@@ -138,7 +138,7 @@ def _filter_entities(filters) -> dict:
     return found
 
 
-def _entities(source) -> dict:
+def request_entities(source) -> dict:
     merged = {key: source.get(key) for key in ENTITIES if source.get(key) not in (None, "")}
     merged.update(_filter_entities(source.get("filters")))
     return {key: entity_text(merged.get(key), key) for key in ENTITIES}
@@ -245,7 +245,7 @@ def _expiration(value) -> datetime | None:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
-def _metadata(value) -> dict | None:
+def metadata_object(value) -> dict | None:
     if value is not None and not isinstance(value, dict):
         raise InvalidInput(_("metadata must be an object."), details={"metadata": ["Object."]})
     return value
@@ -300,6 +300,23 @@ def integer(value, name: str, *, default: int, low: int, high: int) -> int:
             details={name: ["Range."]},
         )
     return number
+
+
+@transaction.atomic
+def delete_each(actor, rows) -> int:
+    """Delete each memory of `rows` the actor may change through memory_delete (an audit event
+    each), in one transaction. A memory deleted with a later one (its predecessor, which
+    memory_delete takes along) is not deleted twice: that was a 409 half-way through."""
+    done: set[int] = set()
+    deleted = 0
+    for memory in list(rows):
+        if memory.pk in done or not selectors.can_modify(actor, memory):
+            continue
+        memory = services.memory_delete(actor=actor, memory=memory)
+        done.add(memory.pk)
+        done.update(memory.deletion.get("predecessors", []))
+        deleted += 1
+    return deleted
 
 
 # --- response shapes ---------------------------------------------------------------------
@@ -440,12 +457,12 @@ class AddMemories(Mem0View):
 
     def post(self, request):
         data = json_body(request)
-        entities = _entities(data)
+        entities = request_entities(data)
         target = Target(self.actor, entities)
         scope, scope_id = target.write_scope()
         messages = _messages(data.get("messages"))
         infer = flag(data.get("infer"), "infer", True)
-        metadata = _metadata(data.get("metadata"))
+        metadata = metadata_object(data.get("metadata"))
         observed_at = _timestamp(data.get("timestamp"))
         expires_at = _expiration(data.get("expiration_date"))
         ref = self.source_ref(entities, metadata)
@@ -511,7 +528,7 @@ class Memories(AddMemories):
     """/v1/memories/: POST adds, GET lists, DELETE deletes all of a user, agent or run."""
 
     def get(self, request):
-        entities = _entities(request.query_params)
+        entities = request_entities(request.query_params)
         target = Target(self.actor, entities)
         queryset = selectors.memory_list(
             self.actor,
@@ -521,7 +538,7 @@ class Memories(AddMemories):
         return _page(request, queryset, target)
 
     def delete(self, request):
-        entities = _entities(request.query_params)
+        entities = request_entities(request.query_params)
         if not any(entities.values()):
             raise InvalidInput(
                 _(
@@ -546,15 +563,10 @@ class Memories(AddMemories):
 
     def _delete_matching(self, target: Target, keys, run_id) -> int:
         """App- or subject-narrowed deletes: each memory through memory_delete."""
-        deleted = 0
         rows = target.narrow(
             selectors.memory_list(self.actor, scope_keys=keys, conversation_id=run_id)
         )
-        for memory in rows:
-            if selectors.can_modify(self.actor, memory):
-                services.memory_delete(actor=self.actor, memory=memory)
-                deleted += 1
-        return deleted
+        return delete_each(self.actor, rows)
 
 
 class ListMemories(Mem0View):
@@ -564,7 +576,7 @@ class ListMemories(Mem0View):
 
     def post(self, request):
         data = json_body(request)
-        entities = _entities(data)
+        entities = request_entities(data)
         target = Target(self.actor, entities)
         queryset = selectors.memory_list(
             self.actor,
@@ -584,7 +596,7 @@ class Search(Mem0View):
             raise InvalidInput(
                 _("query must be a non-empty string."), details={"query": ["Required."]}
             )
-        entities = _entities(data)
+        entities = request_entities(data)
         target = Target(self.actor, entities)
         top_k = integer(data.get("top_k"), "top_k", default=10, low=1, high=100)
         threshold = data.get("threshold")
@@ -632,7 +644,7 @@ class MemoryDetail(Mem0View):
         if "metadata" in data and data["metadata"] is not None:
             changes["attributes"] = {
                 **(memory.attributes or {}),
-                "metadata": _metadata(data["metadata"]),
+                "metadata": metadata_object(data["metadata"]),
             }
         if "expiration_date" in data:
             changes["expires_at"] = _expiration(data["expiration_date"])

@@ -19,7 +19,7 @@ from cadre.compat.mem0 import (
     json_body,
     memory_pk,
 )
-from cadre.errors import InvalidInput, NotFound
+from cadre.errors import CadreError, InvalidInput, NotFound
 from cadre.memory import selectors, services
 from cadre.memory.models import STATEMENT_KINDS, Kind, Memory, Scope, SourceKind
 from hub.recall import memos_skill_details
@@ -29,6 +29,10 @@ TASK_PREFIX = "cadre-"
 TOOL_KINDS = (Kind.TOOL_TRAJECTORY, Kind.EXPERIENCE)
 MAX_TAGS = 32
 MAX_TAG_LENGTH = 64  # Memory.tags holds strings of at most 64 characters
+# get/message: at most this many conversations and messages per conversation.
+MAX_CONVERSATIONS = 20
+MAX_MESSAGES = 200
+MAX_MESSAGES_DEFAULT = 50
 
 
 def memos_exception_handler(exc, context):
@@ -87,13 +91,36 @@ def _target(actor, data: dict, *, user_required: bool = True) -> Target:
     }
     for key, value in _filter_entities(data.get("filter")).items():
         entities[key] = entity_text(value, key)
-    if user_required and not entities["user_id"]:
-        raise InvalidInput(_("user_id is required."), details={"user_id": ["Required."]})
+    if user_required and not entities["user_id"] and not entities["agent_id"]:
+        # MemOS's own client sends exactly one of the two to search and list.
+        raise InvalidInput(
+            _("user_id or agent_id is required."), details={"user_id": ["Required."]}
+        )
     return Target(actor, entities)
 
 
 def _conversation(data: dict) -> str | None:
     return entity_text(data.get("conversation_id"), "conversation_id", limit=128)
+
+
+def _no_knowledgebase(data: dict, *names: str) -> None:
+    """Knowledge-base fields name something Cadre does not hold: refused, never ignored (an
+    ignored `knowledgebase_ids` would answer as if the bases had nothing to say)."""
+    for name in names:
+        if data.get(name):
+            raise KnowledgebaseUnsupported(
+                _("Cadre's MemOS-compatible API has no knowledge bases (%(field)s).")
+                % {"field": name},
+                details={name: ["Not supported."]},
+            )
+
+
+class KnowledgebaseUnsupported(CadreError):
+    """MemOS knowledge bases (uploaded files searched with memories): Cadre keeps no document
+    corpus to map them onto, so every knowledge-base call and field is refused."""
+
+    code = "knowledgebase_unsupported"
+    status = 501
 
 
 # --- response shapes ---------------------------------------------------------------------
@@ -210,6 +237,14 @@ class AddMessage(MemosView):
                 details={"tags": ["List."]},
             )
         flag(data.get("async_mode"), "async_mode", True)  # Cadre's add is stored on return
+        _no_knowledgebase(data, "allow_knowledgebase_ids")
+        if flag(data.get("allow_public"), "allow_public", False):
+            # Public memory is MemOS's; Cadre shares through scopes a reviewer governs.
+            raise InvalidInput(
+                _("allow_public is not supported: Cadre shares memory through its scopes."),
+                code="unsupported_field",
+                details={"allow_public": ["Not supported."]},
+            )
         written = services.memory_add_from_messages(
             actor=self.actor,
             messages=messages,
@@ -231,6 +266,13 @@ class SearchMemory(MemosView):
         query = data.get("query")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput(_("query is required."), details={"query": ["Required."]})
+        _no_knowledgebase(data, "knowledgebase_ids")
+        if data.get("context_format") not in (None, "memory"):
+            raise InvalidInput(
+                _('context_format must be "memory".'),
+                code="unsupported_field",
+                details={"context_format": ["memory"]},
+            )
         target = _target(self.actor, data)
         facts = integer(
             data.get("memory_limit_number"), "memory_limit_number", default=6, low=1, high=25
@@ -342,11 +384,21 @@ class UpdateMemory(MemosView):
     def post(self, request):
         data = json_body(request)
         memory = selectors.memory_get(self.actor, memory_pk(data.get("memory_id")))
-        value = data.get("memory_value", data.get("text"))
+        # MemOS's client sends `content` (with optional `title`, `status`); its docs name
+        # `memory_value`.
+        value = data.get("content", data.get("memory_value", data.get("text")))
         if not isinstance(value, str) or not value.strip():
             raise InvalidInput(
-                _("memory_value is required."), details={"memory_value": ["Required."]}
+                _("content (or memory_value) is required."), details={"content": ["Required."]}
             )
+        for name in ("title", "status"):
+            if data.get(name) not in (None, "", "activated"):
+                raise InvalidInput(
+                    _("Cadre's MemOS-compatible API updates a memory's text only (%(field)s).")
+                    % {"field": name},
+                    code="unsupported_field",
+                    details={name: ["Not supported."]},
+                )
         memory = services.memory_update(
             actor=self.actor,
             memory=memory,
@@ -360,6 +412,12 @@ class UpdateMemory(MemosView):
 class DeleteMemory(MemosView):
     def post(self, request):
         data = json_body(request)
+        if data.get("memory_type") is not None:
+            raise InvalidInput(
+                _("memory_type is not supported: delete by ids, user, agent or filter."),
+                code="unsupported_filter",
+                details={"memory_type": ["Not supported."]},
+            )
         given = [key for key in ("memory_ids", "user_id", "agent_id", "filter") if data.get(key)]
         if len(given) != 1:
             raise InvalidInput(
@@ -430,7 +488,98 @@ class GetStatus(MemosView):
         for memory_id in ids:
             # 404 outside one's reach, and for a part that names no memory ("²", "١٢")
             selectors.memory_get_for_deletion(self.actor, memory_pk(memory_id))
-        return ok({"status": "completed"})
+        return ok({"task_id": task_id, "status": "completed"})
+
+
+class GetMemoryById(MemosView):
+    """GET /get/memory/<id>: one memory within the caller's reach, in search's shape."""
+
+    def get(self, request, memory_id):
+        memory = selectors.memory_get(self.actor, memory_pk(memory_id))
+        if memory.kind == Kind.PREFERENCE:
+            return ok(preference_out(memory))
+        if memory.kind in TOOL_KINDS:
+            return ok(tool_out(memory))
+        return ok(fact_out(memory))
+
+
+def message_out(memory: Memory) -> dict:
+    ref = memory.source_ref or {}
+    role = ref.get("role") if isinstance(ref.get("role"), str) else ""
+    return {
+        "id": str(memory.pk),
+        "role": role or "user",
+        "content": memory.content,
+        "memory_type": fact_out(memory)["memory_type"],
+        **_times(memory),
+    }
+
+
+class GetMessage(MemosView):
+    """POST /get/message: a conversation's history as Cadre keeps it.
+
+    Cadre keeps no raw transcript of an outside client's conversation: what it keeps of one is
+    the memories written from its messages (add/message, feedback), each carrying the
+    conversation's id. They are read through the memory gate like every other memory (the
+    caller's reach, others' personal memory noted as a personal read), oldest first."""
+
+    read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
+
+    def post(self, request):
+        data = json_body(request)
+        target = _target(self.actor, data)
+        conversation = _conversation(data)
+        conversations = integer(
+            data.get("conversation_limit_number"),
+            "conversation_limit_number",
+            default=1,
+            low=1,
+            high=MAX_CONVERSATIONS,
+        )
+        limit = integer(
+            data.get("message_limit_number"),
+            "message_limit_number",
+            default=MAX_MESSAGES_DEFAULT,
+            low=1,
+            high=MAX_MESSAGES,
+        )
+        rows = target.narrow(
+            selectors.memory_list(self.actor, scope_keys=target.read_scope_keys())
+        ).exclude(conversation_id="")
+        if conversation:
+            chosen = [conversation]
+        else:
+            # The most recent conversations, as MemOS's conversation_limit_number counts them.
+            chosen, seen = [], set()
+            for name in rows.values_list("conversation_id", flat=True).iterator():
+                if name not in seen:
+                    seen.add(name)
+                    chosen.append(name)
+                    if len(chosen) == conversations:
+                        break
+        messages = []
+        for name in chosen:
+            newest = rows.filter(conversation_id=name).order_by("-created_at", "-id")[:limit]
+            messages.extend(message_out(memory) for memory in reversed(list(newest)))
+        return ok({"message_detail_list": messages})
+
+
+class Knowledgebase(MemosView):
+    """MemOS's knowledge-base calls (create/delete a base, add/get/delete its files): refused
+    with 501 `knowledgebase_unsupported` after authentication; nothing is stored."""
+
+    # A refusal needs no write access: any key that may use the API learns why.
+    read_only_methods = frozenset({"GET", "HEAD", "OPTIONS", "POST"})
+
+    def post(self, request):
+        if request.content_type.startswith("application/json"):
+            json_body(request)  # malformed or unstorable JSON is a 400, as everywhere
+        raise KnowledgebaseUnsupported(
+            _(
+                "Cadre's MemOS-compatible API has no knowledge bases: Cadre keeps no document "
+                "corpus to map them onto."
+            )
+        )
 
 
 class Unknown(MemosView):

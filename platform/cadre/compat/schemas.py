@@ -257,6 +257,266 @@ def _mem0_paths() -> dict:
     }
 
 
+NOT_SUPPORTED = {"501": answer(ref("Error"), "not offered by Cadre (`not_supported`)")}
+MEM0_ENTITY = obj(
+    {
+        "id": STR,
+        "name": STR,
+        "type": {"enum": ["user", "agent", "app", "run"]},
+        "total_memories": INT,
+        "created_at": NULL_STR,
+        "updated_at": NULL_STR,
+        "owner": STR,
+        "organization": STR,
+        "metadata": {"type": ["object", "null"]},
+    },
+    ("id", "name", "type", "total_memories"),
+)
+BATCH_ITEM = obj(
+    {"memory_id": STR, "text": STR, "metadata": {"type": ["object", "null"]}}, ("memory_id",)
+)
+BATCH = obj(
+    {"memories": {"type": "array", "items": BATCH_ITEM, "minItems": 1, "maxItems": 1000}},
+    ("memories",),
+)
+PROFILE_SETTINGS = obj(
+    {"enabled": BOOL, "capabilities": OBJ, "entities": OBJ}, ("enabled", "entities")
+)
+PROJECT = obj(
+    {
+        "id": STR,
+        "name": STR,
+        "description": STR,
+        "org_id": STR,
+        "created_at": NULL_STR,
+        "custom_instructions": NULL_STR,
+        "custom_categories": {"type": "array", "items": STR},
+        "agent_custom_instructions": NULL_STR,
+        "multilingual": BOOL,
+    }
+)
+
+
+def path_param(name: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": STR}
+
+
+def _mem0_platform_paths() -> dict:
+    """Entities, batches, exports, summary, profiles, projects and webhooks (mem0_platform)."""
+    errors = {**MEM0_ERRORS, **NOT_SUPPORTED}
+    refused = answer(ref("Error"), "never: the call is refused (501)")
+    project = [path_param("org_id"), path_param("project_id")]
+    return {
+        "/v1/entities/": {
+            "get": operation(
+                "users(): the key's users, agents, apps and runs",
+                answer(
+                    obj(
+                        {
+                            "count": INT,
+                            "next": NULL_STR,
+                            "previous": NULL_STR,
+                            "results": {"type": "array", "items": MEM0_ENTITY},
+                        },
+                        ("count", "results"),
+                    )
+                ),
+                errors=MEM0_ERRORS,
+            )
+        },
+        "/v2/entities/{entity_type}/{entity_id}/": {
+            "parameters": [path_param("entity_type"), path_param("entity_id")],
+            "delete": operation(
+                "delete_users(): the entity's memories",
+                answer(obj({"message": STR, "deleted": INT}, ("message",))),
+                errors=MEM0_ERRORS,
+            ),
+        },
+        "/v2/entities/user/{entity_id}/profile/": {
+            "parameters": [path_param("entity_id")],
+            "get": operation(
+                "get_profile(): profiles are not enabled",
+                answer(
+                    obj(
+                        {
+                            "profile": {"type": "null"},
+                            "status": {"const": "not_enabled"},
+                            "entity_type": STR,
+                            "entity_id": STR,
+                            "updated_at": {"type": "null"},
+                            "generation_count": INT,
+                        },
+                        ("status", "entity_type", "entity_id"),
+                    )
+                ),
+                errors=MEM0_ERRORS,
+            ),
+        },
+        "/v2/profiles/settings/": {
+            "get": operation("Profile settings", answer(PROFILE_SETTINGS), errors=MEM0_ERRORS),
+            "post": operation(
+                "Profile settings: only leaving profiles off is accepted",
+                answer(PROFILE_SETTINGS),
+                body=obj({"enabled": BOOL, "entities": OBJ}),
+                errors=errors,
+            ),
+        },
+        "/v2/profiles/jobs/": {
+            "post": operation(
+                "generate_profile(), sample_profiles(): refused",
+                refused,
+                body=obj(
+                    {
+                        "operation": {"enum": ["trigger", "sample"]},
+                        "entity_type": STR,
+                        "entity_id": STR,
+                        "limit": INT,
+                    },
+                    ("operation",),
+                ),
+                errors=errors,
+            )
+        },
+        "/v2/profiles/jobs/{job_id}/": {
+            "parameters": [path_param("job_id")],
+            "get": operation("get_profile_job(): no job exists (404)", refused, errors=errors),
+        },
+        "/v1/batch/": {
+            "put": operation(
+                "batch_update(): all or nothing",
+                answer(MESSAGE),
+                body=BATCH,
+                errors=MEM0_ERRORS,
+            ),
+            "delete": operation(
+                "batch_delete(): all or nothing",
+                answer(MESSAGE),
+                body=BATCH,
+                errors=MEM0_ERRORS,
+            ),
+        },
+        "/v1/exports/": {
+            "post": operation(
+                "create_memory_export()",
+                answer(
+                    obj(
+                        {"message": STR, "id": STR, "status": STR, "count": INT},
+                        ("id", "status"),
+                    )
+                ),
+                body=obj(
+                    {"schema": {"type": ["string", "object"]}, **ENTITIES, "filters": FILTERS},
+                    ("schema",),
+                ),
+                errors=MEM0_ERRORS,
+            )
+        },
+        "/v1/exports/get/": {
+            "post": operation(
+                "get_memory_export()",
+                answer(
+                    obj(
+                        {
+                            "id": NULL_STR,
+                            "status": STR,
+                            "count": INT,
+                            "memories": {"type": "array", "items": ref("Memory")},
+                        },
+                        ("status", "count", "memories"),
+                    )
+                ),
+                body=obj({"memory_export_id": STR, **ENTITIES, "filters": FILTERS}),
+                errors=MEM0_ERRORS,
+            )
+        },
+        "/v1/summary/": {
+            "post": operation(
+                "get_summary(): refused",
+                refused,
+                body=obj({"filters": FILTERS}),
+                errors=errors,
+            )
+        },
+        "/api/v1/orgs/organizations/{org_id}/projects/": {
+            "parameters": [path_param("org_id")],
+            "post": operation(
+                "project.create(): refused",
+                refused,
+                body=obj({"name": STR, "description": STR}),
+                errors=errors,
+            ),
+        },
+        "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/": {
+            "parameters": project,
+            "get": operation(
+                "get_project(), project.get(): the key as a project",
+                answer(PROJECT),
+                params=[query("fields", STR, "repeated: the fields to answer")],
+                errors=MEM0_ERRORS,
+            ),
+            "patch": operation(
+                "update_project(), project.update(): refused",
+                refused,
+                body=obj({"custom_instructions": STR, "custom_categories": {"type": "array"}}),
+                errors=errors,
+            ),
+            "delete": operation("project.delete(): refused", refused, errors=errors),
+        },
+        "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members/": {
+            "parameters": project,
+            "get": operation(
+                "project.get_members(): the key's creator",
+                answer(obj({"members": {"type": "array", "items": OBJ}}, ("members",))),
+                errors=MEM0_ERRORS,
+            ),
+            "post": operation(
+                "project.add_member(): refused",
+                refused,
+                body=obj({"email": STR, "role": STR}),
+                errors=errors,
+            ),
+            "put": operation(
+                "project.update_member(): refused",
+                refused,
+                body=obj({"email": STR, "role": STR}),
+                errors=errors,
+            ),
+            "delete": operation(
+                "project.remove_member(): refused",
+                refused,
+                params=[query("email")],
+                errors=errors,
+            ),
+        },
+        "/api/v1/webhooks/projects/{project_id}/": {
+            "parameters": [path_param("project_id")],
+            "get": operation(
+                "get_webhooks(): none",
+                answer({"type": "array", "maxItems": 0}),
+                errors=MEM0_ERRORS,
+            ),
+            "post": operation(
+                "create_webhook(): refused",
+                refused,
+                body=obj({"url": STR, "name": STR, "event_types": {"type": "array"}}),
+                errors=errors,
+            ),
+        },
+        "/api/v1/webhooks/{webhook_id}/": {
+            "parameters": [path_param("webhook_id")],
+            "put": operation(
+                "update_webhook(): no webhook exists (404)",
+                refused,
+                body=obj({"url": STR, "name": STR}),
+                errors=errors,
+            ),
+            "delete": operation(
+                "delete_webhook(): no webhook exists (404)", refused, errors=errors
+            ),
+        },
+    }
+
+
 MEM0_ERROR = obj(
     {
         "detail": STR,
@@ -309,6 +569,10 @@ PREFERENCE = obj(
     {"id": STR, "preference": STR, "preference_type": STR, "relativity": NUM, **TIMES},
     ("id", "preference"),
 )
+MEMOS_MESSAGE = obj(
+    {"id": STR, "role": STR, "content": STR, "memory_type": STR, **TIMES},
+    ("id", "role", "content", "conversation_id", "create_time"),
+)
 TOOL = obj({"id": STR, "tool_type": STR, "tool_value": STR, "relativity": NUM, **TIMES}, ("id",))
 SKILL = obj(
     {
@@ -339,6 +603,7 @@ LISTS = {
     "preference_detail_list": {"type": "array", "items": ref("Preference")},
     "tool_memory_detail_list": {"type": "array", "items": ref("ToolMemory")},
 }
+# user_id or agent_id names whose memory (MemOS's client sends one of them).
 WHO = {"user_id": STR, "agent_id": ENTITY, "app_id": ENTITY, "conversation_id": STR}
 FILTER = {"type": ["object", "null"], "description": "agent_id and app_id, joined with and"}
 LIMIT = {"type": "integer", "minimum": 1, "maximum": 25}
@@ -361,7 +626,7 @@ def _memos_paths() -> dict:
                     "info": OBJ,
                     "async_mode": BOOL,
                 },
-                ("user_id", "messages"),
+                ("messages",),
             ),
         ),
         "/search/memory": post(
@@ -388,7 +653,7 @@ def _memos_paths() -> dict:
                     "skill_limit_number": LIMIT,
                     "relativity": {"type": "number", "minimum": 0, "maximum": 1},
                 },
-                ("query", "user_id"),
+                ("query",),
             ),
         ),
         "/get/memory": post(
@@ -409,7 +674,10 @@ def _memos_paths() -> dict:
         "/update/memory": post(
             "Update",
             {"allOf": [ref("Fact"), obj({"success": BOOL})]},
-            obj({"memory_id": STR, "memory_value": STR}, ("memory_id", "memory_value")),
+            obj(
+                {"memory_id": STR, "content": STR, "memory_value": STR},
+                ("memory_id",),
+            ),
         ),
         "/delete/memory": post(
             "Delete (exactly one criterion)",
@@ -430,16 +698,62 @@ def _memos_paths() -> dict:
         ),
         "/get/status": post(
             "A task's status",
-            obj({"status": STR}, ("status",)),
+            obj({"task_id": STR, "status": STR}, ("task_id", "status")),
             obj({"task_id": STR}, ("task_id",)),
         ),
+        "/get/memory/{memory_id}": {
+            "get": operation(
+                "One memory (a fact, preference or tool memory)",
+                answer(envelope({"anyOf": [ref("Fact"), ref("Preference"), ref("ToolMemory")]})),
+                params=[
+                    {"name": "memory_id", "in": "path", "required": True, "schema": STR},
+                ],
+                errors=MEMOS_ERRORS,
+            )
+        },
+        "/get/message": post(
+            "A conversation's history: the memories kept from it, oldest first",
+            obj(
+                {"message_detail_list": {"type": "array", "items": ref("Message")}},
+                ("message_detail_list",),
+            ),
+            obj(
+                {
+                    **WHO,
+                    "conversation_limit_number": {"type": "integer", "minimum": 1, "maximum": 20},
+                    "message_limit_number": {"type": "integer", "minimum": 1, "maximum": 200},
+                },
+                ("user_id",),
+            ),
+        ),
+        **{
+            path: {
+                "post": operation(
+                    "Knowledge bases: not supported (501 knowledgebase_unsupported)",
+                    answer(envelope(OBJ)),
+                    body=OBJ,
+                    errors={
+                        **MEMOS_ERRORS,
+                        "501": answer(ref("Error"), "no knowledge bases in Cadre"),
+                    },
+                )
+            }
+            for path in (
+                "/create/knowledgebase",
+                "/delete/knowledgebase",
+                "/add/knowledgebase-file",
+                "/get/knowledgebase-file",
+                "/delete/knowledgebase-file",
+            )
+        },
     }
 
 
 def document(layer: str) -> dict:
     if layer == "mem0":
         info = ("Cadre — Mem0-compatible memory API", "What mem0ai's MemoryClient calls.")
-        paths, schemas = _mem0_paths(), {"Memory": MEM0_MEMORY, "Error": MEM0_ERROR}
+        paths = {**_mem0_paths(), **_mem0_platform_paths()}
+        schemas = {"Memory": MEM0_MEMORY, "Error": MEM0_ERROR}
     else:
         info = ("Cadre — MemOS-compatible memory API", "The MemOS cloud API MemOS plugins call.")
         paths = _memos_paths()
@@ -448,6 +762,7 @@ def document(layer: str) -> dict:
             "Preference": PREFERENCE,
             "ToolMemory": TOOL,
             "Skill": SKILL,
+            "Message": MEMOS_MESSAGE,
             "Error": MEMOS_ERROR,
         }
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from cadre.compat import mem0, memos
+from cadre.compat import mem0, mem0_platform, memos
 from cadre.compat.schemas import SchemaView
 
 mem0_urlpatterns = [
@@ -22,6 +22,57 @@ mem0_urlpatterns = [
         "v1/memories/<str:memory_id>/history/", mem0.History.as_view(), name="mem0-memory-history"
     ),
     path("v1/feedback/", mem0.Feedback.as_view(), name="mem0-feedback"),
+    path("v1/entities/", mem0_platform.Entities.as_view(), name="mem0-entities"),
+    path(
+        "v2/entities/<str:entity_type>/<str:entity_id>/",
+        mem0_platform.EntityDetail.as_view(),
+        name="mem0-entity",
+    ),
+    path(
+        "v2/entities/user/<str:entity_id>/profile/",
+        mem0_platform.Profile.as_view(),
+        name="mem0-profile",
+    ),
+    path(
+        "v2/profiles/settings/",
+        mem0_platform.ProfileSettings.as_view(),
+        name="mem0-profile-settings",
+    ),
+    path("v2/profiles/jobs/", mem0_platform.ProfileJobs.as_view(), name="mem0-profile-jobs"),
+    path(
+        "v2/profiles/jobs/<str:job_id>/",
+        mem0_platform.ProfileJob.as_view(),
+        name="mem0-profile-job",
+    ),
+    path("v1/batch/", mem0_platform.Batch.as_view(), name="mem0-batch"),
+    path("v1/exports/", mem0_platform.Exports.as_view(), name="mem0-exports"),
+    path("v1/exports/get/", mem0_platform.ExportGet.as_view(), name="mem0-export-get"),
+    path("v1/summary/", mem0_platform.Summary.as_view(), name="mem0-summary"),
+    path(
+        "api/v1/orgs/organizations/<str:org_id>/projects/",
+        mem0_platform.Projects.as_view(),
+        name="mem0-projects",
+    ),
+    path(
+        "api/v1/orgs/organizations/<str:org_id>/projects/<str:project_id>/",
+        mem0_platform.ProjectDetail.as_view(),
+        name="mem0-project",
+    ),
+    path(
+        "api/v1/orgs/organizations/<str:org_id>/projects/<str:project_id>/members/",
+        mem0_platform.ProjectMembers.as_view(),
+        name="mem0-project-members",
+    ),
+    path(
+        "api/v1/webhooks/projects/<str:project_id>/",
+        mem0_platform.Webhooks.as_view(),
+        name="mem0-webhooks",
+    ),
+    path(
+        "api/v1/webhooks/<str:webhook_id>/",
+        mem0_platform.WebhookDetail.as_view(),
+        name="mem0-webhook",
+    ),
     re_path(r"^.*$", mem0.Unknown.as_view(), name="mem0-unknown"),
 ]
 
@@ -34,5 +85,12 @@ memos_urlpatterns = [
     path("delete/memory", memos.DeleteMemory.as_view(), name="memos-delete"),
     path("add/feedback", memos.AddFeedback.as_view(), name="memos-feedback"),
     path("get/status", memos.GetStatus.as_view(), name="memos-status"),
+    path("get/memory/<str:memory_id>", memos.GetMemoryById.as_view(), name="memos-memory"),
+    path("get/message", memos.GetMessage.as_view(), name="memos-get-message"),
+    path("create/knowledgebase", memos.Knowledgebase.as_view(), name="memos-kb-create"),
+    path("delete/knowledgebase", memos.Knowledgebase.as_view(), name="memos-kb-delete"),
+    path("add/knowledgebase-file", memos.Knowledgebase.as_view(), name="memos-kb-file-add"),
+    path("get/knowledgebase-file", memos.Knowledgebase.as_view(), name="memos-kb-file-get"),
+    path("delete/knowledgebase-file", memos.Knowledgebase.as_view(), name="memos-kb-file-delete"),
     re_path(r"^.*$", memos.Unknown.as_view(), name="memos-unknown"),
 ]
