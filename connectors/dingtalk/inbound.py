@@ -10,6 +10,14 @@ next hour: a message as any employee, with a sessionWebhook of their choosing. T
   (`connectors.dingtalk.session_webhook`); otherwise replies go through the robot API.
 Stream mode (`connectors_stream`) has neither weakness: DingTalk pushes over a TLS connection
 Cadre opened with the app credentials, and nothing is exposed to the internet.
+
+Event subscriptions over HTTP (contact changes: user_add_org, user_modify_org, user_leave_org,
+org_dept_*) use DingTalk's published callback crypto instead, the WXBizMsgCrypt scheme
+(`connectors.base.callback_crypto`): `msg_signature`/`signature`, `timestamp`/`timeStamp` and
+`nonce` in the query, `{"encrypt": …}` in the body; the signature (sha1 of the sorted token,
+timestamp, nonce and ciphertext) is checked, the timestamp must be within the window, and the
+ciphertext must decrypt under the event AES key and name this app's AppKey as its owner. The
+answer is the encrypted "success" DingTalk waits for (otherwise it delivers again).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import hashlib
 import hmac
 import json
 import math
+import secrets
 import time
 
 from django.core.cache import cache
@@ -33,6 +42,7 @@ from connectors.base import (
     Reply,
     SignatureInvalid,
     Verified,
+    callback_crypto,
     check_freshness,
     constant_time_equal,
     object_field,
@@ -59,6 +69,8 @@ class DingTalkPlatform(Platform):
         cards=True, card_updates=True, threads=False, long_connection=True, file_messages=True
     )
     credential_fields = ("app_key", "app_secret")
+    # Event subscription over HTTP (Events & Callbacks → HTTP push): its token and aes_key.
+    optional_credential_fields = ("event_token", "event_aes_key")
     credential_labels = {
         "app_key": (
             gettext_lazy("Client ID (AppKey)"),
@@ -67,6 +79,17 @@ class DingTalkPlatform(Platform):
         "app_secret": (
             gettext_lazy("Client Secret (AppSecret)"),
             gettext_lazy("Developer console → your app → Credentials."),
+        ),
+        "event_token": (
+            gettext_lazy("Event signing token"),
+            gettext_lazy(
+                "Events & Callbacks → HTTP push → Token. Only for contact events over HTTP; "
+                "stream mode needs none."
+            ),
+        ),
+        "event_aes_key": (
+            gettext_lazy("Event encryption key (aes_key)"),
+            gettext_lazy("Events & Callbacks → HTTP push → aes_key (43 characters)."),
         ),
     }
     setting_fields = ("robot_code", "card_template_id", "api_base_url", "oapi_base_url", "mode")
@@ -83,6 +106,8 @@ class DingTalkPlatform(Platform):
     def verify(self, request: InboundRequest) -> Verified:
         if request.method != "POST":
             raise PayloadInvalid("DingTalk posts callbacks")
+        if request.query.get("msg_signature") or request.query.get("signature"):
+            return self._verify_event(request)
         timestamp, given = request.header("timestamp"), request.header("sign")
         if not timestamp or not given:
             raise SignatureInvalid("timestamp and sign headers are required")
@@ -98,13 +123,78 @@ class DingTalkPlatform(Platform):
             raise PayloadInvalid("body must be a JSON object")
         return Verified(data, request)
 
+    def _verify_event(self, request: InboundRequest) -> Verified:
+        """An encrypted event-subscription callback: signature, window, decryption, owner."""
+        token = self.credentials.get("event_token", "")
+        encoding_aes_key = self.credentials.get("event_aes_key", "")
+        if not token or not encoding_aes_key:
+            raise SignatureInvalid("event subscription is not configured (token, aes_key)")
+        query = request.query
+        given = query.get("msg_signature") or query.get("signature", "")
+        timestamp = query.get("timestamp") or query.get("timeStamp", "")
+        nonce = query.get("nonce", "")
+        if not (timestamp and nonce):
+            raise SignatureInvalid("msg_signature, timestamp and nonce are required")
+        check_freshness(timestamp, window=WINDOW, milliseconds=True)
+        try:
+            body = json.loads(request.body)
+        except (ValueError, RecursionError):
+            raise SignatureInvalid("body is not JSON") from None
+        encrypted = body.get("encrypt") if isinstance(body, dict) else None
+        if not isinstance(encrypted, str) or not encrypted:
+            raise SignatureInvalid("no encrypt field")
+        if not callback_crypto.check_signature(token, timestamp, nonce, encrypted, given):
+            raise SignatureInvalid("msg_signature mismatch")
+        try:
+            # The owner key of an internal app's event subscription is its AppKey.
+            plain = callback_crypto.decrypt(
+                encoding_aes_key, encrypted, self.credentials["app_key"]
+            )
+        except callback_crypto.CallbackCryptoError as error:
+            raise SignatureInvalid(str(error)) from None
+        try:
+            data = json.loads(plain)
+        except (ValueError, RecursionError):
+            raise PayloadInvalid("decrypted event is not JSON") from None
+        if not isinstance(data, dict):
+            raise PayloadInvalid("decrypted event must be a JSON object")
+        return Verified(data, request, {"event_subscription": True})
+
+    def encrypted_success(self) -> Reply:
+        """The answer an event subscription waits for: "success", encrypted and signed."""
+        token, encoding_aes_key = self.credentials["event_token"], self.credentials["event_aes_key"]
+        encrypted = callback_crypto.encrypt(
+            encoding_aes_key, b"success", self.credentials["app_key"]
+        )
+        timestamp, nonce = str(int(time.time() * 1000)), secrets.token_hex(8)
+        return Reply.json(
+            {
+                "msg_signature": callback_crypto.signature(token, timestamp, nonce, encrypted),
+                "timeStamp": timestamp,
+                "nonce": nonce,
+                "encrypt": encrypted,
+            }
+        )
+
+    def handshake(self, verified: Verified) -> Reply | None:
+        # "check_url": DingTalk testing the URL when the subscription is saved; nothing to store.
+        if verified.notes.get("event_subscription") and verified.data.get("EventType") == (
+            "check_url"
+        ):
+            return self.encrypted_success()
+        return None
+
     def parse(self, verified: Verified) -> list[ParsedEvent]:
+        if verified.notes.get("event_subscription") and "EventType" not in verified.data:
+            raise PayloadInvalid("EventType is missing")
         event = parse_callback(verified.data)
         if event.attachments and not file_messages_enabled(self):
             return [ParsedEvent(event_key=event.event_key, kind="event")]
         return [event]
 
     def acknowledge(self, verified, events, decisions) -> Reply:
+        if verified.notes.get("event_subscription"):
+            return self.encrypted_success()
         for outcome in decisions.values():
             return Reply.json(
                 {
@@ -140,8 +230,10 @@ def parse_callback(data: dict) -> ParsedEvent:
         changes = contact_changes(data)
         ids = ",".join(sorted(change.object_id for change in changes))[:100]
         kind, stamp = text_field(data, "EventType"), text_field(data, "TimeStamp")
+        event_id = text_field(data, "EventId")  # stream events carry one; HTTP bodies may not
         return ParsedEvent(
-            event_key=f"contact:{kind}:{stamp}:{ids}",
+            event_key=f"contact:{event_id}" if event_id else f"contact:{kind}:{stamp}:{ids}",
+            tenant_key=text_field(data, "CorpId"),
             kind="event",
             context={"directory": [{"kind": c.kind, "object_id": c.object_id} for c in changes]},
         )

@@ -7,7 +7,9 @@ the app credentials over TLS, so there is no signature to check). `receive` puts
 HTTP path's own `FeishuPlatform.parse` and `connectors.inbound.store.inbound_store` —
 de-duplication on the event id, single-use card tokens, the task enqueued on commit — and the
 frame's answer carries what the HTTP acknowledgement would (a card click's toast). A failure
-to store answers the frame with an error, so Feishu delivers the event again.
+to store answers the frame with an error, so Feishu delivers the event again. Registered:
+messages, card actions and the contact events (contact.user.created/updated/deleted_v3,
+contact.department.*_v3), which feed the directory sync as they do over HTTP.
 
 Needs the `feishu` extra (`lark-oapi`). One process per connector:
 `python manage.py connectors_stream <public id>`; `cadre up` starts one for every active
@@ -87,7 +89,7 @@ class LongConnection:
         return self.database.submit(work).result(timeout=STORE_TIMEOUT)
 
     def on_event(self, event: Any) -> None:
-        """im.message.receive_v1 (and any other subscribed event) as the SDK's raw event."""
+        """im.message.receive_v1 and the contact.*_v3 events, as the SDK decoded them."""
         import lark_oapi as lark  # lazy: optional dependency (cadre[feishu])
 
         self._store(json.loads(lark.JSON.marshal(event)))
@@ -112,6 +114,15 @@ class LongConnection:
         builder = lark.EventDispatcherHandler.builder("", "")
         builder.register_p2_customized_event("im.message.receive_v1", self.on_event)
         builder.register_p2_card_action_trigger(self.on_card_action)
+        # Contact changes (the directory sync's incremental events): the same parse as over
+        # HTTP turns them into directory changes. Feishu pushes only what the app subscribed
+        # to; an event without a registered handler would be answered with an error.
+        builder.register_p2_contact_user_created_v3(self.on_event)
+        builder.register_p2_contact_user_updated_v3(self.on_event)
+        builder.register_p2_contact_user_deleted_v3(self.on_event)
+        builder.register_p2_contact_department_created_v3(self.on_event)
+        builder.register_p2_contact_department_updated_v3(self.on_event)
+        builder.register_p2_contact_department_deleted_v3(self.on_event)
         return builder.build()
 
     def domain(self) -> str:
