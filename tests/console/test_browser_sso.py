@@ -1,7 +1,8 @@
 # ruff: noqa: F811 - the fixtures imported from test_browser_chat are parameters here
 """OIDC sign-in in a real browser (Debian's Chromium): "Sign in with …" on the login page,
-the provider's own login page, back to the console signed in as the matched member; the
-password form refused under "SSO required". Screenshots in var/screenshots/sso-*.png."""
+the sign-in form of django-oauth-toolkit's provider (its own process), back to the console
+signed in as the matched member; the password form refused under "SSO required". Screenshots
+in var/screenshots/sso-*.png."""
 
 from __future__ import annotations
 
@@ -18,17 +19,22 @@ from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and helpe
     expect,
     live_server_url,
 )
-from tests.tenancy.oidc_provider import OidcProvider
+from tests.tenancy.conftest import (  # noqa: F401 - the DOT provider's fixtures
+    DOT_SLUG,
+    dot,
+    dot_idp_process,
+)
+from tests.tenancy.dot_provider import PASSWORD as IDP_PASSWORD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
 @pytest.fixture
-def idp():
-    with OidcProvider() as provider:
-        provider.users["bob"] = {"email": "bob@acme.test", "email_verified": True, "name": "Bob"}
-        yield provider
+def idp(dot, live_server_url):
+    """The DOT provider, with the live server's callback registered for Cadre's client."""
+    dot.register([f"{live_server_url}/sso/acme/{DOT_SLUG}/callback/"], [])
+    return dot
 
 
 @pytest.fixture
@@ -36,8 +42,8 @@ def page(chromium, live_server_url, org_a, idp):
     SHOTS.mkdir(parents=True, exist_ok=True)
     IdentityProvider.objects.create(
         organization=org_a,
-        name="Acme Keycloak",
-        slug="keycloak",
+        name="Acme IdP",
+        slug=DOT_SLUG,
         issuer=idp.issuer,
         client_id=idp.client_id,
         client_secret=idp.client_secret,
@@ -49,10 +55,11 @@ def page(chromium, live_server_url, org_a, idp):
 def test_sign_in_with_the_provider_reaches_the_console(page, bob, live_server_url):
     page.goto("/login/?org=acme")
     page.screenshot(path=str(SHOTS / "sso-login.png"))
-    page.get_by_role("link", name="Sign in with Acme Keycloak").click()
-    expect(page.get_by_role("heading", name="Test IdP")).to_be_visible()
-    page.get_by_label("Login").fill("bob")
-    page.get_by_role("button", name="Sign in and allow").click()
+    page.get_by_role("link", name="Sign in with Acme IdP").click()
+    expect(page.get_by_role("heading", name="DOT IdP")).to_be_visible()
+    page.get_by_label("Username").fill("bob")
+    page.get_by_label("Password").fill(IDP_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"{live_server_url}/")
     expect(page.get_by_text("Bob").first).to_be_visible()
     page.screenshot(path=str(SHOTS / "sso-signed-in.png"))
@@ -129,14 +136,15 @@ def test_test_sign_in_button_shows_claims_and_mapping(
     from cadre.tenancy.models import SsoIdentity
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    idp.users["bob"]["groups"] = ["cadre-admins"]
+    idp.user("bob", email="bob@acme.test", email_verified=True, groups=["cadre-admins"])
     IdentityProvider.objects.create(
         organization=org_a,
-        name="Acme Keycloak",
-        slug="keycloak",
+        name="Acme IdP",
+        slug=DOT_SLUG,
         issuer=idp.issuer,
         client_id=idp.client_id,
         client_secret=idp.client_secret,
+        scopes="openid email profile groups",
         group_roles=[{"value": "cadre-admins", "roles": ["it_admin"]}],
     )
     with browser_page(chromium, live_server_url) as page:
@@ -147,9 +155,10 @@ def test_test_sign_in_button_shows_claims_and_mapping(
         page.wait_for_url(f"{live_server_url}/")
         page.goto("/identity-providers/")
         page.get_by_role("link", name="Test sign-in").click()
-        page.get_by_label("Login").fill("bob")
-        page.get_by_role("button", name="Sign in and allow").click()
-        expect(page.get_by_role("heading", name="Test sign-in with Acme Keycloak")).to_be_visible()
+        page.get_by_label("Username").fill("bob")
+        page.get_by_label("Password").fill(IDP_PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Test sign-in with Acme IdP")).to_be_visible()
         expect(page.locator(".test-member")).to_have_text("Bob")
         expect(page.locator(".test-roles-after")).to_contain_text("it_admin")
         expect(page.locator(".test-claims")).to_contain_text("cadre-admins")

@@ -1,9 +1,12 @@
-"""A real OpenID Connect provider on loopback for the SSO tests: discovery, JWKS, a login page,
-the authorization code flow with PKCE (S256), RS256-signed id_tokens (joserfc) with a session id
-(`sid`), back-channel logout tokens, and an end_session_endpoint.
+"""Cadre's own OpenID Connect provider on loopback, for what a real provider cannot be made to
+do: discovery, JWKS, a login page, the authorization code flow with PKCE (S256), RS256-signed
+id_tokens (joserfc) with a session id (`sid`), back-channel logout tokens (django-oauth-toolkit,
+the real provider of the happy paths in tests/tenancy/dot_provider.py, sends none), and an
+end_session_endpoint.
 
-Knobs let a test make it misbehave the ways real providers (or attackers) do: another
-audience, an expired token, a foreign signing key, a rotated key."""
+Knobs let a test make it misbehave the ways broken providers (or attackers) do: another
+audience or issuer, an expired token, a foreign signing key, an unpublished key id, another
+sign-in's nonce."""
 
 from __future__ import annotations
 
@@ -88,9 +91,6 @@ class OidcProvider:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
-
-    def rotate_key(self) -> None:
-        self.key = _new_key(f"key-{secrets.token_hex(4)}")
 
     def discovery(self) -> dict:
         return {
