@@ -1,5 +1,7 @@
-"""Session end driven by the OpenID Connect provider (back-channel logout) and the provider told
-when a member signs out of Cadre (RP-initiated logout), against the loopback provider."""
+"""Session end driven by the OpenID Connect provider (back-channel logout, against Cadre's
+loopback fake: django-oauth-toolkit sends no logout tokens) and the provider told when a member
+signs out of Cadre (RP-initiated logout, against django-oauth-toolkit's provider in its own
+process, whose end_session_endpoint ends its own session and sends the browser back)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from joserfc.jwk import RSAKey
 from cadre.governance.audit_models import AuditEvent
 from cadre.tenancy.models import IdentityProvider, SsoSession
 from tests.tenancy.oidc_provider import OidcProvider
-from tests.tenancy.test_sso_oidc import forget_provider_keys, provider_login
+from tests.tenancy.test_sso_oidc import dot_login, forget_provider_keys, provider_login
 
 
 @pytest.fixture
@@ -113,16 +115,36 @@ def test_a_replayed_logout_token_is_refused(signed_in, provider, idp):
     assert backchannel(provider, token).status_code == 400
 
 
-def test_signing_out_of_cadre_ends_the_providers_session_too(signed_in, provider, idp, bob):
-    response = signed_in.post(reverse("console:logout"))
+def test_signing_out_of_cadre_ends_the_providers_session_too(client, dot_provider, dot, bob):
+    browser = dot.browser()
+    response, _ = dot_login(client, dot_provider, browser, "bob")
+    assert response.status_code == 302 and browser.signed_in()
+    response = client.post(reverse("console:logout"))
     assert response.status_code == 302
-    assert response["Location"].startswith(f"{idp.issuer}/logout?")
-    assert "client_id=cadre-test" in response["Location"]
-    assert "post_logout_redirect_uri=http%3A%2F%2Ftestserver%2Flogin%2F" in response["Location"]
-    assert "_auth_user_id" not in signed_in.session
+    end_session = response["Location"]
+    assert end_session.startswith(f"{dot.issuer}/logout/?")
+    assert f"client_id={dot.client_id}" in end_session
+    assert "post_logout_redirect_uri=http%3A%2F%2Ftestserver%2Flogin%2F" in end_session
+    assert "_auth_user_id" not in client.session
     record = SsoSession.objects.get()
     assert record.end_reason == "signed_out"
     assert AuditEvent.objects.filter(action="sso.signout", target_id=str(bob.pk)).exists()
+    # At the provider: it asks to confirm (no id_token_hint), ends its session, sends the
+    # browser back to Cadre's sign-in page.
+    assert browser.log_out(end_session) == "http://testserver/login/"
+    assert not browser.signed_in()
+    assert client.get(reverse("console:home")).status_code == 302
+
+
+def test_after_signing_out_the_provider_asks_for_the_password_again(client, dot_provider, dot, bob):
+    browser = dot.browser()
+    dot_login(client, dot_provider, browser, "bob")
+    again, _ = dot_login(Client(), dot_provider, browser, "bob")  # the provider's session
+    assert again.status_code == 302 and browser.pages.count("/accounts/login/") == 1
+    end_session = client.post(reverse("console:logout"))["Location"]
+    browser.log_out(end_session)
+    third, _ = dot_login(Client(), dot_provider, browser, "bob")
+    assert third.status_code == 302 and browser.pages.count("/accounts/login/") == 2
 
 
 def test_a_password_session_signs_out_as_before(client, alice):

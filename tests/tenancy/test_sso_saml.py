@@ -1,6 +1,7 @@
-"""SAML 2.0 sign-in against a real IdP on loopback (tests/tenancy/saml_idp.py, pysaml2 and
-xmlsec1): the HTTP-Redirect AuthnRequest, the HTTP-POST response, matching and roles; every
-refusal signs no one in and creates nothing; IdP-initiated single logout."""
+"""SAML 2.0 sign-in against the pysaml2 IdP on loopback (tests/tenancy/saml_idp.py): kept for
+the refusals SimpleSAMLphp (test_sso_simplesamlphp.py) cannot be made to produce — a foreign
+key, no signature, another audience, a shifted clock, a response for another attempt — each
+signing no one in and creating nothing; and the flow's edges (RelayState, next, replay)."""
 
 from __future__ import annotations
 

@@ -441,6 +441,14 @@ class IdentityProvider(TenantModel):
     saml_metadata_xml = models.TextField(blank=True)
     saml_entity_id = models.CharField(max_length=500, blank=True)
     saml_metadata_read_at = models.DateTimeField(null=True, blank=True)
+    # SAML: Cadre's own key pair as the SP of this provider (made on first use): it signs
+    # AuthnRequests and logout messages, and assertions are encrypted to it. A `next` pair is
+    # published in the SP metadata (signing and encryption) before it becomes current, so the
+    # IdP can learn it first (docs/sso.md, "Rotating the SP key pair").
+    saml_sp_private_key = EncryptedTextField(blank=True, db_default="")
+    saml_sp_certificate = models.TextField(blank=True, db_default="")
+    saml_sp_next_private_key = EncryptedTextField(blank=True, db_default="")
+    saml_sp_next_certificate = models.TextField(blank=True, db_default="")
     # Which id_token claim (OIDC), user-info field (IM logins) or assertion attribute (SAML,
     # by Name or FriendlyName) carries what: providers differ (Entra puts the e-mail in
     # "preferred_username", Feishu the employee id in "employee_no").

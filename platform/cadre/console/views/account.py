@@ -80,7 +80,8 @@ class ConsoleLoginView(LoginView):
 class ConsoleLogoutView(LogoutView):
     """POST only (Django 5): a link or an image cannot sign someone out. A session that came
     from an OpenID Connect provider goes on to the provider's end_session_endpoint (RP-initiated
-    logout), which returns the browser to the sign-in page."""
+    logout), which returns the browser to the sign-in page; one from a SAML IdP goes on to its
+    single logout service with Cadre's signed LogoutRequest."""
 
     def post(self, request, *args, **kwargs):
         back = request.build_absolute_uri(reverse("console:login"))

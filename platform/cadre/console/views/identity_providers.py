@@ -3,7 +3,6 @@ and the "SSO required" setting."""
 
 from __future__ import annotations
 
-import httpx
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -17,11 +16,9 @@ from cadre.console.forms import IdentityProviderForm, add_service_error
 from cadre.console.scoping import get_in_organization_or_404, in_organization
 from cadre.console.views import sso
 from cadre.console.views.base import posted, require_permission
-from cadre.errors import CadreError, InvalidInput
+from cadre.errors import CadreError
 from cadre.tenancy.models import IdentityProvider
 from cadre.tenancy.services import oidc, saml
-
-_METADATA_TIMEOUT = 10
 
 
 def _callback_url(provider: IdentityProvider) -> str:
@@ -41,38 +38,6 @@ def _with_urls(provider: IdentityProvider) -> IdentityProvider:
         )
         provider.backchannel_logout_url = settings.CADRE_BASE_URL.rstrip("/") + path
     return provider
-
-
-def saml_metadata_fetch(url: str) -> str:
-    """An IdP's metadata from its URL, through the outbound guard (public addresses only,
-    unless CADRE_SAML_METADATA_ALLOWED_HOSTS allows the host; connected to the checked
-    address); no redirects, at most 1 MB. InvalidInput when it cannot be read."""
-
-    def refused(why: str) -> InvalidInput:
-        return InvalidInput(
-            _("The IdP metadata URL: %(why)s") % {"why": why}, details={"saml_metadata_url": [why]}
-        )
-
-    try:
-        url = outbound.check_url(url, allow_setting=outbound.SAML_METADATA)
-        with (
-            outbound.http_client(
-                allow_setting=outbound.SAML_METADATA, timeout=_METADATA_TIMEOUT
-            ) as client,
-            client.stream("GET", url) as answer,
-        ):
-            if answer.status_code != 200:
-                raise refused(_("it answered HTTP %(status)s.") % {"status": answer.status_code})
-            body = b""
-            for chunk in answer.iter_bytes():
-                body += chunk
-                if len(body) > saml.MAX_METADATA_BYTES:
-                    raise refused(_("its metadata is larger than 1 MB."))
-    except outbound.OutboundRefused as refusal:
-        raise refused(refusal.message) from None
-    except httpx.HTTPError as caught:
-        raise refused(_("it could not be read (%(error)s).") % {"error": caught}) from None
-    return body.decode("utf-8", errors="replace")
 
 
 @require_permission("organization.manage")
@@ -114,7 +79,7 @@ def identity_provider_edit(request, pk: int | None = None):
         data = dict(form.cleaned_data)
         try:
             if data["kind"] == IdentityProvider.Kind.SAML and data["saml_metadata_url"]:
-                data["saml_metadata_xml"] = saml_metadata_fetch(data["saml_metadata_url"])
+                data["saml_metadata_xml"] = saml.metadata_fetch(data["saml_metadata_url"])
             if data["kind"] == IdentityProvider.Kind.OIDC and data.get("issuer"):
                 # Refused now with the reason, rather than at the first sign-in (where the
                 # fetch is refused anyway).

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib.auth import login
 from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
@@ -15,7 +14,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from cadre.tenancy.middleware import SESSION_KEY, SIGNIN_SCOPE_KEY
 from cadre.tenancy.models import IdentityProvider, Organization
@@ -43,15 +42,8 @@ def _provider(org_slug: str, provider_slug: str) -> IdentityProvider:
 
 
 def saml_endpoints(provider: IdentityProvider) -> dict:
-    """Cadre's SAML SP for this provider: entity id (its metadata URL), ACS and SLO URLs, from
-    CADRE_BASE_URL (they must not change with the host a page was reached at)."""
-    base = settings.CADRE_BASE_URL.rstrip("/")
-    args = [provider.organization.slug, provider.slug]
-    return {
-        "entity_id": base + reverse("console:saml_metadata", args=args),
-        "acs_url": base + reverse("console:saml_acs", args=args),
-        "slo_url": base + reverse("console:saml_slo", args=args),
-    }
+    """Cadre's SAML SP for this provider: entity id, ACS and SLO URLs (services/saml.py)."""
+    return saml.sp_endpoints(provider)
 
 
 def _sp(provider: IdentityProvider) -> dict | None:
@@ -224,27 +216,47 @@ def saml_acs(request, org_slug: str, provider_slug: str):
     return redirect(f"{callback}?{urlencode({'state': relay_state, 'code': key})}")
 
 
+@csrf_exempt  # the IdP posts logout messages from its own site (HTTP-POST binding)
 @never_cache
-@require_GET
+@require_http_methods(["GET", "POST"])
 def saml_slo(request, org_slug: str, provider_slug: str):
-    """The IdP's single logout (HTTP-Redirect): a signed LogoutRequest ends the sessions of its
-    NameID, answered with a LogoutResponse."""
+    """Single logout, HTTP-Redirect (GET) or HTTP-POST: the IdP's signed LogoutRequest ends the
+    sessions of its NameID and is answered with Cadre's signed LogoutResponse in the same
+    binding; the IdP's LogoutResponse to Cadre's own LogoutRequest (a member signed out of
+    Cadre) ends at the signed-out page."""
     provider = _saml_provider(org_slug, provider_slug)
-    if "SAMLRequest" not in request.GET:
-        return HttpResponseBadRequest("Expected a SAMLRequest (IdP-initiated logout).")
+    binding = "post" if request.method == "POST" else "redirect"
+    message = request.POST if binding == "post" else request.GET
+    signed = {
+        "relay_state": message.get("RelayState", ""),
+        "sig_alg": message.get("SigAlg", ""),
+        "signature": message.get("Signature", ""),
+        "binding": binding,
+    }
     try:
-        url = sso_logout.saml_logout(
-            provider=provider,
-            sp=saml_endpoints(provider),
-            saml_request=request.GET["SAMLRequest"],
-            relay_state=request.GET.get("RelayState", ""),
-            sig_alg=request.GET.get("SigAlg", ""),
-            signature=request.GET.get("Signature", ""),
-        )
+        if "SAMLRequest" in message:
+            kind, answer = sso_logout.saml_logout(
+                provider=provider,
+                sp=saml_endpoints(provider),
+                saml_request=message["SAMLRequest"],
+                **signed,
+            )
+        elif "SAMLResponse" in message:
+            sso_logout.saml_logout_answered(
+                provider=provider,
+                sp=saml_endpoints(provider),
+                saml_response=message["SAMLResponse"],
+                **signed,
+            )
+            kind, answer = "", ""
+        else:
+            return HttpResponseBadRequest("Expected a SAMLRequest or a SAMLResponse.")
     except oidc.SsoRefused as refusal:
-        return HttpResponseBadRequest(f"LogoutRequest refused: {refusal.reason}")
-    if url:
-        return redirect(url)
+        return HttpResponseBadRequest(f"Logout message refused: {refusal.reason}")
+    if kind == "redirect":
+        return redirect(answer)
+    if kind == "post":
+        return HttpResponse(answer)  # pysaml2's form, auto-submitted to the IdP
     return render(request, "console/sso_signed_out.html", {"provider": provider})
 
 

@@ -1,10 +1,12 @@
 """Session end driven by the identity provider, and the provider told when a member signs out:
 the SsoSession record of each sign-in, OIDC back-channel logout (a logout_token ends the
 matching Cadre sessions), OIDC RP-initiated logout (Cadre's sign-out goes on to the provider's
-end_session_endpoint), SAML single logout (the IdP's LogoutRequest ends sessions)."""
+end_session_endpoint), SAML single logout both ways (the IdP's LogoutRequest ends sessions;
+Cadre's sign-out sends its own LogoutRequest to the IdP)."""
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 from urllib.parse import urlencode
 
@@ -23,6 +25,7 @@ from cadre.tenancy.services.oidc import SignIn
 from cadre.tenancy.services.refusals import SsoRefused
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+logger = logging.getLogger(__name__)
 _LOGOUT_TOKEN_SECONDS = 600  # how old a logout_token's iat may be (and how long its jti is kept)
 
 
@@ -139,9 +142,10 @@ def _logout_refused(provider: IdentityProvider, refusal: SsoRefused, *, action: 
 
 @transaction.atomic
 def sso_signout(*, session_key: str | None, post_logout_redirect_uri: str) -> str:
-    """A member signs out of Cadre: their SsoSession ends, and for an OIDC provider whose
-    discovery names an end_session_endpoint, the URL that ends the provider's session too
-    (RP-initiated logout; '' otherwise). Audited when a provider session is involved."""
+    """A member signs out of Cadre: their SsoSession ends, and the URL that ends the provider's
+    session too: an OIDC provider's end_session_endpoint (RP-initiated logout), a SAML IdP's
+    single logout service with Cadre's signed LogoutRequest; '' when there is none. Audited
+    when a provider session is involved."""
     if not session_key:
         return ""
     record = (
@@ -167,6 +171,21 @@ def sso_signout(*, session_key: str | None, post_logout_redirect_uri: str) -> st
                 query["post_logout_redirect_uri"] = post_logout_redirect_uri
             separator = "&" if "?" in endpoint else "?"
             url = f"{endpoint}{separator}{urlencode(query)}"
+    elif provider.kind == IdentityProvider.Kind.SAML and provider.is_enabled:
+        # SP-initiated single logout: Cadre's signed LogoutRequest to the IdP, whose
+        # LogoutResponse comes back to the SP's logout service (saml_logout_answered).
+        try:
+            url = saml.logout_request_url(
+                provider=provider,
+                sp=saml.sp_endpoints(provider),
+                name_id=record.subject,
+                name_id_format=record.name_id_format,
+                session_index=record.provider_session_id,
+                relay_state="",
+            )
+        except Exception:  # an IdP whose metadata went bad: Cadre's own sign-out still holds
+            logger.warning("SAML logout request for %s failed", provider.slug, exc_info=True)
+            url = ""
     audit.record(
         actor=member_actor(record.member),
         action="sso.signout",
@@ -187,10 +206,12 @@ def saml_logout(
     relay_state: str,
     sig_alg: str,
     signature: str,
-) -> str:
-    """An IdP-initiated LogoutRequest (HTTP-Redirect, signed): end the sessions of its NameID
-    (only those of its SessionIndexes when it names some) and return where to send the
-    LogoutResponse. A refused request is audited and raises SsoRefused."""
+    binding: str = "redirect",
+) -> tuple[str, str]:
+    """An IdP-initiated LogoutRequest (HTTP-Redirect or HTTP-POST, signed): end the sessions of
+    its NameID (only those of its SessionIndexes when it names some) and return Cadre's
+    LogoutResponse as saml.logout_response_send does. A refused request is audited and raises
+    SsoRefused."""
     try:
         request = saml.logout_request_read(
             provider=provider,
@@ -199,6 +220,7 @@ def saml_logout(
             relay_state=relay_state,
             sig_alg=sig_alg,
             signature=signature,
+            binding=binding,
         )
     except saml.SamlRefused as caught:
         refusal = SsoRefused(caught.reason, caught.detail)
@@ -208,6 +230,40 @@ def saml_logout(
     if request["session_indexes"]:
         sessions = sessions.filter(provider_session_id__in=request["session_indexes"])
     sso_sessions_end(provider=provider, sessions=sessions, reason="saml_logout")
-    return saml.logout_response_url(
-        provider=provider, sp=sp, request=request["message"], relay_state=relay_state, success=True
+    return saml.logout_response_send(
+        provider=provider,
+        sp=sp,
+        request=request["message"],
+        relay_state=relay_state,
+        success=True,
+        binding=binding,
     )
+
+
+def saml_logout_answered(
+    *,
+    provider: IdentityProvider,
+    sp: dict,
+    saml_response: str,
+    relay_state: str,
+    sig_alg: str,
+    signature: str,
+    binding: str = "redirect",
+) -> bool:
+    """The IdP's LogoutResponse to the LogoutRequest Cadre sent when a member signed out
+    (sso_signout); whether the IdP ended its session. A refused response is audited and
+    raises SsoRefused (the Cadre session had already ended)."""
+    try:
+        return saml.logout_response_read(
+            provider=provider,
+            sp=sp,
+            saml_response=saml_response,
+            relay_state=relay_state,
+            sig_alg=sig_alg,
+            signature=signature,
+            binding=binding,
+        )
+    except saml.SamlRefused as caught:
+        refusal = SsoRefused(caught.reason, caught.detail)
+        _logout_refused(provider, refusal, action="sso.saml_logout_refused")
+        raise refusal from None
