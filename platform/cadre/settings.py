@@ -33,6 +33,29 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
 TESTING = env_bool("CADRE_TESTING", False)
+# Several machines run this installation (docs/operations.md): nothing may live on one machine's
+# disk, so secrets must come from the environment and files go to object storage.
+CLUSTER = env_bool("CADRE_CLUSTER", False)
+
+
+# The secrets a single machine generates into CADRE_DATA_DIR when unset, and how to make one.
+# In cluster mode each machine would make its own (sessions signed on one are refused by the
+# next, values encrypted on one unreadable on the others), so settings refuse to start instead.
+GENERATED_SECRETS = {
+    "SECRET_KEY": 'python -c "import secrets; print(secrets.token_urlsafe(50))"',
+    "CADRE_ENCRYPTION_KEY": (
+        'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+    ),
+    "CADRE_SIGNING_KEY": "openssl genpkey -algorithm ed25519 (the PEM; or CADRE_SIGNING_KEY_FILE)",
+}
+if CLUSTER:
+    _missing = [name for name in GENERATED_SECRETS if env_secret(name) is None]
+    if _missing:
+        raise ImproperlyConfigured(
+            "CADRE_CLUSTER is on, so every machine must share these secrets through the "
+            "environment (NAME or NAME_FILE), never generate its own; missing:\n"
+            + "\n".join(f"  {name}: make one with {GENERATED_SECRETS[name]}" for name in _missing)
+        )
 
 
 def _generated_secret(file_name: str, make) -> str:
@@ -238,17 +261,46 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# A task a worker took but never acknowledged (its process or machine died: acks_late) goes
+# back to its queue for another worker after CADRE_BROKER_VISIBILITY_TIMEOUT seconds; it must
+# be longer than the longest task, which would otherwise run twice. The sweep that puts such
+# tasks back runs every tenth of it, at most every 10 s (kombu's own default is 100 s).
+CADRE_BROKER_VISIBILITY_TIMEOUT = env_int("CADRE_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=10)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CADRE_BROKER_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": max(1, min(10, CADRE_BROKER_VISIBILITY_TIMEOUT // 10)),
+    "unacked_restore_throttle": 1,
+}
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set; then it closes them every this many tasks instead. Workers keep their
 # connections like the web process does, by DATABASES' CONN_MAX_AGE and health checks
 # (cadre/celery.py runs Django's close_old_connections around each task): opening a
 # connection per task cost a run about a fork of PostgreSQL, a login and a type lookup.
 CELERY_DB_REUSE_MAX = 10_000
-CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-# The append-only log of signed audit chain-head digests, outside the database (a relative
-# path is under CADRE_DATA_DIR).
+# One beat per installation, even when two are started: the schedule and a lock live in Redis
+# (celery-redbeat). A beat that finds the lock held waits, trying again every
+# CELERY_BEAT_MAX_LOOP_INTERVAL seconds; the holder renews it on every tick (at least that
+# often), so a killed holder's lock lapses after CADRE_BEAT_LOCK_TIMEOUT seconds and the
+# waiting beat takes over. The static entries are CELERY_BEAT_SCHEDULE's: each start writes
+# their definitions (a changed interval counts from the entry's last run) and drops the ones
+# removed. `cadre manage beat_health` tells whether a beat holds the lock and ticks.
+CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 5
+CELERY_REDBEAT_REDIS_URL = REDIS_URL
+CELERY_REDBEAT_REDIS_OPTIONS: dict = {}
+CELERY_REDBEAT_LOCK_TIMEOUT = env_int(
+    "CADRE_BEAT_LOCK_TIMEOUT", 30, minimum=3 * CELERY_BEAT_MAX_LOOP_INTERVAL
+)
+# Installations sharing one Redis database keep apart by CADRE_CACHE_PREFIX (one started with
+# REDIS_URL unset has a Redis database of its own: cadre.runtime.embedded).
+CELERY_REDBEAT_KEY_PREFIX = f"{env_str('CADRE_CACHE_PREFIX', 'cadre')}:beat:"
+# The signed audit chain-head digests of earlier releases, one JSON object per line (a relative
+# path is under CADRE_DATA_DIR): still read, never written; new digests are objects in the
+# "audit_anchors" storage (STORAGES below).
 AUDIT_DIGEST_LOG = DATA_DIR / env_str("CADRE_AUDIT_DIGEST_LOG", "audit-digests.jsonl")
+# A finished audit export's bundle is deleted from the "exports" storage this many days after it
+# was written (the job stays listed, as expired).
+AUDIT_EXPORT_RETENTION_DAYS = env_int("CADRE_AUDIT_EXPORT_RETENTION_DAYS", 30, minimum=1)
 # The currency of the model providers' prices (an ISO 4217 code): costs and cost budgets are
 # amounts in it, and the console shows them with its symbol (docs/budgets.md).
 PRICE_CURRENCY = (env_str("CADRE_PRICE_CURRENCY", "USD") or "USD").strip().upper()
@@ -296,7 +348,16 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "cadre.governance.audit_tasks.audit_digest",
         "schedule": float(env_int("CADRE_AUDIT_DIGEST_INTERVAL", 300, minimum=10)),
     },
+    "governance-audit-exports-expire": {
+        "task": "cadre.governance.tasks.audit_exports_expire",
+        "schedule": 3600.0,
+    },
     "hub-upload-tickets-purge": {"task": "hub.tasks.upload_tickets_purge", "schedule": 600.0},
+    # SAML IdPs' metadata read again from their URLs (docs/sso.md, "Metadata refresh").
+    "tenancy-saml-metadata-refresh": {
+        "task": "cadre.tenancy.tasks.saml_metadata_refresh",
+        "schedule": float(env_int("CADRE_SAML_METADATA_REFRESH_SECONDS", 3600, minimum=60)),
+    },
 }
 # Celery queues by kind of work (docs/operations.md, "Workers and queues"). A person waits
 # only for `runs` (agent runs and resumes, and the inbound drains that start IM turns);
@@ -518,9 +579,61 @@ STATICFILES_DIRS = [
     ("vendor/lucide-static/icons", _NODE_MODULES / "lucide-static" / "icons"),
     ("vendor/echarts/dist", _NODE_MODULES / "echarts" / "dist"),
 ]
+# Object storage (docs/operations.md#object-storage): export bundles ("exports") and the signed
+# audit chain-head digests ("audit_anchors") are objects any machine reads. With no bucket they
+# are files under CADRE_DATA_DIR, for one machine (`make up`); the anchors go to their own bucket
+# or prefix, written once and never overwritten or deleted (cadre.object_storage).
+S3_BUCKET = env_str("CADRE_S3_BUCKET")
+S3_ANCHOR_BUCKET = env_str("CADRE_S3_ANCHOR_BUCKET") or S3_BUCKET
+S3_PREFIX = (env_str("CADRE_S3_PREFIX", "") or "").strip("/")
+_S3_ENDPOINT_URL = env_url("CADRE_S3_ENDPOINT_URL", schemes=("http", "https"))
+_S3_OPTIONS = {
+    "endpoint_url": _S3_ENDPOINT_URL,
+    "region_name": env_str("CADRE_S3_REGION"),
+    "access_key": env_secret("CADRE_S3_ACCESS_KEY_ID"),
+    "secret_key": env_secret("CADRE_S3_SECRET_ACCESS_KEY"),
+    # MinIO, Ceph and most S3-compatible servers answer on one host name, not one per bucket.
+    "addressing_style": "path" if _S3_ENDPOINT_URL else None,
+}
+
+
+def _s3_location(*parts: str) -> str:
+    return "/".join(part for part in (S3_PREFIX, *parts) if part)
+
+
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Keys exports/<organization>/<export id>/<file> (AuditExport.bundle_path is the prefix).
+    "exports": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {**_S3_OPTIONS, "bucket_name": S3_BUCKET, "location": _s3_location()},
+        }
+        if S3_BUCKET
+        else {
+            "BACKEND": "cadre.object_storage.DataDirStorage",
+            "OPTIONS": {"allow_overwrite": True},
+        }
+    ),
+    # Keys org-<organization id>/<day>/<time>-<position>-<hash>.json, one object per digest.
+    "audit_anchors": (
+        {
+            "BACKEND": "cadre.object_storage.WriteOnceS3Storage",
+            "OPTIONS": {
+                **_S3_OPTIONS,
+                "bucket_name": S3_ANCHOR_BUCKET,
+                "location": _s3_location("audit-anchors"),
+            },
+        }
+        if S3_ANCHOR_BUCKET
+        else {
+            "BACKEND": "cadre.object_storage.WriteOnceFileSystemStorage",
+            "OPTIONS": {
+                "location": str(DATA_DIR / env_str("CADRE_AUDIT_ANCHOR_DIR", "audit-anchors"))
+            },
+        }
+    ),
 }
 SERVESTATIC_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
@@ -545,6 +658,9 @@ CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_ALERT_WEBHOOK_ALLOWED_HOSTS"
 CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_WEBHOOK_ALLOWED_HOSTS", [])
 # …and for the IM platforms' APIs (connector api_base_url, directory, files, IM logins).
 CADRE_CONNECTOR_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_ALLOWED_HOSTS", [])
+# Seconds a stream connector's lease lives without renewal (cadre.runtime.streams): a dead
+# holder's connections are taken over after about this long; shorter Redis outages drop nothing.
+CADRE_STREAM_LEASE_SECONDS = env_int("CADRE_STREAM_LEASE_SECONDS", 10, minimum=3)
 # …and for the agents' http_request tool (beside each tool rule's own allowed_hosts).
 CADRE_AGENT_HTTP_ALLOWED_HOSTS = env_list("CADRE_AGENT_HTTP_ALLOWED_HOSTS", [])
 # MCP servers agents call as tools (docs/integrations.md): Streamable HTTP URLs never reach

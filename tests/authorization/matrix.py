@@ -353,6 +353,25 @@ mem0-memory-history                  GET              compat:read               
 mem0-memory                          GET,PUT,DELETE   personal                   personal_memory_id
 mem0-memory-history                  GET              personal                   personal_memory_id
 mem0-feedback                        POST             compat:write               -
+mem0-entities                        GET              compat:read                -
+mem0-entity                          DELETE           personal                   mem0_user_entity
+mem0-profile                         GET              personal                   mem0_user_entity
+mem0-profile-settings                GET              compat:read                -
+mem0-profile-settings                POST             compat:write               -
+mem0-profile-jobs                    POST             compat:write               -
+mem0-profile-job                     GET              compat:read                mem0_profile_job
+mem0-batch                           PUT,DELETE       compat:write               -
+mem0-exports                         POST             compat:read                -
+mem0-export-get                      POST             compat:read                -
+mem0-summary                         POST             compat:read                -
+mem0-projects                        POST             compat:write               mem0_organization
+mem0-project                         GET              compat:read                mem0_project
+mem0-project                         PATCH,DELETE     compat:write               mem0_project
+mem0-project-members                 GET              compat:read                mem0_project
+mem0-project-members                 POST,PUT,DELETE  compat:write               mem0_project
+mem0-webhooks                        GET              compat:read                mem0_hook_project
+mem0-webhooks                        POST             compat:write               mem0_hook_project
+mem0-webhook                         PUT,DELETE       compat:write               mem0_webhook
 mem0-unknown                         GET,POST,PUT,PATCH,DELETE nobody                     -
 memos-schema                         GET              public                     -
 memos-add-message                    POST             compat:write               -
@@ -362,6 +381,14 @@ memos-update                         POST             compat:write              
 memos-delete                         POST             compat:write               -
 memos-feedback                       POST             compat:write               -
 memos-status                         POST             compat:read                -
+memos-memory                         GET              compat:read                shared_memory_id
+memos-memory                         GET              personal                   personal_memory_id
+memos-get-message                    POST             compat:read                -
+memos-kb-create                      POST             compat:read                -
+memos-kb-delete                      POST             compat:read                -
+memos-kb-file-add                    POST             compat:read                -
+memos-kb-file-get                    POST             compat:read                -
+memos-kb-file-delete                 POST             compat:read                -
 memos-unknown                        GET,POST,PUT,DELETE nobody                     -
 
 # --- /scim/v2/: the identity provider's provisioning client -------------------------------------
@@ -389,7 +416,7 @@ console:sso_start                    GET              public                    
 console:sso_callback                 GET              public                     idp
 console:saml_metadata                GET              public                     saml_idp
 console:saml_acs                     POST             public                     saml_idp
-console:saml_slo                     GET              public                     saml_idp
+console:saml_slo                     GET,POST         public                     saml_idp
 console:oidc_backchannel_logout      POST             public                     idp
 console:home                         GET              member                     -
 console:switch_organization          POST             member                     -
