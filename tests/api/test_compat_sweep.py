@@ -93,6 +93,40 @@ MEM0_CALLS: dict[str, list[tuple[str, str, object]]] = {
         ("post", "/mem0/api/v1/webhooks/projects/key-x/", {"url": "http://127.0.0.1/"}),
     ],
     "mem0-webhook": [("put", "/mem0/api/v1/webhooks/1/", {"name": "x"})],
+    # Mem0's self-hosted server contract: labels within the key owner's personal scope only.
+    "mem0-oss-memories": [
+        (
+            "post",
+            "/mem0/oss/memories",
+            # A system message only, verbatim: the whole path runs and stores nothing (a real
+            # add would land in the caller's own memory, which is a change of its own).
+            {
+                "messages": [{"role": "system", "content": "I like tea"}],
+                "user_id": "{email}",
+                "infer": False,
+            },
+        ),
+        ("get", "/mem0/oss/memories?user_id={email}", None),
+        ("get", "/mem0/oss/memories", None),
+        ("delete", "/mem0/oss/memories?user_id={email}", None),
+    ],
+    "mem0-oss-search": [
+        ("post", "/mem0/oss/search", {"query": "vault code"}),
+        ("post", "/mem0/oss/search", {"query": "vault", "filters": {"user_id": "{email}"}}),
+    ],
+    "mem0-oss-memory": [
+        ("get", "/mem0/oss/memories/{id}", None),
+        ("put", "/mem0/oss/memories/{id}", {"text": "overwritten"}),
+        ("delete", "/mem0/oss/memories/{id}", None),
+    ],
+    "mem0-oss-memory-history": [("get", "/mem0/oss/memories/{id}/history", None)],
+    "mem0-oss-configure": [
+        ("get", "/mem0/oss/configure", None),
+        ("post", "/mem0/oss/configure", {"llm": {"provider": "openai"}}),
+    ],
+    "mem0-oss-providers": [("get", "/mem0/oss/configure/providers", None)],
+    "mem0-oss-instructions": [("post", "/mem0/oss/generate-instructions", {"use_case": "x"})],
+    "mem0-oss-reset": [("post", "/mem0/oss/reset", {})],
     "mem0-unknown": [("get", "/mem0/v9/anything/", None)],
 }
 # Routes of calls Cadre does not offer: a well-formed body is answered 501 `not_supported`.
@@ -101,6 +135,10 @@ NOT_SUPPORTED = {
     "mem0-profile-jobs",
     "mem0-profile-settings",
     "mem0-projects",
+    "mem0-oss-configure",
+    "mem0-oss-providers",
+    "mem0-oss-instructions",
+    "mem0-oss-reset",
     # MemOS knowledge bases: 501 `knowledgebase_unsupported`
     "memos-kb-create",
     "memos-kb-delete",
@@ -219,6 +257,8 @@ def test_another_organization_sees_and_changes_nothing(
             "mem0-entity",
             "mem0-profile",
             "mem0-batch",
+            "mem0-oss-memory",
+            "mem0-oss-memory-history",
         )
         and "/run/" not in path
         and "/app/" not in path

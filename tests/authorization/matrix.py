@@ -372,6 +372,16 @@ mem0-project-members                 POST,PUT,DELETE  compat:write              
 mem0-webhooks                        GET              compat:read                mem0_hook_project
 mem0-webhooks                        POST             compat:write               mem0_hook_project
 mem0-webhook                         PUT,DELETE       compat:write               mem0_webhook
+mem0-oss-memories                    GET              compat:read                -
+mem0-oss-memories                    POST,DELETE      compat:write               -
+mem0-oss-search                      POST             compat:read                -
+mem0-oss-memory                      GET,PUT,DELETE   subject                    personal_memory_id
+mem0-oss-memory-history              GET              subject                    personal_memory_id
+mem0-oss-configure                   GET              compat:read                -
+mem0-oss-configure                   POST             compat:write               -
+mem0-oss-providers                   GET              compat:read                -
+mem0-oss-instructions                POST             compat:write               -
+mem0-oss-reset                       POST             compat:write               -
 mem0-unknown                         GET,POST,PUT,PATCH,DELETE nobody                     -
 memos-schema                         GET              public                     -
 memos-add-message                    POST             compat:write               -

@@ -22,7 +22,13 @@ SECURITY_SCHEMES = {
         "in": "header",
         "name": "Authorization",
         "description": "`Token <Cadre API key>` (or `Bearer <key>`)",
-    }
+    },
+    "x_api_key": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-API-Key",
+        "description": "A Cadre API key, as Mem0's self-hosted server takes it (/oss/ routes)",
+    },
 }
 
 
@@ -517,6 +523,159 @@ def _mem0_platform_paths() -> dict:
     }
 
 
+# --- Mem0's self-hosted server contract (/mem0/oss/, cadre.compat.mem0_oss) ---------------
+
+OSS_AUTH = [{"x_api_key": []}, {"token": []}]
+OSS_LABELS = {"user_id": ENTITY, "agent_id": ENTITY, "run_id": ENTITY}
+OSS_MEMORY = obj(
+    {
+        "id": STR,
+        "memory": STR,
+        "hash": STR,
+        "user_id": STR,
+        "agent_id": STR,
+        "run_id": STR,
+        "metadata": OBJ,
+        "expiration_date": STR,
+        "created_at": STR,
+        "updated_at": STR,
+        "score": NUM,
+    },
+    ("id", "memory", "created_at", "updated_at"),
+)
+OSS_RESULTS = obj({"results": {"type": "array", "items": OSS_MEMORY}}, ("results",))
+OSS_ADD = obj(
+    {
+        "messages": {
+            "type": "array",
+            "items": obj({"role": STR, "content": STR}, ("role", "content")),
+        },
+        **OSS_LABELS,
+        "metadata": {"type": ["object", "null"]},
+        "infer": BOOL,
+        "expiration_date": NULL_STR,
+    },
+    ("messages",),
+)
+OSS_EVENTS = obj(
+    {
+        "results": {
+            "type": "array",
+            "items": obj(
+                {"id": STR, "memory": STR, "event": {"enum": ["ADD", "NONE"]}},
+                ("id", "memory", "event"),
+            ),
+        }
+    },
+    ("results",),
+)
+OSS_SEARCH = obj(
+    {
+        "query": STR,
+        **OSS_LABELS,
+        "filters": {"type": ["object", "null"], "description": "user_id, agent_id, run_id"},
+        "top_k": {"type": "integer", "minimum": 1, "maximum": 100},
+        "threshold": {"type": "number", "minimum": 0, "maximum": 1},
+        "explain": BOOL,
+        "show_expired": {"const": False},
+    },
+    ("query",),
+)
+OSS_HISTORY = {
+    "type": "array",
+    "items": obj(
+        {
+            "id": STR,
+            "memory_id": STR,
+            "old_memory": NULL_STR,
+            "new_memory": NULL_STR,
+            "event": STR,
+            "created_at": STR,
+            "updated_at": STR,
+            "is_deleted": BOOL,
+            "actor_id": NULL_STR,
+            "role": NULL_STR,
+        },
+        ("id", "memory_id", "event"),
+    ),
+}
+
+
+def _oss(op: dict) -> dict:
+    op["security"] = OSS_AUTH
+    return op
+
+
+def _mem0_oss_paths() -> dict:
+    """Mem0's self-hosted server (server/main.py): labels within the key owner's memory."""
+    labels = [query(name) for name in OSS_LABELS]
+    refused = answer(ref("Error"), "never: the call is refused (501)")
+    errors = {**MEM0_ERRORS, **NOT_SUPPORTED}
+    message = answer(MESSAGE)
+    return {
+        "/oss/memories": {
+            "post": _oss(
+                operation("Add memories", answer(OSS_EVENTS), body=OSS_ADD, errors=MEM0_ERRORS)
+            ),
+            "get": _oss(
+                operation(
+                    "The key owner's memories carrying the labels",
+                    answer(OSS_RESULTS),
+                    params=[*labels, query("top_k", INT, "0 to 1000")],
+                    errors=MEM0_ERRORS,
+                )
+            ),
+            "delete": _oss(
+                operation(
+                    "Delete the memories carrying the labels (one label at least)",
+                    message,
+                    params=labels,
+                    errors=MEM0_ERRORS,
+                )
+            ),
+        },
+        "/oss/memories/{memory_id}": {
+            "parameters": [MEMORY_ID],
+            "get": _oss(operation("One memory", answer(OSS_MEMORY), errors=MEM0_ERRORS)),
+            "put": _oss(
+                operation(
+                    "Update a memory",
+                    message,
+                    body=obj(
+                        {
+                            "text": STR,
+                            "metadata": {"type": ["object", "null"]},
+                            "expiration_date": NULL_STR,
+                        }
+                    ),
+                    errors=MEM0_ERRORS,
+                )
+            ),
+            "delete": _oss(operation("Delete a memory", message, errors=MEM0_ERRORS)),
+        },
+        "/oss/memories/{memory_id}/history": {
+            "parameters": [MEMORY_ID],
+            "get": _oss(operation("A memory's history", answer(OSS_HISTORY), errors=MEM0_ERRORS)),
+        },
+        "/oss/search": {
+            "post": _oss(
+                operation("Search", answer(OSS_RESULTS), body=OSS_SEARCH, errors=MEM0_ERRORS)
+            )
+        },
+        "/oss/configure": {
+            "get": _oss(operation("Refused: server configuration", refused, errors=errors)),
+            "post": _oss(operation("Refused: server configuration", refused, errors=errors)),
+        },
+        "/oss/configure/providers": {
+            "get": _oss(operation("Refused: server configuration", refused, errors=errors))
+        },
+        "/oss/generate-instructions": {
+            "post": _oss(operation("Refused: instruction generation", refused, errors=errors))
+        },
+        "/oss/reset": {"post": _oss(operation("Refused: reset", refused, errors=errors))},
+    }
+
+
 MEM0_ERROR = obj(
     {
         "detail": STR,
@@ -752,7 +911,7 @@ def _memos_paths() -> dict:
 def document(layer: str) -> dict:
     if layer == "mem0":
         info = ("Cadre — Mem0-compatible memory API", "What mem0ai's MemoryClient calls.")
-        paths = {**_mem0_paths(), **_mem0_platform_paths()}
+        paths = {**_mem0_paths(), **_mem0_platform_paths(), **_mem0_oss_paths()}
         schemas = {"Memory": MEM0_MEMORY, "Error": MEM0_ERROR}
     else:
         info = ("Cadre — MemOS-compatible memory API", "The MemOS cloud API MemOS plugins call.")

@@ -1,10 +1,11 @@
-"""Routes of the compatible memory APIs: Mem0 at /mem0/, MemOS at /memos/."""
+"""Routes of the compatible memory APIs: Mem0 at /mem0/ (its self-hosted server's contract at
+/mem0/oss/), MemOS at /memos/."""
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 
-from cadre.compat import mem0, mem0_platform, memos
+from cadre.compat import mem0, mem0_oss, mem0_platform, memos
 from cadre.compat.schemas import SchemaView
 
 mem0_urlpatterns = [
@@ -73,6 +74,23 @@ mem0_urlpatterns = [
         mem0_platform.WebhookDetail.as_view(),
         name="mem0-webhook",
     ),
+    # Mem0's self-hosted server contract (MEM0_HOST=<CADRE_BASE_URL>/mem0/oss): no slashes.
+    path("oss/memories", mem0_oss.Memories.as_view(), name="mem0-oss-memories"),
+    path("oss/memories/<str:memory_id>", mem0_oss.MemoryDetail.as_view(), name="mem0-oss-memory"),
+    path(
+        "oss/memories/<str:memory_id>/history",
+        mem0_oss.History.as_view(),
+        name="mem0-oss-memory-history",
+    ),
+    path("oss/search", mem0_oss.Search.as_view(), name="mem0-oss-search"),
+    path("oss/configure", mem0_oss.Configure.as_view(), name="mem0-oss-configure"),
+    path("oss/configure/providers", mem0_oss.Providers.as_view(), name="mem0-oss-providers"),
+    path(
+        "oss/generate-instructions",
+        mem0_oss.GenerateInstructions.as_view(),
+        name="mem0-oss-instructions",
+    ),
+    path("oss/reset", mem0_oss.Reset.as_view(), name="mem0-oss-reset"),
     re_path(r"^.*$", mem0.Unknown.as_view(), name="mem0-unknown"),
 ]
 
