@@ -520,6 +520,10 @@ BY_DESIGN = {
     ("POST /mem0/v1/summary/", 501): "Cadre writes no memory summaries",
     ("POST /mem0/v2/profiles/jobs/", 501): "Cadre builds no memory profiles",
     ("POST /mem0/v2/profiles/settings/", 501): "profiles cannot be enabled on Cadre",
+    # Mem0 self-hosted server calls Cadre does not offer (docs/integrations.md, "/mem0/oss/")
+    ("POST /mem0/oss/configure", 501): "Cadre's models are configured by its operator",
+    ("POST /mem0/oss/generate-instructions", 501): "Cadre writes no extraction instructions",
+    ("POST /mem0/oss/reset", 501): "no key may empty an organization's memory",
 }
 
 

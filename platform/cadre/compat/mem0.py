@@ -233,7 +233,8 @@ def _timestamp(value) -> datetime | None:
         ) from None
 
 
-def _expiration(value) -> datetime | None:
+def expiration(value) -> datetime | None:
+    """A Mem0 `expiration_date` (an ISO date) as the end of that day, None when absent."""
     if value is None:
         return None
     try:
@@ -464,7 +465,7 @@ class AddMemories(Mem0View):
         infer = flag(data.get("infer"), "infer", True)
         metadata = metadata_object(data.get("metadata"))
         observed_at = _timestamp(data.get("timestamp"))
-        expires_at = _expiration(data.get("expiration_date"))
+        expires_at = expiration(data.get("expiration_date"))
         ref = self.source_ref(entities, metadata)
         subject = target.member if scope == Scope.AGENT else None
         if infer:
@@ -647,7 +648,7 @@ class MemoryDetail(Mem0View):
                 "metadata": metadata_object(data["metadata"]),
             }
         if "expiration_date" in data:
-            changes["expires_at"] = _expiration(data["expiration_date"])
+            changes["expires_at"] = expiration(data["expiration_date"])
         if data.get("timestamp") is not None:
             changes["valid_from"] = _timestamp(data["timestamp"])
         if not changes:

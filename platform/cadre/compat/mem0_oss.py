@@ -34,9 +34,9 @@ from cadre.compat.mem0 import (
     AddMemories,
     Mem0View,
     TokenKeyAuthentication,
-    _expiration,
     delete_each,
     entity_text,
+    expiration,
     flag,
     integer,
     json_body,
@@ -208,7 +208,7 @@ class Memories(Mem0OssView, AddMemories):
         messages = _messages(data.get("messages"))
         infer = flag(data.get("infer"), "infer", True)
         metadata = metadata_object(data.get("metadata"))
-        expires_at = _expiration(data.get("expiration_date"))
+        expires_at = expiration(data.get("expiration_date"))
         for option in ("memory_type", "prompt"):
             if data.get(option) is not None:
                 raise InvalidInput(
@@ -306,7 +306,7 @@ class MemoryDetail(Mem0OssView):
                 "metadata": metadata_object(data["metadata"]),
             }
         if "expiration_date" in data:
-            changes["expires_at"] = _expiration(data["expiration_date"])
+            changes["expires_at"] = expiration(data["expiration_date"])
         if not changes:
             raise InvalidInput(
                 _("Give text, metadata or expiration_date."),
