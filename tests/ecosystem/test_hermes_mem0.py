@@ -12,72 +12,42 @@ version it would install is in that virtualenv already: nothing downloads at tes
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from cadre.memory import services
 from cadre.memory.models import Memory
-from cadre.tenancy import services as tenancy_services
 from cadre.tenancy.actors import member_actor
+from tests.ecosystem.venv_client import VenvClient, memory_key
 from tests.live_server import live_server_url  # noqa: F401 - fixture: uvicorn on loopback
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-FIXTURE = Path(__file__).parent / "hermes"
-PYTHON = FIXTURE / ".venv" / "bin" / "python"
-DRIVER = FIXTURE / "drive_provider.py"
-VERSION = "0.19.0"
+HERMES = VenvClient(
+    folder=Path(__file__).parent / "hermes",
+    title="Hermes Agent",
+    requirement="hermes-agent==0.19.0",
+    driver="drive_provider.py",
+    own_variables=("MEM0_", "HERMES_", "PYTHON"),
+)
 
 
-def _provider_python() -> str:
-    # The stamp `make test-tools` leaves once hermes-agent installed whole.
-    if not PYTHON.exists() or not any((FIXTURE / ".venv").glob(".installed-*")):
-        pytest.skip(
-            "Hermes Agent is not installed: `make test-tools` builds "
-            f"{FIXTURE / '.venv'} with hermes-agent=={VERSION}"
-        )
-    return str(PYTHON)
-
-
-def _drive(base_url: str, secret: str, steps: list, home: Path, **extra) -> dict:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("MEM0_", "HERMES_", "DATABASE", "DJANGO", "PYTHON"))
-    }
-    env.update(
-        HOME=str(home),
+def _drive(base_url: str, secret: str, steps: list, home: Path) -> dict:
+    return HERMES.run(
+        steps,
+        home=home,
         HERMES_HOME=str(home / ".hermes"),
         HERMES_DISABLE_LAZY_INSTALLS="1",
         MEM0_HOST=f"{base_url}/mem0/oss",
         MEM0_API_KEY=secret,
         MEM0_TELEMETRY="False",
-        NO_PROXY="127.0.0.1,localhost",
-        **extra,
     )
-    done = subprocess.run(
-        [_provider_python(), str(DRIVER)],
-        input=json.dumps(steps),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=home,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture
 def secret(alice):
-    _, secret = tenancy_services.api_key_create(
-        actor=member_actor(alice), name="hermes", scopes=["memory:read", "memory:write"]
-    )
-    return secret
+    return memory_key(alice, "hermes")
 
 
 def test_hermes_stores_a_turn_recalls_it_and_manages_it_in_the_key_owners_memory(

@@ -12,63 +12,35 @@ own three retries) with Cadre's answer."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from cadre.memory.models import Memory
-from cadre.tenancy import services as tenancy_services
-from cadre.tenancy.actors import member_actor
+from tests.ecosystem.venv_client import VenvClient, memory_key
 from tests.live_server import live_server_url  # noqa: F401 - fixture: uvicorn on loopback
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-FIXTURE = Path(__file__).parent / "memos"
-PYTHON = FIXTURE / ".venv" / "bin" / "python"
-DRIVER = FIXTURE / "drive_client.py"
-VERSION = "2.0.33"
-
-
-def _client_python() -> str:
-    # The stamp `make test-tools` leaves once MemoryOS installed whole.
-    if not PYTHON.exists() or not any((FIXTURE / ".venv").glob(".installed-*")):
-        pytest.skip(
-            "MemTensor's MemOS client is not installed: `make test-tools` builds "
-            f"{FIXTURE / '.venv'} with MemoryOS=={VERSION}"
-        )
-    return str(PYTHON)
+MEMOS = VenvClient(
+    folder=Path(__file__).parent / "memos",
+    title="MemTensor's MemOS client",
+    requirement="MemoryOS==2.0.33",
+    driver="drive_client.py",
+    own_variables=("MEMOS_", "CUSTOM_LOGGER_"),
+)
 
 
 def _drive(base_url: str, secret: str, calls: list, home: Path) -> list[dict]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("MEMOS_", "CUSTOM_LOGGER_", "DATABASE", "DJANGO"))
-    }
-    # The client's logger writes under MEMOS_BASE_PATH/.memos; nothing else leaves loopback.
-    env.update(MEMOS_BASE_PATH=str(home), HOME=str(home), NO_PROXY="127.0.0.1,localhost")
-    done = subprocess.run(
-        [_client_python(), str(DRIVER), f"{base_url}/memos", secret],
-        input=json.dumps(calls),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=home,
+    # The client's logger writes under MEMOS_BASE_PATH/.memos.
+    return MEMOS.run(
+        calls, home=home, args=(f"{base_url}/memos", secret), MEMOS_BASE_PATH=str(home)
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture
 def secret(alice):
-    _, secret = tenancy_services.api_key_create(
-        actor=member_actor(alice), name="memos", scopes=["memory:read", "memory:write"]
-    )
-    return secret
+    return memory_key(alice, "memos")
 
 
 def test_the_memos_client_adds_finds_lists_updates_and_deletes(

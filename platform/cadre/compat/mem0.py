@@ -265,6 +265,22 @@ def _messages(value) -> list[dict]:
     return value
 
 
+def query_text(value) -> str:
+    """A search's `query`, stripped; refused unless a non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(_("query must be a non-empty string."), details={"query": ["Required."]})
+    return value.strip()
+
+
+def score_threshold(value) -> float | None:
+    """A search's `threshold`: a number from 0 to 1, or None for every hit."""
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
+    ):
+        raise InvalidInput(_("threshold must be between 0 and 1."), details={"threshold": ["0..1"]})
+    return value
+
+
 def flag(value, name: str, default: bool) -> bool:
     if value is None:
         return default
@@ -391,6 +407,17 @@ class Mem0View(APIView):
         ):
             raise exceptions.PermissionDenied(_("This API key needs the 'memory:write' scope."))
 
+    def ranked(self, query: str, threshold: float | None, **search) -> list[tuple[Memory, float]]:
+        """memory_search as Mem0's clients ask for it (answered now: `force`), each hit at or
+        above `threshold` with its score rounded as Mem0 gives it."""
+        with transaction.atomic():
+            result = selectors.memory_search(actor=self.actor, query=query, force=True, **search)
+        return [
+            (hit.memory, round(float(hit.score), 4))
+            for hit in result.hits
+            if threshold is None or hit.score >= threshold
+        ]
+
     def source_ref(self, entities: dict, metadata: dict | None) -> dict:
         ref = {"client": CLIENT}
         stack = self.request.headers.get("X-Mem0-Client", "").replace("\x00", "")
@@ -466,31 +493,56 @@ class AddMemories(Mem0View):
         metadata = metadata_object(data.get("metadata"))
         observed_at = _timestamp(data.get("timestamp"))
         expires_at = expiration(data.get("expiration_date"))
-        ref = self.source_ref(entities, metadata)
-        subject = target.member if scope == Scope.AGENT else None
+        written = self.add_messages(
+            messages,
+            infer=infer,
+            scope=scope,
+            scope_id=scope_id,
+            ref=self.source_ref(entities, metadata),
+            metadata=metadata,
+            observed_at=observed_at,
+            expires_at=expires_at,
+            subject=target.member if scope == Scope.AGENT else None,
+            run_id=entities["run_id"] or "",
+        )
+        return Response({"results": [_event(memory) for memory in written]})
+
+    def add_messages(
+        self,
+        messages,
+        *,
+        infer: bool,
+        scope,
+        scope_id,
+        ref: dict,
+        metadata,
+        expires_at,
+        run_id: str,
+        observed_at=None,
+        subject=None,
+    ) -> list[Memory]:
+        """The memories extracted from the messages (infer), else each message as sent."""
         if infer:
-            written = services.memory_add_from_messages(
+            return services.memory_add_from_messages(
                 actor=self.actor,
                 messages=messages,
                 scope=scope,
                 scope_id=scope_id,
-                conversation_id=entities["run_id"] or "",
+                conversation_id=run_id,
                 source_ref=ref,
                 subject=subject,
             )
-        else:
-            written = self._add_verbatim(
-                messages,
-                scope,
-                scope_id,
-                ref,
-                metadata,
-                observed_at,
-                expires_at,
-                subject,
-                run_id=entities["run_id"] or "",
-            )
-        return Response({"results": [_event(memory) for memory in written]})
+        return self._add_verbatim(
+            messages,
+            scope,
+            scope_id,
+            ref,
+            metadata,
+            observed_at,
+            expires_at,
+            subject,
+            run_id=run_id,
+        )
 
     @transaction.atomic
     def _add_verbatim(
@@ -592,39 +644,25 @@ class Search(Mem0View):
 
     def post(self, request):
         data = json_body(request)
-        query = data.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput(
-                _("query must be a non-empty string."), details={"query": ["Required."]}
-            )
+        query = query_text(data.get("query"))
         entities = request_entities(data)
         target = Target(self.actor, entities)
         top_k = integer(data.get("top_k"), "top_k", default=10, low=1, high=100)
-        threshold = data.get("threshold")
-        if threshold is not None and (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not 0 <= threshold <= 1
-        ):
-            raise InvalidInput(
-                _("threshold must be between 0 and 1."), details={"threshold": ["0..1"]}
-            )
+        threshold = score_threshold(data.get("threshold"))
         # Cadre's search is always hybrid (vector + lexical) and ranks on its own: accepted.
         flag(data.get("rerank"), "rerank", False)
         flag(data.get("keyword_search"), "keyword_search", False)
-        with transaction.atomic():
-            result = selectors.memory_search(
-                actor=self.actor,
-                query=query.strip(),
-                top_k=top_k,
-                scope_keys=target.read_scope_keys(),
-                conversation_id=entities["run_id"],
-                force=True,
-            )
+        ranked = self.ranked(
+            query,
+            threshold,
+            top_k=top_k,
+            scope_keys=target.read_scope_keys(),
+            conversation_id=entities["run_id"],
+        )
         hits = [
-            {**memory_out(hit.memory), "score": round(float(hit.score), 4)}
-            for hit in result.hits
-            if target.matches(hit.memory) and (threshold is None or hit.score >= threshold)
+            {**memory_out(memory), "score": score}
+            for memory, score in ranked
+            if target.matches(memory)
         ]
         return Response({"results": hits})
 

@@ -23,7 +23,6 @@ through /mem0/ or /api/v1/. A key with no member behind it is refused (403)."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import translation
 from django.utils.translation import gettext as _
 from rest_framework import exceptions
@@ -42,6 +41,8 @@ from cadre.compat.mem0 import (
     json_body,
     memory_pk,
     metadata_object,
+    query_text,
+    score_threshold,
 )
 from cadre.compat.mem0_platform import NotSupported
 from cadre.errors import InvalidInput, NotFound
@@ -221,27 +222,16 @@ class Memories(Mem0OssView, AddMemories):
         ref["api"] = API
         if labels["agent_id"]:
             ref["agent_id"] = labels["agent_id"]
-        if infer:
-            written = services.memory_add_from_messages(
-                actor=self.actor,
-                messages=messages,
-                scope=Scope.USER,
-                scope_id=self.member.pk,
-                conversation_id=labels["run_id"] or "",
-                source_ref=ref,
-            )
-        else:
-            written = self._add_verbatim(
-                messages,
-                Scope.USER,
-                self.member.pk,
-                ref,
-                metadata,
-                None,
-                expires_at,
-                None,
-                run_id=labels["run_id"] or "",
-            )
+        written = self.add_messages(
+            messages,
+            infer=infer,
+            scope=Scope.USER,
+            scope_id=self.member.pk,
+            ref=ref,
+            metadata=metadata,
+            expires_at=expires_at,
+            run_id=labels["run_id"] or "",
+        )
         return Response(
             {
                 "results": [
@@ -353,22 +343,10 @@ class Search(Mem0OssView):
 
     def post(self, request):
         data = json_body(request)
-        query = data.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput(
-                _("query must be a non-empty string."), details={"query": ["Required."]}
-            )
+        query = query_text(data.get("query"))
         labels = _labels(data, filters=data.get("filters"))
         top_k = integer(data.get("top_k"), "top_k", default=10, low=1, high=100)
-        threshold = data.get("threshold")
-        if threshold is not None and (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not 0 <= threshold <= 1
-        ):
-            raise InvalidInput(
-                _("threshold must be between 0 and 1."), details={"threshold": ["0..1"]}
-            )
+        threshold = score_threshold(data.get("threshold"))
         flag(data.get("explain"), "explain", False)  # scores are always given
         if flag(data.get("show_expired"), "show_expired", False):
             raise InvalidInput(
@@ -381,21 +359,18 @@ class Search(Mem0OssView):
             candidates = list(self.labelled(labels).values_list("pk", flat=True)[:MAX_CANDIDATES])
             if not candidates:
                 return Response({"results": []})
-        with transaction.atomic():
-            result = selectors.memory_search(
-                actor=self.actor,
-                query=query.strip(),
-                top_k=top_k,
-                scope_keys=[self.scope_key],
-                conversation_id=labels["run_id"],
-                candidate_ids=candidates,
-                force=True,
-            )
+        ranked = self.ranked(
+            query,
+            threshold,
+            top_k=top_k,
+            scope_keys=[self.scope_key],
+            conversation_id=labels["run_id"],
+            candidate_ids=candidates,
+        )
         hits = [
-            memory_item(hit.memory, round(float(hit.score), 4))
-            for hit in result.hits
-            if hit.memory.scope_key == self.scope_key
-            and (threshold is None or hit.score >= threshold)
+            memory_item(memory, score)
+            for memory, score in ranked
+            if memory.scope_key == self.scope_key
         ]
         return Response({"results": hits})
 

@@ -72,17 +72,25 @@ def query(name: str, schema=STR, description: str = "") -> dict:
 
 MEMORY_ID = {"name": "memory_id", "in": "path", "required": True, "schema": STR}
 
+
+def error_answers(forbidden: str, not_found: str) -> dict:
+    """A layer's 400, 401, 403 and 404, each its Error schema."""
+    return {
+        str(status): answer(ref("Error"), text)
+        for status, text in (
+            (400, "bad input"),
+            (401, "no or bad key"),
+            (403, forbidden),
+            (404, not_found),
+        )
+    }
+
+
 # --- Mem0 ------------------------------------------------------------------------------------
 
-MEM0_ERRORS = {
-    str(status): answer(ref("Error"), text)
-    for status, text in (
-        (400, "bad input"),
-        (401, "no or bad key"),
-        (403, "the key lacks a scope"),
-        (404, "not found (another organization's included)"),
-    )
-}
+# The fields of one version in a memory's history, as both Mem0 APIs answer it.
+VERSION = {"id": STR, "memory_id": STR, "old_memory": NULL_STR, "new_memory": NULL_STR}
+MEM0_ERRORS = error_answers("the key lacks a scope", "not found (another organization's included)")
 ENTITIES = {"user_id": ENTITY, "agent_id": ENTITY, "app_id": ENTITY, "run_id": ENTITY}
 FILTERS = {
     "type": ["object", "null"],
@@ -231,10 +239,7 @@ def _mem0_paths() -> dict:
                         "type": "array",
                         "items": obj(
                             {
-                                "id": STR,
-                                "memory_id": STR,
-                                "old_memory": NULL_STR,
-                                "new_memory": NULL_STR,
+                                **VERSION,
                                 "event": {"enum": ["ADD", "UPDATE", "DELETE"]},
                                 "created_at": STR,
                             },
@@ -264,6 +269,16 @@ def _mem0_paths() -> dict:
 
 
 NOT_SUPPORTED = {"501": answer(ref("Error"), "not offered by Cadre (`not_supported`)")}
+# The errors of a call Cadre may refuse: Mem0's and 501.
+REFUSAL_ERRORS = {**MEM0_ERRORS, **NOT_SUPPORTED}
+REFUSED = answer(ref("Error"), "never: the call is refused (501)")
+
+
+def refusal(summary: str, *, body: dict | None = None, params=None) -> dict:
+    """A Mem0 call Cadre refuses: 501 `not_supported`, or 404 for what cannot exist here."""
+    return operation(summary, REFUSED, body=body, params=params, errors=REFUSAL_ERRORS)
+
+
 MEM0_ENTITY = obj(
     {
         "id": STR,
@@ -309,8 +324,6 @@ def path_param(name: str) -> dict:
 
 def _mem0_platform_paths() -> dict:
     """Entities, batches, exports, summary, profiles, projects and webhooks (mem0_platform)."""
-    errors = {**MEM0_ERRORS, **NOT_SUPPORTED}
-    refused = answer(ref("Error"), "never: the call is refused (501)")
     project = [path_param("org_id"), path_param("project_id")]
     return {
         "/v1/entities/": {
@@ -364,13 +377,12 @@ def _mem0_platform_paths() -> dict:
                 "Profile settings: only leaving profiles off is accepted",
                 answer(PROFILE_SETTINGS),
                 body=obj({"enabled": BOOL, "entities": OBJ}),
-                errors=errors,
+                errors=REFUSAL_ERRORS,
             ),
         },
         "/v2/profiles/jobs/": {
-            "post": operation(
+            "post": refusal(
                 "generate_profile(), sample_profiles(): refused",
-                refused,
                 body=obj(
                     {
                         "operation": {"enum": ["trigger", "sample"]},
@@ -380,12 +392,11 @@ def _mem0_platform_paths() -> dict:
                     },
                     ("operation",),
                 ),
-                errors=errors,
             )
         },
         "/v2/profiles/jobs/{job_id}/": {
             "parameters": [path_param("job_id")],
-            "get": operation("get_profile_job(): no job exists (404)", refused, errors=errors),
+            "get": refusal("get_profile_job(): no job exists (404)"),
         },
         "/v1/batch/": {
             "put": operation(
@@ -435,21 +446,11 @@ def _mem0_platform_paths() -> dict:
                 errors=MEM0_ERRORS,
             )
         },
-        "/v1/summary/": {
-            "post": operation(
-                "get_summary(): refused",
-                refused,
-                body=obj({"filters": FILTERS}),
-                errors=errors,
-            )
-        },
+        "/v1/summary/": {"post": refusal("get_summary(): refused", body=obj({"filters": FILTERS}))},
         "/api/v1/orgs/organizations/{org_id}/projects/": {
             "parameters": [path_param("org_id")],
-            "post": operation(
-                "project.create(): refused",
-                refused,
-                body=obj({"name": STR, "description": STR}),
-                errors=errors,
+            "post": refusal(
+                "project.create(): refused", body=obj({"name": STR, "description": STR})
             ),
         },
         "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/": {
@@ -460,13 +461,11 @@ def _mem0_platform_paths() -> dict:
                 params=[query("fields", STR, "repeated: the fields to answer")],
                 errors=MEM0_ERRORS,
             ),
-            "patch": operation(
+            "patch": refusal(
                 "update_project(), project.update(): refused",
-                refused,
                 body=obj({"custom_instructions": STR, "custom_categories": {"type": "array"}}),
-                errors=errors,
             ),
-            "delete": operation("project.delete(): refused", refused, errors=errors),
+            "delete": refusal("project.delete(): refused"),
         },
         "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members/": {
             "parameters": project,
@@ -475,24 +474,11 @@ def _mem0_platform_paths() -> dict:
                 answer(obj({"members": {"type": "array", "items": OBJ}}, ("members",))),
                 errors=MEM0_ERRORS,
             ),
-            "post": operation(
-                "project.add_member(): refused",
-                refused,
-                body=obj({"email": STR, "role": STR}),
-                errors=errors,
+            "post": refusal("project.add_member(): refused", body=obj({"email": STR, "role": STR})),
+            "put": refusal(
+                "project.update_member(): refused", body=obj({"email": STR, "role": STR})
             ),
-            "put": operation(
-                "project.update_member(): refused",
-                refused,
-                body=obj({"email": STR, "role": STR}),
-                errors=errors,
-            ),
-            "delete": operation(
-                "project.remove_member(): refused",
-                refused,
-                params=[query("email")],
-                errors=errors,
-            ),
+            "delete": refusal("project.remove_member(): refused", params=[query("email")]),
         },
         "/api/v1/webhooks/projects/{project_id}/": {
             "parameters": [path_param("project_id")],
@@ -501,24 +487,17 @@ def _mem0_platform_paths() -> dict:
                 answer({"type": "array", "maxItems": 0}),
                 errors=MEM0_ERRORS,
             ),
-            "post": operation(
+            "post": refusal(
                 "create_webhook(): refused",
-                refused,
                 body=obj({"url": STR, "name": STR, "event_types": {"type": "array"}}),
-                errors=errors,
             ),
         },
         "/api/v1/webhooks/{webhook_id}/": {
             "parameters": [path_param("webhook_id")],
-            "put": operation(
-                "update_webhook(): no webhook exists (404)",
-                refused,
-                body=obj({"url": STR, "name": STR}),
-                errors=errors,
+            "put": refusal(
+                "update_webhook(): no webhook exists (404)", body=obj({"url": STR, "name": STR})
             ),
-            "delete": operation(
-                "delete_webhook(): no webhook exists (404)", refused, errors=errors
-            ),
+            "delete": refusal("delete_webhook(): no webhook exists (404)"),
         },
     }
 
@@ -585,10 +564,7 @@ OSS_HISTORY = {
     "type": "array",
     "items": obj(
         {
-            "id": STR,
-            "memory_id": STR,
-            "old_memory": NULL_STR,
-            "new_memory": NULL_STR,
+            **VERSION,
             "event": STR,
             "created_at": STR,
             "updated_at": STR,
@@ -609,8 +585,6 @@ def _oss(op: dict) -> dict:
 def _mem0_oss_paths() -> dict:
     """Mem0's self-hosted server (server/main.py): labels within the key owner's memory."""
     labels = [query(name) for name in OSS_LABELS]
-    refused = answer(ref("Error"), "never: the call is refused (501)")
-    errors = {**MEM0_ERRORS, **NOT_SUPPORTED}
     message = answer(MESSAGE)
     return {
         "/oss/memories": {
@@ -663,16 +637,12 @@ def _mem0_oss_paths() -> dict:
             )
         },
         "/oss/configure": {
-            "get": _oss(operation("Refused: server configuration", refused, errors=errors)),
-            "post": _oss(operation("Refused: server configuration", refused, errors=errors)),
+            "get": _oss(refusal("Refused: server configuration")),
+            "post": _oss(refusal("Refused: server configuration")),
         },
-        "/oss/configure/providers": {
-            "get": _oss(operation("Refused: server configuration", refused, errors=errors))
-        },
-        "/oss/generate-instructions": {
-            "post": _oss(operation("Refused: instruction generation", refused, errors=errors))
-        },
-        "/oss/reset": {"post": _oss(operation("Refused: reset", refused, errors=errors))},
+        "/oss/configure/providers": {"get": _oss(refusal("Refused: server configuration"))},
+        "/oss/generate-instructions": {"post": _oss(refusal("Refused: instruction generation"))},
+        "/oss/reset": {"post": _oss(refusal("Refused: reset"))},
     }
 
 
@@ -700,15 +670,7 @@ MEMOS_ERROR = obj(
     },
     ("code", "message", "data"),
 )
-MEMOS_ERRORS = {
-    str(status): answer(ref("Error"), text)
-    for status, text in (
-        (400, "bad input"),
-        (401, "no or bad key"),
-        (403, "scope"),
-        (404, "not found"),
-    )
-}
+MEMOS_ERRORS = error_answers("scope", "not found")
 TIMES = {"create_time": STR, "update_time": STR, "conversation_id": STR, "status": STR}
 FACT = obj(
     {

@@ -8,16 +8,24 @@ from django.urls import path, re_path
 from cadre.compat import mem0, mem0_oss, mem0_platform, memos
 from cadre.compat.schemas import SchemaView
 
+# Mem0's organization and webhook paths, as MemoryClient's Project and webhook calls spell them.
+PROJECTS = "api/v1/orgs/organizations/<str:org_id>/projects/"
+WEBHOOKS = "api/v1/webhooks/"
+
 mem0_urlpatterns = [
     path("openapi.json", SchemaView.as_view(layer="mem0"), name="mem0-schema"),
     path("v1/ping/", mem0.Ping.as_view(), name="mem0-ping"),
     path("v1/memories/", mem0.Memories.as_view(), name="mem0-memories"),
     path("v3/memories/add/", mem0.AddMemories.as_view(), name="mem0-add"),
-    path("v3/memories/", mem0.ListMemories.as_view(), name="mem0-list-v3"),
-    path("v2/memories/", mem0.ListMemories.as_view(), name="mem0-list-v2"),
-    path("v3/memories/search/", mem0.Search.as_view(), name="mem0-search-v3"),
-    path("v2/memories/search/", mem0.Search.as_view(), name="mem0-search-v2"),
-    path("v1/memories/search/", mem0.Search.as_view(), name="mem0-search-v1"),
+    # One view for each of the API versions clients call it by.
+    *(
+        path(f"{v}/memories/", mem0.ListMemories.as_view(), name=f"mem0-list-{v}")
+        for v in ("v3", "v2")
+    ),
+    *(
+        path(f"{v}/memories/search/", mem0.Search.as_view(), name=f"mem0-search-{v}")
+        for v in ("v3", "v2", "v1")
+    ),
     path("v1/memories/<str:memory_id>/", mem0.MemoryDetail.as_view(), name="mem0-memory"),
     path(
         "v1/memories/<str:memory_id>/history/", mem0.History.as_view(), name="mem0-memory-history"
@@ -49,30 +57,22 @@ mem0_urlpatterns = [
     path("v1/exports/", mem0_platform.Exports.as_view(), name="mem0-exports"),
     path("v1/exports/get/", mem0_platform.ExportGet.as_view(), name="mem0-export-get"),
     path("v1/summary/", mem0_platform.Summary.as_view(), name="mem0-summary"),
+    path(PROJECTS, mem0_platform.Projects.as_view(), name="mem0-projects"),
     path(
-        "api/v1/orgs/organizations/<str:org_id>/projects/",
-        mem0_platform.Projects.as_view(),
-        name="mem0-projects",
+        f"{PROJECTS}<str:project_id>/", mem0_platform.ProjectDetail.as_view(), name="mem0-project"
     ),
     path(
-        "api/v1/orgs/organizations/<str:org_id>/projects/<str:project_id>/",
-        mem0_platform.ProjectDetail.as_view(),
-        name="mem0-project",
-    ),
-    path(
-        "api/v1/orgs/organizations/<str:org_id>/projects/<str:project_id>/members/",
+        f"{PROJECTS}<str:project_id>/members/",
         mem0_platform.ProjectMembers.as_view(),
         name="mem0-project-members",
     ),
     path(
-        "api/v1/webhooks/projects/<str:project_id>/",
+        f"{WEBHOOKS}projects/<str:project_id>/",
         mem0_platform.Webhooks.as_view(),
         name="mem0-webhooks",
     ),
     path(
-        "api/v1/webhooks/<str:webhook_id>/",
-        mem0_platform.WebhookDetail.as_view(),
-        name="mem0-webhook",
+        f"{WEBHOOKS}<str:webhook_id>/", mem0_platform.WebhookDetail.as_view(), name="mem0-webhook"
     ),
     # Mem0's self-hosted server contract (MEM0_HOST=<CADRE_BASE_URL>/mem0/oss): no slashes.
     path("oss/memories", mem0_oss.Memories.as_view(), name="mem0-oss-memories"),
