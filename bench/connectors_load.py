@@ -52,37 +52,44 @@ BENCH_DB = "cadre_bench"
 # --- the loopback platform API (Slack Web API + webhook callback URL) ----------------------
 
 
+class PlatformHandler(BaseHTTPRequestHandler):
+    """A stand-in platform's request handler (this receiver's, bench/cluster.py's IM machine's):
+    keep-alive, quiet, JSON answers."""
+
+    protocol_version = "HTTP/1.1"
+    # One segment per response, sent at once: written unbuffered with Nagle on (the
+    # defaults), the body waits for the client's delayed ACK of the headers, ~40 ms on
+    # every keep-alive request, and the worker would measure this stand-in, not itself.
+    disable_nagle_algorithm = True
+    wbufsize = -1
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, data: dict, status: int = 200) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+
 def _serve_receiver(port_out, stop) -> None:
     """The receiver's process: answers every POST like Slack's chat.postMessage, counts them,
     and tells the count on GET /count."""
     count = [0]
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # One segment per response, sent at once: written unbuffered with Nagle on (the
-        # defaults), the body waits for the client's delayed ACK of the headers, ~40 ms on
-        # every keep-alive request, and the worker would measure this stand-in, not itself.
-        disable_nagle_algorithm = True
-        wbufsize = -1
-
-        def log_message(self, *args):
-            pass
-
-        def _answer(self, data: dict) -> None:
-            body = json.dumps(data).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(PlatformHandler):
         def do_GET(self):
             self._answer({"count": count[0]})
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
+            self._body()
             with lock:
                 count[0] += 1
                 number = count[0]

@@ -7,6 +7,9 @@
    (headers type=event, message_id, sum, seq, trace_id; payload = the event JSON) and the
    client answers each with the same frame whose payload is `{"code": 200, "data":
    base64(answer JSON)}`; CONTROL frames carry pings.
+
+The websocket listens on `host` (loopback unless told: bench/cluster.py binds it, and the
+`FakePlatformServer`, to its stand-in IM machine's address).
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ ENDPOINT_PATH = "/callback/ws/endpoint"
 
 
 class FakeLongConnection:
-    def __init__(self, api: FakePlatformServer, *, app_id: str, app_secret: str):
+    def __init__(
+        self,
+        api: FakePlatformServer,
+        *,
+        app_id: str,
+        app_secret: str,
+        host: str = "127.0.0.1",
+    ):
         from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
         self.Frame = Frame
@@ -38,7 +48,7 @@ class FakeLongConnection:
         self.lock = threading.Lock()
         self.handshakes = 0
         self.ids = itertools.count(1)
-        self.server = serve(self._session, "127.0.0.1", 0)
+        self.server = serve(self._session, host, 0)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         api.route("POST", ENDPOINT_PATH, self._endpoint)
 

@@ -2,7 +2,8 @@
 
 Each platform's tests define the routes of its documented API (token endpoint, send, update
 card) on a `FakePlatformServer`; tests assert on `server.requests` and script failures with
-`server.fail_next(path, status, headers, times)`.
+`server.fail_next(path, status, headers, times)`. `host` binds it elsewhere than loopback
+(bench/cluster.py serves it on its stand-in IM machine's address).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ Handler = Callable[[Recorded], tuple[int, dict]]
 
 
 class FakePlatformServer:
-    def __init__(self):
+    def __init__(self, host: str = "127.0.0.1"):
         self.routes: dict[tuple[str, str], Handler] = {}
         self.requests: list[Recorded] = []
         self.failures: dict[str, list[Failure]] = {}
@@ -72,7 +73,7 @@ class FakePlatformServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
+        self.httpd = ThreadingHTTPServer((host, 0), RequestHandler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
