@@ -6,17 +6,23 @@ Stored events are processed in batches by `inbound_drain` (Celery task
 event, and processes them with per-batch caches (identity, agent, transport). The inbound edge
 asks for a drain after each commit of new events (`drain_request`, coalesced: at most one drain
 task waits in the queue). `process_inbound_event` processes one event by id the same way.
+
+A claim is held by renewing it: while a process works on claimed events, `claim_keeper` dates
+their claims again every CLAIM_RENEW_SECONDS, so a claim that has not been renewed for
+CLAIM_STALE_AFTER belongs to a process that died holding it, and the next drain takes it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
@@ -34,7 +40,11 @@ from connectors.models import InboundEvent
 
 logger = logging.getLogger(__name__)
 
-CLAIM_STALE_AFTER = timedelta(minutes=15)  # a claim older than this belongs to a dead worker
+CLAIM_RENEW_SECONDS = 10.0  # a process renews the claims it holds this often
+# A claim not renewed for this long belongs to a dead process (four renewals missed: a database
+# restart or a busy machine delays one, not four). With the beat's drain every minute, a dead
+# worker's events are answered within about two minutes.
+CLAIM_STALE_AFTER = timedelta(seconds=40)
 # The drain task, enqueued by name (connectors.tasks imports this module).
 DRAIN_TASK = "connectors.tasks.inbound_events_drain"
 DRAIN_BATCH = 8  # events claimed per statement by each drain thread
@@ -44,8 +54,7 @@ MAX_ATTEMPTS = 8  # retryable failures (platform 429/5xx) before an event is mar
 RETRY_BACKOFF_MAX = 300.0  # seconds
 
 
-def _claim(event_id: int) -> bool:
-    now = timezone.now()
+def _claim(event_id: int, now: datetime) -> bool:
     claimable = Q(status=InboundEvent.Status.QUEUED) | Q(
         status=InboundEvent.Status.PROCESSING, claimed_at__lt=now - CLAIM_STALE_AFTER
     )
@@ -68,8 +77,7 @@ _CLAIM_BATCH = (
 )
 
 
-def _claim_batch(limit: int) -> list[int]:
-    now = timezone.now()
+def _claim_batch(limit: int, now: datetime) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(_CLAIM_BATCH, [now, now - CLAIM_STALE_AFTER, limit])
         return [row[0] for row in cursor.fetchall()]
@@ -80,26 +88,29 @@ def process_inbound_event(event_id: int) -> str:
 
     A retryable platform failure puts the event back in the queue and is raised (the task
     retries with backoff)."""
-    if not _claim(event_id):
+    claimed_at = timezone.now()
+    if not _claim(event_id, claimed_at):
         return "skipped"
     event = InboundEvent.objects.select_related("connector", "connector__organization").get(
         pk=event_id
     )
     batch = Batch()
-    try:
-        return process_claimed(event, batch)
-    except TransportError as error:  # retryable: process_claimed handled the others
-        InboundEvent.objects.filter(pk=event.pk).update(
-            status=InboundEvent.Status.QUEUED, error=str(error)[:300]
-        )
-        raise
-    finally:
-        batch.flush()
+    with claim_keeper.hold([event_id], claimed_at):
+        try:
+            return process_claimed(event, batch)
+        except TransportError as error:  # retryable: process_claimed handled the others
+            InboundEvent.objects.filter(pk=event.pk).update(
+                status=InboundEvent.Status.QUEUED, error=str(error)[:300]
+            )
+            raise
+        finally:
+            batch.flush()
 
 
 def _retry_later(event: InboundEvent, error: TransportError) -> float | None:
     """A drained event met a retryable failure: keep it claimed until its backoff is over (the
-    claim is dated to turn stale then), or mark it failed after MAX_ATTEMPTS. The delay, or None."""
+    claim is dated to turn stale then, which also ends its renewals), or mark it failed after
+    MAX_ATTEMPTS. The delay, or None."""
     if event.attempts >= MAX_ATTEMPTS:
         finish_event(event, InboundEvent.Status.FAILED, error=str(error))
         return None
@@ -183,12 +194,14 @@ def _drain_loop(batch_size: int, deadline: float) -> int:
     done = 0
     batch = Batch()  # lookups shared by every batch of this loop (at most max_seconds old)
     while True:
-        claimed = _claim_batch(batch_size)
+        claimed_at = timezone.now()
+        claimed = _claim_batch(batch_size, claimed_at)
         if not claimed:
             return done
         if len(claimed) == batch_size:
             drain_request()
-        process_inbound_events(claimed, batch)
+        with claim_keeper.hold(claimed, claimed_at):
+            process_inbound_events(claimed, batch)
         done += len(claimed)
         if time.monotonic() > deadline:
             drain_request()
@@ -201,6 +214,98 @@ def _drain_loop_in_thread(batch_size: int, deadline: float) -> int:
     except DatabaseError:
         drain_threads.connection_lost()
         raise
+
+
+# --- holding claims: renewed while their process lives ---------------------------------------
+
+# Renew a holder's claims that are still as it left them: a claim re-dated for a retry's
+# backoff, or finished, no longer matches and drops out of the holder's set.
+_RENEW = (
+    "UPDATE connectors_inboundevent SET claimed_at = %s "
+    "WHERE id = ANY(%s) AND status = 'processing' AND claimed_at = %s RETURNING id"
+)
+
+
+@dataclass
+class _Held:
+    ids: list[int]
+    claimed_at: datetime  # what this holder last wrote on them
+
+
+class ClaimKeeper:
+    """Renews the claims this process holds, from a thread of its own (with its own database
+    connection) that runs only while some are held: a drain thread busy on one event for
+    minutes keeps its batch, and a process that dies stops renewing at once."""
+
+    def __init__(self) -> None:
+        self._forked()
+        # A forked child (a prefork worker process) holds nothing and has no thread yet.
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._held: list[_Held] = []
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def hold(self, ids: list[int], claimed_at: datetime) -> Iterator[None]:
+        """Keep these claims (written with `claimed_at`) renewed until the block ends.
+
+        Inside a transaction there is nothing to renew: the claim's row locks hold it until
+        the commit, and other connections could not see a renewal's rows before it."""
+        if connection.in_atomic_block:
+            yield
+            return
+        held = _Held(list(ids), claimed_at)
+        with self._changed:
+            self._held.append(held)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._keep, name="connectors-claims", daemon=True
+                )
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held.remove(held)
+                self._changed.notify_all()
+
+    def idle(self) -> bool:
+        """No renewing thread runs (it stops, closing its connection, when nothing is held)."""
+        with self._changed:
+            return self._thread is None
+
+    def _keep(self) -> None:
+        while True:
+            renew_at = time.monotonic() + CLAIM_RENEW_SECONDS
+            with self._changed:
+                while self._held and time.monotonic() < renew_at:
+                    self._changed.wait(renew_at - time.monotonic())
+                if not self._held:
+                    # Decided under the lock, so a `hold` starting now starts a new thread.
+                    connection.close()
+                    self._thread = None
+                    return
+                held = list(self._held)
+            self._renew(held)
+
+    def _renew(self, held: list[_Held]) -> None:
+        now = timezone.now()
+        try:
+            with connection.cursor() as cursor:
+                for claim in (claim for claim in held if claim.ids):
+                    cursor.execute(_RENEW, [now, claim.ids, claim.claimed_at])
+                    claim.ids = [row[0] for row in cursor.fetchall()]
+                    claim.claimed_at = now
+        except Exception:
+            # Tried again at the next renewal, on a new connection: only CLAIM_STALE_AFTER
+            # without one lets another process take these claims.
+            logger.warning("connectors: renewing inbound event claims failed", exc_info=True)
+            connection.close()
+
+
+claim_keeper = ClaimKeeper()
 
 
 # --- asking for a drain: at most one waits in the queue --------------------------------------

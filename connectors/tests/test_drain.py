@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -167,3 +168,127 @@ def test_concurrent_drains_never_share_an_event(alice, bob, fake_api):
     assert Delivery.objects.filter(inbound_event_id__in=ids).count() == 40
     assert len(fake_api.calls("/callback")) == 40
     drain._drain_flag_clear()
+
+
+# --- claims held by renewal: a dead holder's are taken again, a live one's never ------------
+
+
+def wait_until(condition, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+@pytest.fixture
+def quick_claims(monkeypatch):
+    """Claims renewed every 0.1 s and stale after 1 s (40 s and 10 s in production)."""
+    monkeypatch.setattr(drain, "CLAIM_STALE_AFTER", timedelta(seconds=1))
+    monkeypatch.setattr(drain, "CLAIM_RENEW_SECONDS", 0.1)
+    drain._drain_flag_clear()
+    yield
+    # The renewing thread stops, closing its connection, once nothing is held.
+    wait_until(drain.claim_keeper.idle, 10, "the claim keeper stops")
+    drain._drain_flag_clear()
+
+
+@pytest.fixture
+def slow_callback(fake_api):
+    """The platform answers a reply only when the test says so: a drain busy on one event."""
+    answer = threading.Event()
+
+    def callback(request):
+        answer.wait(30)
+        return 200, {"ok": True}
+
+    fake_api.route("POST", "/callback", callback)
+    yield answer
+    answer.set()
+
+
+def renewed(event_id: int, first) -> bool:
+    """The claim has been renewed for three stale intervals since `first`, by renewals alone:
+    within the platform client's 10 s timeout, whose retry would date the claim too."""
+    event = InboundEvent.objects.get(pk=event_id)
+    assert (event.status, event.error) == ("processing", "")
+    return event.claimed_at - first > 3 * drain.CLAIM_STALE_AFTER
+
+
+def drain_in_background() -> threading.Thread:
+    def run():
+        try:
+            drain.inbound_drain()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_no_longer_renewed_is_taken_again_after_the_stale_interval(
+    hook, fake_api, quick_claims
+):
+    [event_id] = store(hook, 1, sender="u-stranger")
+    claimed_at = timezone.now()
+    assert drain._claim_batch(8, claimed_at) == [event_id]  # and its holder dies: no renewals
+    assert drain.inbound_drain() == 0  # a fresh claim is its holder's
+    wait_until(lambda: drain.inbound_drain() == 1, 10, "the stale claim is taken again")
+    assert timezone.now() - claimed_at >= drain.CLAIM_STALE_AFTER
+    event = InboundEvent.objects.get(pk=event_id)
+    assert (event.status, event.attempts) == ("unmapped", 2)
+    assert len(fake_api.calls("/callback")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_drains_claim_is_renewed_and_never_taken(
+    hook, fake_api, quick_claims, slow_callback
+):
+    [event_id] = store(hook, 1, sender="u-stranger")
+    busy = drain_in_background()
+    try:
+        wait_until(lambda: fake_api.calls("/callback"), 10, "the drain is answering the event")
+        first = InboundEvent.objects.get(pk=event_id).claimed_at
+        taken: list[int] = []
+
+        def renewed_past_three_stale_intervals() -> bool:
+            taken.append(drain.inbound_drain())  # another drain tries meanwhile
+            return renewed(event_id, first)
+
+        wait_until(renewed_past_three_stale_intervals, 8, "three stale intervals of renewals")
+        assert set(taken) == {0}
+    finally:
+        slow_callback.set()
+        busy.join(30)
+    event = InboundEvent.objects.get(pk=event_id)
+    assert (event.status, event.attempts) == ("unmapped", 1)
+    assert len(fake_api.calls("/callback")) == 1
+    assert Delivery.objects.filter(inbound_event_id=event_id).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_renewals_leave_a_retry_waiting_for_its_backoff(
+    hook, fake_api, quick_claims, slow_callback
+):
+    # One batch: the first event meets a 503 (Retry-After 120 s), the second a slow platform.
+    fake_api.fail_next("/callback", 503, headers={"Retry-After": "120"})
+    retried, slow = store(hook, 2, sender="u-stranger")
+    busy = drain_in_background()
+    try:
+        wait_until(lambda: len(fake_api.calls("/callback")) == 2, 10, "the second is answered")
+        dated = InboundEvent.objects.get(pk=retried).claimed_at
+        first = InboundEvent.objects.get(pk=slow).claimed_at
+        wait_until(lambda: renewed(slow, first), 8, "the slow one's claim is renewed")
+        assert InboundEvent.objects.get(pk=retried).claimed_at == dated  # never renewed
+        # Dated to turn stale when its 120 s are over, not at the next renewal.
+        assert dated - timezone.now() > timedelta(seconds=100)
+        assert drain.inbound_drain() == 0
+    finally:
+        slow_callback.set()
+        busy.join(30)
+    event = InboundEvent.objects.get(pk=retried)
+    assert (event.status, event.attempts) == ("processing", 1) and "503" in event.error

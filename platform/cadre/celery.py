@@ -43,6 +43,42 @@ def task_queues() -> list[str]:
     return list(dict.fromkeys(queues))
 
 
+# The kombu release whose Redis channels `_released_redis_channel_guard` is for: checked by
+# tests/runtime/test_broker_restart.py, which fails on an upgrade until the guard is re-checked.
+KOMBU_RELEASED_CHANNEL_BUG = "5.7.0"
+
+
+def _released_redis_channel_guard() -> None:
+    """A worker that loses Redis while a task is unacknowledged keeps running (kombu 5.7.0).
+
+    On a lost broker connection Celery collects the connection, which releases its transport
+    (`transport.client = None`), and then closes it. A channel whose first close failed on the
+    dead connection is closed again, which restores its unacknowledged messages through a new
+    Redis pool whose address is read from the released transport: AttributeError ("'NoneType'
+    object has no attribute 'hostname'"), which no close path expects, and the worker exits.
+    Here a channel of a released transport raises a connection error instead, which every close
+    path ignores. What it held stays in Redis's unacknowledged set; the task running meanwhile
+    finishes, its acknowledgement on the released channel fails ("Couldn't ack", logged), and
+    the broker's sweep puts the message back in its queue after CADRE_BROKER_VISIBILITY_TIMEOUT,
+    as with any acknowledgement lost with a connection (tasks are idempotent)."""
+    import kombu
+    from kombu.transport import redis as kombu_redis
+
+    if kombu.__version__ != KOMBU_RELEASED_CHANNEL_BUG:
+        return
+    connection_parameters = kombu_redis.Channel._connparams
+
+    def _connparams(channel, asynchronous=False):
+        transport = channel.connection
+        if transport is None or transport.client is None:
+            raise kombu_redis.redis.exceptions.ConnectionError("the broker connection is closed")
+        return connection_parameters(channel, asynchronous=asynchronous)
+
+    kombu_redis.Channel._connparams = _connparams
+
+
+_released_redis_channel_guard()
+
 app = Celery("cadre")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 

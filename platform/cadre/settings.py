@@ -283,8 +283,10 @@ CELERY_DB_REUSE_MAX = 10_000
 # often), so a killed holder's lock lapses after CADRE_BEAT_LOCK_TIMEOUT seconds and the
 # waiting beat takes over. The static entries are CELERY_BEAT_SCHEDULE's: each start writes
 # their definitions (a changed interval counts from the entry's last run) and drops the ones
-# removed. `cadre manage beat_health` tells whether a beat holds the lock and ticks.
-CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+# removed. `cadre manage beat_health` tells whether a beat holds the lock and ticks. A beat that
+# loses Redis keeps its process and tries again every CELERY_BEAT_MAX_LOOP_INTERVAL seconds
+# (cadre.runtime.beat.Scheduler, celery-redbeat's scheduler that does not exit on it).
+CELERY_BEAT_SCHEDULER = "cadre.runtime.beat.Scheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 5
 CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_REDIS_OPTIONS: dict = {}

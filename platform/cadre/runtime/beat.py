@@ -3,18 +3,53 @@
 The beat that holds the lock renews it to CELERY_REDBEAT_LOCK_TIMEOUT seconds at the start of
 every tick, so the lock's remaining time tells how long ago the holder last ticked; an entry
 past its time that is still unsent tells that the ticks send nothing. `cadre manage beat_health`
-and `cadre doctor` read both.
+and `cadre doctor` read both. `Scheduler` is the beat's scheduler (CELERY_BEAT_SCHEDULER).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from redbeat.schedulers import RedBeatSchedulerEntry, ensure_conf, get_redis
+from redbeat.schedulers import RedBeatScheduler, RedBeatSchedulerEntry, ensure_conf, get_redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import LockNotOwnedError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cadre.celery import app
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler(RedBeatScheduler):
+    """celery-redbeat's scheduler, riding out a lost Redis instead of exiting.
+
+    celery-redbeat lets a Redis error out of a tick, which ends `celery beat`. Here a tick that
+    cannot reach Redis sends nothing and is tried again after CELERY_BEAT_MAX_LOOP_INTERVAL
+    seconds, in the same process. A lock that lapsed meanwhile (Redis lost it, or another beat
+    took it over while this one could not renew it) is taken again before anything is sent, and
+    only if no other beat holds it: still one beat at a time."""
+
+    _lock_lost = False
+
+    def tick(self, *args, **kwargs):
+        try:
+            if self._lock_lost:
+                if not self.lock.acquire(blocking=False):
+                    return self.max_interval  # another beat holds it: wait, as at the start
+                self._lock_lost = False
+                logger.warning("beat: lock taken again")
+            return super().tick(*args, **kwargs)
+        except LockNotOwnedError:
+            self._lock_lost = True
+            logger.warning("beat: lost the lock; sending nothing until it is taken again")
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            logger.warning(
+                "beat: Redis unreachable (%s); trying again in %s s", error, self.max_interval
+            )
+        return self.max_interval
 
 
 @dataclass(frozen=True)
