@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from connectors.inbound import store as inbound
 from connectors.models import Delivery, InboundEvent
 from connectors.tests.helpers import make_connector
 from tests.factories import IMIdentityFactory
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -173,14 +173,8 @@ def test_concurrent_drains_never_share_an_event(alice, bob, fake_api):
 # --- claims held by renewal: a dead holder's are taken again, a live one's never ------------
 
 
-def wait_until(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s: {what}")
+def wait_until_quick(condition, seconds: float, what: str):
+    return wait_until(condition, seconds, what, interval=0.05)
 
 
 @pytest.fixture
@@ -191,7 +185,7 @@ def quick_claims(monkeypatch):
     drain._drain_flag_clear()
     yield
     # The renewing thread stops, closing its connection, once nothing is held.
-    wait_until(drain.claim_keeper.idle, 10, "the claim keeper stops")
+    wait_until_quick(drain.claim_keeper.idle, 10, "the claim keeper stops")
     drain._drain_flag_clear()
 
 
@@ -237,7 +231,7 @@ def test_a_claim_no_longer_renewed_is_taken_again_after_the_stale_interval(
     claimed_at = timezone.now()
     assert drain._claim_batch(8, claimed_at) == [event_id]  # and its holder dies: no renewals
     assert drain.inbound_drain() == 0  # a fresh claim is its holder's
-    wait_until(lambda: drain.inbound_drain() == 1, 10, "the stale claim is taken again")
+    wait_until_quick(lambda: drain.inbound_drain() == 1, 10, "the stale claim is taken again")
     assert timezone.now() - claimed_at >= drain.CLAIM_STALE_AFTER
     event = InboundEvent.objects.get(pk=event_id)
     assert (event.status, event.attempts) == ("unmapped", 2)
@@ -251,7 +245,9 @@ def test_a_live_drains_claim_is_renewed_and_never_taken(
     [event_id] = store(hook, 1, sender="u-stranger")
     busy = drain_in_background()
     try:
-        wait_until(lambda: fake_api.calls("/callback"), 10, "the drain is answering the event")
+        wait_until_quick(
+            lambda: fake_api.calls("/callback"), 10, "the drain is answering the event"
+        )
         first = InboundEvent.objects.get(pk=event_id).claimed_at
         taken: list[int] = []
 
@@ -259,7 +255,7 @@ def test_a_live_drains_claim_is_renewed_and_never_taken(
             taken.append(drain.inbound_drain())  # another drain tries meanwhile
             return renewed(event_id, first)
 
-        wait_until(renewed_past_three_stale_intervals, 8, "three stale intervals of renewals")
+        wait_until_quick(renewed_past_three_stale_intervals, 8, "three stale intervals of renewals")
         assert set(taken) == {0}
     finally:
         slow_callback.set()
@@ -279,10 +275,12 @@ def test_renewals_leave_a_retry_waiting_for_its_backoff(
     retried, slow = store(hook, 2, sender="u-stranger")
     busy = drain_in_background()
     try:
-        wait_until(lambda: len(fake_api.calls("/callback")) == 2, 10, "the second is answered")
+        wait_until_quick(
+            lambda: len(fake_api.calls("/callback")) == 2, 10, "the second is answered"
+        )
         dated = InboundEvent.objects.get(pk=retried).claimed_at
         first = InboundEvent.objects.get(pk=slow).claimed_at
-        wait_until(lambda: renewed(slow, first), 8, "the slow one's claim is renewed")
+        wait_until_quick(lambda: renewed(slow, first), 8, "the slow one's claim is renewed")
         assert InboundEvent.objects.get(pk=retried).claimed_at == dated  # never renewed
         # Dated to turn stale when its 120 s are over, not at the next renewal.
         assert dated - timezone.now() > timedelta(seconds=100)

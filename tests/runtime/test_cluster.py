@@ -32,22 +32,13 @@ from cadre.celery import app
 from cadre.runtime.beat import beat_status, default_max_age
 from cadre.runtime.doctor import FAIL, OK, WARN, check_cluster, check_generated_secrets
 from tests.runtime import beat_settings
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = beat_settings.BEAT_PROBE_QUEUE
 PREFIX = beat_settings.CELERY_REDBEAT_KEY_PREFIX
 LOCK_TIMEOUT = beat_settings.CELERY_REDBEAT_LOCK_TIMEOUT
 SECRET_FILES = ("secret_key", "encryption_key", "signing_ed25519.pem")
-
-
-def wait_until(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {seconds} s: {what}")
 
 
 def _child_env(**extra: str) -> dict[str, str]:
