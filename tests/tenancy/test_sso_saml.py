@@ -294,3 +294,24 @@ def test_the_console_test_sign_in_shows_the_saml_claims_and_changes_nothing(
     assert bob.roles == ["employee"]
     assert not SsoIdentity.objects.exists() and not SsoSession.objects.exists()
     assert AuditEvent.objects.get(action="sso.test_signin").reason == "would_sign_in"
+
+
+def test_a_provider_created_through_the_service_has_its_key_pair_at_once(org_a, alice, idp):
+    from cryptography import x509
+
+    from cadre.tenancy.actors import member_actor
+    from cadre.tenancy.services import oidc
+
+    saved = oidc.identity_provider_save(
+        actor=member_actor(alice),
+        name="Acme SAML",
+        slug="acme-new",
+        kind="saml",
+        saml_metadata_xml=idp.metadata(),
+    )
+    saved.refresh_from_db()
+    # Made when the provider is created (not at its first sign-in): the SP metadata an
+    # administrator copies into the IdP right away already names the certificate.
+    certificate = x509.load_pem_x509_certificate(saved.saml_sp_certificate.encode())
+    assert "acme-new" in certificate.subject.rfc4514_string()
+    assert "PRIVATE KEY" in saved.saml_sp_private_key

@@ -680,8 +680,9 @@ def identity_provider_save(
             facts = saml.metadata_read(provider.saml_metadata_xml)
             provider.saml_entity_id = facts["entity_id"]
             provider.saml_metadata_read_at = timezone.now()
-        if not provider.saml_sp_certificate:
-            # Cadre's own SP key pair, made once (services/saml.py rotates it).
+        if creating or not provider.saml_sp_certificate:
+            # Cadre's own SP key pair, made once (services/saml.py rotates it). A new row's
+            # field holds its database default (an expression, truthy) until it is saved.
             provider.saml_sp_private_key, provider.saml_sp_certificate = saml.sp_key_pair_new(
                 f"Cadre SP {provider.organization.slug}/{provider.slug}"
             )
