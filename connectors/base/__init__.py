@@ -226,7 +226,8 @@ class Platform:
     # The mode in which events arrive over a connection Cadre opens itself, so no public URL
     # is needed ("" when the platform has none).
     outbound_mode: ClassVar[str] = ""
-    # The module of the platform's folder whose `run(connector)` holds that connection.
+    # The module of the platform's folder whose `prepare(connector)` returns what holds that
+    # connection (connectors_stream calls it, then the function it returns).
     stream_module: ClassVar[str] = ""
     # A direct message is answered in its chat (Slack's DM channel, a webhook's chat id), not
     # to the sender's user id.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 
@@ -130,5 +131,8 @@ def client_for(connector: Connector):
     return client
 
 
-def run(connector: Connector) -> None:  # pragma: no cover - needs DingTalk's servers
-    client_for(connector).start_forever()
+def prepare(connector: Connector) -> Callable[[], None]:
+    """Everything before the connection (the SDK's import and its client; no network): the
+    returned function connects and holds it. A standby (`connectors_stream --standby`) calls
+    it long before connecting."""
+    return client_for(connector).start_forever

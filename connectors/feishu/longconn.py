@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -131,11 +132,12 @@ class LongConnection:
         base = self.settings.get("api_base_url", "").rstrip("/")
         return base or DOMAINS.get(self.settings.get("domain", "feishu"), DOMAINS["feishu"])
 
-    def client(self):
+    def client(self, handler=None):
         """The SDK client, once `domain()` passed the outbound guard: the SDK calls it with its
         own HTTP client, so the guard checks where it points first (OutboundRefused, and the
         supervisor's backoff, for a refused address; the SDK resolves the name again, which
-        only an allow-listed or public name reaches)."""
+        only an allow-listed or public name reaches). `handler`: one `handler()` built
+        beforehand (a standby's)."""
         import lark_oapi as lark  # lazy: optional dependency (cadre[feishu])
 
         destination = outbound.parse_url(self.domain())
@@ -147,7 +149,7 @@ class LongConnection:
         return lark.ws.Client(
             self.credentials["app_id"],
             self.credentials["app_secret"],
-            event_handler=self.handler(),
+            event_handler=handler or self.handler(),
             domain=self.domain(),
             log_level=lark.LogLevel.INFO,
         )
@@ -158,11 +160,19 @@ class LongConnection:
         self.database.shutdown(wait=True)
 
 
-def run(connector: Connector) -> None:
-    """Hold the connection until the process is stopped (the SDK reconnects by itself; a
-    refused app id or secret raises, and the supervisor restarts the process with backoff)."""
+def prepare(connector: Connector) -> Callable[[], None]:
+    """Everything before the connection (the SDK's import, seconds of CPU, and the event
+    handlers; no network): the returned function connects and holds the connection until the
+    process is stopped (the SDK reconnects by itself; a refused app id or secret raises, and
+    the supervisor restarts the process with backoff). A standby (`connectors_stream
+    --standby`) calls it long before connecting."""
     connection = LongConnection(connector)
-    try:
-        connection.client().start()
-    finally:
-        connection.close()
+    handler = connection.handler()
+
+    def hold() -> None:
+        try:
+            connection.client(handler).start()
+        finally:
+            connection.close()
+
+    return hold

@@ -83,9 +83,3 @@ def stream_workers() -> list[StreamWorker]:
             )
         )
     return workers
-
-
-def run(connector: Connector) -> None:
-    """Hold the connector's long connection until the process is stopped."""
-    platform = registry()[connector.platform]
-    platform.part(platform.stream_module).run(connector)

@@ -5,6 +5,8 @@ through the HTTP path's parse → de-duplicate → store → enqueue."""
 from __future__ import annotations
 
 import asyncio
+import io
+import sys
 import threading
 import time
 
@@ -233,3 +235,59 @@ def test_a_public_id_never_looks_like_a_command_line_option(monkeypatch):
     drawn = iter(["-starts-with-a-dash", "fine-id"])
     monkeypatch.setattr(models.secrets, "token_urlsafe", lambda _n: next(drawn))
     assert models.new_public_id() == "fine-id"
+
+
+def stop_the_sdk_loop(thread: threading.Thread) -> None:
+    """Stop the SDK's module-level loop (and with it the client running in `thread`)."""
+    from lark_oapi.ws import client as ws_client
+
+    def cancel_and_stop():
+        for task in asyncio.all_tasks(ws_client.loop):
+            task.cancel()
+        ws_client.loop.stop()
+
+    ws_client.loop.call_soon_threadsafe(cancel_and_stop)
+    thread.join(30)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("line", ["", "no\n"])
+def test_a_standby_told_nothing_but_go_exits_without_connecting(
+    long_connection_connector, endpoint, monkeypatch, line
+):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(line))  # "": the supervisor is gone (EOF)
+    out = io.StringIO()
+
+    call_command("connectors_stream", long_connection_connector.public_id, "--standby", stdout=out)
+
+    assert "Standing by for" in out.getvalue() and "Connecting" not in out.getvalue()
+    assert endpoint.handshakes == 0 and endpoint.live == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_standby_told_go_connects_and_receives(long_connection_connector, endpoint, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("go\n"))
+    out = io.StringIO()
+    errors: list[BaseException] = []
+
+    def command() -> None:
+        try:
+            call_command(
+                "connectors_stream", long_connection_connector.public_id, "--standby", stdout=out
+            )
+        except (RuntimeError, asyncio.CancelledError):
+            pass  # the loop stopped by the test
+        except Exception as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=command, daemon=True)
+    thread.start()
+    try:
+        answer = endpoint.push(message_event("ev-standby"))
+        assert answer["code"] == 200
+        assert endpoint.handshakes == 1
+        assert InboundEvent.objects.filter(event_key="ev-standby").exists()
+        assert "Standing by for" in out.getvalue() and "Connecting" in out.getvalue()
+    finally:
+        stop_the_sdk_loop(thread)
+    assert not thread.is_alive() and errors == []

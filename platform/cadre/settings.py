@@ -663,6 +663,9 @@ CADRE_CONNECTOR_ALLOWED_HOSTS = env_list("CADRE_CONNECTOR_ALLOWED_HOSTS", [])
 # Seconds a stream connector's lease lives without renewal (cadre.runtime.streams): a dead
 # holder's connections are taken over after about this long; shorter Redis outages drop nothing.
 CADRE_STREAM_LEASE_SECONDS = env_int("CADRE_STREAM_LEASE_SECONDS", 10, minimum=3)
+# A `cadre streams` replica keeps a prepared standby process for each stream connector another
+# replica holds, so a takeover connects about when the lease expires (one process more each).
+CADRE_STREAM_STANDBY = env_bool("CADRE_STREAM_STANDBY", True)
 # …and for the agents' http_request tool (beside each tool rule's own allowed_hosts).
 CADRE_AGENT_HTTP_ALLOWED_HOSTS = env_list("CADRE_AGENT_HTTP_ALLOWED_HOSTS", [])
 # MCP servers agents call as tools (docs/integrations.md): Streamable HTTP URLs never reach

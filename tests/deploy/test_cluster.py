@@ -145,10 +145,10 @@ def test_a_lost_streams_node_hands_the_long_connection_to_the_other_once(cluster
     lost = cluster["recovery"]["streams_node_lost"]
     assert lost["recovered"], (lost, cluster["output"])
     assert lost["taken_over_by"] != lost["holder"]
-    # The lease's time to live (3 s) and a retry (2 s); then the new child starts (Django and
-    # the Feishu SDK: 30-40 s of two busy cores) and connects.
+    # The lease's time to live (3 s) and a retry (2 s); then the other node's standby, prepared
+    # beforehand, connects (4.6 s after the SIGKILL in a short run; a cold start took 37-54 s).
     assert lost["lease_taken_s"] is not None and lost["lease_taken_s"] < 10, lost
-    assert lost["takeover_s"] < 90, lost
+    assert lost["takeover_s"] < 30, lost
     assert lost["events_answered_after_kill"] >= 8, lost
     # Delivered again until answered, as Feishu does: each stored once, none lost.
     assert lost["events_unanswered"] == 0, lost

@@ -1,7 +1,8 @@
 """The per-connector stream leases in Redis (cadre.runtime.streams), on the test Redis: one
 holder at a time, renewed only by its holder, released only by its holder; a supervisor runs a
 connector's child only while it holds the lease, keeps it through a Redis outage shorter than
-the lease and stops it at once when the lease is lost or runs out."""
+the lease and stops it at once when the lease is lost or runs out; with standby, it keeps a
+prepared child for a connector held elsewhere and tells it "go" when the lease comes."""
 
 from __future__ import annotations
 
@@ -17,10 +18,24 @@ import redis
 from django.conf import settings
 
 from cadre.runtime.processes import Child, stop_children
-from cadre.runtime.streams import StreamLeases, StreamSupervisor, holder_id, lease_holder
+from cadre.runtime.streams import (
+    LEASE_RETRY_SECONDS,
+    STANDBY_FLAG,
+    StreamLeases,
+    StreamSupervisor,
+    holder_id,
+    lease_holder,
+)
 from connectors.tests.test_stream_supervision import Clock, Worker
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+# A stand-in for `connectors_stream`: echoes its first line of stdin (a standby's "go", or ""
+# at the end of input), then waits as a connected worker would.
+ECHO_STDIN = [
+    sys.executable,
+    "-c",
+    "import sys, time; print(repr(sys.stdin.readline()), flush=True); time.sleep(600)",
+]
 DEAD_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1: refused at once
 
 
@@ -103,10 +118,12 @@ def test_an_expired_lease_goes_to_the_next_and_the_old_holder_cannot_renew_it(cl
 class Node:
     """A supervisor with a fake clock, real leases and real (sleeping) children."""
 
-    def __init__(self, client: redis.Redis, public_id: str, ttl: float = 10):
+    def __init__(self, client: redis.Redis, public_id: str, ttl: float = 10, standby: bool = False):
         self.clock = Clock()
         self.said: list[str] = []
         self.spawned: list[Child] = []
+        self.commands: list[list[str]] = []
+        self.standbys: list[Child] = []  # spawned with standby=True
         self.leases = StreamLeases(client, ttl=ttl)
         # The same holder, on a Redis that refuses every connection: an outage.
         self.outage = StreamLeases(
@@ -114,16 +131,25 @@ class Node:
         )
         self.supervisor = StreamSupervisor(
             workers=lambda: [Worker(public_id, "Feishu")],
-            command=lambda _: SLEEPER,
+            command=lambda _: ECHO_STDIN if standby else SLEEPER,
             spawn=self.spawn,
             leases=self.leases,
+            standby=standby,
             clock=self.clock,
             say=self.said.append,
         )
 
-    def spawn(self, name: str, command: list[str]) -> Child:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, process_group=0)
+    def spawn(self, name: str, command: list[str], standby: bool = False) -> Child:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE if standby else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            process_group=0,
+        )
         self.spawned.append(Child(name, process))
+        self.commands.append(command)
+        if standby:
+            self.standbys.append(self.spawned[-1])
         return self.spawned[-1]
 
     def at(self, seconds: float, *, redis_down: bool = False) -> bool:
@@ -230,3 +256,92 @@ def test_a_redis_outage_longer_than_the_lease_stops_the_child_until_it_returns(
     node.at(17)
     assert len(node.running()) == 1 and node.running()[0] is not child
     assert lease_holder(client, public_id) == node.leases.holder
+
+
+def first_line(child: Child) -> str:
+    """What the ECHO_STDIN child read first (it answers once told, or at the end of input)."""
+    return child.process.stdout.readline().decode().strip()
+
+
+def test_a_standby_waits_while_another_holds_the_lease_and_takes_over_on_go(
+    nodes, client, public_id
+):
+    holder, waiting = nodes(), nodes(standby=True)
+    holder.supervisor.refresh()
+    waiting.supervisor.refresh()
+
+    [standby] = waiting.standbys
+    assert waiting.commands == [[*ECHO_STDIN, STANDBY_FLAG]]
+    assert waiting.supervisor.children() == [standby]
+    assert "cadre: starting stream Feishu on standby" in waiting.said
+    assert lease_holder(client, public_id) == holder.leases.holder
+    waiting.at(LEASE_RETRY_SECONDS)  # still held elsewhere: the standby just waits
+    assert waiting.spawned == [standby] and standby.process.poll() is None
+
+    holder.supervisor.close()  # gives the lease back
+    assert waiting.at(2 * LEASE_RETRY_SECONDS) is True
+
+    assert lease_holder(client, public_id) == waiting.leases.holder
+    assert first_line(standby) == repr("go\n")
+    assert waiting.spawned == [standby]  # no new process: the standby is the worker now
+    assert waiting.supervisor.children() == [standby]
+    assert "cadre: stream Feishu takes over from its standby" in waiting.said
+    waiting.at(2 * LEASE_RETRY_SECONDS + 4)  # renewed, nothing else
+    assert waiting.running() == [standby] and waiting.spawned == [standby]
+
+
+def test_without_standby_nothing_runs_until_the_lease_is_taken(nodes, client, public_id):
+    holder, waiting = nodes(), nodes(standby=False)
+    holder.supervisor.refresh()
+    waiting.supervisor.refresh()
+    waiting.at(LEASE_RETRY_SECONDS)
+
+    assert waiting.spawned == [] and waiting.supervisor.children() == []
+
+    holder.supervisor.close()
+    waiting.at(2 * LEASE_RETRY_SECONDS)
+    assert waiting.commands == [SLEEPER]  # started as a worker, no standby flag
+
+
+def test_a_standby_that_died_is_started_again_after_the_backoff(nodes, client, public_id):
+    holder, waiting = nodes(), nodes(standby=True)
+    holder.supervisor.refresh()
+    waiting.supervisor.refresh()
+    [first] = waiting.standbys
+    first.process.kill()
+    first.process.wait(10)
+
+    assert waiting.at(0.5) is True  # noticed; restarted after 1 s (the first delay)
+    assert any("exited with code -9; restarting in 1 s" in line for line in waiting.said)
+    assert waiting.running() == []
+    waiting.at(1.5)
+    [_, second] = waiting.standbys
+    assert second.process.poll() is None and waiting.supervisor.children() == [second]
+    assert waiting.commands[-1][-1] == STANDBY_FLAG
+
+
+def test_close_stops_the_standby_which_never_hears_go(nodes, client, public_id):
+    holder, waiting = nodes(), nodes(standby=True)
+    holder.supervisor.refresh()
+    waiting.supervisor.refresh()
+    [standby] = waiting.standbys
+
+    waiting.supervisor.close()
+
+    assert standby.process.poll() is not None
+    assert waiting.supervisor.children() == []
+    assert lease_holder(client, public_id) == holder.leases.holder  # not ours to give back
+
+
+def test_a_changed_connector_replaces_its_standby(nodes, client, public_id):
+    holder, waiting = nodes(), nodes(standby=True)
+    holder.supervisor.refresh()
+    waiting.supervisor.refresh()
+    [old] = waiting.standbys
+    waiting.supervisor.workers = lambda: [Worker(public_id, "Feishu", fingerprint="v2")]
+
+    waiting.supervisor.refresh()
+
+    assert old.process.poll() is not None
+    [_, new] = waiting.standbys
+    assert waiting.supervisor.children() == [new] and new.process.poll() is None

@@ -295,10 +295,16 @@ NICENESS = {"worker-runs": 2, "worker": 10}
 
 
 def _spawn(
-    name: str, command: list[str], env: dict[str, str], *, with_parent: bool = False
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    *,
+    with_parent: bool = False,
+    standby: bool = False,
 ) -> Child:
     """Start a child in its own process group; `with_parent`: it gets SIGTERM if this process
-    dies (a stream worker must not outlive the supervisor holding its lease)."""
+    dies (a stream worker must not outlive the supervisor holding its lease); `standby`: its
+    stdin is a pipe, on which a stream standby waits for "go" (cadre.runtime.streams)."""
     niceness = NICENESS.get(name, 0)
     parent_pid = os.getpid()
 
@@ -312,7 +318,8 @@ def _spawn(
         command,
         cwd=_working_dir(),
         env=env,
-        stdin=subprocess.DEVNULL,  # children sit outside the terminal's foreground group
+        # Children sit outside the terminal's foreground group: never the terminal's stdin.
+        stdin=subprocess.PIPE if standby else subprocess.DEVNULL,
         process_group=0,  # own group: Ctrl-C reaches only us, and we stop them in order
         preexec_fn=before_exec if niceness or with_parent else None,
     )
@@ -381,9 +388,13 @@ def _up(args) -> int:
         streams = StreamSupervisor(
             workers=_stream_workers if not args.no_streams else list,
             command=_stream_command,
-            spawn=lambda name, command: _spawn(name, command, env, with_parent=True),
-            # The same leases as `cadre streams`: alone on its Redis, this process holds them.
+            spawn=lambda name, command, standby=False: _spawn(
+                name, command, env, with_parent=True, standby=standby
+            ),
+            # The same leases as `cadre streams`: alone on its Redis, this process holds them
+            # (so it never starts a standby).
             leases=StreamLeases.from_settings(settings),
+            standby=settings.CADRE_STREAM_STANDBY,
             stop_timeout=args.stop_timeout,
             say=lambda line: print(line, flush=True),
         )
@@ -525,8 +536,11 @@ def _streams(args) -> int:
         streams = StreamSupervisor(
             workers=_stream_workers,
             command=_stream_command,
-            spawn=lambda name, command: _spawn(name, command, env, with_parent=True),
+            spawn=lambda name, command, standby=False: _spawn(
+                name, command, env, with_parent=True, standby=standby
+            ),
             leases=StreamLeases.from_settings(settings),
+            standby=settings.CADRE_STREAM_STANDBY,
             stop_timeout=args.stop_timeout,
             say=lambda line: print(line, flush=True),
         )

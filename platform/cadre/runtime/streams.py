@@ -9,6 +9,12 @@ of it with a compare-and-set, deleted on a clean stop with a compare-and-delete.
 dies stops renewing: another supervisor takes the lease over when the key expires. A holder that
 cannot renew (Redis gone, or the key taken by another after it expired) stops its child when its
 own view of the lease ends, so two connections never overlap by more than a child's stop.
+
+Warm standby (`standby=True`, CADRE_STREAM_STANDBY): for a connector another supervisor holds,
+this one keeps a child started with `--standby`, which has done everything short of connecting
+(Django, the SDK's import: seconds of CPU) and waits on its stdin. Taking the lease over writes
+`go` to it, so the connection comes back about when the lease expires instead of a process start
+later; closing its stdin without `go` (or the supervisor dying) makes it exit unconnected.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ import redis
 from django.utils.translation import gettext as _
 
 from cadre.runtime.processes import Child, stop_children
+
+STANDBY_FLAG = "--standby"  # connectors_stream's: prepare, connect only on "go" from stdin
+GO = b"go\n"
 
 STREAM_REFRESH_SECONDS = 15.0  # how often the list of stream-mode connectors is re-read
 RESTART_DELAY_MAX = 60.0  # the longest wait before restarting a stream worker that died
@@ -122,11 +131,13 @@ class StreamSlot:
     label: str
     fingerprint: str
     child: Child | None = None
+    standing_by: bool = False  # the child is a standby, not connected (waiting for "go")
     started_at: float = 0.0
     failures: int = 0
     start_at: float = 0.0  # the next (re)start, once the lease is held
     held_until: float = 0.0  # this supervisor's view of its lease: held while now < held_until
     renew_at: float = 0.0  # the next renewal (held) or acquisition attempt (not held)
+    held_elsewhere: bool = False  # the last acquisition attempt found another holder
 
 
 class StreamSupervisor:
@@ -137,7 +148,9 @@ class StreamSupervisor:
     fix); `command(public_id)` is the child's command line; `spawn(name, command)` starts it;
     `leases` is a `StreamLeases`. A connector removed, disabled or changed (settings,
     credentials) has its worker stopped (and, if changed, started again with the new
-    configuration); a lease lost has its worker stopped at once.
+    configuration); a lease lost has its worker stopped at once. With `standby`, a connector
+    held elsewhere gets a standby child, `spawn(name, command, standby=True)` with a pipe for
+    stdin, which the acquisition of the lease turns into the worker.
     """
 
     def __init__(
@@ -145,14 +158,16 @@ class StreamSupervisor:
         *,
         workers: Callable[[], list],
         command: Callable[[str], list[str]],
-        spawn: Callable[[str, list[str]], Child],
+        spawn: Callable[..., Child],
         leases: StreamLeases,
+        standby: bool = False,
         stop_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         say: Callable[[str], object] = print,
     ):
         self.workers, self.command, self.spawn = workers, command, spawn
         self.leases = leases
+        self.standby = standby
         self.stop_timeout = stop_timeout
         self.clock, self.say = clock, say
         self.slots: dict[str, StreamSlot] = {}
@@ -163,6 +178,7 @@ class StreamSupervisor:
         self.failed_this_tick = False
 
     def children(self) -> list[Child]:
+        """Every child, standby ones included."""
         return [slot.child for slot in self.slots.values() if slot.child is not None]
 
     def refresh(self) -> bool:
@@ -204,28 +220,60 @@ class StreamSupervisor:
             changed |= self._keep_lease(slot)
             now = self.clock()
             if slot.child is not None and slot.child.process.poll() is not None:
-                code = slot.child.process.returncode
-                slot.failures = 1 if now - slot.started_at >= STABLE_AFTER else slot.failures + 1
-                slot.start_at = now + restart_delay(slot.failures)
-                self.say(
-                    _("cadre: %(name)s exited with code %(code)s; restarting in %(seconds).0f s")
-                    % {"name": slot.label, "code": code, "seconds": slot.start_at - now}
-                )
-                slot.child = None
+                self._died(slot, now)
                 changed = True
-            if slot.child is None and now < slot.held_until and now >= slot.start_at:
+            held = now < slot.held_until
+            if slot.child is not None and slot.standing_by and held:
+                changed |= self._go(slot, now)
+            if slot.child is not None or now < slot.start_at:
+                continue
+            if held:
                 self.say(_("cadre: starting %(name)s") % {"name": slot.label})
                 slot.child = self.spawn(slot.label, self.command(slot.public_id))
                 slot.started_at = now
                 changed = True
+            elif self.standby and slot.held_elsewhere:
+                self.say(_("cadre: starting %(name)s on standby") % {"name": slot.label})
+                command = [*self.command(slot.public_id), STANDBY_FLAG]
+                slot.child = self.spawn(slot.label, command, standby=True)
+                slot.standing_by = True
+                slot.started_at = now
+                changed = True
         return changed
+
+    def _died(self, slot: StreamSlot, now: float) -> None:
+        """A worker or standby exited: started again after the backoff's delay."""
+        code = slot.child.process.returncode
+        slot.failures = 1 if now - slot.started_at >= STABLE_AFTER else slot.failures + 1
+        slot.start_at = now + restart_delay(slot.failures)
+        self.say(
+            _("cadre: %(name)s exited with code %(code)s; restarting in %(seconds).0f s")
+            % {"name": slot.label, "code": code, "seconds": slot.start_at - now}
+        )
+        slot.child, slot.standing_by = None, False
+
+    def _go(self, slot: StreamSlot, now: float) -> bool:
+        """The lease is ours: the standby connects. One that cannot be told (it died just now)
+        is replaced by a worker started as without standby."""
+        try:
+            slot.child.process.stdin.write(GO)
+            slot.child.process.stdin.close()
+        except (OSError, ValueError):  # a broken pipe: it exited meanwhile
+            stop_children([slot.child], timeout=self.stop_timeout)
+            slot.child, slot.standing_by = None, False
+            slot.start_at = now
+            return True
+        self.say(_("cadre: %(name)s takes over from its standby") % {"name": slot.label})
+        slot.standing_by = False
+        slot.started_at = now
+        return True
 
     def close(self) -> None:
         """Stop every child, then give their leases back so another supervisor takes over
         at once instead of after the time to live."""
         stop_children(self.children(), timeout=self.stop_timeout)
         for slot in self.slots.values():
-            slot.child = None
+            slot.child, slot.standing_by = None, False
             self._release(slot)
 
     def _keep_lease(self, slot: StreamSlot) -> bool:
@@ -257,6 +305,7 @@ class StreamSupervisor:
         if self.redis_down:
             self.say(_("cadre: Redis answers again"))
             self.redis_down = False
+        slot.held_elsewhere = not ours
         if ours:
             if not held:
                 self.say(_("cadre: holding the lease of %(name)s") % {"name": slot.label})
@@ -272,8 +321,8 @@ class StreamSupervisor:
 
     def _expire(self, slot: StreamSlot, now: float) -> bool:
         """The lease ran out without a renewal (Redis unreachable): stop the child, since
-        another supervisor may take the lease over now."""
-        if slot.child is None or now < slot.held_until:
+        another supervisor may take the lease over now (a standby waits on)."""
+        if slot.child is None or slot.standing_by or now < slot.held_until:
             return False
         return self._stop(slot, _("its lease could not be renewed"))
 
@@ -289,5 +338,5 @@ class StreamSupervisor:
             return False
         self.say(_("cadre: stopping %(name)s: %(reason)s") % {"name": slot.label, "reason": reason})
         stop_children([slot.child], timeout=self.stop_timeout)
-        slot.child = None
+        slot.child, slot.standing_by = None, False
         return True
