@@ -1370,6 +1370,13 @@ def count(load: Load, objects: dict, drain_timeout: float, load_recovery: dict) 
         "runs_accepted": len(figures.runs),
         "runs_refused_posts": figures.run_posts_refused,
         "runs_by_status": dict(runs.values_list("status").annotate(n=Count("id"))),
+        # What a run that did not complete says, to tell a fault's effect from a bug.
+        "runs_not_completed": [
+            {"id": pk, "status": status, "error": error[:500], "finished_at": str(ended)}
+            for pk, status, error, ended in runs.exclude(status="completed").values_list(
+                "id", "status", "error", "finished_at"
+            )
+        ],
         "runs_replied_twice": replies.annotate(n=Count("id")).filter(n__gt=1).count(),
         # Runs stored although their POST was not answered 202 (the client saw an error):
         # not accepted, so not counted above, but left unanswered if not terminal.
@@ -1582,6 +1589,8 @@ def report(result: dict) -> None:
         f"without a 202 {result['runs_unacknowledged_by_status']}; backlog "
         f"drained {result['drained_s']} s after the load"
     )
+    for run in result["runs_not_completed"]:
+        print(f"run not completed: {run}")
     for fault, figures in result["recovery"].items():
         print(f"{fault}: {figures}")
     print(f"runs worker1 was executing when it died: {result['worker1_runs']}")

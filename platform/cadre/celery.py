@@ -116,6 +116,24 @@ def _instrument_worker(**_kwargs) -> None:
     instrument_celery()
 
 
+# A task that sends another while the broker restarts (a run's after-run hooks or its reply,
+# the next drain) waits for the broker instead of failing after Celery's default of four tries
+# within a second: the run it belongs to would otherwise end failed or lose its follow-up work
+# though everything it did is committed. About 30 s, longer than a Redis restart; a worker
+# process only: the web process keeps the default, so a request never hangs on Redis.
+WORKER_PUBLISH_RETRY_POLICY = {
+    "max_retries": 30,
+    "interval_start": 0.5,
+    "interval_step": 0.5,
+    "interval_max": 1.0,
+}
+
+
+@worker_process_init.connect(weak=False)
+def _publish_retry_in_workers(**_kwargs) -> None:
+    app.conf.task_publish_retry_policy = WORKER_PUBLISH_RETRY_POLICY
+
+
 @task_prerun.connect(weak=False)
 @task_postrun.connect(weak=False)
 def _database_connections(sender=None, **_kwargs) -> None:

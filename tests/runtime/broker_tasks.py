@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from celery import shared_task
+from celery import current_app, shared_task
 
 
 @shared_task(name="tests.hold")
@@ -17,4 +17,19 @@ def hold(folder: str, name: str) -> None:
     deadline = time.monotonic() + 120
     while not release.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    (folder_path / f"{name}.done").touch()
+
+
+@shared_task(name="tests.hold_then_send")
+def hold_then_send(folder: str, name: str, queue: str) -> None:
+    """Waits like `hold`, then sends `hold` for `<name>-sent`: what a run does when it hands
+    its after-run hooks to the broker as it finishes."""
+    folder_path = Path(folder)
+    (folder_path / f"{name}.started").touch()
+    release = folder_path / f"{name}.release"
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (folder_path / f"{name}.sending").touch()
+    current_app.send_task("tests.hold", [folder, f"{name}-sent"], queue=queue)
     (folder_path / f"{name}.done").touch()

@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -186,6 +187,32 @@ def test_a_worker_with_a_task_in_flight_keeps_running_through_a_redis_restart(
     wait_until(lambda: (tmp_path / "second.done").exists(), 60, "a task sent after it runs")
     assert alive(worker)  # the same process throughout
     assert "Unrecoverable error" not in output(worker)
+
+
+def test_a_task_sending_another_while_redis_is_down_waits_for_it(tmp_path, redis_server, children):
+    worker = children.start(
+        "worker", processes.local_argv(processes.worker_command([QUEUE], 1, "publish-retry"))
+    )
+    wait_until(lambda: alive(worker) and " ready." in output(worker), 120, "the worker is ready")
+    sender = Celery("publish-retry-test", broker=redis_server.url)
+    with sender.connection_for_write() as connection:
+        Queue(QUEUE, Exchange(QUEUE, "direct"), routing_key=QUEUE)(
+            connection.default_channel
+        ).declare()
+        sender.send_task("tests.hold_then_send", [str(tmp_path), "run", QUEUE], queue=QUEUE)
+    wait_until(lambda: (tmp_path / "run.started").exists(), 60, "the task runs")
+
+    redis_server.stop()
+    (tmp_path / "run.release").touch()
+    wait_until(lambda: (tmp_path / "run.sending").exists(), 30, "the task sends")
+    # The outage: longer than Celery's default publish retries (four within a second).
+    time.sleep(3)
+    redis_server.start()
+
+    wait_until(lambda: (tmp_path / "run.done").exists(), 60, "the send succeeds once Redis is back")
+    (tmp_path / "run-sent.release").touch()
+    wait_until(lambda: (tmp_path / "run-sent.done").exists(), 60, "the task it sent runs")
+    assert alive(worker)
 
 
 def probes(server: RedisServer) -> Counter:
