@@ -34,6 +34,9 @@ Processes: web-1 and web-2 (two web processes on loopback ports), worker-runs (`
     .venv/bin/python bench/sizing.py            # full: about 7 minutes on 2 busy cores
     .venv/bin/python bench/sizing.py --short    # a quick check (tests/deploy/test_sizing.py)
 
+The short variant measures each figure once: runs at one model delay (0.5 s) on worker-runs at
+concurrency 1 only (no second runs phase), acks at one rate (on one web process, then two).
+
 `--json PATH` writes the figures. The load average before and after is printed: latencies and
 rates depend on what else the machine runs, CPU per ack and per run much less.
 """
@@ -647,9 +650,20 @@ def expected_connections(settings, concurrency: dict[str, int]) -> dict[str, str
 def run(args) -> dict:
     load_before = os.getloadavg()
     began = time.monotonic()
+    phases: dict[str, float] = {}
+    last = [began]
+
+    def phase_over(name: str) -> None:  # where the time goes: seconds per phase
+        now = time.monotonic()
+        phases[name] = round(now - last[0], 1)
+        last[0] = now
+        print(f"phase {name}: {phases[name]:.1f} s", flush=True)
+
     receiver, model = Receiver(), Model()
+    phase_over("model")
     logs = Path(tempfile.mkdtemp(prefix="cadre-sizing-"))
     urls = prepare_database(args)
+    phase_over("database")
     # Nothing of an earlier run (queued tasks, beat's lock) in the bench's Redis database.
     import redis
 
@@ -682,7 +696,7 @@ def run(args) -> dict:
             installation.start(name, kind)
         installation.start("worker-runs", "worker-runs", concurrency=1)
         paths = create_objects(receiver.url)  # migrate (nothing left to do), the cache
-        people = create_agents(model.url, SESSIONS_PER_SLOT * MOST_CONCURRENCY)
+        people = create_agents(model.url, SESSIONS_PER_SLOT * max(args.concurrencies))
         connections.close_all()
         for name in ("web-1", "web-2"):
             installation.wait_web(name, 300)
@@ -690,12 +704,15 @@ def run(args) -> dict:
         installation.wait_worker("worker-runs", "worker-runs", 300)
         figures["startup_s"] = time.monotonic() - began
         print(f"processes ready {figures['startup_s']:.0f} s after the start", flush=True)
+        phase_over("processes")
         warm_web_memory(installation, people[0])
+        phase_over("warm")
 
         sampler.phase = "runs-1"
         figures["runs"] += runs_phase(installation, model, people, 1, args)
         figures["memory"]["worker-runs (concurrency 1)"] = installation.memory("worker-runs")
         installation.stop("worker-runs")
+        phase_over("runs-1")
 
         sampler.phase = "acks"
         figures["acks"].append(acks_phase(installation, paths, ["web-1"], args, 0))
@@ -704,13 +721,18 @@ def run(args) -> dict:
         )
         figures["discarded_events"] = discard_ack_backlog(paths["ids"])
         connections.close_all()
+        phase_over("acks")
 
-        sampler.phase = "runs-2"
-        installation.start("worker-runs", "worker-runs", concurrency=MOST_CONCURRENCY)
-        installation.wait_worker("worker-runs", "worker-runs", 300)
-        figures["runs"] += runs_phase(installation, model, people, MOST_CONCURRENCY, args)
+        if MOST_CONCURRENCY in args.concurrencies:  # the full bench: runs at concurrency 2
+            sampler.phase = "runs-2"
+            installation.start("worker-runs", "worker-runs", concurrency=MOST_CONCURRENCY)
+            installation.wait_worker("worker-runs", "worker-runs", 300)
+            figures["runs"] += runs_phase(installation, model, people, MOST_CONCURRENCY, args)
+            phase_over("runs-2")
         sampler.phase = "end"
         for name in ("web-1", "web-2", "worker-runs", "worker", "beat", "streams"):
+            if name not in installation.children:  # the short variant's stopped runs worker
+                continue
             label = "worker-runs (concurrency 2)" if name == "worker-runs" else name
             figures["memory"][label] = installation.memory(name)
     finally:
@@ -722,16 +744,19 @@ def run(args) -> dict:
         if not args.keepdb:
             with _admin(urls["admin"]) as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    phase_over("stop")
+    figures["phase_s"] = phases
     shutil.rmtree(logs)  # the processes' logs are kept only when something failed
     figures["connections"] = sampler.most
     figures["connections_last_queries"] = sampler.last_queries
     figures["expected_connections"] = expected_connections(
-        settings, {"worker-runs": [1, 2], "worker": 2}
+        settings, {"worker-runs": args.concurrencies, "worker": 2}
     )
     figures["load_average"] = {"before": load_before[0], "after": os.getloadavg()[0]}
     figures["duration_s"] = time.monotonic() - began
     figures["cpus"] = os.cpu_count()
     figures["model_delays"] = args.model_delays
+    figures["concurrencies"] = args.concurrencies
     return figures
 
 
@@ -828,7 +853,9 @@ def report(figures: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--short", action="store_true", help="a quick check, under a minute")
+    parser.add_argument(
+        "--short", action="store_true", help="a quick check: one delay, concurrency, rate"
+    )
     parser.add_argument("--rates", help="ack rates, events/s (default 100,200,400,600,800)")
     parser.add_argument("--ack-duration", type=float, help="seconds per rate (default 8)")
     parser.add_argument("--model-delays", help="model answer delays, s (default 0,2)")
@@ -840,7 +867,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     defaults = (
-        {"rates": "50,100", "ack_duration": 3.0, "model_delays": "0,0.5", "runs_duration": 4.0,
+        {"rates": "50", "ack_duration": 3.0, "model_delays": "0.5", "runs_duration": 4.0,
          "warm_up": 2.0}
         if args.short
         else {"rates": "100,200,400,600,800", "ack_duration": 8.0, "model_delays": "0,2",
@@ -851,6 +878,8 @@ def main() -> None:
             setattr(args, key, value)
     args.rates = [int(rate) for rate in str(args.rates).split(",")]
     args.model_delays = [float(delay) for delay in str(args.model_delays).split(",")]
+    # worker-runs' concurrency in each runs phase: the short variant has the first only.
+    args.concurrencies = [1] if args.short else [1, MOST_CONCURRENCY]
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     figures = run(args)
     report(figures)

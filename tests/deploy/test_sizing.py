@@ -1,5 +1,7 @@
 """bench/sizing.py's short variant: every process kind started with its command line, loaded,
-measured; each figure printed, and the bounds docs/operations.md states hold.
+measured; each figure printed, and the bounds docs/operations.md states hold. The short variant
+measures each figure once: runs at one model delay (0.5 s, so a run's slot can be checked
+against it) on worker-runs at concurrency 1, acks at one rate on one web process and on two.
 
 It runs the bench as a subprocess (its own database copied from a migrated template, its own
 Redis database), so the first run on a machine also migrates that template (a minute or two);
@@ -52,12 +54,8 @@ def test_each_figure_is_printed(sizing):
     for processes in (1, 2):
         assert _value(output, rf"acks_per_s web_processes={processes} max_sustained=(\d+)") > 0
         assert _value(output, rf"web_processes={processes} .*cpu_ms_per_ack=([\d.]+)") > 0
-    for concurrency in (1, 2):
-        for delay in ("0", "0.5"):
-            line = (
-                rf"runs_per_s concurrency={concurrency} model_delay_s={delay} runs_per_s=([\d.]+)"
-            )
-            assert _value(output, line) > 0
+    line = r"runs_per_s concurrency=1 model_delay_s=0.5 runs_per_s=([\d.]+)"
+    assert _value(output, line) > 0
     assert "processes needed = peak runs/s x (model seconds + overhead seconds)" in output
     for process in ("web-1", "worker-runs", "worker", "beat", "streams"):
         assert _value(output, rf"memory process={process} rss_mb=(\d+)") > 0
@@ -68,7 +66,7 @@ def test_each_figure_is_printed(sizing):
 def test_every_run_completes_and_holds_its_slot_at_least_the_model_time(sizing):
     _, figures = sizing
     rows = {(row["concurrency"], row["model_delay_s"]): row for row in figures["runs"]}
-    assert set(rows) == {(1, 0.0), (1, 0.5), (2, 0.0), (2, 0.5)}
+    assert set(rows) == {(1, 0.5)}
     for (concurrency, delay), row in rows.items():
         assert row["completed"] >= 1 and row["failed"] == row["refused"] == 0, row
         assert row["model_calls_per_run"] >= 1  # each run reached the loopback model
@@ -84,12 +82,11 @@ def test_connections_stay_within_what_the_docs_say(sizing):
     _, figures = sizing
     seen = figures["connections"]
     pool_size = 10  # DATABASE_POOL_SIZE's default
-    for name in ("runs-1", "acks", "runs-2"):
+    for name in ("runs-1", "acks"):
         phase = seen[name]
         for web in ("web-1", "web-2"):
             assert 1 <= phase.get(web, 0) <= pool_size, (name, web, phase)
         assert phase.get("worker", 0) <= 2, (name, phase)
         assert phase.get("beat", 0) <= 1, (name, phase)
         assert phase.get("streams", 0) <= 1, (name, phase)
-    assert 1 <= seen["runs-1"].get("worker-runs", 0) <= 6
-    assert 1 <= seen["runs-2"].get("worker-runs", 0) <= 2 * 6
+    assert 1 <= seen["runs-1"].get("worker-runs", 0) <= 6  # one pool process
