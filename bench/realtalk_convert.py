@@ -15,7 +15,8 @@ data/locomo/ folder: that is LoCoMo's own ten conversations, re-split.
 Sample, fixed before any question or turn text was read: the ten files in
 chat-number order, shuffled with random.Random(34); walk that order and keep each conversation
 whose turns still fit in a running total of <= MAX_TURNS (one that would overflow is skipped).
-Every question of a kept conversation is kept.
+Every question of a kept conversation is kept. `--rest` writes the conversations that rule
+skipped instead (a second held-back set, for a measurement after tuning on the development file).
 
 What changes on the way (nothing is chosen by content):
 - `clean_text` -> `text`; `blip_caption` is kept when present (the loader appends it); per-turn
@@ -164,12 +165,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", required=True, help="REALTALK's data/ folder (Chat_*.json)")
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--rest", action="store_true", help="write the conversations the sample skipped instead"
+    )
     args = parser.parse_args()
     files = source_files(Path(args.source))
     if len(files) != 10:
         raise SystemExit(f"expected REALTALK's 10 Chat_<n> files, found {len(files)}")
     loaded = {path: json.loads(path.read_text(encoding="utf-8")) for path in files}
     chosen = choose(files, loaded)
+    if args.rest:
+        chosen = [path for path in files if path not in chosen]
     stats = dict.fromkeys(
         (
             "turns",
