@@ -13,8 +13,9 @@ present (translated files keep the original English date there), else `session_N
 
 Each dialog turn becomes one Memory (scope agent:<n> per conversation, `observed_at` = the
 session date, `search_text` = text.lexical_document, `conversation_id` = the session), and gets
-one vector per model (`embeddings.embedding_texts`, as the product embeds: a turn with the
-turn before it, see memory/turns.py; `--turn-context BEFORE,AFTER` tries other windows). Each
+one vector per model (`embeddings.embedding_views`, as the product embeds: the mean of the
+turn's views alone, with one and with two turns before it, see memory/turns.py;
+`--turn-views 0,1` tries other views, `--turn-after N` adds turns after). Each
 question (category 5 and evidence-less ones skipped) is searched within its own
 conversation's scope with the query embedded as a query (`embed(..., query=True)`).
 
@@ -329,9 +330,11 @@ def embed_worker(args) -> None:
     provider.embed(["warm-up"])
     report: dict = {"load_s": time.perf_counter() - started}
     if job["measure"]:
-        sample = job["sample"][:THROUGHPUT_TEXTS]
+        from cadre.memory import embeddings
+
+        sample = job["sample"][:THROUGHPUT_TEXTS]  # each memory's views, as the product embeds
         started = time.perf_counter()
-        provider.embed(sample)
+        embeddings.embed_views(provider, sample)
         report["memories_per_s"] = len(sample) / (time.perf_counter() - started)
         timings = []
         for question in job["questions"][:LATENCY_QUERIES]:
@@ -403,15 +406,23 @@ def prepare_model(spec: str, organization, questions, args) -> tuple:
         .exclude(embeddings__model=model)
         .order_by("pk")
     )
-    texts = embeddings.embedding_texts(pending)
+    views = embeddings.embedding_views(pending)
+    texts = list(dict.fromkeys(text for texts in views for text in texts))
     question_texts = [question for _, question, _ in questions]
     passages = cache.missing(texts, query=False)
     queries = cache.missing(question_texts, query=True)
     report: dict = {}
     if passages or queries or not args.no_throughput:
-        sample = embeddings.embedding_texts(
-            list(Memory.objects.filter(organization=organization).order_by("pk")[:THROUGHPUT_TEXTS])
-        )
+        sample = [
+            list(texts)
+            for texts in embeddings.embedding_views(
+                list(
+                    Memory.objects.filter(organization=organization).order_by("pk")[
+                        :THROUGHPUT_TEXTS
+                    ]
+                )
+            )
+        ]
         job = {
             "measure": not args.no_throughput,
             "sample": sample,
@@ -429,12 +440,19 @@ def prepare_model(spec: str, organization, questions, args) -> tuple:
         cache.add(queries, query_vectors, query=True)
         if passages or queries:
             cache.save()
+    import numpy as np
+
     MemoryEmbedding.objects.bulk_create(
         [
             MemoryEmbedding(
-                memory=memory, model=model, embedding=list(map(float, cache.get(text, False)))
+                memory=memory,
+                model=model,
+                embedding=[
+                    float(value)
+                    for value in np.mean([cache.get(text, False) for text in texts], axis=0)
+                ],
             )
-            for memory, text in zip(pending, texts, strict=True)
+            for memory, texts in zip(pending, views, strict=True)
         ],
         batch_size=500,
         ignore_conflicts=True,
@@ -540,9 +558,11 @@ def evaluate(args) -> None:
     from cadre.memory import turns as turn_context
     from cadre.tenancy.models import Organization
 
-    if args.turn_context:
-        before, _, after = args.turn_context.partition(",")
-        turn_context.CONTEXT_BEFORE, turn_context.CONTEXT_AFTER = int(before), int(after or 0)
+    if args.turn_views:
+        turn_context.VIEWS = tuple(int(view) for view in args.turn_views.split(","))
+        turn_context.CONTEXT_BEFORE = max(turn_context.VIEWS)
+    if args.turn_after is not None:
+        turn_context.CONTEXT_AFTER = args.turn_after
     data = read_data(Path(args.data))
     if args.limit_conversations:
         data = data[: args.limit_conversations]
@@ -591,7 +611,8 @@ def evaluate(args) -> None:
     if args.set:
         print(f"# settings: {' '.join(args.set)}")
     print(
-        f"# turn context: {turn_context.CONTEXT_BEFORE} before, {turn_context.CONTEXT_AFTER} after"
+        f"# turn views: {','.join(map(str, turn_context.VIEWS))} turns before, "
+        f"{turn_context.CONTEXT_AFTER} after"
     )
     lexical = results[("lexical", "")]
     print(
@@ -671,10 +692,13 @@ def main() -> None:
         help="override SearchSettings fields (experiments)",
     )
     parser.add_argument(
-        "--turn-context",
-        metavar="BEFORE,AFTER",
-        help="turns before/after a turn embedded with it (experiments; default: the product's "
-        "turns.CONTEXT_BEFORE/CONTEXT_AFTER)",
+        "--turn-views",
+        metavar="N,N,...",
+        help="turns before a turn in each of its views (experiments; default: the product's "
+        "turns.VIEWS; 1 is one view with the previous turn)",
+    )
+    parser.add_argument(
+        "--turn-after", type=int, help="turns after a turn in every view (default: 0)"
     )
     parser.add_argument("--embed-worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-job", help=argparse.SUPPRESS)

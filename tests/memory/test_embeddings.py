@@ -295,13 +295,38 @@ def test_register_model_creates_a_partial_hnsw_index_per_model():
     assert not small.uses.exists()  # the instance knows it; no organization uses it yet
     definition = _index_definition(embeddings.index_name(small))
     assert "USING hnsw" in definition
-    assert "vector(8)" in definition and "vector_cosine_ops" in definition
+    assert "vector(8)" in definition and "vector_ip_ops" in definition
     assert "WHERE ((model_id)::text = 'test/small'::text)" in definition
     assert "halfvec(3072)" in _index_definition(embeddings.index_name(large))
     # Registering again is a no-op; a different shape under the same id is refused.
     assert embeddings.register_model("test/small", "openai", "small", 8) == small
     with pytest.raises(ValueError, match="registered as"):
         embeddings.register_model("test/small", "openai", "small", 16)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upgrade_replaces_a_models_cosine_index_with_an_inner_product_one():
+    """Before turn vectors were means of views, the vector side ranked by cosine distance over
+    a cosine index: the next ensure_index (an upgrade's `migrate`) builds the inner-product
+    index and drops the old one."""
+    model = embeddings.register_model("test/upgrade", "openai", "upgrade", 8)
+    table = MemoryEmbedding._meta.db_table
+    legacy = embeddings.legacy_index_name(model)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX {embeddings.index_name(model)}")
+            cursor.execute(
+                f"CREATE INDEX {legacy} ON {table} USING hnsw ((embedding::vector(8)) "
+                "vector_cosine_ops) WHERE model_id = 'test/upgrade'"
+            )
+        assert _index_definition(embeddings.index_name(model)) is None
+        assert embeddings.ensure_index(model) == embeddings.index_name(model)
+        assert "vector_ip_ops" in _index_definition(embeddings.index_name(model))
+        assert _index_definition(legacy) is None
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX IF EXISTS {legacy}")
+            cursor.execute(f"DROP INDEX IF EXISTS {embeddings.index_name(model)}")
 
 
 @pytest.mark.django_db

@@ -341,7 +341,7 @@ def test_iterative_scan_returns_k_rows_under_a_selective_filter(org_a):
     plan_sql = (
         f"SELECT e.memory_id FROM memory_memoryembedding e JOIN memory_memory m "
         f"ON m.id = e.memory_id WHERE e.model_id = %s AND {where} "
-        f"ORDER BY (e.embedding::{kind}) <=> %s::{kind} LIMIT 10"
+        f"ORDER BY (e.embedding::{kind}) <#> %s::{kind} LIMIT 10"
     )
     plan_params = [model.pk, *params, search._vector_literal(query)]
 

@@ -1,14 +1,17 @@
-"""Conversation turns are embedded with the turn before them (memory/turns.py): only from the
-same owner, scope and conversation, only what the memory stores, and whatever removes or
-changes a turn recomputes the next turn's vector without its old words. The embedding model is
-an OpenAI-compatible endpoint on loopback returning a bag of words, so a vector says exactly
+"""Conversation turns are embedded with the turns before them (memory/turns.py: the mean of
+the turn's views alone, with one and with two turns before it): only from the same owner,
+scope and conversation, only what the memory stores, and whatever removes or changes a turn
+recomputes the following turns' vectors without its old words. The embedding model is an
+OpenAI-compatible endpoint on loopback returning a bag of words, so a vector says exactly
 which words it was computed from."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from cadre.memory import embeddings, reembed, services, turns
@@ -54,8 +57,16 @@ def vector(memory: Memory, model_id: str = MODEL) -> list[float] | None:
 
 
 def expected(*texts: str):
-    """The vector of these texts joined as turns are (stored as float32)."""
-    return pytest.approx(bag_of_words("\n".join(texts)), abs=1e-6)
+    """The vector of a turn (the last text) after these turns before it: the mean of its views'
+    vectors, each view the turn with up to `window` turns before it (stored as float32)."""
+    *before, own = texts
+    views = [
+        bag_of_words("\n".join([*before[len(before) - min(window, len(before)) :], own]))
+        for window in turns.VIEWS
+    ]
+    return pytest.approx(
+        [sum(values) / len(views) for values in zip(*views, strict=True)], abs=1e-6
+    )
 
 
 def test_a_turn_is_embedded_with_the_previous_turn_and_other_memories_alone(
@@ -74,12 +85,29 @@ def test_a_turn_is_embedded_with_the_previous_turn_and_other_memories_alone(
         )
     assert vector(first) == expected(ASKED)
     assert vector(second) == expected(ASKED, ANSWER)
+    assert vector(second) != expected(ANSWER)
     assert vector(fact) == expected("Bob prefers morning meetings")
-    assert f"{ASKED}\n{ANSWER}" in bag_model
+    assert f"{ASKED}\n{ANSWER}" in bag_model and ANSWER in bag_model
     # What is stored, shown and searched lexically is the turn's own text.
     second.refresh_from_db()
     assert second.content == ANSWER
     assert "board" not in second.search_text
+
+
+def test_a_turns_vector_is_the_mean_of_its_views_with_up_to_two_turns_before(
+    bob, run_async, bag_model
+):
+    with run_async():
+        add_turn(bob, ASKED, 0)
+        add_turn(bob, ANSWER, 1)
+        third = add_turn(bob, FOLLOW, 2)
+    assert turns.embedding_views([third]) == [
+        (FOLLOW, f"{ANSWER}\n{FOLLOW}", f"{ASKED}\n{ANSWER}\n{FOLLOW}")
+    ]
+    assert {FOLLOW, f"{ANSWER}\n{FOLLOW}", f"{ASKED}\n{ANSWER}\n{FOLLOW}"} <= set(bag_model)
+    assert vector(third) == expected(ASKED, ANSWER, FOLLOW)
+    # Not normalized: views that disagree leave a vector shorter than a unit one.
+    assert sum(value * value for value in vector(third)) < 0.99
 
 
 def test_deleting_a_turn_re_embeds_the_next_one_without_its_words(
@@ -112,9 +140,12 @@ def test_purging_and_deleting_by_filter_also_recompute_the_next_turn(bob, run_as
         first = add_turn(bob, ASKED, 0)
         second = add_turn(bob, ANSWER, 1)
         third = add_turn(bob, FOLLOW, 2)
+    assert vector(third) == expected(ASKED, ANSWER, FOLLOW)
     with run_async():
         services.memory_purge_now(actor=actor(bob), memory=first, reason="erase")
+    # Both turns that embedded the purged one, the next and the one after it.
     assert vector(second) == expected(ANSWER)
+    assert vector(third) == expected(ANSWER, FOLLOW)
     with run_async():
         services.memory_delete_by_filter(
             actor=actor(bob), conversation_id="chat-1", kinds=["fact"], reason="erase"
@@ -271,3 +302,57 @@ def test_a_turn_number_that_is_not_an_integer_is_not_a_turn(bob, run_async, bag_
     memory.attributes = {"turn": 1}
     memory.kind = "summary"
     assert turns.turn_position(memory) is None
+
+
+def _embedded_with_one_view(monkeypatch, bob, run_async):
+    """Three turns embedded as before the views (one view: the turn after the previous one)."""
+    monkeypatch.setattr(turns, "VIEWS", (1,))
+    monkeypatch.setattr(turns, "CONTEXT_BEFORE", 1)
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+        second = add_turn(bob, ANSWER, 1)
+        third = add_turn(bob, FOLLOW, 2)
+    assert vector(third) == pytest.approx(bag_of_words(f"{ANSWER}\n{FOLLOW}"), abs=1e-6)
+    monkeypatch.setattr(turns, "VIEWS", (0, 1, 2))
+    monkeypatch.setattr(turns, "CONTEXT_BEFORE", 2)
+    return first, second, third
+
+
+def test_an_upgrade_recomputes_stored_turn_vectors_in_place(bob, run_async, bag_model, monkeypatch):
+    first, second, third = _embedded_with_one_view(monkeypatch, bob, run_async)
+    fact = services.memory_add(
+        actor=actor(bob), scope="user", kind="fact", content="Bob likes tea", source_kind="import"
+    )
+    rows_before = MemoryEmbedding.objects.count()
+    out = io.StringIO()
+    call_command("memory_reembed", "--model", MODEL, "--turns", stdout=out, verbosity=0)
+    assert "3 turn vectors recomputed, 0 skipped" in out.getvalue()
+    assert vector(third) == expected(ASKED, ANSWER, FOLLOW)
+    assert vector(second) == expected(ASKED, ANSWER)
+    assert vector(first) == expected(ASKED)
+    # Replaced in place: no row added or lost; other memories untouched.
+    assert MemoryEmbedding.objects.count() == rows_before
+    assert not MemoryTask.objects.filter(memory=fact, status=MemoryTask.Status.FAILED).exists()
+
+
+def test_a_turn_changed_while_its_vector_is_recomputed_keeps_no_removed_words(
+    bob, run_async, bag_model, monkeypatch
+):
+    first, second, third = _embedded_with_one_view(monkeypatch, bob, run_async)
+    computed = embeddings.embed_views
+    deleted = []
+
+    def embed_then_delete(provider, views):
+        vectors = computed(provider, views)
+        if not deleted:  # the first batch's vectors are computed: now the first turn goes
+            deleted.append(first.pk)
+            with run_async():
+                services.memory_delete(actor=actor(bob), memory=first, reason="said by mistake")
+        return vectors
+
+    monkeypatch.setattr(embeddings, "embed_views", embed_then_delete)
+    result = reembed.refresh_turn_vectors(MODEL, bob.organization)
+    assert deleted and result["skipped"] == 2 and result["refreshed"] == 0
+    # What the deletion's re-embedding wrote stays: none of the deleted turn's words.
+    assert vector(second) == expected(ANSWER)
+    assert vector(third) == expected(ANSWER, FOLLOW)

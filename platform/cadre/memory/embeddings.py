@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 from django.db import ProgrammingError, connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
@@ -478,7 +479,18 @@ def vector_type(model: EmbeddingModel) -> str:
 
 
 def index_name(model: EmbeddingModel) -> str:
-    return "memory_embedding_hnsw_" + hashlib.sha256(model.id.encode()).hexdigest()[:16]
+    """The model's partial HNSW index over inner product (the vector side ranks by it)."""
+    return "memory_embedding_hnsw_ip_" + _model_hash(model)
+
+
+def legacy_index_name(model: EmbeddingModel) -> str:
+    """Its index over cosine distance, from before the vector side ranked by inner product
+    (ensure_index drops it once the new one is built)."""
+    return "memory_embedding_hnsw_" + _model_hash(model)
+
+
+def _model_hash(model: EmbeddingModel) -> str:
+    return hashlib.sha256(model.id.encode()).hexdigest()[:16]
 
 
 def _advisory_key(name: str) -> int:
@@ -491,7 +503,7 @@ def ensure_index(model: EmbeddingModel) -> str:
     advisory lock keeps two processes from building it twice. Returns the index name."""
     name = index_name(model)
     kind = vector_type(model)
-    ops = "vector_cosine_ops" if kind.startswith("vector") else "halfvec_cosine_ops"
+    ops = "vector_ip_ops" if kind.startswith("vector") else "halfvec_ip_ops"
     table = MemoryEmbedding._meta.db_table
     concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
     model_literal = model.id.replace("'", "''")
@@ -520,9 +532,31 @@ def ensure_index(model: EmbeddingModel) -> str:
                     cursor.execute("SET CONSTRAINTS ALL DEFERRED")
                 else:
                     _create_index(cursor, statement, name, savepoint=False)
+            if not connection.in_atomic_block:
+                _drop_legacy_index(cursor, model, name)
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [_advisory_key(name)])
     return name
+
+
+def _drop_legacy_index(cursor, model: EmbeddingModel, name: str) -> None:
+    """Drop the model's cosine index once its inner-product one is valid (an upgrade's
+    `migrate`, as the owner, does it; the application's role may not, and leaves it)."""
+    legacy = legacy_index_name(model)
+    cursor.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE c.relname IN (%s, %s) AND i.indisvalid",
+        [name, legacy],
+    )
+    present = {row[0] for row in cursor.fetchall()}
+    if name not in present or legacy not in present:
+        return
+    try:
+        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {legacy}")
+    except ProgrammingError as error:
+        if getattr(error.__cause__, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        logger.warning("embedding index %s left: the database role does not own it", legacy)
 
 
 def _create_index(cursor, statement: str, name: str, *, savepoint: bool) -> None:
@@ -681,14 +715,23 @@ def missing_embeddings(model: EmbeddingModel, organization) -> QuerySet[Memory]:
     return embeddable_memories(organization).exclude(Exists(embedded)).order_by("pk")
 
 
-def embedding_texts(memories: Sequence[Memory]) -> list[str]:
-    """What is embedded for each memory: its content (speaker names etc. are in it), with the
-    previous turn for a conversation turn (turns.embedding_texts)."""
-    return turns.embedding_texts(memories)
+def embedding_views(memories: Sequence[Memory]) -> list[tuple[str, ...]]:
+    """What is embedded for each memory: its content (speaker names etc. are in it); for a
+    conversation turn, its views with the turns before it (turns.embedding_views)."""
+    return turns.embedding_views(memories)
 
 
-def embedding_text(memory: Memory) -> str:
-    return embedding_texts([memory])[0]
+def embed_views(provider: EmbeddingProvider, views: Sequence[Sequence[str]]) -> list[list[float]]:
+    """One vector per memory: the mean of its views' vectors (each text embedded once). Not
+    normalized: a turn whose views disagree keeps a shorter vector (turns.py)."""
+    unique = list(dict.fromkeys(text for texts in views for text in texts))
+    vectors = dict(zip(unique, provider.embed(unique), strict=True))
+    return [
+        vectors[texts[0]]
+        if len(texts) == 1
+        else np.mean([vectors[text] for text in texts], axis=0).tolist()
+        for texts in views
+    ]
 
 
 def embed_memories(
@@ -726,7 +769,7 @@ def embed_memories(
         ]
         if not todo:
             return 0
-        vectors = provider.embed(embedding_texts(todo))
+        vectors = embed_views(provider, embedding_views(todo))
         if any(len(vector) != model.dimension for vector in vectors):
             raise EmbeddingError(
                 f"embedding model {model.id}: provider returned vectors of the wrong size "

@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 
 from cadre.errors import Conflict, InvalidInput, NotFound
 from cadre.governance import audit
-from cadre.memory import activation, embeddings
+from cadre.memory import activation, embeddings, turns
 from cadre.memory.models import (
     EmbeddingModel,
     MemoryEmbedding,
@@ -99,6 +99,56 @@ def reembed(
         "activated": activated,
         "status": use.status if use is not None else "",
     }
+
+
+def refresh_turn_vectors(
+    model_id: str,
+    organization,
+    *,
+    batch_size: int = 256,
+    after_id: int = 0,
+    on_progress: Callable[[int], None] | None = None,
+) -> dict:
+    """Recompute in place `organization`'s conversation-turn vectors under `model_id`: after
+    an upgrade that changed how a turn is embedded (turns.VIEWS), the vectors already stored
+    keep the old views until this runs (a re-embed only fills missing ones). Each batch's new
+    vectors replace the old ones in one transaction, so search never finds a turn without one;
+    resumable with `after_id` (the last memory id done is returned).
+
+    A turn whose views changed while its batch was embedded (a neighbour deleted, edited or
+    written) is skipped: that change dropped its vector and queued its re-embedding, and the
+    UPDATE only touches a row that still exists, so no vector gets back a removed turn's words.
+    """
+    model = EmbeddingModel.objects.get(pk=model_id)
+    provider = embeddings.provider_for(model)
+    done = skipped = 0
+    last = after_id
+    while True:
+        batch = [
+            memory
+            for memory in embeddings.embeddable_memories(organization)
+            .filter(pk__gt=last, conversation_id__gt="", attributes__has_key="turn")
+            .filter(Exists(MemoryEmbedding.objects.filter(memory=OuterRef("pk"), model=model)))
+            .order_by("pk")[:batch_size]
+        ]
+        if not batch:
+            break
+        last = batch[-1].pk
+        memories = [memory for memory in batch if turns.turn_position(memory) is not None]
+        views = embeddings.embedding_views(memories)
+        vectors = embeddings.embed_views(provider, views) if memories else []
+        with transaction.atomic():
+            now = embeddings.embedding_views(memories)
+            for memory, before, current, vector in zip(memories, views, now, vectors, strict=True):
+                if before != current:
+                    skipped += 1
+                    continue
+                done += MemoryEmbedding.objects.filter(memory=memory, model=model).update(
+                    embedding=vector
+                )
+        if on_progress is not None:
+            on_progress(len(batch))
+    return {"model_id": model.pk, "refreshed": done, "skipped": skipped, "last_id": last}
 
 
 @transaction.atomic

@@ -11,9 +11,10 @@ that the planner uses the right indexes:
   against an OR of the query's content terms, scored BM25-style (idf per term from the
   filtered scope, length-normalized) because `ts_rank_cd` has no idf and lets common words win
   an OR query;
-- vector: `ORDER BY (embedding::vector(D)) <=> query` through the active model's partial HNSW
-  index (`WHERE model_id = ...`), with `hnsw.iterative_scan = relaxed_order` so a selective
-  scope filter still returns k rows.
+- vector: `ORDER BY (embedding::vector(D)) <#> query` (inner product: a memory's vector is a
+  unit vector, or for a conversation turn the mean of its views', see memory/turns.py) through
+  the active model's partial HNSW index (`WHERE model_id = ...`), with
+  `hnsw.iterative_scan = relaxed_order` so a selective scope filter still returns k rows.
 
 See docs/memory-retrieval.md for the parameters and the benchmark figures. Nothing here takes
 an actor: every search goes through `selectors.memory_search` (docs/memory.md, "One gate").
@@ -323,7 +324,9 @@ def vector_candidates(
     exact: bool = False,
     filtered: int | None = None,
 ) -> list[tuple[int, float]]:
-    """(memory id, cosine similarity) of the nearest memories under `model`, best first.
+    """(memory id, similarity) of the nearest memories under `model`, best first. The
+    similarity is the inner product with the (unit) query vector: the cosine for a unit vector,
+    the mean of its views' cosines for a turn's (memory/turns.py).
 
     The ORDER BY expression and the model predicate match the model's partial HNSW index
     (embeddings.ensure_index); iterative scan keeps filtered queries returning `limit` rows.
@@ -338,21 +341,21 @@ def vector_candidates(
     if not exact and filtered is not None and prefer_brute_force(filtered, limit, settings):
         # "+ 0" keeps the planner off the HNSW index: filter first (btree), then sort.
         brute = f"""
-            SELECT e.memory_id, (e.embedding::{kind}) <=> %s::{kind} AS distance
+            SELECT e.memory_id, (e.embedding::{kind}) <#> %s::{kind} AS distance
             FROM {table} m JOIN {embedding_table} e ON e.memory_id = m.id AND e.model_id = %s
             WHERE {where}
-            ORDER BY ((e.embedding::{kind}) <=> %s::{kind}) + 0
+            ORDER BY ((e.embedding::{kind}) <#> %s::{kind}) + 0
             LIMIT %s
         """  # noqa: S608
         with connection.cursor() as cursor:
             cursor.execute(brute, [literal, model.pk, *params, literal, limit])
             rows = cursor.fetchall()
-        return [(row[0], 1.0 - float(row[1])) for row in rows]
+        return [(row[0], -float(row[1])) for row in rows]
     sql = f"""
-        SELECT e.memory_id, (e.embedding::{kind}) <=> %s::{kind} AS distance
+        SELECT e.memory_id, (e.embedding::{kind}) <#> %s::{kind} AS distance
         FROM {embedding_table} e JOIN {table} m ON m.id = e.memory_id
         WHERE e.model_id = %s AND {where}
-        ORDER BY (e.embedding::{kind}) <=> %s::{kind}
+        ORDER BY (e.embedding::{kind}) <#> %s::{kind}
         LIMIT %s
     """  # noqa: S608
     if exact:
@@ -381,7 +384,7 @@ def vector_candidates(
             cursor.execute(sql, [literal, model.pk, *params, literal, limit])
             rows = cursor.fetchall()
         rows.sort(key=lambda row: row[1])
-        return [(row[0], 1.0 - float(row[1])) for row in rows]
+        return [(row[0], -float(row[1])) for row in rows]
     with transaction.atomic(), connection.cursor() as cursor:
         if nested:  # SET LOCAL would outlive this query in the caller's transaction
             cursor.execute("SELECT " + ", ".join(["current_setting(%s)"] * len(names)), names)
@@ -399,7 +402,7 @@ def vector_candidates(
             )
     # relaxed_order may return rows slightly out of order: sort by the exact distance.
     rows.sort(key=lambda row: row[1])
-    return [(row[0], 1.0 - float(row[1])) for row in rows]
+    return [(row[0], -float(row[1])) for row in rows]
 
 
 # --- the pipeline -------------------------------------------------------------------------
@@ -563,6 +566,9 @@ class Candidates:
     # The cosine the vectors' model gives unrelated texts (embeddings.similarity_floor): MMR
     # reads redundancy on the usual scale.
     similarity_floor: float = 0.0
+    # Each vector's length before it was normalized (a turn's mean of views is shorter than 1):
+    # a candidate's similarity is its cosine times this, as the vector side ranks it.
+    norms: dict[int, float] = field(default_factory=dict)
 
 
 def binary_connection():
@@ -579,11 +585,12 @@ def binary_connection():
 
 def fetch_candidates(
     model: EmbeddingModel | None, ids: Sequence[int]
-) -> tuple[dict[int, Memory], dict[int, np.ndarray]]:
+) -> tuple[dict[int, Memory], dict[int, np.ndarray], dict[int, float]]:
     """The ranking fields of the candidates and their vectors under `model`, in one query
     read in PostgreSQL's binary format: parsing the text form of 384 floats costs ~0.5 ms a
     row in Python, the binary form is a memory copy. The Memory objects carry only
-    RANKING_FIELDS (the hits' full rows are fetched once the top k is known)."""
+    RANKING_FIELDS (the hits' full rows are fetched once the top k is known). Vectors come
+    back normalized, with their lengths beside them."""
     raw = binary_connection()
     fields = [f.attname for f in Memory._meta.concrete_fields if f.attname in RANKING_FIELDS]
     columns = ", ".join(f"m.{name}" for name in fields)
@@ -601,6 +608,7 @@ def fetch_candidates(
         rows = cursor.fetchall()
     memories: dict[int, Memory] = {}
     vectors: dict[int, np.ndarray] = {}
+    norms: dict[int, float] = {}
     for row in rows:
         memory = Memory.from_db(connection.alias, fields, row[:-1])
         memories[memory.pk] = memory
@@ -610,7 +618,8 @@ def fetch_candidates(
             array = np.asarray(array, dtype=np.float32)
             norm = float(np.linalg.norm(array))
             vectors[memory.pk] = array / norm if norm > 0 else array
-    return memories, vectors
+            norms[memory.pk] = norm
+    return memories, vectors, norms
 
 
 def load_candidates(
@@ -626,7 +635,7 @@ def load_candidates(
     if not ids:
         return Candidates(lexical=lexical, vector=vector, memories={}, vectors={}, query=None)
     use_vectors = model is not None and query_vector is not None
-    memories, vectors = fetch_candidates(model if use_vectors else None, ids)
+    memories, vectors, norms = fetch_candidates(model if use_vectors else None, ids)
     query = None
     if use_vectors:
         query = np.asarray(query_vector, dtype=np.float32)
@@ -639,6 +648,7 @@ def load_candidates(
         vectors=vectors,
         query=query,
         similarity_floor=embeddings.similarity_floor(model) if model is not None else 0.0,
+        norms=norms,
     )
 
 
@@ -700,7 +710,7 @@ def rank(
     if query is not None:
         for pk in ids:
             if pk not in similarity and pk in vectors:
-                similarity[pk] = float(vectors[pk] @ query)
+                similarity[pk] = float(vectors[pk] @ query) * candidates.norms.get(pk, 1.0)
     by_similarity = sorted(similarity.items(), key=lambda item: -item[1])
     vector_rank = {pk: rank for rank, (pk, _) in enumerate(by_similarity, start=1)}
 

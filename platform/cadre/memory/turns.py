@@ -1,18 +1,23 @@
-"""Conversation turns stored as memories: the text their vectors embed (the turn with the turn
-before it, "contextual embedding"), and which turns' vectors a change to one turn makes stale.
+"""Conversation turns stored as memories: the texts their vectors embed ("contextual" views of
+the turn), and which turns' vectors a change to one turn makes stale.
 
 A turn memory is one a writer recorded as a turn of a conversation: a `conversation_id` and an
 integer `attributes["turn"]` (its position in that conversation), of a stated kind (never an
 experience, tool trajectory or summary) and not extracted from messages (an extracted fact
-keeps a plain vector). A reply ("Yes, in May") says little alone; the turn it answers says what
-it is about, so a turn's vector embeds the previous turn's text with its own (the memory's text,
-shown and searched lexically, is unchanged): on the LoCoMo development file this lifts vector
-recall@10 from 0.547 to 0.614 and hybrid from 0.754 to 0.776 (docs/memory-retrieval.md).
+keeps a plain vector). A reply ("Yes, in May") says little alone; the turns it answers say what
+it is about. So a turn's vector is the mean of the vectors of three views of it (`VIEWS`): the
+turn alone, with the turn before it, and with the two before it (the memory's text, shown and
+searched lexically, is unchanged). The mean is not normalized: a turn whose views agree (it
+says what it is about, or its conversation stays on one topic) keeps a longer vector, and the
+vector side ranks by inner product (search.vector_candidates), so such a turn ranks above one
+that matches a query in one view only. On the LoCoMo development file vector recall@10 went
+0.547 (alone) -> 0.614 (with the previous turn) -> 0.685 (the three views; see
+docs/memory-retrieval.md).
 
 The context comes only from the same owner: the same organization, scope, subject and
 conversation, a live memory (not deleted or purged) that models may be sent (verified), and
 its stored text (secrets already redacted by the memory gate when it was written) — never
-another person's or another agent's turn. Because a turn's vector then carries its neighbour's
+another person's or another agent's turn. Because a turn's vector then carries its neighbours'
 words, whatever changes or removes a turn (edit, delete, erasure, purge, review) also drops the
 vectors of the turns that embed it and queues their re-embedding, in the same transaction
 (`services.common.refresh_turn_vectors`): the queued task is a durable `MemoryTask`, so a crash
@@ -28,9 +33,12 @@ from django.db.models import Q
 
 from cadre.memory.models import DERIVED_KINDS, Memory, Verification
 
-# Turns before / after a turn that its vector embeds with it (tuned on the LoCoMo development
-# file: docs/memory-retrieval.md). Changing them changes every turn's vector: re-embed.
-CONTEXT_BEFORE = 1
+# The views of a turn whose vectors' mean is its vector: how many turns before it each embeds
+# with it (tuned on the LoCoMo development file: docs/memory-retrieval.md). Turns after a turn
+# (CONTEXT_AFTER, every view) are for experiments: on that file they did not help. Changing
+# either changes every turn's vector: re-embed.
+VIEWS = (0, 1, 2)
+CONTEXT_BEFORE = max(VIEWS)
 CONTEXT_AFTER = 0
 # A neighbour's text is cut to this many characters: a pasted document before a short reply
 # would otherwise drown the reply's own words (and E5 reads 512 tokens at a time).
@@ -108,11 +116,13 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_CONTEXT_CHARS else text[:MAX_CONTEXT_CHARS].rstrip() + " …"
 
 
-def embedding_texts(memories: Sequence[Memory]) -> list[str]:
-    """What is embedded for each memory: its content; for a turn memory, the usable turns
-    around it (CONTEXT_BEFORE before, CONTEXT_AFTER after, each clipped) with it, in
-    conversation order. The same function serves writes, refreshes and re-embeds, so a
-    re-embed under another model computes the same texts."""
+def embedding_views(memories: Sequence[Memory]) -> list[tuple[str, ...]]:
+    """The texts embedded for each memory, whose vectors' mean is its vector: its content;
+    for a turn memory, one text per view in `VIEWS` (the usable turns up to that many before
+    it, each clipped, then the turn, then CONTEXT_AFTER turns after it, in conversation order;
+    a view that reaches past the conversation's start repeats a shorter one). The same function
+    serves writes, refreshes and re-embeds, so a re-embed under another model computes the
+    same texts."""
     wanted: dict[tuple, set[int]] = {}
     for memory in memories:
         turn = turn_position(memory)
@@ -121,28 +131,39 @@ def embedding_texts(memories: Sequence[Memory]) -> list[str]:
         offsets = [*range(-CONTEXT_BEFORE, 0), *range(1, CONTEXT_AFTER + 1)]
         wanted.setdefault(_owner(memory), set()).update(turn + offset for offset in offsets)
     found = _turns_at(wanted)
-    texts = []
+    views: list[tuple[str, ...]] = []
     for memory in memories:
         turn = turn_position(memory)
         if turn is None:
-            texts.append(memory.content)
+            views.append((memory.content,))
             continue
         neighbours = found.get(_owner(memory), {})
-        before = [neighbours.get(turn - k) for k in range(CONTEXT_BEFORE, 0, -1)]
-        after = [neighbours.get(turn + k) for k in range(1, CONTEXT_AFTER + 1)]
-        parts = [
-            _clip(row.content)
-            for row in before
-            if row is not None and row.pk != memory.pk and _usable_as_context(row)
-        ]
-        parts.append(memory.content)
-        parts += [
-            _clip(row.content)
-            for row in after
-            if row is not None and row.pk != memory.pk and _usable_as_context(row)
-        ]
-        texts.append("\n".join(parts))
-    return texts
+        after = _context(neighbours, memory, turn, range(1, CONTEXT_AFTER + 1))
+        views.append(
+            tuple(
+                "\n".join(
+                    [*_context(neighbours, memory, turn, range(-window, 0)), memory.content, *after]
+                )
+                for window in VIEWS
+            )
+        )
+    return views
+
+
+def _context(neighbours: dict[int, Memory], memory: Memory, turn: int, offsets) -> list[str]:
+    """The clipped texts of the usable turns at these offsets from `turn`, in order."""
+    rows = [neighbours.get(turn + offset) for offset in offsets]
+    return [
+        _clip(row.content)
+        for row in rows
+        if row is not None and row.pk != memory.pk and _usable_as_context(row)
+    ]
+
+
+def embedding_texts(memories: Sequence[Memory]) -> list[str]:
+    """Each memory's widest view (what a single-text consumer, e.g. a benchmark's sample,
+    embeds)."""
+    return [views[-1] for views in embedding_views(memories)]
 
 
 def dependents(memories: Iterable[Memory]) -> list[Memory]:

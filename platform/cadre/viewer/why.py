@@ -4,7 +4,8 @@ labelled bars, for a model call's context record and the console's memory search
 Each bar is a fraction in [0, 1] with its figure beside it:
 - lexical: the hit's lexical score over the best lexical score among the memories shown
   together (its lexical rank beside it);
-- vector: the cosine similarity of the query and the memory (its vector rank beside it);
+- vector: the similarity of the query and the memory (the cosine; for a conversation turn the
+  mean of its views' cosines, memory/turns.py) with its vector rank beside it;
 - recency: the recency factor the fused score was multiplied by (1 = written just now);
 - neighbour / session: the bonus from an adjacent turn / the same conversation, as a share of
   the score before diversity;

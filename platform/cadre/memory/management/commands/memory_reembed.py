@@ -8,6 +8,10 @@ check recall on) is filled but not switched: its admins switch on the Models pag
 (only memories without a vector under the model are embedded, so an interrupted run continues
 where it stopped) and safe for search: each switch is one transaction, made only when every
 memory of that organization has a vector under the model.
+
+`--turns` recomputes instead, in place, the conversation-turn vectors each organization
+already has under the model (after an upgrade changed how turns are embedded: see
+docs/memory-retrieval.md); `--after-id` resumes it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, help="Stop after this many (resume later)")
         parser.add_argument(
             "--no-activate", action="store_true", help="Embed but do not switch search to the model"
+        )
+        parser.add_argument(
+            "--turns",
+            action="store_true",
+            help="Recompute in place the conversation-turn vectors already under the model",
+        )
+        parser.add_argument(
+            "--after-id", type=int, default=0, help="With --turns: resume after this memory id"
         )
         parser.add_argument(
             "--organization",
@@ -78,6 +90,22 @@ class Command(BaseCommand):
         def start(total: int) -> None:
             bar.reset(total=total)
 
+        if options["turns"]:
+            for organization in organizations:
+                result = reembed.refresh_turn_vectors(
+                    model_id,
+                    organization,
+                    batch_size=options["batch_size"],
+                    after_id=options["after_id"],
+                    on_progress=bar.update,
+                )
+                self.stdout.write(
+                    f"{organization.slug}: {result['refreshed']} turn vectors recomputed, "
+                    f"{result['skipped']} skipped (changed meanwhile, re-embedded by their "
+                    f"task); last memory id {result['last_id']}"
+                )
+            bar.close()
+            return
         limit = options["limit"]
         for organization in organizations:
             if limit is not None and limit <= 0:
