@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from cadre.governance.models import AuditExport
 from cadre.tenancy.models import IdentityProvider
+from cadre.tenancy.services import saml
 from tests.conftest import PASSWORD
 from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and page helpers
     browser_page,
@@ -49,6 +50,7 @@ SAML = {
         "sp": "SP metadata URL and entity id:",
         "acs": "Assertion consumer service (HTTP-POST):",
         "slo": "Single logout (HTTP-Redirect and HTTP-POST):",
+        "certificate": "SP certificate (signing and encryption), SHA-256:",
         "entity": "IdP entity id:",
     },
     "zh-hans": {
@@ -61,6 +63,7 @@ SAML = {
         "sp": "SP 元数据 URL 和实体 ID：",
         "acs": "断言消费服务（ACS，HTTP-POST）：",
         "slo": "单点登出（HTTP-Redirect 与 HTTP-POST）：",
+        "certificate": "SP 证书（签名与加密）SHA-256：",
         "entity": "IdP 实体 ID：",
     },
 }
@@ -161,6 +164,13 @@ def test_an_owner_adds_a_saml_idp_and_reads_the_sp_side_in_their_language(
         expect(slo.locator("code.saml-slo-url")).to_have_text(
             settings.CADRE_BASE_URL.rstrip("/") + "/sso/acme/adfs/saml/slo/"
         )
+        # The SP key pair made at creation, as the IdP will show it.
+        certificate = sp.locator("p", has=page.locator("code.saml-sp-certificate"))
+        expect(certificate).to_contain_text(words["certificate"])
+        expect(certificate.locator("code")).to_have_text(
+            saml.certificate_fingerprint(provider.saml_sp_certificate)
+        )
+        expect(sp.locator("code.saml-sp-next-certificate")).to_have_count(0)
         entity = sp.locator("p", has=page.locator("code", has_text=saml_idp.entity_id))
         expect(entity).to_contain_text(words["entity"])
         # When the metadata was read, as a date the sentence can end after (English's default

@@ -6,7 +6,9 @@ import pytest
 from django.urls import reverse
 
 from cadre.governance.audit_models import AuditEvent
+from cadre.tenancy.actors import member_actor
 from cadre.tenancy.models import IdentityProvider
+from cadre.tenancy.services import saml
 
 FORM = {
     "name": "Okta",
@@ -123,7 +125,9 @@ def saml_idp():
         yield idp
 
 
-def test_a_saml_provider_from_pasted_metadata_shows_the_sp_urls(owner_client, org_a, saml_idp):
+def test_a_saml_provider_from_pasted_metadata_shows_the_sp_urls(
+    owner_client, org_a, alice, saml_idp
+):
     form = {**SAML_FORM, "saml_metadata_xml": saml_idp.metadata()}
     response = owner_client.post(reverse("console:identity_provider_new"), form)
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -138,6 +142,17 @@ def test_a_saml_provider_from_pasted_metadata_shows_the_sp_urls(owner_client, or
     event = AuditEvent.objects.get(action="identity_provider.create")
     assert event.changes["after"]["saml_entity_id"] == saml_idp.entity_id
     assert "saml_metadata_xml" not in event.changes["after"]
+    # The SP key pair made at creation, shown by its fingerprint; a rotation shows the next one.
+    current = saml.certificate_fingerprint(provider.saml_sp_certificate)
+    page = edit.content.decode()
+    assert current and f'<code class="saml-sp-certificate">{current}</code>' in page
+    assert "saml-sp-next-certificate" not in page
+    rotating = saml.sp_key_rotate_begin(actor=member_actor(alice), provider=provider)
+    edit = owner_client.get(reverse("console:identity_provider_edit", args=[provider.pk]))
+    following = saml.certificate_fingerprint(rotating.saml_sp_next_certificate)
+    assert following != current
+    assert f'<code class="saml-sp-certificate">{current}</code>' in edit.content.decode()
+    assert f'<code class="saml-sp-next-certificate">{following}</code>' in edit.content.decode()
 
 
 def test_a_saml_metadata_url_is_read_through_the_outbound_guard(

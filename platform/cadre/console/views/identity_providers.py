@@ -31,7 +31,15 @@ def _with_urls(provider: IdentityProvider) -> IdentityProvider:
     the SP entity id), ACS and SLO URLs; for OIDC the back-channel logout URL."""
     provider.callback_url = _callback_url(provider)
     if provider.kind == IdentityProvider.Kind.SAML:
-        provider.saml_sp = sso.saml_endpoints(provider)
+        # The SP key pair's certificates, as the IdP shows them: the one in use and, while a
+        # rotation runs, the next one the metadata publishes beside it.
+        provider.saml_sp = {
+            **sso.saml_endpoints(provider),
+            "certificate_sha256": saml.certificate_fingerprint(provider.saml_sp_certificate),
+            "next_certificate_sha256": saml.certificate_fingerprint(
+                provider.saml_sp_next_certificate
+            ),
+        }
     elif provider.kind == IdentityProvider.Kind.OIDC:
         path = reverse(
             "console:oidc_backchannel_logout", args=[provider.organization.slug, provider.slug]
