@@ -9,15 +9,19 @@ from pathlib import Path
 from celery import current_app, shared_task
 
 
-@shared_task(name="tests.hold")
-def hold(folder: str, name: str) -> None:
-    folder_path = Path(folder)
-    (folder_path / f"{name}.started").touch()
-    release = folder_path / f"{name}.release"
+def _started_then_released(folder: Path, name: str) -> None:
+    """`<name>.started`, then wait (at most 120 s) for the test's `<name>.release`."""
+    (folder / f"{name}.started").touch()
+    release = folder / f"{name}.release"
     deadline = time.monotonic() + 120
     while not release.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    (folder_path / f"{name}.done").touch()
+
+
+@shared_task(name="tests.hold")
+def hold(folder: str, name: str) -> None:
+    _started_then_released(Path(folder), name)
+    (Path(folder) / f"{name}.done").touch()
 
 
 @shared_task(name="tests.hold_then_send")
@@ -25,11 +29,7 @@ def hold_then_send(folder: str, name: str, queue: str) -> None:
     """Waits like `hold`, then sends `hold` for `<name>-sent`: what a run does when it hands
     its after-run hooks to the broker as it finishes."""
     folder_path = Path(folder)
-    (folder_path / f"{name}.started").touch()
-    release = folder_path / f"{name}.release"
-    deadline = time.monotonic() + 120
-    while not release.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _started_then_released(folder_path, name)
     (folder_path / f"{name}.sending").touch()
     current_app.send_task("tests.hold", [folder, f"{name}-sent"], queue=queue)
     (folder_path / f"{name}.done").touch()
