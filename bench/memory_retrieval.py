@@ -292,6 +292,11 @@ class VectorCache:
         for text, vector in zip(texts, vectors, strict=True):
             self.vectors[_key(text, query)] = vector
 
+    def embed(self, texts, *, query: bool = False) -> list:
+        """The cached vectors of `texts`: a provider for embeddings.embed_views, so memories'
+        vectors are combined from their views exactly as the product combines them."""
+        return [self.get(text, query) for text in texts]
+
     def save(self) -> None:
         if not self.path or not self.vectors:
             return
@@ -450,19 +455,10 @@ def prepare_model(spec: str, organization, questions, args) -> tuple:
         cache.add(queries, query_vectors, query=True)
         if passages or queries:
             cache.save()
-    import numpy as np
-
     MemoryEmbedding.objects.bulk_create(
         [
-            MemoryEmbedding(
-                memory=memory,
-                model=model,
-                embedding=[
-                    float(value)
-                    for value in np.mean([cache.get(text, False) for text in texts], axis=0)
-                ],
-            )
-            for memory, texts in zip(pending, views, strict=True)
+            MemoryEmbedding(memory=memory, model=model, embedding=list(map(float, vector)))
+            for memory, vector in zip(pending, embeddings.embed_views(cache, views), strict=True)
         ],
         batch_size=500,
         ignore_conflicts=True,

@@ -69,6 +69,11 @@ def expected(*texts: str):
     )
 
 
+def widest_views(memories) -> list[str]:
+    """Each memory's widest view: the text with all the context its vector embeds."""
+    return [views[-1] for views in turns.embedding_views(memories)]
+
+
 def test_a_turn_is_embedded_with_the_previous_turn_and_other_memories_alone(
     bob, run_async, bag_model
 ):
@@ -132,7 +137,7 @@ def test_deleting_a_turn_re_embeds_the_next_one_without_its_words(
 
     assert vector(second) == expected(ANSWER)
     assert vector(second) != expected(ASKED, ANSWER)
-    assert turns.embedding_texts([Memory.objects.get(pk=second.pk)]) == [ANSWER]
+    assert widest_views([Memory.objects.get(pk=second.pk)]) == [ANSWER]
 
 
 def test_purging_and_deleting_by_filter_also_recompute_the_next_turn(bob, run_async, bag_model):
@@ -205,13 +210,13 @@ def test_context_never_comes_from_another_persons_scope_subject_or_conversation(
     other = Memory.objects.get(conversation_id="chat-2")
     Memory.objects.filter(pk=other.pk).update(conversation_id="chat-1", subject_id=alice.pk)
     answer.refresh_from_db()
-    assert turns.embedding_texts([answer]) == [ANSWER]
+    assert widest_views([answer]) == [ANSWER]
     # The same subject: it is.
     Memory.objects.filter(pk=other.pk).update(subject_id=answer.subject_id)
-    assert turns.embedding_texts([answer]) == ["Bob: Something else entirely.\n" + ANSWER]
+    assert widest_views([answer]) == ["Bob: Something else entirely.\n" + ANSWER]
     # Waiting for review (a model may not be sent it): not context either.
     Memory.objects.filter(pk=other.pk).update(verification=Verification.UNVERIFIED)
-    assert turns.embedding_texts([answer]) == [ANSWER]
+    assert widest_views([answer]) == [ANSWER]
 
 
 def test_the_context_is_the_stored_text_with_secrets_redacted(bob, run_async, bag_model):
@@ -230,7 +235,7 @@ def test_a_long_previous_turn_is_clipped(bob, run_async, bag_model):
     with run_async():
         add_turn(bob, long_turn, 0)
         second = add_turn(bob, ANSWER, 1)
-    (text,) = turns.embedding_texts([second])
+    (text,) = widest_views([second])
     assert text.endswith("\n" + ANSWER)
     assert len(text) <= turns.MAX_CONTEXT_CHARS + len(ANSWER) + 4
 

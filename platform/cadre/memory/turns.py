@@ -160,12 +160,6 @@ def _context(neighbours: dict[int, Memory], memory: Memory, turn: int, offsets) 
     ]
 
 
-def embedding_texts(memories: Sequence[Memory]) -> list[str]:
-    """Each memory's widest view (what a single-text consumer, e.g. a benchmark's sample,
-    embeds)."""
-    return [views[-1] for views in embedding_views(memories)]
-
-
 def dependents(memories: Iterable[Memory]) -> list[Memory]:
     """The turn memories whose vectors embed one of `memories` (as they are now): the turns
     CONTEXT_BEFORE after and CONTEXT_AFTER before each, same owner and conversation."""
