@@ -357,7 +357,35 @@ def test_a_turn_changed_while_its_vector_is_recomputed_keeps_no_removed_words(
 
     monkeypatch.setattr(embeddings, "embed_views", embed_then_delete)
     result = reembed.refresh_turn_vectors(MODEL, bob.organization)
-    assert deleted and result["skipped"] == 2 and result["refreshed"] == 0
+    # The deleted turn and the two that embedded it.
+    assert deleted and result["skipped"] == 3 and result["refreshed"] == 0
     # What the deletion's re-embedding wrote stays: none of the deleted turn's words.
     assert vector(second) == expected(ANSWER)
     assert vector(third) == expected(ANSWER, FOLLOW)
+
+
+def test_a_turn_edited_while_its_vector_is_recomputed_keeps_its_new_words_only(
+    bob, run_async, bag_model, monkeypatch
+):
+    _, second, third = _embedded_with_one_view(monkeypatch, bob, run_async)
+    computed = embeddings.embed_views
+    corrected = "Bob: Friday at ten, in room two."
+
+    def embed_then_edit(provider, views):
+        vectors = computed(provider, views)
+        if Memory.objects.get(pk=second.pk).content != corrected:
+            with run_async():
+                services.memory_update(
+                    actor=actor(bob),
+                    memory=second,
+                    expected_version=second.version,
+                    content=corrected,
+                )
+        return vectors
+
+    monkeypatch.setattr(embeddings, "embed_views", embed_then_edit)
+    result = reembed.refresh_turn_vectors(MODEL, bob.organization)
+    # The edited turn and the one that embeds it are left to the edit's re-embedding.
+    assert result["skipped"] == 2 and result["refreshed"] == 1
+    assert vector(second) == expected(ASKED, corrected)
+    assert vector(third) == expected(ASKED, corrected, FOLLOW)

@@ -138,9 +138,13 @@ def refresh_turn_vectors(
         views = embeddings.embedding_views(memories)
         vectors = embeddings.embed_views(provider, views) if memories else []
         with transaction.atomic():
-            now = embeddings.embedding_views(memories)
+            # The turns as they stand now (an edit of the turn itself counts as a change too).
+            fresh = embeddings.embeddable_memories(organization).in_bulk(
+                [memory.pk for memory in memories]
+            )
+            now = embeddings.embedding_views([fresh.get(memory.pk, memory) for memory in memories])
             for memory, before, current, vector in zip(memories, views, now, vectors, strict=True):
-                if before != current:
+                if memory.pk not in fresh or before != current:
                     skipped += 1
                     continue
                 done += MemoryEmbedding.objects.filter(memory=memory, model=model).update(
