@@ -119,8 +119,16 @@ def process_claimed(event: InboundEvent, batch: Batch) -> str:
             return event.status
         event.member = member
         # The run and the event's "processed" commit together: a worker dying in between
-        # leaves neither, so the event is claimed again and its run is started once.
+        # leaves neither, so the event is claimed again and its run is started once. The row is
+        # locked and read again first: a holder that was stuck past its claim (drain's
+        # CLAIM_MAX_HOLD) finds the event finished by the drain that took it over, or the
+        # other way round, so two holders never both start a run.
         with transaction.atomic():
+            current = (
+                InboundEvent.objects.select_for_update().only("status", "run_ref").get(pk=event.pk)
+            )
+            if current.status != InboundEvent.Status.PROCESSING or current.run_ref:
+                return current.status
             run = start_run(event, member, message, batch)
             if run is not None:
                 finish_event(

@@ -9,7 +9,9 @@ task waits in the queue). `process_inbound_event` processes one event by id the 
 
 A claim is held by renewing it: while a process works on claimed events, `claim_keeper` dates
 their claims again every CLAIM_RENEW_SECONDS, so a claim that has not been renewed for
-CLAIM_STALE_AFTER belongs to a process that died holding it, and the next drain takes it.
+CLAIM_STALE_AFTER belongs to a process that died holding it, and the next drain takes it. A
+holder alive but stuck stops renewing after CLAIM_MAX_HOLD, so its events are taken too; should
+it wake up, the event's row decides which of the two starts the run (`dispatch`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ CLAIM_RENEW_SECONDS = 10.0  # a process renews the claims it holds this often
 # restart or a busy machine delays one, not four). With the beat's drain every minute, a dead
 # worker's events are answered within about two minutes.
 CLAIM_STALE_AFTER = timedelta(seconds=40)
+# Claims are renewed for at most this long: far more than a batch's work takes (each platform
+# call is bounded by the outbound client's 10 s timeout, a retryable failure hands the claim
+# back), so a holder still working then is stuck, and its events go to another drain.
+CLAIM_MAX_HOLD = timedelta(minutes=15)
 # The drain task, enqueued by name (connectors.tasks imports this module).
 DRAIN_TASK = "connectors.tasks.inbound_events_drain"
 DRAIN_BATCH = 8  # events claimed per statement by each drain thread
@@ -230,6 +236,7 @@ _RENEW = (
 class _Held:
     ids: list[int]
     claimed_at: datetime  # what this holder last wrote on them
+    since: datetime  # when it claimed them
 
 
 class ClaimKeeper:
@@ -256,7 +263,7 @@ class ClaimKeeper:
         if connection.in_atomic_block:
             yield
             return
-        held = _Held(list(ids), claimed_at)
+        held = _Held(list(ids), claimed_at, claimed_at)
         with self._changed:
             self._held.append(held)
             if self._thread is None:
@@ -292,6 +299,15 @@ class ClaimKeeper:
 
     def _renew(self, held: list[_Held]) -> None:
         now = timezone.now()
+        for claim in held:
+            if claim.ids and now - claim.since > CLAIM_MAX_HOLD:
+                logger.warning(
+                    "connectors: inbound events %s held for over %s: their holder looks stuck, "
+                    "their claims are no longer renewed and another drain takes them",
+                    claim.ids,
+                    CLAIM_MAX_HOLD,
+                )
+                claim.ids = []
         try:
             with connection.cursor() as cursor:
                 for claim in (claim for claim in held if claim.ids):

@@ -11,11 +11,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from cadre.agents.models import Run
 from connectors.base import ParsedEvent
-from connectors.inbound import drain
+from connectors.inbound import dispatch, drain
 from connectors.inbound import store as inbound
+from connectors.inbound.sessions import Batch
 from connectors.models import Delivery, InboundEvent
-from connectors.tests.helpers import make_connector
+from connectors.tests.helpers import make_connector, sales_agent
 from tests.factories import IMIdentityFactory
 from tests.waiting import wait_until
 
@@ -290,3 +292,56 @@ def test_renewals_leave_a_retry_waiting_for_its_backoff(
         busy.join(30)
     event = InboundEvent.objects.get(pk=retried)
     assert (event.status, event.attempts) == ("processing", 1) and "503" in event.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stuck_holder_stops_renewing_and_another_drain_answers_its_event(
+    hook, fake_api, quick_claims, monkeypatch, caplog
+):
+    # The first answer hangs (a stuck holder, alive and renewing); any later one is answered.
+    monkeypatch.setattr(drain, "CLAIM_MAX_HOLD", timedelta(seconds=2))
+    release, calls = threading.Event(), []
+
+    def callback(request):
+        calls.append(request)
+        if len(calls) == 1:
+            release.wait(30)
+        return 200, {"ok": True}
+
+    fake_api.route("POST", "/callback", callback)
+    [event_id] = store(hook, 1, sender="u-stranger")
+    stuck = drain_in_background()
+    try:
+        wait_until_quick(lambda: calls, 10, "the drain is answering the event")
+        since = InboundEvent.objects.get(pk=event_id).claimed_at
+        wait_until_quick(lambda: drain.inbound_drain() == 1, 20, "another drain takes it")
+        event = InboundEvent.objects.get(pk=event_id)
+        assert (event.status, event.attempts) == ("unmapped", 2)
+        assert event.processed_at - since > drain.CLAIM_STALE_AFTER  # not before it was stale
+        assert len(calls) == 2 and not release.is_set()  # while the first holder still hangs
+        assert "their holder looks stuck" in caplog.text
+    finally:
+        release.set()
+        stuck.join(30)
+    event = InboundEvent.objects.get(pk=event_id)
+    assert event.status == "unmapped"
+    assert Delivery.objects.filter(inbound_event_id=event_id).count() == 1
+
+
+def test_a_holder_that_lost_its_claim_does_not_start_a_second_run(hook, alice, bob):
+    IMIdentityFactory(member=bob, platform="webhook", platform_user_id="u-bob")
+    sales_agent(alice, bob)
+    [event_id] = store(hook, 1)
+    assert drain._claim_batch(8, timezone.now()) == [event_id]
+    stuck = InboundEvent.objects.select_related("connector").get(pk=event_id)
+    # The holder hangs past its claim; another drain takes the event and starts its run.
+    InboundEvent.objects.filter(pk=event_id).update(
+        claimed_at=timezone.now() - drain.CLAIM_STALE_AFTER - timedelta(seconds=1)
+    )
+    assert drain.inbound_drain() == 1
+    event = InboundEvent.objects.get(pk=event_id)
+    assert event.status == "processed" and event.run_ref
+    # The first holder wakes up with the event as it read it.
+    assert dispatch.process_claimed(stuck, Batch()) == "processed"
+    assert Run.objects.count() == 1
+    assert InboundEvent.objects.get(pk=event_id).run_ref == event.run_ref

@@ -19,10 +19,8 @@ from urllib.parse import urlencode
 import pytest
 from django.test import Client
 
-from cadre.agents import services as agent_services
 from cadre.agents.models import AgentMessage, Run, Wait
 from cadre.agents.runtime.records.delivery import Reply
-from cadre.tenancy.actors import member_actor
 from connectors import tasks
 from connectors.dingtalk.tests.fake_api import APP_KEY, APP_SECRET, FakeDingTalk
 from connectors.feishu.tests.fake_api import APP_ID, FakeFeishu
@@ -30,47 +28,17 @@ from connectors.feishu.tests.fake_api import APP_SECRET as FEISHU_SECRET
 from connectors.inbound import dispatch
 from connectors.models import ConnectorNotice, Delivery, InboundEvent, UnmappedIdentity
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
-from connectors.tests.helpers import make_connector, webhook_post
+from connectors.tests.helpers import make_connector, sales_agent, webhook_post
 from connectors.wecom import crypto as wecom_crypto
 from connectors.wecom.tests.fake_api import CORP_ID, CORP_SECRET, FakeWeCom
-from tests.factories import IMIdentityFactory, PositionFactory
+from tests.factories import IMIdentityFactory
 
 pytestmark = pytest.mark.django_db
-
-TOOLS = {
-    "im_send": {"risk": "medium", "confirmation": "high_risk"},
-    "task_create": {"risk": "low", "confirmation": "never"},
-}
 
 
 @pytest.fixture
 def bob_agent(alice, bob):
-    owner = member_actor(alice)
-    sales = PositionFactory(organization=alice.organization, name="Sales", code="sales")
-    bob.positions.add(sales)
-    template = agent_services.template_create(
-        actor=owner,
-        name="Sales assistant",
-        code="sales-assistant",
-        agent_md="# Persona\nYou help sell.",
-        sop="# SOP\nBe brief.",
-        user_md_template="# About {{member.display_name}}",
-        tool_permissions=TOOLS,
-        model_settings={"provider": "offline", "model": "offline-1", "budget": {"max_steps": 6}},
-        memory_policy={"read_scopes": ["agent"], "write_scopes": ["agent"]},
-        hooks={"assemble_context": [{"name": "memory_retrieval", "enabled": False}]},
-    )
-    version = template.versions.get()
-    agent_services.version_submit(actor=owner, version=version)
-    agent_services.version_publish(actor=owner, version=version, reason="ready")
-    deployment = agent_services.deployment_create(
-        actor=owner,
-        name="Sales agents",
-        template=template,
-        positions=[sales],
-        channels=["console", "feishu", "wecom", "dingtalk", "slack", "webhook"],
-    )
-    return deployment.agents.get(member=bob)
+    return sales_agent(alice, bob)
 
 
 # --- one driver per platform: sign like the platform, read what reached its API -----------
