@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 
 import pytest
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.utils import timezone
 
 from cadre.memory import embeddings, reembed, services, turns
@@ -19,6 +21,7 @@ from cadre.memory.models import Memory, MemoryEmbedding, MemoryTask, Verificatio
 from tests.memory.conftest import actor
 from tests.memory.test_reembed import DIMENSION, bag_of_words
 from tests.memory.test_reembed import embedding_server as embedding_server
+from tests.waiting import wait_until
 
 MODEL = "openai/fake-embed-16"
 ASKED = "Alice: When is the board meeting?"
@@ -389,3 +392,163 @@ def test_a_turn_edited_while_its_vector_is_recomputed_keeps_its_new_words_only(
     assert result["skipped"] == 2 and result["refreshed"] == 1
     assert vector(second) == expected(ASKED, corrected)
     assert vector(third) == expected(ASKED, corrected, FOLLOW)
+
+
+# --- a change crossing the first write of a vector (the enrich task's) --------------------
+
+
+def test_a_neighbour_deleted_while_a_turns_vector_is_computed_leaves_none_of_its_words(
+    bob, run_async, bag_model, django_capture_on_commit_callbacks, monkeypatch
+):
+    with run_async():
+        first = add_turn(bob, ASKED, 0)
+    with django_capture_on_commit_callbacks(execute=False):  # its enrich has not run yet
+        second = add_turn(bob, ANSWER, 1)
+    computed = embeddings.embed_views
+    queued = []
+
+    def embed_then_delete(provider, views):
+        vectors = computed(provider, views)  # with the first turn as context
+        if not queued:  # the model is still answering when the person deletes the first turn
+            with django_capture_on_commit_callbacks(execute=False) as callbacks:
+                services.memory_delete(actor=actor(bob), memory=first, reason="said by mistake")
+            queued.extend(callbacks)
+        return vectors
+
+    monkeypatch.setattr(embeddings, "embed_views", embed_then_delete)
+    model = embeddings.active_model(bob.organization_id)
+    assert embeddings.embed_memories([Memory.objects.get(pk=second.pk)], model) == 0
+    assert vector(second) is None
+    monkeypatch.setattr(embeddings, "embed_views", computed)
+    with run_async():  # the deletion's re-embedding of the second turn
+        for callback in queued:
+            callback()
+    assert vector(second) == expected(ANSWER)
+
+
+def test_a_memory_edited_while_its_vector_is_computed_keeps_only_its_new_words(
+    bob, run_async, bag_model, django_capture_on_commit_callbacks, monkeypatch
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        memory = add_turn(bob, ASKED, 0)
+    corrected = "Alice: When is the budget review?"
+    computed = embeddings.embed_views
+    queued = []
+
+    def embed_then_edit(provider, views):
+        vectors = computed(provider, views)
+        if not queued:
+            current = Memory.objects.get(pk=memory.pk)
+            with django_capture_on_commit_callbacks(execute=False) as callbacks:
+                services.memory_update(
+                    actor=actor(bob),
+                    memory=current,
+                    expected_version=current.version,
+                    content=corrected,
+                )
+            queued.extend(callbacks)
+        return vectors
+
+    monkeypatch.setattr(embeddings, "embed_views", embed_then_edit)
+    model = embeddings.active_model(bob.organization_id)
+    assert embeddings.embed_memories([Memory.objects.get(pk=memory.pk)], model) == 0
+    monkeypatch.setattr(embeddings, "embed_views", computed)
+    with run_async():
+        for callback in queued:
+            callback()
+    assert vector(memory) == expected(corrected)
+
+
+def _waiting_on_advisory_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "advisory"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_vector_written_while_a_deletion_commits_waits_for_it_and_keeps_none_of_its_words(
+    bob, bag_model
+):
+    first = add_turn(bob, ASKED, 0)
+    second = add_turn(bob, ANSWER, 1)
+    model = embeddings.active_model(bob.organization_id)
+    MemoryEmbedding.objects.filter(memory=second).delete()  # its first vector is still to come
+    deleted, proceed, writer_pid, written = (
+        threading.Event(),
+        threading.Event(),
+        [],
+        [],
+    )
+
+    def deletion():  # the person's request: deleted, its transaction not committed yet
+        try:
+            with transaction.atomic():
+                services.memory_delete(actor=actor(bob), memory=first, reason="said by mistake")
+                deleted.set()
+                proceed.wait(30)
+        finally:
+            connection.close()
+
+    def writer():  # the enrich task: computes with the first turn (its deletion is unseen)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                writer_pid.append(cursor.fetchone()[0])
+            written.append(embeddings.embed_memories([Memory.objects.get(pk=second.pk)], model))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deletion)]
+    threads[0].start()
+    try:
+        assert deleted.wait(30)
+        threads.append(threading.Thread(target=writer))
+        threads[1].start()
+        # The writer waits for the conversation's lock, which the deletion holds.
+        wait_until(
+            lambda: writer_pid and _waiting_on_advisory_lock(writer_pid[0]),
+            30,
+            "the writer waits for the deletion",
+        )
+        assert vector(second) is None
+    finally:
+        proceed.set()
+        for thread in threads:
+            thread.join(30)
+    assert written == [0]  # it found the first turn gone: nothing written
+    after = vector(second)  # none yet, or the deletion's queued re-embed has run
+    assert after is None or after == expected(ANSWER)
+    embeddings.embed_memories([Memory.objects.get(pk=second.pk)], model)  # the queued re-embed
+    assert vector(second) == expected(ANSWER)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_memory_being_changed_is_not_waited_for_but_left_to_the_tasks_retry(bob, bag_model):
+    memory = add_turn(bob, ASKED, 0)
+    MemoryEmbedding.objects.filter(memory=memory).delete()
+    model = embeddings.active_model(bob.organization_id)
+    locked, release = threading.Event(), threading.Event()
+
+    def change():  # an edit holding the row, not committed yet
+        try:
+            with transaction.atomic():
+                Memory.objects.select_for_update().get(pk=memory.pk)
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=change)
+    thread.start()
+    try:
+        assert locked.wait(30)
+        with pytest.raises(embeddings.EmbeddingBusy) as busy:
+            embeddings.embed_memories([Memory.objects.get(pk=memory.pk)], model)
+        assert busy.value.memory_ids == [memory.pk]
+        assert vector(memory) is None
+    finally:
+        release.set()
+        thread.join(30)
+    assert embeddings.embed_memories([Memory.objects.get(pk=memory.pk)], model) == 1  # the retry
+    assert vector(memory) == expected(ASKED)

@@ -68,6 +68,15 @@ class EmbeddingError(RuntimeError):
     """An embedding provider failed (after its retries)."""
 
 
+class EmbeddingBusy(RuntimeError):
+    """Memories were being changed when their vectors were to be written: nothing was written
+    for them (the rest of the call was); tried again by the caller's task retry."""
+
+    def __init__(self, memory_ids: list[int]):
+        super().__init__(f"memories being changed, not embedded yet: {memory_ids[:20]}")
+        self.memory_ids = memory_ids
+
+
 class EmbeddingModelIncomplete(ValueError):
     """`activate` was asked to switch to a model that has not embedded every memory of the
     organization yet."""
@@ -769,21 +778,26 @@ def embed_memories(
         ]
         if not todo:
             return 0
-        vectors = embed_views(provider, embedding_views(todo))
+        views = embedding_views(todo)
+        vectors = embed_views(provider, views)
         if any(len(vector) != model.dimension for vector in vectors):
             raise EmbeddingError(
                 f"embedding model {model.id}: provider returned vectors of the wrong size "
                 f"(expected {model.dimension})"
             )
-        created = MemoryEmbedding.objects.bulk_create(
-            [
-                MemoryEmbedding(memory=memory, model=model, embedding=vector)
-                for memory, vector in zip(todo, vectors, strict=True)
-            ],
-            ignore_conflicts=True,  # a concurrent worker embedded the same memory: fine
-        )
+        with transaction.atomic():
+            still = _still_as_embedded(todo, views, busy)
+            created = MemoryEmbedding.objects.bulk_create(
+                [
+                    MemoryEmbedding(memory=memory, model=model, embedding=vector)
+                    for memory, vector in zip(todo, vectors, strict=True)
+                    if memory.pk in still
+                ],
+                ignore_conflicts=True,  # a concurrent worker embedded the same memory: fine
+            )
         return len(created)
 
+    busy: list[int] = []
     for memory in memories:
         batch.append(memory)
         if len(batch) >= batch_size:
@@ -791,7 +805,34 @@ def embed_memories(
             batch = []
     if batch:
         written += flush()
+    if busy:
+        raise EmbeddingBusy(busy)
     return written
+
+
+def _still_as_embedded(memories: list[Memory], views: list, busy: list[int]) -> set[int]:
+    """The memories whose texts are still those their vectors were computed from, read again
+    now that no change can cross the write: their conversations' locks are held (a change to
+    a neighbour waits, turns.py) and their rows share-locked (an edit or a deletion of the
+    memory itself waits until the write commits, then drops the vector). A row being changed
+    right now is not waited for (the change may wait for a lock held here): it goes to `busy`.
+    A memory deleted or whose texts changed is left out: the change queued its embedding."""
+    turns.lock_conversations(memories)
+    table = Memory._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR SHARE SKIP LOCKED",  # noqa: S608
+            [[memory.pk for memory in memories]],
+        )
+        locked = {row[0] for row in cursor.fetchall()}
+    busy.extend(memory.pk for memory in memories if memory.pk not in locked)
+    fresh = embeddable_memories().in_bulk(locked)
+    current = [fresh.get(memory.pk, memory) for memory in memories]
+    return {
+        memory.pk
+        for memory, before, now in zip(memories, views, embedding_views(current), strict=True)
+        if memory.pk in fresh and before == now
+    }
 
 
 def activate(model: EmbeddingModel, organization) -> OrganizationEmbeddingModel:

@@ -23,12 +23,20 @@ vectors of the turns that embed it and queues their re-embedding, in the same tr
 (`services.common.refresh_turn_vectors`): the queued task is a durable `MemoryTask`, so a crash
 before it runs leaves those turns without a vector (found lexically, re-embedded by the task's
 retry or a re-embed), never with one holding removed words.
+
+A vector is computed outside any transaction (the model takes its time), so the writer and a
+change can cross: a neighbour deleted while the turn's vector is being computed. Both take the
+conversation's lock (`lock_conversations`, a transaction-scoped advisory lock): the change
+before it drops the vectors that embed it, the writer before it reads the turns again and
+inserts (embeddings.embed_memories). Whichever comes second sees the other's work: the change
+drops the vector just written, or the writer finds the views changed and writes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from django.db import connection
 from django.db.models import Q
 
 from cadre.memory.models import DERIVED_KINDS, Memory, Verification
@@ -43,6 +51,7 @@ CONTEXT_AFTER = 0
 # A neighbour's text is cut to this many characters: a pasted document before a short reply
 # would otherwise drown the reply's own words (and E5 reads 512 tokens at a time).
 MAX_CONTEXT_CHARS = 600
+_LOCK_NAMESPACE = 0x7E45  # first key of the advisory lock pair: "turn vectors"
 
 
 def turn_position(memory: Memory) -> int | None:
@@ -158,6 +167,17 @@ def _context(neighbours: dict[int, Memory], memory: Memory, turn: int, offsets) 
         for row in rows
         if row is not None and row.pk != memory.pk and _usable_as_context(row)
     ]
+
+
+def lock_conversations(memories: Iterable[Memory]) -> None:
+    """Hold the locks of the conversations these turns belong to until the transaction ends
+    (one per owner and conversation, taken in a fixed order; other memories take none)."""
+    keys = sorted({":".join(map(str, _owner(m))) for m in memories if turn_position(m) is not None})
+    if not keys:
+        return
+    with connection.cursor() as cursor:
+        for key in keys:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_NAMESPACE, key])
 
 
 def dependents(memories: Iterable[Memory]) -> list[Memory]:

@@ -293,6 +293,9 @@ def refresh_turn_vectors(memories, *, reason: str, also=()) -> list[int]:
     that was changed, removed or withheld. Call with the memories as they stand after the
     change; pass in `also` the dependents found before it when the change moved them.
     Returns the ids refreshed."""
+    memories = list(memories)
+    # A vector being written for one of these turns now waits, or is refused (turns.py).
+    turns.lock_conversations([*memories, *also])
     rows = {row.pk: row for row in [*also, *turns.dependents(memories)]}
     refreshed = []
     for pk in sorted(rows):
