@@ -4,10 +4,13 @@ nothing. The real client (Hermes's provider) is tests/ecosystem/test_hermes_mem0
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from cadre.memory import services
 from cadre.memory.models import Memory
+from cadre.memory.services.common import MAX_PROVENANCE
 from cadre.tenancy.actors import member_actor
 from tests.refusals import nothing_changes
 
@@ -181,6 +184,11 @@ BAD_ADD = [
     b'{"messages": "tea", "user_id": "u"}',
     b'{"messages": [{"role": "user", "content": "tea"}], "user_id": "u", "prompt": "x"}',
     b'{"messages": [{"role": "user", "content": "tea"}], "user_id": "u", "metadata": [1]}',
+    # Metadata is kept with the memory: one request may not grow it past an attribute's size.
+    b'{"messages": [{"role": "user", "content": "I prefer green tea."}], "user_id": "u", '
+    + b'"metadata": {"blob": "'
+    + b"x" * 40_000
+    + b'"}}',
 ]
 
 
@@ -230,3 +238,43 @@ def test_answers_match_the_declared_schema(client, hermes):
     refused = hermes.post("/mem0/oss/reset", {}, format="json")
     check("/oss/reset", "post", refused.json(), "501")
     check("/oss/memories", "delete", hermes.delete("/mem0/oss/memories?user_id=u").json())
+
+
+def test_a_sentence_sent_again_and_again_keeps_a_bounded_provenance(hermes):
+    """Each write of the same words is merged into one memory, which keeps where the first and
+    the latest writes came from (the history keeps every merge), not an ever-growing list."""
+    blob = {"note": "y" * 20_000}
+    ids = {_add(hermes, infer=infer, metadata=blob)[0]["id"] for infer in [False] * 24 + [True]}
+    memory = Memory.objects.get(pk=ids.pop())
+    assert not ids  # one memory
+    assert len(memory.provenance) == MAX_PROVENANCE
+    assert memory.provenance[0]["memory_id"] == memory.pk  # its own first source is kept
+    assert memory.versions.filter(change="merge").count() == 24
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "auth"),
+    [
+        ("/mem0/oss/memories", {"user_id": "hermes-user", "agent_id": "hermes"}, "X_API_KEY"),
+        ("/mem0/v1/memories/", {"timestamp": 1767225600}, "AUTHORIZATION"),  # 2026-01-01 UTC
+    ],
+)
+def test_expiration_date_and_timestamp_apply_to_extracted_memories_too(
+    alice, key_client, path, body, auth
+):
+    client = key_client(alice, ["memory:read", "memory:write"])
+    client.credentials(
+        **{f"HTTP_{auth}": client.secret if auth == "X_API_KEY" else f"Token {client.secret}"}
+    )
+    response = client.post(
+        path,
+        {"user_id": alice.email, **body, "messages": TURN, "expiration_date": "2030-05-01"},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    [result] = response.json()["results"]
+    memory = Memory.objects.get(pk=result["id"])
+    assert memory.attributes["extracted_by"] == "rules"  # infer (the default): extracted
+    assert memory.expires_at == datetime(2030, 5, 2, tzinfo=UTC)  # kept through 1 May, UTC
+    if "timestamp" in body:
+        assert memory.observed_at == datetime(2026, 1, 1, tzinfo=UTC)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -18,7 +19,7 @@ from cadre.errors import InvalidInput, NotFound
 from cadre.identifiers import parse_pk
 from cadre.memory import selectors, services
 from cadre.memory.models import Kind, Memory, Scope, SourceKind, scope_key
-from cadre.memory.services.common import require_modify
+from cadre.memory.services.common import MAX_ATTRIBUTES_BYTES, require_modify
 from cadre.tenancy.authentication import ApiKeyAuthentication
 from cadre.tenancy.models import IMIdentity, Member
 
@@ -234,7 +235,8 @@ def _timestamp(value) -> datetime | None:
 
 
 def expiration(value) -> datetime | None:
-    """A Mem0 `expiration_date` (an ISO date) as the end of that day, None when absent."""
+    """A Mem0 `expiration_date` (an ISO date) as the end of that day (UTC), None when absent:
+    the memory is kept through that day."""
     if value is None:
         return None
     try:
@@ -243,12 +245,23 @@ def expiration(value) -> datetime | None:
         raise InvalidInput(
             _("expiration_date must be YYYY-MM-DD."), details={"expiration_date": ["YYYY-MM-DD."]}
         ) from None
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    try:
+        return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+    except OverflowError:  # 9999-12-31: kept for ever
+        return datetime.max.replace(tzinfo=UTC)
+
+
+# Stored as the attributes {"metadata": …} when infer is false: room for that wrapper.
+MAX_METADATA_BYTES = MAX_ATTRIBUTES_BYTES - 64
 
 
 def metadata_object(value) -> dict | None:
+    """A Mem0 `metadata` object; at most what a memory's attributes may hold (it is kept with
+    the memory, in its attributes or its provenance)."""
     if value is not None and not isinstance(value, dict):
         raise InvalidInput(_("metadata must be an object."), details={"metadata": ["Object."]})
+    if value and len(json.dumps(value, default=str)) > MAX_METADATA_BYTES:
+        raise InvalidInput(_("metadata is too large."), details={"metadata": ["Too large."]})
     return value
 
 
@@ -531,6 +544,8 @@ class AddMemories(Mem0View):
                 conversation_id=run_id,
                 source_ref=ref,
                 subject=subject,
+                observed_at=observed_at,
+                expires_at=expires_at,
             )
         return self._add_verbatim(
             messages,

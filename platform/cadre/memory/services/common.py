@@ -28,6 +28,9 @@ from cadre.tenancy.models import Department, Member, Position
 MAX_CONTENT_CHARS = 8000
 MAX_TAGS = 32
 MAX_ATTRIBUTES_BYTES = 32_000
+# A memory written again keeps where each write came from, up to this many entries: the first
+# and the latest (each write is also a version in its history).
+MAX_PROVENANCE = 20
 MAX_MESSAGES = 200
 EXACT_REASON = "exact duplicate"
 NEAR_REASON = "near duplicate of"
@@ -175,6 +178,30 @@ def clean_attributes(attributes) -> dict:
     if size > MAX_ATTRIBUTES_BYTES:
         raise InvalidInput(_("attributes are too large."), details={"attributes": ["Too large."]})
     return json.loads(json.dumps(attributes, default=str))
+
+
+def capped_provenance(entries: list) -> list:
+    """A memory's provenance after a merge: its own first entry and the latest others, at most
+    MAX_PROVENANCE (a sentence written again and again must not grow its row without end)."""
+    return entries[:1] + entries[1:][-(MAX_PROVENANCE - 1) :]
+
+
+def clean_source_ref(source_ref) -> dict:
+    """Where a memory came from, as its writer states it: an object of at most
+    MAX_ATTRIBUTES_BYTES of JSON (it is kept in the memory's provenance)."""
+    if source_ref is None:
+        return {}
+    if not isinstance(source_ref, dict):
+        raise InvalidInput(_("source_ref must be an object."), details={"source_ref": ["Object."]})
+    try:
+        size = len(json.dumps(source_ref, default=str))
+    except (TypeError, ValueError, RecursionError):
+        raise InvalidInput(
+            _("source_ref must be JSON."), details={"source_ref": ["JSON."]}
+        ) from None
+    if size > MAX_ATTRIBUTES_BYTES:
+        raise InvalidInput(_("source_ref is too large."), details={"source_ref": ["Too large."]})
+    return source_ref
 
 
 def check_choice(value: str, choices, name: str) -> str:

@@ -23,6 +23,7 @@ from cadre.memory.models import (
 from cadre.memory.services.common import (
     NEAR_REASON,
     audit_view,
+    capped_provenance,
     lock,
     write_version,
 )
@@ -161,7 +162,7 @@ def memory_merge(*, actor, survivor: Memory, absorbed: Memory, reason: str, judg
             % {"kind": absorbed.kind, "kind2": survivor.kind},
             code="derived_memory",
         )
-    survivor.provenance = [*survivor.provenance, *absorbed.provenance]
+    survivor.provenance = capped_provenance([*survivor.provenance, *absorbed.provenance])
     survivor.tags = list(dict.fromkeys([*survivor.tags, *absorbed.tags]))
     survivor.observed_at = max(survivor.observed_at, absorbed.observed_at)
     survivor.confidence = max(survivor.confidence, absorbed.confidence)

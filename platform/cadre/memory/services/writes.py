@@ -38,9 +38,11 @@ from cadre.memory.services.common import (
     audit_view,
     author_fields,
     aware,
+    capped_provenance,
     check_choice,
     clean_attributes,
     clean_content,
+    clean_source_ref,
     clean_tags,
     default_expiry,
     enqueue_enrich,
@@ -103,10 +105,7 @@ def memory_add(
     content, sensitive_types = protect(clean_content(content), organization=actor.organization)
     attributes = clean_attributes(attributes)
     tags = clean_tags(tags)
-    if source_ref is not None and not isinstance(source_ref, dict):
-        raise InvalidInput(
-            gettext("source_ref must be an object."), details={"source_ref": ["Object."]}
-        )
+    source_ref = clean_source_ref(source_ref)
     try:
         confidence = float(confidence)
     except (TypeError, ValueError):
@@ -152,7 +151,7 @@ def memory_add(
         .first()
     )
     if existing is not None:
-        existing.provenance = [*existing.provenance, provenance]
+        existing.provenance = capped_provenance([*existing.provenance, provenance])
         existing.tags = list(dict.fromkeys([*existing.tags, *tags]))
         existing.version += 1
         existing.updated_at = now
@@ -285,6 +284,8 @@ def memory_add_from_messages(
     personal_scope: tuple[str, int | None] | None = None,
     subject=None,
     already_written: list[str] | None = None,
+    observed_at: datetime | None = None,
+    expires_at: datetime | None = None,
 ) -> ExtractionResult:  # a list[Memory] with .extractor and .candidates
     """Extract memories from conversation messages and write each (see extraction.py).
 
@@ -298,6 +299,7 @@ def memory_add_from_messages(
     writes, as said): a candidate saying nothing more than one of them is not written again.
     """
     require_write(actor)
+    source_ref = clean_source_ref(source_ref)  # refused whether or not anything is extracted
     if not isinstance(messages, list) or not messages:
         raise InvalidInput(
             gettext("messages must be a non-empty list."), details={"messages": ["List."]}
@@ -389,6 +391,8 @@ def memory_add_from_messages(
                     tags=tags,
                     conversation_id=conversation_id,
                     confidence=candidate.confidence,
+                    observed_at=observed_at,
+                    expires_at=expires_at,
                 )
             )
     return ExtractionResult(written, extractor=extractor.name, candidates=len(candidates))
