@@ -12,7 +12,7 @@ import io
 import threading
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -341,6 +341,29 @@ def test_an_upgrade_recomputes_stored_turn_vectors_in_place(bob, run_async, bag_
     # Replaced in place: no row added or lost; other memories untouched.
     assert MemoryEmbedding.objects.count() == rows_before
     assert not MemoryTask.objects.filter(memory=fact, status=MemoryTask.Status.FAILED).exists()
+
+
+def test_the_upgrade_resumes_one_organization_after_the_last_id_it_printed(
+    bob, run_async, bag_model, monkeypatch
+):
+    first, _, third = _embedded_with_one_view(monkeypatch, bob, run_async)
+    slug = bob.organization.slug
+    resume = ["--model", MODEL, "--after-id", str(first.pk)]
+    # Ids interleave across organizations: an id from one would skip another's turns.
+    for refused in (
+        [*resume, "--turns"],
+        [*resume, "--turns", "--organization", slug, "--organization", "other"],
+        [*resume, "--organization", slug],  # without --turns
+    ):
+        with pytest.raises(CommandError, match="one --organization"):
+            call_command("memory_reembed", *refused)
+    assert vector(third) != expected(ASKED, ANSWER, FOLLOW)  # nothing was recomputed
+    out = io.StringIO()
+    call_command(
+        "memory_reembed", *resume, "--turns", "--organization", slug, stdout=out, verbosity=0
+    )
+    assert f"{slug}: 2 turn vectors recomputed, 0 skipped" in out.getvalue()
+    assert vector(third) == expected(ASKED, ANSWER, FOLLOW)
 
 
 def test_a_turn_changed_while_its_vector_is_recomputed_keeps_no_removed_words(

@@ -11,7 +11,7 @@ memory of that organization has a vector under the model.
 
 `--turns` recomputes instead, in place, the conversation-turn vectors each organization
 already has under the model (after an upgrade changed how turns are embedded: see
-docs/memory-retrieval.md); `--after-id` resumes it.
+docs/memory-retrieval.md); `--after-id` resumes it for one `--organization`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ class Command(BaseCommand):
             help="Recompute in place the conversation-turn vectors already under the model",
         )
         parser.add_argument(
-            "--after-id", type=int, default=0, help="With --turns: resume after this memory id"
+            "--after-id",
+            type=int,
+            default=0,
+            help="With --turns and one --organization: resume after this memory id (the last "
+            "one the interrupted run printed for that organization)",
         )
         parser.add_argument(
             "--organization",
@@ -74,6 +78,10 @@ class Command(BaseCommand):
                 f"Unknown embedding model {model_id!r}: register it with "
                 "--provider, --name and --dimension"
             )
+        if options["after_id"] and (not options["turns"] or len(options["organization"]) != 1):
+            # Memory ids interleave across organizations: one organization's last id would
+            # skip another's earlier turns.
+            raise CommandError("--after-id resumes --turns for one --organization")
         organizations = Organization.objects.order_by("pk")
         if options["organization"]:
             organizations = organizations.filter(slug__in=options["organization"])
