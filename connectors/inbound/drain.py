@@ -228,14 +228,16 @@ def _drain_loop_in_thread(batch_size: int, deadline: float) -> int:
 # backoff, or finished, no longer matches and drops out of the holder's set.
 _RENEW = (
     "UPDATE connectors_inboundevent SET claimed_at = %s "
-    "WHERE id = ANY(%s) AND status = 'processing' AND claimed_at = %s RETURNING id"
+    "WHERE id = ANY(%s) AND status = 'processing' AND claimed_at = ANY(%s) RETURNING id"
 )
 
 
 @dataclass
 class _Held:
     ids: list[int]
-    claimed_at: datetime  # what this holder last wrote on them
+    # What this holder last wrote on them: one date, or two after a renewal whose answer was
+    # lost (its UPDATE may have committed before the connection broke).
+    dates: list[datetime]
     since: datetime  # when it claimed them
 
 
@@ -263,7 +265,7 @@ class ClaimKeeper:
         if connection.in_atomic_block:
             yield
             return
-        held = _Held(list(ids), claimed_at, claimed_at)
+        held = _Held(list(ids), [claimed_at], claimed_at)
         with self._changed:
             self._held.append(held)
             if self._thread is None:
@@ -308,16 +310,22 @@ class ClaimKeeper:
                     CLAIM_MAX_HOLD,
                 )
                 claim.ids = []
+        pending = [claim for claim in held if claim.ids]
         try:
             with connection.cursor() as cursor:
-                for claim in (claim for claim in held if claim.ids):
-                    cursor.execute(_RENEW, [now, claim.ids, claim.claimed_at])
+                while pending:
+                    claim = pending[0]
+                    cursor.execute(_RENEW, [now, claim.ids, claim.dates])
                     claim.ids = [row[0] for row in cursor.fetchall()]
-                    claim.claimed_at = now
+                    claim.dates = [now]
+                    pending.pop(0)
         except Exception:
             # Tried again at the next renewal, on a new connection: only CLAIM_STALE_AFTER
-            # without one lets another process take these claims.
+            # without one lets another process take these claims. The renewal may have been
+            # written before its answer was lost: either date is this holder's.
             logger.warning("connectors: renewing inbound event claims failed", exc_info=True)
+            for claim in pending:
+                claim.dates = [claim.dates[-1], now]
             connection.close()
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from celery.signals import before_task_publish
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -345,3 +346,42 @@ def test_a_holder_that_lost_its_claim_does_not_start_a_second_run(hook, alice, b
     assert dispatch.process_claimed(stuck, Batch()) == "processed"
     assert Run.objects.count() == 1
     assert InboundEvent.objects.get(pk=event_id).run_ref == event.run_ref
+
+
+class _AnswerLost:
+    """The database connection as the claim keeper sees it: each renewal is written (in
+    autocommit) but its answer is lost, as when the connection breaks right after."""
+
+    def __init__(self, real):
+        self.real = real
+
+    @contextmanager
+    def cursor(self):
+        with self.real.cursor() as cursor:
+            yield self._Cursor(cursor)
+
+    class _Cursor:
+        def __init__(self, cursor):
+            self.execute = cursor.execute
+
+        def fetchall(self):
+            raise OperationalError("server closed the connection unexpectedly")
+
+    def close(self):
+        self.real.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_renewal_whose_answer_was_lost_still_lets_its_holder_renew(hook, monkeypatch):
+    [event_id] = store(hook, 1, sender="u-stranger")
+    claimed_at = timezone.now()
+    assert drain._claim_batch(8, claimed_at) == [event_id]
+    held = drain._Held([event_id], [claimed_at], claimed_at)
+    monkeypatch.setattr(drain, "connection", _AnswerLost(connection))
+    drain.claim_keeper._renew([held])  # written, then the connection broke
+    written = InboundEvent.objects.get(pk=event_id).claimed_at
+    assert written > claimed_at
+    monkeypatch.setattr(drain, "connection", connection)
+    drain.claim_keeper._renew([held])  # the next renewal recognises its own date
+    assert held.ids == [event_id]
+    assert InboundEvent.objects.get(pk=event_id).claimed_at > written
