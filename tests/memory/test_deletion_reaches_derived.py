@@ -380,3 +380,36 @@ def test_a_draft_quoting_the_text_masked_is_redacted_too(bob, client_for):
     marker = response.json()["marker"]
     assert record.draft == f"## Example\n\nTask: {marker}\nTask: {other}"
     assert response.json()["redaction"]["derived"]["copies"]["skill_drafts"] == [record.pk]
+
+
+def test_a_short_chinese_fact_is_redacted_where_it_is_quoted_and_a_short_phrase_is_not(
+    bob, client_for
+):
+    """A bare text is matched by how much it says: eight ideographs say as much as a sentence
+    (an ideograph counts three characters), three common ones do not."""
+    actor = member_actor(bob)
+    said = "我住在朝阳区望京"  # "I live in Wangjing, Chaoyang": 8 characters
+    thanks = "谢谢你"
+    fact, polite = (
+        memory_services.memory_add(
+            actor=actor, scope="user", kind="fact", content=text, source_kind="user_statement"
+        )
+        for text in (said, thanks)
+    )
+    quoting = memory_services.experience_record(
+        actor=actor,
+        task=f"帮我找离{said}最近的健身房，{thanks}",
+        steps=[f"查询 {said} 附近的健身房"],
+        outcome="success",
+        run_id=1,
+    )
+    marker = client_for(bob).delete(f"/api/v1/memories/{fact.pk}/").json()["marker"]
+    quoting.refresh_from_db()
+    history = MemoryVersion.objects.filter(memory=quoting).values_list("new_content", flat=True)
+    assert not [text for text in history if said in text]
+    assert quoting.content.count(marker) == 2 and thanks in quoting.content  # task and step
+    assert quoting.attributes["steps"] == [f"查询 {marker} 附近的健身房"]
+
+    client_for(bob).delete(f"/api/v1/memories/{polite.pk}/")
+    quoting.refresh_from_db()
+    assert thanks in quoting.content  # three characters: everyone's words, left alone

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from cadre.memory import embeddings, search
 from cadre.memory.models import Memory, MemoryEmbedding
-from cadre.memory.text import lexical_document
+from cadre.memory.text import lexical_document, match_length
 from tests.factories import OrganizationFactory
 
 
@@ -53,6 +53,13 @@ def test_lexical_document_segments_chinese_and_keeps_english_tokens():
     for token in ("周报", "发给", "李伟", "q3", "预算", "review", "zhang", "san"):
         assert token in tokens
     assert document == document.lower()
+
+
+def test_a_phrase_says_about_as_much_in_chinese_as_in_english():
+    assert match_length("I like green tea") == 16
+    assert match_length("我喜欢绿茶") == 15  # five ideographs
+    assert match_length("我的工号是SZ20931") == 22  # mixed
+    assert match_length("谢谢你") == 9 < match_length("thank you!!!")
 
 
 def test_lexical_document_adds_date_words_from_attributes():

@@ -15,8 +15,9 @@ later run. Within a carrier the memory's text is replaced by a marker ("[memory 
   id, in step inputs (model calls' messages) and outputs, step errors, run events, waits, the
   run's input and output, and the query of the memory's context records. A line of the
   context block (`[agent:5#12] <text>`) is matched with its id whatever the text's length;
-  a bare text is matched only from `MIN_TEXT_MATCH` characters, so a two-word memory cannot
-  erase the same two words elsewhere.
+  a bare text is matched only from `MIN_TEXT_MATCH` characters (an ideograph counts three,
+  `cadre.memory.text.match_length`), so a two-word memory cannot erase the same two words
+  elsewhere.
 
 Sessions are handled whole (their runs share the quoted text), a bounded number per call;
 a session with a run in progress is deferred until the run rests (its worker may still write
@@ -39,6 +40,7 @@ from django.utils import timezone
 from cadre.agents.models import Run, RunEvent, SessionSummary, Step, Wait
 from cadre.identifiers import parse_pks
 from cadre.memory.models import ContextRecord
+from cadre.memory.text import match_length
 
 MIN_TEXT_MATCH = 12
 # Keys of the lists whose entries are memories ({"id", "content", "scope"}).
@@ -127,7 +129,7 @@ class _Redactor:
             for form in self.texts:
                 text = text.replace(prefix + form, prefix + self.marker)
         for form in self.texts:
-            if len(form) >= MIN_TEXT_MATCH:
+            if match_length(form) >= MIN_TEXT_MATCH:
                 text = text.replace(form, self.marker)
         return text
 

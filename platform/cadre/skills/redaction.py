@@ -28,6 +28,7 @@ from cadre.governance.masking.engine import mask
 from cadre.governance.masking.policy import PLACEHOLDER
 from cadre.governance.masking.vault import EphemeralVault
 from cadre.memory.services.deletion import MIN_TEXT_MATCH, redact_value
+from cadre.memory.text import match_length
 from cadre.skills.models import (
     CandidateRevision,
     DistillationRecord,
@@ -49,7 +50,7 @@ def masked_patterns(organization, forms: list[str]) -> list[re.Pattern]:
     number (a draft's vault numbers them for its cluster)."""
     patterns = []
     for form in forms:
-        if len(form) < MIN_TEXT_MATCH:
+        if match_length(form) < MIN_TEXT_MATCH:
             continue
         masked = mask(form, conversation=EphemeralVault(), organization=organization).text
         if masked == form:

@@ -47,7 +47,7 @@ from cadre.memory.services.common import (
     require_write,
     write_version,
 )
-from cadre.memory.text import lexical_document
+from cadre.memory.text import lexical_document, match_length
 from cadre.ports import Registry
 from cadre.tenancy.actors import system_actor
 
@@ -82,8 +82,9 @@ DERIVED_KINDS = {
     Kind.EXPERIENCE: "experiences",
     Kind.SUMMARY: "summaries",
 }
-# A bare text is matched from this many characters (as in the runs' redaction): a two-word
-# memory cannot erase the same two words in every trajectory.
+# A bare text is matched from this length (text.match_length: an ideograph counts three; as in
+# the runs' redaction): a two-word memory cannot erase the same two words in every trajectory,
+# and a short Chinese fact ("我住在朝阳区") is still found.
 MIN_TEXT_MATCH = 12
 
 
@@ -141,11 +142,11 @@ def text_forms(texts: list[str]) -> list[str]:
 
 
 def redact_value(value, forms: list[str], marker: str, patterns=()):
-    """`value` (text, or JSON of them) with every form of the text (from MIN_TEXT_MATCH
-    characters) and every match of `patterns` (compiled regexes) replaced by the marker."""
+    """`value` (text, or JSON of them) with every form of the text (from MIN_TEXT_MATCH,
+    text.match_length) and every match of `patterns` (compiled regexes) replaced by the marker."""
     if isinstance(value, str):
         for form in forms:
-            if len(form) >= MIN_TEXT_MATCH and form in value:
+            if match_length(form) >= MIN_TEXT_MATCH and form in value:
                 value = value.replace(form, marker)
         for pattern in patterns:
             value = pattern.sub(marker, value)
@@ -254,7 +255,7 @@ def _redact_derived(memory: Memory, actor) -> dict:
         forms = text_forms(texts)
         matches = Q(pk__in=named.values("pk"))
         for form in forms:
-            if len(form) >= MIN_TEXT_MATCH:
+            if match_length(form) >= MIN_TEXT_MATCH:
                 escaped = json.dumps(form, ensure_ascii=False)[1:-1]
                 matches |= Q(content__contains=form) | Q(attributes_text__contains=escaped)
         # A scan of the organization's derived memories (LIKE): deletions are rare, and a
