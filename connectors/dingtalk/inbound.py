@@ -55,6 +55,7 @@ from connectors.dingtalk.session_webhook import session_webhook_allowed
 
 # DingTalk's documented window: a timestamp more than one hour from now is illegitimate.
 WINDOW = 3600
+SIGN_MARK_MARGIN = 300  # seconds a used sign stays marked after its window closes
 
 
 def sign(app_secret: str, timestamp: str) -> str:
@@ -209,14 +210,15 @@ def claim_sign(connector_id: int, timestamp: str, given: str, body: bytes) -> No
     """Accept a (fresh, valid) sign for one body only: SignatureInvalid for another body.
 
     The same body again is a redelivery (msgId de-duplicates it). The mark lives in the shared
-    cache (Redis) until the sign's window closes; Redis being down is an error (503), never a
-    reason to accept.
+    cache (Redis) until SIGN_MARK_MARGIN after the sign's window closes (a request checked
+    fresh just before the end, then slow to get here, still finds it); Redis being down is an
+    error (503), never a reason to accept.
     """
     digest = hashlib.sha256(given.encode()).hexdigest()[:32]
     key = f"connectors:dingtalk:sign:{connector_id}:{digest}"
     body_digest = hashlib.sha256(body).hexdigest()
     remaining = float(timestamp) / 1000 + WINDOW - time.time()
-    ttl = max(1, math.ceil(remaining) + 1)
+    ttl = max(0, math.ceil(remaining)) + SIGN_MARK_MARGIN
     if cache.add(key, body_digest, ttl):
         return
     if cache.get(key) != body_digest:
