@@ -91,6 +91,7 @@ member-deactivate                    POST             perm:member.manage        
 member-reactivate                    POST             perm:member.manage         auto
 member-sign-in-lock                  GET              perm:member.manage         auto
 member-sign-in-unlock                POST             perm:member.manage         auto
+member-sso-link-allow                POST             perm:member.manage         auto
 invitation-list                      GET              perm:member.view           -
 invitation-detail                    GET              perm:member.view           auto
 invitation-revoke                    POST             perm:member.manage         auto
@@ -442,6 +443,7 @@ console:invitation_revoke            POST             perm:member.manage        
 console:member_deactivate            GET,POST         perm:member.manage         member
 console:member_reactivate            POST             perm:member.manage         member
 console:member_signin_unlock         POST             perm:member.manage         member
+console:member_sso_link_allow        POST             perm:member.manage         member
 console:identity_add                 POST             perm:member.manage         member
 console:identity_remove              POST             perm:member.manage         member_identity
 console:departments                  GET              perm:department.view       -

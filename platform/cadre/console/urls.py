@@ -71,6 +71,7 @@ urlpatterns = [
     path("members/<int:pk>/deactivate/", members.member_deactivate, name="member_deactivate"),
     path("members/<int:pk>/reactivate/", members.member_reactivate, name="member_reactivate"),
     path("members/<int:pk>/unlock/", members.member_signin_unlock, name="member_signin_unlock"),
+    path("members/<int:pk>/sso-link/", members.member_sso_link_allow, name="member_sso_link_allow"),
     path("members/<int:pk>/identities/", members.identity_add, name="identity_add"),
     path(
         "members/<int:pk>/identities/<int:identity_pk>/remove/",

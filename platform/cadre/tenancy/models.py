@@ -225,6 +225,11 @@ class Member(TenantModel):
     # The locale the member's IM platform reported (Slack's users.info), used for IM messages
     # when the member set no language.
     platform_language = models.CharField(max_length=16, blank=True, default="", db_default="")
+    # Someone other than the member changed what single sign-on finds them by (e-mail, employee
+    # number, an IM account): no provider account not yet linked to them may take this member
+    # over until they sign in through one already theirs, or an owner allows it (a person who
+    # may edit colleagues must not become one by pointing their e-mail at an account of theirs).
+    sso_link_held = models.BooleanField(default=False, db_default=False)
     # Directory attributes an identity provider provisions over SCIM (RFC 7643 userName,
     # externalId, name.givenName / name.familyName); blank for members added in Cadre.
     user_name = models.CharField(max_length=191, blank=True)

@@ -260,6 +260,22 @@ def member_signin_unlock(request, pk: int):
 
 @require_POST
 @require_permission("member.manage")
+def member_sso_link_allow(request, pk: int):
+    member = _visible_member(request, pk)
+    try:
+        services.member_sso_link_allow(actor=request.actor, member=member)
+    except CadreError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(
+            request,
+            _("Single sign-on may link %(name)s's account again.") % {"name": member.display_name},
+        )
+    return redirect("console:member", pk=member.pk)
+
+
+@require_POST
+@require_permission("member.manage")
 def identity_add(request, pk: int):
     member = _visible_member(request, pk)
     form = IdentityForm(request.POST)

@@ -127,10 +127,11 @@ class MemberSerializer(serializers.ModelSerializer):
             "status",
             "has_login",
             "im_identities",
+            "sso_link_held",
             "created_at",
             "deactivated_at",
         ]
-        read_only_fields = ["id", "status", "created_at", "deactivated_at"]
+        read_only_fields = ["id", "status", "sso_link_held", "created_at", "deactivated_at"]
         validators: list = []
 
     def get_has_login(self, member: Member) -> bool:

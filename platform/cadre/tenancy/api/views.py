@@ -278,6 +278,18 @@ class MemberViewSet(
         return Response(s.MemberSerializer(member).data)
 
     @extend_schema(
+        request=None,
+        responses=s.MemberSerializer,
+        description="Let single sign-on link the member again after someone else changed the "
+        "e-mail, employee number or IM account it finds them by (`sso_link_held`; an owner "
+        "only; audited as member.sso_link_allow).",
+    )
+    @action(detail=True, methods=["post"], url_path="sso-link/allow")
+    def sso_link_allow(self, request, pk=None):
+        member = services.member_sso_link_allow(actor=self.actor, member=self.get_object())
+        return Response(s.MemberSerializer(member).data)
+
+    @extend_schema(
         responses=s.SignInLockSerializer,
         description="Whether the member's console sign-in is locked after failed passwords.",
     )

@@ -30,6 +30,7 @@ from cadre.tenancy.services.members import (
     member_deactivate,
     member_deactivated,
     member_reactivate,
+    member_sso_link_allow,
     member_update,
 )
 from cadre.tenancy.services.organizations import (
@@ -85,6 +86,7 @@ __all__ = [
     "member_invite",
     "member_language_set",
     "member_reactivate",
+    "member_sso_link_allow",
     "member_update",
     "object_grant",
     "object_grant_revoke",

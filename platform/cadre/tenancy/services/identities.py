@@ -11,6 +11,7 @@ from cadre.im import platforms
 from cadre.tenancy.actors import Actor
 from cadre.tenancy.models import IMIdentity, Member
 from cadre.tenancy.services.common import save_unique
+from cadre.tenancy.services.members import hold_sso_link
 
 
 @transaction.atomic
@@ -39,9 +40,12 @@ def im_identity_create(
         tenant_key=tenant_key,
         display_name=display_name,
     )
+    held = hold_sso_link(actor, member)  # an IM login finds the member by it
     save_unique(
         identity, _("This platform account is already mapped to a member."), "platform_user_id"
     )
+    if held:
+        member.save(update_fields=held)
     audit.record(
         actor=actor,
         action="member.identity_add",

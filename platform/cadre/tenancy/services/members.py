@@ -57,6 +57,11 @@ def _check_role_change(actor: Actor, old: list[str], new: list[str]) -> None:
         raise NotPermitted(_("Only an owner can grant or remove the owner role."))
 
 
+def _sign_in_key(name: str, value) -> str:
+    value = value if isinstance(value, str) else ""
+    return value.strip().lower() if name == "email" else value
+
+
 def check_owner_target(actor: Actor, member: Member, verb: str) -> None:
     """Deactivating or reactivating an owner changes who owns the organization."""
     if "owner" in member.roles and not _acts_as_owner(actor):
@@ -153,12 +158,54 @@ def member_create(
     return member
 
 
+# What single sign-on finds a member by (with their IM accounts): oidc._match.
+SIGN_IN_KEYS = ("email", "employee_no")
+
+
+def hold_sso_link(actor: Actor, member: Member) -> list[str]:
+    """Someone changes what single sign-on finds `member` by: an owner's only by an owner, and
+    unless it is the member themselves, no provider account not yet linked to the member may
+    take them over until they sign in through one that is, or an owner allows it. The fields
+    to save."""
+    check_owner_target(actor, member, "change")
+    if actor.member is not None and actor.member.pk == member.pk:
+        return []
+    member.sso_link_held = True
+    return ["sso_link_held"]
+
+
+@transaction.atomic
+def member_sso_link_allow(*, actor: Actor, member: Member) -> Member:
+    """An owner lets single sign-on link this member again (after checking that the e-mail,
+    employee number and IM accounts someone else set are really the member's); audited."""
+    actor.require("member.manage", member)
+    if member.sso_link_held:
+        if not _acts_as_owner(actor):
+            raise NotPermitted(_("Only an owner can allow single sign-on to link this account."))
+        member.sso_link_held = False
+        member.save(update_fields=["sso_link_held"])
+        audit.record(
+            actor=actor,
+            action="member.sso_link_allow",
+            target=member,
+            before={"sso_link_held": True},
+            after={"sso_link_held": False},
+        )
+    return member
+
+
 @transaction.atomic
 def member_update(
     *, actor: Actor, member: Member, positions: list[Position] | None = None, **fields
 ) -> Member:
     actor.require("member.manage", member)
     before = _member_snapshot(member)
+    held = []
+    if any(
+        name in fields and _sign_in_key(name, fields[name]) != getattr(member, name)
+        for name in SIGN_IN_KEYS
+    ):
+        held = hold_sso_link(actor, member)
     if "roles" in fields:
         fields["roles"] = check_roles(fields["roles"])
         _check_role_change(actor, member.roles, fields["roles"])
@@ -184,7 +231,7 @@ def member_update(
             member,
             _("A member with this email or user name exists."),
             "email",
-            update_fields=list(fields),
+            update_fields=[*fields, *held],
         )
     if positions is not None:
         member.positions.set(positions)

@@ -388,7 +388,9 @@ def _user_for(member: Member):
     return user
 
 
-def _refusal_for(provider: IdentityProvider, member: Member | None, found: dict) -> str:
+def _refusal_for(
+    provider: IdentityProvider, member: Member | None, found: dict, matched_by: str
+) -> str:
     """'' when the matched (or JIT-creatable) account may sign in, else the reason code."""
     if member is None:
         if not provider.jit_enabled:
@@ -398,6 +400,9 @@ def _refusal_for(provider: IdentityProvider, member: Member | None, found: dict)
         return ""
     if member.status == Member.Status.DEACTIVATED:
         return "member_inactive"
+    if member.sso_link_held and matched_by != "linked":
+        # Someone else changed what this member is found by (Member.sso_link_held).
+        return "link_held"
     return ""
 
 
@@ -425,7 +430,7 @@ def sso_complete(
     )
     member, matched_by = _match(provider, found)
     system = system_actor(provider.organization, label=f"sso:{provider.slug}")
-    refusal = _refusal_for(provider, member, found)
+    refusal = _refusal_for(provider, member, found, matched_by)
     if refusal:
         raise SsoRefused(refusal, found["email"] or found["sub"])
     if member is None:
@@ -454,6 +459,10 @@ def sso_complete(
         matched_by = "created"
     claim_roles.roles_apply(provider=provider, member=member, groups=found["groups"], actor=system)
     _user_for(member)
+    if matched_by == "linked" and member.sso_link_held:
+        # The member signed in through an account already theirs: what others set is theirs.
+        member.sso_link_held = False
+        member.save(update_fields=["sso_link_held"])
     identity, newly_linked = SsoIdentity.objects.get_or_create(
         provider=provider,
         subject=found["sub"],
@@ -488,7 +497,7 @@ def sso_preview(*, provider: IdentityProvider, pending: dict, code: str, redirec
     except SsoRefused as refusal:
         member, matched_by, refusal_reason = None, "", refusal.reason
     else:
-        refusal_reason = _refusal_for(provider, member, found)
+        refusal_reason = _refusal_for(provider, member, found, matched_by)
     roles = claim_roles.roles_plan(provider, member, found["groups"])
     return {
         "claims": claims,

@@ -26,6 +26,10 @@ REASONS = {
     "wrong_tenant": _("This account belongs to another company on the IM platform."),
     "not_in_directory": _("This account is not in the company's directory on the IM platform."),
     "member_inactive": _("This member is deactivated."),
+    "link_held": _(
+        "Someone other than this member changed the e-mail, employee number or IM account this "
+        "sign-in matched: an owner must allow single sign-on to link the account first."
+    ),
     "signature_missing": _("The SAML response and its assertion are not signed."),
     "not_yet_valid": _("The SAML assertion is not valid yet (check the clocks)."),
     "wrong_destination": _("The SAML assertion was sent to another address."),
