@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from cadre.agents.models import Agent, AgentTemplate, Run, TemplateVersion
+from cadre.agents.models import Agent, AgentTemplate, Run, TemplateVersion, Wait
 from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.governance.models import Confirmation, ConfirmationVote
 from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
@@ -253,16 +254,54 @@ def test_confirmation_resume_through_the_api(client_for, bob, alice, bob_agent):
         format="json",
     ).json()
     engine.run_execute(run["id"])
-    assert (
-        api.post(
-            f"/api/v1/runs/{run['id']}/resume/", {"payload": {"approved": True}}, format="json"
-        ).status_code
-        == 403
-    )  # bob cannot approve
-    decided = client_for(alice).post(
-        f"/api/v1/runs/{run['id']}/resume/", {"payload": {"approved": True}}, format="json"
+    resume = f"/api/v1/runs/{run['id']}/resume/"
+    # Bob confirms his own sends (console, IM card), not through this admin's route; the
+    # owner may use the route but is not this confirmation's decider.
+    with nothing_changes(Wait, Confirmation, ConfirmationVote):
+        for who in (bob, alice):
+            response = client_for(who).post(resume, {"payload": {"approved": True}}, format="json")
+            assert response.status_code == 403, response.content
+    assert Run.objects.get(pk=run["id"]).status == "waiting"
+
+
+def test_resuming_a_run_decides_its_confirmation_by_the_confirmations_rules(
+    client_for, bob, alice, bob_agent, make_member, org_a, im_channel
+):
+    """The run's resume route is the confirmation's decision: someone who may not decide it
+    cannot approve it through the run, and an approval counts towards its quorum."""
+    org_a.settings = {
+        **(org_a.settings or {}),
+        "confirmation_rules": {"high": {"deciders": ["role:owner"], "approvals": 2}},
+    }
+    org_a.save(update_fields=["settings"])
+    other_owner = make_member(roles=["owner"])
+    ivan = make_member(roles=["it_admin"])  # holds confirmation.decide, not a decider here
+    run = (
+        client_for(bob)
+        .post(
+            "/api/v1/runs/",
+            {"agent": bob_agent.pk, "text": "send hello to group:everyone"},
+            format="json",
+        )
+        .json()
     )
-    assert decided.status_code == 200 and decided.json()["status"] == "resolved"
+    engine.run_execute(run["id"])
+    confirmation = Confirmation.objects.get(run_id=run["id"])
+    assert ivan.pk not in confirmation.decider_ids
+    resume = f"/api/v1/runs/{run['id']}/resume/"
+    with nothing_changes(Wait, Confirmation, ConfirmationVote):
+        forged = client_for(ivan).post(resume, {"payload": {"approved": True}}, format="json")
+        assert forged.status_code == 403, forged.content
+        malformed = client_for(alice).post(resume, {"payload": {"ok": 1}}, format="json")
+        assert malformed.status_code == 400, malformed.content
+    first = client_for(alice).post(resume, {"payload": {"approved": True}}, format="json")
+    assert first.status_code == 200 and first.json()["status"] == "pending"  # one of two
+    assert engine.run_execute(run["id"]) == "waiting" and not im_channel.messages
+    second = client_for(other_owner).post(resume, {"payload": {"approved": True}}, format="json")
+    assert second.status_code == 200 and second.json()["status"] == "resolved"
+    confirmation.refresh_from_db()
+    assert confirmation.status == Confirmation.Status.APPROVED
+    assert set(confirmation.votes.values_list("via", flat=True)) == {"api"}
     assert engine.run_execute(run["id"]) == "completed"
 
 

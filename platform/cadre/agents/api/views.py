@@ -694,7 +694,7 @@ class RunViewSet(OwnAgentsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         run = self.get_object()
         data = s.RunResumeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        wait = runtime.run_resume(
+        wait = runtime.run_resume_request(
             actor=self.actor,
             run=run,
             payload=data.validated_data["payload"],

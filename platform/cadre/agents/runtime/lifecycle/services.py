@@ -9,7 +9,9 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from cadre import queues
 from cadre.agents.models import Agent, Deployment, Run, Session, Wait
@@ -25,8 +27,9 @@ from cadre.agents.runtime.records.runs import (
 )
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance import audit
-from cadre.governance.confirmations import Decision
+from cadre.governance.confirmations import Decision, confirmation_decide
 from cadre.governance.models import Confirmation
+from cadre.identifiers import parse_pk
 from cadre.observability import current_trace_id
 from cadre.ports import Listeners
 from cadre.tenancy.actors import Actor
@@ -236,6 +239,47 @@ def run_resume(*, actor: Actor, run: Run, payload: dict, key: str | None = None)
         changes={"wait": wait.key, "kind": wait.kind, "payload_keys": sorted(payload)},
         organization=run.organization,
     )
+    return wait
+
+
+@transaction.atomic
+def run_resume_request(*, actor: Actor, run: Run, payload: dict, key: str | None = None) -> Wait:
+    """`POST /runs/{id}/resume/`: an external event the run waits for is resolved with the
+    payload; a confirmation it waits for is decided like any decision — through governance,
+    by one of its deciders, counting towards its approvals and its requester rule — with
+    `{"approved": true|false, "reason": …}`, and the run resumes once the decision is final.
+    Returns the wait as it stands (still pending while approvals are missing)."""
+    waits = Wait.objects.filter(run=run, status=Wait.Status.PENDING)
+    if key is not None:
+        waits = waits.filter(key=key)
+    found = list(waits[:2])
+    if len(found) != 1:
+        return run_resume(actor=actor, run=run, payload=payload, key=key)  # its refusals
+    wait = found[0]
+    if wait.kind != Wait.Kind.CONFIRMATION:
+        return run_resume(actor=actor, run=run, payload=payload, key=wait.key)
+    approved = payload.get("approved")
+    if not isinstance(approved, bool):
+        raise InvalidInput(
+            _('A confirmation is decided with {"approved": true} or {"approved": false}.'),
+            details={"payload": ["approved: true or false"]},
+        )
+    confirmation = (
+        Confirmation.objects.filter(organization_id=run.organization_id, run_id=run.pk)
+        .filter(Q(wait_key=wait.key) | Q(pk=parse_pk(wait.key) or 0, wait_key=""))
+        .first()
+    )
+    if confirmation is None:
+        raise Conflict(_("The run is not waiting for that."), code="not_waiting")
+    reason = payload.get("reason")
+    confirmation_decide(
+        decision="approve" if approved else "reject",
+        via="api",
+        confirmation=confirmation,
+        actor=actor,
+        reason=reason[:500] if isinstance(reason, str) else "",
+    )
+    wait.refresh_from_db()
     return wait
 
 
