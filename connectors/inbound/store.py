@@ -2,8 +2,9 @@
 
 What is stored is made storable first, whatever an authentic sender put in it: NUL characters
 (which PostgreSQL text and jsonb cannot hold) are removed, lone surrogates (which UTF-8 cannot
-encode) become U+FFFD, nesting deeper than MAX_DEPTH is cut, and an id longer than its column
-is replaced by a prefix and its SHA-256, so two long ids sharing a prefix stay two rows.
+encode) become U+FFFD, NaN and infinities (which JSON and jsonb have no number for) become null,
+nesting deeper than MAX_DEPTH is cut, and an id longer than its column is replaced by a prefix
+and its SHA-256, so two long ids sharing a prefix stay two rows.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -69,6 +71,10 @@ def _storable(value, depth: int = 0):
         if depth >= MAX_DEPTH:
             return []
         return [_storable(item, depth + 1) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no NaN or infinity (Python's json reads them, jsonb refuses them): null, as
+        # JavaScript's JSON.stringify writes them — a string would pass for a real value.
+        return None
     return value
 
 

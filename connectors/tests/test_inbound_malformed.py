@@ -2,8 +2,9 @@
 
 Each request below carries a valid signature, so the platform (or whoever holds its secret)
 sent it: NUL characters and lone surrogates are removed or replaced before storing (PostgreSQL
-cannot hold NUL, UTF-8 cannot encode a lone surrogate); nesting too deep for the JSON parser
-and fields of the wrong type are 400 with the error envelope, and nothing is stored.
+cannot hold NUL, UTF-8 cannot encode a lone surrogate), NaN and infinities are stored as null
+(jsonb has no number for them); nesting too deep for the JSON parser and fields of the wrong
+type are 400 with the error envelope, and nothing is stored.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from urllib.parse import urlencode
 import pytest
 from django.test import Client
 
+from connectors.base import ParsedEvent
 from connectors.dingtalk.inbound import sign as dingtalk_sign
+from connectors.inbound.store import storable_event
 from connectors.models import InboundEvent
 from connectors.slack.inbound import v0_signature
 from connectors.tests.helpers import make_connector
@@ -494,3 +497,100 @@ def test_wecom_malformed_message_is_400_or_stored_clean(wecom, plaintext):
         assert response.json()["error"]["code"] == "invalid"
         assert not InboundEvent.objects.exists()
     assert_stored_clean()
+
+
+# --- absurd timestamps and non-finite numbers, any platform --------------------------------
+
+
+@pytest.mark.parametrize("timestamp", ["9" * 400, "-" + "9" * 400, "1" * 5000, "nan", "1e999"])
+def test_slack_absurd_timestamp_is_401(slack, timestamp):
+    # Checked before the signature: no secret is needed to send one.
+    response = Client().post(
+        slack.callback_path,
+        data=b"{}",
+        content_type="application/json",
+        HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp,
+        HTTP_X_SLACK_SIGNATURE="v0=00",
+    )
+    assert response.status_code == 401, response.content
+    assert response.json()["error"]["code"] == "signature_invalid"
+    assert not InboundEvent.objects.exists()
+
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e309"]
+
+
+def with_number(data: dict, raw: str) -> bytes:
+    """`data` as JSON with its "NUMBER" string replaced by the bare token `raw` (Python's json
+    reads NaN, Infinity and 1e309 as floats; jsonb has no number for them)."""
+    return json.dumps(data).replace('"NUMBER"', raw).encode()
+
+
+def assert_stored_with_null(path: str):
+    (event,) = InboundEvent.objects.all()
+    value = event.payload
+    *parents, last = path.split(".")
+    for name in parents:
+        value = value[name]
+    assert last in value and value[last] is None
+
+
+@pytest.mark.parametrize("raw", NON_FINITE)
+def test_webhook_non_finite_card_value_is_stored_as_null(hook, raw):
+    body = with_number(webhook_message(type="card_action", action={"k": "NUMBER"}), raw)
+    assert webhook_post(hook, body).status_code == 200
+    assert_stored_with_null("action.k")
+
+
+@pytest.mark.parametrize("raw", NON_FINITE)
+def test_slack_non_finite_card_value_is_stored_as_null(slack, raw):
+    action = {"action_id": "approve", "value": '{"k": NUMBER}', "action_ts": "1700000000.1"}
+    body = json.dumps(slack_actions(actions=[action])).replace("NUMBER", raw).encode()
+    assert slack_post(slack, body).status_code == 200
+    assert_stored_with_null("action.k")
+
+
+@pytest.mark.parametrize("raw", NON_FINITE)
+def test_feishu_non_finite_card_value_is_stored_as_null(feishu, raw):
+    data = {
+        "schema": "2.0",
+        "header": {"event_id": "ev-2", "event_type": "card.action.trigger", "tenant_key": "tk-1"},
+        "event": {
+            "operator": {"open_id": "ou_1"},
+            "action": {"value": {"k": "NUMBER"}},
+            "context": {"open_chat_id": "oc_1", "open_message_id": "om_1"},
+        },
+    }
+    assert feishu_post(feishu, with_number(data, raw)).status_code == 200
+    assert_stored_with_null("action.k")
+
+
+@pytest.mark.parametrize("raw", NON_FINITE)
+def test_dingtalk_non_finite_card_value_is_stored_as_null(ding, raw):
+    content = json.dumps({"cardPrivateData": {"params": {"k": "NUMBER"}}})
+    data = {"outTrackId": "track-1", "userId": "staff-1", "corpId": "ding-corp"}
+    body = json.dumps(data | {"content": content.replace('"NUMBER"', raw)}).encode()
+    assert ding_post(ding, body).status_code == 200
+    assert_stored_with_null("action.k")
+
+
+@pytest.mark.parametrize("raw", NON_FINITE)
+def test_wecom_non_finite_card_value_is_stored_as_null(wecom, raw):
+    plaintext = (
+        f"<xml><ToUserName>{WECOM_CORP}</ToUserName><FromUserName>zhangsan</FromUserName>"
+        "<CreateTime>1700000000</CreateTime><MsgType>event</MsgType>"
+        f'<Event>template_card_event</Event><EventKey>{{"k": {raw}}}</EventKey>'
+        "<TaskId>task-1</TaskId><AgentID>218</AgentID></xml>"
+    ).encode()
+    assert wecom_post(wecom, plaintext).status_code == 200
+    assert_stored_with_null("action.k")
+
+
+def test_non_finite_numbers_anywhere_in_a_stored_event_become_null():
+    nan, inf = float("nan"), float("inf")
+    event = ParsedEvent(
+        event_key="e1", action={"a": [nan, {"b": -inf}], "c": inf, "d": 1.5}, context={"n": nan}
+    )
+    cleaned = storable_event(event)
+    assert cleaned.action == {"a": [None, {"b": None}], "c": None, "d": 1.5}
+    assert cleaned.context == {"n": None}

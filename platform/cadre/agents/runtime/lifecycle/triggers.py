@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 
 from cadre.agents.models import Agent, Deployment, EventTrigger, TriggerEvent
 from cadre.agents.runtime.lifecycle.services import run_start
+from cadre.api.parsers import json_body_problem
 from cadre.errors import CadreError, InvalidInput, NotFound
 from cadre.governance import audit
 from cadre.identifiers import parse_pk
@@ -103,6 +104,26 @@ def _member_for(trigger: EventTrigger, data: dict) -> Member:
     return found[0]
 
 
+def _event_payload(body: bytes) -> dict:
+    """The signed body as an event the database and the run can hold, or InvalidInput.
+
+    A signature proves who sent the body, not that it is usable: the same rules as every JSON
+    body of the API (depth, NUL, lone surrogates, finite numbers) keep it from failing as a 500
+    at the TriggerEvent insert or in the run that reads it."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        raise InvalidInput(_("The body must be JSON.")) from None
+    problem = json_body_problem(payload)
+    if problem:
+        raise InvalidInput(problem)
+    if not isinstance(payload, dict) or not str(payload.get("event_id", "")).strip():
+        raise InvalidInput(_("The event needs an event_id."), details={"event_id": ["required"]})
+    if not isinstance(payload.get("data") or {}, dict):
+        raise InvalidInput(_("data must be a JSON object."), details={"data": ["object"]})
+    return payload
+
+
 def trigger_receive(
     *, trigger_id: int, timestamp: str, signature: str, body: bytes, now: float | None = None
 ) -> dict:
@@ -120,16 +141,14 @@ def trigger_receive(
         sent_at = int(timestamp)
     except ValueError:
         raise BadSignature(_("X-Cadre-Timestamp must be unix seconds.")) from None
-    if abs((now or time.time()) - sent_at) > trigger.tolerance_seconds:
+    current = now or time.time()
+    # Compared, not subtracted: int - float overflows for a timestamp of 400 digits, and
+    # Python compares an int of any size with a float exactly.
+    if not current - trigger.tolerance_seconds <= sent_at <= current + trigger.tolerance_seconds:
         raise BadSignature(_("The timestamp is outside the accepted window."), code="stale")
     if not hmac.compare_digest(sign(trigger.secret, timestamp, body), signature or ""):
         raise BadSignature(_("The signature does not match."))
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        raise InvalidInput(_("The body must be JSON.")) from None
-    if not isinstance(payload, dict) or not str(payload.get("event_id", "")).strip():
-        raise InvalidInput(_("The event needs an event_id."), details={"event_id": ["required"]})
+    payload = _event_payload(body)
     event_id = str(payload["event_id"])[:191]
     with transaction.atomic():
         existing = TriggerEvent.objects.filter(trigger=trigger, event_id=event_id).first()
