@@ -102,6 +102,8 @@ def _detail_context(request, member: Member, identity_form: IdentityForm | None 
         # The member's agents the viewer may see (all of them with agent.view).
         "agents": list(agent_find(request.actor, member_id=member.pk)[:MEMBER_AGENTS]),
         "can_manage": can_manage,
+        "may_allow_sso_link": member.sso_link_held
+        and services.may_allow_sso_link(request.actor, member),
         "identity_form": (identity_form or IdentityForm()) if can_manage else None,
         "role_labels": {name: role.label for name, role in ROLES.items()},
         "pending_invitation": pending,

@@ -26,6 +26,7 @@ from cadre.tenancy.services.invitations import (
 )
 from cadre.tenancy.services.members import (
     MEMBER_FIELDS,
+    may_allow_sso_link,
     member_create,
     member_deactivate,
     member_deactivated,
@@ -80,6 +81,7 @@ __all__ = [
     "invitation_lookup",
     "invitation_revoke",
     "mail_delivers",
+    "may_allow_sso_link",
     "member_create",
     "member_deactivate",
     "member_deactivated",

@@ -174,6 +174,11 @@ def hold_sso_link(actor: Actor, member: Member) -> list[str]:
     return ["sso_link_held"]
 
 
+def may_allow_sso_link(actor: Actor, member: Member) -> bool:
+    """Whether `actor` may lift `member`'s hold (member_sso_link_allow): an owner managing them."""
+    return actor.can("member.manage", member) and _acts_as_owner(actor)
+
+
 @transaction.atomic
 def member_sso_link_allow(*, actor: Actor, member: Member) -> Member:
     """An owner lets single sign-on link this member again (after checking that the e-mail,
