@@ -187,6 +187,17 @@ def fingerprint(entries: Iterable[tuple[str, str]]) -> str:
 
 def safe_path(raw: str, limits: BundleLimits = LIMITS) -> str:
     """The member's relative POSIX path, or UnsafeBundle (absolute, traversal, odd bytes)."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        # tarfile decodes a name that is not UTF-8 to lone surrogates (surrogateescape), and a
+        # JSON path may spell one: no fingerprint, column or JSON answer can hold such a name.
+        shown = raw[:200].encode("utf-8", "backslashreplace").decode("utf-8")
+        raise _refuse(
+            gettext("'%(shown)s' is not a valid UTF-8 name.") % {"shown": shown},
+            reason="bad_name",
+            path=shown,
+        ) from None
     shown = raw[:200]
     if "\x00" in raw or any(unicodedata.category(char) == "Cc" for char in raw):
         raise _refuse(

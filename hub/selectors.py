@@ -12,7 +12,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from cadre.agents.models import Run
-from cadre.errors import InvalidInput, NotFound
+from cadre.agents.selectors import run_may_act, transcripts_readable
+from cadre.errors import InvalidInput, NotFound, NotPermitted
 from cadre.tenancy.models import Department, department_subtree_ids
 from cadre.tenancy.roles import GRANTABLE
 from hub.models import (
@@ -384,9 +385,29 @@ def installs_visible(actor) -> QuerySet[SkillInstall]:
 
 
 def run_get(actor, run_id: int):
-    """A run the actor may see (`agent.view`, or their own through `chat.use`), else 404."""
-
-    run = Run.objects.restrict(actor, "view").filter(pk=run_id).first()
+    """A run whose transcript the actor may read (`transcripts_readable`), else 404: which
+    skills matched a run tells what it was asked, so `agent.view` alone (an auditor, a business
+    admin) is not told a colleague's run exists, as the runs API does not tell them."""
+    run = transcripts_readable(actor, Run.objects.all()).filter(pk=run_id).first()
     if run is None:
         raise NotFound(_("No such run."), code="run_not_found")
     return run
+
+
+def run_to_rate(actor, run_id: int) -> tuple[Run, bool]:
+    """A run the actor may rate as the runs API's rating allows it (the person it served, or a
+    deployment manager: `run_may_act`), and whether they may read its transcript (else they
+    are not shown its skills). Who may read it but not rate it is refused (403) before the
+    body is read; anyone else gets 404."""
+    run = Run.objects.restrict(actor, "view").filter(pk=run_id).first()
+    readable = (
+        run is not None and transcripts_readable(actor, Run.objects.filter(pk=run.pk)).exists()
+    )
+    may_act = run is not None and run_may_act(actor, run)
+    if not (readable or may_act):
+        raise NotFound(_("No such run."), code="run_not_found")
+    if not may_act:
+        raise NotPermitted(
+            _("Only the person the run served, or a deployment manager, may do this.")
+        )
+    return run, readable

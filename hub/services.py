@@ -42,7 +42,7 @@ from hub.models import (
 )
 from hub.scan import ScanResult, scan_files
 from hub.selectors import can_maintain, namespace_publish_refusal, ordered
-from hub.validation import ValidationReport, validate_files
+from hub.validation import SKILL_FILE, Problem, ValidationReport, validate_files
 from hub.versions import is_range, parse_version
 
 logger = logging.getLogger(__name__)
@@ -223,8 +223,54 @@ def check_bundle(bundle: Bundle, *, name: str | None = None) -> tuple[Validation
     """Validation (with the folder-name rule) and the security scan of a bundle."""
     files = {f.path: f.content for f in bundle.files}
     report = validate_files(files, folder_name=name or bundle.folder_name)
+    problem = _unstorable_skill_md(report)
+    if problem is not None:
+        # Reported without the parsed document: its frontmatter would reach a JSON answer (a
+        # dry run's) and its body a text column, neither of which holds such text.
+        report = ValidationReport([problem])
     scan = scan_files(files.items())
     return report, scan
+
+
+def _unstorable_skill_md(report: ValidationReport) -> Problem | None:
+    """A SKILL.md whose body or frontmatter holds a NUL (raw, or YAML's "\\0") or a lone
+    surrogate (YAML's "\\ud800"): text PostgreSQL does not store."""
+    document = report.document
+    if document is None:
+        return None
+    keys = [key for key, value in document.frontmatter.items() if _unstorable([key, value])]
+    if keys:
+        line = document.key_lines.get(str(keys[0]))
+    elif "\x00" in document.body:
+        line = document.body_line + document.body.split("\x00", 1)[0].count("\n")
+    else:
+        return None
+    return Problem(
+        SKILL_FILE,
+        line,
+        "unstorable_text",
+        gettext("SKILL.md holds a NUL character or a lone surrogate, which cannot be stored."),
+    )
+
+
+def _unstorable(value) -> bool:
+    """Whether a parsed frontmatter value (or key) holds a NUL or a lone surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def package_publish(

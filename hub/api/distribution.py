@@ -190,7 +190,7 @@ class RunFeedbackView(APIView):
         "context gets this outcome (it overrides the run's status in the success rates).",
     )
     def post(self, request, run_id: int):
-        run = selectors.run_get(request.actor, run_id)
+        run, readable = selectors.run_to_rate(request.actor, run_id)
         serializer = FeedbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         runtime.run_rate(  # the run's rating; its skills get the outcome (skills_rated)
@@ -203,7 +203,9 @@ class RunFeedbackView(APIView):
             {
                 "run": run.pk,
                 "outcome": serializer.validated_data["outcome"],
-                "skills": UsageSerializer(_usages(run), many=True).data,
+                # A deployment manager rates a colleague's run without reading it (as in the
+                # runs API); the skills that matched would tell them what it was asked.
+                "skills": UsageSerializer(_usages(run), many=True).data if readable else [],
             }
         )
 

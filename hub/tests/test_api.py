@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import random
+import tarfile
 import zipfile
 
 import pytest
@@ -14,7 +15,7 @@ from cadre import signing
 from hub.integrity import verify_files
 from hub.models import HubNamespace, SkillBlob, SkillPackage, SkillVersion
 from hub.tests.factories import publish
-from hub.tests.skill_samples import make_tar_gz, make_zip, skill_files
+from hub.tests.skill_samples import make_tar_gz, make_zip, skill_files, skill_md
 from tests.factories import DepartmentFactory
 from tests.refusals import nothing_changes
 
@@ -106,6 +107,52 @@ def test_unsafe_bundle_is_a_400_with_the_reason(alice, client_for):
     response = client_for(alice).post(f"{BASE}/publish/", data, format="multipart")
     assert response.status_code == 400
     assert response.json()["error"]["details"]["reason"] == "path_traversal"
+
+
+@pytest.mark.parametrize("dry_run", ["false", "true"])
+def test_a_tar_name_that_is_not_utf8_is_a_400_unsafe_bundle(alice, client_for, dry_run):
+    buffer = io.BytesIO()
+    # A name written on a non-UTF-8 system: tarfile reads the bytes 0xff 0xfe back as escapes.
+    with tarfile.open(fileobj=buffer, mode="w", errors="surrogateescape") as archive:
+        for path, content in (skill_files() | {"scripts/\udcff\udcfe.py": b"x\n"}).items():
+            info = tarfile.TarInfo(f"pdf-tools/{path}")
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    data = {"bundle": io.BytesIO(buffer.getvalue()), "version": "1.0.0", "dry_run": dry_run}
+    data["bundle"].name = "pdf-tools.tar"
+    with nothing_changes(SkillPackage, SkillVersion, SkillBlob):
+        response = client_for(alice).post(f"{BASE}/publish/", data, format="multipart")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unsafe_bundle" and error["details"]["reason"] == "bad_name"
+    assert error["details"]["path"] == "pdf-tools/scripts/\\udcff\\udcfe.py"
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (skill_md(body="# PDF tools\n\nMerge \x00 files.\n"), 7),
+        (skill_md(description='"Fill\\0 forms."'), 3),
+        (skill_md(extra='metadata:\n  note: "a\\ud800"\n'), 4),
+    ],
+    ids=["nul_in_body", "nul_escape_in_frontmatter", "surrogate_escape_in_frontmatter"],
+)
+def test_a_nul_or_lone_surrogate_in_skill_md_is_a_400_and_stores_nothing(
+    alice, client_for, text, line
+):
+    client = client_for(alice)
+    files = skill_files() | {"SKILL.md": text}
+    with nothing_changes(SkillPackage, SkillVersion, SkillBlob):
+        response = upload(client, files)
+        dry_run = upload(client, files, dry_run="true")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_skill"
+    [problem] = error["details"]["problems"]
+    assert (problem["path"], problem["line"]) == ("SKILL.md", line)
+    assert problem["code"] == "unstorable_text"
+    assert dry_run.status_code == 200
+    assert dry_run.json()["ok"] is False and dry_run.json()["validation"]["frontmatter"] == {}
 
 
 def test_blocked_upload_shows_findings(alice, client_for):

@@ -17,6 +17,7 @@ from hub.bundles import (
     BundleLimits,
     UnsafeBundle,
     bundle_from_directory,
+    bundle_from_files,
     collation_key,
     extracted,
     fingerprint,
@@ -65,6 +66,40 @@ def test_path_escapes_are_refused(maker, path, reason):
     files = skill_files() | {path: b"x"}
     error = refused(maker(files), reason)
     assert error.details["path"]
+
+
+def tar_with_raw_names(files: dict[str, bytes], tar_format: int) -> bytes:
+    """A tar whose names are written as given: surrogate escapes become the raw bytes they
+    stand for (`\\udcff` is the byte 0xff), as a tool on a non-UTF-8 system writes them."""
+    buffer = io.BytesIO()
+    with tarfile.open(
+        fileobj=buffer, mode="w", format=tar_format, encoding="utf-8", errors="surrogateescape"
+    ) as archive:
+        for path, content in files.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("tar_format", [tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT])
+@pytest.mark.parametrize("path", ["scripts/\udcff\udcfe.py", "pdf-tools/\udced\udca0\udc80.md"])
+def test_tar_names_that_are_not_utf8_are_refused(tar_format, path):
+    files = {f"pdf-tools/{name}": content for name, content in skill_files().items()}
+    error = refused(tar_with_raw_names(files | {path: b"x\n"}, tar_format), "bad_name")
+    # The name is shown escaped: the refusal itself must survive JSON and a UTF-8 response.
+    assert "\\udc" in error.details["path"] and "\\udc" in error.message
+    json.dumps(error.details, ensure_ascii=False).encode("utf-8")
+
+
+def test_zip_names_that_are_not_utf8_are_refused():
+    # A zip that flags its names as UTF-8 but holds other bytes, and a per-file upload's path
+    # spelling a lone surrogate (JSON's "\\udcff").
+    data = make_zip(skill_files() | {"scripts/\u00e9.py": b"x"})
+    refused(data.replace("\u00e9".encode(), b"\xff\xfe"), "corrupt_archive")
+    with pytest.raises(UnsafeBundle) as caught:
+        bundle_from_files(skill_files() | {"scripts/\udcff.py": b"x"})
+    assert caught.value.details == {"reason": "bad_name", "path": "scripts/\\udcff.py"}
 
 
 def test_zip_symlink_is_refused():

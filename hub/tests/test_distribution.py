@@ -6,13 +6,17 @@ from __future__ import annotations
 import pytest
 
 from cadre.agents import services as agents
+from cadre.agents.models import Run
+from cadre.agents.runtime.lifecycle import execution as engine
+from cadre.agents.runtime.lifecycle import services as runtime
 from cadre.errors import Conflict, InvalidInput, NotPermitted
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.actors import member_actor
 from hub import distribution, services
-from hub.models import SkillInstall, SkillInstallEvent
+from hub.models import SkillInstall, SkillInstallEvent, SkillUsage
 from hub.tests.agent_setup import deploy, template_with_skills
 from hub.tests.factories import publish
+from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
 
@@ -230,3 +234,52 @@ def test_a_rollout_tells_the_provisioned_listeners_which_agents_moved(alice, bob
     with agents.AGENTS_PROVISIONED.overridden([lambda *, agent_ids: told.append(agent_ids)]):
         agents.rollout_start(actor=actor, deployment=deployment, version=draft)
     assert told == [[by_member[bob.pk].pk]]
+
+
+# --- a run's skills: personal data, read by whoever may read the run's transcript -----------
+
+
+def _run_with_skills(alice, bob) -> Run:
+    publish(alice, version="1.0.0")
+    agent = _deployed(alice, bob, "auto")
+    run = runtime.run_start(actor=member_actor(bob), agent=agent, text="merge my divorce papers")
+    assert engine.run_execute(run.pk) == Run.Status.COMPLETED
+    assert SkillUsage.objects.filter(run=run).exists()
+    return run
+
+
+def test_a_runs_skills_are_404_to_those_who_may_not_read_its_transcript(
+    client_for, alice, bob, make_member
+):
+    run = _run_with_skills(alice, bob)
+    url = f"/api/v1/hub/runs/{run.pk}/skills/"
+    for reader in (bob, alice):  # the person it served; an owner holds memory.personal
+        [skill] = client_for(reader).get(url).json()["results"]
+        assert skill["package"] == PDF
+    for role in ("auditor", "business_admin"):  # agent.view alone
+        client = client_for(make_member(roles=[role]))
+        assert client.get(f"/api/v1/runs/{run.pk}/").status_code == 404
+        response = client.get(url)
+        assert response.status_code == 404
+        assert response.json() == client.get("/api/v1/hub/runs/999999/skills/").json()
+
+
+def test_run_feedback_follows_the_runs_rating_and_shows_skills_only_to_readers(
+    client_for, alice, bob, make_member
+):
+    run = _run_with_skills(alice, bob)
+    url = f"/api/v1/hub/runs/{run.pk}/feedback/"
+    auditor = client_for(make_member(roles=["auditor"]))
+    with nothing_changes(run, SkillUsage.objects.exclude(feedback="")):
+        refused = auditor.post(url, {"outcome": "failure"}, format="json")
+    assert refused.status_code == 404
+    assert refused.json()["error"]["code"] == "run_not_found"
+    # A deployment manager rates any run, as through the runs API, without reading it.
+    manager = client_for(make_member(roles=["business_admin"]))
+    rated = manager.post(url, {"outcome": "failure"}, format="json")
+    assert rated.status_code == 200 and rated.json()["skills"] == []
+    run.refresh_from_db()
+    assert run.rating == "failure"
+    assert SkillUsage.objects.get(run=run).feedback == "failure"
+    own = client_for(bob).post(url, {"outcome": "success"}, format="json")
+    assert [skill["package"] for skill in own.json()["skills"]] == [PDF]

@@ -302,8 +302,8 @@ hub-installs                         GET              perm:skill.view           
 hub-install                          GET              perm:agent.view            auto
 hub-install-apply                    POST             perm:deployment.manage     auto
 hub-install-rollback                 POST             perm:deployment.manage     auto
-hub-run-skills                       GET              perm:agent.view            auto
-hub-run-feedback                     POST             perm:agent.view            auto
+hub-run-skills                       GET              personal                   subject_run
+hub-run-feedback                     POST             own:deployment.manage      subject_run
 clawhub-upload                       POST             perm:skill.publish         auto
 clawhub-whoami                       GET              member                     -
 clawhub-search                       GET              perm:skill.view            -

@@ -16,11 +16,12 @@ from cadre.tenancy.actors import member_actor
 from connectors.base import services
 from connectors.feishu.inbound import FeishuPlatform
 from connectors.feishu.tests.fake_api import APP_ID, APP_SECRET, FakeFeishu
-from connectors.models import Connector, ConnectorBinding, UnmappedIdentity
+from connectors.models import Connector, ConnectorBinding, DirectoryConflict, UnmappedIdentity
 from connectors.slack.tests.fake_api import BOT_TOKEN, FakeSlack
 from connectors.tests.fakes import FakePlatformServer
 from connectors.wecom.tests.fake_api import CORP_ID, CORP_SECRET, FakeWeCom
 from tests.factories import DepartmentFactory, PositionFactory
+from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
 
@@ -542,3 +543,28 @@ def test_outsider_cannot_remove_a_binding(alice, charlie, browser, acme_connecto
     url = reverse("console:connector_binding_remove", args=[acme_connector.pk, binding.pk])
     assert browser(charlie).post(url).status_code == 404
     assert ConnectorBinding.objects.filter(pk=binding.pk).exists()
+
+
+# --- directory conflicts ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["abc", "²", "-1", "1e3"])
+def test_a_conflict_form_with_a_member_that_is_no_key_is_refused_on_the_form(
+    alice, browser, acme_connector, value
+):
+    conflict = DirectoryConflict.objects.create(
+        organization=alice.organization,
+        connector=acme_connector,
+        kind="local_edit",
+        platform_user_id="u-1",
+        member=alice,
+        fields=["title"],
+    )
+    url = reverse("console:connector_directory_conflict", args=[acme_connector.pk, conflict.pk])
+    with nothing_changes(conflict):
+        response = browser(alice).post(
+            url, {"member": value, "resolution": "keep_local"}, follow=True
+        )
+    assert response.status_code == 200
+    assert response.redirect_chain[-1][0] == reverse("console:connector", args=[acme_connector.pk])
+    assert "Choose a member of this organization." in response.content.decode()

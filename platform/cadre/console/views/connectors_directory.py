@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from cadre.console.scoping import get_restricted_or_404
 from cadre.console.views.base import require_permission
 from cadre.errors import CadreError
+from cadre.identifiers import parse_pk
 from cadre.tenancy.models import Member
 from connectors.directory.contacts import supports_directory
 from connectors.directory.sync import directory_conflict_resolve, directory_sync_start
@@ -89,9 +90,11 @@ def directory_conflict(request, pk: int, conflict_pk: int):
     conflict = get_object_or_404(DirectoryConflict, connector=connector, pk=conflict_pk)
     member = None
     if request.POST.get("member"):
-        member = Member.objects.filter(
-            organization=connector.organization, pk=request.POST["member"]
-        ).first()
+        member_pk = parse_pk(request.POST["member"])
+        if member_pk is None:
+            messages.error(request, _("Choose a member of this organization."))
+            return redirect("console:connector", pk=connector.pk)
+        member = Member.objects.filter(organization=connector.organization, pk=member_pk).first()
     try:
         directory_conflict_resolve(
             actor=request.actor,
