@@ -15,13 +15,12 @@ from django.http import HttpResponse
 from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cadre import signing
 from cadre.api.pagination import PagePagination
-from cadre.api.parsers import BoundedJSONParser
+from cadre.api.parsers import BoundedJSONParser, BoundedMultiPartParser
 from cadre.errors import InvalidInput, NotFound
 from cadre.tenancy.models import Department
 from hub import selectors, services
@@ -117,7 +116,7 @@ class PackageListView(APIView):
 
 
 class PublishView(APIView):
-    parser_classes = [MultiPartParser]
+    parser_classes = [BoundedMultiPartParser]
 
     @extend_schema(
         request={"multipart/form-data": s.PublishRequestSerializer},

@@ -730,11 +730,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "cadre.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # JSON nested past a bound is a 400, never a RecursionError deep inside a view.
+    # JSON nested past a bound, NUL characters and lone surrogates (in JSON, form and multipart
+    # bodies alike) are a 400, never a RecursionError or a DataError deep inside a view.
     "DEFAULT_PARSER_CLASSES": [
         "cadre.api.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "cadre.api.parsers.BoundedFormParser",
+        "cadre.api.parsers.BoundedMultiPartParser",
     ],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_THROTTLE_CLASSES": [

@@ -98,6 +98,7 @@ def provider_config_create(
 ) -> ModelProviderConfig:
     actor.require("model.manage")
     base_url = _clean(kind=kind, base_url=base_url, timeout_seconds=timeout_seconds, preset=preset)
+    parameters = _parameters(parameters)
     prices = _prices(prices)
     config = ModelProviderConfig(
         organization=actor.organization,
@@ -148,6 +149,8 @@ def provider_config_update(
         pk=config.pk, organization=actor.organization
     )
     before = _described(config)
+    if "parameters" in changes:
+        changes["parameters"] = _parameters(changes["parameters"])
     if "prices" in changes:
         changes["prices"] = _prices(changes["prices"])
     merged = {name: changes.get(name, getattr(config, name)) for name in _EDITABLE}
@@ -464,6 +467,17 @@ def resolve(model_settings: dict, organization_id: int):
     if config is not None and settings.get("provider", "offline") != config.kind:
         settings.pop("model", None)
     return config, settings
+
+
+def _parameters(parameters) -> dict:
+    # Every model call spreads them into its request ({**parameters, ...}): a list or a string
+    # stored here would fail each run of the organization, and its connection test.
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, dict):
+        message = _("parameters must be an object.")
+        raise InvalidInput(message, details={"parameters": [message]})
+    return parameters
 
 
 def _prices(prices) -> dict:

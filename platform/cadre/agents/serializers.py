@@ -20,7 +20,7 @@ from cadre.agents.models import (
     Wait,
     channel_choices,
 )
-from cadre.api.fields import RegisteredChoiceField
+from cadre.api.fields import BoundedJSONField, RegisteredChoiceField
 from cadre.api.viewsets import TenantRelatedFieldMixin
 from cadre.tenancy.models import Department, Member, Position
 
@@ -152,6 +152,10 @@ class ProviderConfigSerializer(serializers.ModelSerializer):
         write_only=True, required=False, allow_blank=True, max_length=4000
     )
     api_key_set = serializers.SerializerMethodField()
+    # Objects (the service refuses anything else); bounded, as a form body's JSON text is read
+    # here rather than by a parser.
+    parameters = BoundedJSONField(required=False)
+    prices = BoundedJSONField(required=False)
 
     class Meta:
         model = ModelProviderConfig

@@ -367,6 +367,10 @@ class ProviderConfig:
     name: str = ""
 
 
+def _object_or_empty(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def provider_for(model_settings: dict, config=None) -> ModelProvider:
     """The provider for model settings ({"provider", "model", "parameters", "timeout_seconds"})
     and an optional provider configuration (a ProviderConfig or an agents ModelProviderConfig
@@ -376,7 +380,12 @@ def provider_for(model_settings: dict, config=None) -> ModelProvider:
     factory = PROVIDERS.get(kind)
     if factory is None:
         raise ProviderError(f"unknown provider kind {kind!r}")
-    parameters = {**(config.parameters if config else {}), **model_settings.get("parameters", {})}
+    # Parameters that are not an object (a list, a string in a stored row) are read as absent:
+    # spread into every request, one such row would fail each run of its organization.
+    parameters = {
+        **_object_or_empty(config.parameters if config else None),
+        **_object_or_empty(model_settings.get("parameters")),
+    }
     return factory(
         model=model_settings.get("model")
         or (config.default_model if config else "")

@@ -10,12 +10,11 @@ from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
-from cadre.api.parsers import BoundedJSONParser
+from cadre.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput, NotPermitted
 from cadre.skills import selectors, services
@@ -349,7 +348,7 @@ class CandidateViewSet(
 
     model = SkillCandidate
     filterset_class = CandidateFilter
-    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, BoundedMultiPartParser, BoundedFormParser]
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):

@@ -23,7 +23,6 @@ from drf_spectacular.utils import (
 from rest_framework import mixins, renderers, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -55,6 +54,7 @@ from cadre.agents.selectors import (
     usage_summary,
 )
 from cadre.agents.template_policy import template_policy_chain, template_policy_chain_set
+from cadre.api.parsers import BoundedFormParser, BoundedMultiPartParser
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
 from cadre.governance.api.controls import PolicyChainSerializer, PolicyChainWriteSerializer
@@ -150,7 +150,9 @@ class TemplateViewSet(
         "docx, pdf text) into the template's open draft (those three fields are replaced) or, "
         "when none is open, a new draft version; 409 `not_draft` while a version is in review.",
     )
-    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser])
+    @action(
+        detail=True, methods=["post"], parser_classes=[BoundedMultiPartParser, BoundedFormParser]
+    )
     def generate(self, request, pk=None):
         template = self.get_object()
         serializer = s.GenerateSerializer(data=request.data)

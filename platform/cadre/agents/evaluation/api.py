@@ -11,7 +11,6 @@ from drf_spectacular.utils import extend_schema, extend_schema_field, inline_ser
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.viewsets import ViewSet
@@ -19,7 +18,7 @@ from rest_framework.viewsets import ViewSet
 from cadre.agents.evaluation import gates, selectors, services
 from cadre.agents.evaluation.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from cadre.agents.models import AgentTemplate, Run
-from cadre.api.parsers import BoundedJSONParser
+from cadre.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
 from cadre.api.viewsets import TenantViewSet
 from cadre.errors import InvalidInput
 from cadre.identifiers import parse_pk
@@ -280,7 +279,7 @@ class EvalCaseViewSet(
     model = EvalCase
     serializer_class = EvalCaseSerializer
     filterset_fields = ["suite", "source"]
-    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, BoundedMultiPartParser, BoundedFormParser]
     action_verbs = {"from_turn": "manage", "import_jsonl": "manage"}
 
     def base_queryset(self):
