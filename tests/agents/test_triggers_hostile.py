@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the trigger fixture imported from test_triggers is a parameter here
 """Event triggers under hostile input: every refusal is a 4xx with an error code, and nothing
 is stored, started or audited — an absurd timestamp before any signature is checked, and
 signed bodies no database column or run could hold."""
@@ -12,18 +13,10 @@ from rest_framework.test import APIClient
 
 from cadre.agents.models import Run, TriggerEvent
 from cadre.agents.runtime.lifecycle import triggers
+from tests.agents.test_triggers import trigger  # noqa: F401 - the fixture
 from tests.refusals import nothing_changes
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def trigger(owner, deployment, bob):
-    trigger, secret = triggers.trigger_create(
-        actor=owner, name="CRM", deployment=deployment, member_field="owner_email"
-    )
-    trigger.plain_secret = secret
-    return trigger
 
 
 def post(trigger, body: bytes, *, timestamp: str | None = None, signature: str | None = None):

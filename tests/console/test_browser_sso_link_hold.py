@@ -14,14 +14,17 @@ from django.urls import reverse
 
 from cadre.governance.models import AuditEvent
 from cadre.tenancy.models import Member
-from tests.conftest import PASSWORD
 from tests.console.test_browser_chat import (  # noqa: F401 - fixtures and page helpers
     browser_page,
     chromium,
     expect,
     live_server_url,
 )
-from tests.console.test_browser_navigation import LAYOUT_PROBLEMS, SHOTS, VIEWPORT
+from tests.console.test_browser_navigation import LAYOUT_PROBLEMS, SHOTS
+from tests.console.test_browser_saml_export_zh import (  # noqa: F401 - a fixture, a helper
+    owner,
+    signed_in,
+)
 from tests.i18n.untranslated import english_sentences
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -54,18 +57,6 @@ WORDS = {
         "allowed": "单点登录已可再次关联 Bob 的账号。",
     },
 }
-
-
-def signed_in(page, member, path: str) -> None:
-    """Through the sign-in form (English: the browser's language) to `path`, in the member's
-    own language."""
-    page.set_viewport_size(VIEWPORT)
-    page.goto(f"/login/?next={path}")
-    page.get_by_label("Email").fill(member.user.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"**{path}")
-    expect(page.locator("html")).to_have_attribute("lang", member.language)
 
 
 def read(page, language: str, name: str) -> None:
@@ -104,13 +95,6 @@ def allow(page, words: dict) -> list[str]:
 
 def held_notice(page, words: dict):
     return page.locator(".alert-warning", has_text=words["held"])
-
-
-@pytest.fixture
-def owner(alice, request):
-    alice.language = request.param
-    alice.save(update_fields=["language"])
-    return alice
 
 
 @pytest.mark.parametrize("owner", LANGUAGES, indirect=True)
