@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from cadre import signing
+from cadre.api.parsers import text_problem_in
 from cadre.errors import Conflict, InvalidInput, NotFound, NotPermitted
 from cadre.governance import audit
 from cadre.queues import enqueue
@@ -238,7 +239,7 @@ def _unstorable_skill_md(report: ValidationReport) -> Problem | None:
     document = report.document
     if document is None:
         return None
-    keys = [key for key, value in document.frontmatter.items() if _unstorable([key, value])]
+    keys = [key for key, value in document.frontmatter.items() if text_problem_in([key, value])]
     if keys:
         line = document.key_lines.get(str(keys[0]))
     elif "\x00" in document.body:
@@ -251,26 +252,6 @@ def _unstorable_skill_md(report: ValidationReport) -> Problem | None:
         "unstorable_text",
         gettext("SKILL.md holds a NUL character or a lone surrogate, which cannot be stored."),
     )
-
-
-def _unstorable(value) -> bool:
-    """Whether a parsed frontmatter value (or key) holds a NUL or a lone surrogate."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 def package_publish(

@@ -35,6 +35,24 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
+def text_problem_in(value) -> str | None:
+    """The first problem ("nul", "surrogate") of any string, key or value, in parsed JSON or
+    YAML, or None. Walked without recursion (its parser bounded the depth)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 def _value_problem(where: str, problem: str) -> str:
     if problem == "nul":
         return _("%(where)s contains a NUL character.") % {"where": where}

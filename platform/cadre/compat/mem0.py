@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cadre.api.errors import exception_handler as cadre_exception_handler
-from cadre.api.parsers import BoundedJSONParser
+from cadre.api.parsers import BoundedJSONParser, text_problem_in
 from cadre.api.permissions import IsOrganizationActor
 from cadre.errors import InvalidInput, NotFound
 from cadre.identifiers import parse_pk
@@ -59,30 +59,19 @@ def json_body(request) -> dict:
 
 
 def _text_problem(text: str) -> str | None:
-    if "\x00" in text:
-        return _("The body holds a NUL character (\\u0000), which cannot be stored.")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _("The body holds a string that is not valid Unicode.")
-    return None
+    return _problem_message(text_problem_in(text))
 
 
 def unstorable_text(value) -> str | None:
-    """Why some string (key or value) in parsed JSON cannot be stored, or None. Walked without
-    recursion; the parser has bounded the depth already (BoundedJSONParser)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            problem = _text_problem(item)
-            if problem:
-                return problem
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    """Why some string (key or value) in parsed JSON cannot be stored, or None."""
+    return _problem_message(text_problem_in(value))
+
+
+def _problem_message(problem: str | None) -> str | None:
+    if problem == "nul":
+        return _("The body holds a NUL character (\\u0000), which cannot be stored.")
+    if problem == "surrogate":
+        return _("The body holds a string that is not valid Unicode.")
     return None
 
 
